@@ -1,0 +1,312 @@
+//! Jute, ZooKeeper's binary record format.
+//!
+//! Everything is big-endian. `int` is 4 bytes, `long` 8, `boolean` one byte
+//! (0 or 1), `ustring` and `buffer` are an `int` length followed by that many
+//! bytes (-1 means null), a `vector<T>` is an `int` count followed by the
+//! elements (-1 means null). Records are their fields in declaration order,
+//! with nothing in between.
+//!
+//! Decoding never trusts a length: it is checked against the bytes that are
+//! actually left before anything is allocated, so a hostile length cannot make
+//! us reserve memory we were not sent.
+
+use thiserror::Error;
+
+/// Why a record could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    /// The input ended in the middle of a field.
+    #[error("record truncated: needed {needed} more bytes at offset {offset}")]
+    Truncated { offset: usize, needed: usize },
+    /// A field holds a value the format does not allow.
+    #[error("invalid record: {0}")]
+    Invalid(String),
+}
+
+/// Reads jute fields from a byte slice.
+#[derive(Debug, Clone)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The unread part of the input.
+    pub fn rest(&self) -> &'a [u8] {
+        &self.buf[self.pos..]
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.remaining() < n {
+            return Err(DecodeError::Truncated {
+                offset: self.pos,
+                needed: n - self.remaining(),
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    pub fn read_i32(&mut self) -> Result<i32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn read_i64(&mut self) -> Result<i64, DecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(i64::from_be_bytes(a))
+    }
+
+    pub fn read_bool(&mut self) -> Result<bool, DecodeError> {
+        // Java's readBoolean treats any non-zero byte as true.
+        Ok(self.take(1)?[0] != 0)
+    }
+
+    /// A length-prefixed byte run; `None` for the null encoding (-1).
+    pub fn read_opt_buffer(&mut self) -> Result<Option<&'a [u8]>, DecodeError> {
+        let len = self.read_i32()?;
+        if len == -1 {
+            return Ok(None);
+        }
+        if len < 0 {
+            return Err(DecodeError::Invalid(format!("negative length {len}")));
+        }
+        Ok(Some(self.take(len as usize)?))
+    }
+
+    /// A buffer; null decodes as empty, as ZooKeeper's server treats it.
+    pub fn read_buffer(&mut self) -> Result<Vec<u8>, DecodeError> {
+        Ok(self
+            .read_opt_buffer()?
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default())
+    }
+
+    /// A ustring; null decodes as the empty string.
+    pub fn read_string(&mut self) -> Result<String, DecodeError> {
+        match self.read_opt_buffer()? {
+            None => Ok(String::new()),
+            Some(b) => String::from_utf8(b.to_vec())
+                .map_err(|_| DecodeError::Invalid("string is not valid UTF-8".into())),
+        }
+    }
+
+    /// A vector count, checked against the bytes left given the smallest
+    /// encoding an element can have. Null (-1) counts as empty.
+    pub fn read_len(&mut self, min_elem_size: usize) -> Result<usize, DecodeError> {
+        let n = self.read_i32()?;
+        if n == -1 {
+            return Ok(0);
+        }
+        if n < 0 {
+            return Err(DecodeError::Invalid(format!("negative vector length {n}")));
+        }
+        let n = n as usize;
+        if n.saturating_mul(min_elem_size.max(1)) > self.remaining() {
+            return Err(DecodeError::Truncated {
+                offset: self.pos,
+                needed: n * min_elem_size.max(1) - self.remaining(),
+            });
+        }
+        Ok(n)
+    }
+
+    pub fn read_vec<T: Jute>(&mut self) -> Result<Vec<T>, DecodeError> {
+        let n = self.read_len(T::MIN_SIZE)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(T::read(self)?);
+        }
+        Ok(v)
+    }
+
+    pub fn read_strings(&mut self) -> Result<Vec<String>, DecodeError> {
+        let n = self.read_len(4)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(self.read_string()?);
+        }
+        Ok(v)
+    }
+}
+
+/// Appends jute fields to a byte vector.
+pub trait Writer {
+    fn write_i32(&mut self, v: i32);
+    fn write_i64(&mut self, v: i64);
+    fn write_bool(&mut self, v: bool);
+    fn write_buffer(&mut self, v: &[u8]);
+    fn write_null(&mut self);
+    fn write_string(&mut self, v: &str) {
+        self.write_buffer(v.as_bytes())
+    }
+    fn write_strings<S: AsRef<str>>(&mut self, v: &[S]) {
+        self.write_i32(v.len() as i32);
+        for s in v {
+            self.write_string(s.as_ref());
+        }
+    }
+    fn write_vec<T: Jute>(&mut self, v: &[T]);
+}
+
+impl Writer for Vec<u8> {
+    fn write_i32(&mut self, v: i32) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn write_i64(&mut self, v: i64) {
+        self.extend_from_slice(&v.to_be_bytes());
+    }
+    fn write_bool(&mut self, v: bool) {
+        self.push(v as u8);
+    }
+    fn write_buffer(&mut self, v: &[u8]) {
+        self.write_i32(v.len() as i32);
+        self.extend_from_slice(v);
+    }
+    fn write_null(&mut self) {
+        self.write_i32(-1);
+    }
+    fn write_vec<T: Jute>(&mut self, v: &[T]) {
+        self.write_i32(v.len() as i32);
+        for x in v {
+            x.write(self);
+        }
+    }
+}
+
+/// A jute record.
+pub trait Jute: Sized {
+    /// The fewest bytes one encoded value takes (used to bound vector counts).
+    const MIN_SIZE: usize;
+    fn write(&self, w: &mut Vec<u8>);
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
+
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.write(&mut v);
+        v
+    }
+
+    /// Decodes a whole record; trailing bytes are an error.
+    fn from_bytes(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(b);
+        let v = Self::read(&mut r)?;
+        if r.remaining() != 0 {
+            return Err(DecodeError::Invalid(format!(
+                "{} unexpected trailing bytes",
+                r.remaining()
+            )));
+        }
+        Ok(v)
+    }
+}
+
+impl Jute for String {
+    const MIN_SIZE: usize = 4;
+    fn write(&self, w: &mut Vec<u8>) {
+        w.write_string(self)
+    }
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_string()
+    }
+}
+
+/// Declares a jute record: a struct whose fields are encoded in order.
+///
+/// Field kinds: `i32`, `i64`, `bool`, `String`, `Vec<u8>` (buffer), and any
+/// `Jute` record or `Vec` of one.
+#[macro_export]
+macro_rules! jute_record {
+    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, Default)]
+        pub struct $name { $($(#[$fm])* pub $field: $ty),* }
+        impl $crate::jute::Jute for $name {
+            const MIN_SIZE: usize = 0 $(+ <$ty as $crate::jute::Field>::MIN)*;
+            fn write(&self, w: &mut Vec<u8>) {
+                $( <$ty as $crate::jute::Field>::put(&self.$field, w); )*
+            }
+            fn read(r: &mut $crate::jute::Reader<'_>) -> Result<Self, $crate::jute::DecodeError> {
+                Ok($name { $($field: <$ty as $crate::jute::Field>::get(r)?),* })
+            }
+        }
+    };
+}
+
+/// A type that can be a field of a [`jute_record!`].
+pub trait Field: Sized {
+    const MIN: usize;
+    fn put(&self, w: &mut Vec<u8>);
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
+}
+
+impl Field for i32 {
+    const MIN: usize = 4;
+    fn put(&self, w: &mut Vec<u8>) {
+        w.write_i32(*self)
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_i32()
+    }
+}
+impl Field for i64 {
+    const MIN: usize = 8;
+    fn put(&self, w: &mut Vec<u8>) {
+        w.write_i64(*self)
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_i64()
+    }
+}
+impl Field for bool {
+    const MIN: usize = 1;
+    fn put(&self, w: &mut Vec<u8>) {
+        w.write_bool(*self)
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_bool()
+    }
+}
+impl Field for Vec<u8> {
+    const MIN: usize = 4;
+    fn put(&self, w: &mut Vec<u8>) {
+        w.write_buffer(self)
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_buffer()
+    }
+}
+impl<T: Jute> Field for T {
+    const MIN: usize = T::MIN_SIZE;
+    fn put(&self, w: &mut Vec<u8>) {
+        self.write(w)
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        T::read(r)
+    }
+}
+impl<T: Jute> Jute for Vec<T> {
+    const MIN_SIZE: usize = 4;
+    fn write(&self, w: &mut Vec<u8>) {
+        w.write_vec(self)
+    }
+    fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        r.read_vec()
+    }
+}

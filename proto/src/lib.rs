@@ -1,0 +1,23 @@
+//! The ZooKeeper client wire protocol, sans-io: jute records, opcodes, error
+//! codes and the frame codec. Shared by the `wazoo` server and the client.
+//!
+//! Layout:
+//! - [`jute`]: the binary encoding and the [`jute_record!`] macro.
+//! - [`records`]: the records of `zookeeper.jute` and the [`Request`] /
+//!   [`Response`] enums that pair bodies with opcodes.
+//! - [`frame`]: length-prefixed frames, checked before they are parsed.
+//! - [`error`]: [`ErrorCode`], `KeeperException.Code` with wire numbers.
+//! - [`consts`]: opcodes, xids, create modes, permissions, event types.
+//! - [`path`]: the path rules of the data model.
+
+pub mod consts;
+pub mod error;
+pub mod frame;
+pub mod jute;
+pub mod path;
+pub mod records;
+
+pub use consts::*;
+pub use error::ErrorCode;
+pub use jute::{DecodeError, Jute, Reader, Writer};
+pub use records::*;

@@ -1,0 +1,126 @@
+//! Path rules of the ZooKeeper data model (seed 002, "ZNodes"; PathUtils).
+
+/// Checks a node path the way ZooKeeper's `PathUtils.validatePath` does.
+/// `sequential` allows a trailing `/` (the name is then just the counter).
+pub fn validate(path: &str, sequential: bool) -> Result<(), String> {
+    if sequential {
+        // A sequential create appends the counter, so validate as if it had one.
+        return validate_inner(&format!("{path}1"));
+    }
+    validate_inner(path)
+}
+
+fn validate_inner(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("Path length must be > 0".into());
+    }
+    if !path.starts_with('/') {
+        return Err("Path must start with / character".into());
+    }
+    if path.len() == 1 {
+        return Ok(());
+    }
+    if path.ends_with('/') {
+        return Err("Path must not end with / character".into());
+    }
+    let chars: Vec<char> = path.chars().collect();
+    let mut last = '/';
+    for (i, &c) in chars.iter().enumerate().skip(1) {
+        let reason = if c == '\0' {
+            Some(format!("null character not allowed @{i}"))
+        } else if c == '/' && last == '/' {
+            Some(format!("empty node name specified @{i}"))
+        } else if c == '.' && last == '.' {
+            let prev2 = chars[i - 2];
+            let next = chars.get(i + 1).copied();
+            if prev2 == '/' && (next.is_none() || next == Some('/')) {
+                Some(format!("relative paths not allowed @{i}"))
+            } else {
+                None
+            }
+        } else if c == '.' {
+            let next = chars.get(i + 1).copied();
+            if chars[i - 1] == '/' && (next.is_none() || next == Some('/')) {
+                Some(format!("relative paths not allowed @{i}"))
+            } else {
+                None
+            }
+        } else if ('\u{0001}'..='\u{001f}').contains(&c)
+            || ('\u{007f}'..='\u{009f}').contains(&c)
+            // Java also refuses surrogates, which a Rust char cannot hold.
+            || ('\u{e000}'..='\u{f8ff}').contains(&c)
+            || ('\u{fff0}'..='\u{ffff}').contains(&c)
+        {
+            Some(format!("invalid character @{i}"))
+        } else {
+            None
+        };
+        if let Some(r) = reason {
+            return Err(format!("Invalid path string \"{path}\" caused by {r}"));
+        }
+        last = c;
+    }
+    Ok(())
+}
+
+/// The parent of a valid path ("/" for a top-level node; "" for "/").
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) if path.len() > 1 => "/",
+        Some(0) | None => "",
+        Some(i) => &path[..i],
+    }
+}
+
+/// The last component of a valid path.
+pub fn name(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+/// Joins a parent path and a child name.
+pub fn join(parent: &str, child: &str) -> String {
+    if parent == "/" {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_paths_follow_the_data_model_rules() {
+        for p in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a.b",
+            "/...",
+            "/a/..b",
+            "/zookeeper/quota",
+        ] {
+            assert!(validate(p, false).is_ok(), "{p}");
+        }
+        for p in [
+            "", "a", "/a/", "//a", "/a//b", "/a/./b", "/a/../b", "/.", "/..", "/a\u{1}",
+        ] {
+            assert!(validate(p, false).is_err(), "{p}");
+        }
+        assert!(validate("/a/", true).is_ok(), "sequential may end with /");
+    }
+
+    #[test]
+    fn parent_and_name_split_paths() {
+        assert_eq!(parent("/a/b"), "/a");
+        assert_eq!(parent("/a"), "/");
+        assert_eq!(parent("/"), "");
+        assert_eq!(name("/a/b"), "b");
+        assert_eq!(join("/", "a"), "/a");
+        assert_eq!(join("/a", "b"), "/a/b");
+    }
+}
