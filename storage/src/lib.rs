@@ -1,0 +1,113 @@
+//! Durable storage for wazoo: the transaction log and snapshots.
+//!
+//! This crate stores opaque byte records keyed by a `u64` zxid (ZooKeeper's
+//! `epoch << 32 | counter`); it never interprets them. It provides
+//!
+//! - [`TxnLog`]: a segmented append-only log with a CRC per record, buffered
+//!   appends and an explicit [`TxnLog::sync`] (fdatasync) so the caller can
+//!   commit a batch with one fsync; [`TxnLog::truncate_after`] for ZAB's
+//!   TRUNC; [`TxnLog::read_from`] / [`read_log`] to replay or send a DIFF;
+//! - [`GroupCommitLog`]: a writer thread that owns a `TxnLog` and turns a
+//!   stream of appends into group commits, reporting the durable zxid through
+//!   a callback (no async runtime needed);
+//! - snapshots written atomically with a CRC ([`write_snapshot`],
+//!   [`latest_valid_snapshot`], [`read_snapshot`]);
+//! - [`purge`] of old snapshots and of the log segments only they needed.
+//!
+//! Snapshots and logs may live in separate directories (ZooKeeper's
+//! `dataDir` and `dataLogDir`) or share one.
+//!
+//! # Recovery contract
+//!
+//! Snapshots are *fuzzy* (taken while writes continue), so a member recovers
+//! by loading the newest valid snapshot `S` and replaying the log records with
+//! zxid `> S` on top of it:
+//!
+//! ```no_run
+//! # fn main() -> Result<(), wazoo_storage::StorageError> {
+//! use wazoo_storage::{latest_valid_snapshot, read_snapshot, LogOptions, TxnLog};
+//! let (mut log, _recovered) = TxnLog::open("/var/lib/wazoo/log", LogOptions::default())?;
+//! let (snap_zxid, state) = match latest_valid_snapshot("/var/lib/wazoo/data")? {
+//!     Some((zxid, path)) => (zxid, read_snapshot(path)?),
+//!     None => (0, Vec::new()),
+//! };
+//! # let _ = state;
+//! for record in log.read_from(snap_zxid)? {
+//!     let record = record?;
+//!     // apply record.body (zxid record.zxid) to the state machine
+//! #   let _ = record;
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A snapshot `snapshot.<S>` is named after the last zxid applied when its
+//! serialization *started*; it may already contain effects of some records
+//! after `S`. Replaying those again must be harmless: the state machine's
+//! transactions are idempotent when applied in zxid order on top of a fuzzy
+//! snapshot (ZooKeeper's `DataTree` relies on the same property). The log must
+//! therefore keep every record after the oldest snapshot recovery may use,
+//! which is what [`purge`] preserves.
+//!
+//! # On-disk grammar of the transaction log
+//!
+//! A log directory holds segment files named `log.<zxid>`, `<zxid>` being the
+//! zxid of the segment's first record in 16 lower-case hex digits (unpadded
+//! names such as ZooKeeper's `log.100000001` are read too). Segments are
+//! ordered by that zxid. All integers are big-endian.
+//!
+//! ```text
+//! Segment      := FileHeader Record* Padding
+//! FileHeader   := magic:"WZLG" version:u32(=1)                       8 bytes
+//! Record       := length:u32 crc:u32 zxid:u64 body:byte[length]   16 + length
+//! Padding      := 0x00*                 zero fill: the end of the log
+//! ```
+//!
+//! - `crc` is the CRC32 (IEEE, as computed by `crc32fast`) of the 8 bytes of
+//!   `zxid` followed by `body`. A corrupted `length` misframes the record and
+//!   fails the check too.
+//! - `zxid` is never 0, and zxids strictly increase within a segment and
+//!   across segments; the first record of `log.<z>` has zxid `z`.
+//! - A segment ends at end of file or at a run of zero bytes reaching the end
+//!   of the file (left by preallocation, or by a file system that extended the
+//!   file before the data reached the disk). This implementation does not
+//!   preallocate; it truncates such a run off the last segment when opening.
+//!
+//! # Crash safety
+//!
+//! The writer fsyncs a segment completely before it creates the next one, and
+//! fsyncs a new segment's header (and the directory) before writing records
+//! into it. So after a crash only the end of the last segment can hold a
+//! partial write. [`TxnLog::open`] cuts a partial or checksum-failing record
+//! off the end of the last segment (with a `tracing::warn!`) when no valid
+//! record follows it; anything else that fails validation is reported as
+//! [`StorageError::Corrupt`] (naming file and offset) and the log refuses to
+//! open, because cutting there would silently drop records that were
+//! acknowledged. A file named like a segment that is not one gives
+//! [`StorageError::BadMagic`] or [`StorageError::UnsupportedVersion`].
+//! Nothing read from disk can make this crate panic.
+//!
+//! Consequence worth knowing: if a crash lost an earlier page of the last,
+//! unsynced write while a later page of it reached the disk, the valid record
+//! after the hole makes recovery report corruption rather than guess. Such
+//! records were never acknowledged, so an operator may cut the segment at the
+//! reported offset (or the member may rejoin with an empty log and a SNAP).
+
+mod error;
+mod fsutil;
+mod group;
+mod log;
+mod purge;
+mod reader;
+mod recovery;
+mod segment;
+mod snapshot;
+
+pub use error::{CorruptReason, Result, SnapshotDefect, StorageError};
+pub use group::{DurabilityReport, GroupCommitLog, GroupCommitOptions, TryAppendError};
+pub use log::{LogOptions, LogStats, TxnLog};
+pub use purge::{purge, PurgeReport, MIN_SNAP_RETAIN_COUNT};
+pub use reader::{read_log, LogIter, LogRecord};
+pub use recovery::{Recovered, Repair, TailDefect};
+pub use snapshot::{
+    latest_valid_snapshot, list_snapshots, read_snapshot, verify_snapshot, write_snapshot,
+};

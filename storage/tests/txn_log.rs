@@ -1,0 +1,674 @@
+//! Behavior of `TxnLog`: appends, reopen, roll-over, truncation, reading,
+//! and recovery from torn tails versus corruption.
+
+mod common;
+
+use std::fs::{self, OpenOptions};
+use std::path::Path;
+
+use common::*;
+use wazoo_storage::{
+    read_log, CorruptReason, LogOptions, Repair, StorageError, TailDefect, TxnLog,
+};
+
+fn open_err(dir: &Path, opts: LogOptions) -> StorageError {
+    TxnLog::open(dir, opts).expect_err("open must fail")
+}
+
+/// Asserts that opening `dir` reports corruption in `file` at `offset`, with
+/// a message naming the file and saying the log is corrupt.
+fn assert_corrupt_at(dir: &Path, file: &Path, offset: u64) -> CorruptReason {
+    let err = open_err(dir, small_segments());
+    let msg = err.to_string();
+    assert!(msg.contains("corrupt"), "message says corrupt: {msg}");
+    assert!(
+        msg.contains(&file.display().to_string()),
+        "message names {}: {msg}",
+        file.display()
+    );
+    match err {
+        StorageError::Corrupt {
+            file: f,
+            offset: o,
+            reason,
+        } => {
+            assert_eq!(f, file);
+            assert_eq!(o, offset, "offset of the bad record ({reason})");
+            reason
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn appended_records_read_back_identically_before_and_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, recovered) = open(dir.path(), opts());
+    assert_eq!(recovered.last_zxid, 0);
+    assert_eq!(log.last_zxid(), 0);
+    append_all(&mut log, 1..=100);
+    log.append(101, b"").unwrap(); // an empty body is a valid record
+    log.sync().unwrap();
+    let mut want = expected(1..=100);
+    want.push((101, Vec::new()));
+    assert_eq!(records(&mut log), want);
+    drop(log);
+
+    let (mut log, recovered) = open(dir.path(), opts());
+    assert_eq!(recovered.last_zxid, 101);
+    assert_eq!(recovered.first_zxid, Some(1));
+    assert_eq!(recovered.records, 101);
+    assert!(recovered.repairs.is_empty());
+    assert_eq!(records(&mut log), want);
+}
+
+#[test]
+fn open_creates_a_missing_directory_as_an_empty_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("a/b/log");
+    let (mut log, recovered) = open(&nested, opts());
+    assert_eq!(recovered.records, 0);
+    assert_eq!(log.first_zxid(), None);
+    assert!(records(&mut log).is_empty());
+    assert!(nested.is_dir());
+}
+
+#[test]
+fn reopened_log_continues_after_the_last_zxid_in_a_new_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    append_all(&mut log, 1..=10);
+    drop(log);
+    let (mut log, _) = open(dir.path(), opts());
+    assert_eq!(log.last_zxid(), 10);
+    let err = log.append(10, b"again").unwrap_err();
+    assert!(matches!(
+        err,
+        StorageError::ZxidNotIncreasing { last: 10, zxid: 10 }
+    ));
+    append_all(&mut log, 11..=20);
+    drop(log);
+    let files = segment_files(dir.path());
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files[1].ends_with("log.000000000000000b"));
+    let (mut log, _) = open(dir.path(), opts());
+    assert_eq!(records(&mut log), expected(1..=20));
+}
+
+#[test]
+fn zxids_may_jump_across_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    let zxids = [1, 2, 3, (1 << 32) | 1, (1 << 32) | 2, (7 << 32) | 1];
+    append_all(&mut log, zxids);
+    drop(log);
+    let (mut log, _) = open(dir.path(), opts());
+    assert_eq!(records(&mut log), expected(zxids));
+}
+
+#[test]
+fn append_rejects_a_non_increasing_or_zero_zxid_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    assert!(matches!(
+        log.append(0, b"x"),
+        Err(StorageError::ZxidNotIncreasing { last: 0, zxid: 0 })
+    ));
+    append_all(&mut log, [5]);
+    assert!(matches!(
+        log.append(4, b"x"),
+        Err(StorageError::ZxidNotIncreasing { last: 5, zxid: 4 })
+    ));
+    // The log is still usable after a rejected append.
+    append_all(&mut log, [6]);
+    assert_eq!(records(&mut log), expected([5, 6]));
+}
+
+#[test]
+fn append_rejects_a_body_above_max_record_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LogOptions {
+        max_record_bytes: 10,
+        ..LogOptions::default()
+    };
+    let (mut log, _) = open(dir.path(), opts);
+    log.append(1, &[7; 10]).unwrap();
+    let err = log.append(2, &[7; 11]).unwrap_err();
+    assert!(matches!(
+        err,
+        StorageError::RecordTooLarge { len: 11, max: 10 }
+    ));
+    log.append(2, &[8; 3]).unwrap();
+    log.sync().unwrap();
+    assert_eq!(records(&mut log), vec![(1, vec![7; 10]), (2, vec![8; 3])]);
+}
+
+#[test]
+fn segments_roll_over_at_the_configured_size_and_are_named_after_their_first_zxid() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), small_segments());
+    append_all(&mut log, 1..=40);
+    log.append(41, &[1; 500]).unwrap(); // larger than a segment: gets its own
+    append_all(&mut log, 42..=43);
+    let files = segment_files(dir.path());
+    assert!(files.len() > 5, "rolled into several segments: {files:?}");
+    assert_eq!(log.segment_paths(), files);
+    let mut prev_first = 0;
+    for file in &files {
+        let len = fs::metadata(file).unwrap().len();
+        let offsets = record_offsets(file);
+        let bytes = fs::read(file).unwrap();
+        let first = u64::from_be_bytes(bytes[16..24].try_into().unwrap());
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert_eq!(name, format!("log.{first:016x}"));
+        assert!(first > prev_first);
+        prev_first = first;
+        assert!(
+            len <= 200 || offsets.len() == 1,
+            "{name} is {len} bytes with {} records",
+            offsets.len()
+        );
+    }
+    let big = dir.path().join(format!("log.{:016x}", 41));
+    assert_eq!(record_offsets(&big).len(), 1);
+    drop(log);
+    let (mut log, recovered) = open(dir.path(), small_segments());
+    assert_eq!(recovered.segments, files.len());
+    let mut want = expected(1..=40);
+    want.push((41, vec![1; 500]));
+    want.extend(expected(42..=43));
+    assert_eq!(records(&mut log), want);
+}
+
+#[test]
+fn sync_issues_one_commit_per_batch_and_none_when_nothing_is_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    let stats = log.stats();
+    append_all(&mut log, 1..=50);
+    assert_eq!(stats.commits(), 1);
+    assert_eq!(stats.appends(), 50);
+    log.sync().unwrap();
+    assert_eq!(stats.commits(), 1);
+    assert_eq!(log.durable_zxid(), 50);
+    log.append(51, b"x").unwrap();
+    assert_eq!(log.durable_zxid(), 50);
+    log.sync().unwrap();
+    assert_eq!(stats.commits(), 2);
+    assert_eq!(log.durable_zxid(), 51);
+}
+
+#[test]
+fn read_from_returns_only_records_after_the_given_zxid_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), small_segments());
+    append_all(&mut log, (1..=60).map(|z| z * 2));
+    for from in [0, 1, 2, 3, 57, 58, 100, 119, 120, 1000] {
+        let got: Vec<u64> = log
+            .read_from(from)
+            .unwrap()
+            .map(|r| r.unwrap().zxid)
+            .collect();
+        let want: Vec<u64> = (1..=60).map(|z| z * 2).filter(|&z| z > from).collect();
+        assert_eq!(got, want, "from {from}");
+    }
+}
+
+#[test]
+fn read_from_includes_buffered_unsynced_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    append_all(&mut log, 1..=3);
+    log.append(4, &body(4)).unwrap();
+    assert_eq!(records(&mut log), expected(1..=4));
+}
+
+#[test]
+fn read_log_stops_at_up_to_zxid_while_later_records_are_still_buffered() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), small_segments());
+    append_all(&mut log, 1..=30);
+    for z in 31..=35 {
+        log.append(z, &body(z)).unwrap();
+    }
+    // A roll-over syncs the finished segment, so a few of 31..=35 may be durable.
+    let durable = log.durable_zxid();
+    assert!((30..35).contains(&durable), "durable {durable}");
+    let all: Vec<_> = read_log(dir.path(), 0, durable)
+        .unwrap()
+        .map(|r| r.map(|r| (r.zxid, r.body)).unwrap())
+        .collect();
+    assert_eq!(all, expected(1..=durable));
+    let middle: Vec<u64> = read_log(dir.path(), 10, 20)
+        .unwrap()
+        .map(|r| r.unwrap().zxid)
+        .collect();
+    assert_eq!(middle, (11..=20).collect::<Vec<_>>());
+    assert_eq!(read_log(dir.path(), 20, 20).unwrap().count(), 0);
+}
+
+#[test]
+fn truncate_after_drops_later_records_durably_and_appending_continues() {
+    let source = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(source.path(), small_segments());
+    append_all(&mut log, 1..=30);
+    let firsts: Vec<u64> = log
+        .segment_paths()
+        .iter()
+        .map(|p| u64::from_str_radix(&p.file_name().unwrap().to_str().unwrap()[4..], 16).unwrap())
+        .collect();
+    drop(log);
+    let boundary = firsts[2];
+    let points = [
+        0,
+        1,
+        5,
+        boundary - 1,
+        boundary,
+        boundary + 1,
+        17,
+        29,
+        30,
+        31,
+        1000,
+    ];
+    for t in points {
+        let dir = copy_dir(source.path());
+        let (mut log, _) = open(dir.path(), small_segments());
+        log.truncate_after(t).unwrap();
+        let kept = t.min(30);
+        assert_eq!(log.last_zxid(), kept, "truncate_after({t})");
+        assert_eq!(log.durable_zxid(), kept);
+        assert_eq!(records(&mut log), expected(1..=kept), "truncate_after({t})");
+        for file in segment_files(dir.path()) {
+            let first = u64::from_str_radix(&file.file_name().unwrap().to_str().unwrap()[4..], 16);
+            assert!(first.unwrap() <= t, "segment {file:?} starts after {t}");
+        }
+        // Appends continue, with new zxids and new bodies, after the cut.
+        for z in kept + 1..=kept + 3 {
+            log.append(z, b"new history").unwrap();
+        }
+        log.sync().unwrap();
+        drop(log);
+        let (mut log, recovered) = open(dir.path(), small_segments());
+        assert!(recovered.repairs.is_empty());
+        let mut want = expected(1..=kept);
+        want.extend((kept + 1..=kept + 3).map(|z| (z, b"new history".to_vec())));
+        assert_eq!(
+            records(&mut log),
+            want,
+            "after truncate_after({t}) and reopen"
+        );
+    }
+}
+
+#[test]
+fn truncate_after_discards_buffered_records_above_the_cut_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    append_all(&mut log, 1..=5);
+    for z in 6..=9 {
+        log.append(z, &body(z)).unwrap();
+    }
+    log.truncate_after(7).unwrap();
+    assert_eq!(records(&mut log), expected(1..=7));
+    drop(log);
+    let (mut log, _) = open(dir.path(), opts());
+    assert_eq!(records(&mut log), expected(1..=7));
+}
+
+/// Builds a log of records 1..=`n` with small segments; returns its dir and
+/// the last segment's path.
+fn build_log(n: u64) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), small_segments());
+    append_all(&mut log, 1..=n);
+    drop(log);
+    let files = segment_files(dir.path());
+    assert!(files.len() >= 3, "test needs several segments");
+    let last = files.last().unwrap().clone();
+    assert!(
+        record_offsets(&last).len() >= 2,
+        "test needs several records in the last segment"
+    );
+    (dir, last)
+}
+
+/// Zxids of the records in all segments but the last, plus those of the
+/// last segment (starting at `first_in_last`) that end at or before `cut`.
+fn surviving(n: u64, last: &Path, cut: u64) -> Vec<u64> {
+    let offsets = record_offsets(last);
+    let len = fs::metadata(last).unwrap().len();
+    let first_in_last = n + 1 - offsets.len() as u64;
+    let mut ends: Vec<u64> = offsets[1..].to_vec();
+    ends.push(len);
+    let whole = ends.iter().filter(|&&end| end <= cut).count() as u64;
+    (1..first_in_last + whole).collect()
+}
+
+#[test]
+fn torn_tail_cut_at_every_byte_offset_of_the_last_segment_is_repaired_keeping_every_complete_record(
+) {
+    let n = 23;
+    let (source, last) = build_log(n);
+    let len = fs::metadata(&last).unwrap().len();
+    for cut in 0..len {
+        let dir = copy_dir(source.path());
+        let file = dir.path().join(last.file_name().unwrap());
+        OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let (mut log, recovered) = TxnLog::open(dir.path(), small_segments())
+            .unwrap_or_else(|e| panic!("cut at {cut}: open failed: {e}"));
+        let want = surviving(n, &last, cut);
+        assert_eq!(records(&mut log), expected(want.clone()), "cut at {cut}");
+        assert_eq!(log.last_zxid(), *want.last().unwrap());
+        let at_record_end = record_offsets(&last).contains(&cut);
+        if !at_record_end {
+            assert!(
+                !recovered.repairs.is_empty(),
+                "cut at {cut} reports a repair"
+            );
+        }
+        // The repaired log accepts the lost records again.
+        append_all(&mut log, want.len() as u64 + 1..=n);
+        drop(log);
+        let (mut log, recovered) = open(dir.path(), small_segments());
+        assert!(recovered.repairs.is_empty());
+        assert_eq!(
+            records(&mut log),
+            expected(1..=n),
+            "cut at {cut}, rewritten"
+        );
+    }
+}
+
+#[test]
+fn zero_filled_tail_at_every_offset_of_the_last_segment_counts_as_end_of_log() {
+    let n = 23;
+    let (source, last) = build_log(n);
+    let len = fs::metadata(&last).unwrap().len();
+    for start in 0..len {
+        let dir = copy_dir(source.path());
+        let file = dir.path().join(last.file_name().unwrap());
+        let mut bytes = fs::read(&file).unwrap();
+        bytes[start as usize..].fill(0);
+        bytes.extend([0u8; 100]); // as if preallocated further
+        fs::write(&file, bytes).unwrap();
+        let (mut log, recovered) = TxnLog::open(dir.path(), small_segments())
+            .unwrap_or_else(|e| panic!("zeros from {start}: open failed: {e}"));
+        assert_eq!(
+            records(&mut log),
+            expected(surviving(n, &last, start)),
+            "zeros from {start}"
+        );
+        assert!(!recovered.repairs.is_empty());
+    }
+}
+
+#[test]
+fn zero_filled_tail_of_the_last_segment_is_truncated_and_reported() {
+    let (dir, last) = build_log(23);
+    let len = fs::metadata(&last).unwrap().len();
+    let mut bytes = fs::read(&last).unwrap();
+    bytes.extend([0u8; 4096]);
+    fs::write(&last, bytes).unwrap();
+    let (mut log, recovered) = open(dir.path(), small_segments());
+    assert_eq!(
+        recovered.repairs,
+        vec![Repair::TruncatedTail {
+            file: last.clone(),
+            offset: len,
+            dropped_bytes: 4096,
+            cause: TailDefect::ZeroFill,
+        }]
+    );
+    assert_eq!(fs::metadata(&last).unwrap().len(), len);
+    assert_eq!(records(&mut log), expected(1..=23));
+}
+
+#[test]
+fn zero_filled_tail_of_a_non_last_segment_is_accepted_as_its_end() {
+    let (dir, _) = build_log(23);
+    let first = segment_files(dir.path())[0].clone();
+    let mut bytes = fs::read(&first).unwrap();
+    bytes.extend([0u8; 300]);
+    fs::write(&first, bytes).unwrap();
+    let (mut log, recovered) = open(dir.path(), small_segments());
+    assert!(recovered.repairs.is_empty());
+    assert_eq!(records(&mut log), expected(1..=23));
+}
+
+#[test]
+fn checksum_failure_in_the_last_record_of_the_last_segment_is_truncated_as_a_torn_tail() {
+    let n = 23;
+    let (source, last) = build_log(n);
+    let start = *record_offsets(&last).last().unwrap();
+    let len = fs::metadata(&last).unwrap().len();
+    for offset in start..len {
+        for bit in 0..8 {
+            let dir = copy_dir(source.path());
+            let file = dir.path().join(last.file_name().unwrap());
+            flip_bit(&file, offset, bit);
+            let (mut log, recovered) = TxnLog::open(dir.path(), small_segments())
+                .unwrap_or_else(|e| panic!("bit {bit} of byte {offset}: {e}"));
+            assert_eq!(
+                records(&mut log),
+                expected(1..n),
+                "bit {bit} of byte {offset}"
+            );
+            assert!(matches!(
+                &recovered.repairs[..],
+                [Repair::TruncatedTail { offset: o, cause: TailDefect::Torn(_), .. }] if *o == start
+            ));
+        }
+    }
+}
+
+#[test]
+fn flipped_bit_anywhere_in_a_middle_record_is_corruption_naming_file_and_offset() {
+    let (source, last) = build_log(23);
+    let offsets = record_offsets(&last);
+    let (start, end) = (offsets[0], offsets[1]);
+    for offset in start..end {
+        for bit in 0..8 {
+            let dir = copy_dir(source.path());
+            let file = dir.path().join(last.file_name().unwrap());
+            flip_bit(&file, offset, bit);
+            assert_corrupt_at(dir.path(), &file, start);
+        }
+    }
+}
+
+#[test]
+fn bad_record_at_the_end_of_a_non_last_segment_is_corruption() {
+    let (source, _) = build_log(23);
+    let first = segment_files(source.path())[0].clone();
+    let last_record = *record_offsets(&first).last().unwrap();
+    let len = fs::metadata(&first).unwrap().len();
+
+    let dir = copy_dir(source.path());
+    let file = dir.path().join(first.file_name().unwrap());
+    flip_bit(&file, len - 1, 0);
+    let reason = assert_corrupt_at(dir.path(), &file, last_record);
+    assert!(
+        matches!(reason, CorruptReason::ChecksumMismatch { .. }),
+        "{reason}"
+    );
+
+    let dir = copy_dir(source.path());
+    let file = dir.path().join(first.file_name().unwrap());
+    OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+    let reason = assert_corrupt_at(dir.path(), &file, last_record);
+    assert!(
+        matches!(reason, CorruptReason::TruncatedBody { .. }),
+        "{reason}"
+    );
+}
+
+#[test]
+fn garbage_after_the_records_of_the_last_segment_followed_by_a_valid_record_is_corruption() {
+    let (dir, last) = build_log(23);
+    let offsets = record_offsets(&last);
+    let mut bytes = fs::read(&last).unwrap();
+    // Overwrite the record header of the second-to-last record with zeros:
+    // a zeroed hole in front of a valid record is not a torn tail.
+    let at = offsets[offsets.len() - 2] as usize;
+    bytes[at..at + 16].fill(0);
+    fs::write(&last, bytes).unwrap();
+    let reason = assert_corrupt_at(dir.path(), &last, at as u64);
+    assert!(
+        matches!(reason, CorruptReason::DataAfterZeroFill { .. }),
+        "{reason}"
+    );
+}
+
+#[test]
+fn segment_whose_first_record_does_not_match_its_name_is_corruption() {
+    let (dir, _) = build_log(23);
+    let files = segment_files(dir.path());
+    let renamed = dir.path().join("log.0000000000000002");
+    fs::rename(&files[0], &renamed).unwrap();
+    let reason = assert_corrupt_at(dir.path(), &renamed, 8);
+    assert_eq!(
+        reason,
+        CorruptReason::FirstZxidMismatch { named: 2, found: 1 }
+    );
+}
+
+#[test]
+fn segments_out_of_zxid_order_are_corruption() {
+    let (dir, _) = build_log(23);
+    let files = segment_files(dir.path());
+    // Duplicate the second segment's records under a later name.
+    let later = dir.path().join(format!("log.{:016x}", 1000));
+    fs::copy(&files[1], &later).unwrap();
+    let err = open_err(dir.path(), small_segments());
+    assert!(matches!(err, StorageError::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn garbage_file_named_like_a_segment_is_a_bad_magic_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("log.0000000000000001");
+    fs::write(&path, b"this is not a log segment at all").unwrap();
+    let err = open_err(dir.path(), opts());
+    assert!(
+        matches!(&err, StorageError::BadMagic { file, .. } if *file == path),
+        "{err}"
+    );
+    assert!(err.to_string().contains("log.0000000000000001"));
+
+    fs::write(&path, b"ZK").unwrap(); // too short and not a header prefix
+    assert!(matches!(
+        open_err(dir.path(), opts()),
+        StorageError::BadMagic { .. }
+    ));
+}
+
+#[test]
+fn segment_of_another_format_version_is_an_unsupported_version_error() {
+    let (dir, _) = build_log(23);
+    let first = segment_files(dir.path())[0].clone();
+    let mut bytes = fs::read(&first).unwrap();
+    bytes[4..8].copy_from_slice(&2u32.to_be_bytes());
+    fs::write(&first, bytes).unwrap();
+    let err = open_err(dir.path(), small_segments());
+    assert!(
+        matches!(
+            err,
+            StorageError::UnsupportedVersion {
+                found: 2,
+                supported: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn files_not_named_like_segments_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    append_all(&mut log, 1..=3);
+    drop(log);
+    for name in [
+        "README",
+        "log.notahex",
+        "log.1.bak",
+        "snapshot.1",
+        "mylog.1",
+    ] {
+        fs::write(dir.path().join(name), b"garbage").unwrap();
+    }
+    fs::create_dir(dir.path().join("log.2")).unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    assert_eq!(records(&mut log), expected(1..=3));
+}
+
+#[test]
+fn last_segment_with_a_torn_header_is_removed_but_an_earlier_one_is_corruption() {
+    let (source, _) = build_log(23);
+    for content in [&b""[..], b"WZ", b"WZLG\0\0", b"\0\0\0\0\0\0\0\0\0\0\0\0"] {
+        let dir = copy_dir(source.path());
+        let torn = dir.path().join(format!("log.{:016x}", 24));
+        fs::write(&torn, content).unwrap();
+        let (mut log, recovered) = open(dir.path(), small_segments());
+        assert_eq!(
+            recovered.repairs,
+            vec![Repair::RemovedEmptySegment { file: torn.clone() }]
+        );
+        assert!(!torn.exists());
+        assert_eq!(records(&mut log), expected(1..=23));
+        append_all(&mut log, [24]);
+    }
+    let dir = copy_dir(source.path());
+    let torn = dir.path().join("log.0000000000000000");
+    fs::write(&torn, b"WZ").unwrap();
+    let reason = assert_corrupt_at(dir.path(), &torn, 0);
+    assert_eq!(reason, CorruptReason::TruncatedFileHeader { available: 2 });
+}
+
+#[test]
+fn two_segments_naming_the_same_zxid_are_rejected() {
+    let (dir, _) = build_log(23);
+    let first = segment_files(dir.path())[0].clone();
+    fs::copy(&first, dir.path().join("log.1")).unwrap();
+    let err = open_err(dir.path(), small_segments());
+    assert!(
+        matches!(err, StorageError::DuplicateSegment { zxid: 1, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn unpadded_segment_names_are_read() {
+    let (dir, _) = build_log(23);
+    let files = segment_files(dir.path());
+    let first = &files[0];
+    fs::rename(first, dir.path().join("log.1")).unwrap();
+    let (mut log, _) = open(dir.path(), small_segments());
+    assert_eq!(records(&mut log), expected(1..=23));
+}
+
+#[test]
+fn after_an_io_failure_the_log_refuses_further_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = dir.path().join("log");
+    let (mut log, _) = open(&log_dir, opts());
+    fs::remove_dir_all(&log_dir).unwrap();
+    assert!(matches!(log.append(1, b"x"), Err(StorageError::Io { .. })));
+    assert!(matches!(log.append(2, b"x"), Err(StorageError::Poisoned)));
+    assert!(matches!(log.sync(), Err(StorageError::Poisoned)));
+    assert!(matches!(log.truncate_after(0), Err(StorageError::Poisoned)));
+    assert!(matches!(log.read_from(0), Err(StorageError::Poisoned)));
+}
