@@ -1,0 +1,194 @@
+//! Every request and response survives encode -> decode, and no byte string
+//! makes the decoder panic or allocate more than it was sent.
+
+use proptest::prelude::*;
+use wazoo_proto::frame::{self, ClientFrame};
+use wazoo_proto::jute::Reader;
+use wazoo_proto::*;
+
+fn path() -> impl Strategy<Value = String> {
+    "(/[a-z0-9]{1,6}){1,4}"
+}
+
+fn acl() -> impl Strategy<Value = Acl> {
+    (
+        0..32i32,
+        prop_oneof![Just("world"), Just("digest"), Just("ip")],
+        "[a-z:=]{0,12}",
+    )
+        .prop_map(|(p, s, i)| Acl::new(p, s, &i))
+}
+
+fn create() -> impl Strategy<Value = CreateRequest> {
+    (
+        path(),
+        prop::collection::vec(any::<u8>(), 0..32),
+        prop::collection::vec(acl(), 0..3),
+        0..7i32,
+    )
+        .prop_map(|(path, data, acl, flags)| CreateRequest {
+            path,
+            data,
+            acl,
+            flags,
+            ttl: None,
+        })
+}
+
+fn write_op() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        create().prop_map(Request::Create),
+        create().prop_map(Request::Create2),
+        (path(), any::<i32>()).prop_map(|(path, version)| Request::Delete { path, version }),
+        (
+            path(),
+            prop::collection::vec(any::<u8>(), 0..16),
+            any::<i32>()
+        )
+            .prop_map(|(path, data, version)| Request::SetData {
+                path,
+                data,
+                version
+            }),
+        (path(), any::<i32>()).prop_map(|(path, version)| Request::Check { path, version }),
+    ]
+}
+
+fn request() -> impl Strategy<Value = Request> {
+    prop_oneof![
+        write_op(),
+        (path(), any::<bool>()).prop_map(|(path, watch)| Request::GetData { path, watch }),
+        (path(), any::<bool>()).prop_map(|(path, watch)| Request::Exists { path, watch }),
+        (path(), any::<bool>()).prop_map(|(path, watch)| Request::GetChildren2 { path, watch }),
+        (path(), prop::collection::vec(acl(), 0..3), any::<i32>())
+            .prop_map(|(path, acl, version)| Request::SetAcl { path, acl, version }),
+        prop::collection::vec(write_op(), 0..4).prop_map(Request::Multi),
+        (path(), 0..2i32).prop_map(|(path, mode)| Request::AddWatch { path, mode }),
+        Just(Request::Ping),
+        Just(Request::WhoAmI),
+        Just(Request::CloseSession),
+        (
+            any::<i64>(),
+            prop::collection::vec(path(), 0..3),
+            prop::collection::vec(path(), 0..3)
+        )
+            .prop_map(|(z, d, c)| Request::SetWatches2(SetWatches2 {
+                relative_zxid: z,
+                data_watches: d,
+                exist_watches: vec![],
+                child_watches: c,
+                persistent_watches: vec![],
+                persistent_recursive_watches: vec![],
+            })),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn requests_round_trip_through_frames(xid in any::<i32>(), req in request()) {
+        let mut out = Vec::new();
+        frame::write_request(&mut out, xid, &req);
+        let n = frame::check(&out, DEFAULT_MAX_BUFFER).unwrap().unwrap();
+        prop_assert_eq!(n, out.len());
+        let got = frame::decode_client_frame(&out[4..]).unwrap();
+        prop_assert_eq!(got, ClientFrame::Request { xid, req });
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoders(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let _ = frame::decode_client_frame(&bytes);
+        let _ = <ConnectRequest as Jute>::from_bytes(&bytes);
+        for op in [OpCode::Create, OpCode::Multi, OpCode::GetData, OpCode::GetAcl, OpCode::WhoAmI] {
+            let _ = Response::read_body(op, &mut Reader::new(&bytes));
+        }
+    }
+
+    #[test]
+    fn huge_declared_lengths_are_refused_before_allocating(n in 1_000_000i32..i32::MAX) {
+        let mut b = vec![0, 0, 0, 1, 0, 0, 0, 4];
+        b.extend_from_slice(&n.to_be_bytes());
+        prop_assert!(frame::decode_client_frame(&b).is_err());
+    }
+}
+
+#[test]
+fn responses_round_trip() {
+    let stat = Stat {
+        czxid: 1,
+        mzxid: 2,
+        ctime: 3,
+        mtime: 4,
+        version: 5,
+        cversion: 6,
+        aversion: 7,
+        ephemeral_owner: 8,
+        data_length: 9,
+        num_children: 10,
+        pzxid: 11,
+    };
+    let cases = vec![
+        (OpCode::Create, Response::Create { path: "/a".into() }),
+        (
+            OpCode::Create2,
+            Response::Create2 {
+                path: "/a".into(),
+                stat: stat.clone(),
+            },
+        ),
+        (OpCode::Exists, Response::Stat(stat.clone())),
+        (
+            OpCode::GetData,
+            Response::GetData {
+                data: b"x".to_vec(),
+                stat: stat.clone(),
+            },
+        ),
+        (
+            OpCode::GetAcl,
+            Response::GetAcl {
+                acl: Acl::open_unsafe(),
+                stat: stat.clone(),
+            },
+        ),
+        (
+            OpCode::GetChildren,
+            Response::GetChildren {
+                children: vec!["a".into(), "b".into()],
+            },
+        ),
+        (
+            OpCode::GetChildren2,
+            Response::GetChildren2 {
+                children: vec![],
+                stat: stat.clone(),
+            },
+        ),
+        (
+            OpCode::Multi,
+            Response::Multi(vec![
+                OpResult::Create { path: "/a".into() },
+                OpResult::SetData { stat: stat.clone() },
+                OpResult::Delete,
+                OpResult::Check,
+                OpResult::Error { err: -101 },
+            ]),
+        ),
+        (
+            OpCode::GetAllChildrenNumber,
+            Response::AllChildrenNumber(42),
+        ),
+        (
+            OpCode::WhoAmI,
+            Response::WhoAmI(vec![ClientInfo {
+                auth_scheme: "ip".into(),
+                user: "127.0.0.1".into(),
+            }]),
+        ),
+    ];
+    for (op, resp) in cases {
+        let mut out = Vec::new();
+        resp.write_body(&mut out);
+        let got = Response::read_body(op, &mut Reader::new(&out)).unwrap();
+        assert_eq!(got, resp, "{op:?}");
+    }
+}
