@@ -718,6 +718,8 @@ pub enum Response {
     WhoAmI(Vec<ClientInfo>),
     /// A recipe call's MessagePack reply.
     Recipe(Vec<u8>),
+    /// addWatch: ZooKeeper answers with an `ErrorResponse` body holding 0.
+    ErrorResponse(i32),
 }
 
 impl Response {
@@ -759,6 +761,7 @@ impl Response {
             Response::AllChildrenNumber(n) => w.write_i32(*n),
             Response::WhoAmI(infos) => w.write_vec(infos),
             Response::Recipe(b) => w.write_buffer(b),
+            Response::ErrorResponse(e) => w.write_i32(*e),
         }
     }
 
@@ -797,6 +800,7 @@ impl Response {
             O::GetEphemerals => Response::Ephemerals(r.read_strings()?),
             O::WhoAmI => Response::WhoAmI(r.read_vec()?),
             O::RecipeCall => Response::Recipe(r.read_buffer()?),
+            O::AddWatch => Response::ErrorResponse(r.read_i32()?),
             _ => Response::Empty,
         })
     }
