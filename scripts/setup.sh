@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs everything the tests need on a Debian 12 machine, as root:
+#   - Apache ZooKeeper 3.8 (Debian package `zookeeper`, with its Java runtime),
+#   - the Python test dependencies pinned in tests/python/requirements.txt,
+#   - the Rust target wasm32-unknown-unknown.
+# Idempotent: does nothing (and prints one line) when all is in place.
+# Quiet: an installer's output is shown only if it fails, and then the script fails.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/python-env.sh
+. "$REPO/scripts/python-env.sh"
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: ERROR: %s\n' "$*" >&2; exit 1; }
+
+# Runs a command with its output kept in a temporary file, shown on failure.
+quietly() {
+  local out rc=0
+  out="$(mktemp)"
+  "$@" >"$out" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    printf 'setup: ERROR: `%s` failed (exit %s):\n' "$*" "$rc" >&2
+    tail -n 60 "$out" >&2
+    rm -f "$out"
+    exit "$rc"
+  fi
+  rm -f "$out"
+}
+
+[ "$(id -u)" -eq 0 ] || die "run as root (apt-get install needs it)"
+
+# --- Apache ZooKeeper (Debian package) --------------------------------------------------
+if ! dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q 'install ok installed'; then
+  say "installing the Debian package zookeeper (Apache ZooKeeper 3.8 and a Java runtime)"
+  export DEBIAN_FRONTEND=noninteractive
+  # Wait for another apt/dpkg run (up to 10 min) instead of failing on its lock.
+  APT_OPTS=(-q -o DPkg::Lock::Timeout=600)
+  quietly apt-get "${APT_OPTS[@]}" update
+  quietly apt-get "${APT_OPTS[@]}" install -y zookeeper
+fi
+[ -f /usr/share/java/zookeeper.jar ] || die "/usr/share/java/zookeeper.jar missing after installing zookeeper"
+command -v java >/dev/null || die "java not found after installing zookeeper"
+
+# --- Python test dependencies -----------------------------------------------------------
+pick_python "$REPO" yes
+REQUIREMENTS="$REPO/tests/python/requirements.txt"
+if ! "$PYTHON" - "$REQUIREMENTS" <<'PY'
+# Exit 0 if every `name==version` line of the requirements file is installed.
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if not line:
+        continue
+    name, _, wanted = line.partition("==")
+    try:
+        if version(name.strip()) != wanted.strip():
+            sys.exit(1)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+  say "pip installing $(grep -v '^#' "$REQUIREMENTS" | xargs) into $PYTHON"
+  quietly "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    -r "$REQUIREMENTS"
+fi
+
+# --- Rust ------------------------------------------------------------------------------
+command -v cargo >/dev/null || die "cargo not found (the machine's Rust toolchain comes from rustup)"
+if command -v rustup >/dev/null; then
+  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    say "adding the Rust target wasm32-unknown-unknown"
+    quietly rustup target add wasm32-unknown-unknown
+  fi
+else
+  say "warning: rustup not found; cannot check the wasm32-unknown-unknown target"
+fi
+
+say "ok (zookeeper $(dpkg-query -W -f='${Version}' zookeeper), python $("$PYTHON" -c 'import platform; print(platform.python_version())'), $(rustc --version))"

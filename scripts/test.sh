@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# THE test command: builds everything, runs the Rust tests, then the Python
+# compatibility tests against Apache ZooKeeper and wazoo.
+# Needs what scripts/setup.sh installs. Extra arguments go to pytest,
+# e.g. `scripts/test.sh -k zookeeper`.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+# shellcheck source=scripts/python-env.sh
+. "$REPO/scripts/python-env.sh"
+pick_python "$REPO"
+
+section() { printf '\n===== %s =====\n' "$*"; }
+
+section "cargo build --workspace --all-targets"
+cargo build --workspace --all-targets
+
+section "cargo test --workspace"
+cargo test --workspace
+
+section "python tests (pytest, $PYTHON)"
+# The wazoo flavor runs the binary just built (target/debug/wazoo) unless
+# WAZOO_BIN says otherwise.
+rc=0
+"$PYTHON" -m pytest -q tests/python "$@" || rc=$?
+if [ "$rc" -eq 5 ]; then
+  # pytest's 5 means it collected no test at all. Allowed only when the
+  # arguments deselected everything on purpose (e.g. -k), never by default.
+  if [ "$#" -eq 0 ]; then
+    echo "test.sh: pytest collected no tests under tests/python: that is a failure" >&2
+    exit 5
+  fi
+  echo "test.sh: no python test matched the given arguments"
+  rc=0
+fi
+[ "$rc" -eq 0 ] || exit "$rc"
+
+section "all tests passed"

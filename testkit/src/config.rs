@@ -1,0 +1,169 @@
+//! Server options and `zoo.cfg` generation, shared by both flavors.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Options for starting a server of either flavor.
+///
+/// `ServerOptions::default()` gives ZooKeeper's own defaults (tickTime 2000,
+/// so sessions may last 4 s to 40 s). Builder methods exist for the common
+/// knobs; `cfg` adds any `zoo.cfg` line.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// `tickTime` in milliseconds.
+    pub tick_time_ms: u32,
+    /// `minSessionTimeout` in milliseconds (server default: 2 ticks).
+    pub min_session_timeout_ms: Option<u32>,
+    /// `maxSessionTimeout` in milliseconds (server default: 20 ticks).
+    pub max_session_timeout_ms: Option<u32>,
+    /// Extra `key=value` lines for `zoo.cfg`. A key that the harness also
+    /// sets replaces the harness's value.
+    pub extra_cfg: Vec<String>,
+    /// How long to wait for the server to answer `ruok` with `imok`.
+    pub startup_timeout: Duration,
+    /// Extra environment variables for the server process.
+    pub env: Vec<(String, String)>,
+    /// Extra command-line arguments (wazoo: appended after
+    /// `serve --config <cfg>`; ZooKeeper: JVM options before the main class).
+    pub extra_args: Vec<String>,
+    /// wazoo only: the binary to run, overriding the search of [`crate::wazoo_bin`]
+    /// (for example `env!("CARGO_BIN_EXE_wazoo")` in the host crate's own tests).
+    pub binary: Option<PathBuf>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            tick_time_ms: 2000,
+            min_session_timeout_ms: None,
+            max_session_timeout_ms: None,
+            extra_cfg: Vec::new(),
+            startup_timeout: Duration::from_secs(30),
+            env: Vec::new(),
+            extra_args: Vec::new(),
+            binary: None,
+        }
+    }
+}
+
+impl ServerOptions {
+    pub fn tick_time_ms(mut self, ms: u32) -> Self {
+        self.tick_time_ms = ms;
+        self
+    }
+
+    pub fn session_timeouts_ms(mut self, min: u32, max: u32) -> Self {
+        self.min_session_timeout_ms = Some(min);
+        self.max_session_timeout_ms = Some(max);
+        self
+    }
+
+    /// Adds a `zoo.cfg` line such as `"snapCount=100"`.
+    pub fn cfg(mut self, line: impl Into<String>) -> Self {
+        self.extra_cfg.push(line.into());
+        self
+    }
+
+    pub fn startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.extra_args.push(arg.into());
+        self
+    }
+
+    pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binary = Some(path.into());
+        self
+    }
+}
+
+/// An ordered `zoo.cfg`: later `set`s of a key replace its earlier value in place.
+#[derive(Debug, Default)]
+pub(crate) struct ZooCfg {
+    entries: Vec<(String, String)>,
+}
+
+impl ZooCfg {
+    /// The keys every test server gets, in both flavors.
+    pub(crate) fn base(opts: &ServerOptions, data_dir: &Path, client_port: u16) -> ZooCfg {
+        let mut cfg = ZooCfg::default();
+        cfg.set("tickTime", opts.tick_time_ms.to_string());
+        cfg.set("dataDir", data_dir.display().to_string());
+        cfg.set("clientPort", client_port.to_string());
+        cfg.set("clientPortAddress", "127.0.0.1");
+        cfg.set("4lw.commands.whitelist", "*");
+        cfg.set("extendedTypesEnabled", "true");
+        if let Some(ms) = opts.min_session_timeout_ms {
+            cfg.set("minSessionTimeout", ms.to_string());
+        }
+        if let Some(ms) = opts.max_session_timeout_ms {
+            cfg.set("maxSessionTimeout", ms.to_string());
+        }
+        cfg
+    }
+
+    pub(crate) fn set(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        let (key, value) = (key.into(), value.into());
+        match self.entries.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.entries.push((key, value)),
+        }
+    }
+
+    /// Applies the user's extra lines (`key=value`; blank lines and `#` comments are ignored).
+    pub(crate) fn apply_extra(&mut self, lines: &[String]) -> anyhow::Result<()> {
+        for line in lines {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                anyhow::bail!("extra zoo.cfg line {line:?} is not of the form key=value");
+            };
+            self.set(key.trim(), value.trim());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::from("# written by wazoo-testkit\n");
+        for (k, v) in &self.entries {
+            out.push_str(&format!("{k}={v}\n"));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extra_lines_replace_harness_keys_and_append_new_ones() {
+        let opts = ServerOptions::default()
+            .tick_time_ms(100)
+            .cfg("tickTime=250")
+            .cfg("snapCount=10");
+        let mut cfg = ZooCfg::base(&opts, Path::new("/tmp/d"), 1234);
+        cfg.apply_extra(&opts.extra_cfg).unwrap();
+        let text = cfg.render();
+        assert!(text.contains("tickTime=250\n"), "{text}");
+        assert!(!text.contains("tickTime=100"), "{text}");
+        assert!(text.ends_with("snapCount=10\n"), "{text}");
+        assert!(text.contains("clientPortAddress=127.0.0.1\n"), "{text}");
+    }
+
+    #[test]
+    fn malformed_extra_line_is_an_error() {
+        let mut cfg = ZooCfg::default();
+        assert!(cfg.apply_extra(&["no equals sign".to_string()]).is_err());
+    }
+}
