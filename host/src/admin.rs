@@ -1,0 +1,264 @@
+//! Four-letter words (ruok, srvr, stat, mntr, conf, cons, envi, wchs, wchc,
+//! wchp, dump, isro, dirs), formatted as Apache ZooKeeper 3.8 formats them
+//! so that existing monitoring keeps working.
+
+use std::fmt::Write;
+
+use crate::core::server::Server;
+use crate::member::{dir_size, log_dir, now_ms, snap_dir, AdminContext};
+
+/// The version string reported where ZooKeeper reports its own.
+pub fn version() -> String {
+    format!(
+        "3.8.0-wazoo-{}, built on unknown",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+pub fn four_letter(word: &str, s: &Server, ctx: &AdminContext, conns: usize) -> String {
+    match word {
+        "ruok" => "imok".to_string(),
+        "isro" => "rw".to_string(),
+        "srvr" => srvr(s, conns),
+        "stat" => {
+            let mut out = format!("Zookeeper version: {}\nClients:\n", version());
+            for line in cons_lines(s, false) {
+                let _ = writeln!(out, "{line}");
+            }
+            out.push('\n');
+            out + &srvr(s, conns)[format!("Zookeeper version: {}\n", version()).len()..]
+        }
+        "cons" => {
+            let mut out = String::new();
+            for line in cons_lines(s, true) {
+                let _ = writeln!(out, "{line}");
+            }
+            out.push('\n');
+            out
+        }
+        "conf" => {
+            let mut out = String::new();
+            for l in ctx.cfg.conf_lines() {
+                let _ = writeln!(out, "{l}");
+            }
+            out
+        }
+        "envi" => envi(),
+        "mntr" => mntr(s, ctx, conns),
+        "wchs" => format!(
+            "{} connections watching {} paths\nTotal watches:{}\n",
+            s.watches().conn_count(),
+            s.watches().path_count(),
+            s.watches().count()
+        ),
+        "wchc" => {
+            let mut out = String::new();
+            for (conn, paths) in s.watches().by_connection() {
+                let sid = s
+                    .conns()
+                    .find(|(c, _)| **c == conn)
+                    .map(|(_, c)| c.session)
+                    .unwrap_or(0);
+                let _ = writeln!(out, "0x{sid:x}");
+                for p in paths {
+                    let _ = writeln!(out, "\t{p}");
+                }
+            }
+            out
+        }
+        "wchp" => {
+            let mut out = String::new();
+            for (path, conns) in s.watches().by_path() {
+                let _ = writeln!(out, "{path}");
+                for conn in conns {
+                    let sid = s
+                        .conns()
+                        .find(|(c, _)| **c == conn)
+                        .map(|(_, c)| c.session)
+                        .unwrap_or(0);
+                    let _ = writeln!(out, "\t0x{sid:x}");
+                }
+            }
+            out
+        }
+        "dump" => dump(s),
+        "dirs" => format!(
+            "datadir_size: {}\nlogdir_size: {}\n",
+            dir_size(&snap_dir(&ctx.cfg)),
+            dir_size(&log_dir(&ctx.cfg))
+        ),
+        "crst" | "srst" => {
+            // Resetting counters would need a write to the core's stats;
+            // ZooKeeper answers with this text.
+            if word == "crst" {
+                "Connection stats reset.\n".into()
+            } else {
+                "Server stats reset.\n".into()
+            }
+        }
+        "hash" => "No digest available.\n".into(),
+        "gtmk" | "stmk" => "0\n".into(),
+        other => format!("{other} is not executed because it is not a known command.\n"),
+    }
+}
+
+fn latency(s: &Server) -> (i64, f64, i64) {
+    let st = &s.stats;
+    let avg = if st.requests_completed == 0 {
+        0.0
+    } else {
+        st.total_latency_ms as f64 / st.requests_completed as f64
+    };
+    (st.min_latency_ms, avg, st.max_latency_ms)
+}
+
+fn srvr(s: &Server, conns: usize) -> String {
+    let (min, avg, max) = latency(s);
+    format!(
+        "Zookeeper version: {}\nLatency min/avg/max: {min}/{avg:.4}/{max}\nReceived: {}\nSent: {}\nConnections: {conns}\nOutstanding: {}\nZxid: 0x{:x}\nMode: standalone\nNode count: {}\n",
+        version(),
+        s.stats.packets_received,
+        s.stats.packets_sent,
+        s.outstanding_requests(),
+        s.last_zxid(),
+        s.tree().node_count(),
+    )
+}
+
+fn cons_lines(s: &Server, detailed: bool) -> Vec<String> {
+    let mut conns: Vec<_> = s.conns().collect();
+    conns.sort_by_key(|(id, _)| **id);
+    conns
+        .into_iter()
+        .map(|(_, c)| {
+            let peer = c
+                .peer
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "unknown".into());
+            if detailed {
+                let n = c.packets_sent.max(1) as i64;
+                format!(
+                    " /{peer}[1](queued=0,recved={},sent={},sid=0x{:x},est={},to={},lzxid=0x{:x},llat={},minlat={},avglat={},maxlat={})",
+                    c.packets_received,
+                    c.packets_sent,
+                    c.session,
+                    c.connected_at_ms,
+                    c.timeout_ms,
+                    c.last_zxid,
+                    c.last_latency_ms,
+                    if c.min_latency_ms == i64::MAX { 0 } else { c.min_latency_ms },
+                    c.total_latency_ms / n,
+                    c.max_latency_ms
+                )
+            } else {
+                format!(
+                    " /{peer}[1](queued=0,recved={},sent={})",
+                    c.packets_received, c.packets_sent
+                )
+            }
+        })
+        .collect()
+}
+
+fn envi() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let cwd = std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    format!(
+        "Environment:\nzookeeper.version={}\nhost.name={host}\nwazoo.version={}\nos.name={}\nos.arch={}\nuser.dir={cwd}\n",
+        version(),
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+    )
+}
+
+fn dump(s: &Server) -> String {
+    let mut out = String::from("SessionTracker dump:\n");
+    let sessions = s.sessions().all();
+    let _ = writeln!(
+        out,
+        "Session Sets ({})/({}):",
+        sessions.len(),
+        sessions.len()
+    );
+    for sess in &sessions {
+        let _ = writeln!(out, "0x{:x}\t{}ms", sess.id, sess.timeout_ms);
+    }
+    let mut owners = s.tree().sessions_with_ephemerals();
+    owners.sort_unstable();
+    let _ = writeln!(
+        out,
+        "ephemeral nodes dump:\nSessions with Ephemerals ({}):",
+        owners.len()
+    );
+    for o in owners {
+        let _ = writeln!(out, "0x{o:x}:");
+        for p in s.tree().ephemerals(o) {
+            let _ = writeln!(out, "\t{p}");
+        }
+    }
+    out.push_str("Connections dump:\n");
+    let _ = writeln!(out, "Connections Sets ({}):", s.conns().count());
+    out
+}
+
+fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
+    let (min, avg, max) = latency(s);
+    let fds = std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let rss = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|t| {
+            t.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map(|pages| pages * 4096)
+        .unwrap_or(0);
+    let eph: usize = s
+        .tree()
+        .sessions_with_ephemerals()
+        .into_iter()
+        .map(|o| s.tree().ephemerals(o).len())
+        .sum();
+    let lines: Vec<(&str, String)> = vec![
+        ("zk_version", version()),
+        ("zk_server_state", "standalone".into()),
+        ("zk_avg_latency", format!("{avg:.4}")),
+        ("zk_max_latency", max.to_string()),
+        ("zk_min_latency", min.to_string()),
+        ("zk_packets_received", s.stats.packets_received.to_string()),
+        ("zk_packets_sent", s.stats.packets_sent.to_string()),
+        ("zk_num_alive_connections", conns.to_string()),
+        (
+            "zk_outstanding_requests",
+            s.outstanding_requests().to_string(),
+        ),
+        ("zk_znode_count", s.tree().node_count().to_string()),
+        ("zk_watch_count", s.watches().count().to_string()),
+        ("zk_ephemerals_count", eph.to_string()),
+        (
+            "zk_approximate_data_size",
+            s.tree().approximate_data_size().to_string(),
+        ),
+        ("zk_open_file_descriptor_count", fds.to_string()),
+        ("zk_global_sessions", s.sessions().len().to_string()),
+        ("zk_last_proposal_size", "0".into()),
+        ("zk_uptime", (now_ms() - ctx.started_ms).to_string()),
+        ("zk_fsync_count", ctx.log_stats.fsyncs().to_string()),
+        ("zk_txns_applied", s.stats.txns_applied.to_string()),
+        ("zk_pending_txns", s.pending_txns().to_string()),
+        ("zk_sessions_expired", s.stats.sessions_expired.to_string()),
+        ("wazoo_resident_bytes", rss.to_string()),
+    ];
+    let mut out = String::new();
+    for (k, v) in lines {
+        let _ = writeln!(out, "{k}\t{v}");
+    }
+    out
+}

@@ -1,0 +1,276 @@
+//! Access control (seed 002, "ZooKeeper access control using ACLs"):
+//! matching a connection's identities against a node's ACL, and fixing up
+//! the ACL a create or setACL supplies.
+
+use base64::Engine;
+use sha1::{Digest, Sha1};
+use std::net::IpAddr;
+use wazoo_proto::{Acl, ErrorCode, Id};
+
+/// `user:base64(sha1(user:password))`, ZooKeeper's digest id for a
+/// `user:password` credential.
+pub fn digest_id(credential: &str) -> String {
+    let user = credential.split(':').next().unwrap_or("");
+    let hash = Sha1::digest(credential.as_bytes());
+    format!(
+        "{user}:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
+}
+
+/// The identities of one connection: its address (`ip`), the digests it
+/// authenticated with, and `super` if it proved the super digest.
+#[derive(Debug, Clone, Default)]
+pub struct AuthInfo {
+    pub ids: Vec<Id>,
+}
+
+impl AuthInfo {
+    pub fn for_addr(ip: Option<IpAddr>) -> AuthInfo {
+        let mut ids = Vec::new();
+        if let Some(ip) = ip {
+            ids.push(Id::new("ip", &ip.to_string()));
+        }
+        AuthInfo { ids }
+    }
+
+    pub fn is_super(&self) -> bool {
+        self.ids.iter().any(|i| i.scheme == "super")
+    }
+
+    /// Adds an identity unless it is already there.
+    pub fn add(&mut self, id: Id) {
+        if !self.ids.contains(&id) {
+            self.ids.push(id);
+        }
+    }
+}
+
+/// Handles an auth packet. Returns the identities to add, or AuthFailed for
+/// a scheme we do not know (ZooKeeper then closes the connection).
+pub fn authenticate(
+    scheme: &str,
+    auth: &[u8],
+    super_digest: Option<&str>,
+) -> Result<Vec<Id>, ErrorCode> {
+    match scheme {
+        "digest" => {
+            let cred = String::from_utf8_lossy(auth);
+            let id = digest_id(&cred);
+            let mut out = vec![Id::new("digest", &id)];
+            if super_digest == Some(id.as_str()) {
+                out.push(Id::new("super", ""));
+            }
+            Ok(out)
+        }
+        _ => Err(ErrorCode::AuthFailed),
+    }
+}
+
+fn ip_matches(client: &str, acl_id: &str) -> bool {
+    let (net, bits) = match acl_id.split_once('/') {
+        Some((n, b)) => match b.parse::<u32>() {
+            Ok(b) => (n, Some(b)),
+            Err(_) => return false,
+        },
+        None => (acl_id, None),
+    };
+    let (Ok(c), Ok(n)) = (client.parse::<IpAddr>(), net.parse::<IpAddr>()) else {
+        return false;
+    };
+    let (c, n, width) = match (c, n) {
+        (IpAddr::V4(c), IpAddr::V4(n)) => (u32::from(c) as u128, u32::from(n) as u128, 32),
+        (IpAddr::V6(c), IpAddr::V6(n)) => (u128::from(c), u128::from(n), 128),
+        _ => return false,
+    };
+    let bits = bits.unwrap_or(width).min(width);
+    if bits == 0 {
+        return true;
+    }
+    let mask = if bits == 128 {
+        u128::MAX
+    } else {
+        !(u128::MAX >> bits)
+    } >> (128 - width);
+    (c & mask) == (n & mask)
+}
+
+/// Whether `auth` may do `perm` on a node with `acl` (ZooKeeper's checkACL).
+pub fn check(acl: &[Acl], perm: i32, auth: &AuthInfo) -> Result<(), ErrorCode> {
+    if auth.is_super() || acl.is_empty() {
+        return Ok(());
+    }
+    for a in acl {
+        if a.perms & perm == 0 {
+            continue;
+        }
+        if a.id.scheme == "world" && a.id.id == "anyone" {
+            return Ok(());
+        }
+        for id in &auth.ids {
+            if id.scheme != a.id.scheme {
+                continue;
+            }
+            let ok = match id.scheme.as_str() {
+                "ip" => ip_matches(&id.id, &a.id.id),
+                _ => id.id == a.id.id,
+            };
+            if ok {
+                return Ok(());
+            }
+        }
+    }
+    Err(ErrorCode::NoAuth)
+}
+
+fn valid_id(id: &Id) -> bool {
+    match id.scheme.as_str() {
+        "world" => id.id == "anyone",
+        "digest" => id.id.contains(':'),
+        "ip" => {
+            let (net, bits) = match id.id.split_once('/') {
+                Some((n, b)) => (n, Some(b)),
+                None => (id.id.as_str(), None),
+            };
+            net.parse::<IpAddr>().is_ok() && bits.is_none_or(|b| b.parse::<u8>().is_ok())
+        }
+        "super" => true,
+        _ => false,
+    }
+}
+
+/// Validates a supplied ACL and expands `auth` entries into the
+/// connection's authenticated identities (ZooKeeper's fixupACL).
+pub fn fixup(acl: &[Acl], auth: &AuthInfo) -> Result<Vec<Acl>, ErrorCode> {
+    if acl.is_empty() {
+        return Err(ErrorCode::InvalidAcl);
+    }
+    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
+    let mut push = |a: Acl| {
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    };
+    for a in acl {
+        if a.perms & !wazoo_proto::perms::ALL != 0 {
+            return Err(ErrorCode::InvalidAcl);
+        }
+        if a.id.scheme == "auth" {
+            let mut any = false;
+            for id in auth
+                .ids
+                .iter()
+                .filter(|i| i.scheme != "ip" && i.scheme != "super")
+            {
+                any = true;
+                push(Acl {
+                    perms: a.perms,
+                    id: id.clone(),
+                });
+            }
+            if !any {
+                return Err(ErrorCode::InvalidAcl);
+            }
+        } else if valid_id(&a.id) {
+            push(a.clone());
+        } else {
+            return Err(ErrorCode::InvalidAcl);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wazoo_proto::perms;
+
+    #[test]
+    fn digest_matches_zookeepers_digest_authentication_provider() {
+        // DigestAuthenticationProvider.generateDigest("super:test")
+        assert_eq!(
+            digest_id("super:test"),
+            "super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+        );
+    }
+
+    #[test]
+    fn world_anyone_grants_everyone_and_digest_needs_the_credential() {
+        let anon = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
+        assert!(check(&Acl::open_unsafe(), perms::WRITE, &anon).is_ok());
+        let acl = vec![Acl::new(perms::READ, "digest", &digest_id("u:p"))];
+        assert_eq!(check(&acl, perms::READ, &anon), Err(ErrorCode::NoAuth));
+        let mut me = anon.clone();
+        for id in authenticate("digest", b"u:p", None).unwrap() {
+            me.add(id);
+        }
+        assert!(check(&acl, perms::READ, &me).is_ok());
+        assert_eq!(check(&acl, perms::WRITE, &me), Err(ErrorCode::NoAuth));
+    }
+
+    #[test]
+    fn ip_acls_match_address_ranges() {
+        let me = AuthInfo::for_addr(Some("10.1.2.3".parse().unwrap()));
+        assert!(check(
+            &[Acl::new(perms::ALL, "ip", "10.0.0.0/8")],
+            perms::READ,
+            &me
+        )
+        .is_ok());
+        assert!(check(&[Acl::new(perms::ALL, "ip", "10.1.2.3")], perms::READ, &me).is_ok());
+        assert!(check(
+            &[Acl::new(perms::ALL, "ip", "11.0.0.0/8")],
+            perms::READ,
+            &me
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn super_digest_bypasses_acls() {
+        let mut me = AuthInfo::default();
+        for id in authenticate(
+            "digest",
+            b"super:test",
+            Some("super:D/InIHSb7yEEbrWz8b9l71RjZJU="),
+        )
+        .unwrap()
+        {
+            me.add(id);
+        }
+        assert!(me.is_super());
+        assert!(check(&[Acl::new(perms::READ, "digest", "x:y")], perms::ADMIN, &me).is_ok());
+    }
+
+    #[test]
+    fn fixup_expands_auth_and_rejects_bad_acls() {
+        let anon = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(fixup(&[], &anon), Err(ErrorCode::InvalidAcl));
+        assert_eq!(
+            fixup(&Acl::creator_all(), &anon),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[Acl::new(31, "world", "nobody")], &anon),
+            Err(ErrorCode::InvalidAcl)
+        );
+        assert_eq!(
+            fixup(&[Acl::new(31, "nope", "x")], &anon),
+            Err(ErrorCode::InvalidAcl)
+        );
+        let mut me = anon.clone();
+        me.add(Id::new("digest", "u:hash"));
+        assert_eq!(
+            fixup(&Acl::creator_all(), &me).unwrap(),
+            vec![Acl::new(31, "digest", "u:hash")]
+        );
+    }
+
+    #[test]
+    fn unknown_auth_schemes_fail() {
+        assert_eq!(
+            authenticate("kerberos", b"x", None),
+            Err(ErrorCode::AuthFailed)
+        );
+    }
+}

@@ -1,0 +1,12 @@
+//! The deterministic core: no tokio, sockets, files, clock reads or
+//! randomness. Time and randomness come in as inputs.
+
+pub mod acl;
+pub mod server;
+pub mod session;
+pub mod tree;
+pub mod txn;
+pub mod watch;
+
+#[cfg(test)]
+mod server_tests;

@@ -1,0 +1,633 @@
+//! The leader's side of ZAB (seed 004): discovery, synchronization and
+//! broadcast.
+//!
+//! 1. Discovery: once FOLLOWERINFO from a quorum (itself included) is in,
+//!    the new epoch is one more than every acceptedEpoch it heard; it is
+//!    stored as our own acceptedEpoch and sent in LEADERINFO. A quorum of
+//!    ACKEPOCH confirms it (a member acknowledges an epoch only once, so no
+//!    other leader can be confirmed for it); an ACKEPOCH showing a member
+//!    ahead of us (newer currentEpoch, or same and a larger zxid) makes us
+//!    step down, as ZooKeeper does: our history must hold every committed
+//!    txn.
+//! 2. Synchronization: currentEpoch := epoch (once our own log is
+//!    durable: currentEpoch vouches for it); each learner gets DIFF, TRUNC
+//!    or SNAP (see `History::plan_sync`), the txns it misses and NEWLEADER.
+//!    When a quorum (us once our log is durable) acknowledged NEWLEADER,
+//!    the whole initial history is committed and the epoch is established.
+//! 3. Broadcast: proposals are numbered `epoch:1, epoch:2...`, logged and
+//!    sent down every follower's FIFO link; cumulative ACKs; a txn is
+//!    committed once a quorum logged it, and COMMITs are cumulative, so in
+//!    zxid order. Observers get INFORM of committed txns.
+//!
+//! Learners that arrive late go through the same steps against the
+//! established epoch. Heartbeats: the leader pings every half tick; a
+//! learner silent for syncLimit ticks (initLimit while syncing) is dropped;
+//! without a quorum of live synced followers the leader steps down.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::history::SyncKind;
+use super::message::Message;
+use super::peer::{Output, Peer, ProposeError, Role, RoleChange};
+use super::types::{Payload, ServerId, Zxid};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Phase {
+    /// Waiting for FOLLOWERINFO from a quorum.
+    Discovery,
+    /// LEADERINFO sent; waiting for ACKEPOCH from a quorum.
+    EpochProposed,
+    /// Epoch confirmed, learners syncing; waiting for a quorum of
+    /// NEWLEADER acknowledgements.
+    Syncing,
+    /// Established.
+    Broadcast,
+}
+
+/// One learner's session with us.
+#[derive(Clone, Debug)]
+pub(super) struct LearnerSession {
+    /// Distinguishes this session from the learner's earlier ones.
+    pub session: u64,
+    pub observer: bool,
+    pub accepted_epoch: u32,
+    /// From FOLLOWERINFO, then from ACKEPOCH.
+    pub last_zxid: Zxid,
+    pub leader_info_sent: bool,
+    pub epoch_acked: bool,
+    /// Set once the sync went out: everything after it is forwarded.
+    pub synced_to: Option<Zxid>,
+    pub new_leader_acked: bool,
+    /// Cumulative: every proposal up to here is durable at the follower.
+    pub acked: Zxid,
+    pub last_heard_ms: u64,
+}
+
+pub(super) struct Leading {
+    pub phase: Phase,
+    /// The epoch we lead; zero until chosen in discovery.
+    pub epoch: u32,
+    pub started_ms: u64,
+    pub last_ping_ms: u64,
+    pub learners: BTreeMap<ServerId, LearnerSession>,
+    /// Voters (us included) that acknowledged the epoch. Acknowledgements
+    /// are promises stored durably by their senders, so they count even if
+    /// the sender's link drops later.
+    pub epoch_acks: BTreeSet<ServerId>,
+    /// Voters (not us) that acknowledged NEWLEADER.
+    pub new_leader_acks: BTreeSet<ServerId>,
+    /// The last zxid of the initial history, the one we bring to the epoch.
+    pub history_end: Zxid,
+    pub next_counter: u32,
+    /// Open `sync`s: (answer once committed reaches this, who asked: a
+    /// learner's (id, session) or ourselves, token). Targets ascend.
+    pub pending_syncs: VecDeque<(Zxid, Option<(ServerId, u64)>, u64)>,
+    pub sessions_started: u64,
+}
+
+impl Leading {
+    pub fn is_established(&self) -> bool {
+        self.phase == Phase::Broadcast
+    }
+
+    pub fn learner_ids(&self) -> Vec<ServerId> {
+        self.learners.keys().copied().collect()
+    }
+
+    pub fn validate(&self, peer: &Peer) {
+        let me = peer.cfg.my_id;
+        if self.phase >= Phase::EpochProposed {
+            assert_eq!(peer.accepted_epoch, self.epoch, "leader {me}: acceptedEpoch is not its epoch");
+        }
+        if self.phase >= Phase::Syncing {
+            assert_eq!(peer.current_epoch, self.epoch, "leader {me}: currentEpoch is not its epoch");
+        }
+        if self.phase == Phase::Broadcast {
+            assert!(
+                peer.history.committed() >= self.history_end,
+                "leader {me}: established without committing its initial history"
+            );
+        }
+        assert!(self.history_end.epoch() < self.epoch || self.epoch == 0, "leader {me}: history from its own epoch");
+        let last = peer.history.last();
+        for (id, l) in &self.learners {
+            assert!(l.acked <= last, "leader {me}: learner {id} acked {:?} beyond {last:?}", l.acked);
+        }
+    }
+}
+
+/// Proposal counters stop here: the leader then starts a new epoch.
+const COUNTER_MAX: u32 = u32::MAX - 1;
+
+impl Peer {
+    fn leading(&mut self) -> &mut Leading {
+        match &mut self.role {
+            Role::Leading(l) => l,
+            _ => unreachable!("leader code runs while leading"),
+        }
+    }
+
+    fn leading_ref(&self) -> &Leading {
+        match &self.role {
+            Role::Leading(l) => l,
+            _ => unreachable!("leader code runs while leading"),
+        }
+    }
+
+    pub(super) fn become_leader(&mut self) {
+        let now_ms = self.now_ms;
+        self.role = Role::Leading(Box::new(Leading {
+            phase: Phase::Discovery,
+            epoch: 0,
+            started_ms: now_ms,
+            last_ping_ms: now_ms,
+            learners: BTreeMap::new(),
+            epoch_acks: BTreeSet::new(),
+            new_leader_acks: BTreeSet::new(),
+            history_end: self.history.last(),
+            next_counter: 1,
+            pending_syncs: VecDeque::new(),
+            sessions_started: 0,
+        }));
+        let pending = std::mem::take(&mut self.pending_infos);
+        for (from, info) in pending {
+            self.on_follower_info(from, info.accepted_epoch, info.last_zxid, info.observer);
+        }
+        self.check_discovery();
+    }
+
+    pub(super) fn leader_on_message(&mut self, from: ServerId, msg: Message) {
+        let now_ms = self.now_ms;
+        if let Some(l) = self.leading().learners.get_mut(&from) {
+            l.last_heard_ms = now_ms;
+        }
+        match msg {
+            Message::FollowerInfo { accepted_epoch, last_zxid, observer } => {
+                if self.leading().learners.contains_key(&from) {
+                    // A new session on a link we think is live: the shell
+                    // should have reported the old one closed first.
+                    self.stats.unexpected_messages += 1;
+                    self.stats.last_unexpected = Some(format!("second FOLLOWERINFO from {from}"));
+                }
+                self.on_follower_info(from, accepted_epoch, last_zxid, observer);
+            }
+            Message::AckEpoch { epoch, current_epoch, last_zxid } => {
+                self.on_ack_epoch(from, epoch, current_epoch, last_zxid)
+            }
+            Message::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch),
+            Message::Ack { zxid } => self.on_ack(from, zxid),
+            Message::SyncRequest { token } => self.on_sync_request(from, token),
+            Message::Ping => {
+                if !self.leading().learners.contains_key(&from) {
+                    self.unexpected(from, &msg);
+                }
+            }
+            _ => {
+                self.leading().learners.remove(&from);
+                self.unexpected(from, &msg);
+            }
+        }
+    }
+
+    fn on_follower_info(&mut self, from: ServerId, accepted_epoch: u32, last_zxid: Zxid, observer: bool) {
+        if observer != self.cfg.is_observer(from) || accepted_epoch == u32::MAX {
+            // A misconfigured member: refuse it.
+            self.leading().learners.remove(&from);
+            self.stats.learners_refused += 1;
+            self.outputs.push(Output::CloseLink { peer: from });
+            return;
+        }
+        let now_ms = self.now_ms;
+        let l = self.leading();
+        l.sessions_started += 1;
+        let session = l.sessions_started;
+        l.learners.insert(
+            from,
+            LearnerSession {
+                session,
+                observer,
+                accepted_epoch,
+                last_zxid,
+                leader_info_sent: false,
+                epoch_acked: false,
+                synced_to: None,
+                new_leader_acked: false,
+                acked: Zxid::ZERO,
+                last_heard_ms: now_ms,
+            },
+        );
+        match l.phase {
+            Phase::Discovery => self.check_discovery(),
+            Phase::EpochProposed | Phase::Syncing | Phase::Broadcast => self.send_leader_info(from),
+        }
+    }
+
+    fn send_leader_info(&mut self, to: ServerId) {
+        let l = self.leading();
+        let confirmed = l.phase >= Phase::Syncing;
+        let epoch = l.epoch;
+        if let Some(s) = l.learners.get_mut(&to) {
+            s.leader_info_sent = true;
+        }
+        self.send(to, Message::LeaderInfo { epoch, confirmed });
+    }
+
+    /// Discovery: a quorum of FOLLOWERINFO (us included) fixes the epoch.
+    fn check_discovery(&mut self) {
+        let quorum = self.cfg.quorum_size();
+        let me = self.cfg.my_id;
+        let l = self.leading_ref();
+        if l.phase != Phase::Discovery {
+            return;
+        }
+        let voters_in = 1 + l.learners.iter().filter(|(id, _)| self.cfg.is_voter(**id)).count();
+        if voters_in < quorum {
+            return;
+        }
+        let highest = l.learners.values().map(|s| s.accepted_epoch).fold(self.accepted_epoch, u32::max);
+        let Some(epoch) = highest.checked_add(1) else {
+            self.violation("no epoch left to propose".into());
+            return;
+        };
+        self.accepted_epoch = epoch;
+        self.outputs.push(Output::SetAcceptedEpoch { epoch });
+        let l = self.leading();
+        l.epoch = epoch;
+        l.phase = Phase::EpochProposed;
+        l.epoch_acks.insert(me);
+        for id in self.leading_ref().learner_ids() {
+            self.send_leader_info(id);
+        }
+        self.check_epoch_quorum();
+    }
+
+    fn on_ack_epoch(&mut self, from: ServerId, epoch: u32, current_epoch: u32, last_zxid: Zxid) {
+        let (my_epoch, my_current, my_last) = (self.leading_ref().epoch, self.current_epoch, self.history.last());
+        let phase = self.leading_ref().phase;
+        let voter = self.cfg.is_voter(from);
+        let Some(s) = self.leading().learners.get_mut(&from) else {
+            self.unexpected(from, &Message::AckEpoch { epoch, current_epoch, last_zxid });
+            return;
+        };
+        if !s.leader_info_sent || s.epoch_acked || epoch != my_epoch {
+            self.learner_violation(from, format!("ACKEPOCH {epoch} out of turn (epoch {my_epoch})"));
+            return;
+        }
+        s.epoch_acked = true;
+        s.last_zxid = last_zxid;
+        if phase == Phase::EpochProposed {
+            if voter && (current_epoch, last_zxid) > (my_current, my_last) {
+                // ZooKeeper: "Follower is ahead of the leader". Our history
+                // might miss committed txns: let the election run again.
+                self.start_looking_after(None);
+                return;
+            }
+            if voter {
+                self.leading().epoch_acks.insert(from);
+            }
+            self.check_epoch_quorum();
+        } else {
+            self.sync_learner(from);
+        }
+    }
+
+    /// A quorum acknowledged the epoch: it is ours. Sync everybody who
+    /// acknowledged it.
+    ///
+    /// currentEpoch := epoch only once our own history is durable: a
+    /// currentEpoch on disk vouches for the log under it (see
+    /// `maybe_ack_new_leader` on the learner side).
+    fn check_epoch_quorum(&mut self) {
+        let quorum = self.cfg.quorum_size();
+        let durable = self.history.durable();
+        let l = self.leading_ref();
+        if l.phase != Phase::EpochProposed || l.epoch_acks.len() < quorum || durable < l.history_end {
+            return;
+        }
+        let epoch = l.epoch;
+        self.current_epoch = epoch;
+        self.outputs.push(Output::SetCurrentEpoch { epoch });
+        let l = self.leading();
+        l.phase = Phase::Syncing;
+        let ready: Vec<ServerId> = l.learners.iter().filter(|(_, s)| s.epoch_acked).map(|(id, _)| *id).collect();
+        for id in ready {
+            self.sync_learner(id);
+        }
+        self.check_new_leader_quorum();
+    }
+
+    /// DIFF, TRUNC or SNAP, the missing txns, the commit point, NEWLEADER.
+    fn sync_learner(&mut self, to: ServerId) {
+        let (observer, peer_last) = {
+            let s = &self.leading_ref().learners[&to];
+            (s.observer, s.last_zxid)
+        };
+        let plan = self.history.plan_sync(peer_last);
+        match plan.kind {
+            SyncKind::Diff => {
+                self.stats.syncs_diff += 1;
+                self.send(to, Message::Diff);
+            }
+            SyncKind::Trunc(zxid) => {
+                self.stats.syncs_trunc += 1;
+                self.send(to, Message::Trunc { zxid });
+            }
+            SyncKind::Snap => {
+                self.stats.syncs_snap += 1;
+                self.outputs.push(Output::SendSnapshot { to, zxid: plan.start });
+            }
+        }
+        // Followers get the uncommitted tail too (it is part of the history
+        // they must hold); observers only what is committed.
+        let committed = self.history.committed();
+        let upto = if observer { committed } else { self.history.last() };
+        for (zxid, payload) in self.history.range(plan.start, upto) {
+            self.send(to, Message::Proposal { zxid, payload });
+        }
+        // The learner may hold txns it does not know are committed (its
+        // restored log, or what it logged before losing the old leader):
+        // always tell it the commit point.
+        if committed > Zxid::ZERO {
+            self.send(to, Message::Commit { zxid: committed });
+        }
+        let synced_to = plan.start.max(upto);
+        let l = self.leading();
+        let epoch = l.epoch;
+        let s = l.learners.get_mut(&to).expect("syncing a known learner");
+        s.synced_to = Some(synced_to);
+        self.send(to, Message::NewLeader { epoch, zxid: synced_to });
+    }
+
+    fn on_ack_new_leader(&mut self, from: ServerId, epoch: u32) {
+        let my_epoch = self.leading_ref().epoch;
+        let voter = self.cfg.is_voter(from);
+        let Some(s) = self.leading().learners.get_mut(&from) else {
+            self.unexpected(from, &Message::AckNewLeader { epoch });
+            return;
+        };
+        let Some(synced_to) = s.synced_to else {
+            self.learner_violation(from, "ACK(NEWLEADER) before its sync".into());
+            return;
+        };
+        if epoch != my_epoch || s.new_leader_acked {
+            self.learner_violation(from, format!("ACK(NEWLEADER) {epoch} out of turn"));
+            return;
+        }
+        s.new_leader_acked = true;
+        if !s.observer {
+            s.acked = s.acked.max(synced_to);
+        }
+        let l = self.leading();
+        if voter {
+            l.new_leader_acks.insert(from);
+        }
+        match l.phase {
+            Phase::Syncing => self.check_new_leader_quorum(),
+            Phase::Broadcast => {
+                self.send(from, Message::UpToDate);
+                self.try_commit();
+            }
+            Phase::Discovery | Phase::EpochProposed => unreachable!("synced before the epoch was confirmed"),
+        }
+    }
+
+    /// A quorum holds the initial history durably: establish the epoch.
+    fn check_new_leader_quorum(&mut self) {
+        let quorum = self.cfg.quorum_size();
+        let durable = self.history.durable();
+        let l = self.leading_ref();
+        if l.phase != Phase::Syncing {
+            return;
+        }
+        let me = usize::from(durable >= l.history_end);
+        if l.new_leader_acks.len() + me < quorum {
+            return;
+        }
+        let (epoch, history_end) = (l.epoch, l.history_end);
+        self.leading().phase = Phase::Broadcast;
+        self.stats.epochs_established += 1;
+        self.leader_commit_to(history_end);
+        self.vote_for_established(self.cfg.my_id, epoch);
+        self.outputs.push(Output::Role(RoleChange::Leading { epoch }));
+        let acked: Vec<ServerId> =
+            self.leading_ref().learners.iter().filter(|(_, s)| s.new_leader_acked).map(|(id, _)| *id).collect();
+        for id in acked {
+            self.send(id, Message::UpToDate);
+        }
+        self.try_commit();
+    }
+
+    fn on_ack(&mut self, from: ServerId, zxid: Zxid) {
+        let last = self.history.last();
+        let Some(s) = self.leading().learners.get_mut(&from) else {
+            self.unexpected(from, &Message::Ack { zxid });
+            return;
+        };
+        if s.observer || !s.new_leader_acked || zxid > last {
+            self.learner_violation(from, format!("ACK {zxid:?} out of turn"));
+            return;
+        }
+        s.acked = s.acked.max(zxid);
+        self.try_commit();
+    }
+
+    /// Commits the largest zxid a quorum of voters has logged durably.
+    fn try_commit(&mut self) {
+        let quorum = self.cfg.quorum_size();
+        let l = self.leading_ref();
+        if l.phase != Phase::Broadcast {
+            return;
+        }
+        let mut acks: Vec<Zxid> = l
+            .learners
+            .iter()
+            .filter(|(id, s)| self.cfg.is_voter(**id) && s.new_leader_acked)
+            .map(|(_, s)| s.acked)
+            .collect();
+        acks.push(self.history.durable());
+        if acks.len() < quorum {
+            return;
+        }
+        acks.sort_unstable_by(|a, b| b.cmp(a));
+        let candidate = acks[quorum - 1];
+        if candidate > self.history.committed() {
+            self.leader_commit_to(candidate);
+        }
+    }
+
+    fn on_sync_request(&mut self, from: ServerId, token: u64) {
+        let session = match self.leading_ref().learners.get(&from) {
+            Some(s) if s.new_leader_acked && self.leading_ref().phase == Phase::Broadcast => s.session,
+            _ => {
+                self.unexpected(from, &Message::SyncRequest { token });
+                return;
+            }
+        };
+        let target = self.history.last();
+        if self.history.committed() >= target {
+            self.send(from, Message::SyncReply { token });
+        } else {
+            self.leading().pending_syncs.push_back((target, Some((from, session)), token));
+        }
+    }
+
+    pub(super) fn leader_sync_local(&mut self, token: u64) -> Result<(), ProposeError> {
+        let l = self.leading_ref();
+        if l.phase != Phase::Broadcast {
+            return Err(ProposeError::NotReady);
+        }
+        if l.pending_syncs.len() >= self.cfg.outstanding_proposals_max {
+            return Err(ProposeError::Backpressure);
+        }
+        let target = self.history.last();
+        if self.history.committed() >= target {
+            self.outputs.push(Output::SyncDone { token });
+        } else {
+            self.leading().pending_syncs.push_back((target, None, token));
+        }
+        Ok(())
+    }
+
+    /// Answers the syncs whose txns are all committed now.
+    fn answer_syncs(&mut self) {
+        let committed = self.history.committed();
+        while let Some(&(target, who, token)) = self.leading_ref().pending_syncs.front() {
+            if target > committed {
+                break;
+            }
+            self.leading().pending_syncs.pop_front();
+            match who {
+                None => self.outputs.push(Output::SyncDone { token }),
+                Some((id, session)) if self.leading_ref().learners.get(&id).is_some_and(|s| s.session == session) => {
+                    self.send(id, Message::SyncReply { token });
+                }
+                Some(_) => {} // that session is over; its link was closed
+            }
+        }
+    }
+
+    /// Delivers locally, COMMIT to synced followers, INFORM to observers.
+    fn leader_commit_to(&mut self, zxid: Zxid) {
+        if zxid <= self.history.committed() {
+            return;
+        }
+        let before = self.history.committed();
+        let newly = self.deliver_to(zxid);
+        let targets: Vec<(ServerId, bool, Zxid)> = self
+            .leading_ref()
+            .learners
+            .iter()
+            .filter_map(|(id, s)| s.synced_to.map(|to| (*id, s.observer, to)))
+            .collect();
+        for (id, observer, synced_to) in targets {
+            if observer {
+                // Txns the observer got in its sync (our initial history
+                // while we were not established yet) are committed now;
+                // later ones it gets as INFORMs.
+                if before < synced_to {
+                    self.send(id, Message::Commit { zxid: zxid.min(synced_to) });
+                }
+                for (z, payload) in newly.iter().filter(|(z, _)| *z > synced_to) {
+                    self.send(id, Message::Inform { zxid: *z, payload: payload.clone() });
+                }
+            } else {
+                self.send(id, Message::Commit { zxid });
+            }
+        }
+        self.answer_syncs();
+    }
+
+    pub(super) fn leader_propose(&mut self, payload: Payload) -> Result<Zxid, ProposeError> {
+        let l = self.leading_ref();
+        if l.phase != Phase::Broadcast {
+            return Err(ProposeError::NotReady);
+        }
+        if self.history.uncommitted_len() >= self.cfg.outstanding_proposals_max {
+            return Err(ProposeError::Backpressure);
+        }
+        if l.next_counter > COUNTER_MAX {
+            self.start_looking_after(None);
+            return Err(ProposeError::EpochExhausted);
+        }
+        let zxid = Zxid::new(l.epoch, l.next_counter);
+        self.leading().next_counter += 1;
+        self.history.append(zxid, payload.clone());
+        self.outputs.push(Output::Persist { zxid, payload: payload.clone() });
+        let followers: Vec<ServerId> = self
+            .leading_ref()
+            .learners
+            .iter()
+            .filter(|(_, s)| !s.observer && s.synced_to.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in followers {
+            self.send(id, Message::Proposal { zxid, payload: payload.clone() });
+        }
+        Ok(zxid)
+    }
+
+    /// A learner broke the protocol: record it and drop that session only.
+    fn learner_violation(&mut self, from: ServerId, what: String) {
+        self.stats.protocol_violations += 1;
+        self.stats.last_violation = Some(format!("leader {} about learner {from}: {what}", self.cfg.my_id));
+        self.leading().learners.remove(&from);
+        self.outputs.push(Output::CloseLink { peer: from });
+    }
+
+    pub(super) fn leader_on_disconnected(&mut self, peer: ServerId) {
+        self.leading().learners.remove(&peer);
+        self.pending_infos.remove(&peer);
+    }
+
+    pub(super) fn leader_on_durable(&mut self) {
+        match self.leading_ref().phase {
+            Phase::EpochProposed => self.check_epoch_quorum(),
+            Phase::Syncing => self.check_new_leader_quorum(),
+            Phase::Broadcast => self.try_commit(),
+            Phase::Discovery => {}
+        }
+    }
+
+    pub(super) fn leader_on_tick(&mut self) {
+        let now_ms = self.now_ms;
+        let tick_ms = self.cfg.tick_ms;
+        let sync_ms = self.cfg.sync_limit_ticks * tick_ms;
+        let init_ms = self.cfg.init_limit_ticks * tick_ms;
+        let l = self.leading_ref();
+        // Learners we have not heard from in time are gone.
+        let silent: Vec<ServerId> = l
+            .learners
+            .iter()
+            .filter(|(_, s)| {
+                let limit = if s.new_leader_acked { sync_ms } else { init_ms };
+                now_ms.saturating_sub(s.last_heard_ms) >= limit
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for peer in silent {
+            self.leading().learners.remove(&peer);
+            self.outputs.push(Output::CloseLink { peer });
+        }
+        let l = self.leading_ref();
+        if l.phase == Phase::Broadcast {
+            let live = 1 + l.learners.iter().filter(|(id, s)| self.cfg.is_voter(**id) && s.new_leader_acked).count();
+            if live < self.cfg.quorum_size() {
+                let epoch = l.epoch;
+                self.stats.leader_lost_quorum += 1;
+                self.outputs.push(Output::Role(RoleChange::LeaderLostQuorum { epoch }));
+                self.start_looking_after(None);
+                return;
+            }
+        } else if now_ms.saturating_sub(l.started_ms) >= init_ms {
+            // Not established within initLimit.
+            self.start_looking_after(None);
+            return;
+        }
+        if now_ms.saturating_sub(l.last_ping_ms) >= (tick_ms / 2).max(1) {
+            self.leading().last_ping_ms = now_ms;
+            for id in self.leading_ref().learner_ids() {
+                self.send(id, Message::Ping);
+            }
+        }
+    }
+}

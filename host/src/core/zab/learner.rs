@@ -1,0 +1,271 @@
+//! The follower's and the observer's side of ZAB (seeds 003 and 004).
+//!
+//! "Connect to a leader; delete any transactions in the txn log that the
+//! leader says to delete; continually log to the transaction log and send
+//! an ack to leader; deliver any committed transactions."
+//!
+//! 1. FOLLOWERINFO (our acceptedEpoch and last zxid) -> LEADERINFO. A
+//!    follower acknowledges "only if the new epoch proposed is later than
+//!    its own" (seed 003), or the same epoch once a quorum has confirmed it
+//!    (a late joiner of the established leader); otherwise it goes back to
+//!    election. ACKEPOCH carries currentEpoch and the last zxid.
+//! 2. DIFF / TRUNC / SNAP, then the missing txns (logged), a COMMIT of what
+//!    is already committed, then NEWLEADER: once the log is durable up to
+//!    NEWLEADER's zxid, currentEpoch := epoch and ACK(NEWLEADER).
+//! 3. UPTODATE: serve. PROPOSALs are logged and acknowledged (cumulatively)
+//!    once durable; COMMITs deliver in zxid order. Observers get INFORM
+//!    (log and deliver) and never acknowledge txns.
+//!
+//! Silence from the leader for syncLimit ticks (initLimit before UPTODATE)
+//! sends the member back to election.
+
+use super::message::Message;
+use super::peer::{Output, Peer, ProposeError, Role, RoleChange};
+use super::types::{Payload, ServerId, Zxid};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Phase {
+    /// FOLLOWERINFO sent.
+    AwaitLeaderInfo,
+    /// ACKEPOCH sent.
+    AwaitSync,
+    /// DIFF/TRUNC/SNAP applied; txns arriving until NEWLEADER.
+    Syncing,
+    /// NEWLEADER received; acknowledging once the log is durable up to it.
+    AwaitDurable(Zxid),
+    /// ACK(NEWLEADER) sent.
+    AwaitUpToDate,
+    /// UPTODATE received.
+    Serving,
+}
+
+pub(super) struct Learning {
+    pub leader: ServerId,
+    pub observer: bool,
+    pub phase: Phase,
+    /// The leader's epoch, from LEADERINFO.
+    pub epoch: u32,
+    pub last_heard_ms: u64,
+    /// The last cumulative ACK sent.
+    pub acked: Zxid,
+    /// SYNC requests sent and not answered yet (bounded).
+    pub syncs_open: usize,
+}
+
+impl Learning {
+    pub fn is_serving(&self) -> bool {
+        self.phase == Phase::Serving
+    }
+}
+
+impl Peer {
+    fn learning(&mut self) -> &mut Learning {
+        match &mut self.role {
+            Role::Learning(l) => l,
+            _ => unreachable!("learner code runs while following or observing"),
+        }
+    }
+
+    fn learning_ref(&self) -> &Learning {
+        match &self.role {
+            Role::Learning(l) => l,
+            _ => unreachable!("learner code runs while following or observing"),
+        }
+    }
+
+    pub(super) fn become_learner(&mut self, leader: ServerId, observer: bool) {
+        self.role = Role::Learning(Learning {
+            leader,
+            observer,
+            phase: Phase::AwaitLeaderInfo,
+            epoch: 0,
+            last_heard_ms: self.now_ms,
+            acked: Zxid::ZERO,
+            syncs_open: 0,
+        });
+        let msg =
+            Message::FollowerInfo { accepted_epoch: self.accepted_epoch, last_zxid: self.history.last(), observer };
+        self.send(leader, msg);
+    }
+
+    pub(super) fn learner_on_message(&mut self, msg: Message) {
+        let now_ms = self.now_ms;
+        let l = self.learning();
+        l.last_heard_ms = now_ms;
+        let (phase, observer, epoch, leader) = (l.phase, l.observer, l.epoch, l.leader);
+        let after_new_leader = matches!(phase, Phase::AwaitDurable(_) | Phase::AwaitUpToDate | Phase::Serving);
+        match msg {
+            Message::Ping => self.send(leader, Message::Ping),
+            Message::LeaderInfo { epoch, confirmed } if phase == Phase::AwaitLeaderInfo => {
+                self.on_leader_info(epoch, confirmed)
+            }
+            Message::Diff if phase == Phase::AwaitSync => self.learning().phase = Phase::Syncing,
+            Message::Trunc { zxid } if phase == Phase::AwaitSync => match self.history.truncate_after(zxid) {
+                Ok(()) => {
+                    self.outputs.push(Output::Truncate { after: zxid });
+                    self.learning().phase = Phase::Syncing;
+                }
+                Err(e) => self.violation(format!("TRUNC: {e}")),
+            },
+            Message::Snap { zxid, data } if phase == Phase::AwaitSync => {
+                if zxid < self.history.committed() {
+                    let committed = self.history.committed();
+                    self.violation(format!("SNAP at {zxid:?} would undo committed {committed:?}"));
+                    return;
+                }
+                self.outputs.push(Output::InstallSnapshot { zxid, data });
+                self.history.reset_to_snapshot(zxid);
+                self.learning().phase = Phase::Syncing;
+            }
+            Message::Proposal { zxid, payload }
+                if (phase == Phase::Syncing && zxid.epoch() <= epoch)
+                    || (after_new_leader && !observer && zxid.epoch() == epoch) =>
+            {
+                self.log_txn(zxid, payload);
+            }
+            Message::Commit { zxid } if phase == Phase::Syncing || after_new_leader => {
+                if zxid > self.history.last() {
+                    self.violation(format!("COMMIT {zxid:?} of a txn not logged"));
+                    return;
+                }
+                self.deliver_to(zxid);
+            }
+            Message::Inform { zxid, payload } if after_new_leader && observer => {
+                if self.log_txn(zxid, payload) {
+                    self.deliver_to(zxid);
+                }
+            }
+            Message::NewLeader { epoch: e, zxid } if phase == Phase::Syncing => {
+                if e != epoch || self.history.last() != zxid {
+                    let last = self.history.last();
+                    self.violation(format!("NEWLEADER {e} {zxid:?} but epoch {epoch}, log ends {last:?}"));
+                    return;
+                }
+                self.learning().phase = Phase::AwaitDurable(zxid);
+                self.maybe_ack_new_leader();
+            }
+            Message::UpToDate if phase == Phase::AwaitUpToDate => {
+                self.learning().phase = Phase::Serving;
+                self.vote_for_established(leader, epoch);
+                let change = if observer {
+                    RoleChange::Observing { leader, epoch }
+                } else {
+                    RoleChange::Following { leader, epoch }
+                };
+                self.outputs.push(Output::Role(change));
+                self.maybe_ack();
+            }
+            Message::SyncReply { token } if phase == Phase::Serving && self.learning_ref().syncs_open > 0 => {
+                self.learning().syncs_open -= 1;
+                self.outputs.push(Output::SyncDone { token });
+            }
+            other => self.violation(format!("{} from leader {leader} in phase {phase:?}", other.name())),
+        }
+    }
+
+    fn on_leader_info(&mut self, epoch: u32, confirmed: bool) {
+        let observer = self.learning_ref().observer;
+        let acceptable = if observer {
+            epoch >= self.accepted_epoch
+        } else {
+            // Seed 003: "it only does so if the new epoch proposed is later
+            // than its own".
+            epoch > self.accepted_epoch || (epoch == self.accepted_epoch && confirmed)
+        };
+        if !acceptable {
+            self.start_looking_after(None);
+            return;
+        }
+        if epoch > self.accepted_epoch {
+            self.accepted_epoch = epoch;
+            self.outputs.push(Output::SetAcceptedEpoch { epoch });
+        }
+        let l = self.learning();
+        l.epoch = epoch;
+        l.phase = Phase::AwaitSync;
+        let leader = l.leader;
+        let msg = Message::AckEpoch { epoch, current_epoch: self.current_epoch, last_zxid: self.history.last() };
+        self.send(leader, msg);
+    }
+
+    /// Appends a txn from the leader; false (after a violation) if it does
+    /// not extend the log.
+    fn log_txn(&mut self, zxid: Zxid, payload: Payload) -> bool {
+        let last = self.history.last();
+        if zxid <= last || zxid.counter() == 0 {
+            self.violation(format!("txn {zxid:?} does not extend the log ending {last:?}"));
+            return false;
+        }
+        self.history.append(zxid, payload.clone());
+        self.outputs.push(Output::Persist { zxid, payload });
+        true
+    }
+
+    /// Once the synced history is durable: currentEpoch := epoch, then
+    /// ACK(NEWLEADER). In this order only: currentEpoch is what makes our
+    /// vote beat members of older epochs, so it must never be on disk
+    /// while the history it vouches for is not (a crash in between would
+    /// let us win an election with a log missing committed txns; the same
+    /// hole as ZooKeeper's ZOOKEEPER-3911).
+    fn maybe_ack_new_leader(&mut self) {
+        let durable = self.history.durable();
+        let l = self.learning();
+        let Phase::AwaitDurable(zxid) = l.phase else { return };
+        if durable < zxid {
+            return;
+        }
+        l.phase = Phase::AwaitUpToDate;
+        l.acked = zxid;
+        let (leader, epoch) = (l.leader, l.epoch);
+        if self.current_epoch != epoch {
+            self.current_epoch = epoch;
+            self.outputs.push(Output::SetCurrentEpoch { epoch });
+        }
+        self.send(leader, Message::AckNewLeader { epoch });
+        self.maybe_ack();
+    }
+
+    /// Cumulative ACK of every proposal durable since the last one.
+    fn maybe_ack(&mut self) {
+        let durable = self.history.durable();
+        let l = self.learning();
+        if l.observer || !matches!(l.phase, Phase::AwaitUpToDate | Phase::Serving) || durable <= l.acked {
+            return;
+        }
+        l.acked = durable;
+        let leader = l.leader;
+        self.send(leader, Message::Ack { zxid: durable });
+    }
+
+    pub(super) fn learner_sync(&mut self, token: u64) -> Result<(), ProposeError> {
+        let max = self.cfg.outstanding_proposals_max;
+        let l = self.learning();
+        if l.phase != Phase::Serving {
+            return Err(ProposeError::NotReady);
+        }
+        if l.syncs_open >= max {
+            return Err(ProposeError::Backpressure);
+        }
+        l.syncs_open += 1;
+        let leader = l.leader;
+        self.send(leader, Message::SyncRequest { token });
+        Ok(())
+    }
+
+    pub(super) fn learner_on_durable(&mut self) {
+        self.maybe_ack_new_leader();
+        self.maybe_ack();
+    }
+
+    pub(super) fn learner_on_tick(&mut self) {
+        let l = self.learning_ref();
+        let limit_ticks = if l.phase == Phase::Serving {
+            self.cfg.sync_limit_ticks
+        } else {
+            self.cfg.init_limit_ticks
+        };
+        if self.now_ms.saturating_sub(l.last_heard_ms) >= limit_ticks * self.cfg.tick_ms {
+            self.start_looking_after(None);
+        }
+    }
+}

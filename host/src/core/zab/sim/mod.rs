@@ -1,0 +1,926 @@
+//! Seeded whole-ensemble simulation of the ZAB core.
+//!
+//! One seed fixes everything: the ensemble (3 or 5 voters, maybe an
+//! observer), the timings, and every fault. A run has two phases:
+//!
+//! 1. Chaos: clients propose to whoever leads; quorum connections reset
+//!    (dropping what they carry); election notifications are dropped,
+//!    duplicated and reordered; partitions isolate members or split the
+//!    ensemble and heal; members crash, losing the unsynced tail of their
+//!    log, and restart from their durable state (epochs, snapshot, log).
+//! 2. Heal: faults stop, partitions heal, everybody restarts; the run goes
+//!    on until one leader serves everybody and every member has delivered
+//!    the same sequence (or fails after a bound).
+//!
+//! After every step the checker verifies integrity (only proposed txns are
+//! delivered or logged), total order and agreement (every member's
+//! delivered sequence is a prefix of one global sequence, across crashes
+//! and snapshot installs), primary order (within an epoch, txns are
+//! delivered from counter 1 without gaps; epochs ascend), at most one
+//! established leader per epoch, no zxid proposed twice, committed state
+//! never truncated, and the member's own `validate()`. At the end, the
+//! client oracle: every txn whose commit the leader reported to its client
+//! is delivered on every member.
+//!
+//! `WAZOO_SIM_SEED=<n>` replays one seed; `WAZOO_SIM_SEEDS=<count>` runs
+//! more seeds; `WAZOO_SIM_TRACE=1` prints every event.
+
+pub mod net;
+pub mod rng;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::message::Channel;
+use super::{Config, Input, Message, Output, Payload, Peer, Restored, RoleChange, ServerId, ServerState, Zxid};
+use net::{Delivery, Net};
+use rng::Rng;
+
+/// Knobs one seed draws.
+#[derive(Clone, Debug)]
+struct Params {
+    voters: Vec<ServerId>,
+    observers: Vec<ServerId>,
+    committed_log_max: usize,
+    finalize_wait_ms: u64,
+    chaos_ms: u64,
+    fault_gap_ms: (u64, u64),
+    election_drop_per_mille: u64,
+    election_dup_per_mille: u64,
+    quorum_delay_ms: (u64, u64),
+    fsync_ms: (u64, u64),
+    client_gap_ms: (u64, u64),
+    snapshot_every: (u64, u64),
+}
+
+impl Params {
+    fn draw(rng: &mut Rng) -> Params {
+        let voters: Vec<ServerId> = if rng.chance(500) { vec![1, 2, 3] } else { vec![1, 2, 3, 4, 5] };
+        let observers = if rng.chance(300) { vec![voters.len() as u64 + 1] } else { vec![] };
+        Params {
+            voters,
+            observers,
+            committed_log_max: *rng.pick(&[2, 5, 20, 100]),
+            finalize_wait_ms: *rng.pick(&[0, 20, 50]),
+            chaos_ms: rng.range(3_000, 6_000),
+            fault_gap_ms: *rng.pick(&[(50, 300), (200, 800), (500, 2_000)]),
+            election_drop_per_mille: rng.range(0, 200),
+            election_dup_per_mille: rng.range(0, 200),
+            quorum_delay_ms: *rng.pick(&[(1, 3), (1, 10), (2, 40)]),
+            fsync_ms: *rng.pick(&[(1, 2), (1, 8), (3, 30)]),
+            client_gap_ms: *rng.pick(&[(10, 60), (20, 120)]),
+            snapshot_every: *rng.pick(&[(3, 10), (10, 50), (1_000, 1_000)]),
+        }
+    }
+}
+
+/// What one member keeps on disk.
+#[derive(Clone, Debug, Default)]
+struct Storage {
+    accepted_epoch: u32,
+    current_epoch: u32,
+    /// The state machine's snapshot: the first `snapshot_len` txns of the
+    /// member's applied sequence (which only ever grows, or is replaced by
+    /// an installed snapshot, or cut back to the snapshot by a crash).
+    snapshot_len: usize,
+    snapshot_zxid: Zxid,
+    /// (zxid, payload, append sequence, durable)
+    log: Vec<(Zxid, Payload, u64, bool)>,
+    appended: u64,
+}
+
+impl Storage {
+    /// Largest zxid such that the log is durable up to it (durable
+    /// entries are always a prefix of the log).
+    fn durable_watermark(&self) -> Zxid {
+        let n = self.log.partition_point(|e| e.3);
+        if n == 0 {
+            self.snapshot_zxid
+        } else {
+            self.log[n - 1].0
+        }
+    }
+
+    fn restored(&self) -> Restored {
+        let base = self.snapshot_zxid;
+        Restored {
+            accepted_epoch: self.accepted_epoch,
+            current_epoch: self.current_epoch,
+            snapshot_zxid: base,
+            log: self.log.iter().filter(|e| e.0 > base).map(|e| (e.0, e.1.clone())).collect(),
+        }
+    }
+}
+
+struct Member {
+    id: ServerId,
+    cfg: Config,
+    peer: Option<Peer>,
+    incarnation: u64,
+    storage: Storage,
+    /// The state machine: every txn applied, in order.
+    applied: Vec<(Zxid, Payload)>,
+    fsync_in_flight: bool,
+    deliveries_to_snapshot: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Tick(ServerId),
+    FsyncDone { id: ServerId, incarnation: u64, upto: u64 },
+    Restart(ServerId),
+    Fault,
+    Heal,
+    Client,
+}
+
+/// The global view the invariants are checked against.
+#[derive(Default)]
+struct Checker {
+    proposals: BTreeMap<Zxid, Payload>,
+    /// The one sequence every member's applied sequence is a prefix of.
+    global: Vec<(Zxid, Payload)>,
+    leaders: BTreeMap<u32, ServerId>,
+    /// Proposals whose client waits on (member, incarnation).
+    waiting: BTreeMap<(ServerId, u64), BTreeSet<Zxid>>,
+    /// Proposals whose commit was reported to the client, and when.
+    acknowledged: BTreeMap<Zxid, u64>,
+    /// Open `sync`s: (member, incarnation, token) -> when asked.
+    open_syncs: BTreeMap<(ServerId, u64, u64), u64>,
+}
+
+impl Checker {
+    fn on_propose(&mut self, zxid: Zxid, payload: &Payload, member: ServerId, incarnation: u64) {
+        let previous = self.proposals.insert(zxid, payload.clone());
+        assert!(previous.is_none(), "zxid {zxid:?} proposed twice (two leaders in epoch {})", zxid.epoch());
+        self.waiting.entry((member, incarnation)).or_default().insert(zxid);
+    }
+
+    fn check_integrity(&self, zxid: Zxid, payload: &Payload, what: &str) {
+        assert_eq!(self.proposals.get(&zxid), Some(payload), "integrity: {what} {zxid:?} that nobody proposed");
+    }
+
+    /// Total order, agreement and primary order for the txn at `index` of
+    /// some member's applied sequence.
+    fn check_position(&mut self, index: usize, zxid: Zxid, payload: &Payload) {
+        self.check_integrity(zxid, payload, "delivered");
+        if index < self.global.len() {
+            assert_eq!(
+                self.global[index].0, zxid,
+                "agreement: position {index} holds {:?} elsewhere, {zxid:?} here",
+                self.global[index].0
+            );
+            return;
+        }
+        assert_eq!(index, self.global.len(), "a gap in a delivered sequence");
+        if let Some((previous, _)) = self.global.last() {
+            if previous.epoch() == zxid.epoch() {
+                assert_eq!(
+                    zxid.counter(),
+                    previous.counter() + 1,
+                    "primary order: {zxid:?} delivered right after {previous:?}"
+                );
+            } else {
+                assert!(previous.epoch() < zxid.epoch(), "epochs go back: {zxid:?} after {previous:?}");
+                assert_eq!(zxid.counter(), 1, "primary order: epoch {} starts at {zxid:?}", zxid.epoch());
+            }
+        } else {
+            assert_eq!(zxid.counter(), 1, "primary order: the first txn is {zxid:?}");
+        }
+        self.global.push((zxid, payload.clone()));
+    }
+
+    /// ZooKeeper's sync, as far as it is promised: a sync answered by a
+    /// member whose leader leads epoch `epoch` has delivered every txn of
+    /// that epoch or an earlier one acknowledged before the sync began.
+    /// (A member still with a deposed leader may miss txns of a newer
+    /// epoch: ZooKeeper's sync has the same window.)
+    fn on_sync_done(&mut self, key: (ServerId, u64, u64), epoch: u32, applied_last: Zxid) {
+        let asked_ms = self.open_syncs.remove(&key).expect("a SyncDone answers an open sync");
+        let newest = self
+            .acknowledged
+            .range(..Zxid::new(epoch + 1, 0))
+            .rev()
+            .find(|(_, at)| **at < asked_ms)
+            .map(|(z, _)| *z);
+        if let Some(z) = newest {
+            assert!(
+                applied_last >= z,
+                "sync: member {} answered a sync at {applied_last:?} missing {z:?} acknowledged before it",
+                key.0
+            );
+        }
+    }
+
+    fn on_established(&mut self, epoch: u32, leader: ServerId) {
+        let first = *self.leaders.entry(epoch).or_insert(leader);
+        assert_eq!(first, leader, "two established leaders in epoch {epoch}: {first} and {leader}");
+    }
+}
+
+/// Totals over a run, for the summary and coverage checks.
+#[derive(Clone, Debug, Default)]
+struct Summary {
+    committed: u64,
+    acknowledged: u64,
+    elections: u64,
+    epochs: u64,
+    crashes: u64,
+    resets: u64,
+    partitions: u64,
+    syncs: u64,
+    diffs: u64,
+    truncs: u64,
+    snaps: u64,
+    lost_quorum: u64,
+    unexpected: u64,
+    sim_ms: u64,
+    steps: u64,
+    /// A seed that saw an unexpected message, and what it was.
+    unexpected_example: Option<(u64, String)>,
+}
+
+impl Summary {
+    fn add(&mut self, o: &Summary) {
+        self.committed += o.committed;
+        self.acknowledged += o.acknowledged;
+        self.elections += o.elections;
+        self.epochs += o.epochs;
+        self.crashes += o.crashes;
+        self.resets += o.resets;
+        self.partitions += o.partitions;
+        self.syncs += o.syncs;
+        self.diffs += o.diffs;
+        self.truncs += o.truncs;
+        self.snaps += o.snaps;
+        self.lost_quorum += o.lost_quorum;
+        self.unexpected += o.unexpected;
+        self.sim_ms += o.sim_ms;
+        self.steps += o.steps;
+        if self.unexpected_example.is_none() {
+            self.unexpected_example.clone_from(&o.unexpected_example);
+        }
+    }
+}
+
+struct Sim {
+    rng: Rng,
+    params: Params,
+    now_ms: u64,
+    events: BTreeMap<(u64, u64), Event>,
+    sequence: u64,
+    net: Net,
+    members: BTreeMap<ServerId, Member>,
+    checker: Checker,
+    chaos: bool,
+    clients: bool,
+    next_payload: u64,
+    summary: Summary,
+    trace: bool,
+    seed: u64,
+}
+
+const TICK_MS: u64 = 100;
+const HEAL_MS_MAX: u64 = 60_000;
+const CLIENT_AFTER_HEAL_MS: u64 = 1_500;
+
+impl Sim {
+    fn new(seed: u64, trace: bool) -> Sim {
+        let mut rng = Rng::new(seed);
+        let params = Params::draw(&mut rng);
+        let mut sim = Sim {
+            rng,
+            now_ms: 0,
+            events: BTreeMap::new(),
+            sequence: 0,
+            net: Net::default(),
+            members: BTreeMap::new(),
+            checker: Checker::default(),
+            chaos: true,
+            clients: true,
+            next_payload: 0,
+            summary: Summary::default(),
+            trace,
+            seed,
+            params,
+        };
+        sim.log(format!("params {:?}", sim.params));
+        let ids: Vec<ServerId> = sim.params.voters.iter().chain(&sim.params.observers).copied().collect();
+        for &id in &ids {
+            let mut cfg = Config::new(id, sim.params.voters.clone(), sim.params.observers.clone());
+            cfg.tick_ms = TICK_MS;
+            cfg.init_limit_ticks = 10;
+            cfg.sync_limit_ticks = 5;
+            cfg.finalize_wait_ms = sim.params.finalize_wait_ms;
+            cfg.notification_interval_ms_min = 50;
+            cfg.notification_interval_ms_max = 800;
+            cfg.committed_log_max = sim.params.committed_log_max;
+            cfg.outstanding_proposals_max = 500;
+            let to_snapshot = sim.draw(sim.params.snapshot_every);
+            sim.members.insert(
+                id,
+                Member {
+                    id,
+                    cfg,
+                    peer: None,
+                    incarnation: 0,
+                    storage: Storage::default(),
+                    applied: Vec::new(),
+                    fsync_in_flight: false,
+                    deliveries_to_snapshot: to_snapshot,
+                },
+            );
+            let phase = sim.rng.range(0, TICK_MS / 2 - 1);
+            sim.schedule(phase, Event::Tick(id));
+            sim.start_member(id);
+        }
+        let gap = sim.draw(sim.params.fault_gap_ms);
+        sim.schedule(gap, Event::Fault);
+        sim.schedule(1, Event::Client);
+        sim
+    }
+
+    fn draw(&mut self, (lo, hi): (u64, u64)) -> u64 {
+        self.rng.range(lo, hi)
+    }
+
+    fn log(&self, line: String) {
+        if self.trace {
+            eprintln!("[{:>6}ms] {line}", self.now_ms);
+        }
+    }
+
+    fn schedule(&mut self, delay_ms: u64, event: Event) {
+        self.sequence += 1;
+        self.events.insert((self.now_ms + delay_ms, self.sequence), event);
+    }
+
+    // ---- driving members ----------------------------------------------
+
+    fn start_member(&mut self, id: ServerId) {
+        let m = self.members.get_mut(&id).expect("member");
+        m.incarnation += 1;
+        let restored = m.storage.restored();
+        assert!(m.applied.len() >= m.storage.snapshot_len, "member {id}: applied sequence shorter than its snapshot");
+        m.applied.truncate(m.storage.snapshot_len);
+        let peer = Peer::new(m.cfg.clone(), restored, self.now_ms).expect("valid config and storage");
+        m.peer = Some(peer);
+        self.log(format!("start {id} (incarnation {})", self.members[&id].incarnation));
+        self.carry_out(id);
+    }
+
+    fn crash(&mut self, id: ServerId) {
+        let now_ms = self.now_ms;
+        let m = self.members.get_mut(&id).expect("member");
+        let Some(peer) = m.peer.take() else { return };
+        self.summary.unexpected += peer.stats().unexpected_messages;
+        if let (None, Some(what)) = (&self.summary.unexpected_example, &peer.stats().last_unexpected) {
+            self.summary.unexpected_example = Some((self.seed, format!("member {id}: {what}")));
+        }
+        self.summary.elections += peer.stats().elections;
+        self.summary.epochs += peer.stats().epochs_established;
+        self.summary.diffs += peer.stats().syncs_diff;
+        self.summary.truncs += peer.stats().syncs_trunc;
+        self.summary.snaps += peer.stats().syncs_snap;
+        self.summary.lost_quorum += peer.stats().leader_lost_quorum;
+        // The unsynced tail of the log is lost; it must be a tail.
+        let kept = m.storage.log.iter().take_while(|e| e.3).count();
+        assert!(m.storage.log[kept..].iter().all(|e| !e.3), "member {id}: durable entries after a lost one");
+        m.storage.log.truncate(kept);
+        m.applied.truncate(m.storage.snapshot_len);
+        m.fsync_in_flight = false;
+        self.checker.open_syncs.retain(|k, _| k.0 != id);
+        self.summary.crashes += 1;
+        let others: Vec<ServerId> = self.members.keys().copied().filter(|&o| o != id).collect();
+        for other in others {
+            let delay = self.rng.range(1, 20);
+            self.net.reset(id, other, [false, true], now_ms, delay);
+        }
+        self.net.forget_datagrams_of(id);
+        self.log(format!("crash {id}; log keeps {kept} durable txns"));
+    }
+
+    fn input(&mut self, id: ServerId, input: Input) {
+        let now_ms = self.now_ms;
+        let Some(peer) = self.members.get_mut(&id).and_then(|m| m.peer.as_mut()) else { return };
+        if self.trace && !matches!(input, Input::Tick) {
+            eprintln!("[{now_ms:>6}ms] {id} <- {input:?}");
+        }
+        peer.handle(input, now_ms);
+        self.carry_out(id);
+    }
+
+    /// The shell: carries out a member's outputs in order.
+    fn carry_out(&mut self, id: ServerId) {
+        let outputs = match self.members.get_mut(&id).and_then(|m| m.peer.as_mut()) {
+            Some(peer) => peer.take_outputs(),
+            None => return,
+        };
+        for out in outputs {
+            if self.trace {
+                eprintln!("[{:>6}ms] {id} -> {out:?}", self.now_ms);
+            }
+            self.carry_out_one(id, out);
+        }
+        let m = &self.members[&id];
+        if let Some(peer) = &m.peer {
+            peer.validate();
+            let stats = peer.stats();
+            assert_eq!(stats.protocol_violations, 0, "protocol violation: {:?}", stats.last_violation);
+            // The simulated shell keeps the contract exactly, so no message
+            // can arrive outside its session.
+            assert_eq!(stats.unexpected_messages, 0, "unexpected message: {:?}", stats.last_unexpected);
+            let status = peer.status();
+            let applied_last = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
+            assert_eq!(status.committed_zxid, applied_last, "member {id}: core and state machine disagree");
+            assert!(status.accepted_epoch == m.storage.accepted_epoch && status.current_epoch == m.storage.current_epoch,
+                "member {id}: epochs in memory and on disk differ");
+        }
+    }
+
+    fn carry_out_one(&mut self, id: ServerId, out: Output) {
+        let now_ms = self.now_ms;
+        match out {
+            Output::Send { to, msg } => self.send(id, to, msg),
+            Output::SendSnapshot { to, zxid } => {
+                let applied = &self.members[&id].applied;
+                let at = applied.last().map_or(Zxid::ZERO, |e| e.0);
+                assert_eq!(at, zxid, "member {id}: snapshot asked at {zxid:?}, state machine at {at:?}");
+                let data = encode_snapshot(applied);
+                self.send(id, to, Message::Snap { zxid, data });
+            }
+            Output::CloseLink { peer } => {
+                let delay = self.rng.range(1, 20);
+                self.net.reset(id, peer, [false, true], now_ms, delay);
+            }
+            Output::SetAcceptedEpoch { epoch } => {
+                let s = &mut self.members.get_mut(&id).expect("member").storage;
+                assert!(epoch > s.accepted_epoch, "member {id}: acceptedEpoch {epoch} not after {}", s.accepted_epoch);
+                s.accepted_epoch = epoch;
+            }
+            Output::SetCurrentEpoch { epoch } => {
+                let s = &mut self.members.get_mut(&id).expect("member").storage;
+                assert!(epoch > s.current_epoch && epoch <= s.accepted_epoch, "member {id}: currentEpoch {epoch}");
+                s.current_epoch = epoch;
+            }
+            Output::Persist { zxid, payload } => {
+                self.checker.check_integrity(zxid, &payload, "logged");
+                let m = self.members.get_mut(&id).expect("member");
+                let last = m.storage.log.last().map_or(m.storage.snapshot_zxid, |e| e.0);
+                assert!(zxid > last, "member {id}: log append {zxid:?} after {last:?}");
+                m.storage.appended += 1;
+                let seq = m.storage.appended;
+                m.storage.log.push((zxid, payload, seq, false));
+                self.start_fsync(id);
+            }
+            Output::Truncate { after } => {
+                let m = self.members.get_mut(&id).expect("member");
+                let applied = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
+                assert!(after >= applied, "member {id}: truncating to {after:?} undoes applied {applied:?}");
+                m.storage.log.retain(|e| e.0 <= after);
+            }
+            Output::InstallSnapshot { zxid, data } => {
+                let list = decode_snapshot(&data);
+                assert_eq!(list.last().map_or(Zxid::ZERO, |e| e.0), zxid, "snapshot zxid");
+                for (i, (z, p)) in list.iter().enumerate() {
+                    self.checker.check_position(i, *z, p);
+                }
+                let m = self.members.get_mut(&id).expect("member");
+                assert!(m.applied.len() <= list.len(), "member {id}: a snapshot that goes back in time");
+                m.storage.snapshot_len = list.len();
+                m.storage.snapshot_zxid = zxid;
+                m.applied = list;
+                m.storage.log.clear();
+            }
+            Output::Deliver { zxid, payload } => {
+                let m = self.members.get_mut(&id).expect("member");
+                let index = m.applied.len();
+                let incarnation = m.incarnation;
+                m.applied.push((zxid, payload.clone()));
+                m.deliveries_to_snapshot = m.deliveries_to_snapshot.saturating_sub(1);
+                let snapshot_now = m.deliveries_to_snapshot == 0;
+                self.checker.check_position(index, zxid, &payload);
+                if let Some(waiting) = self.checker.waiting.get_mut(&(id, incarnation)) {
+                    if waiting.remove(&zxid) {
+                        self.checker.acknowledged.insert(zxid, now_ms);
+                    }
+                }
+                if snapshot_now {
+                    self.take_snapshot(id);
+                }
+            }
+            Output::SyncDone { token } => {
+                let m = &self.members[&id];
+                let epoch = m.peer.as_ref().expect("live").status().current_epoch;
+                let applied_last = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
+                self.checker.on_sync_done((id, m.incarnation, token), epoch, applied_last);
+                self.summary.syncs += 1;
+            }
+            Output::Role(change) => {
+                self.log(format!("{id} role {change:?}"));
+                match change {
+                    RoleChange::Leading { epoch } => self.checker.on_established(epoch, id),
+                    RoleChange::Looking => {
+                        // Open syncs fail with the session.
+                        self.checker.open_syncs.retain(|k, _| k.0 != id);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The shell's periodic snapshot: store the state machine, purge the
+    /// log it covers.
+    fn take_snapshot(&mut self, id: ServerId) {
+        let next = self.draw(self.params.snapshot_every);
+        let m = self.members.get_mut(&id).expect("member");
+        m.deliveries_to_snapshot = next;
+        m.storage.snapshot_len = m.applied.len();
+        let at = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
+        m.storage.snapshot_zxid = at;
+        m.storage.log.retain(|e| e.0 > at);
+    }
+
+    fn start_fsync(&mut self, id: ServerId) {
+        let latency = self.draw(self.params.fsync_ms);
+        let m = self.members.get_mut(&id).expect("member");
+        if m.fsync_in_flight || m.storage.log.iter().all(|e| e.3) {
+            return;
+        }
+        m.fsync_in_flight = true;
+        let (incarnation, upto) = (m.incarnation, m.storage.appended);
+        self.schedule(latency, Event::FsyncDone { id, incarnation, upto });
+    }
+
+    fn send(&mut self, from: ServerId, to: ServerId, msg: Message) {
+        let bytes = msg.to_bytes();
+        match msg.channel() {
+            Channel::Election => {
+                if self.chaos && self.rng.chance(self.params.election_drop_per_mille) {
+                    return;
+                }
+                let copies = if self.chaos && self.rng.chance(self.params.election_dup_per_mille) { 2 } else { 1 };
+                for _ in 0..copies {
+                    let at = self.now_ms + self.rng.range(1, 30);
+                    self.net.send_datagram(from, to, bytes.clone(), at);
+                }
+            }
+            Channel::Quorum => {
+                let delay = self.draw(self.params.quorum_delay_ms);
+                self.net.send_quorum(from, to, bytes, self.now_ms, delay);
+            }
+        }
+    }
+
+    // ---- events ---------------------------------------------------------
+
+    fn on_event(&mut self, event: Event) {
+        match event {
+            Event::Tick(id) => {
+                self.schedule(TICK_MS / 2, Event::Tick(id));
+                self.input(id, Input::Tick);
+            }
+            Event::FsyncDone { id, incarnation, upto } => {
+                let m = self.members.get_mut(&id).expect("member");
+                if m.incarnation != incarnation || m.peer.is_none() {
+                    return;
+                }
+                m.fsync_in_flight = false;
+                for e in m.storage.log.iter_mut().filter(|e| e.2 <= upto) {
+                    e.3 = true;
+                }
+                let zxid = m.storage.durable_watermark();
+                self.input(id, Input::Durable { zxid });
+                self.start_fsync(id);
+            }
+            Event::Restart(id) => {
+                if self.members[&id].peer.is_none() {
+                    self.start_member(id);
+                }
+            }
+            Event::Fault => {
+                if self.chaos {
+                    self.fault();
+                    let gap = self.draw(self.params.fault_gap_ms);
+                    self.schedule(gap, Event::Fault);
+                }
+            }
+            Event::Heal => {
+                self.net.heal_all();
+                self.log("heal".into());
+            }
+            Event::Client => {
+                if self.clients {
+                    self.client();
+                    let gap = self.draw(self.params.client_gap_ms);
+                    self.schedule(gap, Event::Client);
+                }
+            }
+        }
+    }
+
+    fn fault(&mut self) {
+        let ids: Vec<ServerId> = self.members.keys().copied().collect();
+        let now_ms = self.now_ms;
+        match self.rng.below(10) {
+            0..=2 => {
+                let id = *self.rng.pick(&ids);
+                if self.members[&id].peer.is_some() {
+                    self.crash(id);
+                    let after = self.rng.range(50, 3_000);
+                    self.schedule(after, Event::Restart(id));
+                }
+            }
+            3..=5 => {
+                let a = *self.rng.pick(&ids);
+                let b = *self.rng.pick(&ids);
+                if a != b {
+                    self.log(format!("reset link {a}-{b}"));
+                    let delay = self.rng.range(1, 20);
+                    self.net.reset(a, b, [true, true], now_ms, delay);
+                }
+            }
+            6 | 7 => {
+                // Isolate one member.
+                let id = *self.rng.pick(&ids);
+                self.log(format!("isolate {id}"));
+                for &other in ids.iter().filter(|&&o| o != id) {
+                    self.net.cut(id, other);
+                }
+                self.summary.partitions += 1;
+                let after = self.rng.range(200, 3_000);
+                self.schedule(after, Event::Heal);
+            }
+            8 => {
+                // Split in two sides at random.
+                let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(500)).collect();
+                self.log(format!("split {side:?}"));
+                for (i, &a) in ids.iter().enumerate() {
+                    for (j, &b) in ids.iter().enumerate() {
+                        if i < j && side[i] != side[j] {
+                            self.net.cut(a, b);
+                        }
+                    }
+                }
+                self.summary.partitions += 1;
+                let after = self.rng.range(200, 3_000);
+                self.schedule(after, Event::Heal);
+            }
+            _ => {
+                let a = *self.rng.pick(&ids);
+                let b = *self.rng.pick(&ids);
+                if a != b {
+                    self.log(format!("cut {a}-{b}"));
+                    self.net.cut(a, b);
+                    let after = self.rng.range(100, 2_000);
+                    self.schedule(after, Event::Heal);
+                }
+            }
+        }
+    }
+
+    /// A client proposes one to three txns to a member that leads, or
+    /// now and then asks a serving member for a `sync`.
+    fn client(&mut self) {
+        if self.rng.chance(250) {
+            let serving: Vec<ServerId> = self
+                .members
+                .values()
+                .filter(|m| m.peer.as_ref().is_some_and(|p| p.status().serving))
+                .map(|m| m.id)
+                .collect();
+            if serving.is_empty() {
+                return;
+            }
+            let id = *self.rng.pick(&serving);
+            self.next_payload += 1;
+            let token = self.next_payload;
+            let now_ms = self.now_ms;
+            let m = self.members.get_mut(&id).expect("member");
+            let incarnation = m.incarnation;
+            // Registered first: the answer may come out right away.
+            self.checker.open_syncs.insert((id, incarnation, token), now_ms);
+            if let Err(e) = m.peer.as_mut().expect("live").sync(token, now_ms) {
+                self.checker.open_syncs.remove(&(id, incarnation, token));
+                self.log(format!("sync refused by {id}: {e}"));
+            }
+            self.carry_out(id);
+            return;
+        }
+        let leaders: Vec<ServerId> = self
+            .members
+            .values()
+            .filter(|m| m.peer.as_ref().is_some_and(|p| p.state() == ServerState::Leading && p.status().serving))
+            .map(|m| m.id)
+            .collect();
+        if leaders.is_empty() {
+            return;
+        }
+        let id = *self.rng.pick(&leaders);
+        let count = self.rng.range(1, 3);
+        for _ in 0..count {
+            self.next_payload += 1;
+            let payload = Payload::from(format!("s{}-p{}", self.seed, self.next_payload).into_bytes());
+            let now_ms = self.now_ms;
+            let m = self.members.get_mut(&id).expect("member");
+            let incarnation = m.incarnation;
+            let peer = m.peer.as_mut().expect("live leader");
+            // The checker learns of the zxid before the outputs run.
+            match peer.propose(payload.clone(), now_ms) {
+                Ok(zxid) => self.checker.on_propose(zxid, &payload, id, incarnation),
+                Err(e) => self.log(format!("propose refused by {id}: {e}")),
+            }
+        }
+        self.carry_out(id);
+    }
+
+    // ---- the loop -------------------------------------------------------
+
+    /// Runs the next event; false when nothing is left.
+    fn step(&mut self) -> bool {
+        self.summary.steps += 1;
+        let net_at = self.net.next_time();
+        let event_at = self.events.keys().next().map(|k| k.0);
+        let use_net = match (net_at, event_at) {
+            (Some(n), Some(e)) => n <= e,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return false,
+        };
+        if use_net {
+            self.now_ms = self.now_ms.max(net_at.expect("net time"));
+            match self.net.pop(self.now_ms) {
+                Some(Delivery::Message { from, to, bytes }) => {
+                    if self.members[&to].peer.is_none() {
+                        // Connection refused: the sender finds out.
+                        let delay = self.rng.range(1, 20);
+                        self.net.reset(from, to, [true, false], self.now_ms, delay);
+                        return true;
+                    }
+                    let msg = Message::decode(&bytes).expect("our own encoding decodes");
+                    self.input(to, Input::Message { from, msg });
+                }
+                Some(Delivery::Disconnected { to, peer }) => self.input(to, Input::Disconnected { peer }),
+                Some(Delivery::Notification { from, to, bytes }) => {
+                    let msg = Message::decode(&bytes).expect("our own encoding decodes");
+                    self.input(to, Input::Message { from, msg });
+                }
+                Some(Delivery::Nothing) | None => {}
+            }
+        } else {
+            let (key, event) = self.events.pop_first().expect("an event");
+            self.now_ms = self.now_ms.max(key.0);
+            self.on_event(event);
+        }
+        true
+    }
+
+    fn run(&mut self) {
+        while self.now_ms < self.params.chaos_ms {
+            assert!(self.step(), "the simulation ran dry");
+        }
+        // Heal: no more faults, everybody up and connected.
+        self.chaos = false;
+        self.net.heal_all();
+        let heal_at = self.now_ms;
+        self.log("---- heal everything ----".into());
+        let down: Vec<ServerId> = self.members.values().filter(|m| m.peer.is_none()).map(|m| m.id).collect();
+        for id in down {
+            self.start_member(id);
+        }
+        loop {
+            assert!(self.step(), "the simulation ran dry");
+            if self.clients && self.now_ms >= heal_at + CLIENT_AFTER_HEAL_MS {
+                self.clients = false;
+            }
+            if !self.clients && self.quiescent() {
+                break;
+            }
+            assert!(
+                self.now_ms < heal_at + HEAL_MS_MAX,
+                "liveness: no single leader serving everybody {HEAL_MS_MAX} ms after healing: {}",
+                self.describe()
+            );
+        }
+        self.final_checks();
+    }
+
+    fn describe(&self) -> String {
+        let mut out = String::new();
+        for m in self.members.values() {
+            match &m.peer {
+                Some(p) => out.push_str(&format!("\n  {}: {:?} applied {}", m.id, p.status(), m.applied.len())),
+                None => out.push_str(&format!("\n  {}: down", m.id)),
+            }
+        }
+        out
+    }
+
+    /// One leader serves everybody and all have applied all it committed.
+    fn quiescent(&self) -> bool {
+        let leaders: Vec<&Member> = self
+            .members
+            .values()
+            .filter(|m| m.peer.as_ref().is_some_and(|p| p.state() == ServerState::Leading))
+            .collect();
+        let [leader] = leaders[..] else { return false };
+        let ls = leader.peer.as_ref().expect("live").status();
+        if !ls.serving || ls.committed_zxid != ls.last_zxid {
+            return false;
+        }
+        self.members.values().all(|m| {
+            m.peer.as_ref().is_some_and(|p| {
+                let s = p.status();
+                s.serving && s.leader == Some(leader.id) && s.committed_zxid == ls.committed_zxid
+            })
+        })
+    }
+
+    fn final_checks(&mut self) {
+        let reference = self.members.values().next().expect("members").applied.clone();
+        for m in self.members.values() {
+            assert!(m.applied == reference, "agreement: member {} ended with a different sequence", m.id);
+        }
+        let applied: BTreeSet<Zxid> = reference.iter().map(|e| e.0).collect();
+        for zxid in self.checker.acknowledged.keys() {
+            assert!(applied.contains(zxid), "client oracle: acknowledged {zxid:?} is lost");
+        }
+        assert!(!self.checker.acknowledged.is_empty(), "liveness: nothing was ever acknowledged");
+        let ids: Vec<ServerId> = self.members.keys().copied().collect();
+        for id in ids {
+            self.crash(id); // folds the member's stats into the summary
+        }
+        self.summary.committed = reference.len() as u64;
+        self.summary.acknowledged = self.checker.acknowledged.len() as u64;
+        self.summary.resets += self.net.resets;
+        self.summary.sim_ms = self.now_ms;
+    }
+}
+
+fn encode_snapshot(applied: &[(Zxid, Payload)]) -> Payload {
+    let mut out = Vec::new();
+    for (zxid, payload) in applied {
+        out.extend_from_slice(&zxid.0.to_be_bytes());
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.extend_from_slice(payload);
+    }
+    Payload::from(out)
+}
+
+fn decode_snapshot(mut data: &[u8]) -> Vec<(Zxid, Payload)> {
+    let mut list = Vec::new();
+    while !data.is_empty() {
+        let zxid = Zxid(u64::from_be_bytes(data[..8].try_into().expect("8 bytes")));
+        let len = u32::from_be_bytes(data[8..12].try_into().expect("4 bytes")) as usize;
+        list.push((zxid, Payload::from(&data[12..12 + len])));
+        data = &data[12 + len..];
+    }
+    list
+}
+
+fn run_seed(seed: u64, trace: bool) -> Summary {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut sim = Sim::new(seed, trace);
+        sim.run();
+        sim.summary
+    }));
+    match result {
+        Ok(summary) => summary,
+        Err(panic) => {
+            let why = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(no message)");
+            panic!("zab simulation failed for seed {seed}: {why}\nreplay with WAZOO_SIM_SEED={seed} (add WAZOO_SIM_TRACE=1 for a trace)");
+        }
+    }
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// The default suite: a few hundred seeds; `WAZOO_SIM_SEEDS` for more,
+/// `WAZOO_SIM_SEED` for one.
+#[test]
+fn zab_simulation() {
+    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
+    if let Some(seed) = env_u64("WAZOO_SIM_SEED") {
+        let s = run_seed(seed, trace);
+        eprintln!("seed {seed}: {s:?}");
+        return;
+    }
+    let count = env_u64("WAZOO_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
+    let mut total = Summary::default();
+    for seed in 0..count {
+        total.add(&run_seed(seed, false));
+    }
+    eprintln!("zab simulation, {count} seeds: {total:?}");
+    // The faults must actually exercise every path of the sync.
+    assert!(total.diffs > 0 && total.truncs > 0 && total.snaps > 0, "sync coverage: {total:?}");
+    assert!(total.crashes > 0 && total.lost_quorum > 0, "fault coverage: {total:?}");
+}
+
+const DEFAULT_SEEDS: u64 = 300;

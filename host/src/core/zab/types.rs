@@ -1,0 +1,236 @@
+//! The small vocabulary every other ZAB file uses: server ids, zxids,
+//! payloads, server states, the configuration and the durable state a
+//! member restarts from.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A member's `myid` (the N of `server.N=` in zoo.cfg).
+pub type ServerId = u64;
+
+/// An opaque txn body. Shared because one proposal goes to the local log,
+/// to every follower and to the state machine.
+pub type Payload = Arc<[u8]>;
+
+/// A ZooKeeper transaction id: `epoch << 32 | counter`.
+///
+/// The leader of epoch `e` numbers its proposals `e:1`, `e:2`, ... so the
+/// numeric order of zxids is the total order of txns. Counter 0 is never the
+/// zxid of a txn; `Zxid::ZERO` means "nothing yet".
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Zxid(pub u64);
+
+impl Zxid {
+    pub const ZERO: Zxid = Zxid(0);
+
+    pub const fn new(epoch: u32, counter: u32) -> Zxid {
+        Zxid(((epoch as u64) << 32) | counter as u64)
+    }
+
+    pub const fn epoch(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+
+    pub const fn counter(self) -> u32 {
+        self.0 as u32
+    }
+}
+
+impl fmt::Debug for Zxid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.epoch(), self.counter())
+    }
+}
+
+impl fmt::Display for Zxid {
+    /// ZooKeeper's spelling: `0x500000003`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// The four server states of seed 003, as carried in notifications and
+/// reported by `mntr`/`srvr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ServerState {
+    Looking,
+    Following,
+    Leading,
+    Observing,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Looking => "looking",
+            ServerState::Following => "follower",
+            ServerState::Leading => "leader",
+            ServerState::Observing => "observer",
+        }
+    }
+}
+
+/// Static configuration of one member. Times are in milliseconds, limits in
+/// ticks, as in zoo.cfg (`tickTime`, `initLimit`, `syncLimit`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub my_id: ServerId,
+    /// Participants: they vote in elections and their acks count.
+    pub voters: Vec<ServerId>,
+    /// Observers replicate committed txns and never vote or ack.
+    pub observers: Vec<ServerId>,
+    /// zoo.cfg `tickTime`. The leader pings every half tick.
+    pub tick_ms: u64,
+    /// zoo.cfg `initLimit`: ticks a leader has to establish its epoch, and a
+    /// learner has to finish discovery and synchronization.
+    pub init_limit_ticks: u64,
+    /// zoo.cfg `syncLimit`: ticks without hearing from the other side after
+    /// which a follower abandons its leader and a leader counts a follower
+    /// as gone.
+    pub sync_limit_ticks: u64,
+    /// How long a member that sees a quorum for its vote waits for a better
+    /// notification before deciding (ZooKeeper's `finalizeWait`, 200 ms).
+    pub finalize_wait_ms: u64,
+    /// First notification resend interval while LOOKING; doubles when
+    /// nothing arrives, up to the max (ZooKeeper: 200 ms and 60 s).
+    pub notification_interval_ms_min: u64,
+    pub notification_interval_ms_max: u64,
+    /// How many committed txns the core keeps in memory for DIFFs (the
+    /// leader's `committedLog`, ZooKeeper's default is 500). A learner
+    /// further behind gets a SNAP.
+    pub committed_log_max: usize,
+    /// Bound on proposals the leader has not committed yet; `propose` is
+    /// refused beyond it (backpressure, not an error of the protocol).
+    pub outstanding_proposals_max: usize,
+}
+
+impl Config {
+    /// A configuration with ZooKeeper's default timings.
+    pub fn new(my_id: ServerId, voters: Vec<ServerId>, observers: Vec<ServerId>) -> Config {
+        Config {
+            my_id,
+            voters,
+            observers,
+            tick_ms: 2000,
+            init_limit_ticks: 10,
+            sync_limit_ticks: 5,
+            finalize_wait_ms: 200,
+            notification_interval_ms_min: 200,
+            notification_interval_ms_max: 60_000,
+            committed_log_max: 500,
+            outstanding_proposals_max: 10_000,
+        }
+    }
+
+    pub fn is_voter(&self, id: ServerId) -> bool {
+        self.voters.contains(&id)
+    }
+
+    pub fn is_observer(&self, id: ServerId) -> bool {
+        self.observers.contains(&id)
+    }
+
+    /// Size of a majority of the voters.
+    pub fn quorum_size(&self) -> usize {
+        self.voters.len() / 2 + 1
+    }
+
+    /// Every member but this one, voters first, in id order.
+    pub fn others(&self) -> impl Iterator<Item = ServerId> + '_ {
+        let me = self.my_id;
+        self.voters.iter().chain(self.observers.iter()).copied().filter(move |&id| id != me)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.voters.is_empty() {
+            return Err("no voting members".into());
+        }
+        let mut all: Vec<ServerId> = self.voters.iter().chain(&self.observers).copied().collect();
+        all.sort_unstable();
+        if all.windows(2).any(|w| w[0] == w[1]) {
+            return Err("a server id is listed twice".into());
+        }
+        if !all.contains(&self.my_id) {
+            return Err(format!("my id {} is not a member", self.my_id));
+        }
+        if self.tick_ms == 0 || self.init_limit_ticks == 0 || self.sync_limit_ticks == 0 {
+            return Err("tickTime, initLimit and syncLimit must be positive".into());
+        }
+        if self.notification_interval_ms_min == 0
+            || self.notification_interval_ms_max < self.notification_interval_ms_min
+        {
+            return Err("bad notification intervals".into());
+        }
+        if self.committed_log_max == 0 || self.outstanding_proposals_max == 0 {
+            return Err("committed_log_max and outstanding_proposals_max must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a member restarts from: exactly what the shell keeps on disk.
+///
+/// - `accepted_epoch` and `current_epoch` are ZooKeeper's `acceptedEpoch`
+///   and `currentEpoch` files (written on `SetAcceptedEpoch` /
+///   `SetCurrentEpoch`).
+/// - `snapshot_zxid` is the last txn the state machine's snapshot contains
+///   (zero without a snapshot); the state machine restarts from that
+///   snapshot and nothing else.
+/// - `log` is every txn of the durable log after `snapshot_zxid`, in zxid
+///   order. These may include txns that were never committed; the core
+///   delivers them only once a leader confirms them (or truncates them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Restored {
+    pub accepted_epoch: u32,
+    pub current_epoch: u32,
+    pub snapshot_zxid: Zxid,
+    pub log: Vec<(Zxid, Payload)>,
+}
+
+impl Restored {
+    /// A member with empty storage.
+    pub fn empty() -> Restored {
+        Restored::default()
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.current_epoch > self.accepted_epoch {
+            return Err(format!(
+                "currentEpoch {} is newer than acceptedEpoch {}",
+                self.current_epoch, self.accepted_epoch
+            ));
+        }
+        let mut previous = self.snapshot_zxid;
+        for (zxid, _) in &self.log {
+            if *zxid <= previous || zxid.counter() == 0 {
+                return Err(format!("log not strictly ascending at {zxid:?} after {previous:?}"));
+            }
+            previous = *zxid;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zxid_packs_epoch_and_counter() {
+        let z = Zxid::new(5, 3);
+        assert_eq!(z.0, 0x5_0000_0003);
+        assert_eq!((z.epoch(), z.counter()), (5, 3));
+        assert_eq!(z.to_string(), "0x500000003");
+        assert!(Zxid::new(4, u32::MAX) < Zxid::new(5, 1), "a later epoch orders after");
+    }
+
+    #[test]
+    fn config_checks() {
+        let c = Config::new(1, vec![1, 2, 3], vec![4]);
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.quorum_size(), 2);
+        assert_eq!(c.others().collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert!(Config::new(9, vec![1, 2, 3], vec![]).validate().is_err());
+        assert!(Config::new(1, vec![1, 2], vec![2]).validate().is_err());
+    }
+}

@@ -1,0 +1,452 @@
+//! One standalone member: recovery, the core thread, the group-commit log,
+//! background snapshots and purges. The I/O shell around [`crate::core`].
+//!
+//! Threads:
+//! - the *core thread* owns the [`Server`] state machine. It takes events
+//!   from one channel (client input from the network tasks, durability
+//!   reports from the log writer, ticks, admin queries), handles a batch,
+//!   then carries out the outputs in order: txns to the log, bytes to
+//!   connections, snapshots to a writer thread.
+//! - the *log writer* (`wazoo_storage::GroupCommitLog`) fsyncs batches and
+//!   reports the durable zxid back to the core thread, which only then
+//!   applies the txns and replies: persist before acknowledging.
+//! - tokio tasks own the sockets (see [`crate::net`]).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context, Result};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::Config;
+use crate::core::server::{Input, Output, Server, ServerConfig, SnapshotJob};
+use crate::core::tree::DataTree;
+use crate::core::txn::TxnRecord;
+use crate::core::watch::ConnId;
+use wazoo_storage::{GroupCommitLog, GroupCommitOptions, LogOptions, LogStats, TxnLog};
+
+/// Bytes or a close for one connection's writer task.
+#[derive(Debug)]
+pub enum ConnMsg {
+    Bytes { bytes: Vec<u8>, replies: u32 },
+    Close,
+}
+
+/// What the core thread listens to.
+pub enum Event {
+    /// A connection's writer, registered before its first input.
+    Register {
+        conn: ConnId,
+        tx: mpsc::UnboundedSender<ConnMsg>,
+    },
+    Input(Input),
+    /// A four-letter word to answer.
+    Admin {
+        word: String,
+        reply: oneshot::Sender<String>,
+    },
+    /// The log writer stopped: the member can no longer make writes durable.
+    LogFailed(String),
+    Shutdown,
+}
+
+/// The sub-directory of dataDir / dataLogDir wazoo keeps its files in, so an
+/// Apache ZooKeeper data directory next to it is never read or touched.
+pub const DATA_SUBDIR: &str = "wazoo-v1";
+
+const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
+const SNAPSHOT_VERSION: u32 = 1;
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub fn server_config(cfg: &Config) -> ServerConfig {
+    ServerConfig {
+        server_id: cfg.my_id.unwrap_or(0),
+        tick_ms: cfg.tick_time_ms,
+        min_session_timeout_ms: cfg.min_session_timeout_ms,
+        max_session_timeout_ms: cfg.max_session_timeout_ms,
+        extended_types_enabled: cfg.extended_types_enabled,
+        enforce_quota: cfg.enforce_quota,
+        super_digest: cfg.super_digest.clone(),
+        snap_count: cfg.snap_count,
+        container_check_interval_ms: cfg.container_check_interval_ms,
+        container_max_per_minute: cfg.container_max_per_minute,
+        reconfig_enabled: cfg.reconfig_enabled,
+    }
+}
+
+pub fn snap_dir(cfg: &Config) -> PathBuf {
+    cfg.data_dir.join(DATA_SUBDIR)
+}
+
+pub fn log_dir(cfg: &Config) -> PathBuf {
+    cfg.data_log_dir.join(DATA_SUBDIR)
+}
+
+/// Serializes a snapshot payload: sessions, then the tree.
+pub fn write_snapshot_payload(job: &SnapshotJob, w: &mut dyn Write) -> std::io::Result<()> {
+    w.write_all(SNAPSHOT_MAGIC)?;
+    w.write_all(&SNAPSHOT_VERSION.to_be_bytes())?;
+    w.write_all(&job.zxid.to_be_bytes())?;
+    w.write_all(&(job.sessions.len() as u64).to_be_bytes())?;
+    for (id, timeout) in &job.sessions {
+        w.write_all(&id.to_be_bytes())?;
+        w.write_all(&timeout.to_be_bytes())?;
+    }
+    job.tree.write_to(w)
+}
+
+/// A snapshot read back: its zxid, the sessions and the tree.
+pub type LoadedSnapshot = (i64, Vec<(i64, i32)>, DataTree);
+
+/// Reads a snapshot payload written by [`write_snapshot_payload`].
+pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
+    let mut r = bytes;
+    let mut head = [0u8; 4];
+    r.read_exact(&mut head).context("snapshot is truncated")?;
+    if &head != SNAPSHOT_MAGIC {
+        bail!("not a wazoo snapshot (bad magic)");
+    }
+    let mut b4 = [0u8; 4];
+    let mut b8 = [0u8; 8];
+    r.read_exact(&mut b4).context("snapshot is truncated")?;
+    let version = u32::from_be_bytes(b4);
+    if version != SNAPSHOT_VERSION {
+        bail!("unsupported snapshot version {version}");
+    }
+    r.read_exact(&mut b8).context("snapshot is truncated")?;
+    let zxid = i64::from_be_bytes(b8);
+    r.read_exact(&mut b8).context("snapshot is truncated")?;
+    let n = u64::from_be_bytes(b8);
+    if n > (r.len() / 12) as u64 {
+        bail!("snapshot claims {n} sessions, more than it holds");
+    }
+    let mut sessions = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        r.read_exact(&mut b8)?;
+        r.read_exact(&mut b4)?;
+        sessions.push((i64::from_be_bytes(b8), i32::from_be_bytes(b4)));
+    }
+    let tree = DataTree::read_from(&mut r).map_err(|e| anyhow!("snapshot tree: {e}"))?;
+    Ok((zxid, sessions, tree))
+}
+
+/// Rebuilds the state from the newest valid snapshot plus the log after it.
+pub fn recover(cfg: &Config, now: i64) -> Result<(Server, TxnLog)> {
+    let sdir = snap_dir(cfg);
+    let ldir = log_dir(cfg);
+    std::fs::create_dir_all(&sdir)
+        .with_context(|| format!("cannot create data directory {}", sdir.display()))?;
+    std::fs::create_dir_all(&ldir)
+        .with_context(|| format!("cannot create data log directory {}", ldir.display()))?;
+    let scfg = server_config(cfg);
+    let started = std::time::Instant::now();
+    let (mut server, snap_zxid) = match wazoo_storage::latest_valid_snapshot(&sdir)? {
+        Some((zxid, path)) => {
+            let bytes = wazoo_storage::read_snapshot(&path)?;
+            let (z, sessions, tree) = read_snapshot_payload(&bytes)
+                .with_context(|| format!("cannot load snapshot {}", path.display()))?;
+            if z as u64 != zxid {
+                bail!(
+                    "snapshot {} holds zxid 0x{z:x}, its name says 0x{zxid:x}",
+                    path.display()
+                );
+            }
+            tracing::info!(
+                zxid = format!("0x{z:x}"),
+                nodes = tree.node_count(),
+                "loaded snapshot"
+            );
+            (Server::recovered(scfg, tree, sessions, z, now), zxid)
+        }
+        None => (Server::new(scfg, now), 0),
+    };
+    let (mut log, recovered) = TxnLog::open(&ldir, LogOptions::default())
+        .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
+    for r in &recovered.repairs {
+        tracing::warn!("log repaired at startup: {r:?}");
+    }
+    if let Some(first) = recovered.first_zxid {
+        if snap_zxid > 0 && first > snap_zxid + 1 {
+            bail!(
+                "the log starts at zxid 0x{first:x} but the newest snapshot is 0x{snap_zxid:x}: txns in between are missing"
+            );
+        }
+        if snap_zxid == 0 && first > 1 {
+            bail!("the log starts at zxid 0x{first:x} and there is no snapshot: txns before it are missing");
+        }
+    }
+    let mut replayed = 0u64;
+    for rec in log.read_from(snap_zxid)? {
+        let rec = rec?;
+        let txn = TxnRecord::decode(&rec.body)
+            .map_err(|e| anyhow!("log record 0x{:x} does not decode: {e}", rec.zxid))?;
+        if txn.header.zxid as u64 != rec.zxid {
+            bail!(
+                "log record 0x{:x} holds txn 0x{:x}",
+                rec.zxid,
+                txn.header.zxid
+            );
+        }
+        server.replay(&txn).map_err(|e| anyhow!("{e}"))?;
+        replayed += 1;
+    }
+    server.finish_recovery();
+    tracing::info!(
+        zxid = format!("0x{:x}", server.last_zxid()),
+        replayed,
+        nodes = server.tree().node_count(),
+        sessions = server.sessions().len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "recovered"
+    );
+    Ok((server, log))
+}
+
+/// Shared, read-mostly facts for admin answers.
+pub struct AdminContext {
+    pub cfg: Config,
+    pub log_stats: Arc<LogStats>,
+    pub started_ms: i64,
+}
+
+/// A running member. Dropping it does not stop it; call [`Member::shutdown`].
+pub struct Member {
+    pub client_addr: SocketAddr,
+    events: mpsc::Sender<Event>,
+    core: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Member {
+    /// Recovers, binds the client port and starts serving.
+    pub async fn start(cfg: Config) -> Result<Member> {
+        let (server, log) = recover(&cfg, now_ms())?;
+        let log_stats = log.stats();
+        let (tx, rx) = mpsc::channel::<Event>(65536);
+        let durable_tx = tx.clone();
+        let group = GroupCommitLog::start(log, GroupCommitOptions::default(), move |report| {
+            let ev = match report {
+                Ok(zxid) => Event::Input(Input::Durable { zxid: zxid as i64 }),
+                Err(e) => Event::LogFailed(e.to_string()),
+            };
+            // The core thread may be gone at shutdown; nothing to do then.
+            let _ = durable_tx.blocking_send(ev);
+        })?;
+        let listener = tokio::net::TcpListener::bind(cfg.client_addr())
+            .await
+            .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
+        let client_addr = listener.local_addr()?;
+        let ctx = Arc::new(AdminContext {
+            cfg: cfg.clone(),
+            log_stats,
+            started_ms: now_ms(),
+        });
+        let core_ctx = Arc::clone(&ctx);
+        let snap_cfg = cfg.clone();
+        let core = std::thread::Builder::new()
+            .name("wazoo-core".into())
+            .spawn(move || core_loop(server, rx, group, core_ctx, snap_cfg))?;
+        tokio::spawn(crate::net::accept_loop(
+            listener,
+            tx.clone(),
+            Arc::new(cfg.clone()),
+        ));
+        let tick_tx = tx.clone();
+        let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 200));
+        tokio::spawn(async move {
+            let mut iv = tokio::time::interval(tick);
+            loop {
+                iv.tick().await;
+                if tick_tx.send(Event::Input(Input::Tick)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        if cfg.purge_interval_hours > 0 {
+            let (sd, ld, keep) = (
+                snap_dir(&cfg),
+                log_dir(&cfg),
+                cfg.snap_retain_count as usize,
+            );
+            let every = Duration::from_secs(cfg.purge_interval_hours as u64 * 3600);
+            tokio::spawn(async move {
+                let mut iv = tokio::time::interval(every);
+                loop {
+                    iv.tick().await;
+                    let (sd, ld) = (sd.clone(), ld.clone());
+                    let r =
+                        tokio::task::spawn_blocking(move || wazoo_storage::purge(&sd, &ld, keep))
+                            .await;
+                    match r {
+                        Ok(Ok(rep)) => tracing::info!("autopurge: {rep:?}"),
+                        Ok(Err(e)) => tracing::warn!("autopurge failed: {e}"),
+                        Err(e) => tracing::warn!("autopurge task failed: {e}"),
+                    }
+                }
+            });
+        }
+        tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
+        Ok(Member {
+            client_addr,
+            events: tx,
+            core: Some(core),
+        })
+    }
+
+    /// Runs until the core stops (log failure) or `shutdown` resolves.
+    pub async fn run_until(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
+        let core = self.core.take().expect("core thread handle");
+        let waiter = tokio::task::spawn_blocking(move || core.join());
+        tokio::pin!(waiter);
+        tokio::select! {
+            r = &mut waiter => {
+                return match r {
+                    Ok(Ok(res)) => res,
+                    Ok(Err(_)) => Err(anyhow!("the core thread panicked")),
+                    Err(e) => Err(anyhow!("core join failed: {e}")),
+                };
+            }
+            _ = shutdown => {}
+        }
+        let _ = self.events.send(Event::Shutdown).await;
+        match waiter.await {
+            Ok(Ok(res)) => res,
+            Ok(Err(_)) => Err(anyhow!("the core thread panicked")),
+            Err(e) => Err(anyhow!("core join failed: {e}")),
+        }
+    }
+}
+
+fn core_loop(
+    mut server: Server,
+    mut rx: mpsc::Receiver<Event>,
+    log: GroupCommitLog,
+    ctx: Arc<AdminContext>,
+    cfg: Config,
+) -> Result<()> {
+    let mut conns: HashMap<ConnId, mpsc::UnboundedSender<ConnMsg>> = HashMap::new();
+    let snapshot_busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut result = Ok(());
+    'outer: while let Some(ev) = rx.blocking_recv() {
+        let mut next = Some(ev);
+        let mut handled = 0;
+        while let Some(ev) = next.take() {
+            let now = now_ms();
+            match ev {
+                Event::Register { conn, tx } => {
+                    conns.insert(conn, tx);
+                }
+                Event::Input(input) => {
+                    if let Input::Closed { conn } = &input {
+                        conns.remove(conn);
+                    }
+                    server.handle(input, now);
+                }
+                Event::Admin { word, reply } => {
+                    let text = crate::admin::four_letter(&word, &server, &ctx, conns.len());
+                    let _ = reply.send(text);
+                }
+                Event::LogFailed(e) => {
+                    tracing::error!("the transaction log failed, stopping: {e}");
+                    result = Err(anyhow!("transaction log failed: {e}"));
+                    break 'outer;
+                }
+                Event::Shutdown => break 'outer,
+            }
+            handled += 1;
+            if handled < 4096 {
+                next = rx.try_recv().ok();
+            }
+        }
+        for out in server.take_outputs() {
+            match out {
+                Output::Persist { zxid, record } => {
+                    if let Err(e) = log.append(zxid as u64, record) {
+                        tracing::error!("cannot append to the transaction log, stopping: {e}");
+                        result = Err(anyhow!("transaction log append failed: {e}"));
+                        break 'outer;
+                    }
+                }
+                Output::Send {
+                    conn,
+                    bytes,
+                    replies,
+                } => {
+                    if let Some(tx) = conns.get(&conn) {
+                        let _ = tx.send(ConnMsg::Bytes { bytes, replies });
+                    }
+                }
+                Output::Close { conn } => {
+                    if let Some(tx) = conns.get(&conn) {
+                        let _ = tx.send(ConnMsg::Close);
+                    }
+                }
+                Output::Snapshot(job) => {
+                    start_snapshot(&cfg, *job, Arc::clone(&snapshot_busy));
+                }
+            }
+        }
+    }
+    for tx in conns.values() {
+        let _ = tx.send(ConnMsg::Close);
+    }
+    if let Err(e) = log.shutdown() {
+        tracing::warn!("closing the transaction log: {e}");
+    }
+    result
+}
+
+/// Writes a snapshot on a background thread; skipped if one is running.
+fn start_snapshot(cfg: &Config, job: SnapshotJob, busy: Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::Ordering;
+    if busy.swap(true, Ordering::AcqRel) {
+        tracing::warn!("a snapshot is still being written; skipping this one");
+        return;
+    }
+    let dir = snap_dir(cfg);
+    let spawned = std::thread::Builder::new()
+        .name("wazoo-snapshot".into())
+        .spawn(move || {
+            let started = std::time::Instant::now();
+            let r = wazoo_storage::write_snapshot(&dir, job.zxid as u64, |w| {
+                write_snapshot_payload(&job, w)
+            });
+            match r {
+                Ok(p) => tracing::info!(
+                    path = %p.display(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "snapshot written"
+                ),
+                Err(e) => tracing::error!("snapshot at 0x{:x} failed: {e}", job.zxid),
+            }
+            busy.store(false, Ordering::Release);
+        });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the snapshot thread: {e}");
+    }
+}
+
+/// Total size of the files in a directory (for `dirs`).
+pub fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}

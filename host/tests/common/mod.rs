@@ -1,0 +1,81 @@
+//! Shared helpers for the host's integration tests: one server per flavor
+//! per test binary (started on first use, killed when the binary exits),
+//! and a macro that runs a scenario against both Apache ZooKeeper and wazoo.
+
+#![allow(dead_code)]
+
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use wazoo_testkit::{Flavor, ServerOptions, TestServer};
+
+pub fn options(flavor: Flavor) -> ServerOptions {
+    let opts = ServerOptions::default()
+        .cfg("znode.container.checkIntervalMs=500")
+        .cfg("extendedTypesEnabled=true")
+        .cfg("DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    match flavor {
+        Flavor::Wazoo => opts.binary(env!("CARGO_BIN_EXE_wazoo")),
+        // ZooKeeper reads the super digest and these as system properties.
+        Flavor::Zookeeper => opts
+            .arg("-Dzookeeper.DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=")
+            .arg("-Dzookeeper.extendedTypesEnabled=true")
+            .arg("-Dznode.container.checkIntervalMs=500"),
+    }
+}
+
+/// A fresh server of `flavor`, owned by the caller.
+pub fn start(flavor: Flavor) -> Box<dyn TestServer> {
+    flavor
+        .start_with(options(flavor))
+        .unwrap_or_else(|e| panic!("cannot start {flavor}: {e:#}"))
+}
+
+static ZK: OnceLock<Mutex<Box<dyn TestServer>>> = OnceLock::new();
+static WAZOO: OnceLock<Mutex<Box<dyn TestServer>>> = OnceLock::new();
+
+/// The connect string of this binary's shared server of `flavor`.
+pub fn shared(flavor: Flavor) -> String {
+    let cell = match flavor {
+        Flavor::Zookeeper => &ZK,
+        Flavor::Wazoo => &WAZOO,
+    };
+    let m = cell.get_or_init(|| Mutex::new(start(flavor)));
+    let s = m.lock().unwrap_or_else(|e| e.into_inner());
+    s.connect_string()
+}
+
+pub async fn connect(hosts: &str) -> zookeeper_client::Client {
+    zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(hosts)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {hosts}: {e}"))
+}
+
+/// Runs `scenario(flavor)` as two tests, `zookeeper` and `wazoo`.
+#[macro_export]
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use wazoo_testkit::Flavor;
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn zookeeper() {
+                    super::$name(Flavor::Zookeeper).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn wazoo() {
+                    super::$name(Flavor::Wazoo).await;
+                }
+            }
+        )*
+    };
+}
+
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    match tokio::time::timeout(Duration::from_secs(20), fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out waiting for {what}"),
+    }
+}
