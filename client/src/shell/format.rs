@@ -1,0 +1,281 @@
+//! zkCli's output formats: stat, dates, ACLs, errors.
+
+use std::fmt::Write as _;
+
+use wazoo_proto::{perms, Acl, Stat};
+
+use crate::error::Error;
+
+/// zkCli's `StatPrinter`.
+pub fn stat(s: &Stat) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "cZxid = 0x{:x}", s.czxid as u64);
+    let _ = writeln!(out, "ctime = {}", java_date(s.ctime));
+    let _ = writeln!(out, "mZxid = 0x{:x}", s.mzxid as u64);
+    let _ = writeln!(out, "mtime = {}", java_date(s.mtime));
+    let _ = writeln!(out, "pZxid = 0x{:x}", s.pzxid as u64);
+    let _ = writeln!(out, "cversion = {}", s.cversion);
+    let _ = writeln!(out, "dataVersion = {}", s.version);
+    let _ = writeln!(out, "aclVersion = {}", s.aversion);
+    let _ = writeln!(out, "ephemeralOwner = 0x{:x}", s.ephemeral_owner as u64);
+    let _ = writeln!(out, "dataLength = {}", s.data_length);
+    let _ = writeln!(out, "numChildren = {}", s.num_children);
+    out
+}
+
+/// Java's `new Date(ms).toString()` in UTC: `Sat Nov 21 22:35:04 UTC 2026`.
+pub fn java_date(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let tod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    // 1970-01-01 was a Thursday.
+    let wd = (days + 4).rem_euclid(7) as usize;
+    format!(
+        "{} {} {:02} {:02}:{:02}:{:02} UTC {}",
+        DAYS[wd],
+        MONTHS[(m - 1) as usize],
+        d,
+        tod / 3600,
+        tod % 3600 / 60,
+        tod % 60,
+        y
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
+/// (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// zkCli's `getPermString`: `cdrwa` order.
+pub fn perm_string(p: i32) -> String {
+    let mut s = String::new();
+    for (bit, c) in [
+        (perms::CREATE, 'c'),
+        (perms::DELETE, 'd'),
+        (perms::READ, 'r'),
+        (perms::WRITE, 'w'),
+        (perms::ADMIN, 'a'),
+    ] {
+        if p & bit != 0 {
+            s.push(c);
+        }
+    }
+    s
+}
+
+/// Parses `cdrwa` letters.
+pub fn parse_perms(s: &str) -> Result<i32, String> {
+    let mut p = 0;
+    for c in s.chars() {
+        p |= match c {
+            'r' => perms::READ,
+            'w' => perms::WRITE,
+            'c' => perms::CREATE,
+            'd' => perms::DELETE,
+            'a' => perms::ADMIN,
+            other => return Err(format!("Unknown perm type: {other}")),
+        };
+    }
+    Ok(p)
+}
+
+/// zkCli's `AclParser`: `scheme:id:perm[,scheme:id:perm...]`; the id is
+/// everything between the first and the last colon (`digest:u:hash:r`).
+pub fn parse_acl(s: &str) -> Result<Vec<Acl>, String> {
+    let mut acl = Vec::new();
+    for a in s.split(',') {
+        let (Some(first), Some(last)) = (a.find(':'), a.rfind(':')) else {
+            return Err(format!("{a} does not have the form scheme:id:perm"));
+        };
+        if first == last {
+            return Err(format!("{a} does not have the form scheme:id:perm"));
+        }
+        acl.push(Acl::new(
+            parse_perms(&a[last + 1..])?,
+            &a[..first],
+            &a[first + 1..last],
+        ));
+    }
+    Ok(acl)
+}
+
+/// jute's CSV string escaping, as `Id.toString()` shows ids.
+fn csv(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 1);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\0' => out.push_str("%00"),
+            '\n' => out.push_str("%0A"),
+            '\r' => out.push_str("%0D"),
+            ',' => out.push_str("%2C"),
+            '}' => out.push_str("%7D"),
+            '%' => out.push_str("%25"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// zkCli's `getAcl` lines for one entry: `'world,'anyone` then `: cdrwa`.
+pub fn acl_entry(a: &Acl) -> String {
+    format!(
+        "{},{}\n: {}\n",
+        csv(&a.id.scheme),
+        csv(&a.id.id),
+        perm_string(a.perms)
+    )
+}
+
+/// A Java `List.toString()`: `[a, b]`.
+pub fn list<S: AsRef<str>>(items: &[S]) -> String {
+    let mut s = String::from("[");
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            s.push_str(", ");
+        }
+        s.push_str(x.as_ref());
+    }
+    s.push(']');
+    s
+}
+
+/// zkCli's messages for failed commands (`CliWrapperException`).
+pub fn error(e: &Error, path: &str) -> String {
+    match e.root() {
+        Error::NoNode => format!("Node does not exist: {path}"),
+        Error::NoChildrenForEphemerals => format!("Ephemerals cannot have children: {path}"),
+        Error::NodeExists => format!("Node already exists: {path}"),
+        Error::NotEmpty => format!("Node not empty: {path}"),
+        Error::NotReadOnly => format!("Not a read-only call: {path}"),
+        Error::InvalidAcl => format!("Acl is not valid : {path}"),
+        Error::NoAuth => format!("Insufficient permission : {path}"),
+        Error::BadArguments(m) if !m.is_empty() => m.clone(),
+        Error::BadArguments(_) => format!("Argument error : {path}"),
+        Error::BadVersion => format!("version No is not valid : {path}"),
+        Error::Closed => "the session is closed (use connect)".to_string(),
+        other => {
+            let p = if path.is_empty() {
+                String::new()
+            } else {
+                format!(" for {path}")
+            };
+            format!("KeeperErrorCode = {other}{p}")
+        }
+    }
+}
+
+/// Data as zkCli prints it: UTF-8 (lossy).
+pub fn data(d: &[u8]) -> String {
+    String::from_utf8_lossy(d).into_owned()
+}
+
+/// Bytes as text if they are printable UTF-8, else `0x` hex.
+pub fn text_or_hex(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) if s.chars().all(|c| !c.is_control() || c == '\n' || c == '\t') => s.to_string(),
+        _ => {
+            let mut s = String::from("0x");
+            for x in b {
+                let _ = write!(s, "{x:02x}");
+            }
+            s
+        }
+    }
+}
+
+/// `0x`-prefixed hex to bytes.
+pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let h = s.strip_prefix("0x").unwrap_or(s);
+    if h.len() & 1 == 1 {
+        return Err(format!("odd number of hex digits in {s}"));
+    }
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| format!("bad hex in {s}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_print_like_java_date_to_string_in_utc() {
+        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+        // 2026-11-21T22:35:04Z
+        assert_eq!(java_date(1_795_300_504_000), "Sat Nov 21 22:35:04 UTC 2026");
+        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+    }
+
+    #[test]
+    fn stat_prints_like_zkcli() {
+        let s = Stat {
+            czxid: 2,
+            mzxid: 3,
+            ctime: 0,
+            mtime: 0,
+            version: 1,
+            cversion: 4,
+            aversion: 0,
+            ephemeral_owner: -1,
+            data_length: 5,
+            num_children: 6,
+            pzxid: 0x1a,
+        };
+        let want = "cZxid = 0x2\nctime = Thu Jan 01 00:00:00 UTC 1970\nmZxid = 0x3\n\
+                    mtime = Thu Jan 01 00:00:00 UTC 1970\npZxid = 0x1a\ncversion = 4\n\
+                    dataVersion = 1\naclVersion = 0\nephemeralOwner = 0xffffffffffffffff\n\
+                    dataLength = 5\nnumChildren = 6\n";
+        assert_eq!(stat(&s), want);
+    }
+
+    #[test]
+    fn acls_parse_and_print_like_zkcli() {
+        let acl = parse_acl("world:anyone:cdrwa,digest:bob:X/y=:rw,ip:10.0.0.1:r").unwrap();
+        assert_eq!(acl[0], Acl::new(perms::ALL, "world", "anyone"));
+        assert_eq!(
+            acl[1],
+            Acl::new(perms::READ | perms::WRITE, "digest", "bob:X/y=")
+        );
+        assert_eq!(acl[2], Acl::new(perms::READ, "ip", "10.0.0.1"));
+        assert_eq!(acl_entry(&acl[0]), "'world,'anyone\n: cdrwa\n");
+        assert!(parse_acl("world:anyone").is_err());
+        assert!(parse_acl("world:anyone:x").is_err());
+    }
+
+    #[test]
+    fn errors_read_like_zkcli() {
+        assert_eq!(error(&Error::NoNode, "/x"), "Node does not exist: /x");
+        assert_eq!(error(&Error::NodeExists, "/x"), "Node already exists: /x");
+        assert_eq!(
+            error(&Error::ConnectionLoss, "/x"),
+            "KeeperErrorCode = ConnectionLoss for /x"
+        );
+    }
+
+    #[test]
+    fn hex_and_text() {
+        assert_eq!(parse_hex("0x0aff").unwrap(), vec![10, 255]);
+        assert!(parse_hex("0xabc").is_err());
+        assert_eq!(text_or_hex(b"hi"), "hi");
+        assert_eq!(text_or_hex(&[0, 1]), "0x0001");
+        assert_eq!(list(&["a", "b"]), "[a, b]");
+    }
+}
