@@ -50,6 +50,7 @@ fn init_tracing() {
     let json = std::env::var("WAZOO_LOG_FORMAT").is_ok_and(|v| v == "json");
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if json {
         b.json().init();
