@@ -24,6 +24,7 @@ on_both!(
     ephemerals_and_descendant_counts,
     errors_match_zookeeper,
     four_letter_words_answer,
+    quota_stats_follow_the_subtree,
 );
 
 fn root(flavor: Flavor, name: &str) -> String {
@@ -337,4 +338,41 @@ async fn four_letter_words_answer(flavor: Flavor) {
     assert!(mntr.contains("zk_server_state\tstandalone"), "{mntr}");
     assert!(mntr.contains("zk_znode_count\t"), "{mntr}");
     assert_eq!(wazoo_testkit::four_letter_word(addr, "isro").unwrap(), "rw");
+}
+
+// Seed 002 / Administrator's Guide, "Quotas": once a limits node exists
+// under /zookeeper/quota, the server keeps the stats node beside it in
+// step with the subtree (what zkCli's setquota / listquota rely on).
+async fn quota_stats_follow_the_subtree(flavor: Flavor) {
+    let zk = connect(&shared(flavor)).await;
+    let p = root(flavor, "quota");
+    let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    zk.create(&p, b"12345", &opts).await.unwrap();
+    let q = format!("/zookeeper/quota{p}");
+    zk.create(&q, b"", &opts).await.unwrap();
+    zk.create(
+        &format!("{q}/zookeeper_limits"),
+        b"count=10,bytes=-1",
+        &opts,
+    )
+    .await
+    .unwrap();
+    zk.create(&format!("{q}/zookeeper_stats"), b"count=1,bytes=5", &opts)
+        .await
+        .unwrap();
+    zk.create(&format!("{p}/a"), b"xyz", &opts).await.unwrap();
+    zk.set_data(&p, b"1", None).await.unwrap();
+    let (stats, _) = zk.get_data(&format!("{q}/zookeeper_stats")).await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&stats),
+        "count=2,bytes=4",
+        "{flavor}"
+    );
+    zk.delete(&format!("{p}/a"), None).await.unwrap();
+    let (stats, _) = zk.get_data(&format!("{q}/zookeeper_stats")).await.unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&stats),
+        "count=1,bytes=1",
+        "{flavor}"
+    );
 }

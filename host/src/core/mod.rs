@@ -7,6 +7,7 @@ pub mod session;
 pub mod tree;
 pub mod txn;
 pub mod watch;
+pub mod zab;
 
 #[cfg(test)]
 mod server_tests;

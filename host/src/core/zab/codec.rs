@@ -79,7 +79,11 @@ impl Message {
                 put_u64(out, n.election_epoch);
                 out.push(state_code(n.state));
             }
-            Message::FollowerInfo { accepted_epoch, last_zxid, observer } => {
+            Message::FollowerInfo {
+                accepted_epoch,
+                last_zxid,
+                observer,
+            } => {
                 out.push(2);
                 put_u32(out, *accepted_epoch);
                 put_u64(out, last_zxid.0);
@@ -90,7 +94,11 @@ impl Message {
                 put_u32(out, *epoch);
                 out.push(u8::from(*confirmed));
             }
-            Message::AckEpoch { epoch, current_epoch, last_zxid } => {
+            Message::AckEpoch {
+                epoch,
+                current_epoch,
+                last_zxid,
+            } => {
                 out.push(4);
                 put_u32(out, *epoch);
                 put_u32(out, *current_epoch);
@@ -179,18 +187,37 @@ impl Message {
                 last_zxid: r.zxid()?,
                 observer: r.bool("observer")?,
             },
-            3 => Message::LeaderInfo { epoch: r.u32()?, confirmed: r.bool("confirmed")? },
-            4 => Message::AckEpoch { epoch: r.u32()?, current_epoch: r.u32()?, last_zxid: r.zxid()? },
+            3 => Message::LeaderInfo {
+                epoch: r.u32()?,
+                confirmed: r.bool("confirmed")?,
+            },
+            4 => Message::AckEpoch {
+                epoch: r.u32()?,
+                current_epoch: r.u32()?,
+                last_zxid: r.zxid()?,
+            },
             5 => Message::Diff,
             6 => Message::Trunc { zxid: r.zxid()? },
-            7 => Message::Snap { zxid: r.zxid()?, data: r.bytes()? },
-            8 => Message::Proposal { zxid: r.zxid()?, payload: r.bytes()? },
+            7 => Message::Snap {
+                zxid: r.zxid()?,
+                data: r.bytes()?,
+            },
+            8 => Message::Proposal {
+                zxid: r.zxid()?,
+                payload: r.bytes()?,
+            },
             9 => Message::Commit { zxid: r.zxid()? },
-            10 => Message::NewLeader { epoch: r.u32()?, zxid: r.zxid()? },
+            10 => Message::NewLeader {
+                epoch: r.u32()?,
+                zxid: r.zxid()?,
+            },
             11 => Message::AckNewLeader { epoch: r.u32()? },
             12 => Message::UpToDate,
             13 => Message::Ack { zxid: r.zxid()? },
-            14 => Message::Inform { zxid: r.zxid()?, payload: r.bytes()? },
+            14 => Message::Inform {
+                zxid: r.zxid()?,
+                payload: r.bytes()?,
+            },
             15 => Message::Ping,
             16 => Message::SyncRequest { token: r.u64()? },
             17 => Message::SyncReply { token: r.u64()? },
@@ -290,19 +317,48 @@ mod tests {
                 election_epoch: 9,
                 state: ServerState::Following,
             }),
-            Message::FollowerInfo { accepted_epoch: 4, last_zxid: Zxid::new(3, 1), observer: true },
-            Message::LeaderInfo { epoch: 5, confirmed: false },
-            Message::AckEpoch { epoch: 5, current_epoch: 3, last_zxid: Zxid::new(3, 9) },
+            Message::FollowerInfo {
+                accepted_epoch: 4,
+                last_zxid: Zxid::new(3, 1),
+                observer: true,
+            },
+            Message::LeaderInfo {
+                epoch: 5,
+                confirmed: false,
+            },
+            Message::AckEpoch {
+                epoch: 5,
+                current_epoch: 3,
+                last_zxid: Zxid::new(3, 9),
+            },
             Message::Diff,
-            Message::Trunc { zxid: Zxid::new(3, 2) },
-            Message::Snap { zxid: Zxid::new(3, 2), data: Payload::from(&b"tree"[..]) },
-            Message::Proposal { zxid: Zxid::new(5, 1), payload: Payload::from(&b"set /a 1"[..]) },
-            Message::Commit { zxid: Zxid::new(5, 1) },
-            Message::NewLeader { epoch: 5, zxid: Zxid::new(3, 9) },
+            Message::Trunc {
+                zxid: Zxid::new(3, 2),
+            },
+            Message::Snap {
+                zxid: Zxid::new(3, 2),
+                data: Payload::from(&b"tree"[..]),
+            },
+            Message::Proposal {
+                zxid: Zxid::new(5, 1),
+                payload: Payload::from(&b"set /a 1"[..]),
+            },
+            Message::Commit {
+                zxid: Zxid::new(5, 1),
+            },
+            Message::NewLeader {
+                epoch: 5,
+                zxid: Zxid::new(3, 9),
+            },
             Message::AckNewLeader { epoch: 5 },
             Message::UpToDate,
-            Message::Ack { zxid: Zxid::new(5, 1) },
-            Message::Inform { zxid: Zxid::new(5, 1), payload: Payload::from(&[][..]) },
+            Message::Ack {
+                zxid: Zxid::new(5, 1),
+            },
+            Message::Inform {
+                zxid: Zxid::new(5, 1),
+                payload: Payload::from(&[][..]),
+            },
             Message::Ping,
             Message::SyncRequest { token: 7 },
             Message::SyncReply { token: 7 },
@@ -312,15 +368,26 @@ mod tests {
     #[test]
     fn round_trips() {
         for m in samples() {
-            assert_eq!(Message::decode(&m.to_bytes()), Ok(m.clone()), "{}", m.name());
+            assert_eq!(
+                Message::decode(&m.to_bytes()),
+                Ok(m.clone()),
+                "{}",
+                m.name()
+            );
         }
     }
 
     #[test]
     fn golden_bytes() {
         // Pinned: changing these means a new WIRE_VERSION.
-        let m = Message::Proposal { zxid: Zxid::new(5, 1), payload: Payload::from(&b"ab"[..]) };
-        assert_eq!(m.to_bytes(), [1, 8, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0, 0, 2, b'a', b'b']);
+        let m = Message::Proposal {
+            zxid: Zxid::new(5, 1),
+            payload: Payload::from(&b"ab"[..]),
+        };
+        assert_eq!(
+            m.to_bytes(),
+            [1, 8, 0, 0, 0, 5, 0, 0, 0, 1, 0, 0, 0, 2, b'a', b'b']
+        );
         let n = Message::Notification(Notification {
             leader: 2,
             zxid: Zxid::new(1, 3),
@@ -330,7 +397,10 @@ mod tests {
         });
         assert_eq!(
             n.to_bytes(),
-            [1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4, 0]
+            [
+                1, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0,
+                0, 4, 0
+            ]
         );
         assert_eq!(Message::Ping.to_bytes(), [1, 15]);
     }
@@ -338,10 +408,19 @@ mod tests {
     #[test]
     fn rejects_bad_frames() {
         assert_eq!(Message::decode(&[]), Err(DecodeError::Empty));
-        assert_eq!(Message::decode(&[2, 15]), Err(DecodeError::UnsupportedVersion(2)));
+        assert_eq!(
+            Message::decode(&[2, 15]),
+            Err(DecodeError::UnsupportedVersion(2))
+        );
         assert_eq!(Message::decode(&[1, 99]), Err(DecodeError::UnknownTag(99)));
-        assert_eq!(Message::decode(&[1, 15, 0]), Err(DecodeError::TrailingBytes(1)));
-        assert_eq!(Message::decode(&[1, 3, 0, 0, 0, 1, 2]), Err(DecodeError::BadValue("confirmed")));
+        assert_eq!(
+            Message::decode(&[1, 15, 0]),
+            Err(DecodeError::TrailingBytes(1))
+        );
+        assert_eq!(
+            Message::decode(&[1, 3, 0, 0, 0, 1, 2]),
+            Err(DecodeError::BadValue("confirmed"))
+        );
         // A length that claims more than the frame holds.
         assert_eq!(
             Message::decode(&[1, 8, 0, 0, 0, 5, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff, 1]),

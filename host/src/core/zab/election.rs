@@ -46,7 +46,8 @@ impl Vote {
     /// newer leader's NEWLEADER is more up to date than any member with a
     /// larger zxid from an older epoch, whose extra txns were skipped.
     pub fn beats(&self, current: &Vote) -> bool {
-        (self.peer_epoch, self.zxid, self.leader) > (current.peer_epoch, current.zxid, current.leader)
+        (self.peer_epoch, self.zxid, self.leader)
+            > (current.peer_epoch, current.zxid, current.leader)
     }
 }
 
@@ -116,13 +117,18 @@ impl Election {
         self.logical_clock
     }
 
+    #[cfg(test)]
     pub fn proposal(&self) -> Option<Vote> {
         self.proposal
     }
 
     /// The notification this member sends now.
     pub fn notification(&self) -> Notification {
-        let vote = self.proposal.unwrap_or(Vote { leader: self.me, zxid: Zxid::ZERO, peer_epoch: 0 });
+        let vote = self.proposal.unwrap_or(Vote {
+            leader: self.me,
+            zxid: Zxid::ZERO,
+            peer_epoch: 0,
+        });
         Notification {
             leader: vote.leader,
             zxid: vote.zxid,
@@ -156,10 +162,18 @@ impl Election {
             }
             return None;
         }
-        let vote = Vote { leader: n.leader, zxid: n.zxid, peer_epoch: n.peer_epoch };
+        let vote = Vote {
+            leader: n.leader,
+            zxid: n.zxid,
+            peer_epoch: n.peer_epoch,
+        };
         match n.state {
-            ServerState::Looking => self.on_looking(cfg, from, vote, n.election_epoch, now_ms, sends),
-            ServerState::Following | ServerState::Leading => self.on_decided(cfg, from, vote, n, now_ms),
+            ServerState::Looking => {
+                self.on_looking(cfg, from, vote, n.election_epoch, now_ms, sends)
+            }
+            ServerState::Following | ServerState::Leading => {
+                self.on_decided(cfg, from, vote, n, now_ms)
+            }
             ServerState::Observing => None,
         }
     }
@@ -211,7 +225,9 @@ impl Election {
             self.finalize_at_ms = None;
             return None;
         }
-        let at = *self.finalize_at_ms.get_or_insert(now_ms + cfg.finalize_wait_ms);
+        let at = *self
+            .finalize_at_ms
+            .get_or_insert(now_ms + cfg.finalize_wait_ms);
         if now_ms >= at {
             return self.decide(proposal);
         }
@@ -219,7 +235,11 @@ impl Election {
     }
 
     fn has_quorum_in_round(&self, cfg: &Config, vote: Vote) -> bool {
-        let same = self.recv.iter().filter(|(id, v)| cfg.is_voter(**id) && **v == vote).count();
+        let same = self
+            .recv
+            .iter()
+            .filter(|(id, v)| cfg.is_voter(**id) && **v == vote)
+            .count();
         same >= cfg.quorum_size()
     }
 
@@ -234,12 +254,16 @@ impl Election {
         let _ = now_ms;
         if n.election_epoch == self.logical_clock {
             self.recv.insert(from, vote);
-            self.out_of_election.insert(from, (vote, n.state, n.election_epoch));
-            if self.has_quorum_in_round(cfg, vote) && self.check_leader(vote.leader, n.election_epoch) {
+            self.out_of_election
+                .insert(from, (vote, n.state, n.election_epoch));
+            if self.has_quorum_in_round(cfg, vote)
+                && self.check_leader(vote.leader, n.election_epoch)
+            {
                 return self.decide_vote(vote);
             }
         }
-        self.out_of_election.insert(from, (vote, n.state, n.election_epoch));
+        self.out_of_election
+            .insert(from, (vote, n.state, n.election_epoch));
         let agreeing = self
             .out_of_election
             .iter()
@@ -260,7 +284,10 @@ impl Election {
         if leader == self.me {
             return round == self.logical_clock;
         }
-        matches!(self.out_of_election.get(&leader), Some((_, ServerState::Leading, _)))
+        matches!(
+            self.out_of_election.get(&leader),
+            Some((_, ServerState::Leading, _))
+        )
     }
 
     fn decide_vote(&mut self, vote: Vote) -> Option<Decision> {
@@ -272,7 +299,10 @@ impl Election {
         if !self.voter && vote.leader == self.me {
             return None;
         }
-        Some(Decision { vote, election_epoch: self.logical_clock })
+        Some(Decision {
+            vote,
+            election_epoch: self.logical_clock,
+        })
     }
 
     /// Time passes: finalize a decision whose wait is over, resend our vote
@@ -289,7 +319,8 @@ impl Election {
         }
         if now_ms >= self.resend_at_ms {
             self.send_to_all(cfg, sends);
-            self.resend_interval_ms = (self.resend_interval_ms * 2).min(cfg.notification_interval_ms_max);
+            self.resend_interval_ms =
+                (self.resend_interval_ms * 2).min(cfg.notification_interval_ms_max);
             self.resend_at_ms = now_ms + self.resend_interval_ms;
         }
         None
@@ -305,7 +336,11 @@ mod tests {
     }
 
     fn v(leader: ServerId, zxid: Zxid, peer_epoch: u32) -> Vote {
-        Vote { leader, zxid, peer_epoch }
+        Vote {
+            leader,
+            zxid,
+            peer_epoch,
+        }
     }
 
     fn cfg(me: ServerId) -> Config {
@@ -338,7 +373,10 @@ mod tests {
     fn the_highest_sid_breaks_a_tie() {
         assert!(v(3, z(1, 8), 1).beats(&v(2, z(1, 8), 1)));
         assert!(!v(2, z(1, 8), 1).beats(&v(3, z(1, 8), 1)));
-        assert!(!v(2, z(1, 8), 1).beats(&v(2, z(1, 8), 1)), "an equal vote changes nothing");
+        assert!(
+            !v(2, z(1, 8), 1).beats(&v(2, z(1, 8), 1)),
+            "an equal vote changes nothing"
+        );
     }
 
     /// The epoch comes first (ZooKeeper's totalOrderPredicate): a member
@@ -358,7 +396,11 @@ mod tests {
         let mut sends = Sends::new();
         let (mut e, d) = Election::start(&c, v(1, z(1, 5), 1), 0, 0, &mut sends);
         assert_eq!(d, None);
-        assert_eq!(sends.iter().map(|s| s.0).collect::<Vec<_>>(), [2, 3], "votes to every other voter");
+        assert_eq!(
+            sends.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [2, 3],
+            "votes to every other voter"
+        );
         assert_eq!(sends[0].1.leader, 1);
         sends.clear();
 
@@ -371,10 +413,15 @@ mod tests {
         sends.clear();
 
         // A worse vote changes nothing and sends nothing.
-        assert_eq!(e.on_notification(&c, 2, looking(v(2, z(1, 6), 1), 1), 20, &mut sends), None);
+        assert_eq!(
+            e.on_notification(&c, 2, looking(v(2, z(1, 6), 1), 1), 20, &mut sends),
+            None
+        );
         assert!(sends.is_empty());
         assert_eq!(e.on_tick(&c, 100, &mut sends), None);
-        let d = e.on_tick(&c, 210, &mut sends).expect("decided after the finalize wait");
+        let d = e
+            .on_tick(&c, 210, &mut sends)
+            .expect("decided after the finalize wait");
         assert_eq!(d.vote.leader, 3);
         assert_eq!(d.election_epoch, 1);
     }
@@ -388,9 +435,16 @@ mod tests {
         let (mut e, _) = Election::start(&c, v(1, z(1, 5), 1), 0, 0, &mut sends);
         e.on_notification(&c, 2, looking(v(1, z(1, 5), 1), 1), 0, &mut sends);
         e.on_notification(&c, 3, looking(v(3, z(1, 5), 1), 1), 100, &mut sends);
-        assert_eq!(e.on_tick(&c, 250, &mut sends), None, "the wait restarted at 100");
+        assert_eq!(
+            e.on_tick(&c, 250, &mut sends),
+            None,
+            "the wait restarted at 100"
+        );
         e.on_notification(&c, 2, looking(v(3, z(1, 5), 1), 1), 260, &mut sends);
-        assert_eq!(e.on_tick(&c, 500, &mut sends).map(|d| d.vote.leader), Some(3));
+        assert_eq!(
+            e.on_tick(&c, 500, &mut sends).map(|d| d.vote.leader),
+            Some(3)
+        );
     }
 
     #[test]
@@ -428,8 +482,13 @@ mod tests {
         };
         // A quorum says FOLLOWING 3, but 3 itself has not said LEADING.
         assert_eq!(e.on_notification(&c, 2, following, 0, &mut sends), None);
-        let leading = Notification { state: ServerState::Leading, ..following };
-        let d = e.on_notification(&c, 3, leading, 0, &mut sends).expect("joins 3");
+        let leading = Notification {
+            state: ServerState::Leading,
+            ..following
+        };
+        let d = e
+            .on_notification(&c, 3, leading, 0, &mut sends)
+            .expect("joins 3");
         assert_eq!(d.vote, established);
         assert_eq!(d.election_epoch, 7);
     }
@@ -451,7 +510,10 @@ mod tests {
         assert_eq!((o.proposal(), d), (None, None));
         o.on_notification(&c, 2, looking(v(3, z(1, 2), 1), 1), 0, &mut sends);
         o.on_notification(&c, 3, looking(v(3, z(1, 2), 1), 1), 0, &mut sends);
-        assert_eq!(o.on_tick(&c, 300, &mut sends).map(|d| d.vote.leader), Some(3));
+        assert_eq!(
+            o.on_tick(&c, 300, &mut sends).map(|d| d.vote.leader),
+            Some(3)
+        );
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl History {
         h
     }
 
+    #[cfg(test)]
     pub fn base(&self) -> Zxid {
         self.base
     }
@@ -97,7 +98,11 @@ impl History {
     }
 
     pub fn append(&mut self, zxid: Zxid, payload: Payload) {
-        assert!(zxid > self.last(), "append {zxid:?} after {:?}: the log must ascend", self.last());
+        assert!(
+            zxid > self.last(),
+            "append {zxid:?} after {:?}: the log must ascend",
+            self.last()
+        );
         assert!(zxid.counter() != 0, "counter 0 is never a txn ({zxid:?})");
         self.entries.push_back((zxid, payload));
     }
@@ -106,7 +111,10 @@ impl History {
     /// and not below `committed`: committed txns are never undone.
     pub fn truncate_after(&mut self, zxid: Zxid) -> Result<(), String> {
         if zxid < self.committed {
-            return Err(format!("truncate to {zxid:?} below committed {:?}", self.committed));
+            return Err(format!(
+                "truncate to {zxid:?} below committed {:?}",
+                self.committed
+            ));
         }
         if !self.contains(zxid) {
             return Err(format!("truncate to {zxid:?} which this log does not hold"));
@@ -134,7 +142,11 @@ impl History {
     /// Marks every txn up to `zxid` committed and returns the newly
     /// committed ones in zxid order. Trims old committed txns.
     pub fn commit_to(&mut self, zxid: Zxid) -> Vec<(Zxid, Payload)> {
-        assert!(zxid <= self.last(), "commit {zxid:?} beyond the log's last {:?}", self.last());
+        assert!(
+            zxid <= self.last(),
+            "commit {zxid:?} beyond the log's last {:?}",
+            self.last()
+        );
         if zxid <= self.committed {
             return Vec::new();
         }
@@ -172,7 +184,11 @@ impl History {
             return None;
         }
         let n = self.entries.partition_point(|(z, _)| *z <= zxid);
-        Some(if n == 0 { self.base } else { self.entries[n - 1].0 })
+        Some(if n == 0 {
+            self.base
+        } else {
+            self.entries[n - 1].0
+        })
     }
 
     /// Seed 004, "Leader Protocol in a nutshell": "Tell the follower to
@@ -189,9 +205,18 @@ impl History {
     /// point is never below what the learner delivered.
     pub fn plan_sync(&self, peer_last: Zxid) -> SyncPlan {
         match self.floor(peer_last) {
-            None => SyncPlan { kind: SyncKind::Snap, start: self.committed },
-            Some(point) if point == peer_last => SyncPlan { kind: SyncKind::Diff, start: peer_last },
-            Some(point) => SyncPlan { kind: SyncKind::Trunc(point), start: point },
+            None => SyncPlan {
+                kind: SyncKind::Snap,
+                start: self.committed,
+            },
+            Some(point) if point == peer_last => SyncPlan {
+                kind: SyncKind::Diff,
+                start: peer_last,
+            },
+            Some(point) => SyncPlan {
+                kind: SyncKind::Trunc(point),
+                start: point,
+            },
         }
     }
 
@@ -199,7 +224,10 @@ impl History {
     pub fn validate(&self) {
         let mut previous = self.base;
         for (z, _) in &self.entries {
-            assert!(*z > previous, "history not ascending: {z:?} after {previous:?}");
+            assert!(
+                *z > previous,
+                "history not ascending: {z:?} after {previous:?}"
+            );
             assert!(z.counter() != 0, "history holds a counter-0 zxid {z:?}");
             previous = *z;
         }
@@ -210,7 +238,12 @@ impl History {
             self.committed,
             self.last()
         );
-        assert!(self.durable <= self.last(), "durable {:?} beyond last {:?}", self.durable, self.last());
+        assert!(
+            self.durable <= self.last(),
+            "durable {:?} beyond last {:?}",
+            self.durable,
+            self.last()
+        );
         assert!(
             self.committed == self.base || self.contains(self.committed),
             "committed {:?} is not a txn of the history",
@@ -228,7 +261,10 @@ mod tests {
     }
 
     fn history(base: Zxid, zxids: &[Zxid], committed: Zxid, kept: usize) -> History {
-        let log = zxids.iter().map(|&x| (x, Payload::from(&x.0.to_be_bytes()[..]))).collect();
+        let log = zxids
+            .iter()
+            .map(|&x| (x, Payload::from(&x.0.to_be_bytes()[..])))
+            .collect();
         let mut h = History::restore(base, log, kept);
         h.commit_to(committed);
         h
@@ -238,13 +274,36 @@ mod tests {
     /// a follower whose last zxid is in the leader's history gets a DIFF.
     #[test]
     fn diff_when_the_follower_is_a_prefix() {
-        let h = history(Zxid::ZERO, &[z(1, 1), z(1, 2), z(1, 3), z(2, 1)], z(2, 1), 10);
-        assert_eq!(h.plan_sync(z(1, 2)), SyncPlan { kind: SyncKind::Diff, start: z(1, 2) });
+        let h = history(
+            Zxid::ZERO,
+            &[z(1, 1), z(1, 2), z(1, 3), z(2, 1)],
+            z(2, 1),
+            10,
+        );
+        assert_eq!(
+            h.plan_sync(z(1, 2)),
+            SyncPlan {
+                kind: SyncKind::Diff,
+                start: z(1, 2)
+            }
+        );
         assert_eq!(h.range(z(1, 2), h.last()).len(), 2);
         // Up to date: an empty DIFF.
-        assert_eq!(h.plan_sync(z(2, 1)), SyncPlan { kind: SyncKind::Diff, start: z(2, 1) });
+        assert_eq!(
+            h.plan_sync(z(2, 1)),
+            SyncPlan {
+                kind: SyncKind::Diff,
+                start: z(2, 1)
+            }
+        );
         // An empty follower of a history that starts at zero.
-        assert_eq!(h.plan_sync(Zxid::ZERO), SyncPlan { kind: SyncKind::Diff, start: Zxid::ZERO });
+        assert_eq!(
+            h.plan_sync(Zxid::ZERO),
+            SyncPlan {
+                kind: SyncKind::Diff,
+                start: Zxid::ZERO
+            }
+        );
     }
 
     /// Seed 004: "A skipped message must remain skipped": the old leader
@@ -252,12 +311,41 @@ mod tests {
     /// follower holding it is told to truncate to 1:2 before the DIFF.
     #[test]
     fn trunc_when_the_follower_has_txns_the_leader_never_had() {
-        let h = history(Zxid::ZERO, &[z(1, 1), z(1, 2), z(2, 1), z(2, 2)], z(2, 2), 10);
-        assert_eq!(h.plan_sync(z(1, 3)), SyncPlan { kind: SyncKind::Trunc(z(1, 2)), start: z(1, 2) });
-        assert_eq!(h.range(z(1, 2), h.last()).iter().map(|e| e.0).collect::<Vec<_>>(), [z(2, 1), z(2, 2)]);
+        let h = history(
+            Zxid::ZERO,
+            &[z(1, 1), z(1, 2), z(2, 1), z(2, 2)],
+            z(2, 2),
+            10,
+        );
+        assert_eq!(
+            h.plan_sync(z(1, 3)),
+            SyncPlan {
+                kind: SyncKind::Trunc(z(1, 2)),
+                start: z(1, 2)
+            }
+        );
+        assert_eq!(
+            h.range(z(1, 2), h.last())
+                .iter()
+                .map(|e| e.0)
+                .collect::<Vec<_>>(),
+            [z(2, 1), z(2, 2)]
+        );
         // Ahead of the leader's last txn: truncate to it, nothing to send.
-        assert_eq!(h.plan_sync(z(2, 5)), SyncPlan { kind: SyncKind::Trunc(z(2, 2)), start: z(2, 2) });
-        assert_eq!(h.plan_sync(z(3, 1)), SyncPlan { kind: SyncKind::Trunc(z(2, 2)), start: z(2, 2) });
+        assert_eq!(
+            h.plan_sync(z(2, 5)),
+            SyncPlan {
+                kind: SyncKind::Trunc(z(2, 2)),
+                start: z(2, 2)
+            }
+        );
+        assert_eq!(
+            h.plan_sync(z(3, 1)),
+            SyncPlan {
+                kind: SyncKind::Trunc(z(2, 2)),
+                start: z(2, 2)
+            }
+        );
     }
 
     /// Seed 004's recovery: "the old leader has locally committed proposal
@@ -266,21 +354,56 @@ mod tests {
     #[test]
     fn diff_includes_the_uncommitted_tail() {
         let h = history(Zxid::ZERO, &[z(1, 1), z(1, 2)], z(1, 1), 10);
-        assert_eq!(h.plan_sync(z(1, 1)), SyncPlan { kind: SyncKind::Diff, start: z(1, 1) });
-        assert_eq!(h.range(z(1, 1), h.last()).iter().map(|e| e.0).collect::<Vec<_>>(), [z(1, 2)]);
+        assert_eq!(
+            h.plan_sync(z(1, 1)),
+            SyncPlan {
+                kind: SyncKind::Diff,
+                start: z(1, 1)
+            }
+        );
+        assert_eq!(
+            h.range(z(1, 1), h.last())
+                .iter()
+                .map(|e| e.0)
+                .collect::<Vec<_>>(),
+            [z(1, 2)]
+        );
     }
 
     /// SNAP "when too far behind": the in-memory history (the leader's
     /// committedLog) no longer reaches back to the learner.
     #[test]
     fn snap_when_the_history_does_not_reach_back() {
-        let h = history(Zxid::ZERO, &[z(1, 1), z(1, 2), z(1, 3), z(1, 4)], z(1, 4), 2);
+        let h = history(
+            Zxid::ZERO,
+            &[z(1, 1), z(1, 2), z(1, 3), z(1, 4)],
+            z(1, 4),
+            2,
+        );
         assert_eq!(h.base(), z(1, 2), "two committed txns kept");
-        assert_eq!(h.plan_sync(z(1, 1)), SyncPlan { kind: SyncKind::Snap, start: z(1, 4) });
-        assert_eq!(h.plan_sync(z(1, 2)), SyncPlan { kind: SyncKind::Diff, start: z(1, 2) });
+        assert_eq!(
+            h.plan_sync(z(1, 1)),
+            SyncPlan {
+                kind: SyncKind::Snap,
+                start: z(1, 4)
+            }
+        );
+        assert_eq!(
+            h.plan_sync(z(1, 2)),
+            SyncPlan {
+                kind: SyncKind::Diff,
+                start: z(1, 2)
+            }
+        );
         // A restarted leader whose history starts at its snapshot.
         let h = history(z(3, 7), &[z(3, 8)], z(3, 7), 10);
-        assert_eq!(h.plan_sync(z(3, 6)), SyncPlan { kind: SyncKind::Snap, start: z(3, 7) });
+        assert_eq!(
+            h.plan_sync(z(3, 6)),
+            SyncPlan {
+                kind: SyncKind::Snap,
+                start: z(3, 7)
+            }
+        );
     }
 
     #[test]
@@ -301,7 +424,10 @@ mod tests {
     fn commit_returns_newly_committed_in_order() {
         let mut h = history(Zxid::ZERO, &[z(1, 1), z(1, 2), z(1, 3)], Zxid::ZERO, 1);
         assert_eq!(h.uncommitted_len(), 3);
-        assert_eq!(h.commit_to(z(1, 2)).iter().map(|e| e.0).collect::<Vec<_>>(), [z(1, 1), z(1, 2)]);
+        assert_eq!(
+            h.commit_to(z(1, 2)).iter().map(|e| e.0).collect::<Vec<_>>(),
+            [z(1, 1), z(1, 2)]
+        );
         assert!(h.commit_to(z(1, 1)).is_empty(), "commits are cumulative");
         assert_eq!(h.base(), z(1, 1));
         assert_eq!(h.uncommitted_len(), 1);

@@ -63,6 +63,15 @@ pub(super) struct LearnerSession {
     pub last_heard_ms: u64,
 }
 
+/// A `sync` waiting for the commit point to reach `target`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PendingSync {
+    pub target: Zxid,
+    /// The learner (id, session) that asked, or `None` for ourselves.
+    pub asker: Option<(ServerId, u64)>,
+    pub token: u64,
+}
+
 pub(super) struct Leading {
     pub phase: Phase,
     /// The epoch we lead; zero until chosen in discovery.
@@ -79,9 +88,8 @@ pub(super) struct Leading {
     /// The last zxid of the initial history, the one we bring to the epoch.
     pub history_end: Zxid,
     pub next_counter: u32,
-    /// Open `sync`s: (answer once committed reaches this, who asked: a
-    /// learner's (id, session) or ourselves, token). Targets ascend.
-    pub pending_syncs: VecDeque<(Zxid, Option<(ServerId, u64)>, u64)>,
+    /// Open `sync`s, oldest first (their targets ascend).
+    pub pending_syncs: VecDeque<PendingSync>,
     pub sessions_started: u64,
 }
 
@@ -97,10 +105,16 @@ impl Leading {
     pub fn validate(&self, peer: &Peer) {
         let me = peer.cfg.my_id;
         if self.phase >= Phase::EpochProposed {
-            assert_eq!(peer.accepted_epoch, self.epoch, "leader {me}: acceptedEpoch is not its epoch");
+            assert_eq!(
+                peer.accepted_epoch, self.epoch,
+                "leader {me}: acceptedEpoch is not its epoch"
+            );
         }
         if self.phase >= Phase::Syncing {
-            assert_eq!(peer.current_epoch, self.epoch, "leader {me}: currentEpoch is not its epoch");
+            assert_eq!(
+                peer.current_epoch, self.epoch,
+                "leader {me}: currentEpoch is not its epoch"
+            );
         }
         if self.phase == Phase::Broadcast {
             assert!(
@@ -108,10 +122,17 @@ impl Leading {
                 "leader {me}: established without committing its initial history"
             );
         }
-        assert!(self.history_end.epoch() < self.epoch || self.epoch == 0, "leader {me}: history from its own epoch");
+        assert!(
+            self.history_end.epoch() < self.epoch || self.epoch == 0,
+            "leader {me}: history from its own epoch"
+        );
         let last = peer.history.last();
         for (id, l) in &self.learners {
-            assert!(l.acked <= last, "leader {me}: learner {id} acked {:?} beyond {last:?}", l.acked);
+            assert!(
+                l.acked <= last,
+                "leader {me}: learner {id} acked {:?} beyond {last:?}",
+                l.acked
+            );
         }
     }
 }
@@ -162,7 +183,11 @@ impl Peer {
             l.last_heard_ms = now_ms;
         }
         match msg {
-            Message::FollowerInfo { accepted_epoch, last_zxid, observer } => {
+            Message::FollowerInfo {
+                accepted_epoch,
+                last_zxid,
+                observer,
+            } => {
                 if self.leading().learners.contains_key(&from) {
                     // A new session on a link we think is live: the shell
                     // should have reported the old one closed first.
@@ -171,9 +196,11 @@ impl Peer {
                 }
                 self.on_follower_info(from, accepted_epoch, last_zxid, observer);
             }
-            Message::AckEpoch { epoch, current_epoch, last_zxid } => {
-                self.on_ack_epoch(from, epoch, current_epoch, last_zxid)
-            }
+            Message::AckEpoch {
+                epoch,
+                current_epoch,
+                last_zxid,
+            } => self.on_ack_epoch(from, epoch, current_epoch, last_zxid),
             Message::AckNewLeader { epoch } => self.on_ack_new_leader(from, epoch),
             Message::Ack { zxid } => self.on_ack(from, zxid),
             Message::SyncRequest { token } => self.on_sync_request(from, token),
@@ -189,7 +216,13 @@ impl Peer {
         }
     }
 
-    fn on_follower_info(&mut self, from: ServerId, accepted_epoch: u32, last_zxid: Zxid, observer: bool) {
+    fn on_follower_info(
+        &mut self,
+        from: ServerId,
+        accepted_epoch: u32,
+        last_zxid: Zxid,
+        observer: bool,
+    ) {
         if observer != self.cfg.is_observer(from) || accepted_epoch == u32::MAX {
             // A misconfigured member: refuse it.
             self.leading().learners.remove(&from);
@@ -240,11 +273,19 @@ impl Peer {
         if l.phase != Phase::Discovery {
             return;
         }
-        let voters_in = 1 + l.learners.iter().filter(|(id, _)| self.cfg.is_voter(**id)).count();
+        let voters_in = 1 + l
+            .learners
+            .iter()
+            .filter(|(id, _)| self.cfg.is_voter(**id))
+            .count();
         if voters_in < quorum {
             return;
         }
-        let highest = l.learners.values().map(|s| s.accepted_epoch).fold(self.accepted_epoch, u32::max);
+        let highest = l
+            .learners
+            .values()
+            .map(|s| s.accepted_epoch)
+            .fold(self.accepted_epoch, u32::max);
         let Some(epoch) = highest.checked_add(1) else {
             self.violation("no epoch left to propose".into());
             return;
@@ -262,15 +303,29 @@ impl Peer {
     }
 
     fn on_ack_epoch(&mut self, from: ServerId, epoch: u32, current_epoch: u32, last_zxid: Zxid) {
-        let (my_epoch, my_current, my_last) = (self.leading_ref().epoch, self.current_epoch, self.history.last());
+        let (my_epoch, my_current, my_last) = (
+            self.leading_ref().epoch,
+            self.current_epoch,
+            self.history.last(),
+        );
         let phase = self.leading_ref().phase;
         let voter = self.cfg.is_voter(from);
         let Some(s) = self.leading().learners.get_mut(&from) else {
-            self.unexpected(from, &Message::AckEpoch { epoch, current_epoch, last_zxid });
+            self.unexpected(
+                from,
+                &Message::AckEpoch {
+                    epoch,
+                    current_epoch,
+                    last_zxid,
+                },
+            );
             return;
         };
         if !s.leader_info_sent || s.epoch_acked || epoch != my_epoch {
-            self.learner_violation(from, format!("ACKEPOCH {epoch} out of turn (epoch {my_epoch})"));
+            self.learner_violation(
+                from,
+                format!("ACKEPOCH {epoch} out of turn (epoch {my_epoch})"),
+            );
             return;
         }
         s.epoch_acked = true;
@@ -301,7 +356,8 @@ impl Peer {
         let quorum = self.cfg.quorum_size();
         let durable = self.history.durable();
         let l = self.leading_ref();
-        if l.phase != Phase::EpochProposed || l.epoch_acks.len() < quorum || durable < l.history_end {
+        if l.phase != Phase::EpochProposed || l.epoch_acks.len() < quorum || durable < l.history_end
+        {
             return;
         }
         let epoch = l.epoch;
@@ -309,7 +365,12 @@ impl Peer {
         self.outputs.push(Output::SetCurrentEpoch { epoch });
         let l = self.leading();
         l.phase = Phase::Syncing;
-        let ready: Vec<ServerId> = l.learners.iter().filter(|(_, s)| s.epoch_acked).map(|(id, _)| *id).collect();
+        let ready: Vec<ServerId> = l
+            .learners
+            .iter()
+            .filter(|(_, s)| s.epoch_acked)
+            .map(|(id, _)| *id)
+            .collect();
         for id in ready {
             self.sync_learner(id);
         }
@@ -334,13 +395,20 @@ impl Peer {
             }
             SyncKind::Snap => {
                 self.stats.syncs_snap += 1;
-                self.outputs.push(Output::SendSnapshot { to, zxid: plan.start });
+                self.outputs.push(Output::SendSnapshot {
+                    to,
+                    zxid: plan.start,
+                });
             }
         }
         // Followers get the uncommitted tail too (it is part of the history
         // they must hold); observers only what is committed.
         let committed = self.history.committed();
-        let upto = if observer { committed } else { self.history.last() };
+        let upto = if observer {
+            committed
+        } else {
+            self.history.last()
+        };
         for (zxid, payload) in self.history.range(plan.start, upto) {
             self.send(to, Message::Proposal { zxid, payload });
         }
@@ -355,7 +423,13 @@ impl Peer {
         let epoch = l.epoch;
         let s = l.learners.get_mut(&to).expect("syncing a known learner");
         s.synced_to = Some(synced_to);
-        self.send(to, Message::NewLeader { epoch, zxid: synced_to });
+        self.send(
+            to,
+            Message::NewLeader {
+                epoch,
+                zxid: synced_to,
+            },
+        );
     }
 
     fn on_ack_new_leader(&mut self, from: ServerId, epoch: u32) {
@@ -387,7 +461,9 @@ impl Peer {
                 self.send(from, Message::UpToDate);
                 self.try_commit();
             }
-            Phase::Discovery | Phase::EpochProposed => unreachable!("synced before the epoch was confirmed"),
+            Phase::Discovery | Phase::EpochProposed => {
+                unreachable!("synced before the epoch was confirmed")
+            }
         }
     }
 
@@ -408,9 +484,15 @@ impl Peer {
         self.stats.epochs_established += 1;
         self.leader_commit_to(history_end);
         self.vote_for_established(self.cfg.my_id, epoch);
-        self.outputs.push(Output::Role(RoleChange::Leading { epoch }));
-        let acked: Vec<ServerId> =
-            self.leading_ref().learners.iter().filter(|(_, s)| s.new_leader_acked).map(|(id, _)| *id).collect();
+        self.outputs
+            .push(Output::Role(RoleChange::Leading { epoch }));
+        let acked: Vec<ServerId> = self
+            .leading_ref()
+            .learners
+            .iter()
+            .filter(|(_, s)| s.new_leader_acked)
+            .map(|(id, _)| *id)
+            .collect();
         for id in acked {
             self.send(id, Message::UpToDate);
         }
@@ -457,7 +539,9 @@ impl Peer {
 
     fn on_sync_request(&mut self, from: ServerId, token: u64) {
         let session = match self.leading_ref().learners.get(&from) {
-            Some(s) if s.new_leader_acked && self.leading_ref().phase == Phase::Broadcast => s.session,
+            Some(s) if s.new_leader_acked && self.leading_ref().phase == Phase::Broadcast => {
+                s.session
+            }
             _ => {
                 self.unexpected(from, &Message::SyncRequest { token });
                 return;
@@ -467,7 +551,12 @@ impl Peer {
         if self.history.committed() >= target {
             self.send(from, Message::SyncReply { token });
         } else {
-            self.leading().pending_syncs.push_back((target, Some((from, session)), token));
+            let asker = Some((from, session));
+            self.leading().pending_syncs.push_back(PendingSync {
+                target,
+                asker,
+                token,
+            });
         }
     }
 
@@ -483,7 +572,12 @@ impl Peer {
         if self.history.committed() >= target {
             self.outputs.push(Output::SyncDone { token });
         } else {
-            self.leading().pending_syncs.push_back((target, None, token));
+            let pending = PendingSync {
+                target,
+                asker: None,
+                token,
+            };
+            self.leading().pending_syncs.push_back(pending);
         }
         Ok(())
     }
@@ -491,14 +585,25 @@ impl Peer {
     /// Answers the syncs whose txns are all committed now.
     fn answer_syncs(&mut self) {
         let committed = self.history.committed();
-        while let Some(&(target, who, token)) = self.leading_ref().pending_syncs.front() {
+        while let Some(&PendingSync {
+            target,
+            asker,
+            token,
+        }) = self.leading_ref().pending_syncs.front()
+        {
             if target > committed {
                 break;
             }
             self.leading().pending_syncs.pop_front();
-            match who {
+            match asker {
                 None => self.outputs.push(Output::SyncDone { token }),
-                Some((id, session)) if self.leading_ref().learners.get(&id).is_some_and(|s| s.session == session) => {
+                Some((id, session))
+                    if self
+                        .leading_ref()
+                        .learners
+                        .get(&id)
+                        .is_some_and(|s| s.session == session) =>
+                {
                     self.send(id, Message::SyncReply { token });
                 }
                 Some(_) => {} // that session is over; its link was closed
@@ -525,10 +630,21 @@ impl Peer {
                 // while we were not established yet) are committed now;
                 // later ones it gets as INFORMs.
                 if before < synced_to {
-                    self.send(id, Message::Commit { zxid: zxid.min(synced_to) });
+                    self.send(
+                        id,
+                        Message::Commit {
+                            zxid: zxid.min(synced_to),
+                        },
+                    );
                 }
                 for (z, payload) in newly.iter().filter(|(z, _)| *z > synced_to) {
-                    self.send(id, Message::Inform { zxid: *z, payload: payload.clone() });
+                    self.send(
+                        id,
+                        Message::Inform {
+                            zxid: *z,
+                            payload: payload.clone(),
+                        },
+                    );
                 }
             } else {
                 self.send(id, Message::Commit { zxid });
@@ -552,7 +668,10 @@ impl Peer {
         let zxid = Zxid::new(l.epoch, l.next_counter);
         self.leading().next_counter += 1;
         self.history.append(zxid, payload.clone());
-        self.outputs.push(Output::Persist { zxid, payload: payload.clone() });
+        self.outputs.push(Output::Persist {
+            zxid,
+            payload: payload.clone(),
+        });
         let followers: Vec<ServerId> = self
             .leading_ref()
             .learners
@@ -561,7 +680,13 @@ impl Peer {
             .map(|(id, _)| *id)
             .collect();
         for id in followers {
-            self.send(id, Message::Proposal { zxid, payload: payload.clone() });
+            self.send(
+                id,
+                Message::Proposal {
+                    zxid,
+                    payload: payload.clone(),
+                },
+            );
         }
         Ok(zxid)
     }
@@ -569,7 +694,10 @@ impl Peer {
     /// A learner broke the protocol: record it and drop that session only.
     fn learner_violation(&mut self, from: ServerId, what: String) {
         self.stats.protocol_violations += 1;
-        self.stats.last_violation = Some(format!("leader {} about learner {from}: {what}", self.cfg.my_id));
+        self.stats.last_violation = Some(format!(
+            "leader {} about learner {from}: {what}",
+            self.cfg.my_id
+        ));
         self.leading().learners.remove(&from);
         self.outputs.push(Output::CloseLink { peer: from });
     }
@@ -610,11 +738,16 @@ impl Peer {
         }
         let l = self.leading_ref();
         if l.phase == Phase::Broadcast {
-            let live = 1 + l.learners.iter().filter(|(id, s)| self.cfg.is_voter(**id) && s.new_leader_acked).count();
+            let live = 1 + l
+                .learners
+                .iter()
+                .filter(|(id, s)| self.cfg.is_voter(**id) && s.new_leader_acked)
+                .count();
             if live < self.cfg.quorum_size() {
                 let epoch = l.epoch;
                 self.stats.leader_lost_quorum += 1;
-                self.outputs.push(Output::Role(RoleChange::LeaderLostQuorum { epoch }));
+                self.outputs
+                    .push(Output::Role(RoleChange::LeaderLostQuorum { epoch }));
                 self.start_looking_after(None);
                 return;
             }

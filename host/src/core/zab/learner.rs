@@ -83,8 +83,11 @@ impl Peer {
             acked: Zxid::ZERO,
             syncs_open: 0,
         });
-        let msg =
-            Message::FollowerInfo { accepted_epoch: self.accepted_epoch, last_zxid: self.history.last(), observer };
+        let msg = Message::FollowerInfo {
+            accepted_epoch: self.accepted_epoch,
+            last_zxid: self.history.last(),
+            observer,
+        };
         self.send(leader, msg);
     }
 
@@ -93,24 +96,31 @@ impl Peer {
         let l = self.learning();
         l.last_heard_ms = now_ms;
         let (phase, observer, epoch, leader) = (l.phase, l.observer, l.epoch, l.leader);
-        let after_new_leader = matches!(phase, Phase::AwaitDurable(_) | Phase::AwaitUpToDate | Phase::Serving);
+        let after_new_leader = matches!(
+            phase,
+            Phase::AwaitDurable(_) | Phase::AwaitUpToDate | Phase::Serving
+        );
         match msg {
             Message::Ping => self.send(leader, Message::Ping),
             Message::LeaderInfo { epoch, confirmed } if phase == Phase::AwaitLeaderInfo => {
                 self.on_leader_info(epoch, confirmed)
             }
             Message::Diff if phase == Phase::AwaitSync => self.learning().phase = Phase::Syncing,
-            Message::Trunc { zxid } if phase == Phase::AwaitSync => match self.history.truncate_after(zxid) {
-                Ok(()) => {
-                    self.outputs.push(Output::Truncate { after: zxid });
-                    self.learning().phase = Phase::Syncing;
+            Message::Trunc { zxid } if phase == Phase::AwaitSync => {
+                match self.history.truncate_after(zxid) {
+                    Ok(()) => {
+                        self.outputs.push(Output::Truncate { after: zxid });
+                        self.learning().phase = Phase::Syncing;
+                    }
+                    Err(e) => self.violation(format!("TRUNC: {e}")),
                 }
-                Err(e) => self.violation(format!("TRUNC: {e}")),
-            },
+            }
             Message::Snap { zxid, data } if phase == Phase::AwaitSync => {
                 if zxid < self.history.committed() {
                     let committed = self.history.committed();
-                    self.violation(format!("SNAP at {zxid:?} would undo committed {committed:?}"));
+                    self.violation(format!(
+                        "SNAP at {zxid:?} would undo committed {committed:?}"
+                    ));
                     return;
                 }
                 self.outputs.push(Output::InstallSnapshot { zxid, data });
@@ -138,7 +148,9 @@ impl Peer {
             Message::NewLeader { epoch: e, zxid } if phase == Phase::Syncing => {
                 if e != epoch || self.history.last() != zxid {
                     let last = self.history.last();
-                    self.violation(format!("NEWLEADER {e} {zxid:?} but epoch {epoch}, log ends {last:?}"));
+                    self.violation(format!(
+                        "NEWLEADER {e} {zxid:?} but epoch {epoch}, log ends {last:?}"
+                    ));
                     return;
                 }
                 self.learning().phase = Phase::AwaitDurable(zxid);
@@ -155,11 +167,16 @@ impl Peer {
                 self.outputs.push(Output::Role(change));
                 self.maybe_ack();
             }
-            Message::SyncReply { token } if phase == Phase::Serving && self.learning_ref().syncs_open > 0 => {
+            Message::SyncReply { token }
+                if phase == Phase::Serving && self.learning_ref().syncs_open > 0 =>
+            {
                 self.learning().syncs_open -= 1;
                 self.outputs.push(Output::SyncDone { token });
             }
-            other => self.violation(format!("{} from leader {leader} in phase {phase:?}", other.name())),
+            other => self.violation(format!(
+                "{} from leader {leader} in phase {phase:?}",
+                other.name()
+            )),
         }
     }
 
@@ -184,7 +201,11 @@ impl Peer {
         l.epoch = epoch;
         l.phase = Phase::AwaitSync;
         let leader = l.leader;
-        let msg = Message::AckEpoch { epoch, current_epoch: self.current_epoch, last_zxid: self.history.last() };
+        let msg = Message::AckEpoch {
+            epoch,
+            current_epoch: self.current_epoch,
+            last_zxid: self.history.last(),
+        };
         self.send(leader, msg);
     }
 
@@ -193,7 +214,9 @@ impl Peer {
     fn log_txn(&mut self, zxid: Zxid, payload: Payload) -> bool {
         let last = self.history.last();
         if zxid <= last || zxid.counter() == 0 {
-            self.violation(format!("txn {zxid:?} does not extend the log ending {last:?}"));
+            self.violation(format!(
+                "txn {zxid:?} does not extend the log ending {last:?}"
+            ));
             return false;
         }
         self.history.append(zxid, payload.clone());
@@ -210,7 +233,9 @@ impl Peer {
     fn maybe_ack_new_leader(&mut self) {
         let durable = self.history.durable();
         let l = self.learning();
-        let Phase::AwaitDurable(zxid) = l.phase else { return };
+        let Phase::AwaitDurable(zxid) = l.phase else {
+            return;
+        };
         if durable < zxid {
             return;
         }
@@ -229,7 +254,10 @@ impl Peer {
     fn maybe_ack(&mut self) {
         let durable = self.history.durable();
         let l = self.learning();
-        if l.observer || !matches!(l.phase, Phase::AwaitUpToDate | Phase::Serving) || durable <= l.acked {
+        if l.observer
+            || !matches!(l.phase, Phase::AwaitUpToDate | Phase::Serving)
+            || durable <= l.acked
+        {
             return;
         }
         l.acked = durable;

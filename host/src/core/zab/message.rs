@@ -42,7 +42,11 @@ pub enum Message {
     /// Learner -> leader, first message of a session (FOLLOWERINFO, or
     /// OBSERVERINFO when `observer`): the learner's acceptedEpoch and last
     /// logged zxid.
-    FollowerInfo { accepted_epoch: u32, last_zxid: Zxid, observer: bool },
+    FollowerInfo {
+        accepted_epoch: u32,
+        last_zxid: Zxid,
+        observer: bool,
+    },
     /// Leader -> learner: the new epoch (LEADERINFO). `confirmed` says a
     /// quorum has already acknowledged it: a learner that already accepted
     /// exactly this epoch may then join (it is the one leader of the epoch);
@@ -51,7 +55,11 @@ pub enum Message {
     /// Learner -> leader (ACKEPOCH): the learner accepted `epoch`; its
     /// currentEpoch and last logged zxid let the leader plan the sync and
     /// check that nobody in its quorum is ahead of it.
-    AckEpoch { epoch: u32, current_epoch: u32, last_zxid: Zxid },
+    AckEpoch {
+        epoch: u32,
+        current_epoch: u32,
+        last_zxid: Zxid,
+    },
     /// Leader -> learner: keep your log; the missing txns follow as
     /// proposals (DIFF).
     Diff,
@@ -100,7 +108,9 @@ impl Message {
     pub fn name(&self) -> &'static str {
         match self {
             Message::Notification(_) => "NOTIFICATION",
-            Message::FollowerInfo { observer: false, .. } => "FOLLOWERINFO",
+            Message::FollowerInfo {
+                observer: false, ..
+            } => "FOLLOWERINFO",
             Message::FollowerInfo { observer: true, .. } => "OBSERVERINFO",
             Message::LeaderInfo { .. } => "LEADERINFO",
             Message::AckEpoch { .. } => "ACKEPOCH",

@@ -47,7 +47,9 @@
 //!    else in FIFO order on the quorum connection with that member.
 //!    `CloseLink` drops that quorum connection and what it has in flight.
 //! 5. `Role` changes tell the shell when to serve: `Leading` (propose
-//!    works), `Following`/`Observing` (synchronized), `Looking`.
+//!    works), `Following`/`Observing` (synchronized), `Looking` (fail open
+//!    proposals and syncs; read-only mode may keep serving reads).
+//!    `SyncDone` completes a `sync`.
 //!
 //! Inputs: `Tick` at least every half `tick_ms`; `Disconnected { peer }`
 //! when a quorum connection breaks by itself (not after `CloseLink`), and
@@ -65,16 +67,46 @@
 //! returns the zxid; the txn is committed when `Deliver` for that zxid
 //! comes out. Outputs of many proposals accumulate until `take_outputs`,
 //! so the shell can batch a group commit and coalesce the sends to each
-//! follower into one write: throughput grows with load.
+//! follower into one write: throughput grows with load. ACKs and COMMITs
+//! are cumulative (one ACK covers every proposal durable so far).
+//!
+//! `sync(token)` is ZooKeeper's `sync`: `SyncDone { token }` comes out on
+//! this member once every txn the leader had proposed when the request
+//! reached it has been delivered here (the reply rides the leader's FIFO
+//! link behind the COMMITs). As in ZooKeeper, a member still following a
+//! deposed leader may answer without txns of the newer epoch.
+//!
+//! Adaptations of the first sketch: `propose` and `sync` are methods that
+//! answer at once (not inputs); snapshot installation is a synchronous
+//! output (no `SnapshotInstalled` input); connections are only reported
+//! broken (`Disconnected`), never opened: a learner's first message
+//! (FOLLOWERINFO) opens its session, and a member still LOOKING keeps such
+//! a message until it knows whether it leads.
+//!
+//! # Safety notes (found by the simulation, see `sim/`)
+//!
+//! - currentEpoch is stored only once the history it vouches for is
+//!   durable, on the leader (before it confirms its epoch) and on the
+//!   learner (before ACK(NEWLEADER)). Storing it first lets a member that
+//!   crashed in between win an election with a log missing committed txns.
+//! - Election notifications are re-sent on a timer whatever arrives: with
+//!   lossy notifications, hearing from one member must not stop us
+//!   re-sending to one that missed our vote.
+//! - Once established, members answer LOOKING voters with the vote
+//!   `(leader, epoch:0, epoch)`, the same for every member of the epoch
+//!   whichever election brought them in; otherwise a member that restarts
+//!   may never see a quorum of equal votes and never join.
 //!
 //! # Guarantees checked by the simulation
 //!
 //! Integrity (only proposed txns are delivered), total order and agreement
 //! (every member's delivered sequence is a prefix of one sequence), primary
 //! order (an epoch's txns are delivered in the order its leader proposed
-//! them, without gaps), at most one established leader per epoch, and a
-//! client oracle: every txn whose commit was reported to the proposer is on
-//! every member once the network heals.
+//! them, without gaps), at most one established leader per epoch, `sync`,
+//! and a client oracle: every txn whose commit was reported to the proposer
+//! is on every member once the network heals. `WAZOO_SIM_SEED=<n>` replays
+//! a seed, `WAZOO_SIM_SEEDS=<count>` runs more (default 300),
+//! `WAZOO_SIM_TRACE=1` prints every input and output.
 
 mod codec;
 mod election;
@@ -85,6 +117,8 @@ mod message;
 mod peer;
 mod types;
 
+#[cfg(test)]
+mod peer_tests;
 #[cfg(test)]
 mod purity;
 #[cfg(test)]

@@ -37,47 +37,82 @@ pub enum RoleChange {
     Looking,
     /// The epoch is established: a quorum holds the leader's history.
     /// `propose` works from now on.
-    Leading { epoch: u32 },
+    Leading {
+        epoch: u32,
+    },
     /// Synchronized with the leader (UPTODATE): serve clients.
-    Following { leader: ServerId, epoch: u32 },
-    Observing { leader: ServerId, epoch: u32 },
+    Following {
+        leader: ServerId,
+        epoch: u32,
+    },
+    Observing {
+        leader: ServerId,
+        epoch: u32,
+    },
     /// The leader did not hear from a quorum within syncLimit and renounces
     /// its epoch (followed by `Looking`).
-    LeaderLostQuorum { epoch: u32 },
+    LeaderLostQuorum {
+        epoch: u32,
+    },
 }
 
 /// What the shell must do, in this order (see the module doc).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     /// Send on the channel `msg.channel()` names.
-    Send { to: ServerId, msg: Message },
+    Send {
+        to: ServerId,
+        msg: Message,
+    },
     /// Send `Message::Snap { zxid, data }` to `to`, with `data` the state
     /// machine serialized exactly at `zxid` (every `Deliver` before this
     /// output applied, no later one), in this position of the link's FIFO.
-    SendSnapshot { to: ServerId, zxid: Zxid },
+    SendSnapshot {
+        to: ServerId,
+        zxid: Zxid,
+    },
     /// Close the quorum connection with `peer`, dropping what is in flight
     /// both ways. Not reported back as `Disconnected`.
-    CloseLink { peer: ServerId },
+    CloseLink {
+        peer: ServerId,
+    },
     /// Durably store acceptedEpoch before the next output.
-    SetAcceptedEpoch { epoch: u32 },
+    SetAcceptedEpoch {
+        epoch: u32,
+    },
     /// Durably store currentEpoch before the next output.
-    SetCurrentEpoch { epoch: u32 },
+    SetCurrentEpoch {
+        epoch: u32,
+    },
     /// Append to the txn log. May be fsynced later (group commit); report
     /// it with `Input::Durable`.
-    Persist { zxid: Zxid, payload: Payload },
+    Persist {
+        zxid: Zxid,
+        payload: Payload,
+    },
     /// Durably drop every logged txn after `after` before the next output.
-    Truncate { after: Zxid },
+    Truncate {
+        after: Zxid,
+    },
     /// Replace the state machine with this snapshot, store it durably and
     /// drop the whole txn log, before the next output.
-    InstallSnapshot { zxid: Zxid, data: Payload },
+    InstallSnapshot {
+        zxid: Zxid,
+        data: Payload,
+    },
     /// Apply this committed txn to the state machine. Strictly in zxid
     /// order, each exactly once per incarnation.
-    Deliver { zxid: Zxid, payload: Payload },
+    Deliver {
+        zxid: Zxid,
+        payload: Payload,
+    },
     /// The `sync(token)` asked here is complete: every txn proposed before
     /// it reached the leader has been delivered (the `Deliver`s came
     /// first). Syncs still open when the role changes are lost: fail them
     /// on `Role(Looking)`.
-    SyncDone { token: u64 },
+    SyncDone {
+        token: u64,
+    },
     Role(RoleChange),
 }
 
@@ -98,7 +133,9 @@ pub enum ProposeError {
 impl fmt::Display for ProposeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ProposeError::NotLeader { leader: Some(l) } => write!(f, "not the leader (server {l} is)"),
+            ProposeError::NotLeader { leader: Some(l) } => {
+                write!(f, "not the leader (server {l} is)")
+            }
             ProposeError::NotLeader { leader: None } => write!(f, "not the leader (electing)"),
             ProposeError::NotReady => write!(f, "leader not established yet"),
             ProposeError::Backpressure => write!(f, "too many outstanding proposals"),
@@ -189,7 +226,11 @@ impl Peer {
         cfg.validate()?;
         restored.validate()?;
         let history = History::restore(restored.snapshot_zxid, restored.log, cfg.committed_log_max);
-        let own = Vote { leader: cfg.my_id, zxid: history.last(), peer_epoch: restored.current_epoch };
+        let own = Vote {
+            leader: cfg.my_id,
+            zxid: history.last(),
+            peer_epoch: restored.current_epoch,
+        };
         let mut peer = Peer {
             now_ms,
             accepted_epoch: restored.accepted_epoch,
@@ -223,7 +264,9 @@ impl Peer {
         self.now_ms = self.now_ms.max(now_ms);
         match &self.role {
             Role::Leading(_) => self.leader_propose(payload),
-            Role::Learning(l) => Err(ProposeError::NotLeader { leader: Some(l.leader) }),
+            Role::Learning(l) => Err(ProposeError::NotLeader {
+                leader: Some(l.leader),
+            }),
             Role::Looking(_) => Err(ProposeError::NotLeader { leader: None }),
         }
     }
@@ -271,7 +314,11 @@ impl Peer {
     pub fn status(&self) -> Status {
         let (leader, serving, election_epoch) = match &self.role {
             Role::Looking(e) => (None, false, e.logical_clock()),
-            Role::Leading(l) => (Some(self.cfg.my_id), l.is_established(), self.current_vote.1),
+            Role::Leading(l) => (
+                Some(self.cfg.my_id),
+                l.is_established(),
+                self.current_vote.1,
+            ),
             Role::Learning(l) => (Some(l.leader), l.is_serving(), self.current_vote.1),
         };
         Status {
@@ -317,8 +364,16 @@ impl Peer {
         }
         match &self.role {
             Role::Looking(_) => match msg {
-                Message::FollowerInfo { accepted_epoch, last_zxid, observer } => {
-                    let info = PendingInfo { accepted_epoch, last_zxid, observer };
+                Message::FollowerInfo {
+                    accepted_epoch,
+                    last_zxid,
+                    observer,
+                } => {
+                    let info = PendingInfo {
+                        accepted_epoch,
+                        last_zxid,
+                        observer,
+                    };
                     self.pending_infos.insert(from, info);
                 }
                 _ => self.unexpected(from, &msg),
@@ -418,12 +473,19 @@ impl Peer {
     // ---- election -------------------------------------------------------
 
     fn own_vote(&self) -> Vote {
-        Vote { leader: self.cfg.my_id, zxid: self.history.last(), peer_epoch: self.current_epoch }
+        Vote {
+            leader: self.cfg.my_id,
+            zxid: self.history.last(),
+            peer_epoch: self.current_epoch,
+        }
     }
 
     fn send_notifications(&mut self, sends: Sends) {
         for (to, n) in sends {
-            self.outputs.push(Output::Send { to, msg: Message::Notification(n) });
+            self.outputs.push(Output::Send {
+                to,
+                msg: Message::Notification(n),
+            });
         }
     }
 
@@ -449,8 +511,13 @@ impl Peer {
         self.stats.elections += 1;
         self.outputs.push(Output::Role(RoleChange::Looking));
         let mut sends = Sends::new();
-        let (election, decision) =
-            Election::start(&self.cfg, self.own_vote(), previous_clock, self.now_ms, &mut sends);
+        let (election, decision) = Election::start(
+            &self.cfg,
+            self.own_vote(),
+            previous_clock,
+            self.now_ms,
+            &mut sends,
+        );
         self.role = Role::Looking(election);
         self.send_notifications(sends);
         if let Some(d) = decision {
@@ -479,7 +546,11 @@ impl Peer {
 
     /// The leader `leader` is established in `epoch` and we are with it.
     pub(super) fn vote_for_established(&mut self, leader: ServerId, epoch: u32) {
-        self.current_vote.0 = Vote { leader, zxid: Zxid::new(epoch, 0), peer_epoch: epoch };
+        self.current_vote.0 = Vote {
+            leader,
+            zxid: Zxid::new(epoch, 0),
+            peer_epoch: epoch,
+        };
     }
 
     pub(super) fn send(&mut self, to: ServerId, msg: Message) {
@@ -490,7 +561,10 @@ impl Peer {
     pub(super) fn deliver_to(&mut self, zxid: Zxid) -> Vec<(Zxid, Payload)> {
         let newly = self.history.commit_to(zxid);
         for (zxid, payload) in &newly {
-            self.outputs.push(Output::Deliver { zxid: *zxid, payload: payload.clone() });
+            self.outputs.push(Output::Deliver {
+                zxid: *zxid,
+                payload: payload.clone(),
+            });
         }
         newly
     }
@@ -498,7 +572,11 @@ impl Peer {
     /// A quorum message outside any session: close that link.
     pub(super) fn unexpected(&mut self, from: ServerId, msg: &Message) {
         self.stats.unexpected_messages += 1;
-        self.stats.last_unexpected = Some(format!("{} from {from} while {:?}", msg.name(), self.state()));
+        self.stats.last_unexpected = Some(format!(
+            "{} from {from} while {:?}",
+            msg.name(),
+            self.state()
+        ));
         self.pending_infos.remove(&from);
         self.outputs.push(Output::CloseLink { peer: from });
     }

@@ -32,7 +32,10 @@ fn the_core_does_no_io_and_reads_no_clock_or_randomness() {
     ];
     for (file, text) in SOURCES {
         for word in &forbidden {
-            assert!(!text.contains(word.as_str()), "zab/{file} mentions `{word}`");
+            assert!(
+                !text.contains(word.as_str()),
+                "zab/{file} mentions `{word}`"
+            );
         }
     }
 }

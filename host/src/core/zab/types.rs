@@ -138,7 +138,11 @@ impl Config {
     /// Every member but this one, voters first, in id order.
     pub fn others(&self) -> impl Iterator<Item = ServerId> + '_ {
         let me = self.my_id;
-        self.voters.iter().chain(self.observers.iter()).copied().filter(move |&id| id != me)
+        self.voters
+            .iter()
+            .chain(self.observers.iter())
+            .copied()
+            .filter(move |&id| id != me)
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -203,7 +207,9 @@ impl Restored {
         let mut previous = self.snapshot_zxid;
         for (zxid, _) in &self.log {
             if *zxid <= previous || zxid.counter() == 0 {
-                return Err(format!("log not strictly ascending at {zxid:?} after {previous:?}"));
+                return Err(format!(
+                    "log not strictly ascending at {zxid:?} after {previous:?}"
+                ));
             }
             previous = *zxid;
         }
@@ -221,7 +227,10 @@ mod tests {
         assert_eq!(z.0, 0x5_0000_0003);
         assert_eq!((z.epoch(), z.counter()), (5, 3));
         assert_eq!(z.to_string(), "0x500000003");
-        assert!(Zxid::new(4, u32::MAX) < Zxid::new(5, 1), "a later epoch orders after");
+        assert!(
+            Zxid::new(4, u32::MAX) < Zxid::new(5, 1),
+            "a later epoch orders after"
+        );
     }
 
     #[test]

@@ -32,7 +32,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::message::Channel;
-use super::{Config, Input, Message, Output, Payload, Peer, Restored, RoleChange, ServerId, ServerState, Zxid};
+use super::{
+    Config, Input, Message, Output, Payload, Peer, Restored, RoleChange, ServerId, ServerState,
+    Zxid,
+};
 use net::{Delivery, Net};
 use rng::Rng;
 
@@ -55,8 +58,16 @@ struct Params {
 
 impl Params {
     fn draw(rng: &mut Rng) -> Params {
-        let voters: Vec<ServerId> = if rng.chance(500) { vec![1, 2, 3] } else { vec![1, 2, 3, 4, 5] };
-        let observers = if rng.chance(300) { vec![voters.len() as u64 + 1] } else { vec![] };
+        let voters: Vec<ServerId> = if rng.chance(500) {
+            vec![1, 2, 3]
+        } else {
+            vec![1, 2, 3, 4, 5]
+        };
+        let observers = if rng.chance(300) {
+            vec![voters.len() as u64 + 1]
+        } else {
+            vec![]
+        };
         Params {
             voters,
             observers,
@@ -107,7 +118,12 @@ impl Storage {
             accepted_epoch: self.accepted_epoch,
             current_epoch: self.current_epoch,
             snapshot_zxid: base,
-            log: self.log.iter().filter(|e| e.0 > base).map(|e| (e.0, e.1.clone())).collect(),
+            log: self
+                .log
+                .iter()
+                .filter(|e| e.0 > base)
+                .map(|e| (e.0, e.1.clone()))
+                .collect(),
         }
     }
 }
@@ -127,7 +143,11 @@ struct Member {
 #[derive(Clone, Debug)]
 enum Event {
     Tick(ServerId),
-    FsyncDone { id: ServerId, incarnation: u64, upto: u64 },
+    FsyncDone {
+        id: ServerId,
+        incarnation: u64,
+        upto: u64,
+    },
     Restart(ServerId),
     Fault,
     Heal,
@@ -152,12 +172,23 @@ struct Checker {
 impl Checker {
     fn on_propose(&mut self, zxid: Zxid, payload: &Payload, member: ServerId, incarnation: u64) {
         let previous = self.proposals.insert(zxid, payload.clone());
-        assert!(previous.is_none(), "zxid {zxid:?} proposed twice (two leaders in epoch {})", zxid.epoch());
-        self.waiting.entry((member, incarnation)).or_default().insert(zxid);
+        assert!(
+            previous.is_none(),
+            "zxid {zxid:?} proposed twice (two leaders in epoch {})",
+            zxid.epoch()
+        );
+        self.waiting
+            .entry((member, incarnation))
+            .or_default()
+            .insert(zxid);
     }
 
     fn check_integrity(&self, zxid: Zxid, payload: &Payload, what: &str) {
-        assert_eq!(self.proposals.get(&zxid), Some(payload), "integrity: {what} {zxid:?} that nobody proposed");
+        assert_eq!(
+            self.proposals.get(&zxid),
+            Some(payload),
+            "integrity: {what} {zxid:?} that nobody proposed"
+        );
     }
 
     /// Total order, agreement and primary order for the txn at `index` of
@@ -181,11 +212,23 @@ impl Checker {
                     "primary order: {zxid:?} delivered right after {previous:?}"
                 );
             } else {
-                assert!(previous.epoch() < zxid.epoch(), "epochs go back: {zxid:?} after {previous:?}");
-                assert_eq!(zxid.counter(), 1, "primary order: epoch {} starts at {zxid:?}", zxid.epoch());
+                assert!(
+                    previous.epoch() < zxid.epoch(),
+                    "epochs go back: {zxid:?} after {previous:?}"
+                );
+                assert_eq!(
+                    zxid.counter(),
+                    1,
+                    "primary order: epoch {} starts at {zxid:?}",
+                    zxid.epoch()
+                );
             }
         } else {
-            assert_eq!(zxid.counter(), 1, "primary order: the first txn is {zxid:?}");
+            assert_eq!(
+                zxid.counter(),
+                1,
+                "primary order: the first txn is {zxid:?}"
+            );
         }
         self.global.push((zxid, payload.clone()));
     }
@@ -196,7 +239,10 @@ impl Checker {
     /// (A member still with a deposed leader may miss txns of a newer
     /// epoch: ZooKeeper's sync has the same window.)
     fn on_sync_done(&mut self, key: (ServerId, u64, u64), epoch: u32, applied_last: Zxid) {
-        let asked_ms = self.open_syncs.remove(&key).expect("a SyncDone answers an open sync");
+        let asked_ms = self
+            .open_syncs
+            .remove(&key)
+            .expect("a SyncDone answers an open sync");
         let newest = self
             .acknowledged
             .range(..Zxid::new(epoch + 1, 0))
@@ -214,7 +260,10 @@ impl Checker {
 
     fn on_established(&mut self, epoch: u32, leader: ServerId) {
         let first = *self.leaders.entry(epoch).or_insert(leader);
-        assert_eq!(first, leader, "two established leaders in epoch {epoch}: {first} and {leader}");
+        assert_eq!(
+            first, leader,
+            "two established leaders in epoch {epoch}: {first} and {leader}"
+        );
     }
 }
 
@@ -305,7 +354,13 @@ impl Sim {
             params,
         };
         sim.log(format!("params {:?}", sim.params));
-        let ids: Vec<ServerId> = sim.params.voters.iter().chain(&sim.params.observers).copied().collect();
+        let ids: Vec<ServerId> = sim
+            .params
+            .voters
+            .iter()
+            .chain(&sim.params.observers)
+            .copied()
+            .collect();
         for &id in &ids {
             let mut cfg = Config::new(id, sim.params.voters.clone(), sim.params.observers.clone());
             cfg.tick_ms = TICK_MS;
@@ -352,7 +407,8 @@ impl Sim {
 
     fn schedule(&mut self, delay_ms: u64, event: Event) {
         self.sequence += 1;
-        self.events.insert((self.now_ms + delay_ms, self.sequence), event);
+        self.events
+            .insert((self.now_ms + delay_ms, self.sequence), event);
     }
 
     // ---- driving members ----------------------------------------------
@@ -361,11 +417,18 @@ impl Sim {
         let m = self.members.get_mut(&id).expect("member");
         m.incarnation += 1;
         let restored = m.storage.restored();
-        assert!(m.applied.len() >= m.storage.snapshot_len, "member {id}: applied sequence shorter than its snapshot");
+        assert!(
+            m.applied.len() >= m.storage.snapshot_len,
+            "member {id}: applied sequence shorter than its snapshot"
+        );
         m.applied.truncate(m.storage.snapshot_len);
-        let peer = Peer::new(m.cfg.clone(), restored, self.now_ms).expect("valid config and storage");
+        let peer =
+            Peer::new(m.cfg.clone(), restored, self.now_ms).expect("valid config and storage");
         m.peer = Some(peer);
-        self.log(format!("start {id} (incarnation {})", self.members[&id].incarnation));
+        self.log(format!(
+            "start {id} (incarnation {})",
+            self.members[&id].incarnation
+        ));
         self.carry_out(id);
     }
 
@@ -374,7 +437,10 @@ impl Sim {
         let m = self.members.get_mut(&id).expect("member");
         let Some(peer) = m.peer.take() else { return };
         self.summary.unexpected += peer.stats().unexpected_messages;
-        if let (None, Some(what)) = (&self.summary.unexpected_example, &peer.stats().last_unexpected) {
+        if let (None, Some(what)) = (
+            &self.summary.unexpected_example,
+            &peer.stats().last_unexpected,
+        ) {
             self.summary.unexpected_example = Some((self.seed, format!("member {id}: {what}")));
         }
         self.summary.elections += peer.stats().elections;
@@ -385,7 +451,10 @@ impl Sim {
         self.summary.lost_quorum += peer.stats().leader_lost_quorum;
         // The unsynced tail of the log is lost; it must be a tail.
         let kept = m.storage.log.iter().take_while(|e| e.3).count();
-        assert!(m.storage.log[kept..].iter().all(|e| !e.3), "member {id}: durable entries after a lost one");
+        assert!(
+            m.storage.log[kept..].iter().all(|e| !e.3),
+            "member {id}: durable entries after a lost one"
+        );
         m.storage.log.truncate(kept);
         m.applied.truncate(m.storage.snapshot_len);
         m.fsync_in_flight = false;
@@ -402,7 +471,9 @@ impl Sim {
 
     fn input(&mut self, id: ServerId, input: Input) {
         let now_ms = self.now_ms;
-        let Some(peer) = self.members.get_mut(&id).and_then(|m| m.peer.as_mut()) else { return };
+        let Some(peer) = self.members.get_mut(&id).and_then(|m| m.peer.as_mut()) else {
+            return;
+        };
         if self.trace && !matches!(input, Input::Tick) {
             eprintln!("[{now_ms:>6}ms] {id} <- {input:?}");
         }
@@ -426,15 +497,29 @@ impl Sim {
         if let Some(peer) = &m.peer {
             peer.validate();
             let stats = peer.stats();
-            assert_eq!(stats.protocol_violations, 0, "protocol violation: {:?}", stats.last_violation);
+            assert_eq!(
+                stats.protocol_violations, 0,
+                "protocol violation: {:?}",
+                stats.last_violation
+            );
             // The simulated shell keeps the contract exactly, so no message
             // can arrive outside its session.
-            assert_eq!(stats.unexpected_messages, 0, "unexpected message: {:?}", stats.last_unexpected);
+            assert_eq!(
+                stats.unexpected_messages, 0,
+                "unexpected message: {:?}",
+                stats.last_unexpected
+            );
             let status = peer.status();
             let applied_last = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
-            assert_eq!(status.committed_zxid, applied_last, "member {id}: core and state machine disagree");
-            assert!(status.accepted_epoch == m.storage.accepted_epoch && status.current_epoch == m.storage.current_epoch,
-                "member {id}: epochs in memory and on disk differ");
+            assert_eq!(
+                status.committed_zxid, applied_last,
+                "member {id}: core and state machine disagree"
+            );
+            assert!(
+                status.accepted_epoch == m.storage.accepted_epoch
+                    && status.current_epoch == m.storage.current_epoch,
+                "member {id}: epochs in memory and on disk differ"
+            );
         }
     }
 
@@ -445,7 +530,10 @@ impl Sim {
             Output::SendSnapshot { to, zxid } => {
                 let applied = &self.members[&id].applied;
                 let at = applied.last().map_or(Zxid::ZERO, |e| e.0);
-                assert_eq!(at, zxid, "member {id}: snapshot asked at {zxid:?}, state machine at {at:?}");
+                assert_eq!(
+                    at, zxid,
+                    "member {id}: snapshot asked at {zxid:?}, state machine at {at:?}"
+                );
                 let data = encode_snapshot(applied);
                 self.send(id, to, Message::Snap { zxid, data });
             }
@@ -455,19 +543,33 @@ impl Sim {
             }
             Output::SetAcceptedEpoch { epoch } => {
                 let s = &mut self.members.get_mut(&id).expect("member").storage;
-                assert!(epoch > s.accepted_epoch, "member {id}: acceptedEpoch {epoch} not after {}", s.accepted_epoch);
+                assert!(
+                    epoch > s.accepted_epoch,
+                    "member {id}: acceptedEpoch {epoch} not after {}",
+                    s.accepted_epoch
+                );
                 s.accepted_epoch = epoch;
             }
             Output::SetCurrentEpoch { epoch } => {
                 let s = &mut self.members.get_mut(&id).expect("member").storage;
-                assert!(epoch > s.current_epoch && epoch <= s.accepted_epoch, "member {id}: currentEpoch {epoch}");
+                assert!(
+                    epoch > s.current_epoch && epoch <= s.accepted_epoch,
+                    "member {id}: currentEpoch {epoch}"
+                );
                 s.current_epoch = epoch;
             }
             Output::Persist { zxid, payload } => {
                 self.checker.check_integrity(zxid, &payload, "logged");
                 let m = self.members.get_mut(&id).expect("member");
-                let last = m.storage.log.last().map_or(m.storage.snapshot_zxid, |e| e.0);
-                assert!(zxid > last, "member {id}: log append {zxid:?} after {last:?}");
+                let last = m
+                    .storage
+                    .log
+                    .last()
+                    .map_or(m.storage.snapshot_zxid, |e| e.0);
+                assert!(
+                    zxid > last,
+                    "member {id}: log append {zxid:?} after {last:?}"
+                );
                 m.storage.appended += 1;
                 let seq = m.storage.appended;
                 m.storage.log.push((zxid, payload, seq, false));
@@ -476,17 +578,27 @@ impl Sim {
             Output::Truncate { after } => {
                 let m = self.members.get_mut(&id).expect("member");
                 let applied = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
-                assert!(after >= applied, "member {id}: truncating to {after:?} undoes applied {applied:?}");
+                assert!(
+                    after >= applied,
+                    "member {id}: truncating to {after:?} undoes applied {applied:?}"
+                );
                 m.storage.log.retain(|e| e.0 <= after);
             }
             Output::InstallSnapshot { zxid, data } => {
                 let list = decode_snapshot(&data);
-                assert_eq!(list.last().map_or(Zxid::ZERO, |e| e.0), zxid, "snapshot zxid");
+                assert_eq!(
+                    list.last().map_or(Zxid::ZERO, |e| e.0),
+                    zxid,
+                    "snapshot zxid"
+                );
                 for (i, (z, p)) in list.iter().enumerate() {
                     self.checker.check_position(i, *z, p);
                 }
                 let m = self.members.get_mut(&id).expect("member");
-                assert!(m.applied.len() <= list.len(), "member {id}: a snapshot that goes back in time");
+                assert!(
+                    m.applied.len() <= list.len(),
+                    "member {id}: a snapshot that goes back in time"
+                );
                 m.storage.snapshot_len = list.len();
                 m.storage.snapshot_zxid = zxid;
                 m.applied = list;
@@ -513,7 +625,8 @@ impl Sim {
                 let m = &self.members[&id];
                 let epoch = m.peer.as_ref().expect("live").status().current_epoch;
                 let applied_last = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
-                self.checker.on_sync_done((id, m.incarnation, token), epoch, applied_last);
+                self.checker
+                    .on_sync_done((id, m.incarnation, token), epoch, applied_last);
                 self.summary.syncs += 1;
             }
             Output::Role(change) => {
@@ -550,7 +663,14 @@ impl Sim {
         }
         m.fsync_in_flight = true;
         let (incarnation, upto) = (m.incarnation, m.storage.appended);
-        self.schedule(latency, Event::FsyncDone { id, incarnation, upto });
+        self.schedule(
+            latency,
+            Event::FsyncDone {
+                id,
+                incarnation,
+                upto,
+            },
+        );
     }
 
     fn send(&mut self, from: ServerId, to: ServerId, msg: Message) {
@@ -560,7 +680,11 @@ impl Sim {
                 if self.chaos && self.rng.chance(self.params.election_drop_per_mille) {
                     return;
                 }
-                let copies = if self.chaos && self.rng.chance(self.params.election_dup_per_mille) { 2 } else { 1 };
+                let copies = if self.chaos && self.rng.chance(self.params.election_dup_per_mille) {
+                    2
+                } else {
+                    1
+                };
                 for _ in 0..copies {
                     let at = self.now_ms + self.rng.range(1, 30);
                     self.net.send_datagram(from, to, bytes.clone(), at);
@@ -581,7 +705,11 @@ impl Sim {
                 self.schedule(TICK_MS / 2, Event::Tick(id));
                 self.input(id, Input::Tick);
             }
-            Event::FsyncDone { id, incarnation, upto } => {
+            Event::FsyncDone {
+                id,
+                incarnation,
+                upto,
+            } => {
                 let m = self.members.get_mut(&id).expect("member");
                 if m.incarnation != incarnation || m.peer.is_none() {
                     return;
@@ -700,7 +828,9 @@ impl Sim {
             let m = self.members.get_mut(&id).expect("member");
             let incarnation = m.incarnation;
             // Registered first: the answer may come out right away.
-            self.checker.open_syncs.insert((id, incarnation, token), now_ms);
+            self.checker
+                .open_syncs
+                .insert((id, incarnation, token), now_ms);
             if let Err(e) = m.peer.as_mut().expect("live").sync(token, now_ms) {
                 self.checker.open_syncs.remove(&(id, incarnation, token));
                 self.log(format!("sync refused by {id}: {e}"));
@@ -711,7 +841,11 @@ impl Sim {
         let leaders: Vec<ServerId> = self
             .members
             .values()
-            .filter(|m| m.peer.as_ref().is_some_and(|p| p.state() == ServerState::Leading && p.status().serving))
+            .filter(|m| {
+                m.peer
+                    .as_ref()
+                    .is_some_and(|p| p.state() == ServerState::Leading && p.status().serving)
+            })
             .map(|m| m.id)
             .collect();
         if leaders.is_empty() {
@@ -721,7 +855,8 @@ impl Sim {
         let count = self.rng.range(1, 3);
         for _ in 0..count {
             self.next_payload += 1;
-            let payload = Payload::from(format!("s{}-p{}", self.seed, self.next_payload).into_bytes());
+            let payload =
+                Payload::from(format!("s{}-p{}", self.seed, self.next_payload).into_bytes());
             let now_ms = self.now_ms;
             let m = self.members.get_mut(&id).expect("member");
             let incarnation = m.incarnation;
@@ -761,7 +896,9 @@ impl Sim {
                     let msg = Message::decode(&bytes).expect("our own encoding decodes");
                     self.input(to, Input::Message { from, msg });
                 }
-                Some(Delivery::Disconnected { to, peer }) => self.input(to, Input::Disconnected { peer }),
+                Some(Delivery::Disconnected { to, peer }) => {
+                    self.input(to, Input::Disconnected { peer })
+                }
                 Some(Delivery::Notification { from, to, bytes }) => {
                     let msg = Message::decode(&bytes).expect("our own encoding decodes");
                     self.input(to, Input::Message { from, msg });
@@ -785,7 +922,12 @@ impl Sim {
         self.net.heal_all();
         let heal_at = self.now_ms;
         self.log("---- heal everything ----".into());
-        let down: Vec<ServerId> = self.members.values().filter(|m| m.peer.is_none()).map(|m| m.id).collect();
+        let down: Vec<ServerId> = self
+            .members
+            .values()
+            .filter(|m| m.peer.is_none())
+            .map(|m| m.id)
+            .collect();
         for id in down {
             self.start_member(id);
         }
@@ -810,7 +952,12 @@ impl Sim {
         let mut out = String::new();
         for m in self.members.values() {
             match &m.peer {
-                Some(p) => out.push_str(&format!("\n  {}: {:?} applied {}", m.id, p.status(), m.applied.len())),
+                Some(p) => out.push_str(&format!(
+                    "\n  {}: {:?} applied {}",
+                    m.id,
+                    p.status(),
+                    m.applied.len()
+                )),
                 None => out.push_str(&format!("\n  {}: down", m.id)),
             }
         }
@@ -822,7 +969,11 @@ impl Sim {
         let leaders: Vec<&Member> = self
             .members
             .values()
-            .filter(|m| m.peer.as_ref().is_some_and(|p| p.state() == ServerState::Leading))
+            .filter(|m| {
+                m.peer
+                    .as_ref()
+                    .is_some_and(|p| p.state() == ServerState::Leading)
+            })
             .collect();
         let [leader] = leaders[..] else { return false };
         let ls = leader.peer.as_ref().expect("live").status();
@@ -838,15 +989,31 @@ impl Sim {
     }
 
     fn final_checks(&mut self) {
-        let reference = self.members.values().next().expect("members").applied.clone();
+        let reference = self
+            .members
+            .values()
+            .next()
+            .expect("members")
+            .applied
+            .clone();
         for m in self.members.values() {
-            assert!(m.applied == reference, "agreement: member {} ended with a different sequence", m.id);
+            assert!(
+                m.applied == reference,
+                "agreement: member {} ended with a different sequence",
+                m.id
+            );
         }
         let applied: BTreeSet<Zxid> = reference.iter().map(|e| e.0).collect();
         for zxid in self.checker.acknowledged.keys() {
-            assert!(applied.contains(zxid), "client oracle: acknowledged {zxid:?} is lost");
+            assert!(
+                applied.contains(zxid),
+                "client oracle: acknowledged {zxid:?} is lost"
+            );
         }
-        assert!(!self.checker.acknowledged.is_empty(), "liveness: nothing was ever acknowledged");
+        assert!(
+            !self.checker.acknowledged.is_empty(),
+            "liveness: nothing was ever acknowledged"
+        );
         let ids: Vec<ServerId> = self.members.keys().copied().collect();
         for id in ids {
             self.crash(id); // folds the member's stats into the summary
@@ -919,8 +1086,14 @@ fn zab_simulation() {
     }
     eprintln!("zab simulation, {count} seeds: {total:?}");
     // The faults must actually exercise every path of the sync.
-    assert!(total.diffs > 0 && total.truncs > 0 && total.snaps > 0, "sync coverage: {total:?}");
-    assert!(total.crashes > 0 && total.lost_quorum > 0, "fault coverage: {total:?}");
+    assert!(
+        total.diffs > 0 && total.truncs > 0 && total.snaps > 0,
+        "sync coverage: {total:?}"
+    );
+    assert!(
+        total.crashes > 0 && total.lost_quorum > 0,
+        "fault coverage: {total:?}"
+    );
 }
 
 const DEFAULT_SEEDS: u64 = 300;

@@ -26,10 +26,18 @@ enum Item {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Delivery {
     /// A quorum message of the current connection.
-    Message { from: ServerId, to: ServerId, bytes: Vec<u8> },
+    Message {
+        from: ServerId,
+        to: ServerId,
+        bytes: Vec<u8>,
+    },
     /// `to` learns that its connection with `peer` is gone.
     Disconnected { to: ServerId, peer: ServerId },
-    Notification { from: ServerId, to: ServerId, bytes: Vec<u8> },
+    Notification {
+        from: ServerId,
+        to: ServerId,
+        bytes: Vec<u8>,
+    },
     /// Nothing to hand to a member (a stale message was dropped).
     Nothing,
 }
@@ -64,23 +72,40 @@ impl Net {
     }
 
     /// Queues a quorum message; FIFO per direction whatever the delay.
-    pub fn send_quorum(&mut self, from: ServerId, to: ServerId, bytes: Vec<u8>, now_ms: u64, delay_ms: u64) {
+    pub fn send_quorum(
+        &mut self,
+        from: ServerId,
+        to: ServerId,
+        bytes: Vec<u8>,
+        now_ms: u64,
+        delay_ms: u64,
+    ) {
         self.quorum_messages += 1;
         let generation = self.seen(from, to);
         let queue = self.queues.entry((from, to)).or_default();
-        let at = queue.back().map_or(now_ms + delay_ms, |(last, _)| (*last).max(now_ms + delay_ms));
+        let at = queue.back().map_or(now_ms + delay_ms, |(last, _)| {
+            (*last).max(now_ms + delay_ms)
+        });
         queue.push_back((at, Item::Msg { generation, bytes }));
     }
 
     pub fn send_datagram(&mut self, from: ServerId, to: ServerId, bytes: Vec<u8>, at_ms: u64) {
         self.sequence += 1;
-        self.datagrams.insert((at_ms, self.sequence), (from, to, bytes));
+        self.datagrams
+            .insert((at_ms, self.sequence), (from, to, bytes));
     }
 
     /// Starts a new connection between `a` and `b`. An endpoint with
     /// `notify` learns of it after `delay_ms` (through the partition, if
     /// any); the other one already knows.
-    pub fn reset(&mut self, a: ServerId, b: ServerId, notify: [bool; 2], now_ms: u64, delay_ms: u64) {
+    pub fn reset(
+        &mut self,
+        a: ServerId,
+        b: ServerId,
+        notify: [bool; 2],
+        now_ms: u64,
+        delay_ms: u64,
+    ) {
         self.resets += 1;
         let generation = self.generation(a, b) + 1;
         self.generations.insert(pair(a, b), generation);
@@ -111,7 +136,8 @@ impl Net {
 
     /// Drops every datagram to or from `id` (a crash).
     pub fn forget_datagrams_of(&mut self, id: ServerId) {
-        self.datagrams.retain(|_, (from, to, _)| *from != id && *to != id);
+        self.datagrams
+            .retain(|_, (from, to, _)| *from != id && *to != id);
     }
 
     /// The time of the next deliverable item.
@@ -139,11 +165,18 @@ impl Net {
             .filter(|(at, _)| *at <= now_ms)
             .min();
         if let Some((_, (from, to))) = due {
-            let (_, item) = self.queues.get_mut(&(from, to)).and_then(VecDeque::pop_front).expect("due item");
+            let (_, item) = self
+                .queues
+                .get_mut(&(from, to))
+                .and_then(VecDeque::pop_front)
+                .expect("due item");
             let current = self.generation(from, to);
             return Some(match item {
                 Item::Reset { generation } => {
-                    assert_eq!(generation, current, "a reset marker outlived its connection");
+                    assert_eq!(
+                        generation, current,
+                        "a reset marker outlived its connection"
+                    );
                     self.seen.insert((to, from), generation);
                     Delivery::Disconnected { to, peer: from }
                 }
@@ -179,16 +212,41 @@ mod tests {
         let mut net = Net::default();
         net.send_quorum(1, 2, vec![1], 0, 10);
         net.send_quorum(1, 2, vec![2], 0, 1); // later send, shorter delay: still after
-        assert_eq!(net.pop(10), Some(Delivery::Message { from: 1, to: 2, bytes: vec![1] }));
-        assert_eq!(net.pop(10), Some(Delivery::Message { from: 1, to: 2, bytes: vec![2] }));
+        assert_eq!(
+            net.pop(10),
+            Some(Delivery::Message {
+                from: 1,
+                to: 2,
+                bytes: vec![1]
+            })
+        );
+        assert_eq!(
+            net.pop(10),
+            Some(Delivery::Message {
+                from: 1,
+                to: 2,
+                bytes: vec![2]
+            })
+        );
         // 2 closes; 1 learns through a marker, 2's in-flight data is gone.
         net.send_quorum(1, 2, vec![3], 10, 1);
         net.reset(1, 2, [true, false], 10, 1);
         net.send_quorum(2, 1, vec![4], 10, 1); // new connection
         net.send_quorum(1, 2, vec![5], 10, 1); // 1 writes to the dead one
-        assert_eq!(net.pop(11), Some(Delivery::Nothing), "5 belonged to the dead connection");
+        assert_eq!(
+            net.pop(11),
+            Some(Delivery::Nothing),
+            "5 belonged to the dead connection"
+        );
         assert_eq!(net.pop(11), Some(Delivery::Disconnected { to: 1, peer: 2 }));
-        assert_eq!(net.pop(11), Some(Delivery::Message { from: 2, to: 1, bytes: vec![4] }));
+        assert_eq!(
+            net.pop(11),
+            Some(Delivery::Message {
+                from: 2,
+                to: 1,
+                bytes: vec![4]
+            })
+        );
         assert_eq!(net.pop(11), None);
     }
 
@@ -202,6 +260,13 @@ mod tests {
         assert_eq!(net.pop(5), Some(Delivery::Nothing), "the datagram is lost");
         assert_eq!(net.pop(5), None, "the message waits");
         net.heal_all();
-        assert_eq!(net.pop(5), Some(Delivery::Message { from: 1, to: 2, bytes: vec![1] }));
+        assert_eq!(
+            net.pop(5),
+            Some(Delivery::Message {
+                from: 1,
+                to: 2,
+                bytes: vec![1]
+            })
+        );
     }
 }

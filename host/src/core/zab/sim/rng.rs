@@ -8,7 +8,9 @@ pub struct Rng {
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng { state: seed ^ 0x9e37_79b9_7f4a_7c15 }
+        Rng {
+            state: seed ^ 0x9e37_79b9_7f4a_7c15,
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {

@@ -1,0 +1,669 @@
+//! Exact-output tests of one `Peer` driven by hand: the driving contract
+//! and the seeds' rules, step by step.
+
+use super::*;
+
+fn z(e: u32, c: u32) -> Zxid {
+    Zxid::new(e, c)
+}
+
+fn p(bytes: &[u8]) -> Payload {
+    Payload::from(bytes)
+}
+
+fn cfg(me: ServerId, voters: &[ServerId]) -> Config {
+    let mut c = Config::new(me, voters.to_vec(), vec![]);
+    c.tick_ms = 100;
+    c.init_limit_ticks = 10;
+    c.sync_limit_ticks = 5;
+    c.finalize_wait_ms = 0;
+    c
+}
+
+fn msg(peer: &mut Peer, from: ServerId, m: Message, now_ms: u64) -> Vec<Output> {
+    peer.handle(Input::Message { from, msg: m }, now_ms);
+    peer.take_outputs()
+}
+
+fn sends(outs: &[Output]) -> Vec<(ServerId, Message)> {
+    outs.iter()
+        .filter_map(|o| match o {
+            Output::Send { to, msg } if msg.channel() == Channel::Quorum => {
+                Some((*to, msg.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Member 1 of {1,2,3} joins the established leader 3 (seed 003: "If a
+/// leader already exists, other servers inform the new one which server is
+/// the leader") and goes through discovery and a DIFF sync.
+fn follower_of_3(restored: Restored) -> Peer {
+    let mut f = Peer::new(cfg(1, &[1, 2, 3]), restored, 0).unwrap();
+    f.take_outputs();
+    let vote = |state| {
+        Message::Notification(Notification {
+            leader: 3,
+            zxid: z(1, 2),
+            peer_epoch: 1,
+            election_epoch: 4,
+            state,
+        })
+    };
+    msg(&mut f, 2, vote(ServerState::Following), 0);
+    let outs = msg(&mut f, 3, vote(ServerState::Leading), 0);
+    assert_eq!(f.state(), ServerState::Following);
+    let info = Message::FollowerInfo {
+        accepted_epoch: f.status().accepted_epoch,
+        last_zxid: f.status().last_zxid,
+        observer: false,
+    };
+    assert_eq!(sends(&outs), vec![(3, info)]);
+    f
+}
+
+#[test]
+fn a_follower_acknowledges_only_a_later_epoch() {
+    // Seed 003: "a follower acknowledges its new epoch proposal, and it only
+    // does so if the new epoch proposed is later than its own".
+    let restored = Restored {
+        accepted_epoch: 2,
+        current_epoch: 1,
+        ..Restored::empty()
+    };
+    let mut f = follower_of_3(restored.clone());
+    let outs = msg(
+        &mut f,
+        3,
+        Message::LeaderInfo {
+            epoch: 2,
+            confirmed: false,
+        },
+        1,
+    );
+    assert_eq!(
+        f.state(),
+        ServerState::Looking,
+        "epoch 2 is not later than acceptedEpoch 2"
+    );
+    assert_eq!(outs[0], Output::CloseLink { peer: 3 });
+    assert!(!outs
+        .iter()
+        .any(|o| matches!(o, Output::SetAcceptedEpoch { .. })));
+
+    // A later epoch: store it, then acknowledge with currentEpoch and zxid.
+    let mut f = follower_of_3(restored.clone());
+    let outs = msg(
+        &mut f,
+        3,
+        Message::LeaderInfo {
+            epoch: 3,
+            confirmed: false,
+        },
+        1,
+    );
+    assert_eq!(
+        outs,
+        vec![
+            Output::SetAcceptedEpoch { epoch: 3 },
+            Output::Send {
+                to: 3,
+                msg: Message::AckEpoch {
+                    epoch: 3,
+                    current_epoch: 1,
+                    last_zxid: Zxid::ZERO
+                }
+            },
+        ]
+    );
+
+    // The same epoch once a quorum confirmed it: a late joiner of the one
+    // leader of that epoch.
+    let mut f = follower_of_3(restored);
+    let outs = msg(
+        &mut f,
+        3,
+        Message::LeaderInfo {
+            epoch: 2,
+            confirmed: true,
+        },
+        1,
+    );
+    assert_eq!(
+        sends(&outs),
+        vec![(
+            3,
+            Message::AckEpoch {
+                epoch: 2,
+                current_epoch: 1,
+                last_zxid: Zxid::ZERO
+            }
+        )]
+    );
+}
+
+#[test]
+fn a_follower_persists_before_it_acknowledges() {
+    let log = vec![
+        (z(1, 1), p(b"a")),
+        (z(1, 2), p(b"b")),
+        (z(1, 3), p(b"never committed")),
+    ];
+    let restored = Restored {
+        accepted_epoch: 1,
+        current_epoch: 1,
+        snapshot_zxid: Zxid::ZERO,
+        log,
+    };
+    let mut f = follower_of_3(restored);
+    msg(
+        &mut f,
+        3,
+        Message::LeaderInfo {
+            epoch: 2,
+            confirmed: false,
+        },
+        1,
+    );
+
+    // Seed 004: "a skipped message must remain skipped": truncate 1:3.
+    let outs = msg(&mut f, 3, Message::Trunc { zxid: z(1, 2) }, 2);
+    assert_eq!(outs, vec![Output::Truncate { after: z(1, 2) }]);
+    assert!(msg(&mut f, 3, Message::Commit { zxid: z(1, 2) }, 2)
+        .iter()
+        .all(|o| matches!(o, Output::Deliver { .. })));
+    // NEWLEADER: the log is durable up to 1:2 (restored), so currentEpoch
+    // is stored first, then acknowledged.
+    let outs = msg(
+        &mut f,
+        3,
+        Message::NewLeader {
+            epoch: 2,
+            zxid: z(1, 2),
+        },
+        3,
+    );
+    assert_eq!(
+        outs,
+        vec![
+            Output::SetCurrentEpoch { epoch: 2 },
+            Output::Send {
+                to: 3,
+                msg: Message::AckNewLeader { epoch: 2 }
+            }
+        ]
+    );
+    let outs = msg(&mut f, 3, Message::UpToDate, 4);
+    assert_eq!(
+        outs,
+        vec![Output::Role(RoleChange::Following {
+            leader: 3,
+            epoch: 2
+        })]
+    );
+    assert!(f.status().serving);
+
+    // Broadcast: log, and ACK only once durable (cumulatively).
+    let outs = msg(
+        &mut f,
+        3,
+        Message::Proposal {
+            zxid: z(2, 1),
+            payload: p(b"x"),
+        },
+        5,
+    );
+    assert_eq!(
+        outs,
+        vec![Output::Persist {
+            zxid: z(2, 1),
+            payload: p(b"x")
+        }]
+    );
+    msg(
+        &mut f,
+        3,
+        Message::Proposal {
+            zxid: z(2, 2),
+            payload: p(b"y"),
+        },
+        5,
+    );
+    f.handle(Input::Durable { zxid: z(2, 2) }, 6);
+    assert_eq!(
+        f.take_outputs(),
+        vec![Output::Send {
+            to: 3,
+            msg: Message::Ack { zxid: z(2, 2) }
+        }]
+    );
+    // COMMIT delivers in zxid order.
+    let outs = msg(&mut f, 3, Message::Commit { zxid: z(2, 2) }, 7);
+    assert_eq!(
+        outs,
+        vec![
+            Output::Deliver {
+                zxid: z(2, 1),
+                payload: p(b"x")
+            },
+            Output::Deliver {
+                zxid: z(2, 2),
+                payload: p(b"y")
+            },
+        ]
+    );
+    f.validate();
+}
+
+#[test]
+fn current_epoch_waits_for_the_synced_history_to_be_durable() {
+    let mut f = follower_of_3(Restored::empty());
+    msg(
+        &mut f,
+        3,
+        Message::LeaderInfo {
+            epoch: 2,
+            confirmed: false,
+        },
+        1,
+    );
+    msg(&mut f, 3, Message::Diff, 2);
+    msg(
+        &mut f,
+        3,
+        Message::Proposal {
+            zxid: z(1, 1),
+            payload: p(b"a"),
+        },
+        2,
+    );
+    let outs = msg(
+        &mut f,
+        3,
+        Message::NewLeader {
+            epoch: 2,
+            zxid: z(1, 1),
+        },
+        2,
+    );
+    assert!(outs.is_empty(), "nothing before 1:1 is durable: {outs:?}");
+    assert_eq!(f.status().current_epoch, 0);
+    f.handle(Input::Durable { zxid: z(1, 1) }, 3);
+    assert_eq!(
+        f.take_outputs(),
+        vec![
+            Output::SetCurrentEpoch { epoch: 2 },
+            Output::Send {
+                to: 3,
+                msg: Message::AckNewLeader { epoch: 2 }
+            }
+        ]
+    );
+}
+
+#[test]
+fn a_follower_abandons_a_silent_leader() {
+    let mut f = follower_of_3(Restored::empty());
+    msg(
+        &mut f,
+        3,
+        Message::LeaderInfo {
+            epoch: 1,
+            confirmed: false,
+        },
+        0,
+    );
+    f.handle(Input::Tick, 999);
+    assert_eq!(
+        f.state(),
+        ServerState::Following,
+        "initLimit is 10 ticks of 100 ms"
+    );
+    f.handle(Input::Tick, 1_000);
+    assert_eq!(f.state(), ServerState::Looking);
+    assert_eq!(
+        f.take_outputs()[..2],
+        [
+            Output::CloseLink { peer: 3 },
+            Output::Role(RoleChange::Looking)
+        ]
+    );
+}
+
+/// Leader 3 of {1,2,3} with follower 1 through discovery and sync.
+fn leader_with_follower() -> Peer {
+    let mut l = Peer::new(
+        cfg(3, &[1, 2, 3]),
+        Restored {
+            accepted_epoch: 1,
+            current_epoch: 1,
+            ..Restored::empty()
+        },
+        0,
+    )
+    .unwrap();
+    l.take_outputs();
+    let vote = Message::Notification(Notification {
+        leader: 3,
+        zxid: Zxid::ZERO,
+        peer_epoch: 1,
+        election_epoch: 1,
+        state: ServerState::Looking,
+    });
+    let outs = msg(&mut l, 1, vote, 0);
+    assert_eq!(
+        l.state(),
+        ServerState::Leading,
+        "a quorum of votes for 3: {outs:?}"
+    );
+    let outs = msg(
+        &mut l,
+        1,
+        Message::FollowerInfo {
+            accepted_epoch: 1,
+            last_zxid: Zxid::ZERO,
+            observer: false,
+        },
+        1,
+    );
+    assert_eq!(
+        outs,
+        vec![
+            Output::SetAcceptedEpoch { epoch: 2 },
+            Output::Send {
+                to: 1,
+                msg: Message::LeaderInfo {
+                    epoch: 2,
+                    confirmed: false
+                }
+            }
+        ]
+    );
+    let outs = msg(
+        &mut l,
+        1,
+        Message::AckEpoch {
+            epoch: 2,
+            current_epoch: 1,
+            last_zxid: Zxid::ZERO,
+        },
+        2,
+    );
+    assert_eq!(
+        outs,
+        vec![
+            Output::SetCurrentEpoch { epoch: 2 },
+            Output::Send {
+                to: 1,
+                msg: Message::Diff
+            },
+            Output::Send {
+                to: 1,
+                msg: Message::NewLeader {
+                    epoch: 2,
+                    zxid: Zxid::ZERO
+                }
+            },
+        ]
+    );
+    let outs = msg(&mut l, 1, Message::AckNewLeader { epoch: 2 }, 3);
+    assert_eq!(
+        outs,
+        vec![
+            Output::Role(RoleChange::Leading { epoch: 2 }),
+            Output::Send {
+                to: 1,
+                msg: Message::UpToDate
+            }
+        ]
+    );
+    l
+}
+
+#[test]
+fn the_leader_commits_on_a_quorum_in_zxid_order() {
+    let mut l = leader_with_follower();
+    assert_eq!(l.propose(p(b"a"), 4), Ok(z(2, 1)));
+    assert_eq!(l.propose(p(b"b"), 4), Ok(z(2, 2)));
+    assert_eq!(
+        l.take_outputs(),
+        vec![
+            Output::Persist {
+                zxid: z(2, 1),
+                payload: p(b"a")
+            },
+            Output::Send {
+                to: 1,
+                msg: Message::Proposal {
+                    zxid: z(2, 1),
+                    payload: p(b"a")
+                }
+            },
+            Output::Persist {
+                zxid: z(2, 2),
+                payload: p(b"b")
+            },
+            Output::Send {
+                to: 1,
+                msg: Message::Proposal {
+                    zxid: z(2, 2),
+                    payload: p(b"b")
+                }
+            },
+        ]
+    );
+    // The follower's ack alone is not a quorum: the leader's own log must
+    // be durable too (2 of 3).
+    assert!(msg(&mut l, 1, Message::Ack { zxid: z(2, 2) }, 5).is_empty());
+    l.handle(Input::Durable { zxid: z(2, 1) }, 6);
+    assert_eq!(
+        l.take_outputs(),
+        vec![
+            Output::Deliver {
+                zxid: z(2, 1),
+                payload: p(b"a")
+            },
+            Output::Send {
+                to: 1,
+                msg: Message::Commit { zxid: z(2, 1) }
+            }
+        ]
+    );
+    // sync: answered once everything proposed before it is committed.
+    l.sync(77, 6).unwrap();
+    assert!(l.take_outputs().is_empty());
+    l.handle(Input::Durable { zxid: z(2, 2) }, 7);
+    assert_eq!(
+        l.take_outputs(),
+        vec![
+            Output::Deliver {
+                zxid: z(2, 2),
+                payload: p(b"b")
+            },
+            Output::Send {
+                to: 1,
+                msg: Message::Commit { zxid: z(2, 2) }
+            },
+            Output::SyncDone { token: 77 },
+        ]
+    );
+    l.validate();
+}
+
+#[test]
+fn a_leader_without_a_quorum_steps_down() {
+    let mut l = leader_with_follower();
+    l.handle(Input::Tick, 400);
+    msg(&mut l, 1, Message::Ping, 400);
+    l.handle(Input::Tick, 899);
+    assert_eq!(
+        l.state(),
+        ServerState::Leading,
+        "heard from 1 at 400, syncLimit is 500 ms"
+    );
+    l.take_outputs();
+    l.handle(Input::Tick, 900);
+    assert_eq!(l.state(), ServerState::Looking);
+    let outs = l.take_outputs();
+    assert_eq!(
+        outs[..3],
+        [
+            Output::CloseLink { peer: 1 },
+            Output::Role(RoleChange::LeaderLostQuorum { epoch: 2 }),
+            Output::Role(RoleChange::Looking),
+        ]
+    );
+    assert_eq!(
+        l.propose(p(b"late"), 901),
+        Err(ProposeError::NotLeader { leader: None })
+    );
+}
+
+#[test]
+fn a_single_member_leads_by_itself() {
+    let mut c = cfg(1, &[1]);
+    c.finalize_wait_ms = 0;
+    let mut l = Peer::new(c, Restored::empty(), 0).unwrap();
+    let outs = l.take_outputs();
+    assert_eq!(
+        outs,
+        vec![
+            Output::Role(RoleChange::Looking),
+            Output::SetAcceptedEpoch { epoch: 1 },
+            Output::SetCurrentEpoch { epoch: 1 },
+            Output::Role(RoleChange::Leading { epoch: 1 }),
+        ]
+    );
+    let zxid = l.propose(p(b"solo"), 1).unwrap();
+    l.take_outputs();
+    l.handle(Input::Durable { zxid }, 2);
+    assert_eq!(
+        l.take_outputs(),
+        vec![Output::Deliver {
+            zxid,
+            payload: p(b"solo")
+        }]
+    );
+}
+
+#[test]
+fn a_restarted_member_delivers_its_log_only_once_confirmed() {
+    // A log restored after a crash is not known committed: nothing is
+    // delivered until this member leads (or a leader says so).
+    let log = vec![(z(1, 1), p(b"a"))];
+    let mut l = Peer::new(
+        cfg(1, &[1]),
+        Restored {
+            accepted_epoch: 1,
+            current_epoch: 1,
+            snapshot_zxid: Zxid::ZERO,
+            log,
+        },
+        0,
+    )
+    .unwrap();
+    let outs = l.take_outputs();
+    let delivered: Vec<&Output> = outs
+        .iter()
+        .filter(|o| matches!(o, Output::Deliver { .. }))
+        .collect();
+    assert_eq!(
+        delivered,
+        vec![&Output::Deliver {
+            zxid: z(1, 1),
+            payload: p(b"a")
+        }]
+    );
+    let established = outs
+        .iter()
+        .position(|o| matches!(o, Output::Role(RoleChange::Leading { epoch: 2 })))
+        .unwrap();
+    let delivery = outs
+        .iter()
+        .position(|o| matches!(o, Output::Deliver { .. }))
+        .unwrap();
+    assert!(
+        delivery < established,
+        "the initial history is committed as the epoch is established"
+    );
+}
+
+#[test]
+fn a_leader_steps_down_for_a_follower_ahead_of_it() {
+    // ZooKeeper's "Follower is ahead of the leader": an ACKEPOCH from a
+    // member with a newer history than ours.
+    let mut l = Peer::new(
+        cfg(3, &[1, 2, 3]),
+        Restored {
+            accepted_epoch: 1,
+            current_epoch: 1,
+            ..Restored::empty()
+        },
+        0,
+    )
+    .unwrap();
+    let vote = Message::Notification(Notification {
+        leader: 3,
+        zxid: Zxid::ZERO,
+        peer_epoch: 1,
+        election_epoch: 1,
+        state: ServerState::Looking,
+    });
+    msg(&mut l, 1, vote, 0);
+    msg(
+        &mut l,
+        1,
+        Message::FollowerInfo {
+            accepted_epoch: 1,
+            last_zxid: z(1, 4),
+            observer: false,
+        },
+        1,
+    );
+    msg(
+        &mut l,
+        1,
+        Message::AckEpoch {
+            epoch: 2,
+            current_epoch: 1,
+            last_zxid: z(1, 4),
+        },
+        2,
+    );
+    assert_eq!(l.state(), ServerState::Looking);
+    assert_eq!(l.status().current_epoch, 1, "the epoch was never confirmed");
+}
+
+#[test]
+fn members_answer_looking_voters_with_the_established_vote() {
+    let mut l = leader_with_follower();
+    let asking = Message::Notification(Notification {
+        leader: 2,
+        zxid: Zxid::ZERO,
+        peer_epoch: 0,
+        election_epoch: 9,
+        state: ServerState::Looking,
+    });
+    l.handle(
+        Input::Message {
+            from: 2,
+            msg: asking,
+        },
+        10,
+    );
+    let expected = Notification {
+        leader: 3,
+        zxid: Zxid::new(2, 0),
+        peer_epoch: 2,
+        election_epoch: 1,
+        state: ServerState::Leading,
+    };
+    assert_eq!(
+        l.take_outputs(),
+        vec![Output::Send {
+            to: 2,
+            msg: Message::Notification(expected)
+        }]
+    );
+}
