@@ -249,8 +249,17 @@ impl Peer {
                 last_heard_ms: now_ms,
             },
         );
-        match l.phase {
+        let (phase, epoch) = (l.phase, l.epoch);
+        match phase {
             Phase::Discovery => self.check_discovery(),
+            Phase::Syncing | Phase::Broadcast if !observer && accepted_epoch > epoch => {
+                // This voter promised a later epoch (to a leader attempt
+                // that failed): it can never join ours, and ZooKeeper would
+                // leave it out for as long as we lead. Start a new epoch
+                // later than every promise instead.
+                self.stats.stepped_down_for_later_epoch += 1;
+                self.start_looking_after(None);
+            }
             Phase::EpochProposed | Phase::Syncing | Phase::Broadcast => self.send_leader_info(from),
         }
     }

@@ -183,7 +183,9 @@ impl Peer {
     fn on_leader_info(&mut self, epoch: u32, confirmed: bool) {
         let observer = self.learning_ref().observer;
         let acceptable = if observer {
-            epoch >= self.accepted_epoch
+            // An observer's acceptedEpoch protects nothing: it never
+            // acknowledges an epoch or a txn that counts.
+            true
         } else {
             // Seed 003: "it only does so if the new epoch proposed is later
             // than its own".

@@ -166,6 +166,9 @@ pub struct Stats {
     /// FOLLOWERINFOs from members that took us for their leader while we
     /// are not (they go back to election when we close the link).
     pub learners_refused: u64,
+    /// Times this leader started over because a voter had promised a
+    /// later epoch than ours and so could never join.
+    pub stepped_down_for_later_epoch: u64,
 }
 
 /// A snapshot of the member's state for `mntr`/`srvr` and tests.
