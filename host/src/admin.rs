@@ -115,12 +115,13 @@ fn latency(s: &Server) -> (i64, f64, i64) {
 fn srvr(s: &Server, conns: usize) -> String {
     let (min, avg, max) = latency(s);
     format!(
-        "Zookeeper version: {}\nLatency min/avg/max: {min}/{avg:.4}/{max}\nReceived: {}\nSent: {}\nConnections: {conns}\nOutstanding: {}\nZxid: 0x{:x}\nMode: standalone\nNode count: {}\n",
+        "Zookeeper version: {}\nLatency min/avg/max: {min}/{avg:.4}/{max}\nReceived: {}\nSent: {}\nConnections: {conns}\nOutstanding: {}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
         version(),
         s.stats.packets_received,
         s.stats.packets_sent,
         s.outstanding_requests(),
         s.last_zxid(),
+        s.role().mode(),
         s.tree().node_count(),
     )
 }
@@ -228,7 +229,7 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
         .sum();
     let lines: Vec<(&str, String)> = vec![
         ("zk_version", version()),
-        ("zk_server_state", "standalone".into()),
+        ("zk_server_state", s.role().mode().into()),
         ("zk_avg_latency", format!("{avg:.4}")),
         ("zk_max_latency", max.to_string()),
         ("zk_min_latency", min.to_string()),

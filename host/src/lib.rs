@@ -12,5 +12,7 @@
 pub mod admin;
 pub mod config;
 pub mod core;
+pub mod ensemble_member;
 pub mod member;
 pub mod net;
+pub mod quorum;

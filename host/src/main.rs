@@ -77,13 +77,60 @@ async fn serve(cfg: wazoo::config::Config) -> Result<()> {
     for (k, v) in &cfg.unknown {
         tracing::warn!("zoo.cfg key {k}={v} is not used by wazoo");
     }
-    if cfg.is_ensemble() {
-        anyhow::bail!(
-            "this config has server.N lines: ensemble mode is not implemented yet; remove them to run standalone"
-        );
-    }
     let member = wazoo::member::Member::start(cfg).await?;
     member.run_until(shutdown_signal()).await
+}
+
+/// `wazoo dev`: a local 3-member ensemble in one process, clients on
+/// 127.0.0.1:2181-2183, quorum links on 127.0.0.1:2888-2890, data under
+/// `data_dir/m1..m3` (kept across runs).
+async fn dev(data_dir: &std::path::Path) -> Result<()> {
+    let mut members = Vec::new();
+    for id in 1..=3u64 {
+        let dir = data_dir.join(format!("m{id}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::write(dir.join("myid"), id.to_string())
+            .with_context(|| format!("cannot write {}/myid", dir.display()))?;
+        let mut text = format!(
+            "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nextendedTypesEnabled=true\n",
+            dir.display(),
+            2180 + id
+        );
+        for peer in 1..=3u64 {
+            text.push_str(&format!(
+                "server.{peer}=127.0.0.1:{}:{};{}\n",
+                2887 + peer,
+                3887 + peer,
+                2180 + peer
+            ));
+        }
+        let mut cfg = wazoo::config::Config::parse(&text)?;
+        cfg.my_id = Some(id);
+        members.push(wazoo::member::Member::start(cfg).await?);
+    }
+    println!(
+        "wazoo dev: 3 members serving on 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (data in {})",
+        data_dir.display()
+    );
+    println!("try: wazoo cli --server 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183");
+    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let mut runs = Vec::new();
+    for m in members {
+        let mut rx = stop_tx.subscribe();
+        runs.push(tokio::spawn(async move {
+            m.run_until(async move {
+                let _ = rx.recv().await;
+            })
+            .await
+        }));
+    }
+    shutdown_signal().await;
+    let _ = stop_tx.send(());
+    for r in runs {
+        r.await.map_err(|e| anyhow::anyhow!("{e}"))??;
+    }
+    Ok(())
 }
 
 fn main() -> std::process::ExitCode {
@@ -111,17 +158,11 @@ fn main() -> std::process::ExitCode {
             }
             Cmd::Dev { data_dir } => {
                 init_tracing();
-                std::fs::create_dir_all(&data_dir)
-                    .with_context(|| format!("cannot create {}", data_dir.display()))?;
-                let text = format!(
-                    "tickTime=2000\ndataDir={}\nclientPort=2181\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nextendedTypesEnabled=true\n",
-                    data_dir.display()
-                );
-                let cfg = wazoo::config::Config::parse(&text)?;
-                tracing::warn!("wazoo dev runs one standalone member for now (the 3-member ensemble is not implemented yet)");
-                serve(cfg).await.map(|_| 0)
+                dev(&data_dir).await.map(|_| 0)
             }
-            Cmd::Cli { server, command } => wazoo_client::shell::run(&server, command.as_deref()).await,
+            Cmd::Cli { server, command } => {
+                wazoo_client::shell::run(&server, command.as_deref()).await
+            }
         }
     });
     match result {

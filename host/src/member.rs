@@ -51,6 +51,8 @@ pub enum Event {
     },
     /// The log writer stopped: the member can no longer make writes durable.
     LogFailed(String),
+    /// Ensemble: something from another member.
+    Link(crate::quorum::LinkEvent),
     Shutdown,
 }
 
@@ -227,8 +229,12 @@ pub struct Member {
 }
 
 impl Member {
-    /// Recovers, binds the client port and starts serving.
+    /// Recovers, binds the client port and starts serving: standalone, or
+    /// as one member of the ensemble the config's `server.N` lines describe.
     pub async fn start(cfg: Config) -> Result<Member> {
+        if cfg.is_ensemble() {
+            return crate::ensemble_member::start(cfg).await;
+        }
         let (server, log) = recover(&cfg, now_ms())?;
         let log_stats = log.stats();
         let (tx, rx) = mpsc::channel::<Event>(65536);
@@ -255,51 +261,21 @@ impl Member {
         let core = std::thread::Builder::new()
             .name("wazoo-core".into())
             .spawn(move || core_loop(server, rx, group, core_ctx, snap_cfg))?;
-        tokio::spawn(crate::net::accept_loop(
-            listener,
-            tx.clone(),
-            Arc::new(cfg.clone()),
-        ));
-        let tick_tx = tx.clone();
-        let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 200));
-        tokio::spawn(async move {
-            let mut iv = tokio::time::interval(tick);
-            loop {
-                iv.tick().await;
-                if tick_tx.send(Event::Input(Input::Tick)).await.is_err() {
-                    return;
-                }
-            }
-        });
-        if cfg.purge_interval_hours > 0 {
-            let (sd, ld, keep) = (
-                snap_dir(&cfg),
-                log_dir(&cfg),
-                cfg.snap_retain_count as usize,
-            );
-            let every = Duration::from_secs(cfg.purge_interval_hours as u64 * 3600);
-            tokio::spawn(async move {
-                let mut iv = tokio::time::interval(every);
-                loop {
-                    iv.tick().await;
-                    let (sd, ld) = (sd.clone(), ld.clone());
-                    let r =
-                        tokio::task::spawn_blocking(move || wazoo_storage::purge(&sd, &ld, keep))
-                            .await;
-                    match r {
-                        Ok(Ok(rep)) => tracing::info!("autopurge: {rep:?}"),
-                        Ok(Err(e)) => tracing::warn!("autopurge failed: {e}"),
-                        Err(e) => tracing::warn!("autopurge task failed: {e}"),
-                    }
-                }
-            });
-        }
+        spawn_shell_tasks(&cfg, listener, tx.clone());
         tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
-        Ok(Member {
+        Ok(Member::from_parts(client_addr, tx, core))
+    }
+
+    pub(crate) fn from_parts(
+        client_addr: SocketAddr,
+        events: mpsc::Sender<Event>,
+        core: std::thread::JoinHandle<Result<()>>,
+    ) -> Member {
+        Member {
             client_addr,
-            events: tx,
+            events,
             core: Some(core),
-        })
+        }
     }
 
     /// Runs until the core stops (log failure) or `shutdown` resolves.
@@ -326,6 +302,48 @@ impl Member {
             Ok(Err(_)) => Err(anyhow!("the core thread panicked")),
             Err(e) => Err(anyhow!("core join failed: {e}")),
         }
+    }
+}
+
+/// The tokio side of a member: the client listener, ticks and autopurge.
+pub(crate) fn spawn_shell_tasks(
+    cfg: &Config,
+    listener: tokio::net::TcpListener,
+    tx: mpsc::Sender<Event>,
+) {
+    tokio::spawn(crate::net::accept_loop(
+        listener,
+        tx.clone(),
+        Arc::new(cfg.clone()),
+    ));
+    let tick_tx = tx.clone();
+    let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 200));
+    tokio::spawn(async move {
+        let mut iv = tokio::time::interval(tick);
+        loop {
+            iv.tick().await;
+            if tick_tx.send(Event::Input(Input::Tick)).await.is_err() {
+                return;
+            }
+        }
+    });
+    if cfg.purge_interval_hours > 0 {
+        let (sd, ld, keep) = (snap_dir(cfg), log_dir(cfg), cfg.snap_retain_count as usize);
+        let every = Duration::from_secs(cfg.purge_interval_hours as u64 * 3600);
+        tokio::spawn(async move {
+            let mut iv = tokio::time::interval(every);
+            loop {
+                iv.tick().await;
+                let (sd, ld) = (sd.clone(), ld.clone());
+                let r =
+                    tokio::task::spawn_blocking(move || wazoo_storage::purge(&sd, &ld, keep)).await;
+                match r {
+                    Ok(Ok(rep)) => tracing::info!("autopurge: {rep:?}"),
+                    Ok(Err(e)) => tracing::warn!("autopurge failed: {e}"),
+                    Err(e) => tracing::warn!("autopurge task failed: {e}"),
+                }
+            }
+        });
     }
 }
 
@@ -364,6 +382,7 @@ fn core_loop(
                     break 'outer;
                 }
                 Event::Shutdown => break 'outer,
+                Event::Link(_) => {}
             }
             handled += 1;
             if handled < 4096 {
@@ -395,6 +414,9 @@ fn core_loop(
                 }
                 Output::Snapshot(job) => {
                     start_snapshot(&cfg, *job, Arc::clone(&snapshot_busy));
+                }
+                Output::Propose { .. } | Output::ToLeader(_) => {
+                    tracing::error!("a standalone member was asked to replicate; ignoring");
                 }
             }
         }

@@ -21,6 +21,7 @@
 //! for, plus the tail of the server's log.
 
 mod config;
+mod ensemble;
 mod flavor;
 mod process;
 mod proxy;
@@ -34,6 +35,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use config::ServerOptions;
+pub use ensemble::{start_ensemble, TestEnsemble, WazooEnsemble};
 pub use flavor::{start_server, start_server_with, Flavor, TestServer};
 pub use proxy::Proxy;
 pub use wazoo::{wazoo_bin, WazooServer};

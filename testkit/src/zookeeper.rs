@@ -148,7 +148,7 @@ fn zookeeper_spec(
 
 /// The `Mode:` line of `srvr` (`standalone`, `leader`, `follower`, `observer`),
 /// or `None` while the server is not serving.
-fn server_mode(addr: SocketAddr) -> Option<String> {
+pub(crate) fn server_mode(addr: SocketAddr) -> Option<String> {
     let srvr = four_letter_word(addr, "srvr").ok()?;
     srvr.lines()
         .find_map(|l| l.strip_prefix("Mode: "))

@@ -23,6 +23,11 @@ use wazoo_proto::{
     WatcherType,
 };
 
+mod ensemble;
+pub mod peer_msg;
+
+pub use peer_msg::PeerMsg;
+
 use super::acl::{self, AuthInfo};
 use super::session::{self, SessionTracker};
 use super::tree::{DataTree, TreeSnapshot};
@@ -72,6 +77,46 @@ impl Default for ServerConfig {
     }
 }
 
+/// What this member does for clients, as consensus decides it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// One member, no ensemble: writes are durable once the local log is.
+    Standalone,
+    /// Electing or cut off: no client is served.
+    Looking,
+    /// Preps every write of the ensemble; txns carry `epoch << 32 | n`.
+    Leader { epoch: u32 },
+    /// Serves reads, forwards writes to the leader.
+    Follower { leader: u64 },
+    /// A non-voting follower.
+    Observer { leader: u64 },
+}
+
+impl Role {
+    pub fn serves_clients(self) -> bool {
+        !matches!(self, Role::Looking)
+    }
+
+    /// `srvr`'s and `mntr`'s name for the role.
+    pub fn mode(self) -> &'static str {
+        match self {
+            Role::Standalone => "standalone",
+            Role::Looking => "looking",
+            Role::Leader { .. } => "leader",
+            Role::Follower { .. } => "follower",
+            Role::Observer { .. } => "observer",
+        }
+    }
+
+    fn forwards(self) -> bool {
+        matches!(self, Role::Follower { .. } | Role::Observer { .. })
+    }
+
+    fn decides(self) -> bool {
+        matches!(self, Role::Standalone | Role::Leader { .. })
+    }
+}
+
 /// An event from the shell.
 #[derive(Debug)]
 pub enum Input {
@@ -97,6 +142,12 @@ pub enum Input {
     Tick,
     /// Every txn up to and including `zxid` is durable.
     Durable { zxid: i64 },
+    /// Ensemble: this txn is committed; apply it (in zxid order).
+    Committed { zxid: i64, record: Vec<u8> },
+    /// Ensemble: a message from another member's pipeline.
+    Peer { from: u64, msg: PeerMsg },
+    /// Ensemble: consensus changed this member's role.
+    Role(Role),
 }
 
 /// What the shell must do, in order.
@@ -115,6 +166,10 @@ pub enum Output {
     Persist { zxid: i64, record: Vec<u8> },
     /// Write a snapshot of the state as of `zxid`.
     Snapshot(Box<SnapshotJob>),
+    /// Ensemble leader: propose this txn (its zxid is the next one).
+    Propose { zxid: i64, record: Vec<u8> },
+    /// Ensemble follower: send this to the leader's pipeline.
+    ToLeader(PeerMsg),
 }
 
 /// A consistent snapshot, taken in O(1), for a background writer.
@@ -183,6 +238,8 @@ enum Queued {
         started_ms: i64,
         result: Option<Reply>,
         close_after: bool,
+        /// Forwarded writes: how to build the reply from the committed txn.
+        meta: Option<ensemble::WriteMeta>,
     },
     /// A read or a precomputed error, run when it reaches the head.
     Deferred {
@@ -209,6 +266,8 @@ enum Deferred {
 enum Origin {
     Conn(ConnId),
     Internal,
+    /// Forwarded by another member; that member replies.
+    Remote,
 }
 
 #[derive(Debug)]
@@ -225,6 +284,8 @@ pub struct Conn {
     pub timeout_ms: i32,
     pub auth: AuthInfo,
     pub peer: Option<SocketAddr>,
+    /// The client sent the readOnly byte, so replies carry it too.
+    read_only_byte: bool,
     queue: VecDeque<Queued>,
     /// The handshake reply has been sent; requests are accepted.
     pub established: bool,
@@ -278,6 +339,9 @@ impl Record {
             .wrapping_sub(self.stat.num_children);
     }
 }
+
+/// Records a prep changed, by path (`None`: deleted).
+type Changes = Vec<(String, Option<Record>)>;
 
 /// ZooKeeper's outstanding changes: the effect of txns proposed but not yet
 /// applied, consulted before the tree.
@@ -405,6 +469,12 @@ pub struct Server {
     sendbuf: HashMap<ConnId, (Vec<u8>, u32)>,
     send_order: Vec<ConnId>,
     pub stats: Stats,
+    role: Role,
+    /// Ensemble bookkeeping (sessions touched, owners).
+    ens: ensemble::EnsembleState,
+    /// Set when a committed txn cannot be applied: this member's state can
+    /// no longer be trusted and the shell must stop it.
+    fatal: Option<String>,
 }
 
 impl Server {
@@ -444,6 +514,9 @@ impl Server {
             sendbuf: HashMap::new(),
             send_order: Vec::new(),
             stats: Stats::default(),
+            role: Role::Standalone,
+            ens: ensemble::EnsembleState::default(),
+            fatal: None,
         }
     }
 
@@ -506,6 +579,39 @@ impl Server {
         &self.cfg
     }
 
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Why this member must stop, if it must.
+    pub fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+
+    /// Starts in ensemble mode, electing: no client is served until
+    /// consensus gives a role.
+    pub fn set_ensemble(&mut self) {
+        self.role = Role::Looking;
+    }
+
+    /// Ensemble: replaces the state with a snapshot the leader sent (SNAP).
+    /// Only happens while syncing, when no client is served.
+    pub fn install_snapshot(&mut self, tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64) {
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for c in conns {
+            self.close_conn(c);
+        }
+        self.tree = tree;
+        self.sessions = SessionTracker::new(self.cfg.server_id, self.now_ms, self.cfg.tick_ms);
+        for (id, timeout) in sessions {
+            self.sessions.add(id, timeout, self.now_ms);
+        }
+        self.last_applied = zxid;
+        self.last_proposed = zxid;
+        self.proposals.clear();
+        self.outstanding = Outstanding::default();
+    }
+
     /// Requests received but not answered yet.
     pub fn outstanding_requests(&self) -> usize {
         self.conns.values().map(|c| c.queue.len()).sum()
@@ -534,6 +640,9 @@ impl Server {
             Input::Closed { conn } => self.on_closed(conn),
             Input::Tick => self.on_tick(),
             Input::Durable { zxid } => self.on_durable(zxid),
+            Input::Committed { zxid, record } => self.on_committed(zxid, &record),
+            Input::Peer { from, msg } => self.on_peer(from, msg),
+            Input::Role(role) => self.on_role(role),
         }
     }
 
@@ -593,6 +702,7 @@ impl Server {
             timeout_ms: 0,
             auth: AuthInfo::for_addr(peer.map(|p| p.ip())),
             peer,
+            read_only_byte,
             queue: VecDeque::new(),
             established: false,
             closing: false,
@@ -605,6 +715,11 @@ impl Server {
             max_latency_ms: 0,
             total_latency_ms: 0,
         };
+        if !self.role.serves_clients() {
+            self.conns.insert(conn, c);
+            self.close_conn(conn);
+            return;
+        }
         if req.last_zxid_seen > self.last_applied {
             // Seed 000: a client that has seen a newer zxid must not connect
             // to a server that is behind it. ZooKeeper closes without reply.
@@ -622,12 +737,18 @@ impl Server {
             self.cfg.max_session_timeout_ms,
         ) as i32;
         c.timeout_ms = timeout;
+        if req.session_id == 0 && self.role.forwards() {
+            self.conns.insert(conn, c);
+            self.follower_new_session(conn, timeout);
+            return;
+        }
         if req.session_id == 0 {
             let id = self.sessions.next_session_id();
             c.session = id;
             self.conns.insert(conn, c);
             self.session_conn.insert(id, conn);
             self.sessions.add(id, timeout, self.now_ms);
+            self.ens.owned_here(id, self.cfg.server_id);
             let kind = WriteKind::Connect {
                 session: id,
                 timeout_ms: timeout,
@@ -650,6 +771,14 @@ impl Server {
         let valid = req.passwd.as_slice() == session::password(id)
             && self.sessions.is_live(id)
             && self.sessions.touch(id, self.now_ms);
+        if valid && self.role.forwards() {
+            // Tell the leader now: the claim must reach it before any write
+            // this connection forwards (the link is FIFO).
+            self.ens.claim(id);
+            self.report_touches();
+        } else if valid {
+            self.ens.owned_here(id, self.cfg.server_id);
+        }
         c.session = if valid { id } else { 0 };
         self.conns.insert(conn, c);
         if !valid {
@@ -694,12 +823,19 @@ impl Server {
     }
 
     fn on_tick(&mut self) {
+        if self.role.forwards() {
+            self.report_touches();
+            return;
+        }
+        if !self.role.decides() {
+            return;
+        }
         for id in self.sessions.expire(self.now_ms) {
             self.stats.sessions_expired += 1;
             tracing::info!("expiring session 0x{id:x}");
             self.propose(
                 Origin::Internal,
-                0,
+                ensemble::INTERNAL_CXID,
                 id,
                 Txn::CloseSession,
                 Vec::new(),
@@ -738,7 +874,7 @@ impl Server {
             tracing::debug!("reaping {path}");
             self.propose(
                 Origin::Internal,
-                0,
+                ensemble::INTERNAL_CXID,
                 0,
                 Txn::Delete { path },
                 changes,
@@ -761,8 +897,17 @@ impl Server {
         }
         let session = c.session;
         self.sessions.touch(session, self.now_ms);
+        if self.role.forwards() {
+            self.ens.touched(session);
+        }
         match req {
             Request::Auth(pkt) => self.on_auth(conn, xid, pkt),
+            Request::CloseSession if self.role.forwards() => {
+                self.forward_write(conn, xid, session, Request::CloseSession)
+            }
+            Request::Sync { .. } if self.role.forwards() => {
+                self.forward_write(conn, xid, session, req)
+            }
             Request::CloseSession => {
                 self.sessions.set_closing(session);
                 self.propose(
@@ -828,6 +973,10 @@ impl Server {
     }
 
     fn on_write(&mut self, conn: ConnId, xid: i32, session: i64, req: Request) {
+        if self.role.forwards() {
+            self.forward_write(conn, xid, session, req);
+            return;
+        }
         if !self.sessions.is_live(session) {
             self.push_deferred(conn, xid, Deferred::Error(ErrorCode::SessionExpired));
             return;
@@ -837,38 +986,9 @@ impl Server {
             .get(&conn)
             .map(|c| c.auth.clone())
             .unwrap_or_default();
-        let zxid = self.last_proposed + 1;
-        let mut view = View {
-            tree: &self.tree,
-            outstanding: &self.outstanding,
-            local: Vec::new(),
-            zxid,
-            time_ms: self.now_ms,
-        };
-        let prepped = match &req {
-            Request::Multi(ops) => prep_multi(&self.cfg, &mut view, &auth, session, zxid, ops)
-                .map(|(t, k)| (t, WriteKind::Multi(k))),
-            Request::Reconfig(_) => Err(PrepError::Code(if self.cfg.reconfig_enabled {
-                ErrorCode::Unimplemented
-            } else {
-                ErrorCode::ReconfigDisabled
-            })),
-            Request::Check { path, version } => {
-                match prep_check(&mut view, &auth, path, *version) {
-                    Ok(_) => Err(PrepError::Done),
-                    Err(e) => Err(PrepError::Code(e)),
-                }
-            }
-            op => prep_single(&self.cfg, &mut view, &auth, session, op)
-                .map_err(PrepError::Code)
-                .and_then(|(t, k)| match k {
-                    Some(k) => Ok((t, k)),
-                    None => Err(PrepError::Done),
-                }),
-        };
+        let prepped = self.prep_write(&auth, session, &req);
         match prepped {
-            Ok((txn, kind)) => {
-                let changes = view.into_changes();
+            Ok((txn, changes, kind)) => {
                 self.propose(
                     Origin::Conn(conn),
                     xid,
@@ -911,10 +1031,17 @@ impl Server {
             txn,
         };
         self.outstanding.commit(zxid, changes);
-        self.out.push(Output::Persist {
-            zxid,
-            record: record.encode(),
-        });
+        if matches!(self.role, Role::Leader { .. }) {
+            self.out.push(Output::Propose {
+                zxid,
+                record: record.encode(),
+            });
+        } else {
+            self.out.push(Output::Persist {
+                zxid,
+                record: record.encode(),
+            });
+        }
         if let Origin::Conn(conn) = origin {
             let now = self.now_ms;
             if let Some(c) = self.conns.get_mut(&conn) {
@@ -924,6 +1051,7 @@ impl Server {
                     started_ms: now,
                     result: None,
                     close_after,
+                    meta: None,
                 });
             }
         }
@@ -998,6 +1126,11 @@ impl Server {
             }
             self.drain(conn);
         }
+        self.after_apply();
+    }
+
+    /// Counts txns towards the next snapshot.
+    fn after_apply(&mut self) {
         self.txns_since_snapshot += 1;
         if self.txns_since_snapshot >= self.cfg.snap_count {
             self.txns_since_snapshot = 0;
@@ -1149,6 +1282,7 @@ impl Server {
                     started_ms,
                     close_after,
                     zxid,
+                    meta: _,
                 } => {
                     let _ = zxid;
                     let (err, body) = match result.expect("ready") {
@@ -1454,6 +1588,37 @@ impl Server {
             frame::write_notification(self.send_buf(conn), NOTIFICATION_ZXID, &ev);
             self.stats.packets_sent += 1;
         }
+    }
+}
+
+/// Preps one write request against `view` (ZooKeeper's pRequest2Txn).
+fn prep_request(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    session: i64,
+    req: &Request,
+) -> Result<(Txn, WriteKind), PrepError> {
+    match req {
+        Request::Multi(ops) => {
+            let zxid = view.zxid;
+            prep_multi(cfg, view, auth, session, zxid, ops).map(|(t, k)| (t, WriteKind::Multi(k)))
+        }
+        Request::Reconfig(_) => Err(PrepError::Code(if cfg.reconfig_enabled {
+            ErrorCode::Unimplemented
+        } else {
+            ErrorCode::ReconfigDisabled
+        })),
+        Request::Check { path, version } => match prep_check(view, auth, path, *version) {
+            Ok(_) => Err(PrepError::Done),
+            Err(e) => Err(PrepError::Code(e)),
+        },
+        op => prep_single(cfg, view, auth, session, op)
+            .map_err(PrepError::Code)
+            .and_then(|(t, k)| match k {
+                Some(k) => Ok((t, k)),
+                None => Err(PrepError::Done),
+            }),
     }
 }
 

@@ -78,6 +78,9 @@ impl Harness {
                 Output::Send { conn, bytes, .. } => self.decode(conn, &bytes),
                 Output::Close { conn } => self.closed.push(conn),
                 Output::Snapshot(_) => {}
+                Output::Propose { .. } | Output::ToLeader(_) => {
+                    panic!("a standalone member never replicates")
+                }
             }
         }
     }

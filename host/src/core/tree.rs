@@ -680,7 +680,7 @@ impl DataTree {
                 Ok(())
             }),
             Txn::CloseSession => self.atomically(|t| t.close_session(hdr, &mut triggers)),
-            Txn::CreateSession { .. } => Ok(()),
+            Txn::CreateSession { .. } | Txn::Error { .. } | Txn::Noop => Ok(()),
             op => self.apply_op(hdr, op, &mut triggers),
         };
         self.acls.purge();
@@ -732,6 +732,8 @@ impl DataTree {
             Txn::CreateSession { .. } => Err(ApplyError::NotInMulti("createSession")),
             Txn::CloseSession => Err(ApplyError::NotInMulti("closeSession")),
             Txn::Multi(_) => Err(ApplyError::NotInMulti("multi")),
+            Txn::Error { .. } => Err(ApplyError::NotInMulti("error")),
+            Txn::Noop => Err(ApplyError::NotInMulti("noop")),
         }
     }
 

@@ -77,6 +77,15 @@ pub enum Txn {
     },
     /// Every op applies, in order, under one zxid.
     Multi(Vec<Txn>),
+    /// A forwarded write that failed in the leader's prep: changes nothing,
+    /// but carries the outcome to the member holding the session, in order
+    /// with its other writes (ZooKeeper's error txn). One code for a single
+    /// op; one per op for a multi (ZooKeeper's per-op results).
+    Error {
+        errs: Vec<i32>,
+    },
+    /// Changes nothing; orders a forwarded `sync` behind every earlier write.
+    Noop,
 }
 
 mod tag {
@@ -88,6 +97,8 @@ mod tag {
     pub const SET_ACL: i32 = 6;
     pub const CHECK: i32 = 7;
     pub const MULTI: i32 = 8;
+    pub const ERROR: i32 = 9;
+    pub const NOOP: i32 = 10;
 }
 
 mod kind_tag {
@@ -158,6 +169,14 @@ impl Txn {
                     op.write(w);
                 }
             }
+            Txn::Error { errs } => {
+                w.write_i32(tag::ERROR);
+                w.write_i32(errs.len() as i32);
+                for e in errs {
+                    w.write_i32(*e);
+                }
+            }
+            Txn::Noop => w.write_i32(tag::NOOP),
         }
     }
 
@@ -213,6 +232,15 @@ impl Txn {
                 }
                 Txn::Multi(ops)
             }
+            tag::ERROR => {
+                let n = r.read_len(4)?;
+                let mut errs = Vec::with_capacity(n);
+                for _ in 0..n {
+                    errs.push(r.read_i32()?);
+                }
+                Txn::Error { errs }
+            }
+            tag::NOOP => Txn::Noop,
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }
@@ -283,6 +311,10 @@ mod tests {
                 Txn::Check { path: "/a".into() },
                 Txn::Delete { path: "/a".into() },
             ]),
+            Txn::Error {
+                errs: vec![0, -101, -2],
+            },
+            Txn::Noop,
         ]
     }
 

@@ -1,0 +1,495 @@
+//! The pipeline's ensemble roles (issue 4, item 5).
+//!
+//! - The **leader** preps every write of the ensemble, its own clients' and
+//!   those followers forward, against one view (committed tree + every
+//!   outstanding change), and proposes the txns through ZAB. A forwarded
+//!   write that fails in prep becomes an error txn, as in ZooKeeper, so the
+//!   follower learns the outcome in order with the session's other writes.
+//!   The leader alone expires sessions (from the touches followers report)
+//!   and reaps containers, and it tracks which member owns each session to
+//!   answer SessionMoved.
+//! - A **follower** (or observer) serves reads locally, forwards writes,
+//!   new sessions and syncs to the leader, and answers each forwarded
+//!   request when the committed txn carrying its (session, cxid) is applied
+//!   here, building the reply from the txn and the tree.
+//! - Every member applies every committed txn in zxid order.
+
+use std::collections::HashSet;
+
+use wazoo_proto::jute::Reader;
+use wazoo_proto::{ConnectResponse, ErrorCode, OpCode, OpResult, Request, Response};
+
+use super::{
+    session, AuthInfo, ConnId, DataTree, Origin, PeerMsg, PrepError, Queued, Reply, Role, Server,
+    Txn, TxnHeader, TxnRecord, WriteKind,
+};
+
+/// The cxid of txns the leader starts itself (expiry, reaping), so they
+/// never match a client's request.
+pub(super) const INTERNAL_CXID: i32 = i32::MIN;
+
+/// What a follower keeps of a forwarded write to build its reply.
+#[derive(Debug, Clone)]
+pub(crate) struct WriteMeta {
+    op: OpCode,
+    /// The opcode of each op of a multi (create vs create2 results differ).
+    sub_ops: Vec<OpCode>,
+    path: String,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct EnsembleState {
+    touched: HashSet<i64>,
+    claimed: Vec<i64>,
+    /// Leader: the member each session is attached to.
+    owners: std::collections::HashMap<i64, u64>,
+}
+
+impl EnsembleState {
+    pub(super) fn claim(&mut self, session: i64) {
+        self.claimed.push(session);
+        self.touched.insert(session);
+    }
+
+    pub(super) fn touched(&mut self, session: i64) {
+        self.touched.insert(session);
+    }
+
+    /// Leader (or standalone): the session is attached to this member.
+    pub(super) fn owned_here(&mut self, session: i64, me: u64) {
+        self.owners.insert(session, me);
+    }
+}
+
+impl Server {
+    // ----- follower side ---------------------------------------------------
+
+    /// A new client session on a follower: the id is made here (this
+    /// member's id in its top byte), the leader makes it a txn.
+    pub(super) fn follower_new_session(&mut self, conn: ConnId, timeout: i32) {
+        let id = self.sessions.next_session_id();
+        self.sessions.add(id, timeout, self.now_ms);
+        self.session_conn.insert(id, conn);
+        let now = self.now_ms;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.session = id;
+            c.queue.push_back(Queued::Write {
+                xid: 0,
+                zxid: 0,
+                started_ms: now,
+                result: None,
+                close_after: false,
+                meta: Some(WriteMeta {
+                    op: OpCode::CreateSession,
+                    sub_ops: Vec::new(),
+                    path: String::new(),
+                }),
+            });
+        }
+        self.out
+            .push(super::Output::ToLeader(PeerMsg::CreateSession {
+                session: id,
+                timeout_ms: timeout,
+            }));
+    }
+
+    /// Sends a client's write (or sync, or close) to the leader and queues
+    /// its reply slot.
+    pub(super) fn forward_write(&mut self, conn: ConnId, xid: i32, session: i64, req: Request) {
+        let op = req.opcode();
+        let sub_ops = match &req {
+            Request::Multi(ops) => ops.iter().map(Request::opcode).collect(),
+            _ => Vec::new(),
+        };
+        let path = req.path().unwrap_or("").to_string();
+        let mut body = Vec::new();
+        req.write_body(&mut body);
+        let now = self.now_ms;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let auth = c.auth.ids.clone();
+        c.queue.push_back(Queued::Write {
+            xid,
+            zxid: 0,
+            started_ms: now,
+            result: None,
+            close_after: op == OpCode::CloseSession,
+            meta: Some(WriteMeta { op, sub_ops, path }),
+        });
+        self.out.push(super::Output::ToLeader(PeerMsg::Forward {
+            session,
+            cxid: xid,
+            auth,
+            op: op.code(),
+            body,
+        }));
+    }
+
+    /// Reports session activity to the leader, which decides expiry.
+    pub(super) fn report_touches(&mut self) {
+        if self.ens.touched.is_empty() && self.ens.claimed.is_empty() {
+            return;
+        }
+        let mut sessions: Vec<i64> = self.ens.touched.drain().collect();
+        sessions.sort_unstable();
+        let claimed = std::mem::take(&mut self.ens.claimed);
+        self.out.push(super::Output::ToLeader(PeerMsg::Touch {
+            sessions,
+            claimed,
+        }));
+    }
+
+    // ----- leader side -----------------------------------------------------
+
+    pub(super) fn on_peer(&mut self, from: u64, msg: PeerMsg) {
+        if !matches!(self.role, Role::Leader { .. }) {
+            // A stale message for a leader we no longer are: the follower
+            // fails its pending requests when its role changes.
+            return;
+        }
+        match msg {
+            PeerMsg::CreateSession {
+                session,
+                timeout_ms,
+            } => {
+                self.sessions.add(session, timeout_ms, self.now_ms);
+                self.ens.owners.insert(session, from);
+                self.propose(
+                    Origin::Remote,
+                    0,
+                    session,
+                    Txn::CreateSession { timeout_ms },
+                    Vec::new(),
+                    None,
+                    false,
+                );
+            }
+            PeerMsg::Touch { sessions, claimed } => {
+                for s in sessions {
+                    self.sessions.touch(s, self.now_ms);
+                }
+                for s in claimed {
+                    self.ens.owners.insert(s, from);
+                }
+            }
+            PeerMsg::Forward {
+                session,
+                cxid,
+                auth,
+                op,
+                body,
+            } => self.leader_forwarded(from, session, cxid, AuthInfo { ids: auth }, op, &body),
+        }
+    }
+
+    fn propose_error(&mut self, session: i64, cxid: i32, errs: Vec<i32>) {
+        self.propose(
+            Origin::Remote,
+            cxid,
+            session,
+            Txn::Error { errs },
+            Vec::new(),
+            None,
+            false,
+        );
+    }
+
+    fn leader_forwarded(
+        &mut self,
+        from: u64,
+        session: i64,
+        cxid: i32,
+        auth: AuthInfo,
+        op: i32,
+        body: &[u8],
+    ) {
+        let req = match Request::read_body(op, &mut Reader::new(body)) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                return self.propose_error(session, cxid, vec![ErrorCode::Unimplemented.code()])
+            }
+            Err(_) => {
+                return self.propose_error(session, cxid, vec![ErrorCode::MarshallingError.code()])
+            }
+        };
+        let n_ops = match &req {
+            Request::Multi(ops) => ops.len(),
+            _ => 1,
+        };
+        let fail = |code: ErrorCode| -> Vec<i32> {
+            if matches!(req, Request::Multi(_)) {
+                // Every op of a multi refused for a session-level reason.
+                vec![code.code(); n_ops.max(1)]
+            } else {
+                vec![code.code()]
+            }
+        };
+        if !self.sessions.is_live(session) {
+            let errs = fail(ErrorCode::SessionExpired);
+            return self.propose_error(session, cxid, errs);
+        }
+        if self.ens.owners.get(&session).is_some_and(|&o| o != from) {
+            // Seed 000: the session has moved to another server.
+            let errs = fail(ErrorCode::SessionMoved);
+            return self.propose_error(session, cxid, errs);
+        }
+        match req {
+            Request::CloseSession => {
+                self.sessions.set_closing(session);
+                self.propose(
+                    Origin::Remote,
+                    cxid,
+                    session,
+                    Txn::CloseSession,
+                    Vec::new(),
+                    None,
+                    false,
+                );
+            }
+            Request::Sync { .. } => {
+                self.propose(
+                    Origin::Remote,
+                    cxid,
+                    session,
+                    Txn::Noop,
+                    Vec::new(),
+                    None,
+                    false,
+                );
+            }
+            req => match self.prep_write(&auth, session, &req) {
+                Ok((txn, changes, _kind)) => {
+                    self.propose(Origin::Remote, cxid, session, txn, changes, None, false)
+                }
+                Err(PrepError::Code(code)) => self.propose_error(session, cxid, vec![code.code()]),
+                Err(PrepError::Done) => self.propose_error(session, cxid, vec![0]),
+                Err(PrepError::MultiFailed(results)) => {
+                    let errs = results
+                        .iter()
+                        .map(|r| match r {
+                            OpResult::Error { err } => *err,
+                            _ => 0,
+                        })
+                        .collect();
+                    self.propose_error(session, cxid, errs)
+                }
+            },
+        }
+    }
+
+    // ----- every member ----------------------------------------------------
+
+    /// A committed txn from ZAB. The leader's own proposals are at the
+    /// front of its queue; anything else is decoded and applied here.
+    pub(super) fn on_committed(&mut self, zxid: i64, record: &[u8]) {
+        if self
+            .proposals
+            .front()
+            .is_some_and(|p| p.record.header.zxid == zxid)
+        {
+            let p = self.proposals.pop_front().expect("front exists");
+            self.apply(p);
+            return;
+        }
+        match TxnRecord::decode(record) {
+            Ok(rec) if rec.header.zxid == zxid => self.apply_committed(rec),
+            Ok(rec) => self.fail(format!(
+                "committed txn 0x{zxid:x} carries zxid 0x{:x}",
+                rec.header.zxid
+            )),
+            Err(e) => self.fail(format!("committed txn 0x{zxid:x} does not decode: {e}")),
+        }
+    }
+
+    fn fail(&mut self, why: String) {
+        tracing::error!("{why}");
+        if self.fatal.is_none() {
+            self.fatal = Some(why);
+        }
+    }
+
+    /// Applies a committed txn this member did not propose, and answers the
+    /// local client whose forwarded request it carries.
+    fn apply_committed(&mut self, rec: TxnRecord) {
+        let hdr = rec.header.clone();
+        if hdr.zxid <= self.last_applied {
+            return;
+        }
+        let pre = matches!(rec.txn, Txn::Multi(_)).then(|| self.tree.clone());
+        let triggers = match self.tree.apply(&hdr, &rec.txn) {
+            Ok(t) => t,
+            Err(e) => {
+                return self.fail(format!(
+                    "committed txn 0x{:x} does not apply: {e}",
+                    hdr.zxid
+                ))
+            }
+        };
+        self.last_applied = hdr.zxid;
+        self.last_proposed = self.last_proposed.max(hdr.zxid);
+        self.stats.txns_applied += 1;
+        match &rec.txn {
+            Txn::CreateSession { timeout_ms } => {
+                self.sessions.add(hdr.session_id, *timeout_ms, self.now_ms);
+            }
+            Txn::CloseSession => {
+                self.sessions.remove(hdr.session_id);
+                self.ens.owners.remove(&hdr.session_id);
+            }
+            _ => {}
+        }
+        for t in triggers {
+            self.notify(&t.path, t.event);
+        }
+        if let Some(&conn) = self.session_conn.get(&hdr.session_id) {
+            let slot = self.conns.get(&conn).and_then(|c| {
+                c.queue.iter().position(|q| {
+                    matches!(q, Queued::Write { xid, result: None, meta: Some(_), .. } if *xid == hdr.cxid)
+                })
+            });
+            match slot {
+                Some(i) => {
+                    let meta = match &self.conns[&conn].queue[i] {
+                        Queued::Write { meta: Some(m), .. } => m.clone(),
+                        _ => unreachable!("position matched a forwarded write"),
+                    };
+                    let reply = self.reply_from_txn(conn, &meta, &hdr, &rec.txn, pre.as_ref());
+                    if let Some(Queued::Write { result, .. }) =
+                        self.conns.get_mut(&conn).and_then(|c| c.queue.get_mut(i))
+                    {
+                        *result = Some(reply);
+                    }
+                    self.drain(conn);
+                }
+                None if matches!(rec.txn, Txn::CloseSession) => {
+                    // Expired or closed elsewhere: its connection here goes.
+                    self.session_conn.remove(&hdr.session_id);
+                    self.close_conn(conn);
+                }
+                None => {}
+            }
+        }
+        self.after_apply();
+    }
+
+    fn reply_from_txn(
+        &self,
+        conn: ConnId,
+        meta: &WriteMeta,
+        hdr: &TxnHeader,
+        txn: &Txn,
+        pre: Option<&DataTree>,
+    ) -> Reply {
+        if meta.op == OpCode::CreateSession {
+            let c = &self.conns[&conn];
+            return Reply::Connect(ConnectResponse {
+                protocol_version: 0,
+                timeout_ms: c.timeout_ms,
+                session_id: hdr.session_id,
+                passwd: session::password(hdr.session_id).to_vec(),
+                read_only: c.read_only_byte.then_some(false),
+            });
+        }
+        let ok = |r| Reply::Frame(ErrorCode::Ok, r);
+        match txn {
+            Txn::Error { errs } if meta.op == OpCode::Multi => ok(Response::Multi(
+                errs.iter().map(|&err| OpResult::Error { err }).collect(),
+            )),
+            Txn::Error { errs } => {
+                let code = errs
+                    .first()
+                    .and_then(|&e| ErrorCode::from_i32(e))
+                    .unwrap_or(ErrorCode::SystemError);
+                Reply::Frame(code, Response::Empty)
+            }
+            Txn::Noop => ok(Response::Sync {
+                path: meta.path.clone(),
+            }),
+            Txn::Create(c) => ok(self.created_result(meta.op, &c.path)),
+            Txn::SetData { path, .. } | Txn::SetAcl { path, .. } => {
+                ok(Response::Stat(self.stat_or_default(path)))
+            }
+            Txn::Multi(ops) => {
+                let mut scratch = pre.cloned().unwrap_or_else(|| self.tree.clone());
+                let mut results = Vec::with_capacity(ops.len());
+                for (i, op) in ops.iter().enumerate() {
+                    let _ = scratch.apply(hdr, op);
+                    let sub = meta.sub_ops.get(i).copied().unwrap_or(OpCode::Create2);
+                    results.push(match op {
+                        Txn::Create(c) if sub == OpCode::Create => OpResult::Create {
+                            path: c.path.clone(),
+                        },
+                        Txn::Create(c) => OpResult::Create2 {
+                            path: c.path.clone(),
+                            stat: scratch.stat(&c.path).unwrap_or_default(),
+                        },
+                        Txn::SetData { path, .. } => OpResult::SetData {
+                            stat: scratch.stat(path).unwrap_or_default(),
+                        },
+                        Txn::Check { .. } => OpResult::Check,
+                        _ => OpResult::Delete,
+                    });
+                }
+                ok(Response::Multi(results))
+            }
+            _ => ok(Response::Empty),
+        }
+    }
+
+    pub(super) fn on_role(&mut self, role: Role) {
+        let was = self.role;
+        tracing::info!(from = was.mode(), to = role.mode(), "role change");
+        if role == Role::Looking || (was != Role::Looking && role != was) {
+            // ZooKeeper closes every client connection when a server stops
+            // serving; clients reconnect (to this or another member) and
+            // keep their sessions.
+            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            for c in conns {
+                self.close_conn(c);
+            }
+        }
+        self.proposals.clear();
+        self.outstanding = Default::default();
+        self.ens = EnsembleState::default();
+        self.last_proposed = self.last_applied;
+        if let Role::Leader { epoch } = role {
+            self.last_proposed = (epoch as i64) << 32;
+            assert!(
+                self.last_proposed > self.last_applied,
+                "a new epoch's zxids are above every applied zxid"
+            );
+            // Sessions get a full timeout from the new leader, as in
+            // ZooKeeper (the old leader's deadlines are gone with it).
+            let ids: Vec<(i64, i32)> = self
+                .sessions
+                .all()
+                .iter()
+                .map(|s| (s.id, s.timeout_ms))
+                .collect();
+            for (id, _) in ids {
+                self.sessions.touch(id, self.now_ms);
+            }
+        }
+        self.role = role;
+    }
+
+    /// The shared prep of a write (local or forwarded).
+    pub(super) fn prep_write(
+        &self,
+        auth: &AuthInfo,
+        session: i64,
+        req: &Request,
+    ) -> Result<(Txn, super::Changes, WriteKind), PrepError> {
+        let zxid = self.last_proposed + 1;
+        let mut view = super::View {
+            tree: &self.tree,
+            outstanding: &self.outstanding,
+            local: Vec::new(),
+            zxid,
+            time_ms: self.now_ms,
+        };
+        let prepped = super::prep_request(&self.cfg, &mut view, auth, session, req);
+        prepped.map(|(t, k)| (t, view.into_changes(), k))
+    }
+}

@@ -1,0 +1,142 @@
+//! What members' pipelines say to each other, beside ZAB: a follower
+//! forwards its clients' writes (and new sessions) to the leader, and
+//! reports which sessions it heard from. Encoded with jute primitives; a
+//! peer's bytes are untrusted, so decoding checks every length.
+
+use wazoo_proto::jute::{DecodeError, Reader, Writer};
+use wazoo_proto::Id;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerMsg {
+    /// A client write (or sync, or closeSession) for the leader to prep.
+    /// `op` and `body` are the request as the client sent it.
+    Forward {
+        session: i64,
+        cxid: i32,
+        auth: Vec<Id>,
+        op: i32,
+        body: Vec<u8>,
+    },
+    /// A new session a follower created for a client.
+    CreateSession { session: i64, timeout_ms: i32 },
+    /// Sessions that showed activity here since the last report; `claimed`
+    /// re-attached here (their owner is now this member).
+    Touch {
+        sessions: Vec<i64>,
+        claimed: Vec<i64>,
+    },
+}
+
+const FORWARD: i32 = 1;
+const CREATE_SESSION: i32 = 2;
+const TOUCH: i32 = 3;
+
+fn write_ids(w: &mut Vec<u8>, v: &[i64]) {
+    w.write_i32(v.len() as i32);
+    for x in v {
+        w.write_i64(*x);
+    }
+}
+
+fn read_ids(r: &mut Reader<'_>) -> Result<Vec<i64>, DecodeError> {
+    let n = r.read_len(8)?;
+    (0..n).map(|_| r.read_i64()).collect()
+}
+
+impl PeerMsg {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Vec::new();
+        match self {
+            PeerMsg::Forward {
+                session,
+                cxid,
+                auth,
+                op,
+                body,
+            } => {
+                w.write_i32(FORWARD);
+                w.write_i64(*session);
+                w.write_i32(*cxid);
+                w.write_vec(auth);
+                w.write_i32(*op);
+                w.write_buffer(body);
+            }
+            PeerMsg::CreateSession {
+                session,
+                timeout_ms,
+            } => {
+                w.write_i32(CREATE_SESSION);
+                w.write_i64(*session);
+                w.write_i32(*timeout_ms);
+            }
+            PeerMsg::Touch { sessions, claimed } => {
+                w.write_i32(TOUCH);
+                write_ids(&mut w, sessions);
+                write_ids(&mut w, claimed);
+            }
+        }
+        w
+    }
+
+    pub fn decode(b: &[u8]) -> Result<PeerMsg, DecodeError> {
+        let mut r = Reader::new(b);
+        let m = match r.read_i32()? {
+            FORWARD => PeerMsg::Forward {
+                session: r.read_i64()?,
+                cxid: r.read_i32()?,
+                auth: r.read_vec()?,
+                op: r.read_i32()?,
+                body: r.read_buffer()?,
+            },
+            CREATE_SESSION => PeerMsg::CreateSession {
+                session: r.read_i64()?,
+                timeout_ms: r.read_i32()?,
+            },
+            TOUCH => PeerMsg::Touch {
+                sessions: read_ids(&mut r)?,
+                claimed: read_ids(&mut r)?,
+            },
+            t => return Err(DecodeError::Invalid(format!("unknown peer message {t}"))),
+        };
+        if r.remaining() != 0 {
+            return Err(DecodeError::Invalid(
+                "trailing bytes in peer message".into(),
+            ));
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_messages_round_trip_and_garbage_is_an_error() {
+        let msgs = vec![
+            PeerMsg::Forward {
+                session: 7,
+                cxid: 3,
+                auth: vec![Id::new("digest", "u:x")],
+                op: 1,
+                body: vec![1, 2, 3],
+            },
+            PeerMsg::CreateSession {
+                session: 9,
+                timeout_ms: 4000,
+            },
+            PeerMsg::Touch {
+                sessions: vec![1, 2],
+                claimed: vec![2],
+            },
+        ];
+        for m in msgs {
+            let b = m.encode();
+            assert_eq!(PeerMsg::decode(&b).unwrap(), m);
+            for n in 0..b.len() {
+                assert!(PeerMsg::decode(&b[..n]).is_err());
+            }
+        }
+        assert!(PeerMsg::decode(&[0xff; 40]).is_err());
+    }
+}

@@ -1,0 +1,218 @@
+//! A 3-member ensemble, as processes on loopback (issue 4, "How it is
+//! tested"), against Apache ZooKeeper's ensemble and wazoo's: replication,
+//! killing the leader under write load, a follower's death, restarts, and
+//! sessions that move between members. Seeds 003 and 004.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wazoo_testkit::{start_ensemble, Flavor, ServerOptions, TestEnsemble};
+use zookeeper_client::{Acls, Client, CreateMode};
+
+fn opts(flavor: Flavor) -> ServerOptions {
+    let o = ServerOptions::default()
+        .tick_time_ms(500)
+        .session_timeouts_ms(1000, 20_000);
+    match flavor {
+        Flavor::Wazoo => o.binary(env!("CARGO_BIN_EXE_wazoo")),
+        Flavor::Zookeeper => o,
+    }
+}
+
+fn ensemble(flavor: Flavor) -> Box<dyn TestEnsemble> {
+    start_ensemble(flavor, 3, opts(flavor))
+        .unwrap_or_else(|e| panic!("cannot start a {flavor} ensemble: {e:#}"))
+}
+
+async fn connect(hosts: &str) -> Client {
+    Client::connector()
+        .with_session_timeout(Duration::from_secs(15))
+        .connect(hosts)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {hosts}: {e}"))
+}
+
+/// Reads `path` on member `i` after a sync, so the member has caught up.
+async fn exists_on(e: &dyn TestEnsemble, i: usize, path: &str) -> bool {
+    let zk = connect(&e.addr(i).to_string()).await;
+    zk.sync(path).await.ok();
+    zk.check_stat(path).await.unwrap().is_some()
+}
+
+// Seed 004: every committed write reaches every member.
+async fn writes_on_any_member_are_seen_on_every_member(flavor: Flavor) {
+    let e = ensemble(flavor);
+    let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    for i in 0..3 {
+        let zk = connect(&e.addr(i).to_string()).await;
+        zk.create(&format!("/via{i}"), format!("{i}").as_bytes(), &opts)
+            .await
+            .unwrap();
+        assert_eq!(
+            zk.create(&format!("/via{i}"), b"", &opts)
+                .await
+                .unwrap_err(),
+            zookeeper_client::Error::NodeExists,
+            "{flavor}: errors come back through any member"
+        );
+    }
+    for i in 0..3 {
+        for j in 0..3 {
+            assert!(
+                exists_on(e.as_ref(), i, &format!("/via{j}")).await,
+                "{flavor}: /via{j} on member {i}"
+            );
+        }
+    }
+    let zk = connect(&e.addr(0).to_string()).await;
+    let seq = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
+    let mut names = Vec::new();
+    for i in 0..3 {
+        let zk = connect(&e.addr(i).to_string()).await;
+        let (_, s) = zk.create("/via0/n-", b"", &seq).await.unwrap();
+        names.push(s.into_i64());
+    }
+    assert_eq!(
+        names,
+        vec![0, 1, 2],
+        "{flavor}: one sequence across members"
+    );
+    drop(zk);
+}
+
+/// Seed 004, "delivered messages will not be missed": writers keep going
+/// while the leader is killed; every acknowledged write is on every member
+/// once the old leader is back.
+async fn killing_the_leader_loses_no_acknowledged_write(flavor: Flavor) {
+    let mut e = ensemble(flavor);
+    let hosts = e.connect_string();
+    let setup = connect(&hosts).await;
+    setup
+        .create(
+            "/load",
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..3 {
+        let (hosts, acked, stop) = (hosts.clone(), Arc::clone(&acked), Arc::clone(&stop));
+        writers.push(tokio::spawn(async move {
+            let zk = connect(&hosts).await;
+            let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let p = format!("/load/w{w}-{i}");
+                if zk.create(&p, b"x", &opts).await.is_ok() {
+                    acked.lock().unwrap().push(p);
+                }
+                i += 1;
+                if i > 5000 {
+                    break;
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
+    let before = acked.lock().unwrap().len();
+    e.kill(leader);
+    let killed_at = std::time::Instant::now();
+    // A new leader among the two left, and writes acknowledged again.
+    common::within("a write acknowledged after the leader died", async {
+        loop {
+            if acked.lock().unwrap().len() > before + 10 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    eprintln!(
+        "{flavor}: writes resumed {:?} after killing the leader",
+        killed_at.elapsed()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    e.restart(leader).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > before, "{flavor}: writes went on");
+    for i in 0..3 {
+        let zk = connect(&e.addr(i).to_string()).await;
+        zk.sync("/load").await.unwrap();
+        let kids: std::collections::HashSet<String> = zk
+            .list_children("/load")
+            .await
+            .unwrap()
+            .into_iter()
+            .collect();
+        let missing: Vec<&String> = acked
+            .iter()
+            .filter(|p| !kids.contains(p.trim_start_matches("/load/")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{flavor}: member {i} lacks {} of {} acknowledged writes, e.g. {:?}",
+            missing.len(),
+            acked.len(),
+            &missing[..missing.len().min(3)]
+        );
+    }
+}
+
+/// Seed 000: a client that loses its server reconnects to another one and
+/// keeps its session, and with it its ephemeral node.
+async fn a_session_moves_to_another_member_with_its_ephemerals(flavor: Flavor) {
+    let mut e = ensemble(flavor);
+    let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let other = (0..3).find(|&i| i != leader && i != follower).unwrap();
+    let hosts = format!("{},{}", e.addr(follower), e.addr(other));
+    let zk = Client::connector()
+        .with_session_timeout(Duration::from_secs(15))
+        .connect(&e.addr(follower).to_string())
+        .await
+        .unwrap();
+    zk.create(
+        "/eph",
+        b"",
+        &CreateMode::Ephemeral.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let session = zk.session().clone();
+    drop(zk);
+    e.kill(follower);
+    let _ = hosts;
+    let back = Client::connector()
+        .with_session(session)
+        .with_session_timeout(Duration::from_secs(15))
+        .connect(&e.addr(other).to_string())
+        .await
+        .unwrap();
+    assert!(
+        back.check_stat("/eph").await.unwrap().is_some(),
+        "{flavor}: ephemeral kept"
+    );
+    back.create(
+        "/after-move",
+        b"",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+}
+
+on_both!(
+    writes_on_any_member_are_seen_on_every_member,
+    killing_the_leader_loses_no_acknowledged_write,
+    a_session_moves_to_another_member_with_its_ephemerals,
+);

@@ -1,0 +1,222 @@
+//! A wazoo ensemble of processes on loopback, and [`TestEnsemble`], so an
+//! ensemble test is written once and run against Apache ZooKeeper's
+//! ensemble and wazoo's.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::config::{ServerOptions, ZooCfg};
+use crate::process::{ProcessSpec, ServerProcess, StartError};
+use crate::zookeeper::server_mode;
+use crate::{free_port, loopback, wazoo_bin, ZkEnsemble};
+
+/// What ensemble tests need of either system.
+pub trait TestEnsemble: Send {
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn addr(&self, i: usize) -> SocketAddr;
+    fn connect_string(&self) -> String {
+        (0..self.len())
+            .map(|i| self.addr(i).to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+    /// `srvr`'s mode of member `i`, `None` when down or not serving.
+    fn mode(&self, i: usize) -> Option<String> {
+        server_mode(self.addr(i))
+    }
+    fn leader(&self) -> Option<usize> {
+        (0..self.len()).find(|&i| self.mode(i).as_deref() == Some("leader"))
+    }
+    fn wait_for_leader(&self, timeout: Duration) -> anyhow::Result<usize> {
+        crate::wait_for("an ensemble member in Mode: leader", timeout, || {
+            self.leader()
+        })
+    }
+    fn log_tail(&self, i: usize, lines: usize) -> String;
+    /// SIGKILL member `i`.
+    fn kill(&mut self, i: usize);
+    /// Starts member `i` again on its ports and data and waits until it serves.
+    fn restart(&mut self, i: usize) -> anyhow::Result<()>;
+}
+
+impl TestEnsemble for ZkEnsemble {
+    fn len(&self) -> usize {
+        ZkEnsemble::len(self)
+    }
+    fn addr(&self, i: usize) -> SocketAddr {
+        ZkEnsemble::addr(self, i)
+    }
+    fn log_tail(&self, i: usize, lines: usize) -> String {
+        ZkEnsemble::log_tail(self, i, lines)
+    }
+    fn kill(&mut self, i: usize) {
+        ZkEnsemble::kill(self, i)
+    }
+    fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        ZkEnsemble::restart(self, i)
+    }
+}
+
+struct Member {
+    process: ServerProcess,
+    client_port: u16,
+    data_dir: PathBuf,
+}
+
+/// `n` wazoo members (`wazoo serve` with `server.N` lines and `myid`), each
+/// with its own client and quorum port and data directory. Member `i` has
+/// `myid` `i + 1`. Killed when dropped.
+pub struct WazooEnsemble {
+    members: Vec<Member>,
+    startup_timeout: Duration,
+    _dir: TempDir,
+}
+
+impl WazooEnsemble {
+    pub fn start(n: usize, opts: ServerOptions) -> anyhow::Result<WazooEnsemble> {
+        anyhow::ensure!(
+            (2..=254).contains(&n),
+            "ensemble size must be 2..=254, got {n}"
+        );
+        let binary = match &opts.binary {
+            Some(p) => p.clone(),
+            None => wazoo_bin()?,
+        };
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            let mut e = WazooEnsemble::spawn(n, &opts, &binary)?;
+            match e.wait_all_serving() {
+                Ok(()) => return Ok(e),
+                Err(err) if err.address_in_use => last_error = err.message,
+                Err(err) => anyhow::bail!(err.message),
+            }
+        }
+        anyhow::bail!("wazoo ensemble failed to start 3 times: {last_error}")
+    }
+
+    fn spawn(n: usize, opts: &ServerOptions, binary: &Path) -> anyhow::Result<WazooEnsemble> {
+        let dir = tempfile::Builder::new()
+            .prefix("wazoo-ensemble-")
+            .tempdir()?;
+        let ports: Vec<(u16, u16, u16)> = (0..n)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
+        let mut servers = String::new();
+        for (i, (client, quorum, election)) in ports.iter().enumerate() {
+            writeln!(
+                servers,
+                "server.{}=127.0.0.1:{quorum}:{election};{client}",
+                i + 1
+            )?;
+        }
+        let mut members = Vec::with_capacity(n);
+        for (i, &(client_port, _, _)) in ports.iter().enumerate() {
+            let sid = i + 1;
+            let member_dir = dir.path().join(format!("member-{sid}"));
+            let data_dir = member_dir.join("data");
+            std::fs::create_dir_all(&data_dir)?;
+            std::fs::write(data_dir.join("myid"), format!("{sid}\n"))?;
+            let mut cfg = ZooCfg::base(opts, &data_dir, client_port);
+            cfg.set("initLimit", "10");
+            cfg.set("syncLimit", "5");
+            for line in servers.lines() {
+                let (k, v) = line.split_once('=').expect("server line has '='");
+                cfg.set(k, v);
+            }
+            cfg.apply_extra(&opts.extra_cfg)?;
+            let cfg_path = member_dir.join("zoo.cfg");
+            std::fs::write(&cfg_path, cfg.render())?;
+            let mut args = vec![
+                "serve".to_string(),
+                "--config".to_string(),
+                cfg_path.display().to_string(),
+            ];
+            args.extend(opts.extra_args.iter().cloned());
+            let mut env = vec![("RUST_BACKTRACE".to_string(), "1".to_string())];
+            env.extend(opts.env.iter().cloned());
+            let spec = ProcessSpec {
+                name: format!("wazoo member {sid}"),
+                program: binary.to_path_buf(),
+                args,
+                env,
+                cwd: member_dir.clone(),
+                log: member_dir.join("wazoo.log"),
+            };
+            members.push(Member {
+                process: ServerProcess::spawn(spec)?,
+                client_port,
+                data_dir,
+            });
+        }
+        Ok(WazooEnsemble {
+            members,
+            startup_timeout: opts.startup_timeout,
+            _dir: dir,
+        })
+    }
+
+    fn wait_all_serving(&mut self) -> Result<(), StartError> {
+        let deadline = Instant::now() + self.startup_timeout;
+        for i in 0..self.members.len() {
+            self.wait_member_serving(i, deadline.saturating_duration_since(Instant::now()))?;
+        }
+        Ok(())
+    }
+
+    fn wait_member_serving(&mut self, i: usize, timeout: Duration) -> Result<(), StartError> {
+        let addr = loopback(self.members[i].client_port);
+        self.members[i].process.wait_ready(
+            addr,
+            timeout,
+            "srvr -> Mode: leader/follower/observer",
+            || {
+                server_mode(addr)
+                    .is_some_and(|m| matches!(m.as_str(), "leader" | "follower" | "observer"))
+            },
+        )
+    }
+
+    pub fn data_dir(&self, i: usize) -> &Path {
+        &self.members[i].data_dir
+    }
+}
+
+impl TestEnsemble for WazooEnsemble {
+    fn len(&self) -> usize {
+        self.members.len()
+    }
+    fn addr(&self, i: usize) -> SocketAddr {
+        loopback(self.members[i].client_port)
+    }
+    fn log_tail(&self, i: usize, lines: usize) -> String {
+        self.members[i].process.log_tail(lines)
+    }
+    fn kill(&mut self, i: usize) {
+        self.members[i].process.kill();
+    }
+    fn restart(&mut self, i: usize) -> anyhow::Result<()> {
+        self.members[i].process.kill();
+        self.members[i].process.respawn()?;
+        self.wait_member_serving(i, self.startup_timeout)
+            .map_err(|e| anyhow::anyhow!(e.message))
+    }
+}
+
+/// Starts an `n`-member ensemble of `flavor`.
+pub fn start_ensemble(
+    flavor: crate::Flavor,
+    n: usize,
+    opts: ServerOptions,
+) -> anyhow::Result<Box<dyn TestEnsemble>> {
+    Ok(match flavor {
+        crate::Flavor::Zookeeper => Box::new(ZkEnsemble::start_with(n, opts)?),
+        crate::Flavor::Wazoo => Box::new(WazooEnsemble::start(n, opts)?),
+    })
+}
