@@ -6,11 +6,11 @@ mod common;
 
 use std::time::Duration;
 
+use common::Target;
 use common::{connect, shared, within};
-use wazoo_testkit::Flavor;
 use zookeeper_client::{Acl, Acls, AddWatchMode, AuthId, CreateMode, Error, EventType, Permission};
 
-on_both!(
+on_all!(
     create_get_set_delete_with_versions,
     sequential_nodes_are_numbered_per_parent,
     ephemeral_nodes_go_with_their_session,
@@ -27,12 +27,12 @@ on_both!(
     quota_stats_follow_the_subtree,
 );
 
-fn root(flavor: Flavor, name: &str) -> String {
+fn root(flavor: Target, name: &str) -> String {
     format!("/{name}-{flavor}")
 }
 
 // Seed 002, "ZNodes" and "ZooKeeper Stat Structure".
-async fn create_get_set_delete_with_versions(flavor: Flavor) {
+async fn create_get_set_delete_with_versions(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "crud");
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -55,7 +55,7 @@ async fn create_get_set_delete_with_versions(flavor: Flavor) {
 }
 
 // Seed 002, "Sequence Nodes -- Unique Naming".
-async fn sequential_nodes_are_numbered_per_parent(flavor: Flavor) {
+async fn sequential_nodes_are_numbered_per_parent(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "seq");
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -71,7 +71,7 @@ async fn sequential_nodes_are_numbered_per_parent(flavor: Flavor) {
 }
 
 // Seed 002, "Ephemeral Nodes".
-async fn ephemeral_nodes_go_with_their_session(flavor: Flavor) {
+async fn ephemeral_nodes_go_with_their_session(flavor: Target) {
     let hosts = shared(flavor);
     let watcher = connect(&hosts).await;
     let p = root(flavor, "eph");
@@ -99,7 +99,7 @@ async fn ephemeral_nodes_go_with_their_session(flavor: Flavor) {
 }
 
 // Seed 000, "ZooKeeper Watches": one-time triggers.
-async fn data_watch_fires_once_on_change(flavor: Flavor) {
+async fn data_watch_fires_once_on_change(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "dw");
     zk.create(
@@ -119,7 +119,7 @@ async fn data_watch_fires_once_on_change(flavor: Flavor) {
     assert_eq!(data, b"1");
 }
 
-async fn exists_watch_fires_on_create_and_child_watch_on_new_child(flavor: Flavor) {
+async fn exists_watch_fires_on_create_and_child_watch_on_new_child(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "ew");
     let (stat, w) = zk.check_and_watch_stat(&p).await.unwrap();
@@ -149,7 +149,7 @@ async fn exists_watch_fires_on_create_and_child_watch_on_new_child(flavor: Flavo
 }
 
 // Seed 000, "Persistent, Recursive Watches".
-async fn persistent_recursive_watch_sees_descendants(flavor: Flavor) {
+async fn persistent_recursive_watch_sees_descendants(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "prw");
     let mut w = zk
@@ -177,7 +177,7 @@ async fn persistent_recursive_watch_sees_descendants(flavor: Flavor) {
 }
 
 // Programmer's Guide, "Multi": all ops or none, under one zxid.
-async fn multi_is_all_or_nothing(flavor: Flavor) {
+async fn multi_is_all_or_nothing(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "multi");
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -200,7 +200,7 @@ async fn multi_is_all_or_nothing(flavor: Flavor) {
 }
 
 // Seed 002, "ZooKeeper access control using ACLs".
-async fn digest_acl_denies_others_until_they_authenticate(flavor: Flavor) {
+async fn digest_acl_denies_others_until_they_authenticate(flavor: Target) {
     let hosts = shared(flavor);
     let owner = connect(&hosts).await;
     owner.auth("digest", b"alice:secret").await.unwrap();
@@ -236,7 +236,7 @@ async fn digest_acl_denies_others_until_they_authenticate(flavor: Flavor) {
 }
 
 // Seed 002, "Container Nodes".
-async fn container_is_reaped_after_its_last_child_goes(flavor: Flavor) {
+async fn container_is_reaped_after_its_last_child_goes(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "cont");
     zk.create(
@@ -263,7 +263,7 @@ async fn container_is_reaped_after_its_last_child_goes(flavor: Flavor) {
 }
 
 // Seed 002, "TTL Nodes".
-async fn ttl_node_is_created_and_is_not_ephemeral(flavor: Flavor) {
+async fn ttl_node_is_created_and_is_not_ephemeral(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "ttl");
     let opts = CreateMode::Persistent
@@ -276,7 +276,7 @@ async fn ttl_node_is_created_and_is_not_ephemeral(flavor: Flavor) {
     assert_eq!(zk.list_ephemerals(&p).await.unwrap(), Vec::<String>::new());
 }
 
-async fn ephemerals_and_descendant_counts(flavor: Flavor) {
+async fn ephemerals_and_descendant_counts(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "count");
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -297,7 +297,7 @@ async fn ephemerals_and_descendant_counts(flavor: Flavor) {
     );
 }
 
-async fn errors_match_zookeeper(flavor: Flavor) {
+async fn errors_match_zookeeper(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "errs");
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -324,18 +324,28 @@ async fn errors_match_zookeeper(flavor: Flavor) {
     );
 }
 
-async fn four_letter_words_answer(flavor: Flavor) {
+async fn four_letter_words_answer(flavor: Target) {
     let hosts = shared(flavor);
-    let addr: std::net::SocketAddr = hosts.parse().unwrap();
+    let first = hosts.split(',').next().unwrap();
+    let addr: std::net::SocketAddr = first.parse().unwrap();
     assert_eq!(
         wazoo_testkit::four_letter_word(addr, "ruok").unwrap(),
         "imok"
     );
     let srvr = wazoo_testkit::four_letter_word(addr, "srvr").unwrap();
-    assert!(srvr.contains("Mode: standalone"), "{srvr}");
-    assert!(srvr.contains("Zxid: 0x"), "{srvr}");
     let mntr = wazoo_testkit::four_letter_word(addr, "mntr").unwrap();
-    assert!(mntr.contains("zk_server_state\tstandalone"), "{mntr}");
+    let mode = if flavor.ensemble {
+        if srvr.contains("Mode: leader") {
+            "leader"
+        } else {
+            "follower"
+        }
+    } else {
+        "standalone"
+    };
+    assert!(srvr.contains(&format!("Mode: {mode}")), "{srvr}");
+    assert!(mntr.contains(&format!("zk_server_state\t{mode}")), "{mntr}");
+    assert!(srvr.contains("Zxid: 0x"), "{srvr}");
     assert!(mntr.contains("zk_znode_count\t"), "{mntr}");
     assert_eq!(wazoo_testkit::four_letter_word(addr, "isro").unwrap(), "rw");
 }
@@ -343,7 +353,7 @@ async fn four_letter_words_answer(flavor: Flavor) {
 // Seed 002 / Administrator's Guide, "Quotas": once a limits node exists
 // under /zookeeper/quota, the server keeps the stats node beside it in
 // step with the subtree (what zkCli's setquota / listquota rely on).
-async fn quota_stats_follow_the_subtree(flavor: Flavor) {
+async fn quota_stats_follow_the_subtree(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "quota");
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());

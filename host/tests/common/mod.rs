@@ -33,14 +33,58 @@ pub fn start(flavor: Flavor) -> Box<dyn TestServer> {
 
 static ZK: OnceLock<Mutex<Box<dyn TestServer>>> = OnceLock::new();
 static WAZOO: OnceLock<Mutex<Box<dyn TestServer>>> = OnceLock::new();
+static ZK_ENSEMBLE: OnceLock<Mutex<Box<dyn wazoo_testkit::TestEnsemble>>> = OnceLock::new();
+static WAZOO_ENSEMBLE: OnceLock<Mutex<Box<dyn wazoo_testkit::TestEnsemble>>> = OnceLock::new();
 
-/// The connect string of this binary's shared server of `flavor`.
-pub fn shared(flavor: Flavor) -> String {
-    let cell = match flavor {
+/// What a scenario runs against: one server, or a 3-member ensemble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub flavor: Flavor,
+    pub ensemble: bool,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.ensemble {
+            write!(f, "{}-ensemble", self.flavor)
+        } else {
+            write!(f, "{}", self.flavor)
+        }
+    }
+}
+
+impl From<Flavor> for Target {
+    fn from(flavor: Flavor) -> Target {
+        Target {
+            flavor,
+            ensemble: false,
+        }
+    }
+}
+
+/// The connect string of this binary's shared server (or ensemble) for `t`.
+pub fn shared(t: impl Into<Target>) -> String {
+    let t = t.into();
+    if t.ensemble {
+        let cell = match t.flavor {
+            Flavor::Zookeeper => &ZK_ENSEMBLE,
+            Flavor::Wazoo => &WAZOO_ENSEMBLE,
+        };
+        let m = cell.get_or_init(|| {
+            let opts = options(t.flavor);
+            Mutex::new(
+                wazoo_testkit::start_ensemble(t.flavor, 3, opts)
+                    .unwrap_or_else(|e| panic!("cannot start a {} ensemble: {e:#}", t.flavor)),
+            )
+        });
+        let s = m.lock().unwrap_or_else(|e| e.into_inner());
+        return s.connect_string();
+    }
+    let cell = match t.flavor {
         Flavor::Zookeeper => &ZK,
         Flavor::Wazoo => &WAZOO,
     };
-    let m = cell.get_or_init(|| Mutex::new(start(flavor)));
+    let m = cell.get_or_init(|| Mutex::new(start(t.flavor)));
     let s = m.lock().unwrap_or_else(|e| e.into_inner());
     s.connect_string()
 }
@@ -51,6 +95,37 @@ pub async fn connect(hosts: &str) -> zookeeper_client::Client {
         .connect(hosts)
         .await
         .unwrap_or_else(|e| panic!("cannot connect to {hosts}: {e}"))
+}
+
+/// Runs `scenario(target)` against one server and a 3-member ensemble of
+/// each system: tests `zookeeper`, `wazoo`, `zookeeper_ensemble`,
+/// `wazoo_ensemble`.
+#[macro_export]
+macro_rules! on_all {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use wazoo_testkit::Flavor;
+                use super::common::Target;
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn zookeeper() {
+                    super::$name(Target { flavor: Flavor::Zookeeper, ensemble: false }).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn wazoo() {
+                    super::$name(Target { flavor: Flavor::Wazoo, ensemble: false }).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn zookeeper_ensemble() {
+                    super::$name(Target { flavor: Flavor::Zookeeper, ensemble: true }).await;
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn wazoo_ensemble() {
+                    super::$name(Target { flavor: Flavor::Wazoo, ensemble: true }).await;
+                }
+            }
+        )*
+    };
 }
 
 /// Runs `scenario(flavor)` as two tests, `zookeeper` and `wazoo`.
