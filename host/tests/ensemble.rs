@@ -211,7 +211,46 @@ async fn a_session_moves_to_another_member_with_its_ephemerals(flavor: Flavor) {
     .unwrap();
 }
 
+/// Seed 000, "ZooKeeper Sessions": a client that stops talking (a silent
+/// partition) loses its session after the timeout, decided by the leader
+/// for a session attached to a follower; its ephemerals go everywhere.
+async fn a_silent_client_on_a_follower_expires_everywhere(flavor: Flavor) {
+    let e = ensemble(flavor);
+    let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let proxy = wazoo_testkit::Proxy::start(e.addr(follower)).unwrap();
+    let zk = Client::connector()
+        .with_session_timeout(Duration::from_millis(2000))
+        .connect(&proxy.connect_string())
+        .await
+        .unwrap();
+    zk.create(
+        "/gone",
+        b"",
+        &CreateMode::Ephemeral.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let watcher = connect(&e.addr(leader).to_string()).await;
+    let (_, w) = watcher.check_and_watch_stat("/gone").await.unwrap();
+    proxy.blackhole();
+    let ev = common::within("the ephemeral of the expired session to go", w.changed()).await;
+    assert_eq!(
+        ev.event_type,
+        zookeeper_client::EventType::NodeDeleted,
+        "{flavor}"
+    );
+    for i in 0..3 {
+        assert!(
+            !exists_on(e.as_ref(), i, "/gone").await,
+            "{flavor}: gone on member {i}"
+        );
+    }
+    drop(zk);
+}
+
 on_both!(
+    a_silent_client_on_a_follower_expires_everywhere,
     writes_on_any_member_are_seen_on_every_member,
     killing_the_leader_loses_no_acknowledged_write,
     a_session_moves_to_another_member_with_its_ephemerals,

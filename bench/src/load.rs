@@ -1,0 +1,618 @@
+//! The load generator: S sessions of the `zookeeper-client` crate, K tasks
+//! per session each with one request in flight (so K requests pipelined on
+//! every connection), for a warm-up and then a measured window.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use tokio::task::JoinSet;
+use zookeeper_client as zk;
+
+use crate::servers::{cpu_secs, machine_busy_secs};
+use crate::stats::{new_histogram, record, Latency, Rng};
+
+/// Session timeout the load generator asks for (the crate's default is 6 s,
+/// short enough for a GC pause under load to expire a session).
+const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything a run of the bench can do; `--workloads` takes a list of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    /// create: persistent nodes with unique paths under one parent.
+    Create,
+    /// setData on random nodes of a pre-created set.
+    Set,
+    /// getData on random nodes of a pre-created set.
+    Get,
+    /// getData / setData on random pre-created nodes (90% reads by default).
+    Mixed,
+    /// Client throughput: one connection pipelining getData against wazoo,
+    /// `zookeeper-client` crate vs `wazoo-client`.
+    Client,
+    /// Resident memory holding `--nodes` znodes of 100 bytes, and load time.
+    Memory,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Create => "create",
+            Workload::Set => "set",
+            Workload::Get => "get",
+            Workload::Mixed => "mixed",
+            Workload::Client => "client",
+            Workload::Memory => "memory",
+        }
+    }
+
+    /// The throughput workloads driven by [`run_workload`].
+    pub fn is_throughput(self) -> bool {
+        matches!(
+            self,
+            Workload::Create | Workload::Set | Workload::Get | Workload::Mixed
+        )
+    }
+}
+
+/// The shape of the load, the same for both systems.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadSpec {
+    pub sessions: usize,
+    pub inflight: usize,
+    pub payload: usize,
+    pub warmup_secs: f64,
+    pub duration_secs: f64,
+    /// Pre-created nodes that set/get/mixed pick from at random.
+    pub keys: usize,
+    /// Measured rounds per system (alternating order).
+    pub rounds: usize,
+    pub mixed_read_percent: u32,
+}
+
+/// What one system did in one workload: every round pooled (requests of
+/// all measured windows together, latencies from the merged histograms).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunResult {
+    /// Successful operations that started and finished inside the measured windows.
+    pub ops: u64,
+    pub window_secs: f64,
+    pub ops_per_sec: f64,
+    /// ops/s of each round, in the order run.
+    pub rounds_ops_per_sec: Vec<f64>,
+    pub latency: Latency,
+    /// Mixed only: the reads and the writes separately.
+    pub read_latency: Option<Latency>,
+    pub write_latency: Option<Latency>,
+    pub errors: u64,
+    pub error_kinds: BTreeMap<String, u64>,
+    /// CPU seconds the server process used during the windows (all threads).
+    pub server_cpu_secs: f64,
+    pub server_cpu_us_per_op: f64,
+    /// CPU seconds this (client) process used during the windows.
+    pub client_cpu_secs: f64,
+    pub client_cpu_us_per_op: f64,
+    /// CPU the other (idle) server process used during the windows, in cores.
+    pub idle_server_cpu_cores: f64,
+    /// CPU every other task of the machine (other processes, kernel threads
+    /// such as the filesystem's journal) used during the windows, in cores:
+    /// the noise on a shared box.
+    pub other_cpu_cores: f64,
+    /// Kernel irq + softirq time during the windows, in cores: mostly the
+    /// loopback network processing of this very load.
+    pub softirq_cores: f64,
+    /// Set when a round did not complete; the figures above are then partial.
+    pub failure: Option<String>,
+}
+
+/// One measured round, with its histograms kept for pooling.
+pub struct RawRound {
+    reads: Histogram<u64>,
+    writes: Histogram<u64>,
+    errors: BTreeMap<String, u64>,
+    window_secs: f64,
+    server_cpu_secs: f64,
+    client_cpu_secs: f64,
+    other_cpu_secs: f64,
+    idle_server_cpu_secs: f64,
+    softirq_secs: f64,
+    failure: Option<String>,
+}
+
+impl RawRound {
+    pub fn failed(why: String) -> RawRound {
+        RawRound {
+            reads: new_histogram(),
+            writes: new_histogram(),
+            errors: BTreeMap::new(),
+            window_secs: 0.0,
+            server_cpu_secs: 0.0,
+            client_cpu_secs: 0.0,
+            other_cpu_secs: 0.0,
+            idle_server_cpu_secs: 0.0,
+            softirq_secs: 0.0,
+            failure: Some(why),
+        }
+    }
+
+    pub fn ops(&self) -> u64 {
+        self.reads.len() + self.writes.len()
+    }
+
+    pub fn ops_per_sec(&self) -> f64 {
+        if self.window_secs > 0.0 {
+            self.ops() as f64 / self.window_secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Pools the rounds of one system in one workload.
+pub fn summarize(workload: Workload, rounds: &[RawRound]) -> RunResult {
+    let mut reads = new_histogram();
+    let mut writes = new_histogram();
+    let mut errors: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut window, mut server, mut client) = (0.0, 0.0, 0.0);
+    let (mut other, mut idle, mut irq) = (0.0, 0.0, 0.0);
+    let mut failures = Vec::new();
+    for r in rounds {
+        reads.add(&r.reads).expect("same histogram bounds");
+        writes.add(&r.writes).expect("same histogram bounds");
+        for (k, v) in &r.errors {
+            *errors.entry(k.clone()).or_default() += v;
+        }
+        window += r.window_secs;
+        server += r.server_cpu_secs;
+        client += r.client_cpu_secs;
+        other += r.other_cpu_secs;
+        idle += r.idle_server_cpu_secs;
+        irq += r.softirq_secs;
+        failures.extend(r.failure.clone());
+    }
+    let mut all = reads.clone();
+    all.add(&writes).expect("same histogram bounds");
+    let ops = all.len();
+    let per_op = |cpu: f64| {
+        if ops == 0 {
+            0.0
+        } else {
+            cpu * 1e6 / ops as f64
+        }
+    };
+    let mixed = workload == Workload::Mixed;
+    RunResult {
+        ops,
+        window_secs: window,
+        ops_per_sec: if window > 0.0 {
+            ops as f64 / window
+        } else {
+            0.0
+        },
+        rounds_ops_per_sec: rounds.iter().map(RawRound::ops_per_sec).collect(),
+        latency: Latency::of(&all),
+        read_latency: mixed.then(|| Latency::of(&reads)),
+        write_latency: mixed.then(|| Latency::of(&writes)),
+        errors: errors.values().sum(),
+        error_kinds: errors,
+        server_cpu_secs: server,
+        server_cpu_us_per_op: per_op(server),
+        client_cpu_secs: client,
+        client_cpu_us_per_op: per_op(client),
+        idle_server_cpu_cores: if window > 0.0 { idle / window } else { 0.0 },
+        other_cpu_cores: if window > 0.0 { other / window } else { 0.0 },
+        softirq_cores: if window > 0.0 { irq / window } else { 0.0 },
+        failure: (!failures.is_empty()).then(|| failures.join("; ")),
+    }
+}
+
+/// Connects `n` sessions to `addr`, all at once.
+pub async fn connect_sessions(addr: SocketAddr, n: usize) -> Result<Vec<zk::Client>> {
+    let mut set = JoinSet::new();
+    for i in 0..n {
+        let cluster = addr.to_string();
+        set.spawn(async move {
+            let c = zk::Client::connector()
+                .with_session_timeout(SESSION_TIMEOUT)
+                .with_connection_timeout(Duration::from_secs(10))
+                .connect(&cluster)
+                .await;
+            (i, c)
+        });
+    }
+    let mut clients: Vec<Option<zk::Client>> = (0..n).map(|_| None).collect();
+    let joined = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(r) = set.join_next().await {
+            let (i, c) = r.context("connect task panicked")?;
+            clients[i] = Some(c.with_context(|| format!("connecting session {i} to {addr}"))?);
+        }
+        Ok::<(), anyhow::Error>(())
+    })
+    .await;
+    match joined {
+        Ok(r) => r?,
+        Err(_) => bail!("connecting {n} sessions to {addr} took more than 60 s"),
+    }
+    Ok(clients.into_iter().map(|c| c.expect("joined")).collect())
+}
+
+fn persistent() -> zk::CreateOptions<'static> {
+    zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
+}
+
+/// Whether an error means the session is gone (the task stops instead of
+/// spinning on failures).
+fn is_fatal(e: &zk::Error) -> bool {
+    matches!(
+        e,
+        zk::Error::ConnectionLoss | zk::Error::SessionExpired | zk::Error::ClientClosed
+    )
+}
+
+fn error_kind(e: &zk::Error) -> String {
+    let s = format!("{e:?}");
+    s.split(['(', ' ', '{']).next().unwrap_or(&s).to_string()
+}
+
+/// Outcome of [`create_many`].
+#[derive(Debug)]
+pub struct CreateMany {
+    pub created: u64,
+}
+
+/// Creates `count` nodes, `path_of(i)` for i in `0..count`, as fast as
+/// possible: `inflight` tasks per session pull the next index from a shared
+/// counter. Fails on the first error (a node that already exists counts as
+/// created when `existing_ok`) or after `timeout`; prints progress to stderr
+/// every 2 s when `label` is given.
+#[allow(clippy::too_many_arguments)]
+pub async fn create_many(
+    clients: &[zk::Client],
+    inflight: usize,
+    count: u64,
+    path_of: Arc<dyn Fn(u64) -> String + Send + Sync>,
+    data: Arc<Vec<u8>>,
+    timeout: Duration,
+    label: Option<String>,
+    existing_ok: bool,
+) -> Result<CreateMany> {
+    let next = Arc::new(AtomicU64::new(0));
+    let created = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut set = JoinSet::new();
+    for client in clients {
+        for _ in 0..inflight {
+            let (client, next, created, path_of, data) = (
+                client.clone(),
+                next.clone(),
+                created.clone(),
+                path_of.clone(),
+                data.clone(),
+            );
+            set.spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= count {
+                        return Ok(());
+                    }
+                    let path = path_of(i);
+                    match client.create(&path, &data, &persistent()).await {
+                        Ok(_) | Err(zk::Error::NodeExists) if existing_ok => {
+                            created.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Ok(_) => {
+                            created.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            next.store(count, Ordering::Relaxed);
+                            return Err(anyhow::anyhow!("create {path}: {e}"));
+                        }
+                    }
+                }
+            });
+        }
+    }
+    let progress = label.map(|label| {
+        let created = created.clone();
+        tokio::spawn(async move {
+            let mut last = 0;
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let now = created.load(Ordering::Relaxed);
+                eprintln!(
+                    "  {label}: {now}/{count} created ({:.0}/s, {:.0} s)",
+                    (now - last) as f64 / 2.0,
+                    start.elapsed().as_secs_f64()
+                );
+                last = now;
+            }
+        })
+    });
+    let result = tokio::time::timeout(timeout, async {
+        while let Some(r) = set.join_next().await {
+            r.context("create task panicked")??;
+        }
+        Ok::<(), anyhow::Error>(())
+    })
+    .await;
+    if let Some(p) = progress {
+        p.abort();
+    }
+    let done = created.load(Ordering::Relaxed);
+    match result {
+        Ok(Ok(())) => Ok(CreateMany { created: done }),
+        Ok(Err(e)) => Err(e.context(format!("after {done} of {count} creates"))),
+        Err(_) => bail!("timed out after {timeout:?} with {done} of {count} nodes created"),
+    }
+}
+
+/// The nodes a workload works on, created before it starts.
+struct Prepared {
+    parent: String,
+    keys: Arc<Vec<String>>,
+}
+
+async fn prepare(clients: &[zk::Client], workload: Workload, spec: &LoadSpec) -> Result<Prepared> {
+    // create gets a fresh parent every round (a round never meets the nodes
+    // of an earlier one); the others share one set of keys per server.
+    static CREATE_RUNS: AtomicU64 = AtomicU64::new(0);
+    let parent = match workload {
+        Workload::Create => format!(
+            "/bench-create-{}",
+            CREATE_RUNS.fetch_add(1, Ordering::Relaxed)
+        ),
+        _ => format!("/bench-{}", workload.name()),
+    };
+    match clients[0].create(&parent, b"", &persistent()).await {
+        Ok(_) | Err(zk::Error::NodeExists) => {}
+        Err(e) => bail!("create {parent}: {e}"),
+    }
+    let keys: Vec<String> = if workload == Workload::Create {
+        Vec::new()
+    } else {
+        (0..spec.keys)
+            .map(|i| format!("{parent}/k{i:07}"))
+            .collect()
+    };
+    if !keys.is_empty() {
+        let k = Arc::new(keys.clone());
+        create_many(
+            clients,
+            spec.inflight,
+            keys.len() as u64,
+            Arc::new(move |i| k[i as usize].clone()),
+            Arc::new(vec![b'x'; spec.payload]),
+            Duration::from_secs(120),
+            None,
+            true,
+        )
+        .await
+        .context("pre-creating the workload's nodes")?;
+    }
+    Ok(Prepared {
+        parent,
+        keys: Arc::new(keys),
+    })
+}
+
+struct TaskResult {
+    reads: Histogram<u64>,
+    writes: Histogram<u64>,
+    errors: BTreeMap<String, u64>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn worker(
+    client: zk::Client,
+    workload: Workload,
+    session: usize,
+    task: usize,
+    prepared: Arc<Prepared>,
+    payload: Arc<Vec<u8>>,
+    read_percent: u32,
+    window: (Instant, Instant),
+    live: Arc<AtomicU64>,
+) -> TaskResult {
+    let (measure_start, end) = window;
+    let mut rng = Rng::new(((session as u64) << 32) | task as u64);
+    let mut out = TaskResult {
+        reads: new_histogram(),
+        writes: new_histogram(),
+        errors: BTreeMap::new(),
+    };
+    let keys = &prepared.keys;
+    let mut n: u64 = 0;
+    loop {
+        let t0 = Instant::now();
+        if t0 >= end {
+            break;
+        }
+        let (is_read, result) = match workload {
+            Workload::Create => {
+                n += 1;
+                let path = format!("{}/s{session}t{task}n{n}", prepared.parent);
+                (
+                    false,
+                    client
+                        .create(&path, &payload, &persistent())
+                        .await
+                        .map(drop),
+                )
+            }
+            Workload::Set => {
+                let key = &keys[rng.below(keys.len() as u64) as usize];
+                (false, client.set_data(key, &payload, None).await.map(drop))
+            }
+            Workload::Get => {
+                let key = &keys[rng.below(keys.len() as u64) as usize];
+                (true, client.get_data(key).await.map(drop))
+            }
+            Workload::Mixed => {
+                let key = &keys[rng.below(keys.len() as u64) as usize];
+                if rng.below(100) < read_percent as u64 {
+                    (true, client.get_data(key).await.map(drop))
+                } else {
+                    (false, client.set_data(key, &payload, None).await.map(drop))
+                }
+            }
+            Workload::Client | Workload::Memory => unreachable!("not a throughput workload"),
+        };
+        let t1 = Instant::now();
+        match result {
+            Ok(()) => {
+                live.fetch_add(1, Ordering::Relaxed);
+                if t0 >= measure_start && t1 <= end {
+                    let h = if is_read {
+                        &mut out.reads
+                    } else {
+                        &mut out.writes
+                    };
+                    record(h, t1 - t0);
+                }
+            }
+            Err(e) => {
+                *out.errors.entry(error_kind(&e)).or_default() += 1;
+                if is_fatal(&e) {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Runs one round of a throughput workload against the server at `addr`
+/// (process `pid`); `idle_pids` are the other servers, idle meanwhile.
+pub async fn run_workload(
+    addr: SocketAddr,
+    pid: u32,
+    idle_pids: &[u32],
+    workload: Workload,
+    spec: &LoadSpec,
+    label: &str,
+) -> RawRound {
+    match run_workload_inner(addr, pid, idle_pids, workload, spec, label).await {
+        Ok(r) => r,
+        Err(e) => RawRound::failed(format!("{e:#}")),
+    }
+}
+
+/// CPU seconds so far: (server, this process, idle servers, every task on
+/// the machine, irq + softirq).
+fn cpu_sample(pid: u32, idle_pids: &[u32]) -> Result<(f64, f64, f64, f64, f64)> {
+    let (tasks, irq) = machine_busy_secs()?;
+    let mut idle = 0.0;
+    for &p in idle_pids {
+        idle += cpu_secs(Some(p)).unwrap_or(0.0);
+    }
+    Ok((cpu_secs(Some(pid))?, cpu_secs(None)?, idle, tasks, irq))
+}
+
+async fn run_workload_inner(
+    addr: SocketAddr,
+    pid: u32,
+    idle_pids: &[u32],
+    workload: Workload,
+    spec: &LoadSpec,
+    label: &str,
+) -> Result<RawRound> {
+    let clients = connect_sessions(addr, spec.sessions).await?;
+    let prepared = Arc::new(prepare(&clients, workload, spec).await?);
+    let payload = Arc::new(vec![b'v'; spec.payload]);
+    let warmup = Duration::from_secs_f64(spec.warmup_secs);
+    let duration = Duration::from_secs_f64(spec.duration_secs);
+    let start = Instant::now();
+    let measure_start = start + warmup;
+    let end = measure_start + duration;
+    let live = Arc::new(AtomicU64::new(0));
+    let mut set = JoinSet::new();
+    for (s, client) in clients.iter().enumerate() {
+        for t in 0..spec.inflight {
+            set.spawn(worker(
+                client.clone(),
+                workload,
+                s,
+                t,
+                prepared.clone(),
+                payload.clone(),
+                spec.mixed_read_percent,
+                (measure_start, end),
+                live.clone(),
+            ));
+        }
+    }
+    // Progress every 2 s: completed ops/s since the last line.
+    let stop_progress = Arc::new(AtomicBool::new(false));
+    let progress = {
+        let (live, stop, label) = (live.clone(), stop_progress.clone(), label.to_string());
+        tokio::spawn(async move {
+            let mut last = 0;
+            let mut t = Instant::now();
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let now = live.load(Ordering::Relaxed);
+                let phase = if Instant::now() < measure_start {
+                    "warm-up"
+                } else {
+                    "measuring"
+                };
+                eprintln!(
+                    "  {label}: {phase} {:.0} s, {:.0} ops/s",
+                    start.elapsed().as_secs_f64(),
+                    (now - last) as f64 / t.elapsed().as_secs_f64()
+                );
+                last = now;
+                t = Instant::now();
+            }
+        })
+    };
+
+    tokio::time::sleep_until(measure_start.into()).await;
+    let (server0, client0, idle0, busy0, irq0) = cpu_sample(pid, idle_pids)?;
+    tokio::time::sleep_until(end.into()).await;
+    let (server1, client1, idle1, busy1, irq1) = cpu_sample(pid, idle_pids)?;
+
+    // Every task stops issuing at `end`; give the last replies a bounded time.
+    let mut round = RawRound::failed(String::new());
+    round.failure = None;
+    let drained = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(r) = set.join_next().await {
+            let r = r.context("worker panicked")?;
+            round.reads.add(&r.reads).expect("same histogram bounds");
+            round.writes.add(&r.writes).expect("same histogram bounds");
+            for (k, v) in r.errors {
+                *round.errors.entry(k).or_default() += v;
+            }
+        }
+        Ok::<(), anyhow::Error>(())
+    })
+    .await;
+    stop_progress.store(true, Ordering::Relaxed);
+    progress.abort();
+    round.failure = match drained {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(format!("{e:#}")),
+        Err(_) => Some("requests still outstanding 30 s after the window ended".to_string()),
+    };
+    round.window_secs = duration.as_secs_f64();
+    round.server_cpu_secs = server1 - server0;
+    round.client_cpu_secs = client1 - client0;
+    round.idle_server_cpu_secs = idle1 - idle0;
+    round.other_cpu_secs = ((busy1 - busy0)
+        - round.server_cpu_secs
+        - round.client_cpu_secs
+        - round.idle_server_cpu_secs)
+        .max(0.0);
+    round.softirq_secs = irq1 - irq0;
+    Ok(round)
+}

@@ -1,0 +1,523 @@
+//! wazoo-bench: wazoo against Apache ZooKeeper 3.8, side by side, in one run,
+//! on one machine, with the same client (`zookeeper-client` crate) and the
+//! same load.
+//!
+//! ```text
+//! cargo build --release -p wazoo -p wazoo-bench
+//! target/release/wazoo-bench --quick                  # about a minute
+//! target/release/wazoo-bench --out results.json --report report.md
+//! ```
+//!
+//! Markdown tables go to stdout (and `--report`), raw figures to `--out`
+//! (JSON, rewritten after every phase), progress to stderr.
+
+mod client_bench;
+mod load;
+mod memory;
+mod report;
+mod servers;
+mod stats;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use wazoo_testkit::Flavor;
+
+use client_bench::{ClientResult, ClientSpec};
+use load::{LoadSpec, RawRound, RunResult, Workload};
+use memory::{MemoryRun, MemorySpec};
+use servers::{Server, ServerConfig, SystemInfo};
+
+const DEFAULT_WORKLOADS: &str = "create,set,get,mixed,client,memory";
+
+/// Benchmark wazoo against Apache ZooKeeper 3.8 side by side (same machine,
+/// same run, same client and load). Both servers run standalone on loopback.
+#[derive(Parser, Debug, Clone, Serialize)]
+#[command(name = "wazoo-bench", version)]
+struct Args {
+    /// Client sessions (connections) driving each throughput workload.
+    #[arg(long, default_value_t = 16)]
+    sessions: usize,
+    /// Requests in flight per session (one task each, sharing the session).
+    #[arg(long, default_value_t = 8)]
+    inflight: usize,
+    /// Data bytes per create/setData.
+    #[arg(long, default_value_t = 100)]
+    payload: usize,
+    /// Measured seconds per workload and system [default: 10, --quick: 3].
+    #[arg(long)]
+    duration_secs: Option<f64>,
+    /// Measured rounds per throughput workload and system; rounds alternate
+    /// the systems' order (A B B A ...) [default: 2, --quick: 1].
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Unmeasured warm-up seconds before each measurement (JIT, caches)
+    /// [default: 2, --quick: 1].
+    #[arg(long)]
+    warmup_secs: Option<f64>,
+    /// What to run, in this order.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_WORKLOADS)]
+    workloads: Vec<Workload>,
+    /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
+    #[arg(long)]
+    nodes: Option<u64>,
+    /// Short run for CI (about a minute): 3 s windows, 1 s warm-up, 100k nodes.
+    #[arg(long)]
+    quick: bool,
+    /// Systems to measure: zookeeper, wazoo.
+    #[arg(long, value_delimiter = ',', default_value = "zookeeper,wazoo")]
+    #[serde(serialize_with = "serialize_flavors")]
+    systems: Vec<Flavor>,
+    /// Where to write the raw figures (JSON).
+    #[arg(long, default_value = "results.json")]
+    out: PathBuf,
+    /// Also write the Markdown report to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// The wazoo server binary [default: $WAZOO_BIN, else target/release/wazoo].
+    #[arg(long)]
+    wazoo_bin: Option<PathBuf>,
+    /// ZooKeeper's JVM heap (-Xmx), large enough for the memory figure.
+    #[arg(long, default_value = "2g")]
+    zk_heap: String,
+    /// Pre-created nodes that set/get/mixed pick from at random.
+    #[arg(long, default_value_t = 1000)]
+    keys: usize,
+    /// Share of reads in the mixed workload, in percent.
+    #[arg(long, default_value_t = 90)]
+    mixed_read_percent: u32,
+    /// Requests in flight per session while loading the memory figure's nodes.
+    #[arg(long, default_value_t = 32)]
+    load_inflight: usize,
+    /// Upper bound on loading the memory figure's nodes, per system.
+    #[arg(long, default_value_t = 600.0)]
+    load_timeout_secs: f64,
+    /// Requests in flight on the single connection of the client benchmark.
+    #[arg(long, default_value_t = 128)]
+    client_inflight: usize,
+    /// Measured seconds per client-benchmark round [default: 5, --quick: 2].
+    #[arg(long)]
+    client_duration_secs: Option<f64>,
+    /// Measured rounds per client crate (alternating A B B A ...).
+    #[arg(long, default_value_t = 2)]
+    client_rounds: usize,
+    /// Worker threads of the load generator's tokio runtime [default: CPUs].
+    #[arg(long)]
+    client_threads: Option<usize>,
+    /// The whole run is abandoned (servers killed) after this long
+    /// [default: 1800, --quick: 300].
+    #[arg(long)]
+    time_limit_secs: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Machine {
+    cpus: usize,
+    kernel: String,
+    mem_total_bytes: Option<u64>,
+    loadavg_at_start: String,
+    loadavg_at_end: String,
+    client_threads: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct WorkloadResult {
+    workload: Workload,
+    /// The order the systems ran in (alternates from workload to workload).
+    order: Vec<String>,
+    runs: BTreeMap<String, RunResult>,
+}
+
+#[derive(Debug, Serialize)]
+struct ClientBlock {
+    spec: ClientSpec,
+    result: ClientResult,
+}
+
+#[derive(Debug, Serialize)]
+struct MemoryBlock {
+    spec: MemorySpec,
+    order: Vec<String>,
+    runs: BTreeMap<String, MemoryRun>,
+}
+
+#[derive(Debug, Serialize)]
+struct Results {
+    started_unix_secs: u64,
+    total_secs: f64,
+    complete: bool,
+    args: Args,
+    machine: Machine,
+    load: LoadSpec,
+    systems: Vec<SystemInfo>,
+    workloads: Vec<WorkloadResult>,
+    client: Option<ClientBlock>,
+    memory: Option<MemoryBlock>,
+}
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    let threads = args.client_threads.unwrap_or_else(cpus).max(1);
+    args.client_threads = Some(threads);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let limit = Duration::from_secs_f64(args.time_limit_secs.unwrap_or(if args.quick {
+        300.0
+    } else {
+        1800.0
+    }));
+    let outcome = runtime.block_on(async {
+        match tokio::time::timeout(limit, run(args)).await {
+            Ok(r) => r,
+            Err(_) => bail!("the run took longer than --time-limit-secs ({limit:?}); abandoned"),
+        }
+    });
+    // Any server still alive is killed when its handle drops (it has by now)
+    // or, at the latest, by the kernel as this process exits (PR_SET_PDEATHSIG).
+    runtime.shutdown_timeout(Duration::from_secs(5));
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn mem_total() -> Option<u64> {
+    read_trimmed("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+}
+
+async fn run(args: Args) -> Result<()> {
+    let started = Instant::now();
+    let quick = args.quick;
+    let duration = args.duration_secs.unwrap_or(if quick { 3.0 } else { 10.0 });
+    let warmup = args.warmup_secs.unwrap_or(if quick { 1.0 } else { 2.0 });
+    let nodes = args
+        .nodes
+        .unwrap_or(if quick { 100_000 } else { 1_000_000 });
+    let rounds_per_workload = args.rounds.unwrap_or(if quick { 1 } else { 2 }).max(1);
+    let client_duration = args
+        .client_duration_secs
+        .unwrap_or(if quick { 2.0 } else { 5.0 });
+    anyhow::ensure!(
+        args.sessions > 0 && args.inflight > 0,
+        "--sessions and --inflight must be positive"
+    );
+    anyhow::ensure!(
+        duration > 0.0 && warmup >= 0.0,
+        "--duration-secs must be positive"
+    );
+    anyhow::ensure!(args.keys > 0, "--keys must be positive");
+
+    let mut systems: Vec<Flavor> = Vec::new();
+    for s in &args.systems {
+        if !systems.contains(s) {
+            systems.push(*s);
+        }
+    }
+    if systems.is_empty() {
+        bail!("--systems is empty");
+    }
+    let wazoo_bin = if systems.contains(&Flavor::Wazoo) {
+        servers::find_wazoo_bin(args.wazoo_bin.clone())?
+    } else {
+        PathBuf::from("(not used)")
+    };
+    if systems.contains(&Flavor::Zookeeper) {
+        wazoo_testkit::zookeeper_classpath().context("Apache ZooKeeper is needed")?;
+    }
+    let server_cfg = ServerConfig {
+        wazoo_bin,
+        zk_heap: args.zk_heap.clone(),
+    };
+
+    let load_spec = LoadSpec {
+        sessions: args.sessions,
+        inflight: args.inflight,
+        payload: args.payload,
+        warmup_secs: warmup,
+        duration_secs: duration,
+        keys: args.keys,
+        rounds: rounds_per_workload,
+        mixed_read_percent: args.mixed_read_percent.min(100),
+    };
+    let mut results = Results {
+        started_unix_secs: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        total_secs: 0.0,
+        complete: false,
+        args: args.clone(),
+        machine: Machine {
+            cpus: cpus(),
+            kernel: read_trimmed("/proc/sys/kernel/osrelease"),
+            mem_total_bytes: mem_total(),
+            loadavg_at_start: read_trimmed("/proc/loadavg"),
+            loadavg_at_end: String::new(),
+            client_threads: args.client_threads.unwrap_or(1),
+        },
+        load: load_spec.clone(),
+        systems: Vec::new(),
+        workloads: Vec::new(),
+        client: None,
+        memory: None,
+    };
+    let save = |results: &Results| -> Result<()> {
+        let json = serde_json::to_string_pretty(results)?;
+        std::fs::write(&args.out, json + "\n")
+            .with_context(|| format!("writing {}", args.out.display()))
+    };
+    eprintln!(
+        "wazoo-bench: systems {}; workloads {}; {} sessions x {} in flight, {} B payload, \
+         {warmup} s warm-up + {duration} s per run; {nodes} znodes for memory",
+        names(&systems),
+        args.workloads
+            .iter()
+            .map(|w| w.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        args.sessions,
+        args.inflight,
+        args.payload,
+    );
+
+    // Which throughput workload this is, to alternate who goes first.
+    let mut order_index = 0usize;
+
+    // Phase 1: throughput workloads and the client benchmark, on one server
+    // of each system that lives through the phase.
+    let needs_servers = args
+        .workloads
+        .iter()
+        .any(|w| w.is_throughput() || *w == Workload::Client);
+    if needs_servers {
+        let mut running: BTreeMap<&'static str, Server> = BTreeMap::new();
+        let any_throughput = args.workloads.iter().any(|w| w.is_throughput());
+        for &flavor in &systems {
+            // The client benchmark alone needs only wazoo.
+            if !any_throughput && flavor != Flavor::Wazoo {
+                continue;
+            }
+            eprintln!("starting {flavor} ...");
+            let cfg = server_cfg.clone();
+            let server = tokio::task::spawn_blocking(move || Server::start(flavor, &cfg)).await??;
+            let info = server.describe(&server_cfg);
+            eprintln!(
+                "  {flavor} on {} (pid {}): {}",
+                server.addr(),
+                server.pid()?,
+                info.version
+            );
+            results.systems.push(info);
+            running.insert(flavor.name(), server);
+        }
+        save(&results)?;
+
+        for &workload in &args.workloads {
+            if workload.is_throughput() {
+                // Round r of the i-th workload runs the systems in the listed
+                // order when i + r is even, reversed when odd: A B, B A, ...
+                let i = order_index;
+                order_index += 1;
+                let mut order = Vec::new();
+                let mut rounds: BTreeMap<&'static str, Vec<RawRound>> = BTreeMap::new();
+                for r in 0..rounds_per_workload {
+                    let mut this_round = systems.clone();
+                    if (i + r) % 2 == 1 {
+                        this_round.reverse();
+                    }
+                    for &flavor in &this_round {
+                        order.push(flavor.name().to_string());
+                        let idle_pids: Vec<u32> = running
+                            .iter()
+                            .filter(|(name, _)| **name != flavor.name())
+                            .filter_map(|(_, s)| s.pid().ok())
+                            .collect();
+                        let server = running.get_mut(flavor.name()).expect("started above");
+                        let label = if rounds_per_workload > 1 {
+                            format!("[{}] {flavor} (round {})", workload.name(), r + 1)
+                        } else {
+                            format!("[{}] {flavor}", workload.name())
+                        };
+                        let round = if !server.is_running() {
+                            RawRound::failed(format!(
+                                "{flavor} is not running; log tail:\n{}",
+                                server.log_tail(20)
+                            ))
+                        } else {
+                            eprintln!(
+                                "{label}: {warmup} s warm-up + {duration} s measured, {} sessions x {} in flight",
+                                args.sessions, args.inflight
+                            );
+                            load::run_workload(
+                                server.addr(),
+                                server.pid()?,
+                                &idle_pids,
+                                workload,
+                                &load_spec,
+                                &label,
+                            )
+                            .await
+                        };
+                        log_run(
+                            &label,
+                            &load::summarize(workload, std::slice::from_ref(&round)),
+                        );
+                        rounds.entry(flavor.name()).or_default().push(round);
+                    }
+                }
+                let runs: BTreeMap<String, RunResult> = rounds
+                    .iter()
+                    .map(|(name, rs)| (name.to_string(), load::summarize(workload, rs)))
+                    .collect();
+                results.workloads.push(WorkloadResult {
+                    workload,
+                    order,
+                    runs,
+                });
+                save(&results)?;
+            } else if workload == Workload::Client {
+                let Some(server) = running.get("wazoo") else {
+                    eprintln!("[client] skipped: wazoo is not among --systems");
+                    continue;
+                };
+                let spec = ClientSpec {
+                    inflight: args.client_inflight,
+                    warmup_secs: warmup.min(1.0),
+                    duration_secs: client_duration,
+                    rounds: args.client_rounds.max(1),
+                };
+                eprintln!(
+                    "[client] one connection to wazoo, {} getData in flight, {} round(s) of {} s per crate",
+                    spec.inflight, spec.rounds, spec.duration_secs
+                );
+                let result = client_bench::run(server.addr(), server.pid()?, &spec).await;
+                if let Some(f) = &result.failure {
+                    eprintln!("[client] FAILED: {f}");
+                }
+                results.client = Some(ClientBlock { spec, result });
+                save(&results)?;
+            }
+        }
+        eprintln!("stopping the throughput servers");
+        tokio::task::spawn_blocking(move || drop(running)).await?;
+    }
+
+    // Phase 2: memory, one fresh server at a time.
+    if args.workloads.contains(&Workload::Memory) {
+        let spec = MemorySpec {
+            nodes,
+            node_bytes: memory::NODE_BYTES,
+            children_per_parent: memory::BUCKET,
+            sessions: args.sessions,
+            inflight: args.load_inflight,
+            settle_secs: if quick { 1.0 } else { 3.0 },
+            load_timeout_secs: args.load_timeout_secs,
+        };
+        let mut order = systems.clone();
+        if order_index % 2 == 1 {
+            order.reverse();
+        }
+        let mut runs = BTreeMap::new();
+        for &flavor in &order {
+            let run = memory::measure(flavor, &server_cfg, &spec).await;
+            if let Some(f) = &run.failure {
+                eprintln!("[memory] {flavor} FAILED: {f}");
+            }
+            if let Some(info) = &run.system {
+                if !results.systems.iter().any(|s| s.name == info.name) {
+                    results.systems.push(info.clone());
+                }
+            }
+            runs.insert(flavor.name().to_string(), run);
+            results.memory = Some(MemoryBlock {
+                spec: spec.clone(),
+                order: order.iter().map(|f| f.name().to_string()).collect(),
+                runs: runs.clone(),
+            });
+            save(&results)?;
+        }
+    }
+
+    results.total_secs = started.elapsed().as_secs_f64();
+    results.machine.loadavg_at_end = read_trimmed("/proc/loadavg");
+    results.complete = true;
+    save(&results)?;
+    let markdown = report::markdown(&results);
+    println!("{markdown}");
+    if let Some(path) = &args.report {
+        std::fs::write(path, &markdown).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!(
+        "done in {:.0} s; raw figures in {}",
+        results.total_secs,
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn serialize_flavors<S: serde::Serializer>(v: &[Flavor], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(|f| f.name()))
+}
+
+fn names(systems: &[Flavor]) -> String {
+    systems
+        .iter()
+        .map(|f| f.name())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn log_run(label: &str, r: &RunResult) {
+    match &r.failure {
+        Some(f) if r.ops == 0 => eprintln!("{label}: FAILED: {f}"),
+        _ => eprintln!(
+            "{label}: {:.0} ops/s, p50 {:.0} µs, p99 {:.0} µs, server CPU {:.1} µs/op{}{}",
+            r.ops_per_sec,
+            r.latency.p50_us,
+            r.latency.p99_us,
+            r.server_cpu_us_per_op,
+            if r.errors > 0 {
+                format!(", {} errors {:?}", r.errors, r.error_kinds)
+            } else {
+                String::new()
+            },
+            r.failure
+                .as_ref()
+                .map(|f| format!(" (incomplete: {f})"))
+                .unwrap_or_default()
+        ),
+    }
+}

@@ -1,0 +1,179 @@
+//! The memory figure: a fresh server, N znodes of 100 bytes loaded as fast
+//! as pipelined creates go, then the server process's resident memory.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use wazoo_testkit::Flavor;
+
+use crate::load::{connect_sessions, create_many};
+use crate::servers::{jcmd, jvm_heap_used, proc_status_bytes, Server, ServerConfig, SystemInfo};
+
+/// Children per parent: N nodes live under N/1000 parents of 1000 each
+/// (`/mem/b0000/n0000` ...), so the figure is about node storage rather
+/// than one giant child list.
+pub const BUCKET: u64 = 1000;
+/// Data bytes per znode.
+pub const NODE_BYTES: usize = 100;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MemorySpec {
+    pub nodes: u64,
+    pub node_bytes: usize,
+    pub children_per_parent: u64,
+    pub sessions: usize,
+    pub inflight: usize,
+    pub settle_secs: f64,
+    pub load_timeout_secs: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MemoryRun {
+    /// VmRSS of the fresh, empty server (after startup and 1 s idle).
+    pub rss_empty_bytes: u64,
+    /// VmRSS right after the last create was acknowledged.
+    pub rss_loaded_bytes: u64,
+    /// VmRSS after `settle_secs` more (the figure the table shows).
+    pub rss_bytes: u64,
+    /// VmHWM: the peak resident memory of the process.
+    pub rss_peak_bytes: u64,
+    /// Nodes created by the loader (parents included).
+    pub created: u64,
+    pub load_secs: f64,
+    pub creates_per_sec: f64,
+    /// ZooKeeper only: VmRSS after a forced full GC (`jcmd GC.run`), and the
+    /// live heap then (`jcmd GC.heap_info`): the least the JVM could hold
+    /// the tree in, as opposed to what it does hold.
+    pub rss_after_full_gc_bytes: Option<u64>,
+    pub jvm_heap_used_after_gc_bytes: Option<u64>,
+    /// `zk_znode_count` from `mntr`, if the server reports it.
+    pub mntr_znode_count: Option<u64>,
+    /// `zk_approximate_data_size` from `mntr`, if the server reports it.
+    pub mntr_data_size: Option<u64>,
+    pub failure: Option<String>,
+    pub system: Option<SystemInfo>,
+}
+
+/// Starts a fresh server of `flavor`, loads it and measures it; the server
+/// is killed before this returns.
+pub async fn measure(flavor: Flavor, cfg: &ServerConfig, spec: &MemorySpec) -> MemoryRun {
+    let mut run = MemoryRun::default();
+    if let Err(e) = measure_inner(flavor, cfg, spec, &mut run).await {
+        run.failure = Some(format!("{e:#}"));
+    }
+    run
+}
+
+async fn measure_inner(
+    flavor: Flavor,
+    cfg: &ServerConfig,
+    spec: &MemorySpec,
+    run: &mut MemoryRun,
+) -> Result<()> {
+    let cfg2 = cfg.clone();
+    let server = tokio::task::spawn_blocking(move || Server::start(flavor, &cfg2)).await??;
+    let pid = server.pid()?;
+    let addr = server.addr();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    run.rss_empty_bytes = proc_status_bytes(pid, "VmRSS")?;
+    let name = flavor.name();
+    eprintln!(
+        "[memory] {name}: empty server RSS {:.1} MiB; loading {} znodes of {} bytes",
+        mib(run.rss_empty_bytes),
+        spec.nodes,
+        spec.node_bytes
+    );
+
+    let clients = connect_sessions(addr, spec.sessions).await?;
+    let buckets = spec.nodes.div_ceil(spec.children_per_parent);
+    let start = Instant::now();
+    let deadline = Duration::from_secs_f64(spec.load_timeout_secs);
+    let root = create_many(
+        &clients[..1],
+        1,
+        1,
+        Arc::new(|_| "/mem".to_string()),
+        Arc::new(Vec::new()),
+        deadline,
+        None,
+        false,
+    )
+    .await
+    .context("creating /mem")?;
+    let parents = create_many(
+        &clients,
+        spec.inflight,
+        buckets,
+        Arc::new(|i| format!("/mem/b{i:04}")),
+        Arc::new(Vec::new()),
+        deadline.saturating_sub(start.elapsed()),
+        None,
+        false,
+    )
+    .await
+    .context("creating the parents")?;
+    let per = spec.children_per_parent;
+    let leaves = create_many(
+        &clients,
+        spec.inflight,
+        spec.nodes,
+        Arc::new(move |i| format!("/mem/b{:04}/n{:04}", i / per, i % per)),
+        Arc::new(vec![b'm'; spec.node_bytes]),
+        deadline.saturating_sub(start.elapsed()),
+        Some(format!("[memory] {name}")),
+        false,
+    )
+    .await
+    .context("loading the znodes")?;
+    let elapsed = start.elapsed();
+    run.created = root.created + parents.created + leaves.created;
+    run.load_secs = elapsed.as_secs_f64();
+    run.creates_per_sec = run.created as f64 / run.load_secs;
+    run.rss_loaded_bytes = proc_status_bytes(pid, "VmRSS")?;
+    drop(clients);
+    tokio::time::sleep(Duration::from_secs_f64(spec.settle_secs)).await;
+    run.rss_bytes = proc_status_bytes(pid, "VmRSS")?;
+    run.rss_peak_bytes = proc_status_bytes(pid, "VmHWM")?;
+    let mntr = server.mntr();
+    let num = |k: &str| mntr.get(k).and_then(|v| v.parse::<u64>().ok());
+    run.mntr_znode_count = num("zk_znode_count");
+    run.mntr_data_size = num("zk_approximate_data_size");
+    run.system = Some(server.describe(cfg));
+    if flavor == Flavor::Zookeeper {
+        let gc = tokio::task::spawn_blocking(move || jcmd(pid, &["GC.run"]).is_some()).await?;
+        if gc {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            run.rss_after_full_gc_bytes = proc_status_bytes(pid, "VmRSS").ok();
+            run.jvm_heap_used_after_gc_bytes =
+                tokio::task::spawn_blocking(move || jvm_heap_used(pid)).await?;
+        }
+    }
+    eprintln!(
+        "[memory] {name}: {} znodes in {:.1} s ({:.0}/s); RSS {:.1} MiB (peak {:.1} MiB){}",
+        run.created,
+        run.load_secs,
+        run.creates_per_sec,
+        mib(run.rss_bytes),
+        mib(run.rss_peak_bytes),
+        match (
+            run.rss_after_full_gc_bytes,
+            run.jvm_heap_used_after_gc_bytes
+        ) {
+            (Some(rss), Some(heap)) => format!(
+                "; after a full GC: RSS {:.1} MiB, live heap {:.1} MiB",
+                mib(rss),
+                mib(heap)
+            ),
+            _ => String::new(),
+        }
+    );
+    // Kill it now (Drop), off the async threads.
+    tokio::task::spawn_blocking(move || drop(server)).await?;
+    Ok(())
+}
+
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}

@@ -1,0 +1,380 @@
+//! The two systems under test, started through wazoo-testkit, and what the
+//! kernel says about their processes (resident memory, CPU time).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use wazoo_testkit::{Flavor, ServerOptions, WazooServer, ZkServer};
+
+/// `zoo.cfg` lines the bench adds for both systems (on top of testkit's
+/// tickTime=2000, dataDir, clientPort, clientPortAddress=127.0.0.1,
+/// 4lw.commands.whitelist=*, extendedTypesEnabled=true). Everything else is
+/// each system's default.
+pub const EXTRA_CFG: &[&str] = &[
+    // Connection limit per client IP (default 60): every session of the bench
+    // comes from 127.0.0.1, and `--sessions` may be large. Not a speed knob.
+    "maxClientCnxns=0",
+];
+
+/// How to start the servers.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub wazoo_bin: PathBuf,
+    /// JVM `-Xmx` value for ZooKeeper, e.g. `2g`.
+    pub zk_heap: String,
+}
+
+/// A running server of either system. Dropping it kills it (testkit).
+pub enum Server {
+    Zookeeper(ZkServer),
+    Wazoo(WazooServer),
+}
+
+impl Server {
+    pub fn start(flavor: Flavor, cfg: &ServerConfig) -> Result<Server> {
+        let mut opts = ServerOptions::default().startup_timeout(Duration::from_secs(90));
+        for line in EXTRA_CFG {
+            opts = opts.cfg(*line);
+        }
+        Ok(match flavor {
+            Flavor::Zookeeper => {
+                // testkit puts its own `-Xmx1g` first and our JVM options after
+                // it; HotSpot takes the last -Xmx, so this one wins (the report
+                // shows the MaxHeapSize the JVM actually runs with).
+                let opts = opts.arg(format!("-Xmx{}", cfg.zk_heap));
+                Server::Zookeeper(ZkServer::start_with(opts).context("starting Apache ZooKeeper")?)
+            }
+            Flavor::Wazoo => {
+                let opts = opts.binary(&cfg.wazoo_bin);
+                Server::Wazoo(WazooServer::start(opts).context("starting wazoo")?)
+            }
+        })
+    }
+
+    pub fn flavor(&self) -> Flavor {
+        match self {
+            Server::Zookeeper(_) => Flavor::Zookeeper,
+            Server::Wazoo(_) => Flavor::Wazoo,
+        }
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        match self {
+            Server::Zookeeper(s) => s.addr(),
+            Server::Wazoo(s) => s.addr(),
+        }
+    }
+
+    pub fn pid(&self) -> Result<u32> {
+        match self {
+            Server::Zookeeper(s) => s.pid(),
+            Server::Wazoo(s) => s.pid(),
+        }
+        .with_context(|| format!("{} is not running", self.flavor()))
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match self {
+            Server::Zookeeper(s) => s.is_running(),
+            Server::Wazoo(s) => s.is_running(),
+        }
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        match self {
+            Server::Zookeeper(s) => s.log_tail(lines),
+            Server::Wazoo(s) => s.log_tail(lines),
+        }
+    }
+
+    /// `mntr` as key -> value (empty if the server does not answer it).
+    pub fn mntr(&self) -> BTreeMap<String, String> {
+        wazoo_testkit::four_letter_word(self.addr(), "mntr")
+            .map(|text| {
+                text.lines()
+                    .filter_map(|l| {
+                        let (k, v) = l.split_once('\t')?;
+                        Some((k.trim().to_string(), v.trim().to_string()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The version line of `srvr`.
+    pub fn version(&self) -> String {
+        wazoo_testkit::four_letter_word(self.addr(), "srvr")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.to_ascii_lowercase().contains("version"))
+                    .map(|l| l.trim().to_string())
+            })
+            .unwrap_or_else(|| "(srvr gave no version)".to_string())
+    }
+
+    /// What the report says about how this server runs.
+    pub fn describe(&self, cfg: &ServerConfig) -> SystemInfo {
+        let pid = self.pid().ok();
+        let cmdline = pid.map(read_cmdline).unwrap_or_default();
+        let mut notes = vec![format!(
+            "zoo.cfg: testkit's tickTime=2000, dataDir in /tmp, 127.0.0.1 only; bench adds {}; \
+             everything else (snapCount, fsync, autopurge, ...) left at the server's default",
+            EXTRA_CFG.join(", ")
+        )];
+        let (program, jvm_flags, max_heap) = match self {
+            Server::Zookeeper(_) => {
+                let flags: Vec<String> = cmdline
+                    .iter()
+                    .filter(|a| a.starts_with("-X") && !a.starts_with("-Xlog"))
+                    .cloned()
+                    .collect();
+                let max_heap = pid.and_then(jvm_max_heap);
+                notes.push(
+                    "ZooKeeper defaults: snapCount=100000, forceSync=yes (fsync before ack, \
+                     group commit), globalOutstandingLimit=1000, JVM's default GC"
+                        .to_string(),
+                );
+                (
+                    cmdline.first().cloned().unwrap_or_else(|| "java".into()),
+                    flags,
+                    max_heap,
+                )
+            }
+            Server::Wazoo(_) => {
+                notes.push(format!(
+                    "binary {} ({})",
+                    cfg.wazoo_bin.display(),
+                    if cfg.wazoo_bin.components().any(|c| c.as_os_str() == "debug") {
+                        "DEBUG build: figures are not meaningful"
+                    } else {
+                        "release build expected"
+                    }
+                ));
+                (cfg.wazoo_bin.display().to_string(), Vec::new(), None)
+            }
+        };
+        SystemInfo {
+            name: self.flavor().name().to_string(),
+            version: self.version(),
+            program,
+            jvm_flags,
+            jvm_max_heap_bytes: max_heap,
+            notes,
+        }
+    }
+}
+
+/// Static facts about one system in this run.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemInfo {
+    pub name: String,
+    pub version: String,
+    pub program: String,
+    /// ZooKeeper: the -X options on the JVM command line (testkit's, then ours).
+    pub jvm_flags: Vec<String>,
+    /// ZooKeeper: MaxHeapSize as the running JVM reports it (jcmd), if jcmd works.
+    pub jvm_max_heap_bytes: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+fn read_cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `jcmd <pid> <command...>`'s output, bounded to 30 s; `None` if jcmd is
+/// missing or fails.
+pub fn jcmd(pid: u32, command: &[&str]) -> Option<String> {
+    let mut child = Command::new("jcmd")
+        .arg(pid.to_string())
+        .args(command)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let out = child.wait_with_output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// MaxHeapSize of a running JVM (`jcmd <pid> VM.flags`).
+fn jvm_max_heap(pid: u32) -> Option<u64> {
+    jcmd(pid, &["VM.flags"])?
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("-XX:MaxHeapSize="))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Bytes of the JVM heap in use (`jcmd <pid> GC.heap_info`, the first
+/// `used NNNK` figure: the whole heap).
+pub fn jvm_heap_used(pid: u32) -> Option<u64> {
+    let text = jcmd(pid, &["GC.heap_info"])?;
+    let at = text.find("used ")?;
+    let rest = &text[at + 5..];
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    let unit = rest[digits.len()..].chars().next()?;
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        'K' => n * 1024,
+        'M' => n * 1024 * 1024,
+        'G' => n * 1024 * 1024 * 1024,
+        _ => n,
+    })
+}
+
+/// A `VmRSS:`-style field of /proc/<pid>/status, in bytes.
+pub fn proc_status_bytes(pid: u32, field: &str) -> Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix(field).and_then(|r| r.strip_prefix(':')) {
+            let kib: u64 = rest
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse()
+                .with_context(|| format!("parsing {field} in {path}: {line:?}"))?;
+            return Ok(kib * 1024);
+        }
+    }
+    bail!("{path} has no {field} line")
+}
+
+/// User + system CPU seconds of a process (all its threads) so far; `None`
+/// means this process.
+pub fn cpu_secs(pid: Option<u32>) -> Result<f64> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/stat"),
+        None => "/proc/self/stat".to_string(),
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    // The command name (field 2) may hold spaces and parentheses: fields are
+    // counted after the last ')'. utime and stime are fields 14 and 15.
+    let after = &text[text.rfind(')').context("malformed stat")? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<u64> {
+        fields
+            .get(i)
+            .context("short stat line")?
+            .parse::<u64>()
+            .context("parsing stat ticks")
+    };
+    let (utime, stime) = (ticks(11)?, ticks(12)?);
+    Ok((utime + stime) as f64 / clock_ticks_per_sec())
+}
+
+/// CPU seconds the whole machine has spent so far (all CPUs, /proc/stat):
+/// (user + nice + system + steal, irq + softirq). Softirq is mostly the
+/// loopback network processing of the benchmark's own traffic, which no
+/// process is charged for.
+pub fn machine_busy_secs() -> Result<(f64, f64)> {
+    let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("cpu "))
+        .context("/proc/stat has no cpu line")?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal
+    let hz = clock_ticks_per_sec();
+    let tasks = at(0) + at(1) + at(2) + at(7);
+    let irq = at(5) + at(6);
+    Ok((tasks as f64 / hz, irq as f64 / hz))
+}
+
+fn clock_ticks_per_sec() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
+}
+
+/// Finds the wazoo binary to benchmark: `--wazoo-bin`, `$WAZOO_BIN`, then
+/// the release build of this workspace.
+pub fn find_wazoo_bin(explicit: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(path) = explicit {
+        if !path.is_file() {
+            bail!("--wazoo-bin {} is not a file", path.display());
+        }
+        return Ok(path);
+    }
+    if let Some(path) = std::env::var_os("WAZOO_BIN") {
+        let path = PathBuf::from(path);
+        if !path.is_file() {
+            bail!("WAZOO_BIN={} is not a file", path.display());
+        }
+        return Ok(path);
+    }
+    let mut candidates = Vec::new();
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        candidates.push(PathBuf::from(dir).join("release").join("wazoo"));
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent().filter(|d| d.ends_with("release")) {
+            candidates.push(dir.join("wazoo"));
+        }
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("bench lives inside the workspace");
+    candidates.push(workspace.join("target").join("release").join("wazoo"));
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+    bail!(
+        "no release build of the wazoo server found (tried {}).\n\
+         Build it first:  cargo build --release -p wazoo\n\
+         or point at a binary with --wazoo-bin PATH (or WAZOO_BIN=PATH)",
+        tried.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_rss_and_cpu() {
+        let pid = std::process::id();
+        assert!(proc_status_bytes(pid, "VmRSS").unwrap() > 0);
+        assert!(cpu_secs(None).unwrap() >= 0.0);
+        assert!(cpu_secs(Some(pid)).unwrap() >= 0.0);
+        assert!(machine_busy_secs().unwrap().0 > 0.0);
+        assert!(proc_status_bytes(pid, "NoSuchField").is_err());
+    }
+}
