@@ -280,6 +280,11 @@ impl EnsembleCore {
                         }
                         self.server.handle(input, now);
                     }
+                    Event::Inputs(inputs) => {
+                        for input in inputs {
+                            self.server.handle(input, now);
+                        }
+                    }
                     Event::Link(LinkEvent::Zab { from, msg }) => self
                         .peer
                         .handle(zab::Input::Message { from, msg }, now as u64),

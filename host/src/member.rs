@@ -44,6 +44,9 @@ pub enum Event {
         tx: mpsc::UnboundedSender<ConnMsg>,
     },
     Input(Input),
+    /// Several inputs from one connection, in order (a reader found more
+    /// than one whole frame buffered).
+    Inputs(Vec<Input>),
     /// A four-letter word to answer.
     Admin {
         word: String,
@@ -371,6 +374,11 @@ fn core_loop(
                         conns.remove(conn);
                     }
                     server.handle(input, now);
+                }
+                Event::Inputs(inputs) => {
+                    for input in inputs {
+                        server.handle(input, now);
+                    }
                 }
                 Event::Admin { word, reply } => {
                     let text = crate::admin::four_letter(&word, &server, &ctx, conns.len());

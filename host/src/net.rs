@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -158,7 +158,9 @@ async fn read_loop(
     permits: Arc<Semaphore>,
 ) {
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
+    let mut batch: Vec<Input> = Vec::new();
     loop {
+        // Wait for one whole frame...
         let mut head = [0u8; 4];
         if rd.read_exact(&mut head).await.is_err() {
             return;
@@ -170,23 +172,63 @@ async fn read_loop(
             Ok(p) => p.forget(),
             Err(_) => return,
         }
-        let input = match frame::decode_client_frame(&payload) {
-            Ok(ClientFrame::Request { xid, req }) => Input::Request { conn, xid, req },
-            Ok(ClientFrame::Unknown { xid, op }) => Input::Unknown { conn, xid, op },
-            Err(e) if payload.len() >= 8 => {
-                let xid = i32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
-                tracing::debug!(conn, "malformed request body: {e}");
-                Input::Malformed { conn, xid }
-            }
-            Err(e) => {
-                tracing::debug!(conn, "malformed request header, closing: {e}");
-                return;
-            }
+        let Some(input) = decode_input(conn, &payload) else {
+            return;
         };
-        if core.send(Event::Input(input)).await.is_err() {
+        batch.push(input);
+        // ...then take every whole frame already buffered, without waiting,
+        // so a pipelining client costs one hand-off per read, not per request.
+        loop {
+            let buffered = rd.buffer();
+            let n = match frame::check(buffered, max) {
+                Ok(Some(n)) => n,
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::info!("closing connection: {e}");
+                    let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
+                    return;
+                }
+            };
+            let Ok(p) = permits.try_acquire() else {
+                break;
+            };
+            p.forget();
+            let input = decode_input(conn, &buffered[4..n]);
+            rd.consume(n);
+            match input {
+                Some(i) => batch.push(i),
+                None => {
+                    let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
+                    return;
+                }
+            }
+        }
+        let ev = if batch.len() == 1 {
+            Event::Input(batch.pop().expect("one input"))
+        } else {
+            Event::Inputs(std::mem::take(&mut batch))
+        };
+        if core.send(ev).await.is_err() {
             return;
         }
     }
+}
+
+/// Decodes one request frame's payload; `None` closes the connection.
+fn decode_input(conn: u64, payload: &[u8]) -> Option<Input> {
+    Some(match frame::decode_client_frame(payload) {
+        Ok(ClientFrame::Request { xid, req }) => Input::Request { conn, xid, req },
+        Ok(ClientFrame::Unknown { xid, op }) => Input::Unknown { conn, xid, op },
+        Err(e) if payload.len() >= 8 => {
+            let xid = i32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+            tracing::debug!(conn, "malformed request body: {e}");
+            Input::Malformed { conn, xid }
+        }
+        Err(e) => {
+            tracing::debug!(conn, "malformed request header, closing: {e}");
+            return None;
+        }
+    })
 }
 
 async fn write_loop(
