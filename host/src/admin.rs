@@ -18,7 +18,14 @@ pub fn version() -> String {
 pub fn four_letter(word: &str, s: &Server, ctx: &AdminContext, conns: usize) -> String {
     match word {
         "ruok" => "imok".to_string(),
-        "isro" => "rw".to_string(),
+        "isro" => if s.in_read_only_mode() {
+            "ro"
+        } else if s.role().serves_clients() {
+            "rw"
+        } else {
+            "null"
+        }
+        .to_string(),
         "srvr" => srvr(s, conns),
         "stat" => {
             let mut out = format!("Zookeeper version: {}\nClients:\n", version());
@@ -102,6 +109,16 @@ pub fn four_letter(word: &str, s: &Server, ctx: &AdminContext, conns: usize) -> 
     }
 }
 
+/// `Mode:` as ZooKeeper prints it, with `read-only` for a member serving
+/// read-only clients without a quorum.
+fn mode(s: &Server) -> &'static str {
+    if s.in_read_only_mode() {
+        "read-only"
+    } else {
+        s.role().mode()
+    }
+}
+
 fn latency(s: &Server) -> (i64, f64, i64) {
     let st = &s.stats;
     let avg = if st.requests_completed == 0 {
@@ -121,7 +138,7 @@ fn srvr(s: &Server, conns: usize) -> String {
         s.stats.packets_sent,
         s.outstanding_requests(),
         s.last_zxid(),
-        s.role().mode(),
+        mode(s),
         s.tree().node_count(),
     )
 }
@@ -229,7 +246,7 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
         .sum();
     let lines: Vec<(&str, String)> = vec![
         ("zk_version", version()),
-        ("zk_server_state", s.role().mode().into()),
+        ("zk_server_state", mode(s).into()),
         ("zk_avg_latency", format!("{avg:.4}")),
         ("zk_max_latency", max.to_string()),
         ("zk_min_latency", min.to_string()),

@@ -53,6 +53,9 @@ pub struct Config {
     pub metrics_port: Option<u16>,
     pub metrics_host: Option<IpAddr>,
     pub reconfig_enabled: bool,
+    /// Serve read-only clients when cut off from the quorum
+    /// (`readonlymode.enabled`, a system property in ZooKeeper).
+    pub read_only_enabled: bool,
     pub standalone_enabled: bool,
     /// Keys we read but do not act on, and keys we do not know: kept for
     /// `conf` and warned about at start.
@@ -194,6 +197,9 @@ impl Config {
             metrics_port,
             metrics_host,
             reconfig_enabled: take_bool(&mut kv, "reconfigEnabled")?.unwrap_or(false),
+            read_only_enabled: take_bool(&mut kv, "readonlymode.enabled")?
+                .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
+                .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
             unknown: kv,
         };

@@ -86,6 +86,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         container_check_interval_ms: cfg.container_check_interval_ms,
         container_max_per_minute: cfg.container_max_per_minute,
         reconfig_enabled: cfg.reconfig_enabled,
+        read_only_enabled: cfg.read_only_enabled,
     }
 }
 

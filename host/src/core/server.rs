@@ -57,6 +57,9 @@ pub struct ServerConfig {
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
     pub reconfig_enabled: bool,
+    /// Serve read-only clients while cut off from the quorum
+    /// (ZooKeeper's `readonlymode.enabled`).
+    pub read_only_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -73,6 +76,7 @@ impl Default for ServerConfig {
             container_check_interval_ms: 60_000,
             container_max_per_minute: 10_000,
             reconfig_enabled: false,
+            read_only_enabled: false,
         }
     }
 }
@@ -286,6 +290,8 @@ pub struct Conn {
     pub peer: Option<SocketAddr>,
     /// The client sent the readOnly byte, so replies carry it too.
     read_only_byte: bool,
+    /// Connected to a member in read-only mode: reads only.
+    pub read_only: bool,
     queue: VecDeque<Queued>,
     /// The handshake reply has been sent; requests are accepted.
     pub established: bool,
@@ -475,6 +481,8 @@ pub struct Server {
     /// Set when a committed txn cannot be applied: this member's state can
     /// no longer be trusted and the shell must stop it.
     fatal: Option<String>,
+    /// Local sessions made in read-only mode, dropped when it ends.
+    ro_sessions: std::collections::HashSet<i64>,
 }
 
 impl Server {
@@ -517,6 +525,7 @@ impl Server {
             role: Role::Standalone,
             ens: ensemble::EnsembleState::default(),
             fatal: None,
+            ro_sessions: Default::default(),
         }
     }
 
@@ -703,6 +712,7 @@ impl Server {
             auth: AuthInfo::for_addr(peer.map(|p| p.ip())),
             peer,
             read_only_byte,
+            read_only: false,
             queue: VecDeque::new(),
             established: false,
             closing: false,
@@ -716,6 +726,9 @@ impl Server {
             total_latency_ms: 0,
         };
         if !self.role.serves_clients() {
+            if self.cfg.read_only_enabled && req.read_only == Some(true) {
+                return self.connect_read_only(conn, c, &req);
+            }
             self.conns.insert(conn, c);
             self.close_conn(conn);
             return;
@@ -800,6 +813,43 @@ impl Server {
             read_only: read_only_byte.then_some(false),
         };
         self.send_connect_response(conn, &resp);
+    }
+
+    /// Seed 000 / ZooKeeper's read-only mode: a member without a quorum
+    /// serves reads to clients that allow it. Its sessions are local (not
+    /// replicated) and every write gets NotReadOnly; when the quorum is
+    /// back, the connection is closed and the client finds a read-write
+    /// server.
+    fn connect_read_only(&mut self, conn: ConnId, mut c: Conn, req: &ConnectRequest) {
+        let timeout = c.timeout_ms;
+        let id = if req.session_id != 0
+            && req.passwd.as_slice() == session::password(req.session_id)
+            && self.sessions.get(req.session_id).is_some()
+        {
+            req.session_id
+        } else {
+            let id = self.sessions.next_session_id();
+            self.sessions.add(id, timeout, self.now_ms);
+            self.ro_sessions.insert(id);
+            id
+        };
+        c.session = id;
+        c.read_only = true;
+        self.conns.insert(conn, c);
+        self.session_conn.insert(id, conn);
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: timeout,
+            session_id: id,
+            passwd: session::password(id).to_vec(),
+            read_only: Some(true),
+        };
+        self.send_connect_response(conn, &resp);
+    }
+
+    /// Whether this member serves read-only clients now.
+    pub fn in_read_only_mode(&self) -> bool {
+        self.role == Role::Looking && self.cfg.read_only_enabled
     }
 
     fn send_connect_response(&mut self, conn: ConnId, resp: &ConnectResponse) {
@@ -902,6 +952,14 @@ impl Server {
         }
         match req {
             Request::Auth(pkt) => self.on_auth(conn, xid, pkt),
+            Request::CloseSession if self.conns.get(&conn).is_some_and(|c| c.read_only) => {
+                // A read-only session is local: it just ends.
+                self.ro_sessions.remove(&session);
+                self.sessions.remove(session);
+                self.session_conn.remove(&session);
+                self.send_reply(conn, xid, 0, &Response::Empty);
+                self.close_conn(conn);
+            }
             Request::CloseSession if self.role.forwards() => {
                 self.forward_write(conn, xid, session, Request::CloseSession)
             }
@@ -919,6 +977,12 @@ impl Server {
                     Some(WriteKind::CloseSession),
                     true,
                 );
+            }
+            req if self.conns.get(&conn).is_some_and(|c| c.read_only)
+                && (req.opcode().is_write()
+                    || matches!(req, Request::Check { .. } | Request::Sync { .. })) =>
+            {
+                self.push_deferred(conn, xid, Deferred::Error(ErrorCode::NotReadOnly))
             }
             req if req.opcode().is_write() || matches!(req, Request::Check { .. }) => {
                 self.on_write(conn, xid, session, req)

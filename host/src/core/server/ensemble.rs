@@ -452,6 +452,9 @@ impl Server {
         self.proposals.clear();
         self.outstanding = Default::default();
         self.ens = EnsembleState::default();
+        for id in std::mem::take(&mut self.ro_sessions) {
+            self.sessions.remove(id);
+        }
         self.last_proposed = self.last_applied;
         if let Role::Leader { epoch } = role {
             self.last_proposed = (epoch as i64) << 32;
