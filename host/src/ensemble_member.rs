@@ -190,10 +190,12 @@ pub async fn start(cfg: Config) -> Result<crate::member::Member> {
         .await
         .with_context(|| format!("cannot listen on {client_addr}"))?;
     let client_addr = listener.local_addr()?;
+    let quorum = cfg.servers.iter().filter(|s| !s.observer).count() / 2 + 1;
     let ctx = Arc::new(AdminContext {
         cfg: cfg.clone(),
         log_stats,
         started_ms: now_ms(),
+        metrics: crate::member::start_metrics(&cfg, quorum).await?,
     });
     let core_ctx = Arc::clone(&ctx);
     let core_cfg = cfg.clone();
@@ -311,6 +313,9 @@ impl EnsembleCore {
                 }
             }
             self.carry_out()?;
+            ctx.metrics
+                .update(&mut self.server, self.conns.len(), &ctx.log_stats);
+            ctx.metrics.set_elections(self.peer.stats().elections);
             if let Some(why) = self.server.fatal() {
                 bail!("stopping: {why}");
             }

@@ -14,5 +14,6 @@ pub mod config;
 pub mod core;
 pub mod ensemble_member;
 pub mod member;
+pub mod metrics;
 pub mod net;
 pub mod quorum;

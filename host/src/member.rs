@@ -223,6 +223,25 @@ pub struct AdminContext {
     pub cfg: Config,
     pub log_stats: Arc<LogStats>,
     pub started_ms: i64,
+    pub metrics: Arc<crate::metrics::Metrics>,
+}
+
+/// Starts the metrics endpoint if zoo.cfg asks for one.
+pub(crate) async fn start_metrics(
+    cfg: &Config,
+    quorum_size: usize,
+) -> Result<Arc<crate::metrics::Metrics>> {
+    let metrics = crate::metrics::Metrics::new(quorum_size);
+    if let Some(port) = cfg.metrics_port {
+        let host = cfg
+            .metrics_host
+            .unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]));
+        let addr = SocketAddr::new(host, port);
+        crate::metrics::serve(addr, Arc::clone(&metrics))
+            .await
+            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+    }
+    Ok(metrics)
 }
 
 /// A running member. Dropping it does not stop it; call [`Member::shutdown`].
@@ -259,6 +278,7 @@ impl Member {
             cfg: cfg.clone(),
             log_stats,
             started_ms: now_ms(),
+            metrics: start_metrics(&cfg, 1).await?,
         });
         let core_ctx = Arc::clone(&ctx);
         let snap_cfg = cfg.clone();
@@ -398,7 +418,9 @@ fn core_loop(
                 next = rx.try_recv().ok();
             }
         }
-        for out in server.take_outputs() {
+        let outputs = server.take_outputs();
+        ctx.metrics.update(&mut server, conns.len(), &ctx.log_stats);
+        for out in outputs {
             match out {
                 Output::Persist { zxid, record } => {
                     if let Err(e) = log.append(zxid as u64, record) {

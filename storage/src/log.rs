@@ -61,6 +61,7 @@ pub struct LogStats {
     fsyncs: AtomicU64,
     commits: AtomicU64,
     appends: AtomicU64,
+    commit_micros: AtomicU64,
 }
 
 impl LogStats {
@@ -79,6 +80,11 @@ impl LogStats {
     /// Records appended since the log was opened.
     pub fn appends(&self) -> u64 {
         self.appends.load(Ordering::Relaxed)
+    }
+
+    /// Time spent in group commits (flush and fdatasync), in microseconds.
+    pub fn commit_micros(&self) -> u64 {
+        self.commit_micros.load(Ordering::Relaxed)
     }
 
     fn count_fsyncs(&self, n: u64) {
@@ -338,11 +344,15 @@ impl TxnLog {
     fn sync_active(&mut self) -> Result<()> {
         if let Some(active) = &mut self.active {
             if active.synced_len < active.len {
+                let started = std::time::Instant::now();
                 active.out.flush().at(&active.path)?;
                 active.out.get_ref().sync_data().at(&active.path)?;
                 active.synced_len = active.len;
                 self.stats.count_fsyncs(1);
                 self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .commit_micros
+                    .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
             }
         }
         self.durable_zxid = self.last_zxid;

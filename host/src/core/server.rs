@@ -317,7 +317,13 @@ pub struct Stats {
     pub requests_completed: u64,
     pub txns_applied: u64,
     pub sessions_expired: u64,
+    /// Request latencies since the shell last took them (for the metrics
+    /// histogram); bounded, the excess is dropped.
+    pub latency_samples_ms: Vec<i64>,
 }
+
+/// How many latency samples wait for the shell at most.
+const LATENCY_SAMPLES_MAX: usize = 1 << 16;
 
 /// A node's state as prep sees it: committed, or as outstanding changes
 /// will leave it.
@@ -1316,6 +1322,9 @@ impl Server {
         s.max_latency_ms = s.max_latency_ms.max(l);
         s.total_latency_ms += l;
         s.requests_completed += 1;
+        if s.latency_samples_ms.len() < LATENCY_SAMPLES_MAX {
+            s.latency_samples_ms.push(l);
+        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.last_latency_ms = l;
             c.min_latency_ms = c.min_latency_ms.min(l);
