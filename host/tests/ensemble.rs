@@ -315,7 +315,125 @@ async fn a_member_without_quorum_serves_read_only_clients(flavor: Flavor) {
     .unwrap();
 }
 
+/// Issue 4, "How it is tested": under write load, kill -9 the leader, then
+/// a follower (the ensemble loses its quorum), then restart both: no
+/// acknowledged write is lost and every member converges to the same tree.
+async fn leader_then_follower_killed_then_both_restarted_converge(flavor: Flavor) {
+    let mut e = ensemble(flavor);
+    let hosts = e.connect_string();
+    connect(&hosts)
+        .await
+        .create(
+            "/conv",
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..2 {
+        let (hosts, acked, stop) = (hosts.clone(), Arc::clone(&acked), Arc::clone(&stop));
+        writers.push(tokio::spawn(async move {
+            let zk = connect(&hosts).await;
+            let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 20_000 {
+                let p = format!("/conv/w{w}-{i}");
+                if zk.create(&p, b"x", &opts).await.is_ok() {
+                    acked.lock().unwrap().push(p);
+                } else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                i += 1;
+            }
+        }));
+    }
+    let wait_progress = |acked: Arc<Mutex<Vec<String>>>, what: &'static str| async move {
+        let before = acked.lock().unwrap().len();
+        common::within(what, async {
+            while acked.lock().unwrap().len() < before + 20 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+    };
+    wait_progress(Arc::clone(&acked), "writes before any kill").await;
+    let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
+    e.kill(leader);
+    wait_progress(Arc::clone(&acked), "writes after the leader died").await;
+    let follower = (0..3)
+        .find(|&i| i != leader && e.mode(i).as_deref() == Some("follower"))
+        .unwrap_or((leader + 1) % 3);
+    e.kill(follower);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    e.restart(leader).unwrap();
+    e.restart(follower).unwrap();
+    wait_progress(Arc::clone(&acked), "writes after both came back").await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
+    }
+    let acked: std::collections::HashSet<String> = acked
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| p.trim_start_matches("/conv/").to_string())
+        .collect();
+    let mut trees = Vec::new();
+    for i in 0..3 {
+        let zk = connect(&e.addr(i).to_string()).await;
+        zk.sync("/conv").await.unwrap();
+        let mut kids = zk.list_children("/conv").await.unwrap();
+        kids.sort();
+        let missing = acked
+            .iter()
+            .filter(|p| kids.binary_search(p).is_err())
+            .count();
+        assert_eq!(
+            missing, 0,
+            "{flavor}: member {i} lost {missing} acknowledged writes"
+        );
+        trees.push(kids);
+    }
+    assert_eq!(trees[0], trees[1], "{flavor}: members 0 and 1 converge");
+    assert_eq!(trees[1], trees[2], "{flavor}: members 1 and 2 converge");
+}
+
+/// Issue 4 item 6: an observer replicates and serves clients but does not
+/// vote; writes through it are committed by the participants.
+async fn an_observer_serves_clients_without_voting(flavor: Flavor) {
+    let e = start_ensemble(flavor, 4, opts(flavor).observers(1)).unwrap();
+    let observer = 3;
+    assert_eq!(e.mode(observer).as_deref(), Some("observer"), "{flavor}");
+    let zk = connect(&e.addr(observer).to_string()).await;
+    zk.create(
+        "/via-observer",
+        b"o",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let other = connect(&e.addr(0).to_string()).await;
+    other
+        .create(
+            "/via-participant",
+            b"p",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    assert!(exists_on(e.as_ref(), 0, "/via-observer").await, "{flavor}");
+    assert!(
+        exists_on(e.as_ref(), observer, "/via-participant").await,
+        "{flavor}"
+    );
+}
+
 on_both!(
+    leader_then_follower_killed_then_both_restarted_converge,
+    an_observer_serves_clients_without_voting,
     a_member_without_quorum_serves_read_only_clients,
     a_silent_client_on_a_follower_expires_everywhere,
     writes_on_any_member_are_seen_on_every_member,

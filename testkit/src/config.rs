@@ -29,6 +29,9 @@ pub struct ServerOptions {
     /// wazoo only: the binary to run, overriding the search of [`crate::wazoo_bin`]
     /// (for example `env!("CARGO_BIN_EXE_wazoo")` in the host crate's own tests).
     pub binary: Option<PathBuf>,
+    /// Ensembles only: how many of the members (the last ones) are
+    /// observers rather than participants.
+    pub observers: usize,
 }
 
 impl Default for ServerOptions {
@@ -42,6 +45,7 @@ impl Default for ServerOptions {
             env: Vec::new(),
             extra_args: Vec::new(),
             binary: None,
+            observers: 0,
         }
     }
 }
@@ -76,6 +80,12 @@ impl ServerOptions {
 
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Ensembles only: make the last `n` members observers.
+    pub fn observers(mut self, n: usize) -> Self {
+        self.observers = n;
         self
     }
 

@@ -109,10 +109,12 @@ impl WazooEnsemble {
             .map(|_| (free_port(), free_port(), free_port()))
             .collect();
         let mut servers = String::new();
+        let first_observer = n - opts.observers.min(n);
         for (i, (client, quorum, election)) in ports.iter().enumerate() {
+            let role = if i >= first_observer { ":observer" } else { "" };
             writeln!(
                 servers,
-                "server.{}=127.0.0.1:{quorum}:{election};{client}",
+                "server.{}=127.0.0.1:{quorum}:{election}{role};{client}",
                 i + 1
             )?;
         }

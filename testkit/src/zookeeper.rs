@@ -313,8 +313,14 @@ impl ZkEnsemble {
             .map(|_| (free_port(), free_port(), free_port()))
             .collect();
         let mut servers = String::new();
+        let first_observer = n - opts.observers.min(n);
         for (i, (_, quorum, election)) in ports.iter().enumerate() {
-            writeln!(servers, "server.{}=127.0.0.1:{quorum}:{election}", i + 1)?;
+            let role = if i >= first_observer { ":observer" } else { "" };
+            writeln!(
+                servers,
+                "server.{}=127.0.0.1:{quorum}:{election}{role}",
+                i + 1
+            )?;
         }
         let mut members = Vec::with_capacity(n);
         for (i, &(client_port, _, _)) in ports.iter().enumerate() {
@@ -330,6 +336,9 @@ impl ZkEnsemble {
             for line in servers.lines() {
                 let (k, v) = line.split_once('=').expect("server line has '='");
                 cfg.set(k, v);
+            }
+            if i >= first_observer {
+                cfg.set("peerType", "observer");
             }
             cfg.apply_extra(&opts.extra_cfg)?;
             let spec = zookeeper_spec(format!("zookeeper member {i}"), &member_dir, &cfg, opts)?;
