@@ -100,7 +100,9 @@ async fn sessions_survive_a_restart(flavor: Flavor) {
     drop(zk);
     // The close above may or may not reach the server before the kill; use
     // a session that we keep open instead.
+    // Detached: dropping this client must not close the session.
     let keeper = zookeeper_client::Client::connector()
+        .with_detached()
         .with_session_timeout(Duration::from_secs(30))
         .connect(&hosts)
         .await

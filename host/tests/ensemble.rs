@@ -176,7 +176,9 @@ async fn a_session_moves_to_another_member_with_its_ephemerals(flavor: Flavor) {
     let follower = (0..3).find(|&i| i != leader).unwrap();
     let other = (0..3).find(|&i| i != leader && i != follower).unwrap();
     let hosts = format!("{},{}", e.addr(follower), e.addr(other));
+    // Detached: dropping this client must not close the session.
     let zk = Client::connector()
+        .with_detached()
         .with_session_timeout(Duration::from_secs(15))
         .connect(&e.addr(follower).to_string())
         .await
