@@ -119,6 +119,13 @@ fn mode(s: &Server) -> &'static str {
     }
 }
 
+/// The node count as ZooKeeper reports it: its DataTree keeps the root
+/// under two keys ("" and "/"), so `srvr` and `mntr` show one more than
+/// the nodes there are; monitoring built on ZooKeeper expects that.
+fn reported_node_count(s: &Server) -> usize {
+    s.tree().node_count() + 1
+}
+
 fn latency(s: &Server) -> (i64, f64, i64) {
     let st = &s.stats;
     let avg = if st.requests_completed == 0 {
@@ -139,7 +146,7 @@ fn srvr(s: &Server, conns: usize) -> String {
         s.outstanding_requests(),
         s.last_zxid(),
         mode(s),
-        s.tree().node_count(),
+        reported_node_count(s),
     )
 }
 
@@ -257,7 +264,7 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
             "zk_outstanding_requests",
             s.outstanding_requests().to_string(),
         ),
-        ("zk_znode_count", s.tree().node_count().to_string()),
+        ("zk_znode_count", reported_node_count(s).to_string()),
         ("zk_watch_count", s.watches().count().to_string()),
         ("zk_ephemerals_count", eph.to_string()),
         (

@@ -433,7 +433,63 @@ async fn an_observer_serves_clients_without_voting(flavor: Flavor) {
     );
 }
 
+/// Seed 000, "SessionMovedException": a session re-attached through
+/// another server; a request still sent on the old connection fails with
+/// SessionMoved instead of acting for a session that now lives elsewhere.
+async fn a_write_on_the_old_connection_of_a_moved_session_gets_session_moved(flavor: Flavor) {
+    let e = ensemble(flavor);
+    let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
+    let f1 = (0..3).find(|&i| i != leader).unwrap();
+    let f2 = (0..3).find(|&i| i != leader && i != f1).unwrap();
+    let old = Client::connector()
+        .with_detached()
+        .with_session_timeout(Duration::from_secs(15))
+        .connect(&e.addr(f1).to_string())
+        .await
+        .unwrap();
+    old.create(
+        "/moved-before",
+        b"",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let new = Client::connector()
+        .with_detached()
+        .with_session(old.session().clone())
+        .with_session_timeout(Duration::from_secs(15))
+        .connect(&e.addr(f2).to_string())
+        .await
+        .unwrap();
+    new.create(
+        "/moved-after",
+        b"",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let r = old
+        .create(
+            "/moved-stale",
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await;
+    // Seed 000: the old server "closes the client connection", so the
+    // client sees its connection lost, not a reply.
+    assert_eq!(
+        r.unwrap_err(),
+        zookeeper_client::Error::ConnectionLoss,
+        "{flavor}"
+    );
+    assert!(
+        !exists_on(e.as_ref(), leader, "/moved-stale").await,
+        "{flavor}: nothing written"
+    );
+}
+
 on_both!(
+    a_write_on_the_old_connection_of_a_moved_session_gets_session_moved,
     leader_then_follower_killed_then_both_restarted_converge,
     an_observer_serves_clients_without_voting,
     a_member_without_quorum_serves_read_only_clients,

@@ -1,5 +1,9 @@
 """Basic ZooKeeper semantics through kazoo, asserted identically against
-Apache ZooKeeper 3.8 and wazoo (the `server` fixture runs each test on both).
+Apache ZooKeeper 3.8 and wazoo, standalone and as 3-member ensembles (the
+`server` fixture runs each test on all four targets; on an ensemble each
+test has its own empty chroot and its clients sit on different members, see
+conftest.py). Nothing here depends on standalone-only details such as exact
+zxid values: zxids are only compared with each other.
 
 Doc references are to the Apache ZooKeeper 3.8 documentation: the
 "ZooKeeper Programmer's Guide" (section names quoted) and the Java API

@@ -348,7 +348,12 @@ impl Server {
                     matches!(q, Queued::Write { xid, result: None, meta: Some(_), .. } if *xid == hdr.cxid)
                 })
             });
+            let moved = matches!(&rec.txn, Txn::Error { errs }
+                if errs.first() == Some(&ErrorCode::SessionMoved.code()));
             match slot {
+                // Seed 000: "the old server detects that the session has
+                // moved, and closes the client connection" (no reply).
+                Some(_) if moved => self.close_conn(conn),
                 Some(i) => {
                     let meta = match &self.conns[&conn].queue[i] {
                         Queued::Write { meta: Some(m), .. } => m.clone(),
