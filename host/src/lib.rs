@@ -16,4 +16,5 @@ pub mod ensemble_member;
 pub mod member;
 pub mod metrics;
 pub mod net;
+pub mod plugin;
 pub mod quorum;

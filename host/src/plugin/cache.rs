@@ -1,0 +1,132 @@
+//! The compiled-module cache: in memory (by content hash) and optionally on
+//! disk, keyed by the module's content hash and the engine's compatibility
+//! hash. A stale, foreign or corrupt entry is a miss, never an error.
+
+use super::error::LoadError;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use wasmtime::{Engine, Module};
+
+const MAGIC: &[u8; 4] = b"WZC1";
+const MEMORY_ENTRIES: usize = 64;
+
+pub(crate) type ContentHash = [u8; 32];
+
+pub(crate) fn content_hash(bytes: &[u8]) -> ContentHash {
+    Sha256::digest(bytes).into()
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Feeds `Hash` output into SHA-256 (stable for a given build and platform).
+struct ShaHasher(Sha256);
+impl Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+pub(crate) struct ModuleCache {
+    dir: Option<PathBuf>,
+    engine_key: String,
+    memory: Mutex<HashMap<ContentHash, Module>>,
+}
+
+impl ModuleCache {
+    pub fn new(engine: &Engine, dir: Option<PathBuf>) -> ModuleCache {
+        let mut h = ShaHasher(Sha256::new());
+        engine.precompile_compatibility_hash().hash(&mut h);
+        let engine_key = hex(&h.0.finalize()[..8]);
+        if let Some(d) = &dir {
+            if let Err(e) = std::fs::create_dir_all(d) {
+                tracing::warn!(dir = %d.display(), "cannot create the module cache directory: {e}");
+            }
+        }
+        ModuleCache {
+            dir,
+            engine_key,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn path(&self, hash: &ContentHash) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(format!("{}-{}.cwasm", hex(hash), self.engine_key)))
+    }
+
+    /// The compiled module for `bytes`, from the cache or freshly compiled
+    /// (then stored). Returns whether it was a cache hit.
+    pub fn get_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        hash: &ContentHash,
+    ) -> Result<(Module, bool), LoadError> {
+        if let Some(m) = self.memory.lock().unwrap().get(hash) {
+            return Ok((m.clone(), true));
+        }
+        if let Some(m) = self.path(hash).and_then(|p| load(engine, &p)) {
+            self.remember(hash, &m);
+            return Ok((m, true));
+        }
+        let m =
+            Module::from_binary(engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+        if let Some(p) = self.path(hash) {
+            if let Err(e) = store(&m, &p) {
+                tracing::warn!(path = %p.display(), "cannot write the compiled module cache: {e:#}");
+            }
+        }
+        self.remember(hash, &m);
+        Ok((m, false))
+    }
+
+    fn remember(&self, hash: &ContentHash, m: &Module) {
+        let mut mem = self.memory.lock().unwrap();
+        if mem.len() >= MEMORY_ENTRIES {
+            if let Some(k) = mem.keys().next().copied() {
+                mem.remove(&k);
+            }
+        }
+        mem.insert(*hash, m.clone());
+    }
+}
+
+/// Reads a cache entry; anything wrong with it makes it a miss.
+fn load(engine: &Engine, path: &Path) -> Option<Module> {
+    let data = std::fs::read(path).ok()?;
+    if data.len() < 36 || &data[..4] != MAGIC || data[4..36] != Sha256::digest(&data[36..])[..] {
+        tracing::debug!(path = %path.display(), "ignoring a corrupt compiled-module cache entry");
+        return None;
+    }
+    // SAFETY: the bytes are what `Module::serialize` wrote (checked by the
+    // digest above) into the operator's cache directory; wasmtime itself
+    // refuses artifacts from an incompatible engine, which is a miss.
+    match unsafe { Module::deserialize(engine, &data[36..]) } {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::debug!(path = %path.display(), "stale compiled-module cache entry: {e:#}");
+            None
+        }
+    }
+}
+
+fn store(m: &Module, path: &Path) -> anyhow::Result<()> {
+    let body = m.serialize().map_err(|e| anyhow::anyhow!("{e:#}"))?;
+    let mut data = Vec::with_capacity(body.len() + 36);
+    data.extend_from_slice(MAGIC);
+    data.extend_from_slice(&Sha256::digest(&body));
+    data.extend_from_slice(&body);
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, &data)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}

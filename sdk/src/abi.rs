@@ -1,0 +1,327 @@
+//! The wazoo recipe ABI, version 1: the types that cross the boundary between
+//! the host (`wazoo::plugin`) and a guest module, and the names both sides use.
+//!
+//! Everything that crosses the boundary is MessagePack (rmp-serde, structs as
+//! maps with named fields), so a guest written in another language only needs a
+//! MessagePack library. The host depends on this module too, so the two sides
+//! cannot drift apart.
+//!
+//! A module is a core WebAssembly module (wasm32-unknown-unknown, no WASI):
+//!
+//! * custom section [`MANIFEST_SECTION`]: a MessagePack [`Manifest`];
+//! * exports: `memory`; `alloc(len: i32) -> i32` and `dealloc(ptr: i32, len: i32)`;
+//!   `call(ptr: i32, len: i32) -> i64` taking a [`CallRequest`] and returning a
+//!   packed `(ptr << 32) | len` of a [`Reply`]; optionally `on_watch` with the
+//!   same shape, taking a [`WatchRequest`];
+//! * imports, module `"wazoo"`, nothing else:
+//!   - `tree(ptr: i32, len: i32) -> i64`: a MessagePack `Vec<TreeOp>` in, a packed
+//!     `(ptr, len)` of a `Vec<OpResult>` out, placed in guest memory by calling
+//!     the guest's `alloc`;
+//!   - `notify(session: i64, ptr: i32, len: i32) -> i32`: a payload for a session;
+//!     returns 0 or a ZooKeeper error code;
+//!   - `log(level: i32, ptr: i32, len: i32)`: a UTF-8 message (level 0 error ..
+//!     4 trace);
+//!   - `panic(ptr: i32, len: i32)`: the guest's panic message; never returns (the
+//!     host traps the call and hands the message to the caller).
+
+use serde::{Deserialize, Serialize};
+
+/// ABI major version: a module with another major is refused at load.
+pub const ABI_MAJOR: u16 = 1;
+/// ABI minor version: additions a host of the same major understands.
+pub const ABI_MINOR: u16 = 0;
+
+/// Name of the custom section that carries the [`Manifest`].
+pub const MANIFEST_SECTION: &str = "wazoo:recipe";
+
+/// Export names.
+pub mod exports {
+    pub const MEMORY: &str = "memory";
+    pub const ALLOC: &str = "alloc";
+    pub const DEALLOC: &str = "dealloc";
+    pub const CALL: &str = "call";
+    pub const ON_WATCH: &str = "on_watch";
+}
+
+/// Import names (all in module [`imports::MODULE`]).
+pub mod imports {
+    pub const MODULE: &str = "wazoo";
+    pub const TREE: &str = "tree";
+    pub const NOTIFY: &str = "notify";
+    pub const LOG: &str = "log";
+    pub const PANIC: &str = "panic";
+}
+
+/// Log levels of the `log` import.
+pub mod level {
+    pub const ERROR: i32 = 0;
+    pub const WARN: i32 = 1;
+    pub const INFO: i32 = 2;
+    pub const DEBUG: i32 = 3;
+    pub const TRACE: i32 = 4;
+}
+
+/// What a module declares about itself, read before anything runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// (major, minor) of the ABI the module was built against.
+    pub abi: (u16, u16),
+    /// The recipe's name: what clients call it by.
+    pub name: String,
+    /// The recipe's semver version.
+    pub version: String,
+    /// The methods `call` answers.
+    pub methods: Vec<String>,
+    /// The path prefixes it may touch (`/locks` covers `/locks` and `/locks/...`).
+    pub prefixes: Vec<String>,
+    /// Whether the module exports `on_watch`.
+    #[serde(default)]
+    pub on_watch: bool,
+}
+
+/// Who is calling: the session whose identity the recipe runs with, and a
+/// unique id of this call (stable across a client's retries of the same call).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CallerInfo {
+    pub session: i64,
+    pub guid: String,
+}
+
+/// Input of `call`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallRequest {
+    pub method: String,
+    /// The method's arguments, MessagePack, passed through untouched.
+    #[serde(with = "bytes")]
+    pub args: Vec<u8>,
+    pub caller: CallerInfo,
+}
+
+/// What happened to a watched node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WatchEvent {
+    Created,
+    Deleted,
+    DataChanged,
+    ChildrenChanged,
+}
+
+/// Input of `on_watch`: a watch the recipe registered with `token` fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchRequest {
+    pub token: String,
+    pub path: String,
+    pub event: WatchEvent,
+    /// The session on whose behalf the watch was registered.
+    pub caller: CallerInfo,
+}
+
+/// Output of `call` and `on_watch`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Finished; the value is MessagePack, passed through to the caller.
+    Done(#[serde(with = "bytes")] Vec<u8>),
+    /// Not finished: waiting for the watch registered with `token` to fire.
+    Wait { token: String },
+    /// Failed: nothing the call staged may be applied.
+    Error { code: i32, message: String },
+}
+
+/// How a node is created (ZooKeeper's CreateMode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CreateMode {
+    Persistent,
+    PersistentSequential,
+    Ephemeral,
+    EphemeralSequential,
+    Container,
+    /// Persistent with a TTL in milliseconds.
+    PersistentWithTtl(i64),
+    /// Persistent sequential with a TTL in milliseconds.
+    PersistentSequentialWithTtl(i64),
+}
+
+impl CreateMode {
+    pub fn is_sequential(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentSequential
+                | CreateMode::EphemeralSequential
+                | CreateMode::PersistentSequentialWithTtl(_)
+        )
+    }
+    pub fn is_ephemeral(self) -> bool {
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
+    }
+}
+
+/// A node's Stat, as ZooKeeper defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NodeStat {
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    pub ephemeral_owner: i64,
+    pub data_length: i32,
+    pub num_children: i32,
+    pub pzxid: i64,
+}
+
+/// One tree operation of a `tree` batch. Reads may register a one-shot watch;
+/// when it fires the host runs `on_watch` with the token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TreeOp {
+    Get {
+        path: String,
+        watch: Option<String>,
+    },
+    Children {
+        path: String,
+        watch: Option<String>,
+    },
+    Exists {
+        path: String,
+        watch: Option<String>,
+    },
+    Create {
+        path: String,
+        #[serde(with = "bytes")]
+        data: Vec<u8>,
+        mode: CreateMode,
+    },
+    Set {
+        path: String,
+        #[serde(with = "bytes")]
+        data: Vec<u8>,
+        /// Expected version, -1 for any.
+        version: i32,
+    },
+    Delete {
+        path: String,
+        version: i32,
+    },
+    Check {
+        path: String,
+        version: i32,
+    },
+}
+
+impl TreeOp {
+    pub fn path(&self) -> &str {
+        match self {
+            TreeOp::Get { path, .. }
+            | TreeOp::Children { path, .. }
+            | TreeOp::Exists { path, .. }
+            | TreeOp::Create { path, .. }
+            | TreeOp::Set { path, .. }
+            | TreeOp::Delete { path, .. }
+            | TreeOp::Check { path, .. } => path,
+        }
+    }
+    pub fn watch(&self) -> Option<&str> {
+        match self {
+            TreeOp::Get { watch, .. }
+            | TreeOp::Children { watch, .. }
+            | TreeOp::Exists { watch, .. } => watch.as_deref(),
+            _ => None,
+        }
+    }
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            TreeOp::Create { .. } | TreeOp::Set { .. } | TreeOp::Delete { .. }
+        )
+    }
+}
+
+/// The successful result of one [`TreeOp`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpOk {
+    /// `Get`: the data and stat.
+    Data {
+        #[serde(with = "bytes")]
+        data: Vec<u8>,
+        stat: NodeStat,
+    },
+    /// `Children`: the child names (unsorted, as ZooKeeper returns them).
+    Children { children: Vec<String> },
+    /// `Exists`: the stat, or none.
+    Exists { stat: Option<NodeStat> },
+    /// `Create`: the created path (with the sequence suffix if sequential).
+    Created { path: String },
+    /// `Set`: the new stat.
+    Stat { stat: NodeStat },
+    /// `Delete` and `Check`.
+    Done,
+}
+
+/// The result of one [`TreeOp`]: `Err` holds a ZooKeeper error code.
+pub type OpResult = Result<OpOk, i32>;
+
+/// Packs a (ptr, len) pair into the i64 that `call`, `on_watch` and `tree` return.
+pub const fn pack(ptr: u32, len: u32) -> u64 {
+    ((ptr as u64) << 32) | len as u64
+}
+
+/// Splits a packed (ptr, len).
+pub const fn unpack(v: u64) -> (u32, u32) {
+    ((v >> 32) as u32, v as u32)
+}
+
+/// Encodes a value as MessagePack with named fields (the ABI's encoding).
+pub fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, rmp_serde::encode::Error> {
+    rmp_serde::to_vec_named(v)
+}
+
+/// Decodes a MessagePack value.
+pub fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, rmp_serde::decode::Error> {
+    rmp_serde::from_slice(b)
+}
+
+/// Serde helper: `Vec<u8>` as MessagePack bin (accepts arrays of ints too).
+pub mod bytes {
+    use serde::de::{Error, SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E: Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+            fn visit_str<E: Error>(self, v: &str) -> Result<Vec<u8>, E> {
+                Ok(v.as_bytes().to_vec())
+            }
+            fn visit_unit<E: Error>(self) -> Result<Vec<u8>, E> {
+                Ok(Vec::new())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(b) = a.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
+}
