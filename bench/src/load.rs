@@ -39,6 +39,9 @@ pub enum Workload {
     Client,
     /// Resident memory holding `--nodes` znodes of 100 bytes, and load time.
     Memory,
+    /// Ensemble only: kill the leader under write load, measure the time to
+    /// the first acknowledged write on the new leader.
+    Failover,
 }
 
 impl Workload {
@@ -50,6 +53,7 @@ impl Workload {
             Workload::Mixed => "mixed",
             Workload::Client => "client",
             Workload::Memory => "memory",
+            Workload::Failover => "failover",
         }
     }
 
@@ -108,8 +112,29 @@ pub struct RunResult {
     /// Kernel irq + softirq time during the windows, in cores: mostly the
     /// loopback network processing of this very load.
     pub softirq_cores: f64,
+    /// Ensembles: CPU seconds of each member during the windows (all rounds),
+    /// by member index; standalone: empty.
+    pub member_cpu_secs: Vec<f64>,
+    /// Ensembles: each member's `srvr` mode when the first round started.
+    pub member_modes: Vec<String>,
+    /// Ensembles: how many of the sessions each member held, per round (the
+    /// client picks a member at random; from the members' `cons`).
+    pub sessions_per_member: Vec<Vec<i64>>,
     /// Set when a round did not complete; the figures above are then partial.
     pub failure: Option<String>,
+}
+
+/// Where a throughput workload sends its load.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Connect string: one server, or every member of an ensemble.
+    pub cluster: String,
+    /// Ensembles: each member's client address (for `mntr`); standalone: empty.
+    pub members: Vec<SocketAddr>,
+    /// The server process, or each member's, in member order.
+    pub server_pids: Vec<u32>,
+    /// The other system's processes, idle meanwhile.
+    pub idle_pids: Vec<u32>,
 }
 
 /// One measured round, with its histograms kept for pooling.
@@ -123,6 +148,9 @@ pub struct RawRound {
     other_cpu_secs: f64,
     idle_server_cpu_secs: f64,
     softirq_secs: f64,
+    member_cpu_secs: Vec<f64>,
+    member_modes: Vec<String>,
+    sessions_per_member: Vec<i64>,
     failure: Option<String>,
 }
 
@@ -138,6 +166,9 @@ impl RawRound {
             other_cpu_secs: 0.0,
             idle_server_cpu_secs: 0.0,
             softirq_secs: 0.0,
+            member_cpu_secs: Vec::new(),
+            member_modes: Vec::new(),
+            sessions_per_member: Vec::new(),
             failure: Some(why),
         }
     }
@@ -163,7 +194,14 @@ pub fn summarize(workload: Workload, rounds: &[RawRound]) -> RunResult {
     let (mut window, mut server, mut client) = (0.0, 0.0, 0.0);
     let (mut other, mut idle, mut irq) = (0.0, 0.0, 0.0);
     let mut failures = Vec::new();
+    let mut member_cpu: Vec<f64> = Vec::new();
     for r in rounds {
+        if member_cpu.len() < r.member_cpu_secs.len() {
+            member_cpu.resize(r.member_cpu_secs.len(), 0.0);
+        }
+        for (i, c) in r.member_cpu_secs.iter().enumerate() {
+            member_cpu[i] += c;
+        }
         reads.add(&r.reads).expect("same histogram bounds");
         writes.add(&r.writes).expect("same histogram bounds");
         for (k, v) in &r.errors {
@@ -209,15 +247,28 @@ pub fn summarize(workload: Workload, rounds: &[RawRound]) -> RunResult {
         idle_server_cpu_cores: if window > 0.0 { idle / window } else { 0.0 },
         other_cpu_cores: if window > 0.0 { other / window } else { 0.0 },
         softirq_cores: if window > 0.0 { irq / window } else { 0.0 },
+        member_cpu_secs: member_cpu,
+        member_modes: rounds
+            .iter()
+            .find(|r| !r.member_modes.is_empty())
+            .map(|r| r.member_modes.clone())
+            .unwrap_or_default(),
+        sessions_per_member: rounds
+            .iter()
+            .filter(|r| !r.sessions_per_member.is_empty())
+            .map(|r| r.sessions_per_member.clone())
+            .collect(),
         failure: (!failures.is_empty()).then(|| failures.join("; ")),
     }
 }
 
-/// Connects `n` sessions to `addr`, all at once.
-pub async fn connect_sessions(addr: SocketAddr, n: usize) -> Result<Vec<zk::Client>> {
+/// Connects `n` sessions to `cluster` (a connect string: one server, or
+/// every member of an ensemble, of which the client picks one at random),
+/// all at once.
+pub async fn connect_sessions(cluster: &str, n: usize) -> Result<Vec<zk::Client>> {
     let mut set = JoinSet::new();
     for i in 0..n {
-        let cluster = addr.to_string();
+        let cluster = cluster.to_string();
         set.spawn(async move {
             let c = zk::Client::connector()
                 .with_session_timeout(SESSION_TIMEOUT)
@@ -231,32 +282,38 @@ pub async fn connect_sessions(addr: SocketAddr, n: usize) -> Result<Vec<zk::Clie
     let joined = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(r) = set.join_next().await {
             let (i, c) = r.context("connect task panicked")?;
-            clients[i] = Some(c.with_context(|| format!("connecting session {i} to {addr}"))?);
+            clients[i] = Some(c.with_context(|| format!("connecting session {i} to {cluster}"))?);
         }
         Ok::<(), anyhow::Error>(())
     })
     .await;
     match joined {
         Ok(r) => r?,
-        Err(_) => bail!("connecting {n} sessions to {addr} took more than 60 s"),
+        Err(_) => bail!("connecting {n} sessions to {cluster} took more than 60 s"),
     }
     Ok(clients.into_iter().map(|c| c.expect("joined")).collect())
 }
 
-fn persistent() -> zk::CreateOptions<'static> {
+pub fn persistent() -> zk::CreateOptions<'static> {
     zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all())
 }
 
 /// Whether an error means the session is gone (the task stops instead of
 /// spinning on failures).
-fn is_fatal(e: &zk::Error) -> bool {
+pub fn is_fatal(e: &zk::Error) -> bool {
     matches!(
         e,
         zk::Error::ConnectionLoss | zk::Error::SessionExpired | zk::Error::ClientClosed
     )
 }
 
-fn error_kind(e: &zk::Error) -> String {
+pub fn error_kind(e: &zk::Error) -> String {
+    if let zk::Error::Custom(c) = e {
+        // The client's own conditions ("no response from connection in
+        // 6000ms", an I/O error, ...): the message says which.
+        let msg: String = c.to_string().chars().take(80).collect();
+        return format!("Custom: {msg}");
+    }
     let s = format!("{e:?}");
     s.split(['(', ' ', '{']).next().unwrap_or(&s).to_string()
 }
@@ -396,6 +453,13 @@ async fn prepare(clients: &[zk::Client], workload: Workload, spec: &LoadSpec) ->
         .await
         .context("pre-creating the workload's nodes")?;
     }
+    // In an ensemble a session may sit on a member that has not applied the
+    // last creates yet: sync every session before the load starts.
+    for (i, c) in clients.iter().enumerate() {
+        c.sync(&parent)
+            .await
+            .with_context(|| format!("sync {parent} on session {i}"))?;
+    }
     Ok(Prepared {
         parent,
         keys: Arc::new(keys),
@@ -462,7 +526,9 @@ async fn worker(
                     (false, client.set_data(key, &payload, None).await.map(drop))
                 }
             }
-            Workload::Client | Workload::Memory => unreachable!("not a throughput workload"),
+            Workload::Client | Workload::Memory | Workload::Failover => {
+                unreachable!("not a throughput workload")
+            }
         };
         let t1 = Instant::now();
         match result {
@@ -488,42 +554,108 @@ async fn worker(
     out
 }
 
-/// Runs one round of a throughput workload against the server at `addr`
-/// (process `pid`); `idle_pids` are the other servers, idle meanwhile.
+/// Runs one round of a throughput workload against `target`.
 pub async fn run_workload(
-    addr: SocketAddr,
-    pid: u32,
-    idle_pids: &[u32],
+    target: &Target,
     workload: Workload,
     spec: &LoadSpec,
     label: &str,
 ) -> RawRound {
-    match run_workload_inner(addr, pid, idle_pids, workload, spec, label).await {
+    match run_workload_inner(target, workload, spec, label).await {
         Ok(r) => r,
         Err(e) => RawRound::failed(format!("{e:#}")),
     }
 }
 
-/// CPU seconds so far: (server, this process, idle servers, every task on
-/// the machine, irq + softirq).
-fn cpu_sample(pid: u32, idle_pids: &[u32]) -> Result<(f64, f64, f64, f64, f64)> {
-    let (tasks, irq) = machine_busy_secs()?;
+/// CPU seconds so far.
+struct CpuSample {
+    /// Each server process (one, or every member).
+    servers: Vec<f64>,
+    client: f64,
+    idle: f64,
+    /// Every task on the machine.
+    busy: f64,
+    /// irq + softirq.
+    irq: f64,
+}
+
+fn cpu_sample(target: &Target) -> Result<CpuSample> {
+    let (busy, irq) = machine_busy_secs()?;
     let mut idle = 0.0;
-    for &p in idle_pids {
+    for &p in &target.idle_pids {
         idle += cpu_secs(Some(p)).unwrap_or(0.0);
     }
-    Ok((cpu_secs(Some(pid))?, cpu_secs(None)?, idle, tasks, irq))
+    let servers = target
+        .server_pids
+        .iter()
+        .map(|&p| cpu_secs(Some(p)).with_context(|| format!("server process {p} is gone")))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(CpuSample {
+        servers,
+        client: cpu_secs(None)?,
+        idle,
+        busy,
+        irq,
+    })
+}
+
+/// How many of `sessions` each member holds, from the `sid=0x...` of its
+/// `cons` (-1 when a member does not answer).
+async fn sessions_per_member(members: &[SocketAddr], sessions: &[zk::Client]) -> Vec<i64> {
+    let members = members.to_vec();
+    let ids: Vec<i64> = sessions.iter().map(|c| c.session_id().0).collect();
+    tokio::task::spawn_blocking(move || {
+        members
+            .iter()
+            .map(|&a| match wazoo_testkit::four_letter_word(a, "cons") {
+                Ok(text) => {
+                    let held = cons_session_ids(&text);
+                    ids.iter().filter(|id| held.contains(id)).count() as i64
+                }
+                Err(_) => -1,
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
+}
+
+/// The session ids (`sid=0x...`) in a `cons` answer.
+pub fn cons_session_ids(cons: &str) -> Vec<i64> {
+    cons.split("sid=0x")
+        .skip(1)
+        .filter_map(|rest| {
+            let hex: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+            u64::from_str_radix(&hex, 16).ok().map(|v| v as i64)
+        })
+        .collect()
+}
+
+/// Each member's `srvr` mode.
+async fn member_modes(members: &[SocketAddr]) -> Vec<String> {
+    let members = members.to_vec();
+    tokio::task::spawn_blocking(move || {
+        members
+            .iter()
+            .map(|&a| {
+                crate::ensembles::quick_mode(a, Duration::from_secs(2))
+                    .unwrap_or_else(|| "not serving".to_string())
+            })
+            .collect()
+    })
+    .await
+    .unwrap_or_default()
 }
 
 async fn run_workload_inner(
-    addr: SocketAddr,
-    pid: u32,
-    idle_pids: &[u32],
+    target: &Target,
     workload: Workload,
     spec: &LoadSpec,
     label: &str,
 ) -> Result<RawRound> {
-    let clients = connect_sessions(addr, spec.sessions).await?;
+    let clients = connect_sessions(&target.cluster, spec.sessions).await?;
+    let placement = sessions_per_member(&target.members, &clients).await;
+    let modes = member_modes(&target.members).await;
     let prepared = Arc::new(prepare(&clients, workload, spec).await?);
     let payload = Arc::new(vec![b'v'; spec.payload]);
     let warmup = Duration::from_secs_f64(spec.warmup_secs);
@@ -578,9 +710,9 @@ async fn run_workload_inner(
     };
 
     tokio::time::sleep_until(measure_start.into()).await;
-    let (server0, client0, idle0, busy0, irq0) = cpu_sample(pid, idle_pids)?;
+    let c0 = cpu_sample(target)?;
     tokio::time::sleep_until(end.into()).await;
-    let (server1, client1, idle1, busy1, irq1) = cpu_sample(pid, idle_pids)?;
+    let c1 = cpu_sample(target)?;
 
     // Every task stops issuing at `end`; give the last replies a bounded time.
     let mut round = RawRound::failed(String::new());
@@ -605,14 +737,40 @@ async fn run_workload_inner(
         Err(_) => Some("requests still outstanding 30 s after the window ended".to_string()),
     };
     round.window_secs = duration.as_secs_f64();
-    round.server_cpu_secs = server1 - server0;
-    round.client_cpu_secs = client1 - client0;
-    round.idle_server_cpu_secs = idle1 - idle0;
-    round.other_cpu_secs = ((busy1 - busy0)
+    let members: Vec<f64> = c1
+        .servers
+        .iter()
+        .zip(&c0.servers)
+        .map(|(a, b)| a - b)
+        .collect();
+    round.server_cpu_secs = members.iter().sum();
+    if !target.members.is_empty() {
+        round.member_cpu_secs = members;
+        round.member_modes = modes;
+        round.sessions_per_member = placement;
+    }
+    round.client_cpu_secs = c1.client - c0.client;
+    round.idle_server_cpu_secs = c1.idle - c0.idle;
+    round.other_cpu_secs = ((c1.busy - c0.busy)
         - round.server_cpu_secs
         - round.client_cpu_secs
         - round.idle_server_cpu_secs)
         .max(0.0);
-    round.softirq_secs = irq1 - irq0;
+    round.softirq_secs = c1.irq - c0.irq;
     Ok(round)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_from_cons() {
+        // ZooKeeper's and wazoo's `cons` lines look alike.
+        let cons =
+            " /127.0.0.1:50012[1](queued=0,recved=5,sent=5,sid=0x100012ab0000,lop=PING,est=1)\n \
+                    /127.0.0.1:50014[1](queued=0,recved=1,sent=1,sid=0xff,est=2)\n \
+                    /127.0.0.1:50016[0](queued=0,recved=1,sent=0)\n";
+        assert_eq!(cons_session_ids(cons), vec![0x100012ab0000, 0xff]);
+    }
 }

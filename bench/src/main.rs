@@ -4,14 +4,22 @@
 //!
 //! ```text
 //! cargo build --release -p wazoo -p wazoo-bench
-//! target/release/wazoo-bench --quick                  # about a minute
+//! target/release/wazoo-bench --quick                  # about two minutes
 //! target/release/wazoo-bench --out results.json --report report.md
+//! target/release/wazoo-bench --topology ensemble      # 3-member ensembles only
 //! ```
+//!
+//! `--topology` picks standalone servers, 3-member ensembles, or both (the
+//! default); the ensemble phase runs create/set/get/mixed with sessions
+//! spread over every member, and the failover workload (kill the leader
+//! under write load).
 //!
 //! Markdown tables go to stdout (and `--report`), raw figures to `--out`
 //! (JSON, rewritten after every phase), progress to stderr.
 
 mod client_bench;
+mod ensembles;
+mod failover;
 mod load;
 mod memory;
 mod report;
@@ -29,14 +37,39 @@ use serde::Serialize;
 use wazoo_testkit::Flavor;
 
 use client_bench::{ClientResult, ClientSpec};
-use load::{LoadSpec, RawRound, RunResult, Workload};
+use ensembles::Ensemble;
+use failover::{FailoverRun, FailoverSpec};
+use load::{LoadSpec, RawRound, RunResult, Target, Workload};
 use memory::{MemoryRun, MemorySpec};
 use servers::{Server, ServerConfig, SystemInfo};
 
-const DEFAULT_WORKLOADS: &str = "create,set,get,mixed,client,memory";
+const DEFAULT_WORKLOADS: &str = "create,set,get,mixed,client,memory,failover";
+
+/// Which deployments to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Topology {
+    /// One server per system (every workload but failover).
+    Standalone,
+    /// A `--members`-member ensemble per system (create, set, get, mixed,
+    /// failover).
+    Ensemble,
+    /// Standalone first, then ensembles.
+    Both,
+}
+
+impl Topology {
+    fn standalone(self) -> bool {
+        matches!(self, Topology::Standalone | Topology::Both)
+    }
+    fn ensemble(self) -> bool {
+        matches!(self, Topology::Ensemble | Topology::Both)
+    }
+}
 
 /// Benchmark wazoo against Apache ZooKeeper 3.8 side by side (same machine,
-/// same run, same client and load). Both servers run standalone on loopback.
+/// same run, same client and load), standalone servers and/or 3-member
+/// ensembles on loopback.
 #[derive(Parser, Debug, Clone, Serialize)]
 #[command(name = "wazoo-bench", version)]
 struct Args {
@@ -66,9 +99,44 @@ struct Args {
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run for CI (about a minute): 3 s windows, 1 s warm-up, 100k nodes.
+    /// Short run for CI (about two minutes with both topologies): 3 s windows
+    /// standalone, 2 s for ensembles, 1 s warm-up, 100k nodes, 1 failover round.
     #[arg(long)]
     quick: bool,
+    /// standalone servers, ensembles, or both (standalone first).
+    #[arg(long, value_enum, default_value = "both")]
+    topology: Topology,
+    /// Members per ensemble.
+    #[arg(long, default_value_t = 3)]
+    members: usize,
+    /// Measured seconds per ensemble throughput workload and system
+    /// [default: --duration-secs, --quick: 2].
+    #[arg(long)]
+    ensemble_duration_secs: Option<f64>,
+    /// Leader kills per system in the failover workload (alternating the
+    /// systems) [default: 3, --quick: 1].
+    #[arg(long)]
+    failover_rounds: Option<usize>,
+    /// Writer sessions in the failover workload (spread over all members).
+    #[arg(long, default_value_t = 4)]
+    failover_sessions: usize,
+    /// Creates in flight per failover session.
+    #[arg(long, default_value_t = 8)]
+    failover_inflight: usize,
+    /// Seconds of writes before the leader is killed [default: 2, --quick: 1.5].
+    #[arg(long)]
+    failover_warmup_secs: Option<f64>,
+    /// Seconds the writers go on after the kill (at least; and at least 1 s
+    /// after the first write on the new leader) [default: 5, --quick: 2].
+    #[arg(long)]
+    failover_window_secs: Option<f64>,
+    /// A round fails when no write is acknowledged this long after the kill.
+    #[arg(long, default_value_t = 30.0)]
+    failover_timeout_secs: f64,
+    /// How often a fresh probe session tries each surviving member after the
+    /// kill, in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    failover_probe_interval_ms: u64,
     /// Systems to measure: zookeeper, wazoo.
     #[arg(long, value_delimiter = ',', default_value = "zookeeper,wazoo")]
     #[serde(serialize_with = "serialize_flavors")]
@@ -147,17 +215,39 @@ struct MemoryBlock {
 }
 
 #[derive(Debug, Serialize)]
+struct FailoverBlock {
+    spec: FailoverSpec,
+    /// The order of the kills, system by system.
+    order: Vec<String>,
+    runs: BTreeMap<String, FailoverRun>,
+}
+
+#[derive(Debug, Serialize)]
+struct EnsembleBlock {
+    members: usize,
+    load: LoadSpec,
+    systems: Vec<SystemInfo>,
+    workloads: Vec<WorkloadResult>,
+    failover: Option<FailoverBlock>,
+    /// VmRSS of each member (in member order) at the end of the phase.
+    member_rss_bytes: BTreeMap<String, Vec<Option<u64>>>,
+}
+
+#[derive(Debug, Serialize)]
 struct Results {
     started_unix_secs: u64,
     total_secs: f64,
     complete: bool,
     args: Args,
     machine: Machine,
+    /// Standalone servers.
     load: LoadSpec,
     systems: Vec<SystemInfo>,
     workloads: Vec<WorkloadResult>,
     client: Option<ClientBlock>,
     memory: Option<MemoryBlock>,
+    /// Ensembles (`--topology ensemble|both`).
+    ensemble: Option<EnsembleBlock>,
 }
 
 fn main() -> ExitCode {
@@ -176,7 +266,7 @@ fn main() -> ExitCode {
         }
     };
     let limit = Duration::from_secs_f64(args.time_limit_secs.unwrap_or(if args.quick {
-        300.0
+        420.0
     } else {
         1800.0
     }));
@@ -230,15 +320,23 @@ async fn run(args: Args) -> Result<()> {
     let client_duration = args
         .client_duration_secs
         .unwrap_or(if quick { 2.0 } else { 5.0 });
+    let ensemble_duration =
+        args.ensemble_duration_secs
+            .unwrap_or(if quick { 2.0 } else { duration });
     anyhow::ensure!(
         args.sessions > 0 && args.inflight > 0,
         "--sessions and --inflight must be positive"
     );
     anyhow::ensure!(
-        duration > 0.0 && warmup >= 0.0,
+        duration > 0.0 && ensemble_duration > 0.0 && warmup >= 0.0,
         "--duration-secs must be positive"
     );
     anyhow::ensure!(args.keys > 0, "--keys must be positive");
+    anyhow::ensure!((2..=9).contains(&args.members), "--members must be 2..=9");
+    anyhow::ensure!(
+        args.failover_sessions > 0 && args.failover_inflight > 0,
+        "--failover-sessions and --failover-inflight must be positive"
+    );
 
     let mut systems: Vec<Flavor> = Vec::new();
     for s in &args.systems {
@@ -272,6 +370,28 @@ async fn run(args: Args) -> Result<()> {
         rounds: rounds_per_workload,
         mixed_read_percent: args.mixed_read_percent.min(100),
     };
+    let ensemble_load = LoadSpec {
+        duration_secs: ensemble_duration,
+        ..load_spec.clone()
+    };
+    let failover_spec = FailoverSpec {
+        sessions: args.failover_sessions,
+        inflight: args.failover_inflight,
+        payload: args.payload,
+        warmup_secs: args
+            .failover_warmup_secs
+            .unwrap_or(if quick { 1.5 } else { 2.0 })
+            .max(0.2),
+        window_secs: args
+            .failover_window_secs
+            .unwrap_or(if quick { 2.0 } else { 5.0 }),
+        timeout_secs: args.failover_timeout_secs.max(1.0),
+        rounds: args
+            .failover_rounds
+            .unwrap_or(if quick { 1 } else { 3 })
+            .max(1),
+        probe_interval_ms: args.failover_probe_interval_ms.max(1),
+    };
     let mut results = Results {
         started_unix_secs: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -293,6 +413,7 @@ async fn run(args: Args) -> Result<()> {
         workloads: Vec::new(),
         client: None,
         memory: None,
+        ensemble: None,
     };
     let save = |results: &Results| -> Result<()> {
         let json = serde_json::to_string_pretty(results)?;
@@ -300,9 +421,11 @@ async fn run(args: Args) -> Result<()> {
             .with_context(|| format!("writing {}", args.out.display()))
     };
     eprintln!(
-        "wazoo-bench: systems {}; workloads {}; {} sessions x {} in flight, {} B payload, \
-         {warmup} s warm-up + {duration} s per run; {nodes} znodes for memory",
+        "wazoo-bench: systems {}; topology {:?}; workloads {}; {} sessions x {} in flight, {} B payload, \
+         {warmup} s warm-up + {duration} s per run ({ensemble_duration} s for ensembles); \
+         {nodes} znodes for memory",
         names(&systems),
+        args.topology,
         args.workloads
             .iter()
             .map(|w| w.name())
@@ -318,10 +441,11 @@ async fn run(args: Args) -> Result<()> {
 
     // Phase 1: throughput workloads and the client benchmark, on one server
     // of each system that lives through the phase.
-    let needs_servers = args
-        .workloads
-        .iter()
-        .any(|w| w.is_throughput() || *w == Workload::Client);
+    let needs_servers = args.topology.standalone()
+        && args
+            .workloads
+            .iter()
+            .any(|w| w.is_throughput() || *w == Workload::Client);
     if needs_servers {
         let mut running: BTreeMap<&'static str, Server> = BTreeMap::new();
         let any_throughput = args.workloads.iter().any(|w| w.is_throughput());
@@ -347,66 +471,36 @@ async fn run(args: Args) -> Result<()> {
 
         for &workload in &args.workloads {
             if workload.is_throughput() {
-                // Round r of the i-th workload runs the systems in the listed
-                // order when i + r is even, reversed when odd: A B, B A, ...
-                let i = order_index;
-                order_index += 1;
-                let mut order = Vec::new();
-                let mut rounds: BTreeMap<&'static str, Vec<RawRound>> = BTreeMap::new();
-                for r in 0..rounds_per_workload {
-                    let mut this_round = systems.clone();
-                    if (i + r) % 2 == 1 {
-                        this_round.reverse();
-                    }
-                    for &flavor in &this_round {
-                        order.push(flavor.name().to_string());
+                let result = throughput_workload(
+                    workload,
+                    order_index,
+                    &systems,
+                    &load_spec,
+                    "",
+                    |flavor| {
                         let idle_pids: Vec<u32> = running
                             .iter()
                             .filter(|(name, _)| **name != flavor.name())
                             .filter_map(|(_, s)| s.pid().ok())
                             .collect();
                         let server = running.get_mut(flavor.name()).expect("started above");
-                        let label = if rounds_per_workload > 1 {
-                            format!("[{}] {flavor} (round {})", workload.name(), r + 1)
-                        } else {
-                            format!("[{}] {flavor}", workload.name())
-                        };
-                        let round = if !server.is_running() {
-                            RawRound::failed(format!(
+                        if !server.is_running() {
+                            return Err(format!(
                                 "{flavor} is not running; log tail:\n{}",
                                 server.log_tail(20)
-                            ))
-                        } else {
-                            eprintln!(
-                                "{label}: {warmup} s warm-up + {duration} s measured, {} sessions x {} in flight",
-                                args.sessions, args.inflight
-                            );
-                            load::run_workload(
-                                server.addr(),
-                                server.pid()?,
-                                &idle_pids,
-                                workload,
-                                &load_spec,
-                                &label,
-                            )
-                            .await
-                        };
-                        log_run(
-                            &label,
-                            &load::summarize(workload, std::slice::from_ref(&round)),
-                        );
-                        rounds.entry(flavor.name()).or_default().push(round);
-                    }
-                }
-                let runs: BTreeMap<String, RunResult> = rounds
-                    .iter()
-                    .map(|(name, rs)| (name.to_string(), load::summarize(workload, rs)))
-                    .collect();
-                results.workloads.push(WorkloadResult {
-                    workload,
-                    order,
-                    runs,
-                });
+                            ));
+                        }
+                        Ok(Target {
+                            cluster: server.addr().to_string(),
+                            members: Vec::new(),
+                            server_pids: vec![server.pid().map_err(|e| format!("{e:#}"))?],
+                            idle_pids,
+                        })
+                    },
+                )
+                .await;
+                order_index += 1;
+                results.workloads.push(result);
                 save(&results)?;
             } else if workload == Workload::Client {
                 let Some(server) = running.get("wazoo") else {
@@ -435,8 +529,142 @@ async fn run(args: Args) -> Result<()> {
         tokio::task::spawn_blocking(move || drop(running)).await?;
     }
 
-    // Phase 2: memory, one fresh server at a time.
-    if args.workloads.contains(&Workload::Memory) {
+    // Phase 2: ensembles of every system, alive through the phase.
+    let ensemble_workloads: Vec<Workload> = args
+        .workloads
+        .iter()
+        .copied()
+        .filter(|w| w.is_throughput() || *w == Workload::Failover)
+        .collect();
+    if args.topology.ensemble() && !ensemble_workloads.is_empty() {
+        let mut block = EnsembleBlock {
+            members: args.members,
+            load: ensemble_load.clone(),
+            systems: Vec::new(),
+            workloads: Vec::new(),
+            failover: None,
+            member_rss_bytes: BTreeMap::new(),
+        };
+        let mut running: BTreeMap<&'static str, Ensemble> = BTreeMap::new();
+        for &flavor in &systems {
+            eprintln!("starting a {}-member {flavor} ensemble ...", args.members);
+            let (cfg, n) = (server_cfg.clone(), args.members);
+            let t = Instant::now();
+            let ens =
+                tokio::task::spawn_blocking(move || Ensemble::start(flavor, n, &cfg)).await??;
+            let info = tokio::task::block_in_place(|| ens.describe(&server_cfg));
+            eprintln!(
+                "  {flavor} ensemble serving after {:.1} s on {}; {}",
+                t.elapsed().as_secs_f64(),
+                ens.connect_string(),
+                info.notes.get(1).map(String::as_str).unwrap_or("")
+            );
+            block.systems.push(info);
+            running.insert(flavor.name(), ens);
+        }
+        results.ensemble = Some(block);
+        save(&results)?;
+
+        for &workload in &ensemble_workloads {
+            if workload.is_throughput() {
+                let result = throughput_workload(
+                    workload,
+                    order_index,
+                    &systems,
+                    &ensemble_load,
+                    "ensemble ",
+                    |flavor| {
+                        let idle_pids: Vec<u32> = running
+                            .iter()
+                            .filter(|(name, _)| **name != flavor.name())
+                            .flat_map(|(_, e)| (0..e.len()).filter_map(|i| e.pid(i)))
+                            .collect();
+                        let ens = running.get(flavor.name()).expect("started above");
+                        let server_pids = ens.pids().map_err(|e| {
+                            format!(
+                                "{e:#}; log tails:\n{}",
+                                (0..ens.len())
+                                    .map(|i| format!(
+                                        "--- member {} ---\n{}",
+                                        i + 1,
+                                        ens.log_tail(i, 10)
+                                    ))
+                                    .collect::<Vec<_>>()
+                                    .join("\n")
+                            )
+                        })?;
+                        Ok(Target {
+                            cluster: ens.connect_string(),
+                            members: ens.addrs(),
+                            server_pids,
+                            idle_pids,
+                        })
+                    },
+                )
+                .await;
+                order_index += 1;
+                ensemble_block(&mut results).workloads.push(result);
+                save(&results)?;
+            } else if workload == Workload::Failover {
+                let spec = failover_spec.clone();
+                let mut rounds: BTreeMap<&'static str, Vec<failover::FailoverRound>> =
+                    BTreeMap::new();
+                let mut order = Vec::new();
+                for r in 0..spec.rounds {
+                    let mut this_round = systems.clone();
+                    if (order_index + r) % 2 == 1 {
+                        this_round.reverse();
+                    }
+                    for &flavor in &this_round {
+                        order.push(flavor.name().to_string());
+                        let label = format!("[failover] {flavor} (round {})", r + 1);
+                        eprintln!(
+                            "{label}: {} sessions x {} creates in flight over all members, \
+                             kill the leader after {} s",
+                            spec.sessions, spec.inflight, spec.warmup_secs
+                        );
+                        let ens = running.get_mut(flavor.name()).expect("started above");
+                        let tag = format!("{}-{}", flavor.name(), r + 1);
+                        let round = failover::run_round(ens, &spec, &tag, &label).await;
+                        if let Some(f) = &round.failure {
+                            eprintln!("{label}: FAILED: {f}");
+                        }
+                        rounds.entry(flavor.name()).or_default().push(round);
+                        let runs = rounds
+                            .iter()
+                            .map(|(name, rs)| {
+                                (name.to_string(), FailoverRun::summarize(rs.clone()))
+                            })
+                            .collect();
+                        ensemble_block(&mut results).failover = Some(FailoverBlock {
+                            spec: spec.clone(),
+                            order: order.clone(),
+                            runs,
+                        });
+                        save(&results)?;
+                    }
+                }
+                order_index += 1;
+            }
+        }
+        for (name, ens) in &running {
+            let rss = (0..ens.len())
+                .map(|i| {
+                    ens.pid(i)
+                        .and_then(|p| servers::proc_status_bytes(p, "VmRSS").ok())
+                })
+                .collect();
+            ensemble_block(&mut results)
+                .member_rss_bytes
+                .insert(name.to_string(), rss);
+        }
+        save(&results)?;
+        eprintln!("stopping the ensembles");
+        tokio::task::spawn_blocking(move || drop(running)).await?;
+    }
+
+    // Phase 3: memory, one fresh server at a time.
+    if args.topology.standalone() && args.workloads.contains(&Workload::Memory) {
         let spec = MemorySpec {
             nodes,
             node_bytes: memory::NODE_BYTES,
@@ -488,6 +716,67 @@ async fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Runs the rounds of one throughput workload on every system: round r of
+/// the i-th workload runs the systems in the listed order when i + r is
+/// even, reversed when odd (A B, B A, ...). `target_of` says where a
+/// system's load goes, or why it cannot run.
+async fn throughput_workload(
+    workload: Workload,
+    order_index: usize,
+    systems: &[Flavor],
+    spec: &LoadSpec,
+    prefix: &str,
+    mut target_of: impl FnMut(Flavor) -> Result<Target, String>,
+) -> WorkloadResult {
+    let i = order_index;
+    let mut order = Vec::new();
+    let mut rounds: BTreeMap<&'static str, Vec<RawRound>> = BTreeMap::new();
+    for r in 0..spec.rounds {
+        let mut this_round = systems.to_vec();
+        if (i + r) % 2 == 1 {
+            this_round.reverse();
+        }
+        for &flavor in &this_round {
+            order.push(flavor.name().to_string());
+            let label = if spec.rounds > 1 {
+                format!("[{prefix}{}] {flavor} (round {})", workload.name(), r + 1)
+            } else {
+                format!("[{prefix}{}] {flavor}", workload.name())
+            };
+            let round = match target_of(flavor) {
+                Err(why) => RawRound::failed(why),
+                Ok(target) => {
+                    eprintln!(
+                        "{label}: {} s warm-up + {} s measured, {} sessions x {} in flight",
+                        spec.warmup_secs, spec.duration_secs, spec.sessions, spec.inflight
+                    );
+                    load::run_workload(&target, workload, spec, &label).await
+                }
+            };
+            log_run(
+                &label,
+                &load::summarize(workload, std::slice::from_ref(&round)),
+            );
+            rounds.entry(flavor.name()).or_default().push(round);
+        }
+    }
+    let runs: BTreeMap<String, RunResult> = rounds
+        .iter()
+        .map(|(name, rs)| (name.to_string(), load::summarize(workload, rs)))
+        .collect();
+    WorkloadResult {
+        workload,
+        order,
+        runs,
+    }
+}
+
+fn ensemble_block(r: &mut Results) -> &mut EnsembleBlock {
+    r.ensemble
+        .as_mut()
+        .expect("the ensemble phase sets it first")
+}
+
 fn serialize_flavors<S: serde::Serializer>(v: &[Flavor], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(v.iter().map(|f| f.name()))
 }
@@ -501,6 +790,9 @@ fn names(systems: &[Flavor]) -> String {
 }
 
 fn log_run(label: &str, r: &RunResult) {
+    if let Some(line) = report::members_line(r) {
+        eprintln!("{label}: members {line}");
+    }
     match &r.failure {
         Some(f) if r.ops == 0 => eprintln!("{label}: FAILED: {f}"),
         _ => eprintln!(

@@ -86,7 +86,7 @@ async fn measure_inner(
         spec.node_bytes
     );
 
-    let clients = connect_sessions(addr, spec.sessions).await?;
+    let clients = connect_sessions(&addr.to_string(), spec.sessions).await?;
     let buckets = spec.nodes.div_ceil(spec.children_per_parent);
     let start = Instant::now();
     let deadline = Duration::from_secs_f64(spec.load_timeout_secs);

@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 
 use crate::client_bench::ClientResult;
-use crate::load::{RunResult, Workload};
+use crate::failover::{fmt_ms, FailoverRun, Spread};
+use crate::load::{LoadSpec, RunResult, Workload};
 use crate::memory::mib;
-use crate::Results;
+use crate::{EnsembleBlock, Results, WorkloadResult};
 
 const ZK: &str = "zookeeper";
 const WZ: &str = "wazoo";
@@ -50,7 +51,7 @@ fn describe(w: Workload, mixed_read_percent: u32) -> String {
             "{mixed_read_percent}% getData / {}% setData on random pre-created znodes",
             100 - mixed_read_percent
         ),
-        Workload::Client | Workload::Memory => w.name().into(),
+        Workload::Client | Workload::Memory | Workload::Failover => w.name().into(),
     }
 }
 
@@ -61,7 +62,7 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(
         md,
         "One run, one machine ({} CPUs, kernel {}, {:.1} GiB RAM; load average at start `{}`, at end `{}`), \
-         both servers standalone on loopback, driven by the same load generator \
+         servers on loopback (standalone, then {}-member ensembles where run), driven by the same load generator \
          (Rust `zookeeper-client` crate, tokio with {} worker threads, in the same process for both). \
          Systems alternate order from workload to workload. Total time {:.0} s.\n",
         r.machine.cpus,
@@ -69,6 +70,7 @@ pub fn markdown(r: &Results) -> String {
         r.machine.mem_total_bytes.unwrap_or(0) as f64 / (1u64 << 30) as f64,
         r.machine.loadavg_at_start,
         r.machine.loadavg_at_end,
+        r.args.members,
         r.machine.client_threads,
         r.total_secs
     );
@@ -86,7 +88,9 @@ pub fn markdown(r: &Results) -> String {
          the filesystem journal), in cores: the noise.\n",
         l.sessions, l.inflight, l.payload, l.warmup_secs, l.duration_secs, l.rounds, l.keys
     );
-    let _ = writeln!(md, "## Systems\n");
+    if !r.systems.is_empty() {
+        let _ = writeln!(md, "## Systems (standalone)\n");
+    }
     for s in &r.systems {
         let _ = writeln!(md, "- **{}**: {}", s.name, s.version);
         if !s.jvm_flags.is_empty() {
@@ -107,82 +111,7 @@ pub fn markdown(r: &Results) -> String {
     let _ = writeln!(md);
 
     for w in &r.workloads {
-        let _ = writeln!(
-            md,
-            "## {} — {}\n",
-            w.workload.name(),
-            describe(w.workload, l.mixed_read_percent)
-        );
-        let _ = writeln!(md, "Run order: {}.\n", w.order.join(", then "));
-        let _ = writeln!(
-            md,
-            "| system | ops/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | server CPU µs/op | client CPU µs/op | idle server CPU (cores) | softirq (cores) | others' CPU (cores) | errors | ops/s per round |"
-        );
-        let _ = writeln!(
-            md,
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
-        );
-        for name in [ZK, WZ] {
-            if let Some(run) = w.runs.get(name) {
-                let _ = writeln!(md, "{}", run_row(name, run));
-            }
-        }
-        if let (Some(z), Some(x)) = (w.runs.get(ZK), w.runs.get(WZ)) {
-            let (zl, xl) = (&z.latency, &x.latency);
-            let _ = writeln!(
-                md,
-                "| **wazoo/zookeeper** | **{}** | {} | {} | **{}** | {} | {} | {} | {} | | | | | |",
-                ratio(x.ops_per_sec, z.ops_per_sec),
-                ratio(xl.p50_us, zl.p50_us),
-                ratio(xl.p90_us, zl.p90_us),
-                ratio(xl.p99_us, zl.p99_us),
-                ratio(xl.p999_us, zl.p999_us),
-                ratio(xl.max_us, zl.max_us),
-                ratio(x.server_cpu_us_per_op, z.server_cpu_us_per_op),
-                ratio(x.client_cpu_us_per_op, z.client_cpu_us_per_op),
-            );
-        }
-        if w.workload == Workload::Mixed {
-            for name in [ZK, WZ] {
-                if let Some(run) = w.runs.get(name) {
-                    if let (Some(rd), Some(wr)) = (&run.read_latency, &run.write_latency) {
-                        let _ = writeln!(
-                            md,
-                            "\n{name}: reads p50 {} / p99 {} µs ({} ops), writes p50 {} / p99 {} µs ({} ops)",
-                            num(rd.p50_us),
-                            num(rd.p99_us),
-                            rd.count,
-                            num(wr.p50_us),
-                            num(wr.p99_us),
-                            wr.count
-                        );
-                    }
-                }
-            }
-        }
-        let noisy: Vec<String> = w
-            .runs
-            .iter()
-            .filter(|(_, run)| run.other_cpu_cores > NOISE_CORES)
-            .map(|(name, run)| format!("{:.2} cores during {name}'s windows", run.other_cpu_cores))
-            .collect();
-        if !noisy.is_empty() {
-            let _ = writeln!(
-                md,
-                "\n**Noisy:** other tasks on the machine used {}; ops/s and latency of that \
-                 system are understated (server CPU per op is less affected). Rerun for a clean figure.",
-                noisy.join(", ")
-            );
-        }
-        for (name, run) in &w.runs {
-            if let Some(f) = &run.failure {
-                let _ = writeln!(md, "\n**{name} did not complete:** `{}`", one_line(f));
-            }
-            if !run.error_kinds.is_empty() {
-                let _ = writeln!(md, "\n{name} errors: {:?}", run.error_kinds);
-            }
-        }
-        let _ = writeln!(md);
+        workload_section(&mut md, w, l, "");
     }
 
     if let Some(c) = &r.client {
@@ -271,11 +200,264 @@ pub fn markdown(r: &Results) -> String {
         let _ = writeln!(md);
     }
 
+    if let Some(e) = &r.ensemble {
+        ensemble_section(&mut md, e);
+    }
+
     let _ = writeln!(
         md,
-        "Targets (issues 2 and 7): wazoo/zookeeper ops/s ≥ 2×, p99 < 1×, RSS ≤ 0.25×."
+        "Targets (issues 2, 4 and 7): wazoo/zookeeper ops/s ≥ 2×, p99 < 1×, RSS ≤ 0.25×; \
+         failover well under ZooKeeper's."
     );
     md
+}
+
+fn ensemble_section(md: &mut String, e: &EnsembleBlock) {
+    let l = &e.load;
+    let _ = writeln!(
+        md,
+        "# {}-member ensembles
+",
+        e.members
+    );
+    let _ = writeln!(
+        md,
+        "Each system runs as a {}-member ensemble on loopback (both ensembles alive through \
+         the phase; the idle one is the \"idle server\" column). The clients get the full \
+         connect string, and the `zookeeper-client` crate picks a member at random per \
+         session, so sessions land unevenly (the per-member lines say where they went: reads \
+         are served by the member a session is on, writes go through the leader). Server CPU \
+         is the sum over the members. Load: {} sessions × {} requests in flight, {}-byte \
+         payloads, {} s warm-up then {} s measured, {} round(s) per system.\n",
+        e.members, l.sessions, l.inflight, l.payload, l.warmup_secs, l.duration_secs, l.rounds
+    );
+    let _ = writeln!(md, "## Systems (ensembles)\n");
+    for s in &e.systems {
+        let _ = writeln!(md, "- **{}**: {}", s.name, s.version);
+        for n in &s.notes {
+            let _ = writeln!(md, "  - {n}");
+        }
+    }
+    let _ = writeln!(md);
+    for w in &e.workloads {
+        workload_section(md, w, l, "ensemble: ");
+    }
+    if let Some(f) = &e.failover {
+        let s = &f.spec;
+        let _ = writeln!(
+            md,
+            "## ensemble: failover — kill -9 of the leader under write load\n\n\
+             {} sessions × {} creates in flight (full connect string); after {} s the member \
+             reporting `Mode: leader` is SIGKILLed; the writers go on for at least {} s and until \
+             the new leader has taken writes for 1 s; then the member is restarted and every member \
+             is checked (after `sync`) for every acknowledged create. {} kill(s) per system, the \
+             systems alternating ({}). Times are from the SIGKILL:\n\n\
+             * **first write**: the first create acknowledged to the load's sessions whose request \
+             was issued after the killed leader was reaped (so it was committed by the new leader). \
+             It includes the client's reconnect back-off (`zookeeper-client` tries members after 0, \
+             ~50, ~100 ms, then ~0.3, ~0.6, ~1.2 s ... per cycle), the same for both systems.\n\
+             * **probe**: a fresh session opened to each surviving member every {} ms until a create \
+             on it is acknowledged (session creation is itself a quorum write): the server side, \
+             without the client's back-off.\n\
+             * **election**: until a survivor answers `srvr` with `Mode: leader` (polled every 10 ms).\n\
+             * **gap**: last ack before the kill to the first write above; **½ rate**: to the end \
+             of the first 100 ms (counted from the kill) in which writes issued after the kill got \
+             half the acks/s of the last second before it.\n",
+            s.sessions,
+            s.inflight,
+            s.warmup_secs,
+            s.window_secs,
+            s.rounds,
+            f.order.join(", "),
+            s.probe_interval_ms
+        );
+        let _ = writeln!(
+            md,
+            "| system | kills | first write ms: median (min–max) | probe ms | election ms | gap ms | ½ rate ms | writes/s before → after | client errors | acked writes lost |"
+        );
+        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+        for name in [ZK, WZ] {
+            if let Some(run) = f.runs.get(name) {
+                let _ = writeln!(md, "{}", failover_row(name, run));
+            }
+        }
+        if let (Some(z), Some(x)) = (f.runs.get(ZK), f.runs.get(WZ)) {
+            let med = |s: &Option<Spread>| s.as_ref().map(|s| s.median).unwrap_or(0.0);
+            let _ = writeln!(
+                md,
+                "| **wazoo/zookeeper** (medians) | | **{}** | {} | {} | {} | {} | | | |",
+                ratio(med(&x.first_ack_ms), med(&z.first_ack_ms)),
+                ratio(med(&x.probe_ms), med(&z.probe_ms)),
+                ratio(med(&x.election_ms), med(&z.election_ms)),
+                ratio(med(&x.write_gap_ms), med(&z.write_gap_ms)),
+                ratio(med(&x.half_throughput_ms), med(&z.half_throughput_ms)),
+            );
+        }
+        let _ = writeln!(md);
+        for name in [ZK, WZ] {
+            let Some(run) = f.runs.get(name) else {
+                continue;
+            };
+            for (i, r) in run.rounds.iter().enumerate() {
+                let _ = writeln!(
+                    md,
+                    "- {name} kill {}: member {} killed ({:.0} ms to reap), member {} took over; election {}, probe {} \
+                     (member {}), first write {}, gap {}, ½ rate {}; {} writes/s before, {} after; \
+                     errors {:?}; restart {}; the round's znodes per member {}; then members (mode, RSS MiB) {}{}",
+                    i + 1,
+                    r.killed_member,
+                    r.reap_ms,
+                    r.new_leader_member
+                        .map(|m| m.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    fmt_ms(r.election_ms),
+                    fmt_ms(r.probe_ms),
+                    r.probe_member
+                        .map(|m| m.to_string())
+                        .unwrap_or_else(|| "?".into()),
+                    fmt_ms(r.first_ack_ms),
+                    fmt_ms(r.write_gap_ms),
+                    fmt_ms(r.half_throughput_ms),
+                    num(r.pre_kill_writes_per_sec),
+                    num(r.post_failover_writes_per_sec),
+                    r.error_kinds,
+                    r.restart_secs
+                        .map(|s| format!("{s:.1} s"))
+                        .unwrap_or_else(|| "–".into()),
+                    r.znodes_per_member
+                        .iter()
+                        .map(|v| v.map(|n| n.to_string()).unwrap_or_else(|| "?".into()))
+                        .collect::<Vec<_>>()
+                        .join(" / "),
+                    r.modes_after
+                        .iter()
+                        .zip(&r.rss_after_bytes)
+                        .map(|(m, b)| format!(
+                            "{m} {}",
+                            b.map(|b| format!("{:.0}", mib(b)))
+                                .unwrap_or_else(|| "?".into())
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(" / "),
+                    r.failure
+                        .as_ref()
+                        .map(|f| format!("; **failed:** `{}`", one_line(f)))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        let _ = writeln!(md);
+    }
+    if !e.member_rss_bytes.is_empty() {
+        let parts: Vec<String> = [ZK, WZ]
+            .iter()
+            .filter_map(|name| {
+                let rss = e.member_rss_bytes.get(*name)?;
+                Some(format!(
+                    "{name} {} MiB",
+                    rss.iter()
+                        .map(|b| b
+                            .map(|b| format!("{:.0}", mib(b)))
+                            .unwrap_or_else(|| "?".into()))
+                        .collect::<Vec<_>>()
+                        .join(" / ")
+                ))
+            })
+            .collect();
+        let _ = writeln!(
+            md,
+            "Members' RSS at the end of the ensemble phase: {}.\n",
+            parts.join("; ")
+        );
+    }
+}
+
+fn spread(s: &Option<Spread>) -> String {
+    match s {
+        None => "–".to_string(),
+        Some(s) if s.n == 1 => format!("{:.0}", s.median),
+        Some(s) => format!("{:.0} ({:.0}–{:.0})", s.median, s.min, s.max),
+    }
+}
+
+fn failover_row(name: &str, run: &FailoverRun) -> String {
+    let before: Vec<f64> = run
+        .rounds
+        .iter()
+        .map(|r| r.pre_kill_writes_per_sec)
+        .collect();
+    let after: Vec<f64> = run
+        .rounds
+        .iter()
+        .map(|r| r.post_failover_writes_per_sec)
+        .collect();
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    let errors = if run.error_kinds.is_empty() {
+        "0".to_string()
+    } else {
+        run.error_kinds
+            .iter()
+            .map(|(k, v)| format!("{v} {k}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "| {name} | {}{} | **{}** | {} | {} | {} | {} | {} → {} | {} | {} |",
+        run.rounds.len(),
+        if run.failures.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} failed)", run.failures.len())
+        },
+        spread(&run.first_ack_ms),
+        spread(&run.probe_ms),
+        spread(&run.election_ms),
+        spread(&run.write_gap_ms),
+        spread(&run.half_throughput_ms),
+        num(mean(&before)),
+        num(mean(&after)),
+        errors,
+        run.lost_acked_writes
+    )
+}
+
+/// Ensembles: each member's mode, CPU (cores) and sessions.
+pub fn members_line(run: &RunResult) -> Option<String> {
+    if run.member_cpu_secs.is_empty() || run.window_secs <= 0.0 {
+        return None;
+    }
+    let parts: Vec<String> = run
+        .member_cpu_secs
+        .iter()
+        .enumerate()
+        .map(|(i, cpu)| {
+            let mode = run.member_modes.get(i).map(String::as_str).unwrap_or("?");
+            let sessions: Vec<String> = run
+                .sessions_per_member
+                .iter()
+                .map(|r| match r.get(i) {
+                    Some(&n) if n >= 0 => n.to_string(),
+                    _ => "?".to_string(),
+                })
+                .collect();
+            format!(
+                "{} {mode} {:.2} cores, {} sessions",
+                i + 1,
+                cpu / run.window_secs,
+                sessions.join("/")
+            )
+        })
+        .collect();
+    Some(format!(
+        "{} (member mode CPU, sessions per round)",
+        parts.join("; ")
+    ))
 }
 
 fn run_row(name: &str, run: &RunResult) -> String {
@@ -350,6 +532,94 @@ fn client_section(md: &mut String, spec: &crate::client_bench::ClientSpec, c: &C
 
 fn one_line(s: &str) -> String {
     s.lines().next().unwrap_or("").chars().take(300).collect()
+}
+
+/// One throughput workload's table; `title` prefixes the heading
+/// ("" standalone, "ensemble: " for ensembles).
+fn workload_section(md: &mut String, w: &WorkloadResult, l: &LoadSpec, title: &str) {
+    let _ = writeln!(
+        md,
+        "## {title}{} — {}\n",
+        w.workload.name(),
+        describe(w.workload, l.mixed_read_percent)
+    );
+    let _ = writeln!(md, "Run order: {}.\n", w.order.join(", then "));
+    let _ = writeln!(
+        md,
+        "| system | ops/s | p50 µs | p90 µs | p99 µs | p99.9 µs | max µs | server CPU µs/op | client CPU µs/op | idle server CPU (cores) | softirq (cores) | others' CPU (cores) | errors | ops/s per round |"
+    );
+    let _ = writeln!(
+        md,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for name in [ZK, WZ] {
+        if let Some(run) = w.runs.get(name) {
+            let _ = writeln!(md, "{}", run_row(name, run));
+        }
+    }
+    if let (Some(z), Some(x)) = (w.runs.get(ZK), w.runs.get(WZ)) {
+        let (zl, xl) = (&z.latency, &x.latency);
+        let _ = writeln!(
+            md,
+            "| **wazoo/zookeeper** | **{}** | {} | {} | **{}** | {} | {} | {} | {} | | | | | |",
+            ratio(x.ops_per_sec, z.ops_per_sec),
+            ratio(xl.p50_us, zl.p50_us),
+            ratio(xl.p90_us, zl.p90_us),
+            ratio(xl.p99_us, zl.p99_us),
+            ratio(xl.p999_us, zl.p999_us),
+            ratio(xl.max_us, zl.max_us),
+            ratio(x.server_cpu_us_per_op, z.server_cpu_us_per_op),
+            ratio(x.client_cpu_us_per_op, z.client_cpu_us_per_op),
+        );
+    }
+    if w.workload == Workload::Mixed {
+        for name in [ZK, WZ] {
+            if let Some(run) = w.runs.get(name) {
+                if let (Some(rd), Some(wr)) = (&run.read_latency, &run.write_latency) {
+                    let _ = writeln!(
+                        md,
+                        "\n{name}: reads p50 {} / p99 {} µs ({} ops), writes p50 {} / p99 {} µs ({} ops)",
+                        num(rd.p50_us),
+                        num(rd.p99_us),
+                        rd.count,
+                        num(wr.p50_us),
+                        num(wr.p99_us),
+                        wr.count
+                    );
+                }
+            }
+        }
+    }
+    for name in [ZK, WZ] {
+        if let Some(run) = w.runs.get(name) {
+            if let Some(line) = members_line(run) {
+                let _ = writeln!(md, "\n{name} members: {line}");
+            }
+        }
+    }
+    let noisy: Vec<String> = w
+        .runs
+        .iter()
+        .filter(|(_, run)| run.other_cpu_cores > NOISE_CORES)
+        .map(|(name, run)| format!("{:.2} cores during {name}'s windows", run.other_cpu_cores))
+        .collect();
+    if !noisy.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n**Noisy:** other tasks on the machine used {}; ops/s and latency of that \
+             system are understated (server CPU per op is less affected). Rerun for a clean figure.",
+            noisy.join(", ")
+        );
+    }
+    for (name, run) in &w.runs {
+        if let Some(f) = &run.failure {
+            let _ = writeln!(md, "\n**{name} did not complete:** `{}`", one_line(f));
+        }
+        if !run.error_kinds.is_empty() {
+            let _ = writeln!(md, "\n{name} errors: {:?}", run.error_kinds);
+        }
+    }
+    let _ = writeln!(md);
 }
 
 #[cfg(test)]

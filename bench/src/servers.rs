@@ -94,80 +94,103 @@ impl Server {
 
     /// `mntr` as key -> value (empty if the server does not answer it).
     pub fn mntr(&self) -> BTreeMap<String, String> {
-        wazoo_testkit::four_letter_word(self.addr(), "mntr")
-            .map(|text| {
-                text.lines()
-                    .filter_map(|l| {
-                        let (k, v) = l.split_once('\t')?;
-                        Some((k.trim().to_string(), v.trim().to_string()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// The version line of `srvr`.
-    pub fn version(&self) -> String {
-        wazoo_testkit::four_letter_word(self.addr(), "srvr")
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .find(|l| l.to_ascii_lowercase().contains("version"))
-                    .map(|l| l.trim().to_string())
-            })
-            .unwrap_or_else(|| "(srvr gave no version)".to_string())
+        mntr(self.addr())
     }
 
     /// What the report says about how this server runs.
     pub fn describe(&self, cfg: &ServerConfig) -> SystemInfo {
-        let pid = self.pid().ok();
-        let cmdline = pid.map(read_cmdline).unwrap_or_default();
-        let mut notes = vec![format!(
-            "zoo.cfg: testkit's tickTime=2000, dataDir in /tmp, 127.0.0.1 only; bench adds {}; \
-             everything else (snapCount, fsync, autopurge, ...) left at the server's default",
-            EXTRA_CFG.join(", ")
-        )];
-        let (program, jvm_flags, max_heap) = match self {
-            Server::Zookeeper(_) => {
-                let flags: Vec<String> = cmdline
-                    .iter()
-                    .filter(|a| a.starts_with("-X") && !a.starts_with("-Xlog"))
-                    .cloned()
-                    .collect();
-                let max_heap = pid.and_then(jvm_max_heap);
-                notes.push(
-                    "ZooKeeper defaults: snapCount=100000, forceSync=yes (fsync before ack, \
-                     group commit), globalOutstandingLimit=1000, JVM's default GC"
-                        .to_string(),
-                );
-                (
-                    cmdline.first().cloned().unwrap_or_else(|| "java".into()),
-                    flags,
-                    max_heap,
-                )
-            }
-            Server::Wazoo(_) => {
-                notes.push(format!(
-                    "binary {} ({})",
-                    cfg.wazoo_bin.display(),
-                    if cfg.wazoo_bin.components().any(|c| c.as_os_str() == "debug") {
-                        "DEBUG build: figures are not meaningful"
-                    } else {
-                        "release build expected"
-                    }
-                ));
-                (cfg.wazoo_bin.display().to_string(), Vec::new(), None)
-            }
-        };
-        SystemInfo {
-            name: self.flavor().name().to_string(),
-            version: self.version(),
-            program,
-            jvm_flags,
-            jvm_max_heap_bytes: max_heap,
-            notes,
-        }
+        describe_system(self.flavor(), self.addr(), self.pid().ok(), cfg, Vec::new())
     }
+}
+
+/// `mntr` of the server at `addr` as key -> value (empty if it does not answer).
+pub fn mntr(addr: SocketAddr) -> BTreeMap<String, String> {
+    wazoo_testkit::four_letter_word(addr, "mntr")
+        .map(|text| {
+            text.lines()
+                .filter_map(|l| {
+                    let (k, v) = l.split_once('\t')?;
+                    Some((k.trim().to_string(), v.trim().to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The version line of `srvr`.
+pub fn version(addr: SocketAddr) -> String {
+    wazoo_testkit::four_letter_word(addr, "srvr")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.to_ascii_lowercase().contains("version"))
+                .map(|l| l.trim().to_string())
+        })
+        .unwrap_or_else(|| "(srvr gave no version)".to_string())
+}
+
+/// What the report says about how a server (or ensemble member `pid`,
+/// answering on `addr`) of `flavor` runs; `extra_notes` go after the
+/// zoo.cfg note.
+pub fn describe_system(
+    flavor: Flavor,
+    addr: SocketAddr,
+    pid: Option<u32>,
+    cfg: &ServerConfig,
+    extra_notes: Vec<String>,
+) -> SystemInfo {
+    let cmdline = pid.map(read_cmdline).unwrap_or_default();
+    let mut notes = vec![format!(
+        "zoo.cfg: testkit's tickTime=2000, dataDir in /tmp, 127.0.0.1 only; bench adds {}; \
+         everything else (snapCount, fsync, autopurge, ...) left at the server's default",
+        EXTRA_CFG.join(", ")
+    )];
+    notes.extend(extra_notes);
+    let (program, jvm_flags, max_heap) = match flavor {
+        Flavor::Zookeeper => {
+            let flags: Vec<String> = cmdline
+                .iter()
+                .filter(|a| a.starts_with("-X") && !a.starts_with("-Xlog"))
+                .cloned()
+                .collect();
+            let max_heap = pid.and_then(jvm_max_heap);
+            notes.push(
+                "ZooKeeper defaults: snapCount=100000, forceSync=yes (fsync before ack, \
+                 group commit), globalOutstandingLimit=1000, JVM's default GC"
+                    .to_string(),
+            );
+            (
+                cmdline.first().cloned().unwrap_or_else(|| "java".into()),
+                flags,
+                max_heap,
+            )
+        }
+        Flavor::Wazoo => {
+            notes.push(format!(
+                "binary {} ({})",
+                cfg.wazoo_bin.display(),
+                if is_debug_build(&cfg.wazoo_bin) {
+                    "DEBUG build: figures are not meaningful"
+                } else {
+                    "release build expected"
+                }
+            ));
+            (cfg.wazoo_bin.display().to_string(), Vec::new(), None)
+        }
+    };
+    SystemInfo {
+        name: flavor.name().to_string(),
+        version: version(addr),
+        program,
+        jvm_flags,
+        jvm_max_heap_bytes: max_heap,
+        notes,
+    }
+}
+
+/// Whether a wazoo binary path looks like a debug build (`.../debug/wazoo`).
+pub fn is_debug_build(path: &Path) -> bool {
+    path.components().any(|c| c.as_os_str() == "debug")
 }
 
 /// Static facts about one system in this run.
@@ -183,7 +206,7 @@ pub struct SystemInfo {
     pub notes: Vec<String>,
 }
 
-fn read_cmdline(pid: u32) -> Vec<String> {
+pub fn read_cmdline(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| {
             b.split(|&c| c == 0)
@@ -326,18 +349,23 @@ fn clock_ticks_per_sec() -> f64 {
 /// Finds the wazoo binary to benchmark: `--wazoo-bin`, `$WAZOO_BIN`, then
 /// the release build of this workspace.
 pub fn find_wazoo_bin(explicit: Option<PathBuf>) -> Result<PathBuf> {
+    // Absolute: testkit starts servers in their own directories, where a
+    // relative path such as target/debug/wazoo would not resolve.
+    let absolute = |path: PathBuf| -> Result<PathBuf> {
+        std::fs::canonicalize(&path).with_context(|| format!("resolving {}", path.display()))
+    };
     if let Some(path) = explicit {
         if !path.is_file() {
             bail!("--wazoo-bin {} is not a file", path.display());
         }
-        return Ok(path);
+        return absolute(path);
     }
     if let Some(path) = std::env::var_os("WAZOO_BIN") {
         let path = PathBuf::from(path);
         if !path.is_file() {
             bail!("WAZOO_BIN={} is not a file", path.display());
         }
-        return Ok(path);
+        return absolute(path);
     }
     let mut candidates = Vec::new();
     if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
@@ -353,7 +381,7 @@ pub fn find_wazoo_bin(explicit: Option<PathBuf>) -> Result<PathBuf> {
         .expect("bench lives inside the workspace");
     candidates.push(workspace.join("target").join("release").join("wazoo"));
     if let Some(found) = candidates.iter().find(|p| p.is_file()) {
-        return Ok(found.clone());
+        return absolute(found.clone());
     }
     let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
     bail!(
