@@ -418,6 +418,11 @@ fn core_loop(
                 next = rx.try_recv().ok();
             }
         }
+        if let Some(why) = server.fatal() {
+            tracing::error!("stopping: {why}");
+            result = Err(anyhow!("stopping: {why}"));
+            break 'outer;
+        }
         let outputs = server.take_outputs();
         ctx.metrics.update(&mut server, conns.len(), &ctx.log_stats);
         for out in outputs {

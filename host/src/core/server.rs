@@ -541,22 +541,7 @@ impl Server {
         if rec.header.zxid <= self.last_applied {
             return Ok(());
         }
-        self.tree
-            .apply(&rec.header, &rec.txn)
-            .map_err(|e| format!("txn 0x{:x} does not apply: {e}", rec.header.zxid))?;
-        match &rec.txn {
-            Txn::CreateSession { timeout_ms } => {
-                self.sessions
-                    .add(rec.header.session_id, *timeout_ms, self.now_ms)
-            }
-            Txn::CloseSession => {
-                self.sessions.remove(rec.header.session_id);
-            }
-            _ => {}
-        }
-        self.last_applied = rec.header.zxid;
-        self.last_proposed = rec.header.zxid;
-        Ok(())
+        self.apply_txn(&rec.header, &rec.txn)
     }
 
     /// After recovery: sessions that own ephemerals but no longer exist in
@@ -1145,44 +1130,54 @@ impl Server {
         }
     }
 
-    fn apply(&mut self, p: Proposal) {
-        let hdr = &p.record.header;
-        let triggers = match self.tree.apply(hdr, &p.record.txn) {
-            Ok(t) => t,
-            Err(e) => {
-                // Prep checked this txn against the same state; failing here
-                // means prep and apply disagree. Refuse to go on silently.
-                panic!(
-                    "invariant: prepped txn 0x{:x} failed to apply: {e}",
-                    hdr.zxid
-                );
-            }
-        };
-        assert!(
-            hdr.zxid > self.last_applied,
-            "txns apply in zxid order: 0x{:x} after 0x{:x}",
-            hdr.zxid,
-            self.last_applied
-        );
+    /// Applies a committed txn to the tree and the session table and fires
+    /// its watches: what every member does with every txn, in zxid order.
+    fn apply_txn(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), String> {
+        if hdr.zxid <= self.last_applied {
+            return Err(format!(
+                "txn 0x{:x} arrived after 0x{:x}: txns apply in zxid order",
+                hdr.zxid, self.last_applied
+            ));
+        }
+        let triggers = self
+            .tree
+            .apply(hdr, txn)
+            .map_err(|e| format!("txn 0x{:x} does not apply: {e}", hdr.zxid))?;
         self.last_applied = hdr.zxid;
+        self.last_proposed = self.last_proposed.max(hdr.zxid);
         self.outstanding.applied(hdr.zxid);
         self.stats.txns_applied += 1;
-        match &p.record.txn {
+        match txn {
             Txn::CreateSession { timeout_ms } => {
                 self.sessions.add(hdr.session_id, *timeout_ms, self.now_ms);
             }
             Txn::CloseSession => {
                 self.sessions.remove(hdr.session_id);
-                if let Some(conn) = self.session_conn.remove(&hdr.session_id) {
-                    if !matches!(p.origin, Origin::Conn(c) if c == conn) {
-                        self.close_conn(conn);
-                    }
-                }
+                self.ens.forget_owner(hdr.session_id);
             }
             _ => {}
         }
         for t in triggers {
             self.notify(&t.path, t.event);
+        }
+        Ok(())
+    }
+
+    /// Applies a txn this member proposed and answers the request it came
+    /// from, if it came from one of this member's connections.
+    fn apply(&mut self, p: Proposal) {
+        let hdr = p.record.header.clone();
+        if let Err(e) = self.apply_txn(&hdr, &p.record.txn) {
+            // Prep checked this txn against the same state: prep and apply
+            // disagree, and this member's state can no longer be trusted.
+            return self.fail(format!("invariant broken by a prepped txn: {e}"));
+        }
+        if matches!(p.record.txn, Txn::CloseSession) {
+            if let Some(conn) = self.session_conn.remove(&hdr.session_id) {
+                if !matches!(p.origin, Origin::Conn(c) if c == conn) {
+                    self.close_conn(conn);
+                }
+            }
         }
         if let Origin::Conn(conn) = p.origin {
             let result = p.kind.map(|k| self.result_of(k));

@@ -59,6 +59,10 @@ impl EnsembleState {
     pub(super) fn owned_here(&mut self, session: i64, me: u64) {
         self.owners.insert(session, me);
     }
+
+    pub(super) fn forget_owner(&mut self, session: i64) {
+        self.owners.remove(&session);
+    }
 }
 
 impl Server {
@@ -302,7 +306,7 @@ impl Server {
         }
     }
 
-    fn fail(&mut self, why: String) {
+    pub(super) fn fail(&mut self, why: String) {
         tracing::error!("{why}");
         if self.fatal.is_none() {
             self.fatal = Some(why);
@@ -317,30 +321,8 @@ impl Server {
             return;
         }
         let pre = matches!(rec.txn, Txn::Multi(_)).then(|| self.tree.clone());
-        let triggers = match self.tree.apply(&hdr, &rec.txn) {
-            Ok(t) => t,
-            Err(e) => {
-                return self.fail(format!(
-                    "committed txn 0x{:x} does not apply: {e}",
-                    hdr.zxid
-                ))
-            }
-        };
-        self.last_applied = hdr.zxid;
-        self.last_proposed = self.last_proposed.max(hdr.zxid);
-        self.stats.txns_applied += 1;
-        match &rec.txn {
-            Txn::CreateSession { timeout_ms } => {
-                self.sessions.add(hdr.session_id, *timeout_ms, self.now_ms);
-            }
-            Txn::CloseSession => {
-                self.sessions.remove(hdr.session_id);
-                self.ens.owners.remove(&hdr.session_id);
-            }
-            _ => {}
-        }
-        for t in triggers {
-            self.notify(&t.path, t.event);
+        if let Err(e) = self.apply_txn(&hdr, &rec.txn) {
+            return self.fail(format!("committed {e}"));
         }
         if let Some(&conn) = self.session_conn.get(&hdr.session_id) {
             let slot = self.conns.get(&conn).and_then(|c| {
