@@ -64,6 +64,71 @@ impl TestEnsemble for ZkEnsemble {
     }
 }
 
+/// One member's place in a generated ensemble: its id, client port,
+/// directories (with `myid` written) and a zoo.cfg holding every
+/// `server.N` line (extra cfg lines not applied yet).
+pub(crate) struct MemberLayout {
+    pub sid: usize,
+    pub client_port: u16,
+    pub member_dir: PathBuf,
+    pub data_dir: PathBuf,
+    pub observer: bool,
+    pub cfg: ZooCfg,
+}
+
+/// Lays out an `n`-member ensemble under `root` on free loopback ports; the
+/// last `opts.observers` members are observers. `client_in_server_lines`
+/// appends `;clientPort` to the `server.N` lines.
+pub(crate) fn layout(
+    root: &Path,
+    n: usize,
+    opts: &ServerOptions,
+    client_in_server_lines: bool,
+) -> anyhow::Result<Vec<MemberLayout>> {
+    let ports: Vec<(u16, u16, u16)> = (0..n)
+        .map(|_| (free_port(), free_port(), free_port()))
+        .collect();
+    let first_observer = n - opts.observers.min(n);
+    let mut servers = String::new();
+    for (i, (client, quorum, election)) in ports.iter().enumerate() {
+        let role = if i >= first_observer { ":observer" } else { "" };
+        let client = if client_in_server_lines {
+            format!(";{client}")
+        } else {
+            String::new()
+        };
+        writeln!(
+            servers,
+            "server.{}=127.0.0.1:{quorum}:{election}{role}{client}",
+            i + 1
+        )?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for (i, &(client_port, _, _)) in ports.iter().enumerate() {
+        let sid = i + 1;
+        let member_dir = root.join(format!("member-{sid}"));
+        let data_dir = member_dir.join("data");
+        std::fs::create_dir_all(&data_dir)?;
+        std::fs::write(data_dir.join("myid"), format!("{sid}\n"))?;
+        let mut cfg = ZooCfg::base(opts, &data_dir, client_port);
+        cfg.set("initLimit", "10");
+        cfg.set("syncLimit", "5");
+        for line in servers.lines() {
+            let (k, v) = line.split_once('=').expect("server line has '='");
+            cfg.set(k, v);
+        }
+        out.push(MemberLayout {
+            sid,
+            client_port,
+            member_dir,
+            data_dir,
+            observer: i >= first_observer,
+            cfg,
+        });
+    }
+    Ok(out)
+}
+
 struct Member {
     process: ServerProcess,
     client_port: u16,
@@ -105,33 +170,16 @@ impl WazooEnsemble {
         let dir = tempfile::Builder::new()
             .prefix("wazoo-ensemble-")
             .tempdir()?;
-        let ports: Vec<(u16, u16, u16)> = (0..n)
-            .map(|_| (free_port(), free_port(), free_port()))
-            .collect();
-        let mut servers = String::new();
-        let first_observer = n - opts.observers.min(n);
-        for (i, (client, quorum, election)) in ports.iter().enumerate() {
-            let role = if i >= first_observer { ":observer" } else { "" };
-            writeln!(
-                servers,
-                "server.{}=127.0.0.1:{quorum}:{election}{role};{client}",
-                i + 1
-            )?;
-        }
         let mut members = Vec::with_capacity(n);
-        for (i, &(client_port, _, _)) in ports.iter().enumerate() {
-            let sid = i + 1;
-            let member_dir = dir.path().join(format!("member-{sid}"));
-            let data_dir = member_dir.join("data");
-            std::fs::create_dir_all(&data_dir)?;
-            std::fs::write(data_dir.join("myid"), format!("{sid}\n"))?;
-            let mut cfg = ZooCfg::base(opts, &data_dir, client_port);
-            cfg.set("initLimit", "10");
-            cfg.set("syncLimit", "5");
-            for line in servers.lines() {
-                let (k, v) = line.split_once('=').expect("server line has '='");
-                cfg.set(k, v);
-            }
+        for m in layout(dir.path(), n, opts, true)? {
+            let MemberLayout {
+                sid,
+                client_port,
+                member_dir,
+                data_dir,
+                mut cfg,
+                ..
+            } = m;
             cfg.apply_extra(&opts.extra_cfg)?;
             let cfg_path = member_dir.join("zoo.cfg");
             std::fs::write(&cfg_path, cfg.render())?;

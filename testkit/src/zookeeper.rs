@@ -18,7 +18,6 @@
 //! `ZOOKEEPER_HOME` points at an upstream tarball instead (its `lib/*.jar`,
 //! which log through logback; a `logback.xml` is generated as well).
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -309,35 +308,19 @@ impl ZkEnsemble {
         let dir = tempfile::Builder::new()
             .prefix("wazoo-zk-ensemble-")
             .tempdir()?;
-        let ports: Vec<(u16, u16, u16)> = (0..n)
-            .map(|_| (free_port(), free_port(), free_port()))
-            .collect();
-        let mut servers = String::new();
-        let first_observer = n - opts.observers.min(n);
-        for (i, (_, quorum, election)) in ports.iter().enumerate() {
-            let role = if i >= first_observer { ":observer" } else { "" };
-            writeln!(
-                servers,
-                "server.{}=127.0.0.1:{quorum}:{election}{role}",
-                i + 1
-            )?;
-        }
         let mut members = Vec::with_capacity(n);
-        for (i, &(client_port, _, _)) in ports.iter().enumerate() {
-            let sid = i + 1;
-            let member_dir = dir.path().join(format!("member-{sid}"));
-            let data_dir = member_dir.join("data");
-            std::fs::create_dir_all(&data_dir)?;
-            std::fs::write(data_dir.join("myid"), format!("{sid}\n"))?;
-            let mut cfg = ZooCfg::base(opts, &data_dir, client_port);
-            cfg.set("initLimit", "10");
-            cfg.set("syncLimit", "5");
+        for m in crate::ensemble::layout(dir.path(), n, opts, false)? {
+            let crate::ensemble::MemberLayout {
+                sid,
+                client_port,
+                member_dir,
+                data_dir,
+                observer,
+                mut cfg,
+            } = m;
+            let i = sid - 1;
             cfg.set("admin.enableServer", "false");
-            for line in servers.lines() {
-                let (k, v) = line.split_once('=').expect("server line has '='");
-                cfg.set(k, v);
-            }
-            if i >= first_observer {
+            if observer {
                 cfg.set("peerType", "observer");
             }
             cfg.apply_extra(&opts.extra_cfg)?;
