@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{connect, start};
@@ -26,32 +25,18 @@ async fn acknowledged_writes_survive_kill_9(flavor: Flavor, rounds: usize) {
         .await
         .unwrap();
     drop(setup);
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let mut acked: Vec<String> = Vec::new();
     for round in 0..rounds {
-        let mut tasks = Vec::new();
-        for w in 0..4 {
-            let (hosts, acked) = (hosts.clone(), Arc::clone(&acked));
-            tasks.push(tokio::spawn(async move {
-                let zk = connect(&hosts).await;
-                let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
-                for i in 0.. {
-                    let p = format!("/dur/r{round}-w{w}-{i}");
-                    match zk.create(&p, &[7u8; 64], &opts).await {
-                        Ok(_) => acked.lock().unwrap().push(p),
-                        Err(_) => return,
-                    }
-                }
-            }));
-        }
+        // Each writer stops at its first failure (the kill).
+        let writers =
+            common::Writers::start(&hosts, "/dur", &format!("r{round}-"), 4, usize::MAX, true);
         // Let some writes land, then pull the plug mid-stream.
         tokio::time::sleep(Duration::from_millis(300 + 170 * round as u64)).await;
         server.kill();
-        for t in tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
-        }
+        acked.extend(writers.finish().await);
         server.restart().unwrap();
         let zk = connect(&hosts).await;
-        let acked_now = acked.lock().unwrap().clone();
+        let acked_now = acked.clone();
         assert!(!acked_now.is_empty(), "some writes were acknowledged");
         let mut missing = Vec::new();
         for p in &acked_now {

@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wazoo_testkit::{start_ensemble, Flavor, ServerOptions, TestEnsemble};
@@ -97,53 +96,23 @@ async fn killing_the_leader_loses_no_acknowledged_write(flavor: Flavor) {
         )
         .await
         .unwrap();
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut writers = Vec::new();
-    for w in 0..3 {
-        let (hosts, acked, stop) = (hosts.clone(), Arc::clone(&acked), Arc::clone(&stop));
-        writers.push(tokio::spawn(async move {
-            let zk = connect(&hosts).await;
-            let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let p = format!("/load/w{w}-{i}");
-                if zk.create(&p, b"x", &opts).await.is_ok() {
-                    acked.lock().unwrap().push(p);
-                }
-                i += 1;
-                if i > 5000 {
-                    break;
-                }
-            }
-        }));
-    }
+    let writers = common::Writers::start(&hosts, "/load", "", 3, 5000, false);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
-    let before = acked.lock().unwrap().len();
+    let before = writers.count();
     e.kill(leader);
     let killed_at = std::time::Instant::now();
     // A new leader among the two left, and writes acknowledged again.
-    common::within("a write acknowledged after the leader died", async {
-        loop {
-            if acked.lock().unwrap().len() > before + 10 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    writers
+        .wait_for_more(10, "a write acknowledged after the leader died")
+        .await;
     eprintln!(
         "{flavor}: writes resumed {:?} after killing the leader",
         killed_at.elapsed()
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     e.restart(leader).unwrap();
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for w in writers {
-        let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
-    }
-    let acked = acked.lock().unwrap().clone();
+    let acked = writers.finish().await;
     assert!(acked.len() > before, "{flavor}: writes went on");
     for i in 0..3 {
         let zk = connect(&e.addr(i).to_string()).await;
@@ -332,39 +301,13 @@ async fn leader_then_follower_killed_then_both_restarted_converge(flavor: Flavor
         )
         .await
         .unwrap();
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut writers = Vec::new();
-    for w in 0..2 {
-        let (hosts, acked, stop) = (hosts.clone(), Arc::clone(&acked), Arc::clone(&stop));
-        writers.push(tokio::spawn(async move {
-            let zk = connect(&hosts).await;
-            let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
-            let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) && i < 20_000 {
-                let p = format!("/conv/w{w}-{i}");
-                if zk.create(&p, b"x", &opts).await.is_ok() {
-                    acked.lock().unwrap().push(p);
-                } else {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                i += 1;
-            }
-        }));
-    }
-    let wait_progress = |acked: Arc<Mutex<Vec<String>>>, what: &'static str| async move {
-        let before = acked.lock().unwrap().len();
-        common::within(what, async {
-            while acked.lock().unwrap().len() < before + 20 {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await;
-    };
-    wait_progress(Arc::clone(&acked), "writes before any kill").await;
+    let writers = common::Writers::start(&hosts, "/conv", "", 2, 20_000, false);
+    writers.wait_for_more(20, "writes before any kill").await;
     let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
     e.kill(leader);
-    wait_progress(Arc::clone(&acked), "writes after the leader died").await;
+    writers
+        .wait_for_more(20, "writes after the leader died")
+        .await;
     let follower = (0..3)
         .find(|&i| i != leader && e.mode(i).as_deref() == Some("follower"))
         .unwrap_or((leader + 1) % 3);
@@ -372,14 +315,11 @@ async fn leader_then_follower_killed_then_both_restarted_converge(flavor: Flavor
     tokio::time::sleep(Duration::from_millis(500)).await;
     e.restart(leader).unwrap();
     e.restart(follower).unwrap();
-    wait_progress(Arc::clone(&acked), "writes after both came back").await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for w in writers {
-        let _ = tokio::time::timeout(Duration::from_secs(30), w).await;
-    }
+    writers
+        .wait_for_more(20, "writes after both came back")
+        .await;
+    let acked = writers.finish().await;
     let acked: std::collections::HashSet<String> = acked
-        .lock()
-        .unwrap()
         .iter()
         .map(|p| p.trim_start_matches("/conv/").to_string())
         .collect();

@@ -154,3 +154,82 @@ pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) ->
         Err(_) => panic!("timed out waiting for {what}"),
     }
 }
+
+/// Writers that create `{parent}/{prefix}w{w}-{i}` as fast as they can and
+/// record every acknowledged create: the load of the kill tests.
+pub struct Writers {
+    acked: std::sync::Arc<Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Writers {
+    /// `n` writers, each making at most `max` creates; with
+    /// `stop_on_error` a writer stops at its first failure, otherwise it
+    /// pauses briefly and goes on (through a failover).
+    pub fn start(
+        hosts: &str,
+        parent: &str,
+        prefix: &str,
+        n: usize,
+        max: usize,
+        stop_on_error: bool,
+    ) -> Writers {
+        let acked: std::sync::Arc<Mutex<Vec<String>>> = Default::default();
+        let stop: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
+        let tasks = (0..n)
+            .map(|w| {
+                let (hosts, acked, stop) = (hosts.to_string(), acked.clone(), stop.clone());
+                let base = format!("{parent}/{prefix}w{w}-");
+                tokio::spawn(async move {
+                    let zk = connect(&hosts).await;
+                    let opts = zookeeper_client::CreateMode::Persistent
+                        .with_acls(zookeeper_client::Acls::anyone_all());
+                    for i in 0..max {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            return;
+                        }
+                        let p = format!("{base}{i}");
+                        match zk.create(&p, &[7u8; 64], &opts).await {
+                            Ok(_) => acked.lock().unwrap().push(p),
+                            Err(_) if stop_on_error => return,
+                            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                        }
+                    }
+                })
+            })
+            .collect();
+        Writers { acked, stop, tasks }
+    }
+
+    /// Every create acknowledged so far.
+    pub fn acked(&self) -> Vec<String> {
+        self.acked.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    /// Waits (bounded) until `more` creates beyond the current count are
+    /// acknowledged.
+    pub async fn wait_for_more(&self, more: usize, what: &str) {
+        let target = self.count() + more;
+        within(what, async {
+            while self.count() < target {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+    }
+
+    /// Tells the writers to stop and waits (bounded) for them.
+    pub async fn finish(self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        acked
+    }
+}
