@@ -15,16 +15,7 @@ use zookeeper_client::{Acls, CreateMode};
 async fn acknowledged_writes_survive_kill_9(flavor: Flavor, rounds: usize) {
     let mut server: Box<dyn TestServer> = start(flavor);
     let hosts = server.connect_string();
-    let setup = connect(&hosts).await;
-    setup
-        .create(
-            "/dur",
-            b"",
-            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
-    drop(setup);
+    common::create_persistent(&hosts, "/dur").await;
     let mut acked: Vec<String> = Vec::new();
     for round in 0..rounds {
         // Each writer stops at its first failure (the kill).

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::connect;
+
 use std::time::Duration;
 
 use wazoo_testkit::{start_ensemble, Flavor, ServerOptions, TestEnsemble};
@@ -23,14 +25,6 @@ fn opts(flavor: Flavor) -> ServerOptions {
 fn ensemble(flavor: Flavor) -> Box<dyn TestEnsemble> {
     start_ensemble(flavor, 3, opts(flavor))
         .unwrap_or_else(|e| panic!("cannot start a {flavor} ensemble: {e:#}"))
-}
-
-async fn connect(hosts: &str) -> Client {
-    Client::connector()
-        .with_session_timeout(Duration::from_secs(15))
-        .connect(hosts)
-        .await
-        .unwrap_or_else(|e| panic!("cannot connect to {hosts}: {e}"))
 }
 
 /// Reads `path` on member `i` after a sync, so the member has caught up.
@@ -87,15 +81,7 @@ async fn writes_on_any_member_are_seen_on_every_member(flavor: Flavor) {
 async fn killing_the_leader_loses_no_acknowledged_write(flavor: Flavor) {
     let mut e = ensemble(flavor);
     let hosts = e.connect_string();
-    let setup = connect(&hosts).await;
-    setup
-        .create(
-            "/load",
-            b"",
-            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
+    common::create_persistent(&hosts, "/load").await;
     let writers = common::Writers::start(&hosts, "/load", "", 3, 5000, false);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
@@ -292,15 +278,7 @@ async fn a_member_without_quorum_serves_read_only_clients(flavor: Flavor) {
 async fn leader_then_follower_killed_then_both_restarted_converge(flavor: Flavor) {
     let mut e = ensemble(flavor);
     let hosts = e.connect_string();
-    connect(&hosts)
-        .await
-        .create(
-            "/conv",
-            b"",
-            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-        )
-        .await
-        .unwrap();
+    common::create_persistent(&hosts, "/conv").await;
     let writers = common::Writers::start(&hosts, "/conv", "", 2, 20_000, false);
     writers.wait_for_more(20, "writes before any kill").await;
     let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();

@@ -97,6 +97,20 @@ pub async fn connect(hosts: &str) -> zookeeper_client::Client {
         .unwrap_or_else(|e| panic!("cannot connect to {hosts}: {e}"))
 }
 
+/// Creates a persistent, world-open node (the parent a test writes under).
+pub async fn create_persistent(hosts: &str, path: &str) {
+    connect(hosts)
+        .await
+        .create(
+            path,
+            b"",
+            &zookeeper_client::CreateMode::Persistent
+                .with_acls(zookeeper_client::Acls::anyone_all()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot create {path}: {e}"));
+}
+
 /// Runs `scenario(target)` against one server and a 3-member ensemble of
 /// each system: tests `zookeeper`, `wazoo`, `zookeeper_ensemble`,
 /// `wazoo_ensemble`.
