@@ -127,6 +127,46 @@ pub enum Reply {
     Error { code: i32, message: String },
 }
 
+/// What a client receives in a recipe notification frame (xid
+/// [`NOTIFICATION_XID`], reply header err 0, then one jute buffer holding
+/// this, MessagePack).
+///
+/// - `Finished`: a call that answered `Wait { token }` is over. The host
+///   sends it to the waiting session when an `on_watch` step for that token
+///   ends with `Done` (the value) or fails (`Reply::Error`); a step that
+///   answers `Wait` again sends nothing. Also sent with an error when the
+///   module is unloaded while the session waits.
+/// - `Message`: a payload the recipe sent with `notify`.
+///
+/// Notifications are ops of the txn that produced them: every member applies
+/// them in zxid order and the member holding the session's connection
+/// delivers them after the changes of that txn (and its watch events).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Notification {
+    Finished {
+        module: String,
+        token: String,
+        reply: Reply,
+    },
+    Message {
+        module: String,
+        #[serde(with = "bytes")]
+        payload: Vec<u8>,
+    },
+}
+
+/// The xid of recipe notification frames (wazoo's extension; ZooKeeper's
+/// watch events use -1).
+pub const NOTIFICATION_XID: i32 = -0x5A00;
+
+/// The opcode of a recipe call request (outside ZooKeeper's range). Its body
+/// is three jute fields: module (string), method (string), args (buffer,
+/// MessagePack); the reply body is one buffer holding a MessagePack
+/// [`Reply`] (header err 0), or an empty body with a ZooKeeper error code in
+/// the header when the request never reached a recipe (session expired,
+/// not connected to a serving member, malformed request).
+pub const CALL_OPCODE: i32 = 0x5A00;
+
 /// How a node is created (ZooKeeper's CreateMode).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CreateMode {
