@@ -1,5 +1,5 @@
 //! Four-letter words (ruok, srvr, stat, mntr, conf, cons, envi, wchs, wchc,
-//! wchp, dump, isro, dirs), formatted as Apache ZooKeeper 3.8 formats them
+//! wchp, dump, isro, dirs; and wazoo's `recp`), formatted as Apache ZooKeeper 3.8 formats them
 //! so that existing monitoring keeps working.
 
 use std::fmt::Write;
@@ -89,6 +89,11 @@ pub fn four_letter(word: &str, s: &Server, ctx: &AdminContext, conns: usize) -> 
             out
         }
         "dump" => dump(s),
+        // wazoo's own: the recipe modules loaded and the pending waits.
+        "recp" => match s.recipe_modules() {
+            Some(m) => crate::core::recipe::render_report(&m, s.recipe_waits().len()),
+            None => "recipes are not enabled (no plugins directory)\n".to_string(),
+        },
         "dirs" => format!(
             "datadir_size: {}\nlogdir_size: {}\n",
             dir_size(&snap_dir(&ctx.cfg)),

@@ -49,6 +49,8 @@ pub struct Config {
     pub servers: Vec<ServerSpec>,
     pub my_id: Option<u64>,
     pub plugins_dir: Option<PathBuf>,
+    /// Recipe sandbox limits (`recipe.*` keys).
+    pub recipe: RecipeLimits,
     /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`).
     pub metrics_port: Option<u16>,
     pub metrics_host: Option<IpAddr>,
@@ -63,6 +65,39 @@ pub struct Config {
 }
 
 pub const DEFAULT_TICK_TIME_MS: u32 = 3000;
+
+/// The recipe sandbox's limits, from `recipe.*` keys; each has a default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecipeLimits {
+    /// `recipe.fuel`: fuel (about one per wasm instruction) per call or callback.
+    pub fuel: u64,
+    /// `recipe.deadlineMs`: wall-clock deadline per call or callback.
+    pub deadline_ms: u64,
+    /// `recipe.memoryBytes`: linear memory cap per instance.
+    pub memory_bytes: usize,
+    /// `recipe.maxOps`: tree ops per call (also bounds the txn it makes).
+    pub max_ops: usize,
+    /// `recipe.maxNotifications`: notifications per call.
+    pub max_notifications: usize,
+    /// `recipe.maxReplyBytes`: size cap of a reply.
+    pub max_reply_bytes: usize,
+    /// `recipe.maxWaitsPerSession`: pending waits (callbacks) per session.
+    pub max_waits_per_session: usize,
+}
+
+impl Default for RecipeLimits {
+    fn default() -> Self {
+        RecipeLimits {
+            fuel: 10_000_000,
+            deadline_ms: 100,
+            memory_bytes: 16 << 20,
+            max_ops: 1_000,
+            max_notifications: 64,
+            max_reply_bytes: 1 << 20,
+            max_waits_per_session: 1_000,
+        }
+    }
+}
 
 impl Config {
     /// Reads and validates a zoo.cfg file, and `myid` from its dataDir.
@@ -160,7 +195,24 @@ impl Config {
         let enforce_quota = take_bool(&mut kv, "enforceQuota")?
             .or(take_bool(&mut kv, "zookeeper.enforceQuota")?)
             .unwrap_or(false);
+        let d = RecipeLimits::default();
+        let recipe = RecipeLimits {
+            fuel: take_num(&mut kv, "recipe.fuel")?.unwrap_or(d.fuel),
+            deadline_ms: take_num(&mut kv, "recipe.deadlineMs")?.unwrap_or(d.deadline_ms),
+            memory_bytes: take_num(&mut kv, "recipe.memoryBytes")?.unwrap_or(d.memory_bytes),
+            max_ops: take_num(&mut kv, "recipe.maxOps")?.unwrap_or(d.max_ops),
+            max_notifications: take_num(&mut kv, "recipe.maxNotifications")?
+                .unwrap_or(d.max_notifications),
+            max_reply_bytes: take_num(&mut kv, "recipe.maxReplyBytes")?
+                .unwrap_or(d.max_reply_bytes),
+            max_waits_per_session: take_num(&mut kv, "recipe.maxWaitsPerSession")?
+                .unwrap_or(d.max_waits_per_session),
+        };
+        if recipe.fuel == 0 || recipe.deadline_ms == 0 || recipe.memory_bytes < (64 << 10) {
+            bail!("recipe.fuel and recipe.deadlineMs must be positive and recipe.memoryBytes at least 65536 (one wasm page)");
+        }
         let cfg = Config {
+            recipe,
             tick_time_ms: tick,
             init_limit: take_num(&mut kv, "initLimit")?.unwrap_or(10),
             sync_limit: take_num(&mut kv, "syncLimit")?.unwrap_or(5),

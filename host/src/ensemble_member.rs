@@ -117,13 +117,14 @@ pub async fn start(cfg: Config) -> Result<crate::member::Member> {
     let (mut server, snap_zxid) = match wazoo_storage::latest_valid_snapshot(&sdir)? {
         Some((zxid, path)) => {
             let bytes = wazoo_storage::read_snapshot(&path)?;
-            let (z, sessions, tree) = read_snapshot_payload(&bytes)
+            let (z, sessions, waits, tree) = read_snapshot_payload(&bytes)
                 .with_context(|| format!("cannot load snapshot {}", path.display()))?;
-            (Server::recovered(scfg, tree, sessions, z, now), zxid)
+            (Server::recovered(scfg, tree, sessions, waits, z, now), zxid)
         }
         None => (Server::new(scfg, now), 0),
     };
     server.set_ensemble();
+    let plugins = crate::member::start_plugins(&cfg, &mut server)?;
     let (mut log, repaired) = TxnLog::open(&ldir, LogOptions::default())
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
     for r in &repaired.repairs {
@@ -196,6 +197,7 @@ pub async fn start(cfg: Config) -> Result<crate::member::Member> {
         log_stats,
         started_ms: now_ms(),
         metrics: crate::member::start_metrics(&cfg, quorum).await?,
+        plugins,
     });
     let core_ctx = Arc::clone(&ctx);
     let core_cfg = cfg.clone();
@@ -379,7 +381,7 @@ impl EnsembleCore {
             }
             zab::Output::Truncate { after } => self.with_log(|log| log.truncate_after(after.0))?,
             zab::Output::InstallSnapshot { zxid, data } => {
-                let (z, sessions, tree) = read_snapshot_payload(&data)
+                let (z, sessions, waits, tree) = read_snapshot_payload(&data)
                     .map_err(|e| anyhow!("the leader's snapshot does not load: {e}"))?;
                 if z as u64 != zxid.0 {
                     bail!(
@@ -391,7 +393,7 @@ impl EnsembleCore {
                     std::io::Write::write_all(w, &data)
                 })?;
                 self.with_log(|log| log.truncate_after(0))?;
-                self.server.install_snapshot(tree, sessions, z);
+                self.server.install_snapshot(tree, sessions, waits, z);
             }
             zab::Output::SendSnapshot { to, zxid } => {
                 let job = self.server.snapshot_job();

@@ -18,3 +18,26 @@ pub mod metrics;
 pub mod net;
 pub mod plugin;
 pub mod quorum;
+
+/// The recipe modules of `recipes-wasm/`, built and embedded by build.rs
+/// (empty when the wasm target was missing at build time).
+pub mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/builtin_recipes.rs"));
+
+    /// Writes the built-in modules into `dir` (atomically, only those whose
+    /// bytes differ) and returns how many there are.
+    pub fn install(dir: &std::path::Path) -> std::io::Result<usize> {
+        std::fs::create_dir_all(dir)?;
+        for (name, bytes) in BUILTIN_RECIPES {
+            let path = dir.join(name);
+            if std::fs::read(&path).is_ok_and(|b| b == *bytes) {
+                continue;
+            }
+            // A watched directory must never see half a module.
+            let tmp = dir.join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, bytes)?;
+            std::fs::rename(&tmp, &path)?;
+        }
+        Ok(BUILTIN_RECIPES.len())
+    }
+}

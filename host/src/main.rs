@@ -27,7 +27,8 @@ enum Cmd {
         #[arg(long)]
         plugins: Option<PathBuf>,
     },
-    /// Run a local development server on 127.0.0.1:2181 with a default data directory.
+    /// Run a local 3-member ensemble on 127.0.0.1:2181-2183 with the built-in
+    /// recipes, on a default data directory.
     Dev {
         /// Where to keep data (default: ./wazoo-dev-data).
         #[arg(long, default_value = "wazoo-dev-data")]
@@ -85,6 +86,18 @@ async fn serve(cfg: wazoo::config::Config) -> Result<()> {
 /// 127.0.0.1:2181-2183, quorum links on 127.0.0.1:2888-2890, data under
 /// `data_dir/m1..m3` (kept across runs).
 async fn dev(data_dir: &std::path::Path) -> Result<()> {
+    let plugins = data_dir.join("plugins");
+    let n = wazoo::builtin::install(&plugins).with_context(|| {
+        format!(
+            "cannot install the built-in recipes in {}",
+            plugins.display()
+        )
+    })?;
+    if n == 0 {
+        tracing::warn!(
+            "this binary was built without the built-in recipes (the wasm32-unknown-unknown target was missing; scripts/setup.sh installs it)"
+        );
+    }
     let mut members = Vec::new();
     for id in 1..=3u64 {
         let dir = data_dir.join(format!("m{id}"));
@@ -107,11 +120,16 @@ async fn dev(data_dir: &std::path::Path) -> Result<()> {
         }
         let mut cfg = wazoo::config::Config::parse(&text)?;
         cfg.my_id = Some(id);
+        cfg.plugins_dir = Some(plugins.clone());
         members.push(wazoo::member::Member::start(cfg).await?);
     }
     println!(
         "wazoo dev: 3 members serving on 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (data in {})",
         data_dir.display()
+    );
+    println!(
+        "recipes: {n} built-in modules in {} (drop more .wasm files there)",
+        plugins.display()
     );
     println!("try: wazoo cli --server 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183");
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);

@@ -23,6 +23,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
+use crate::core::recipe::RecipeWaits;
 use crate::core::server::{Input, Output, Server, ServerConfig, SnapshotJob};
 use crate::core::tree::DataTree;
 use crate::core::txn::TxnRecord;
@@ -64,7 +65,8 @@ pub enum Event {
 pub const DATA_SUBDIR: &str = "wazoo-v1";
 
 const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
-const SNAPSHOT_VERSION: u32 = 1;
+/// 2 adds the recipe wait table after the sessions; 1 is still read.
+const SNAPSHOT_VERSION: u32 = 2;
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -87,6 +89,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         container_max_per_minute: cfg.container_max_per_minute,
         reconfig_enabled: cfg.reconfig_enabled,
         read_only_enabled: cfg.read_only_enabled,
+        max_recipe_waits_per_session: cfg.recipe.max_waits_per_session,
     }
 }
 
@@ -98,7 +101,7 @@ pub fn log_dir(cfg: &Config) -> PathBuf {
     cfg.data_log_dir.join(DATA_SUBDIR)
 }
 
-/// Serializes a snapshot payload: sessions, then the tree.
+/// Serializes a snapshot payload: sessions, recipe waits, then the tree.
 pub fn write_snapshot_payload(job: &SnapshotJob, w: &mut dyn Write) -> std::io::Result<()> {
     w.write_all(SNAPSHOT_MAGIC)?;
     w.write_all(&SNAPSHOT_VERSION.to_be_bytes())?;
@@ -108,11 +111,14 @@ pub fn write_snapshot_payload(job: &SnapshotJob, w: &mut dyn Write) -> std::io::
         w.write_all(&id.to_be_bytes())?;
         w.write_all(&timeout.to_be_bytes())?;
     }
+    let mut waits = Vec::new();
+    job.waits.write(&mut waits);
+    w.write_all(&waits)?;
     job.tree.write_to(w)
 }
 
-/// A snapshot read back: its zxid, the sessions and the tree.
-pub type LoadedSnapshot = (i64, Vec<(i64, i32)>, DataTree);
+/// A snapshot read back: its zxid, the sessions, the recipe waits and the tree.
+pub type LoadedSnapshot = (i64, Vec<(i64, i32)>, RecipeWaits, DataTree);
 
 /// Reads a snapshot payload written by [`write_snapshot_payload`].
 pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
@@ -126,7 +132,7 @@ pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
     let mut b8 = [0u8; 8];
     r.read_exact(&mut b4).context("snapshot is truncated")?;
     let version = u32::from_be_bytes(b4);
-    if version != SNAPSHOT_VERSION {
+    if version != SNAPSHOT_VERSION && version != 1 {
         bail!("unsupported snapshot version {version}");
     }
     r.read_exact(&mut b8).context("snapshot is truncated")?;
@@ -142,8 +148,17 @@ pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
         r.read_exact(&mut b4)?;
         sessions.push((i64::from_be_bytes(b8), i32::from_be_bytes(b4)));
     }
+    let waits = if version >= 2 {
+        let mut jr = wazoo_proto::jute::Reader::new(r);
+        let waits =
+            RecipeWaits::read(&mut jr).map_err(|e| anyhow!("snapshot recipe waits: {e}"))?;
+        r = jr.rest();
+        waits
+    } else {
+        RecipeWaits::default()
+    };
     let tree = DataTree::read_from(&mut r).map_err(|e| anyhow!("snapshot tree: {e}"))?;
-    Ok((zxid, sessions, tree))
+    Ok((zxid, sessions, waits, tree))
 }
 
 /// Rebuilds the state from the newest valid snapshot plus the log after it.
@@ -159,7 +174,7 @@ pub fn recover(cfg: &Config, now: i64) -> Result<(Server, TxnLog)> {
     let (mut server, snap_zxid) = match wazoo_storage::latest_valid_snapshot(&sdir)? {
         Some((zxid, path)) => {
             let bytes = wazoo_storage::read_snapshot(&path)?;
-            let (z, sessions, tree) = read_snapshot_payload(&bytes)
+            let (z, sessions, waits, tree) = read_snapshot_payload(&bytes)
                 .with_context(|| format!("cannot load snapshot {}", path.display()))?;
             if z as u64 != zxid {
                 bail!(
@@ -172,7 +187,7 @@ pub fn recover(cfg: &Config, now: i64) -> Result<(Server, TxnLog)> {
                 nodes = tree.node_count(),
                 "loaded snapshot"
             );
-            (Server::recovered(scfg, tree, sessions, z, now), zxid)
+            (Server::recovered(scfg, tree, sessions, waits, z, now), zxid)
         }
         None => (Server::new(scfg, now), 0),
     };
@@ -224,6 +239,58 @@ pub struct AdminContext {
     pub log_stats: Arc<LogStats>,
     pub started_ms: i64,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The recipe runtime, when a plugins directory is configured.
+    pub plugins: Option<Plugins>,
+}
+
+/// A member's recipe runtime and the watcher keeping it in step with the
+/// plugins directory (it stops when this is dropped).
+pub struct Plugins {
+    pub runtime: crate::plugin::Runtime,
+    _watcher: std::sync::Mutex<crate::plugin::PluginWatcher>,
+}
+
+/// Starts the recipe runtime if a plugins directory is configured: loads
+/// every module in it, keeps watching it, and gives the pipeline the
+/// runtime as its recipe engine.
+pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<Plugins>> {
+    let Some(dir) = &cfg.plugins_dir else {
+        return Ok(None);
+    };
+    if !dir.is_dir() {
+        bail!("plugins directory {} does not exist", dir.display());
+    }
+    let r = &cfg.recipe;
+    let rcfg = crate::plugin::RuntimeConfig {
+        limits: crate::plugin::Limits {
+            fuel: r.fuel,
+            deadline: std::time::Duration::from_millis(r.deadline_ms),
+            memory_bytes: r.memory_bytes,
+            max_ops: r.max_ops,
+            max_reply_bytes: r.max_reply_bytes,
+            max_notifications: r.max_notifications,
+            ..Default::default()
+        },
+        cache_dir: Some(snap_dir(cfg).join("recipe-cache")),
+        ..Default::default()
+    };
+    let runtime = crate::plugin::Runtime::new(rcfg).context("cannot start the recipe runtime")?;
+    let (watcher, report) = runtime
+        .watch_dir(dir)
+        .with_context(|| format!("cannot watch plugins directory {}", dir.display()))?;
+    for (path, r) in report {
+        match r {
+            Ok(m) => {
+                tracing::info!(module = %m.name, version = %m.version, hash = %m.hash, file = %path.display(), "recipe module loaded")
+            }
+            Err(e) => tracing::warn!(file = %path.display(), "recipe module not loaded: {e}"),
+        }
+    }
+    server.set_recipe_engine(Box::new(runtime.clone()));
+    Ok(Some(Plugins {
+        runtime,
+        _watcher: std::sync::Mutex::new(watcher),
+    }))
 }
 
 /// Starts the metrics endpoint if zoo.cfg asks for one.
@@ -258,7 +325,8 @@ impl Member {
         if cfg.is_ensemble() {
             return crate::ensemble_member::start(cfg).await;
         }
-        let (server, log) = recover(&cfg, now_ms())?;
+        let (mut server, log) = recover(&cfg, now_ms())?;
+        let plugins = start_plugins(&cfg, &mut server)?;
         let log_stats = log.stats();
         let (tx, rx) = mpsc::channel::<Event>(65536);
         let durable_tx = tx.clone();
@@ -279,6 +347,7 @@ impl Member {
             log_stats,
             started_ms: now_ms(),
             metrics: start_metrics(&cfg, 1).await?,
+            plugins,
         });
         let core_ctx = Arc::clone(&ctx);
         let snap_cfg = cfg.clone();

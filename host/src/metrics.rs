@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
@@ -36,6 +38,17 @@ pub struct Metrics {
     elections: Counter,
     leader: Gauge,
     elections_seen: AtomicU64,
+    recipe_calls: Family<ModuleLabel, Gauge>,
+    recipe_errors: Family<ModuleLabel, Gauge>,
+    recipe_fuel: Family<ModuleLabel, Gauge>,
+    recipe_waits: Gauge,
+    /// When the per-module figures were last taken (ms since the epoch).
+    recipes_at: AtomicU64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModuleLabel {
+    module: String,
 }
 
 impl Metrics {
@@ -61,8 +74,33 @@ impl Metrics {
             elections: Counter::default(),
             leader: Gauge::default(),
             elections_seen: AtomicU64::new(0),
+            recipe_calls: Family::default(),
+            recipe_errors: Family::default(),
+            recipe_fuel: Family::default(),
+            recipe_waits: Gauge::default(),
+            recipes_at: AtomicU64::new(0),
             registry: Registry::default(),
         };
+        registry.register(
+            "recipe_calls",
+            "Recipe calls and callbacks run here, per module",
+            m.recipe_calls.clone(),
+        );
+        registry.register(
+            "recipe_errors",
+            "Recipe calls and callbacks that failed, per module",
+            m.recipe_errors.clone(),
+        );
+        registry.register(
+            "recipe_fuel_used",
+            "Fuel the module's calls and callbacks burned",
+            m.recipe_fuel.clone(),
+        );
+        registry.register(
+            "recipe_waits",
+            "Pending recipe waits (replicated)",
+            m.recipe_waits.clone(),
+        );
         registry.register(
             "request_latency_seconds",
             "Time from a request's arrival to its reply (millisecond resolution)",
@@ -145,6 +183,19 @@ impl Metrics {
             crate::core::server::Role::Leader { .. } | crate::core::server::Role::Standalone
         );
         self.leader.set(leads as i64);
+        self.recipe_waits.set(s.recipe_waits().len() as i64);
+        // The runtime's counters are behind a lock: at most once a second.
+        let now = crate::member::now_ms().max(0) as u64;
+        if now.saturating_sub(self.recipes_at.load(Ordering::Relaxed)) < 1000 {
+            return;
+        }
+        self.recipes_at.store(now, Ordering::Relaxed);
+        for m in s.recipe_modules().unwrap_or_default() {
+            let l = ModuleLabel { module: m.name };
+            self.recipe_calls.get_or_create(&l).set(m.calls as i64);
+            self.recipe_errors.get_or_create(&l).set(m.errors as i64);
+            self.recipe_fuel.get_or_create(&l).set(m.fuel_used as i64);
+        }
     }
 
     /// Takes consensus' election count (a running total).

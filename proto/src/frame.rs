@@ -93,6 +93,20 @@ pub fn write_notification(out: &mut Vec<u8>, zxid: i64, ev: &WatcherEvent) {
     finish(out, at);
 }
 
+/// A wazoo recipe notification: the reply header with xid
+/// [`crate::xid::RECIPE_NOTIFICATION`], then one buffer (MessagePack).
+pub fn write_recipe_notification(out: &mut Vec<u8>, zxid: i64, payload: &[u8]) {
+    let at = begin(out);
+    ReplyHeader {
+        xid: crate::xid::RECIPE_NOTIFICATION,
+        zxid,
+        err: 0,
+    }
+    .write(out);
+    out.write_buffer(payload);
+    finish(out, at);
+}
+
 /// A client frame after the handshake, as the server decodes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientFrame {

@@ -190,14 +190,17 @@ pub fn data(d: &[u8]) -> String {
 pub fn text_or_hex(b: &[u8]) -> String {
     match std::str::from_utf8(b) {
         Ok(s) if s.chars().all(|c| !c.is_control() || c == '\n' || c == '\t') => s.to_string(),
-        _ => {
-            let mut s = String::from("0x");
-            for x in b {
-                let _ = write!(s, "{x:02x}");
-            }
-            s
-        }
+        _ => hex(b),
     }
+}
+
+/// `0x`-prefixed hex.
+pub fn hex(b: &[u8]) -> String {
+    let mut s = String::from("0x");
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
 }
 
 /// `0x`-prefixed hex to bytes.
@@ -210,6 +213,22 @@ pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&h[i..i + 2], 16).map_err(|_| format!("bad hex in {s}")))
         .collect()
+}
+
+/// A JSON value as MessagePack (maps keep their field names, as the recipe
+/// ABI's structs expect).
+pub fn json_to_msgpack(s: &str) -> Result<Vec<u8>, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(s).map_err(|e| format!("arguments are not JSON: {e}"))?;
+    rmp_serde::to_vec_named(&v).map_err(|e| format!("cannot encode arguments: {e}"))
+}
+
+/// A MessagePack value as JSON, or 0x-hex when it has no JSON form.
+pub fn msgpack_display(b: &[u8]) -> String {
+    match rmp_serde::from_slice::<serde_json::Value>(b) {
+        Ok(v) => v.to_string(),
+        Err(_) => hex(b),
+    }
 }
 
 #[cfg(test)]
@@ -277,5 +296,16 @@ mod tests {
         assert_eq!(text_or_hex(b"hi"), "hi");
         assert_eq!(text_or_hex(&[0, 1]), "0x0001");
         assert_eq!(list(&["a", "b"]), "[a, b]");
+    }
+
+    #[test]
+    fn recipe_values_go_from_json_to_msgpack_and_back() {
+        let b = super::json_to_msgpack(r#"{"name":"s","by":4}"#).unwrap();
+        assert_eq!(super::msgpack_display(&b), r#"{"by":4,"name":"s"}"#);
+        assert!(super::json_to_msgpack("{nope")
+            .unwrap_err()
+            .contains("not JSON"));
+        // Binary has no JSON form: shown as hex.
+        assert_eq!(super::msgpack_display(&[0xc4, 0x01, 0xff]), "0xc401ff");
     }
 }

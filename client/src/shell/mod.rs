@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wazoo_proto::{Acl, AddWatchMode, CreateMode, WatcherType};
+use wazoo_sdk::abi::{self, Notification, Reply};
 
 use crate::client::{Client, ClientOptions};
 use crate::error::Error;
@@ -146,7 +147,7 @@ struct Spec {
 const SPECS: &[Spec] = &[
     Spec { name: "addWatch", usage: "addWatch [-m mode] path", help: "persistent watch; mode PERSISTENT or PERSISTENT_RECURSIVE (default)", switches: "", valued: "m", min: 1, max: 1 },
     Spec { name: "addauth", usage: "addauth scheme auth", help: "add credentials to the session, e.g. addauth digest user:password", switches: "", valued: "", min: 2, max: 2 },
-    Spec { name: "call", usage: "call module method [args]", help: "call a wazoo recipe; args are MessagePack given as 0x-hex or a raw string (JSON arguments come later); prints the reply as text or 0x-hex", switches: "", valued: "", min: 2, max: 3 },
+    Spec { name: "call", usage: "call module method [args]", help: "call a wazoo recipe; args are JSON (sent as MessagePack) or raw MessagePack as 0x-hex; waits when the recipe waits; prints the result as JSON (or 0x-hex)", switches: "", valued: "", min: 2, max: 3 },
     Spec { name: "close", usage: "close", help: "close the session", switches: "", valued: "", min: 0, max: 0 },
     Spec { name: "connect", usage: "connect [host:port,...[/chroot]]", help: "open a new session (to the same servers if none given)", switches: "", valued: "", min: 0, max: 1 },
     Spec { name: "create", usage: "create [-s] [-e] [-c] [-t ttl] path [data] [acl]", help: "create a node: -s sequential, -e ephemeral, -c container, -t ttl in ms", switches: "sec", valued: "t", min: 1, max: 3 },
@@ -699,10 +700,40 @@ impl Shell {
                 let args = match a.pos.get(2) {
                     None => Vec::new(),
                     Some(s) if s.starts_with("0x") => format::parse_hex(s).map_err(cmd_failed)?,
-                    Some(s) => s.as_bytes().to_vec(),
+                    Some(s) => format::json_to_msgpack(s).map_err(cmd_failed)?,
                 };
-                let reply = zk.recipe_call(&a.pos[0], &a.pos[1], &args).await?;
-                wr(writeln!(out, "{}", format::text_or_hex(&reply)))?;
+                // Subscribe first: the notification ending a wait may come
+                // right behind the reply.
+                let mut notes = zk.recipe_notifications();
+                let body = zk.recipe_call(&a.pos[0], &a.pos[1], &args).await?;
+                let reply: Reply = abi::decode(&body)
+                    .map_err(|e| cmd_failed(format!("malformed recipe reply: {e}")))?;
+                let reply = match reply {
+                    Reply::Wait { token } => {
+                        wr(writeln!(out, "waiting (token {token})..."))?;
+                        loop {
+                            let Some(n) = notes.recv().await else {
+                                return Err(cmd_failed("the session ended while waiting"));
+                            };
+                            match abi::decode::<Notification>(&n.payload) {
+                                Ok(Notification::Finished {
+                                    module,
+                                    token: t,
+                                    reply,
+                                }) if module == a.pos[0] && t == token => break reply,
+                                _ => continue,
+                            }
+                        }
+                    }
+                    r => r,
+                };
+                match reply {
+                    Reply::Done(v) => wr(writeln!(out, "{}", format::msgpack_display(&v)))?,
+                    Reply::Error { code, message } => {
+                        return Err(cmd_failed(format!("recipe error {code}: {message}")))
+                    }
+                    Reply::Wait { token } => wr(writeln!(out, "still waiting (token {token})"))?,
+                }
             }
             other => return Err(cmd_failed(format!("{other}: not implemented"))),
         }

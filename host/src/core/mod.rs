@@ -2,6 +2,7 @@
 //! randomness. Time and randomness come in as inputs.
 
 pub mod acl;
+pub mod recipe;
 pub mod server;
 pub mod session;
 pub mod tree;

@@ -25,10 +25,12 @@ use wazoo_proto::{
 
 mod ensemble;
 pub mod peer_msg;
+mod recipes;
 
 pub use peer_msg::PeerMsg;
 
 use super::acl::{self, AuthInfo};
+use super::recipe::{RecipeEngine, RecipeWaits, WaitKey};
 use super::session::{self, SessionTracker};
 use super::tree::{DataTree, TreeSnapshot};
 use super::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
@@ -60,6 +62,8 @@ pub struct ServerConfig {
     /// Serve read-only clients while cut off from the quorum
     /// (ZooKeeper's `readonlymode.enabled`).
     pub read_only_enabled: bool,
+    /// Most recipe waits one session may have pending.
+    pub max_recipe_waits_per_session: usize,
 }
 
 impl Default for ServerConfig {
@@ -77,6 +81,7 @@ impl Default for ServerConfig {
             container_max_per_minute: 10_000,
             reconfig_enabled: false,
             read_only_enabled: false,
+            max_recipe_waits_per_session: 1000,
         }
     }
 }
@@ -181,6 +186,8 @@ pub enum Output {
 pub struct SnapshotJob {
     pub zxid: i64,
     pub tree: TreeSnapshot,
+    /// The recipe wait table as of `zxid`.
+    pub waits: RecipeWaits,
     /// (session id, timeout) of every live session.
     pub sessions: Vec<(i64, i32)>,
 }
@@ -206,6 +213,8 @@ enum WriteKind {
     },
     Multi(Vec<MultiKind>),
     CloseSession,
+    /// A recipe call: its MessagePack reply.
+    Recipe(Vec<u8>),
 }
 
 /// A multi op's result, computed in prep against the state the ops before
@@ -259,6 +268,12 @@ enum Deferred {
     Error(ErrorCode),
     /// A reply computed in prep (a failed multi, a lone check).
     Reply(Response),
+    /// A reply sent once every txn up to `zxid` is applied (a recipe call
+    /// that changed nothing: what it read must be committed first).
+    After {
+        zxid: i64,
+        body: Response,
+    },
     /// A connect refused (bad password, unknown session): reply and close.
     InvalidConnect {
         read_only_byte: bool,
@@ -340,6 +355,9 @@ struct Record {
     stat: Stat,
     stored_cversion: i32,
     acl: Vec<Acl>,
+    /// The data outstanding writes leave, for recipe reads (`None`: the
+    /// tree's data is current).
+    data: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Record {
@@ -373,6 +391,7 @@ impl Outstanding {
             stat: node.stat.clone(),
             stored_cversion: node.stored_cversion,
             acl: node.acl.to_vec(),
+            data: None,
         })
     }
 
@@ -489,12 +508,31 @@ pub struct Server {
     fatal: Option<String>,
     /// Local sessions made in read-only mode, dropped when it ends.
     ro_sessions: std::collections::HashSet<i64>,
+    /// Runs recipe steps (the shell's wasm runtime); none: recipe calls fail.
+    recipes: Option<Box<dyn RecipeEngine>>,
+    /// The replicated table of recipe waits.
+    waits: RecipeWaits,
+    /// Leader: callbacks owed, in the order their waits fired.
+    owed_callbacks: VecDeque<WaitKey>,
+    /// Leader: callbacks proposed and not applied yet.
+    running_callbacks: std::collections::HashSet<WaitKey>,
+    /// Leader: look for fired waits in the table (after a role change).
+    rescan_waits: bool,
+    /// Connections with a `Deferred::After` reply, by the zxid it awaits.
+    after_waiters: Vec<(i64, ConnId)>,
 }
 
 impl Server {
     /// A member with a fresh tree.
     pub fn new(cfg: ServerConfig, now_ms: i64) -> Server {
-        Self::recovered(cfg, DataTree::new(), Vec::new(), 0, now_ms)
+        Self::recovered(
+            cfg,
+            DataTree::new(),
+            Vec::new(),
+            RecipeWaits::default(),
+            0,
+            now_ms,
+        )
     }
 
     /// A member restored from a snapshot; replay the log after it with
@@ -503,6 +541,7 @@ impl Server {
         cfg: ServerConfig,
         tree: DataTree,
         sessions: Vec<(i64, i32)>,
+        waits: RecipeWaits,
         zxid: i64,
         now_ms: i64,
     ) -> Server {
@@ -532,6 +571,12 @@ impl Server {
             ens: ensemble::EnsembleState::default(),
             fatal: None,
             ro_sessions: Default::default(),
+            recipes: None,
+            waits,
+            owed_callbacks: VecDeque::new(),
+            running_callbacks: Default::default(),
+            rescan_waits: true,
+            after_waiters: Vec::new(),
         }
     }
 
@@ -596,7 +641,13 @@ impl Server {
 
     /// Ensemble: replaces the state with a snapshot the leader sent (SNAP).
     /// Only happens while syncing, when no client is served.
-    pub fn install_snapshot(&mut self, tree: DataTree, sessions: Vec<(i64, i32)>, zxid: i64) {
+    pub fn install_snapshot(
+        &mut self,
+        tree: DataTree,
+        sessions: Vec<(i64, i32)>,
+        waits: RecipeWaits,
+        zxid: i64,
+    ) {
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {
             self.close_conn(c);
@@ -606,6 +657,7 @@ impl Server {
         for (id, timeout) in sessions {
             self.sessions.add(id, timeout, self.now_ms);
         }
+        self.waits = waits;
         self.last_applied = zxid;
         self.last_proposed = zxid;
         self.proposals.clear();
@@ -644,6 +696,7 @@ impl Server {
             Input::Peer { from, msg } => self.on_peer(from, msg),
             Input::Role(role) => self.on_role(role),
         }
+        self.run_owed_callbacks();
     }
 
     /// Everything the shell must do, in order.
@@ -864,6 +917,7 @@ impl Server {
     }
 
     fn on_tick(&mut self) {
+        self.end_waits_of_unloaded_modules();
         if self.role.forwards() {
             self.report_touches();
             return;
@@ -1019,6 +1073,11 @@ impl Server {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        if let Deferred::After { zxid, .. } = &req {
+            if *zxid > self.last_applied {
+                self.after_waiters.push((*zxid, conn));
+            }
+        }
         c.queue.push_back(Queued::Deferred {
             xid,
             started_ms: now,
@@ -1041,6 +1100,19 @@ impl Server {
             .get(&conn)
             .map(|c| c.auth.clone())
             .unwrap_or_default();
+        if let Request::RecipeCall {
+            module,
+            method,
+            args,
+        } = &req
+        {
+            let call = recipes::RecipeCall {
+                module,
+                method,
+                args,
+            };
+            return self.local_recipe_call(conn, xid, session, &auth, call);
+        }
         let prepped = self.prep_write(&auth, session, &req);
         match prepped {
             Ok((txn, changes, kind)) => {
@@ -1157,8 +1229,20 @@ impl Server {
             }
             _ => {}
         }
+        let decides = self.role.decides();
         for t in triggers {
             self.notify(&t.path, t.event);
+            let fired = self.waits.trigger(&t.path, t.event);
+            if decides {
+                self.owed_callbacks.extend(fired);
+            }
+        }
+        match txn {
+            // The session's waits end with it (its own ephemerals' deletes
+            // fired other sessions' waits above).
+            Txn::CloseSession => self.waits.drop_session(hdr.session_id),
+            Txn::Recipe(r) => self.apply_recipe_effects(hdr.session_id, hdr.zxid, r),
+            _ => {}
         }
         Ok(())
     }
@@ -1194,8 +1278,19 @@ impl Server {
         self.after_apply();
     }
 
-    /// Counts txns towards the next snapshot.
+    /// Counts txns towards the next snapshot; sends replies that waited
+    /// for this txn.
     fn after_apply(&mut self) {
+        if !self.after_waiters.is_empty() {
+            let applied = self.last_applied;
+            let (ready, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.after_waiters)
+                .into_iter()
+                .partition(|(z, _)| *z <= applied);
+            self.after_waiters = rest;
+            for (_, conn) in ready {
+                self.drain(conn);
+            }
+        }
         self.txns_since_snapshot += 1;
         if self.txns_since_snapshot >= self.cfg.snap_count {
             self.txns_since_snapshot = 0;
@@ -1209,6 +1304,7 @@ impl Server {
         SnapshotJob {
             zxid: self.last_applied,
             tree: self.tree.snapshot(),
+            waits: self.waits.clone(),
             sessions: self
                 .sessions
                 .all()
@@ -1270,6 +1366,7 @@ impl Server {
             }
             WriteKind::Create { op, path } => self.created_result(op, &path),
             WriteKind::Delete | WriteKind::CloseSession => Response::Empty,
+            WriteKind::Recipe(reply) => Response::Recipe(reply),
             WriteKind::SetData { path } | WriteKind::SetAcl { path } => {
                 Response::Stat(self.stat_or_default(&path))
             }
@@ -1337,6 +1434,10 @@ impl Server {
             let ready = match c.queue.front() {
                 None => return,
                 Some(Queued::Write { result, .. }) => result.is_some(),
+                Some(Queued::Deferred {
+                    req: Deferred::After { zxid, .. },
+                    ..
+                }) => *zxid <= self.last_applied,
                 Some(Queued::Deferred { .. }) => true,
             };
             if !ready {
@@ -1376,7 +1477,7 @@ impl Server {
                         self.send_reply(conn, xid, code.code(), &Response::Empty);
                         self.record_latency(conn, started_ms);
                     }
-                    Deferred::Reply(body) => {
+                    Deferred::Reply(body) | Deferred::After { body, .. } => {
                         self.send_reply(conn, xid, 0, &body);
                         self.record_latency(conn, started_ms);
                     }
@@ -1441,6 +1542,9 @@ impl Server {
     }
 
     fn try_read(&mut self, conn: ConnId, req: Request) -> Result<Response, ErrorCode> {
+        if let Some(r) = self.recipes_node_read(&req) {
+            return r;
+        }
         match req {
             Request::Ping => Ok(Response::Empty),
             Request::Exists { path, watch } => {
@@ -1853,6 +1957,7 @@ fn prep_create(
             stat,
             stored_cversion: 0,
             acl: acl.clone(),
+            data: recipes::record_data(&c.data),
         }),
     );
     Ok((
@@ -1915,6 +2020,7 @@ fn prep_set_data(
     r.stat.mzxid = view.zxid;
     r.stat.mtime = view.time_ms;
     r.stat.data_length = data.len() as i32;
+    r.data = recipes::record_data(data);
     view.set(path, Some(r));
     Ok(Txn::SetData {
         path: path.to_string(),

@@ -2,6 +2,8 @@
 //! clock and a fake log: no sockets, no threads, no time.
 
 use super::server::*;
+
+mod recipes;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{
     Acl, ConnectRequest, ConnectResponse, CreateMode, CreateRequest, ErrorCode, EventType, OpCode,
@@ -18,6 +20,8 @@ enum Sent {
         body: Option<Response>,
     },
     Event(WatcherEvent),
+    /// A recipe notification's payload.
+    Recipe(Vec<u8>),
 }
 
 struct Harness {
@@ -100,6 +104,8 @@ impl Harness {
                 let h = ReplyHeader::read(&mut r).unwrap();
                 if h.xid == -1 {
                     Sent::Event(WatcherEvent::read(&mut r).unwrap())
+                } else if h.xid == wazoo_proto::xid::RECIPE_NOTIFICATION {
+                    Sent::Recipe(r.read_buffer().unwrap())
                 } else {
                     let op = self.ops.remove(&(conn, h.xid)).unwrap_or(OpCode::Ping);
                     let body = (h.err == 0).then(|| Response::read_body(op, &mut r).unwrap());
@@ -161,6 +167,19 @@ impl Harness {
             }
         }
         panic!("no reply to xid {xid}; frames: {frames:?}");
+    }
+
+    /// Adds `digest` auth (`user:password`) to a connection.
+    fn digest_auth(&mut self, conn: u64, user_password: &str) {
+        self.send(
+            conn,
+            wazoo_proto::xid::AUTH,
+            Request::Auth(wazoo_proto::AuthPacket {
+                auth_type: 0,
+                scheme: "digest".into(),
+                auth: user_password.as_bytes().to_vec(),
+            }),
+        );
     }
 
     fn events(&self, conn: u64) -> Vec<(EventType, String)> {
@@ -659,15 +678,7 @@ fn acl_digest_protects_reads_and_auth_opens_them() {
         )),
         ErrorCode::NoAuth
     );
-    h.send(
-        2,
-        wazoo_proto::xid::AUTH,
-        Request::Auth(wazoo_proto::AuthPacket {
-            auth_type: 0,
-            scheme: "digest".into(),
-            auth: b"alice:secret".to_vec(),
-        }),
-    );
+    h.digest_auth(2, "alice:secret");
     ok(h.call(
         2,
         Request::GetData {

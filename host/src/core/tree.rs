@@ -669,22 +669,32 @@ impl DataTree {
     pub fn apply(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<Vec<Trigger>, ApplyError> {
         let mut triggers = Vec::new();
         let result = match txn {
-            Txn::Multi(ops) => self.atomically(|t| {
-                for (index, op) in ops.iter().enumerate() {
-                    t.apply_op(hdr, op, &mut triggers)
-                        .map_err(|e| ApplyError::Multi {
-                            index,
-                            error: Box::new(e),
-                        })?;
-                }
-                Ok(())
-            }),
+            Txn::Multi(ops) => self.atomically(|t| t.apply_all(hdr, ops, &mut triggers)),
+            Txn::Recipe(r) => self.atomically(|t| t.apply_all(hdr, &r.ops, &mut triggers)),
             Txn::CloseSession => self.atomically(|t| t.close_session(hdr, &mut triggers)),
             Txn::CreateSession { .. } | Txn::Error { .. } | Txn::Noop => Ok(()),
             op => self.apply_op(hdr, op, &mut triggers),
         };
         self.acls.purge();
         result.map(|()| triggers)
+    }
+
+    /// The ops of a multi (or a recipe step), in order; the caller rolls
+    /// back on error.
+    fn apply_all(
+        &mut self,
+        hdr: &TxnHeader,
+        ops: &[Txn],
+        triggers: &mut Vec<Trigger>,
+    ) -> Result<(), ApplyError> {
+        for (index, op) in ops.iter().enumerate() {
+            self.apply_op(hdr, op, triggers)
+                .map_err(|e| ApplyError::Multi {
+                    index,
+                    error: Box::new(e),
+                })?;
+        }
+        Ok(())
     }
 
     /// Runs `f` with an undo log; if it fails, rolls every change back.
@@ -734,6 +744,7 @@ impl DataTree {
             Txn::Multi(_) => Err(ApplyError::NotInMulti("multi")),
             Txn::Error { .. } => Err(ApplyError::NotInMulti("error")),
             Txn::Noop => Err(ApplyError::NotInMulti("noop")),
+            Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
         }
     }
 

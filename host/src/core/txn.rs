@@ -12,6 +12,8 @@
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
 use wazoo_proto::Acl;
 
+pub use super::recipe::RecipeTxn;
+
 /// Who asked, when, and where the txn sits in the total order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnHeader {
@@ -86,6 +88,9 @@ pub enum Txn {
     },
     /// Changes nothing; orders a forwarded `sync` behind every earlier write.
     Noop,
+    /// A recipe step's effects: its tree ops (all or none, like a multi),
+    /// wait registrations, notifications and the caller's reply.
+    Recipe(Box<RecipeTxn>),
 }
 
 mod tag {
@@ -99,6 +104,7 @@ mod tag {
     pub const MULTI: i32 = 8;
     pub const ERROR: i32 = 9;
     pub const NOOP: i32 = 10;
+    pub const RECIPE: i32 = 11;
 }
 
 mod kind_tag {
@@ -177,6 +183,10 @@ impl Txn {
                 }
             }
             Txn::Noop => w.write_i32(tag::NOOP),
+            Txn::Recipe(r) => {
+                w.write_i32(tag::RECIPE);
+                r.write(w);
+            }
         }
     }
 
@@ -241,6 +251,26 @@ impl Txn {
                 Txn::Error { errs }
             }
             tag::NOOP => Txn::Noop,
+            tag::RECIPE => {
+                if depth >= MAX_MULTI_DEPTH {
+                    return Err(DecodeError::Invalid("nested recipe txn".into()));
+                }
+                let r = RecipeTxn::read(r, |r| Self::read_at_depth(r, depth + 1))?;
+                if let Some(op) = r.ops.iter().find(|op| {
+                    !matches!(
+                        op,
+                        Txn::Create(_)
+                            | Txn::Delete { .. }
+                            | Txn::SetData { .. }
+                            | Txn::Check { .. }
+                    )
+                }) {
+                    return Err(DecodeError::Invalid(format!(
+                        "recipe txn carries a non-tree op {op:?}"
+                    )));
+                }
+                Txn::Recipe(Box::new(r))
+            }
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }

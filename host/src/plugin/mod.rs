@@ -19,6 +19,7 @@
 //! with the guest SDK; see docs/RECIPES.md.
 
 mod cache;
+mod engine;
 mod error;
 mod host;
 mod reload;

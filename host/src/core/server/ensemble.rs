@@ -262,6 +262,18 @@ impl Server {
                     false,
                 );
             }
+            Request::RecipeCall {
+                module,
+                method,
+                args,
+            } => {
+                let call = super::recipes::RecipeCall {
+                    module: &module,
+                    method: &method,
+                    args: &args,
+                };
+                self.remote_recipe_call(cxid, session, &auth, call)
+            }
             req => match self.prep_write(&auth, session, &req) {
                 Ok((txn, changes, _kind)) => {
                     self.propose(Origin::Remote, cxid, session, txn, changes, None, false)
@@ -390,6 +402,7 @@ impl Server {
                     .unwrap_or(ErrorCode::SystemError);
                 Reply::Frame(code, Response::Empty)
             }
+            Txn::Recipe(r) => ok(Response::Recipe(r.reply.clone())),
             Txn::Noop => ok(Response::Sync {
                 path: meta.path.clone(),
             }),
@@ -439,6 +452,12 @@ impl Server {
         self.proposals.clear();
         self.outstanding = Default::default();
         self.ens = EnsembleState::default();
+        // Callbacks the old role proposed may be lost: a leader looks at
+        // the whole (replicated) table again.
+        self.owed_callbacks.clear();
+        self.running_callbacks.clear();
+        self.after_waiters.clear();
+        self.rescan_waits = true;
         for id in std::mem::take(&mut self.ro_sessions) {
             self.sessions.remove(id);
         }

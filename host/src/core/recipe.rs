@@ -1,0 +1,546 @@
+//! Recipes as the deterministic core sees them (issue 5, items 3 and 4).
+//!
+//! The core never runs WebAssembly. Prep asks a [`RecipeEngine`] (the wasm
+//! runtime in the shell, plain Rust in tests) for one recipe step against a
+//! [`RecipeHost`] answered by the prep view; the step's writes, watch
+//! registrations and notifications become one [`RecipeTxn`], replicated
+//! like any write. What every member keeps of recipes is the
+//! [`RecipeWaits`] table: watch registrations with a callback, changed only
+//! by applying txns (so every member has the same table, and a new leader
+//! knows which callbacks it owes), and saved in snapshots.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use wazoo_proto::jute::{DecodeError, Reader, Writer};
+use wazoo_proto::{ErrorCode, EventType, Id};
+use wazoo_sdk::abi::{CallerInfo, CreateMode, NodeStat, Reply, WatchEvent, WatchRequest};
+
+use super::txn::Txn;
+
+/// The tree as one recipe step sees it, answered by the pipeline's prep view
+/// (committed state plus outstanding changes, including what this step has
+/// staged so far).
+///
+/// Contract for implementers:
+/// - Reads answer from the view; writes (`create`, `set`, `delete`) and
+///   `notify` are STAGED, never applied directly. If the step ends with
+///   `Reply::Done` or `Reply::Wait`, the staged writes, watch registrations
+///   and notifications become one txn; if it ends with `Reply::Error` (or
+///   the engine fails it), all of it is discarded.
+/// - The engine has already checked that every path lies within the
+///   module's declared prefixes (see [`path_within`]); ACL checks with the
+///   caller's identity are the implementer's job.
+/// - `watch: Some(token)` registers a one-shot watch (data watch for
+///   `get`/`exists`, child watch for `children`) whose firing runs the
+///   module's `on_watch` with that token; it is registered even when the
+///   read fails with NoNode for `exists` (as ZooKeeper does).
+/// - Errors are ZooKeeper error codes, handed to the guest as such.
+pub trait RecipeHost {
+    fn get(&mut self, path: &str, watch: Option<&str>) -> Result<(Vec<u8>, NodeStat), ErrorCode>;
+    fn children(&mut self, path: &str, watch: Option<&str>) -> Result<Vec<String>, ErrorCode>;
+    fn exists(&mut self, path: &str, watch: Option<&str>) -> Result<Option<NodeStat>, ErrorCode>;
+    /// Returns the created path (with the sequence suffix when sequential).
+    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String, ErrorCode>;
+    /// `version` -1 matches any version.
+    fn set(&mut self, path: &str, data: &[u8], version: i32) -> Result<NodeStat, ErrorCode>;
+    fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode>;
+    fn check(&mut self, path: &str, version: i32) -> Result<(), ErrorCode>;
+    /// Stages a notification to `session`, delivered after this step's changes.
+    fn notify(&mut self, session: i64, payload: &[u8]) -> Result<(), ErrorCode>;
+}
+
+/// Whether `path` lies within one of `prefixes`: equal to a prefix or below
+/// it (`/a` covers `/a` and `/a/b`, not `/ab`); `/` covers everything.
+pub fn path_within(path: &str, prefixes: &[String]) -> bool {
+    prefixes.iter().any(|p| {
+        let p = p.as_str();
+        if p == "/" {
+            return path.starts_with('/');
+        }
+        path == p || (path.starts_with(p) && path.as_bytes().get(p.len()) == Some(&b'/'))
+    })
+}
+
+/// Runs recipe steps for the pipeline. Failures of the engine itself (no
+/// such module, out of fuel, a trap...) come back as `Reply::Error` with
+/// the ZooKeeper code a client sees and a message naming the problem.
+pub trait RecipeEngine: Send {
+    fn call(
+        &mut self,
+        module: &str,
+        method: &str,
+        args: &[u8],
+        caller: &CallerInfo,
+        host: &mut dyn RecipeHost,
+    ) -> Reply;
+    fn on_watch(&mut self, module: &str, req: &WatchRequest, host: &mut dyn RecipeHost) -> Reply;
+    /// Whether `module` is loaded (waits on a module that is not end).
+    fn has_module(&self, module: &str) -> bool;
+    /// What is loaded, with its counters (for `recp`, metrics and the
+    /// /zookeeper/recipes node).
+    fn modules(&self) -> Vec<ModuleReport>;
+}
+
+/// One loaded module and its counters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleReport {
+    pub name: String,
+    pub version: String,
+    /// Content hash (hex).
+    pub hash: String,
+    pub methods: Vec<String>,
+    pub calls: u64,
+    pub errors: u64,
+    pub fuel_used: u64,
+    /// Versions loaded under this name (1: never reloaded).
+    pub loads: u64,
+}
+
+/// The text of `recp` and of the /zookeeper/recipes node: one line per
+/// module (`key=value` pairs), then the pending waits.
+pub fn render_report(modules: &[ModuleReport], waits: usize) -> String {
+    let mut out = String::new();
+    for m in modules {
+        out.push_str(&format!(
+            "module={} version={} hash={} calls={} errors={} fuel_used={} loads={} methods={}\n",
+            m.name,
+            m.version,
+            m.hash,
+            m.calls,
+            m.errors,
+            m.fuel_used,
+            m.loads,
+            m.methods.join(",")
+        ));
+    }
+    out.push_str(&format!("pending_waits={waits}\n"));
+    out
+}
+
+/// A `Reply::Error` with a ZooKeeper code.
+pub fn error_reply(code: ErrorCode, message: impl Into<String>) -> Reply {
+    Reply::Error {
+        code: code.code(),
+        message: message.into(),
+    }
+}
+
+/// Identifies a pending recipe wait: (session, module, token).
+pub type WaitKey = (i64, String, String);
+
+/// A watch a recipe registered with a callback, as every member keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecipeWait {
+    pub session: i64,
+    pub module: String,
+    pub token: String,
+    pub path: String,
+    /// A child watch (from `children`); otherwise a data watch.
+    pub child: bool,
+    /// The identity the callback runs with (the caller's auth ids).
+    pub auth: Vec<Id>,
+    /// Set when a txn triggered it: the callback is owed.
+    pub fired: Option<(String, WatchEvent)>,
+}
+
+impl RecipeWait {
+    pub fn key(&self) -> WaitKey {
+        (self.session, self.module.clone(), self.token.clone())
+    }
+
+    fn fires_on(&self, event: EventType) -> Option<WatchEvent> {
+        match (self.child, event) {
+            (false, EventType::NodeCreated) => Some(WatchEvent::Created),
+            (false, EventType::NodeDataChanged) => Some(WatchEvent::DataChanged),
+            (_, EventType::NodeDeleted) => Some(WatchEvent::Deleted),
+            (true, EventType::NodeChildrenChanged) => Some(WatchEvent::ChildrenChanged),
+            _ => None,
+        }
+    }
+
+    fn write(&self, w: &mut Vec<u8>) {
+        w.write_i64(self.session);
+        w.write_string(&self.module);
+        w.write_string(&self.token);
+        w.write_string(&self.path);
+        w.write_bool(self.child);
+        w.write_vec(&self.auth);
+        match &self.fired {
+            None => w.write_i32(-1),
+            Some((path, ev)) => {
+                w.write_i32(event_tag(*ev));
+                w.write_string(path);
+            }
+        }
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<RecipeWait, DecodeError> {
+        let session = r.read_i64()?;
+        let module = r.read_string()?;
+        let token = r.read_string()?;
+        let path = r.read_string()?;
+        let child = r.read_bool()?;
+        let auth = r.read_vec()?;
+        let fired = match r.read_i32()? {
+            -1 => None,
+            t => Some((r.read_string()?, event_of(t)?)),
+        };
+        Ok(RecipeWait {
+            session,
+            module,
+            token,
+            path,
+            child,
+            auth,
+            fired,
+        })
+    }
+}
+
+fn event_tag(e: WatchEvent) -> i32 {
+    match e {
+        WatchEvent::Created => 1,
+        WatchEvent::Deleted => 2,
+        WatchEvent::DataChanged => 3,
+        WatchEvent::ChildrenChanged => 4,
+    }
+}
+
+fn event_of(t: i32) -> Result<WatchEvent, DecodeError> {
+    Ok(match t {
+        1 => WatchEvent::Created,
+        2 => WatchEvent::Deleted,
+        3 => WatchEvent::DataChanged,
+        4 => WatchEvent::ChildrenChanged,
+        t => {
+            return Err(DecodeError::Invalid(format!(
+                "unknown recipe watch event {t}"
+            )))
+        }
+    })
+}
+
+/// Every member's table of recipe waits. Deterministic: changed only by
+/// applying txns, iterated in key order.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecipeWaits {
+    waits: BTreeMap<WaitKey, RecipeWait>,
+    /// Unfired waits by watched path.
+    by_path: HashMap<String, BTreeSet<WaitKey>>,
+}
+
+impl RecipeWaits {
+    pub fn len(&self) -> usize {
+        self.waits.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.waits.is_empty()
+    }
+
+    pub fn get(&self, key: &WaitKey) -> Option<&RecipeWait> {
+        self.waits.get(key)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &RecipeWait> {
+        self.waits.values()
+    }
+
+    /// How many waits `session` has (fired or not).
+    pub fn count_for(&self, session: i64) -> usize {
+        self.waits
+            .range((session, String::new(), String::new())..)
+            .take_while(|(k, _)| k.0 == session)
+            .count()
+    }
+
+    /// Adds a wait; one with the same key is replaced.
+    pub fn register(&mut self, w: RecipeWait) {
+        let key = w.key();
+        self.remove(&key);
+        if w.fired.is_none() {
+            self.by_path
+                .entry(w.path.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.waits.insert(key, w);
+    }
+
+    pub fn remove(&mut self, key: &WaitKey) -> Option<RecipeWait> {
+        let w = self.waits.remove(key)?;
+        if let Some(set) = self.by_path.get_mut(&w.path) {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_path.remove(&w.path);
+            }
+        }
+        Some(w)
+    }
+
+    /// A txn triggered `event` on `path`: marks the matching waits fired
+    /// and returns their keys (the callbacks now owed), in key order.
+    pub fn trigger(&mut self, path: &str, event: EventType) -> Vec<WaitKey> {
+        let Some(keys) = self.by_path.get(path) else {
+            return Vec::new();
+        };
+        let mut fired = Vec::new();
+        for key in keys {
+            let w = self.waits.get_mut(key).expect("indexed waits exist");
+            if let Some(ev) = w.fires_on(event) {
+                w.fired = Some((path.to_string(), ev));
+                fired.push(key.clone());
+            }
+        }
+        if let Some(set) = self.by_path.get_mut(path) {
+            for k in &fired {
+                set.remove(k);
+            }
+            if set.is_empty() {
+                self.by_path.remove(path);
+            }
+        }
+        fired
+    }
+
+    /// Drops every wait of an ended session.
+    pub fn drop_session(&mut self, session: i64) {
+        let keys: Vec<WaitKey> = self
+            .waits
+            .range((session, String::new(), String::new())..)
+            .take_while(|(k, _)| k.0 == session)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            self.remove(&k);
+        }
+    }
+
+    /// Keys of the waits whose callback is owed, in key order.
+    pub fn fired(&self) -> Vec<WaitKey> {
+        self.waits
+            .iter()
+            .filter(|(_, w)| w.fired.is_some())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The modules that have waits, in order.
+    pub fn modules(&self) -> BTreeSet<&str> {
+        self.waits.keys().map(|k| k.1.as_str()).collect()
+    }
+
+    /// Keys of the waits of `module`, in key order.
+    pub fn of_module(&self, module: &str) -> Vec<WaitKey> {
+        self.waits
+            .iter()
+            .filter(|(k, _)| k.1 == module)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The table's binary form (for snapshots): count, then each wait.
+    pub fn write(&self, w: &mut Vec<u8>) {
+        w.write_i32(self.waits.len() as i32);
+        for wait in self.waits.values() {
+            wait.write(w);
+        }
+    }
+
+    pub fn read(r: &mut Reader<'_>) -> Result<RecipeWaits, DecodeError> {
+        let n = r.read_i32()?;
+        if n < 0 {
+            return Err(DecodeError::Invalid(format!(
+                "negative recipe wait count {n}"
+            )));
+        }
+        let mut t = RecipeWaits::default();
+        for _ in 0..n {
+            t.register(RecipeWait::read(r)?);
+        }
+        Ok(t)
+    }
+}
+
+/// A recipe step's effects: one txn, applied atomically by every member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecipeTxn {
+    pub module: String,
+    /// Tree writes (create, delete, setData, check), applied like a multi.
+    pub ops: Vec<Txn>,
+    /// Tokens (of the txn's session and module) whose fired wait this step
+    /// answered (a callback) or cancelled: removed before `waits` is added.
+    pub consumed: Vec<(i64, String)>,
+    /// New watch registrations (module: the txn's).
+    pub waits: Vec<RecipeWait>,
+    /// (session, MessagePack `abi::Notification`), delivered in order after
+    /// the txn's changes by the member holding the session.
+    pub notifications: Vec<(i64, Vec<u8>)>,
+    /// A call's MessagePack `abi::Reply`, for the member answering the
+    /// caller; empty for callbacks.
+    pub reply: Vec<u8>,
+}
+
+/// How many ops a recipe txn may carry when decoding (beyond the per-call
+/// cap, a guard against a corrupt record).
+const MAX_RECIPE_ITEMS: i32 = 1 << 20;
+
+fn read_count(r: &mut Reader<'_>, what: &str) -> Result<usize, DecodeError> {
+    let n = r.read_i32()?;
+    if !(0..=MAX_RECIPE_ITEMS).contains(&n) {
+        return Err(DecodeError::Invalid(format!("bad recipe {what} count {n}")));
+    }
+    Ok(n as usize)
+}
+
+impl RecipeTxn {
+    pub(crate) fn write(&self, w: &mut Vec<u8>) {
+        w.write_string(&self.module);
+        w.write_i32(self.ops.len() as i32);
+        for op in &self.ops {
+            op.write(w);
+        }
+        w.write_i32(self.consumed.len() as i32);
+        for (s, t) in &self.consumed {
+            w.write_i64(*s);
+            w.write_string(t);
+        }
+        w.write_i32(self.waits.len() as i32);
+        for wait in &self.waits {
+            wait.write(w);
+        }
+        w.write_i32(self.notifications.len() as i32);
+        for (s, p) in &self.notifications {
+            w.write_i64(*s);
+            w.write_buffer(p);
+        }
+        w.write_buffer(&self.reply);
+    }
+
+    /// `read_op` decodes one tree op (the txn codec, at multi depth).
+    pub(crate) fn read(
+        r: &mut Reader<'_>,
+        mut read_op: impl FnMut(&mut Reader<'_>) -> Result<Txn, DecodeError>,
+    ) -> Result<RecipeTxn, DecodeError> {
+        let module = r.read_string()?;
+        let n = read_count(r, "op")?;
+        let mut ops = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            ops.push(read_op(r)?);
+        }
+        let n = read_count(r, "consumed")?;
+        let mut consumed = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            consumed.push((r.read_i64()?, r.read_string()?));
+        }
+        let n = read_count(r, "wait")?;
+        let mut waits = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            waits.push(RecipeWait::read(r)?);
+        }
+        let n = read_count(r, "notification")?;
+        let mut notifications = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            notifications.push((r.read_i64()?, r.read_buffer()?));
+        }
+        let reply = r.read_buffer()?;
+        Ok(RecipeTxn {
+            module,
+            ops,
+            consumed,
+            waits,
+            notifications,
+            reply,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(session: i64, token: &str, path: &str, child: bool) -> RecipeWait {
+        RecipeWait {
+            session,
+            module: "m".into(),
+            token: token.into(),
+            path: path.into(),
+            child,
+            auth: vec![Id {
+                scheme: "digest".into(),
+                id: "u:x".into(),
+            }],
+            fired: None,
+        }
+    }
+
+    #[test]
+    fn prefixes_are_whole_components() {
+        let p = vec!["/locks".to_string(), "/q/items".to_string()];
+        assert!(path_within("/locks", &p));
+        assert!(path_within("/locks/a/b", &p));
+        assert!(path_within("/q/items/x", &p));
+        assert!(!path_within("/locksmith", &p));
+        assert!(!path_within("/q", &p));
+        assert!(!path_within("/", &p));
+        assert!(path_within("/anything", &["/".to_string()]));
+        assert!(!path_within("/x", &[]));
+    }
+
+    #[test]
+    fn data_waits_fire_on_data_events_and_child_waits_on_child_events() {
+        let mut t = RecipeWaits::default();
+        t.register(wait(1, "a", "/x", false));
+        t.register(wait(2, "b", "/x", true));
+        assert!(
+            t.trigger("/x", EventType::NodeChildrenChanged) == vec![(2, "m".into(), "b".into())]
+        );
+        assert_eq!(
+            t.trigger("/x", EventType::NodeDataChanged),
+            vec![(1, "m".to_string(), "a".to_string())]
+        );
+        // One-shot: fired waits do not fire again.
+        assert!(t.trigger("/x", EventType::NodeDeleted).is_empty());
+        assert_eq!(t.fired().len(), 2);
+        assert_eq!(
+            t.get(&(1, "m".into(), "a".into())).unwrap().fired,
+            Some(("/x".into(), WatchEvent::DataChanged))
+        );
+    }
+
+    #[test]
+    fn a_session_end_drops_only_its_waits() {
+        let mut t = RecipeWaits::default();
+        t.register(wait(1, "a", "/x", false));
+        t.register(wait(1, "b", "/y", false));
+        t.register(wait(2, "a", "/x", false));
+        assert_eq!(t.count_for(1), 2);
+        t.drop_session(1);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.trigger("/x", EventType::NodeDeleted).len(), 1);
+        assert!(t.trigger("/y", EventType::NodeDeleted).is_empty());
+    }
+
+    #[test]
+    fn registering_the_same_token_replaces_the_watch() {
+        let mut t = RecipeWaits::default();
+        t.register(wait(1, "a", "/x", false));
+        t.register(wait(1, "a", "/y", false));
+        assert!(t.trigger("/x", EventType::NodeDeleted).is_empty());
+        assert_eq!(t.trigger("/y", EventType::NodeDeleted).len(), 1);
+    }
+
+    #[test]
+    fn the_table_round_trips_through_its_binary_form() {
+        let mut t = RecipeWaits::default();
+        t.register(wait(1, "a", "/x", false));
+        t.register(wait(3, "c", "/z", true));
+        t.trigger("/z", EventType::NodeDeleted);
+        let mut b = Vec::new();
+        t.write(&mut b);
+        let back = RecipeWaits::read(&mut Reader::new(&b)).unwrap();
+        assert_eq!(back, t);
+        // A truncated table is an error, not a panic.
+        assert!(RecipeWaits::read(&mut Reader::new(&b[..b.len() - 3])).is_err());
+    }
+}

@@ -1,0 +1,295 @@
+//! Recipe modules served by a running wazoo (issue 5): `wazoo serve
+//! --plugins DIR`, recipe calls over the client port from the client crate,
+//! watch callbacks and notifications, sandbox errors reaching the caller,
+//! and on a 3-member ensemble a waiting recipe that keeps working after the
+//! leader is killed. The modules are the SDK-built ones in recipes-wasm/.
+
+mod plugin_support;
+
+use std::time::Duration;
+
+use plugin_support::{mp, recipes_dir};
+use wazoo::plugin::abi::{self, Notification, Reply};
+use wazoo_client::{Client, ClientOptions, RecipeNotifications};
+use wazoo_testkit::{ServerOptions, TestEnsemble, WazooEnsemble, WazooServer};
+
+fn options() -> ServerOptions {
+    ServerOptions::default()
+        .binary(env!("CARGO_BIN_EXE_wazoo"))
+        .arg("--plugins")
+        .arg(recipes_dir().to_string_lossy().to_string())
+}
+
+async fn connect(hosts: &str) -> Client {
+    let opts = ClientOptions {
+        session_timeout: Duration::from_secs(10),
+        ..Default::default()
+    };
+    Client::connect(hosts, opts).await.expect("connect").0
+}
+
+async fn call<A: serde::Serialize>(c: &Client, module: &str, method: &str, args: &A) -> Reply {
+    let body = c
+        .recipe_call(module, method, &mp(args))
+        .await
+        .expect("recipe call");
+    abi::decode(&body).expect("a recipe reply is a MessagePack Reply")
+}
+
+fn done<T: serde::de::DeserializeOwned>(r: &Reply) -> T {
+    match r {
+        Reply::Done(v) => abi::decode(v).expect("result decodes"),
+        other => panic!("expected Done, got {other:?}"),
+    }
+}
+
+async fn next_notification(n: &mut RecipeNotifications) -> Notification {
+    let got = tokio::time::timeout(Duration::from_secs(20), n.recv())
+        .await
+        .expect("a recipe notification within 20 s")
+        .expect("notification stream open");
+    abi::decode(&got.payload).expect("a notification is a MessagePack Notification")
+}
+
+#[derive(serde::Serialize)]
+struct Incr<'a> {
+    name: &'a str,
+    by: i64,
+}
+
+#[derive(serde::Serialize)]
+struct WaitFor<'a> {
+    name: &'a str,
+    at_least: i64,
+}
+
+/// The waiter's side of counter.wait_for: Wait, then (after `bump`) the
+/// recipe's own message and the host's Finished for the token.
+async fn wait_then_finish(waiter: &Client, hosts_for_bumper: &str, name: &str) {
+    let mut notes = waiter.recipe_notifications();
+    let r = call(
+        waiter,
+        "counter",
+        "wait_for",
+        &WaitFor { name, at_least: 5 },
+    )
+    .await;
+    let token = match r {
+        Reply::Wait { token } => token,
+        other => panic!("expected Wait, got {other:?}"),
+    };
+    let bumper = connect(hosts_for_bumper).await;
+    assert_eq!(
+        done::<i64>(&call(&bumper, "counter", "incr", &Incr { name, by: 5 }).await),
+        5
+    );
+    let mut got = [
+        next_notification(&mut notes).await,
+        next_notification(&mut notes).await,
+    ];
+    got.sort_by_key(|n| matches!(n, Notification::Finished { .. }));
+    match &got[0] {
+        Notification::Message { module, payload } => {
+            assert_eq!(module, "counter");
+            let (what, path, n): (String, String, i64) = abi::decode(payload).unwrap();
+            assert_eq!((what.as_str(), n), ("reached", 5));
+            assert_eq!(path, format!("/counters/{name}"));
+        }
+        other => panic!("expected the recipe's message, got {other:?}"),
+    }
+    match &got[1] {
+        Notification::Finished {
+            module,
+            token: t,
+            reply,
+        } => {
+            assert_eq!((module.as_str(), t), ("counter", &token));
+            assert_eq!(done::<i64>(reply), 5);
+        }
+        other => panic!("expected Finished, got {other:?}"),
+    }
+    bumper.close().await.ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_recipe_call_writes_the_tree_atomically_and_answers() {
+    let server = WazooServer::start(options()).expect("start wazoo with --plugins");
+    let hosts = server.addr().to_string();
+    let c = connect(&hosts).await;
+    assert_eq!(
+        done::<i64>(&call(&c, "counter", "incr", &Incr { name: "a", by: 2 }).await),
+        2
+    );
+    assert_eq!(
+        done::<i64>(&call(&c, "counter", "incr", &Incr { name: "a", by: 3 }).await),
+        5
+    );
+    // The recipe's writes are ordinary znodes, visible to every client.
+    let (data, stat) = c.get_data("/counters/a").await.expect("get");
+    assert_eq!(data, b"5");
+    assert_eq!(stat.version, 1);
+    assert_eq!(done::<i64>(&call(&c, "counter", "get", &"a").await), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_recipe_is_finished_by_its_watch_callback() {
+    let server = WazooServer::start(options()).expect("start");
+    let hosts = server.addr().to_string();
+    let waiter = connect(&hosts).await;
+    wait_then_finish(&waiter, &hosts, "w").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_and_call_errors_reach_the_caller_and_the_member_stays_healthy() {
+    let server = WazooServer::start(options()).expect("start");
+    let hosts = server.addr().to_string();
+    let c = connect(&hosts).await;
+    let cases: Vec<(&str, &str, Vec<u8>, i32, &str)> = vec![
+        // A path outside the module's declared prefixes.
+        (
+            "counter",
+            "escape",
+            mp(&"/elsewhere"),
+            -102,
+            "outside its declared prefixes",
+        ),
+        ("counter", "no_such_method", mp(&()), -6, "no_such_method"),
+        ("no_such_module", "x", mp(&()), -6, "no_such_module"),
+        // Arguments the method cannot decode.
+        ("counter", "incr", mp(&"not a struct"), -8, "bad arguments"),
+    ];
+    for (module, method, args, code, needle) in cases {
+        let body = c.recipe_call(module, method, &args).await.expect("reply");
+        match abi::decode::<Reply>(&body).unwrap() {
+            Reply::Error { code: got, message } => {
+                assert_eq!(got, code, "{module}.{method}: {message}");
+                assert!(message.contains(needle), "{module}.{method}: {message}");
+            }
+            other => panic!("{module}.{method}: expected an error, got {other:?}"),
+        }
+    }
+    assert!(c.exists("/elsewhere").await.unwrap().is_none());
+    assert_eq!(
+        done::<i64>(&call(&c, "counter", "incr", &Incr { name: "h", by: 1 }).await),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_recipe_keeps_working_after_the_leader_is_killed() {
+    let mut ens = WazooEnsemble::start(3, options()).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let waiter_at = ens.addr(followers[0]).to_string();
+    let bumper_at = ens.addr(followers[1]).to_string();
+    let waiter = connect(&waiter_at).await;
+    let mut notes = waiter.recipe_notifications();
+    let r = call(
+        &waiter,
+        "counter",
+        "wait_for",
+        &WaitFor {
+            name: "f",
+            at_least: 5,
+        },
+    )
+    .await;
+    let token = match r {
+        Reply::Wait { token } => token,
+        other => panic!("expected Wait, got {other:?}"),
+    };
+    // The registration is replicated: kill the leader that ran the call.
+    ens.kill(leader);
+    let bumper = connect(&bumper_at).await;
+    let mut bumped = None;
+    for _ in 0..100 {
+        match bumper
+            .recipe_call("counter", "incr", &mp(&Incr { name: "f", by: 5 }))
+            .await
+        {
+            Ok(b) => {
+                bumped = Some(b);
+                break;
+            }
+            // Until the survivors elect a new leader.
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let bumped: Reply = abi::decode(&bumped.expect("incr after failover")).unwrap();
+    assert_eq!(done::<i64>(&bumped), 5);
+    loop {
+        match next_notification(&mut notes).await {
+            Notification::Finished {
+                token: t, reply, ..
+            } => {
+                assert_eq!(t, token);
+                assert_eq!(done::<i64>(&reply), 5);
+                break;
+            }
+            Notification::Message { .. } => {}
+        }
+    }
+}
+
+/// `wazoo cli -c "call ..."`: (exit code, stdout, stderr).
+async fn cli(hosts: &str, cmd: &str) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let code = tokio::time::timeout(
+        Duration::from_secs(30),
+        wazoo_client::shell::run_command(
+            hosts,
+            cmd,
+            wazoo_client::shell::ShellOptions::default(),
+            &mut out,
+            &mut err,
+        ),
+    )
+    .await
+    .expect("the cli command finishes")
+    .expect("the shell runs");
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_calls_recipes_with_json_and_waits_for_a_waiting_call() {
+    let server = WazooServer::start(options()).expect("start");
+    let hosts = server.addr().to_string();
+    let (code, out, err) = cli(&hosts, r#"call counter incr '{"name":"s","by":4}'"#).await;
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "4\n", ""));
+
+    let h = hosts.clone();
+    let waiting = tokio::spawn(async move {
+        cli(&h, r#"call counter wait_for '{"name":"s","at_least":6}'"#).await
+    });
+    // Once the wait is registered (visible in /zookeeper/recipes), bump it.
+    let c = connect(&hosts).await;
+    for _ in 0..200 {
+        let (data, _) = c
+            .get_data("/zookeeper/recipes")
+            .await
+            .expect("recipes node");
+        if String::from_utf8_lossy(&data).contains("pending_waits=1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    call(&c, "counter", "incr", &Incr { name: "s", by: 2 }).await;
+    let (code, out, err) = waiting.await.unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("waiting (token 6:/counters/s)..."), "{out}");
+    assert!(out.ends_with("\n6\n"), "{out}");
+
+    let (code, _, err) = cli(&hosts, r#"call counter escape '"/x"'"#).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("outside its declared prefixes"), "{err}");
+    let (code, _, err) = cli(&hosts, "call counter incr '{not json'").await;
+    assert_ne!(code, 0);
+    assert!(err.contains("not JSON"), "{err}");
+}
