@@ -135,8 +135,7 @@ pub fn predecessor(
     let me = contender(own, &[marker])?;
     contenders(children, blockers)
         .into_iter()
-        .filter(|c| c.seq < me.seq)
-        .next_back()
+        .rfind(|c| c.seq < me.seq)
         .map(|c| c.name)
 }
 
@@ -161,6 +160,70 @@ impl<T> MapStep<T> for Step<T> {
         match self {
             Step::Done(v) => Step::Done(f(v)),
             Step::Wait { token } => Step::Wait { token },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn contenders_follow_kazoos_regex() {
+        let c = contender("abc__lock__0000000007", &[LOCK, RLOCK]).unwrap();
+        assert_eq!((c.marker, c.seq.as_str()), (LOCK, "0000000007"));
+        let c = contender("abc__rlock__-000000001", &[LOCK, RLOCK]);
+        assert!(c.is_none(), "9 digits after '-' do not match");
+        let c = contender("abc__rlock__-2147483648", &[LOCK, RLOCK]).unwrap();
+        assert_eq!((c.marker, c.seq.as_str()), (RLOCK, "-2147483648"));
+        assert!(contender("abc__rlock__0000000001", &[LOCK]).is_none());
+        assert!(contender("ready", &[LOCK, RLOCK]).is_none());
+        assert!(contender("__ack__", &[LOCK]).is_none());
+    }
+
+    #[test]
+    fn predecessor_is_the_next_lower_blocker() {
+        let kids = names(&[
+            "a__lock__0000000003",
+            "b__rlock__0000000001",
+            "c__rlock__0000000004",
+            "d__lock__0000000002",
+            "__ack__",
+        ]);
+        // A write lock is blocked by both kinds.
+        assert_eq!(
+            predecessor(&kids, "c__rlock__0000000004", RLOCK, &[LOCK, RLOCK]).as_deref(),
+            Some("a__lock__0000000003")
+        );
+        // A read lock only by writers.
+        assert_eq!(
+            predecessor(&kids, "b__rlock__0000000001", RLOCK, &[LOCK]),
+            None
+        );
+        assert_eq!(
+            predecessor(&kids, "c__rlock__0000000004", RLOCK, &[LOCK]).as_deref(),
+            Some("a__lock__0000000003")
+        );
+        assert_eq!(
+            predecessor(&kids, "d__lock__0000000002", LOCK, &[LOCK, RLOCK]).as_deref(),
+            Some("b__rlock__0000000001")
+        );
+        assert_eq!(
+            find_own(&kids, "d", LOCK).as_deref(),
+            Some("d__lock__0000000002")
+        );
+        assert_eq!(find_own(&kids, "d", RLOCK), None);
+    }
+
+    #[test]
+    fn paths_are_checked() {
+        assert!(check_path("/a/b").is_ok());
+        for bad in ["", "/", "a", "/a/", "//a", "/a//b"] {
+            assert!(check_path(bad).is_err(), "{bad:?}");
         }
     }
 }
