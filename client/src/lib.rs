@@ -33,6 +33,7 @@ mod connect_string;
 mod error;
 pub mod hosts;
 mod ops;
+pub mod recipes;
 mod session;
 pub mod shell;
 mod watch;
