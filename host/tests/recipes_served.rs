@@ -13,11 +13,20 @@ use wazoo::plugin::abi::{self, Notification, Reply};
 use wazoo_client::{Client, ClientOptions, RecipeNotifications};
 use wazoo_testkit::{ServerOptions, TestEnsemble, WazooEnsemble, WazooServer};
 
-fn options() -> ServerOptions {
-    ServerOptions::default()
+/// A plugins directory holding only the counter module (each member
+/// compiles what it loads at start), and server options using it.
+fn options() -> (tempfile::TempDir, ServerOptions) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(
+        recipes_dir().join("counter.wasm"),
+        dir.path().join("counter.wasm"),
+    )
+    .expect("copy counter.wasm");
+    let opts = ServerOptions::default()
         .binary(env!("CARGO_BIN_EXE_wazoo"))
         .arg("--plugins")
-        .arg(recipes_dir().to_string_lossy().to_string())
+        .arg(dir.path().to_string_lossy().to_string());
+    (dir, opts)
 }
 
 async fn connect(hosts: &str) -> Client {
@@ -113,7 +122,8 @@ async fn wait_then_finish(waiter: &Client, hosts_for_bumper: &str, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_recipe_call_writes_the_tree_atomically_and_answers() {
-    let server = WazooServer::start(options()).expect("start wazoo with --plugins");
+    let (_plugins, opts) = options();
+    let server = WazooServer::start(opts).expect("start wazoo with --plugins");
     let hosts = server.addr().to_string();
     let c = connect(&hosts).await;
     assert_eq!(
@@ -133,7 +143,8 @@ async fn a_served_recipe_call_writes_the_tree_atomically_and_answers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_recipe_is_finished_by_its_watch_callback() {
-    let server = WazooServer::start(options()).expect("start");
+    let (_plugins, opts) = options();
+    let server = WazooServer::start(opts).expect("start");
     let hosts = server.addr().to_string();
     let waiter = connect(&hosts).await;
     wait_then_finish(&waiter, &hosts, "w").await;
@@ -141,7 +152,8 @@ async fn a_waiting_recipe_is_finished_by_its_watch_callback() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandbox_and_call_errors_reach_the_caller_and_the_member_stays_healthy() {
-    let server = WazooServer::start(options()).expect("start");
+    let (_plugins, opts) = options();
+    let server = WazooServer::start(opts).expect("start");
     let hosts = server.addr().to_string();
     let c = connect(&hosts).await;
     let cases: Vec<(&str, &str, Vec<u8>, i32, &str)> = vec![
@@ -177,7 +189,8 @@ async fn sandbox_and_call_errors_reach_the_caller_and_the_member_stays_healthy()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_recipe_keeps_working_after_the_leader_is_killed() {
-    let mut ens = WazooEnsemble::start(3, options()).expect("start a 3-member ensemble");
+    let (_plugins, opts) = options();
+    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
     let leader = ens
         .wait_for_leader(Duration::from_secs(30))
         .expect("a leader");
@@ -185,22 +198,37 @@ async fn a_waiting_recipe_keeps_working_after_the_leader_is_killed() {
     let waiter_at = ens.addr(followers[0]).to_string();
     let bumper_at = ens.addr(followers[1]).to_string();
     let waiter = connect(&waiter_at).await;
-    let mut notes = waiter.recipe_notifications();
-    let r = call(
-        &waiter,
-        "counter",
-        "wait_for",
-        &WaitFor {
-            name: "f",
-            at_least: 5,
-        },
-    )
-    .await;
-    let token = match r {
-        Reply::Wait { token } => token,
-        other => panic!("expected Wait, got {other:?}"),
-    };
-    // The registration is replicated: kill the leader that ran the call.
+    // The client's call helper: it waits for the Finished notification, and
+    // asks again after a reconnection (every member drops its clients when
+    // the leader goes, and a notification pushed while a client is away is
+    // not kept for it; wait_for is safe to repeat).
+    let waiting = tokio::spawn(async move {
+        let r: Result<i64, _> = wazoo_client::recipes::call(
+            &waiter,
+            "counter",
+            "wait_for",
+            &WaitFor {
+                name: "f",
+                at_least: 5,
+            },
+        )
+        .await;
+        r
+    });
+    // Wait until the registration is replicated, then kill the leader that
+    // ran the call.
+    let probe = connect(&bumper_at).await;
+    for _ in 0..200 {
+        let (data, _) = probe
+            .get_data("/zookeeper/recipes")
+            .await
+            .expect("recipes node");
+        if String::from_utf8_lossy(&data).contains("pending_waits=1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    probe.close().await.ok();
     ens.kill(leader);
     let bumper = connect(&bumper_at).await;
     let mut bumped = None;
@@ -219,18 +247,12 @@ async fn a_waiting_recipe_keeps_working_after_the_leader_is_killed() {
     }
     let bumped: Reply = abi::decode(&bumped.expect("incr after failover")).unwrap();
     assert_eq!(done::<i64>(&bumped), 5);
-    loop {
-        match next_notification(&mut notes).await {
-            Notification::Finished {
-                token: t, reply, ..
-            } => {
-                assert_eq!(t, token);
-                assert_eq!(done::<i64>(&reply), 5);
-                break;
-            }
-            Notification::Message { .. } => {}
-        }
-    }
+    let got = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiting call finishes within 30 s")
+        .unwrap()
+        .expect("wait_for succeeds");
+    assert_eq!(got, 5);
 }
 
 /// `wazoo cli -c "call ..."`: (exit code, stdout, stderr).
@@ -259,7 +281,8 @@ async fn cli(hosts: &str, cmd: &str) -> (i32, String, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_calls_recipes_with_json_and_waits_for_a_waiting_call() {
-    let server = WazooServer::start(options()).expect("start");
+    let (_plugins, opts) = options();
+    let server = WazooServer::start(opts).expect("start");
     let hosts = server.addr().to_string();
     let (code, out, err) = cli(&hosts, r#"call counter incr '{"name":"s","by":4}'"#).await;
     assert_eq!((code, out.as_str(), err.as_str()), (0, "4\n", ""));
