@@ -91,7 +91,7 @@ struct Args {
     /// Data bytes per create/setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Measured seconds per workload and system [default: 10, --quick: 3].
+    /// Measured seconds per workload and system [default: 10, --quick: 2].
     #[arg(long)]
     duration_secs: Option<f64>,
     /// Measured rounds per throughput workload and system; rounds alternate
@@ -108,8 +108,9 @@ struct Args {
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run for CI (about two minutes with both topologies): 3 s windows
-    /// standalone, 2 s for ensembles, 1 s warm-up, 100k nodes, 1 failover round.
+    /// Short run for CI (under two minutes with both topologies on a quiet
+    /// machine): 2 s windows, 1 s warm-up, 1 round, 100k nodes, one restart,
+    /// 50 fan-out watchers, 1 failover round.
     #[arg(long)]
     quick: bool,
     /// standalone servers, ensembles, or both (standalone first).
@@ -180,9 +181,10 @@ struct Args {
     /// Measured seconds per client-benchmark round [default: 5, --quick: 2].
     #[arg(long)]
     client_duration_secs: Option<f64>,
-    /// Measured rounds per client crate (alternating A B B A ...).
-    #[arg(long, default_value_t = 2)]
-    client_rounds: usize,
+    /// Measured rounds per client crate (alternating A B B A ...)
+    /// [default: 2, --quick: 1].
+    #[arg(long)]
+    client_rounds: Option<usize>,
     /// Worker threads of the load generator's tokio runtime [default: CPUs].
     #[arg(long)]
     client_threads: Option<usize>,
@@ -372,7 +374,7 @@ fn mem_total() -> Option<u64> {
 async fn run(args: Args) -> Result<()> {
     let started = Instant::now();
     let quick = args.quick;
-    let duration = args.duration_secs.unwrap_or(if quick { 3.0 } else { 10.0 });
+    let duration = args.duration_secs.unwrap_or(if quick { 2.0 } else { 10.0 });
     let warmup = args.warmup_secs.unwrap_or(if quick { 1.0 } else { 2.0 });
     let nodes = args
         .nodes
@@ -614,7 +616,10 @@ async fn run(args: Args) -> Result<()> {
                     inflight: args.client_inflight,
                     warmup_secs: warmup.min(1.0),
                     duration_secs: client_duration,
-                    rounds: args.client_rounds.max(1),
+                    rounds: args
+                        .client_rounds
+                        .unwrap_or(if quick { 1 } else { 2 })
+                        .max(1),
                 };
                 eprintln!(
                     "[client] one connection to wazoo, {} getData in flight, {} round(s) of {} s per crate",
