@@ -42,6 +42,24 @@ pub enum Workload {
     /// Ensemble only: kill the leader under write load, measure the time to
     /// the first acknowledged write on the new leader.
     Failover,
+    /// exists(path, watch=true) in a hot loop on random paths of
+    /// `--watch-paths` pre-created znodes: the cost of the watch table.
+    #[value(name = "exists-watch")]
+    #[serde(rename = "exists-watch")]
+    ExistsWatch,
+    /// N sessions watch one znode, one write: time until every watcher
+    /// got the event.
+    Fanout,
+    /// Sessions that open, create an ephemeral znode and close, in a loop.
+    Churn,
+    /// A server holding `--nodes` znodes killed (-9) and restarted: time
+    /// from process start to the first answered request. Runs on the
+    /// memory figure's loaded server (loading it if memory is not asked for).
+    Recovery,
+    // Hook: the lock and queue recipes (wazoo's server-side recipes against
+    // kazoo-style client-side ones on ZooKeeper) are built on another branch;
+    // they belong here as `Lock` / `Queue`, with a module like `churn.rs`
+    // (their own rounds and figures) and a report section.
 }
 
 impl Workload {
@@ -54,6 +72,10 @@ impl Workload {
             Workload::Client => "client",
             Workload::Memory => "memory",
             Workload::Failover => "failover",
+            Workload::ExistsWatch => "exists-watch",
+            Workload::Fanout => "fanout",
+            Workload::Churn => "churn",
+            Workload::Recovery => "recovery",
         }
     }
 
@@ -61,7 +83,11 @@ impl Workload {
     pub fn is_throughput(self) -> bool {
         matches!(
             self,
-            Workload::Create | Workload::Set | Workload::Get | Workload::Mixed
+            Workload::Create
+                | Workload::Set
+                | Workload::Get
+                | Workload::Mixed
+                | Workload::ExistsWatch
         )
     }
 }
@@ -79,6 +105,8 @@ pub struct LoadSpec {
     /// Measured rounds per system (alternating order).
     pub rounds: usize,
     pub mixed_read_percent: u32,
+    /// exists-watch: pre-created znodes it watches at random.
+    pub watch_paths: usize,
 }
 
 /// What one system did in one workload: every round pooled (requests of
@@ -92,6 +120,8 @@ pub struct RunResult {
     /// ops/s of each round, in the order run.
     pub rounds_ops_per_sec: Vec<f64>,
     pub latency: Latency,
+    /// Latency at [`crate::svg::CDF_QUANTILES`], in µs (for the CDF plot).
+    pub latency_cdf_us: Vec<f64>,
     /// Mixed only: the reads and the writes separately.
     pub read_latency: Option<Latency>,
     pub write_latency: Option<Latency>,
@@ -236,6 +266,7 @@ pub fn summarize(workload: Workload, rounds: &[RawRound]) -> RunResult {
         },
         rounds_ops_per_sec: rounds.iter().map(RawRound::ops_per_sec).collect(),
         latency: Latency::of(&all),
+        latency_cdf_us: crate::svg::cdf_points(&all),
         read_latency: mixed.then(|| Latency::of(&reads)),
         write_latency: mixed.then(|| Latency::of(&writes)),
         errors: errors.values().sum(),
@@ -431,12 +462,15 @@ async fn prepare(clients: &[zk::Client], workload: Workload, spec: &LoadSpec) ->
         Ok(_) | Err(zk::Error::NodeExists) => {}
         Err(e) => bail!("create {parent}: {e}"),
     }
-    let keys: Vec<String> = if workload == Workload::Create {
+    let n_keys = match workload {
+        Workload::Create => 0,
+        Workload::ExistsWatch => spec.watch_paths,
+        _ => spec.keys,
+    };
+    let keys: Vec<String> = if n_keys == 0 {
         Vec::new()
     } else {
-        (0..spec.keys)
-            .map(|i| format!("{parent}/k{i:07}"))
-            .collect()
+        (0..n_keys).map(|i| format!("{parent}/k{i:07}")).collect()
     };
     if !keys.is_empty() {
         let k = Arc::new(keys.clone());
@@ -466,6 +500,11 @@ async fn prepare(clients: &[zk::Client], workload: Workload, spec: &LoadSpec) ->
     })
 }
 
+/// exists-watch: the watchers a session holds, the newest per path. A
+/// replaced watcher is dropped while the newer one on the same path is
+/// registered, so the client sends nothing to the server for it.
+type SessionWatchers = std::sync::Mutex<std::collections::HashMap<usize, zk::OneshotWatcher>>;
+
 struct TaskResult {
     reads: Histogram<u64>,
     writes: Histogram<u64>,
@@ -483,6 +522,7 @@ async fn worker(
     read_percent: u32,
     window: (Instant, Instant),
     live: Arc<AtomicU64>,
+    watchers: Arc<SessionWatchers>,
 ) -> TaskResult {
     let (measure_start, end) = window;
     let mut rng = Rng::new(((session as u64) << 32) | task as u64);
@@ -526,7 +566,26 @@ async fn worker(
                     (false, client.set_data(key, &payload, None).await.map(drop))
                 }
             }
-            Workload::Client | Workload::Memory | Workload::Failover => {
+            Workload::ExistsWatch => {
+                let i = rng.below(keys.len() as u64) as usize;
+                let r = client.check_and_watch_stat(&keys[i]).await;
+                (
+                    true,
+                    r.map(|(_, w)| {
+                        // Keep the newest watcher of each path: dropping
+                        // the last one would make the client send a
+                        // removeWatches, a second request per exists.
+                        let old = watchers.lock().expect("not poisoned").insert(i, w);
+                        drop(old);
+                    }),
+                )
+            }
+            Workload::Client
+            | Workload::Memory
+            | Workload::Failover
+            | Workload::Fanout
+            | Workload::Churn
+            | Workload::Recovery => {
                 unreachable!("not a throughput workload")
             }
         };
@@ -552,6 +611,13 @@ async fn worker(
         }
     }
     out
+}
+
+/// An upper bound on one round of a throughput workload: connecting (60 s),
+/// pre-creating its znodes (120 s), the warm-up and window, and draining
+/// the last replies (30 s); each step is bounded by those timeouts.
+pub fn round_bound_secs(spec: &LoadSpec) -> f64 {
+    60.0 + 120.0 + spec.warmup_secs + spec.duration_secs + 30.0
 }
 
 /// Runs one round of a throughput workload against `target`.
@@ -666,6 +732,7 @@ async fn run_workload_inner(
     let live = Arc::new(AtomicU64::new(0));
     let mut set = JoinSet::new();
     for (s, client) in clients.iter().enumerate() {
+        let watchers = Arc::new(SessionWatchers::default());
         for t in 0..spec.inflight {
             set.spawn(worker(
                 client.clone(),
@@ -677,6 +744,7 @@ async fn run_workload_inner(
                 spec.mixed_read_percent,
                 (measure_start, end),
                 live.clone(),
+                watchers.clone(),
             ));
         }
     }

@@ -17,14 +17,19 @@
 //! Markdown tables go to stdout (and `--report`), raw figures to `--out`
 //! (JSON, rewritten after every phase), progress to stderr.
 
+mod churn;
 mod client_bench;
 mod ensembles;
 mod failover;
+mod fanout;
 mod load;
 mod memory;
+mod plots;
+mod recovery;
 mod report;
 mod servers;
 mod stats;
+mod svg;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -36,14 +41,18 @@ use clap::Parser;
 use serde::Serialize;
 use wazoo_testkit::Flavor;
 
+use churn::{ChurnRun, ChurnSpec};
 use client_bench::{ClientResult, ClientSpec};
 use ensembles::Ensemble;
 use failover::{FailoverRun, FailoverSpec};
+use fanout::{FanoutRun, FanoutSpec};
 use load::{LoadSpec, RawRound, RunResult, Target, Workload};
 use memory::{MemoryRun, MemorySpec};
+use recovery::RecoverySpec;
 use servers::{Server, ServerConfig, SystemInfo};
 
-const DEFAULT_WORKLOADS: &str = "create,set,get,mixed,client,memory,failover";
+const DEFAULT_WORKLOADS: &str =
+    "create,set,get,mixed,exists-watch,fanout,churn,client,memory,recovery,failover";
 
 /// Which deployments to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -82,7 +91,7 @@ struct Args {
     /// Data bytes per create/setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Measured seconds per workload and system [default: 10, --quick: 3].
+    /// Measured seconds per workload and system [default: 10, --quick: 2].
     #[arg(long)]
     duration_secs: Option<f64>,
     /// Measured rounds per throughput workload and system; rounds alternate
@@ -99,8 +108,9 @@ struct Args {
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run for CI (about two minutes with both topologies): 3 s windows
-    /// standalone, 2 s for ensembles, 1 s warm-up, 100k nodes, 1 failover round.
+    /// Short run for CI (under two minutes with both topologies on a quiet
+    /// machine): 2 s windows, 1 s warm-up, 1 round, 100k nodes, one restart,
+    /// 50 fan-out watchers, 1 failover round.
     #[arg(long)]
     quick: bool,
     /// standalone servers, ensembles, or both (standalone first).
@@ -171,16 +181,47 @@ struct Args {
     /// Measured seconds per client-benchmark round [default: 5, --quick: 2].
     #[arg(long)]
     client_duration_secs: Option<f64>,
-    /// Measured rounds per client crate (alternating A B B A ...).
-    #[arg(long, default_value_t = 2)]
-    client_rounds: usize,
+    /// Measured rounds per client crate (alternating A B B A ...)
+    /// [default: 2, --quick: 1].
+    #[arg(long)]
+    client_rounds: Option<usize>,
     /// Worker threads of the load generator's tokio runtime [default: CPUs].
     #[arg(long)]
     client_threads: Option<usize>,
     /// The whole run is abandoned (servers killed) after this long
-    /// [default: 1800, --quick: 300].
+    /// [default: 1800, --quick: 420].
     #[arg(long)]
     time_limit_secs: Option<f64>,
+    /// exists-watch: pre-created znodes watched at random
+    /// [default: 10000, --quick: 2000].
+    #[arg(long)]
+    watch_paths: Option<usize>,
+    /// fanout: watcher counts, each a run of its own
+    /// [default: 100,1000, --quick: 50].
+    #[arg(long, value_delimiter = ',')]
+    fanout_watchers: Option<Vec<usize>>,
+    /// fanout: rounds (one write each) per watcher count and system
+    /// [default: 5, --quick: 3].
+    #[arg(long)]
+    fanout_rounds: Option<usize>,
+    /// churn: concurrent churners, each opening a session, creating an
+    /// ephemeral znode and closing, in a loop.
+    #[arg(long, default_value_t = 16)]
+    churn_sessions: usize,
+    /// churn: measured seconds per round [default: --duration-secs, --quick: 2].
+    #[arg(long)]
+    churn_duration_secs: Option<f64>,
+    /// recovery: kill -9 + restart cycles of the loaded server per system
+    /// [default: 2, --quick: 1].
+    #[arg(long)]
+    recovery_restarts: Option<usize>,
+    /// recovery: a restart fails when the server has not answered this long
+    /// after its start.
+    #[arg(long, default_value_t = 120.0)]
+    recovery_timeout_secs: f64,
+    /// Where the SVG plots go [default: beside --report, else beside --out].
+    #[arg(long)]
+    plots_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Serialize)]
@@ -212,6 +253,22 @@ struct MemoryBlock {
     spec: MemorySpec,
     order: Vec<String>,
     runs: BTreeMap<String, MemoryRun>,
+}
+
+#[derive(Debug, Serialize)]
+struct FanoutBlock {
+    spec: FanoutSpec,
+    /// The order the systems ran in, per watcher count.
+    order: Vec<String>,
+    /// system -> one run per watcher count.
+    runs: BTreeMap<String, Vec<FanoutRun>>,
+}
+
+#[derive(Debug, Serialize)]
+struct ChurnBlock {
+    spec: ChurnSpec,
+    order: Vec<String>,
+    runs: BTreeMap<String, ChurnRun>,
 }
 
 #[derive(Debug, Serialize)]
@@ -248,6 +305,12 @@ struct Results {
     memory: Option<MemoryBlock>,
     /// Ensembles (`--topology ensemble|both`).
     ensemble: Option<EnsembleBlock>,
+    fanout: Option<FanoutBlock>,
+    churn: Option<ChurnBlock>,
+    /// The recovery workload's settings; its runs are in `memory.runs[*].restarts`.
+    recovery: Option<RecoverySpec>,
+    /// SVG files written beside the report (file names).
+    plots: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -311,7 +374,7 @@ fn mem_total() -> Option<u64> {
 async fn run(args: Args) -> Result<()> {
     let started = Instant::now();
     let quick = args.quick;
-    let duration = args.duration_secs.unwrap_or(if quick { 3.0 } else { 10.0 });
+    let duration = args.duration_secs.unwrap_or(if quick { 2.0 } else { 10.0 });
     let warmup = args.warmup_secs.unwrap_or(if quick { 1.0 } else { 2.0 });
     let nodes = args
         .nodes
@@ -360,6 +423,10 @@ async fn run(args: Args) -> Result<()> {
         zk_heap: args.zk_heap.clone(),
     };
 
+    let watch_paths = args
+        .watch_paths
+        .unwrap_or(if quick { 2000 } else { 10_000 })
+        .max(1);
     let load_spec = LoadSpec {
         sessions: args.sessions,
         inflight: args.inflight,
@@ -369,6 +436,7 @@ async fn run(args: Args) -> Result<()> {
         keys: args.keys,
         rounds: rounds_per_workload,
         mixed_read_percent: args.mixed_read_percent.min(100),
+        watch_paths,
     };
     let ensemble_load = LoadSpec {
         duration_secs: ensemble_duration,
@@ -392,6 +460,37 @@ async fn run(args: Args) -> Result<()> {
             .max(1),
         probe_interval_ms: args.failover_probe_interval_ms.max(1),
     };
+    let fanout_spec = FanoutSpec {
+        watchers: args
+            .fanout_watchers
+            .clone()
+            .unwrap_or(if quick { vec![50] } else { vec![100, 1000] })
+            .into_iter()
+            .filter(|&n| n > 0)
+            .collect(),
+        rounds: args
+            .fanout_rounds
+            .unwrap_or(if quick { 3 } else { 5 })
+            .max(1),
+        round_timeout_secs: 30.0,
+    };
+    let churn_spec = ChurnSpec {
+        churners: args.churn_sessions.max(1),
+        warmup_secs: warmup,
+        duration_secs: args
+            .churn_duration_secs
+            .unwrap_or(if quick { 2.0 } else { duration }),
+        rounds: rounds_per_workload,
+        session_timeout_ms: 10_000,
+    };
+    let recovery_spec = RecoverySpec {
+        restarts: args
+            .recovery_restarts
+            .unwrap_or(if quick { 1 } else { 2 })
+            .max(1),
+        probe_interval_ms: 10,
+        timeout_secs: args.recovery_timeout_secs.max(1.0),
+    };
     let mut results = Results {
         started_unix_secs: SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -414,6 +513,10 @@ async fn run(args: Args) -> Result<()> {
         client: None,
         memory: None,
         ensemble: None,
+        fanout: None,
+        churn: None,
+        recovery: None,
+        plots: Vec::new(),
     };
     let save = |results: &Results| -> Result<()> {
         let json = serde_json::to_string_pretty(results)?;
@@ -442,13 +545,15 @@ async fn run(args: Args) -> Result<()> {
     // Phase 1: throughput workloads and the client benchmark, on one server
     // of each system that lives through the phase.
     let needs_servers = args.topology.standalone()
-        && args
-            .workloads
-            .iter()
-            .any(|w| w.is_throughput() || *w == Workload::Client);
+        && args.workloads.iter().any(|w| {
+            w.is_throughput() || matches!(w, Workload::Client | Workload::Fanout | Workload::Churn)
+        });
     if needs_servers {
         let mut running: BTreeMap<&'static str, Server> = BTreeMap::new();
-        let any_throughput = args.workloads.iter().any(|w| w.is_throughput());
+        let any_throughput = args
+            .workloads
+            .iter()
+            .any(|w| w.is_throughput() || matches!(w, Workload::Fanout | Workload::Churn));
         for &flavor in &systems {
             // The client benchmark alone needs only wazoo.
             if !any_throughput && flavor != Flavor::Wazoo {
@@ -511,7 +616,10 @@ async fn run(args: Args) -> Result<()> {
                     inflight: args.client_inflight,
                     warmup_secs: warmup.min(1.0),
                     duration_secs: client_duration,
-                    rounds: args.client_rounds.max(1),
+                    rounds: args
+                        .client_rounds
+                        .unwrap_or(if quick { 1 } else { 2 })
+                        .max(1),
                 };
                 eprintln!(
                     "[client] one connection to wazoo, {} getData in flight, {} round(s) of {} s per crate",
@@ -522,6 +630,16 @@ async fn run(args: Args) -> Result<()> {
                     eprintln!("[client] FAILED: {f}");
                 }
                 results.client = Some(ClientBlock { spec, result });
+                save(&results)?;
+            } else if workload == Workload::Fanout {
+                results.fanout =
+                    Some(fanout_phase(&running, &systems, &fanout_spec, order_index).await);
+                order_index += 1;
+                save(&results)?;
+            } else if workload == Workload::Churn {
+                results.churn =
+                    Some(churn_phase(&running, &systems, &churn_spec, order_index).await);
+                order_index += 1;
                 save(&results)?;
             }
         }
@@ -620,8 +738,11 @@ async fn run(args: Args) -> Result<()> {
                         let label = format!("[failover] {flavor} (round {})", r + 1);
                         eprintln!(
                             "{label}: {} sessions x {} creates in flight over all members, \
-                             kill the leader after {} s",
-                            spec.sessions, spec.inflight, spec.warmup_secs
+                             kill the leader after {} s; at most {:.0} s",
+                            spec.sessions,
+                            spec.inflight,
+                            spec.warmup_secs,
+                            spec.warmup_secs + spec.timeout_secs + spec.window_secs + 120.0
                         );
                         let ens = running.get_mut(flavor.name()).expect("started above");
                         let tag = format!("{}-{}", flavor.name(), r + 1);
@@ -663,8 +784,16 @@ async fn run(args: Args) -> Result<()> {
         tokio::task::spawn_blocking(move || drop(running)).await?;
     }
 
-    // Phase 3: memory, one fresh server at a time.
-    if args.topology.standalone() && args.workloads.contains(&Workload::Memory) {
+    // Phase 3: memory, one fresh server at a time, and recovery (the
+    // loaded server killed and restarted).
+    let recovery = args
+        .workloads
+        .contains(&Workload::Recovery)
+        .then_some(&recovery_spec);
+    results.recovery = recovery.cloned();
+    if args.topology.standalone()
+        && (args.workloads.contains(&Workload::Memory) || recovery.is_some())
+    {
         let spec = MemorySpec {
             nodes,
             node_bytes: memory::NODE_BYTES,
@@ -680,7 +809,7 @@ async fn run(args: Args) -> Result<()> {
         }
         let mut runs = BTreeMap::new();
         for &flavor in &order {
-            let run = memory::measure(flavor, &server_cfg, &spec).await;
+            let run = memory::measure(flavor, &server_cfg, &spec, recovery).await;
             if let Some(f) = &run.failure {
                 eprintln!("[memory] {flavor} FAILED: {f}");
             }
@@ -702,7 +831,32 @@ async fn run(args: Args) -> Result<()> {
     results.total_secs = started.elapsed().as_secs_f64();
     results.machine.loadavg_at_end = read_trimmed("/proc/loadavg");
     results.complete = true;
+    let plots_dir = args.plots_dir.clone().unwrap_or_else(|| {
+        let beside = args.report.as_deref().unwrap_or(&args.out);
+        match beside.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    });
+    let stem = args
+        .report
+        .as_deref()
+        .or(Some(args.out.as_path()))
+        .and_then(|p| p.file_stem())
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "wazoo-bench".into());
+    // Links in the report: bare file names when the plots sit beside it.
+    let link_prefix = match &args.plots_dir {
+        None => String::new(),
+        Some(d) => format!("{}/", d.display()),
+    };
+    results.plots = plots::write_all(&results, &plots_dir, &stem, &link_prefix)?;
     save(&results)?;
+    eprintln!(
+        "{} SVG plot(s) in {}",
+        results.plots.len(),
+        plots_dir.display()
+    );
     let markdown = report::markdown(&results);
     println!("{markdown}");
     if let Some(path) = &args.report {
@@ -747,8 +901,13 @@ async fn throughput_workload(
                 Err(why) => RawRound::failed(why),
                 Ok(target) => {
                     eprintln!(
-                        "{label}: {} s warm-up + {} s measured, {} sessions x {} in flight",
-                        spec.warmup_secs, spec.duration_secs, spec.sessions, spec.inflight
+                        "{label}: {} s warm-up + {} s measured, {} sessions x {} in flight; \
+                         at most {:.0} s",
+                        spec.warmup_secs,
+                        spec.duration_secs,
+                        spec.sessions,
+                        spec.inflight,
+                        load::round_bound_secs(spec)
                     );
                     load::run_workload(&target, workload, spec, &label).await
                 }
@@ -768,6 +927,117 @@ async fn throughput_workload(
         workload,
         order,
         runs,
+    }
+}
+
+/// The order of the systems for the `i`-th workload, round `r`: as listed
+/// when i + r is even, reversed when odd.
+fn order_for(systems: &[Flavor], i: usize, r: usize) -> Vec<Flavor> {
+    let mut v = systems.to_vec();
+    if (i + r) % 2 == 1 {
+        v.reverse();
+    }
+    v
+}
+
+/// The fan-out workload on the standalone servers: every watcher count,
+/// the systems alternating.
+async fn fanout_phase(
+    running: &BTreeMap<&'static str, Server>,
+    systems: &[Flavor],
+    spec: &FanoutSpec,
+    order_index: usize,
+) -> FanoutBlock {
+    let mut block = FanoutBlock {
+        spec: spec.clone(),
+        order: Vec::new(),
+        runs: BTreeMap::new(),
+    };
+    for (k, &n) in spec.watchers.iter().enumerate() {
+        for flavor in order_for(systems, order_index, k) {
+            let Some(server) = running.get(flavor.name()) else {
+                continue;
+            };
+            let label = format!("[fanout] {flavor}, {n} watchers");
+            eprintln!(
+                "{label}: {n} sessions watch one znode, {} write(s); at most {:.0} s",
+                spec.rounds,
+                spec.bound_secs()
+            );
+            block.order.push(flavor.name().to_string());
+            let run = fanout::run(&server.addr().to_string(), n, spec, flavor.name()).await;
+            match &run.failure {
+                Some(f) => eprintln!("{label}: FAILED: {f}"),
+                None => eprintln!(
+                    "{label}: delivery p50 {:.0} µs, p99 {:.0} µs; all delivered in {:.1} ms (median of {}), worst {:.1} ms",
+                    run.delivery.p50_us,
+                    run.delivery.p99_us,
+                    run.all_delivered_ms_median,
+                    run.rounds.len(),
+                    run.all_delivered_ms_max
+                ),
+            }
+            block
+                .runs
+                .entry(flavor.name().to_string())
+                .or_default()
+                .push(run);
+        }
+    }
+    block
+}
+
+/// The churn workload on the standalone servers: rounds alternating the
+/// systems, pooled per system.
+async fn churn_phase(
+    running: &BTreeMap<&'static str, Server>,
+    systems: &[Flavor],
+    spec: &ChurnSpec,
+    order_index: usize,
+) -> ChurnBlock {
+    let mut order = Vec::new();
+    let mut rounds: BTreeMap<&'static str, Vec<churn::ChurnRound>> = BTreeMap::new();
+    for r in 0..spec.rounds {
+        for flavor in order_for(systems, order_index, r) {
+            let Some(server) = running.get(flavor.name()) else {
+                continue;
+            };
+            let label = format!("[churn] {flavor} (round {})", r + 1);
+            eprintln!(
+                "{label}: {}; at most {:.0} s",
+                churn::describe(spec),
+                spec.round_bound_secs()
+            );
+            order.push(flavor.name().to_string());
+            let round = match server.pid() {
+                Ok(pid) => {
+                    let tag = format!("{}-{}", flavor.name(), r + 1);
+                    churn::run_round(&server.addr().to_string(), pid, spec, &tag).await
+                }
+                Err(e) => churn::ChurnRound::failed(format!("{e:#}")),
+            };
+            let one = churn::summarize(std::slice::from_ref(&round));
+            match &one.failure {
+                Some(f) => eprintln!("{label}: FAILED: {f}"),
+                None => eprintln!(
+                    "{label}: {:.0} sessions/s; cycle p50 {:.0} µs, p99 {:.0} µs; {} errors; {} ephemerals left",
+                    one.sessions_per_sec,
+                    one.cycle.p50_us,
+                    one.cycle.p99_us,
+                    one.errors.values().sum::<u64>(),
+                    one.leftover_ephemerals
+                ),
+            }
+            rounds.entry(flavor.name()).or_default().push(round);
+        }
+    }
+    ChurnBlock {
+        spec: spec.clone(),
+        order,
+        runs: rounds
+            .iter()
+            .map(|(name, rs)| (name.to_string(), churn::summarize(rs)))
+            .collect(),
     }
 }
 

@@ -9,6 +9,7 @@ use serde::Serialize;
 use wazoo_testkit::Flavor;
 
 use crate::load::{connect_sessions, create_many};
+use crate::recovery::{RecoverySpec, RestartRun};
 use crate::servers::{jcmd, jvm_heap_used, proc_status_bytes, Server, ServerConfig, SystemInfo};
 
 /// Children per parent: N nodes live under N/1000 parents of 1000 each
@@ -54,13 +55,23 @@ pub struct MemoryRun {
     pub mntr_data_size: Option<u64>,
     pub failure: Option<String>,
     pub system: Option<SystemInfo>,
+    /// The recovery workload: each kill -9 and restart of this loaded
+    /// server, in order (empty when recovery is not run).
+    pub restarts: Vec<RestartRun>,
 }
 
 /// Starts a fresh server of `flavor`, loads it and measures it; the server
 /// is killed before this returns.
-pub async fn measure(flavor: Flavor, cfg: &ServerConfig, spec: &MemorySpec) -> MemoryRun {
+/// With `recovery`, the loaded server is then killed and restarted that many
+/// times (see [`crate::recovery`]).
+pub async fn measure(
+    flavor: Flavor,
+    cfg: &ServerConfig,
+    spec: &MemorySpec,
+    recovery: Option<&RecoverySpec>,
+) -> MemoryRun {
     let mut run = MemoryRun::default();
-    if let Err(e) = measure_inner(flavor, cfg, spec, &mut run).await {
+    if let Err(e) = measure_inner(flavor, cfg, spec, recovery, &mut run).await {
         run.failure = Some(format!("{e:#}"));
     }
     run
@@ -70,20 +81,23 @@ async fn measure_inner(
     flavor: Flavor,
     cfg: &ServerConfig,
     spec: &MemorySpec,
+    recovery: Option<&RecoverySpec>,
     run: &mut MemoryRun,
 ) -> Result<()> {
     let cfg2 = cfg.clone();
-    let server = tokio::task::spawn_blocking(move || Server::start(flavor, &cfg2)).await??;
+    let mut server = tokio::task::spawn_blocking(move || Server::start(flavor, &cfg2)).await??;
     let pid = server.pid()?;
     let addr = server.addr();
     tokio::time::sleep(Duration::from_secs(1)).await;
     run.rss_empty_bytes = proc_status_bytes(pid, "VmRSS")?;
     let name = flavor.name();
     eprintln!(
-        "[memory] {name}: empty server RSS {:.1} MiB; loading {} znodes of {} bytes",
+        "[memory] {name}: empty server RSS {:.1} MiB; loading {} znodes of {} bytes; \
+         at most {:.0} s",
         mib(run.rss_empty_bytes),
         spec.nodes,
-        spec.node_bytes
+        spec.node_bytes,
+        spec.load_timeout_secs + spec.settle_secs + 30.0
     );
 
     let clients = connect_sessions(&addr.to_string(), spec.sessions).await?;
@@ -169,6 +183,46 @@ async fn measure_inner(
             _ => String::new(),
         }
     );
+    if let Some(rec) = recovery {
+        // The last znode loaded: the probe reads it back after each restart.
+        let last = spec.nodes.saturating_sub(1);
+        let probe_path = format!("/mem/b{:04}/n{:04}", last / per, last % per);
+        for k in 0..rec.restarts {
+            eprintln!(
+                "[recovery] {name}: kill -9 and restart {} of {} with {} znodes; at most {:.0} s",
+                k + 1,
+                rec.restarts,
+                run.created,
+                rec.timeout_secs + 5.0
+            );
+            let (rec2, path, bytes) = (rec.clone(), probe_path.clone(), spec.node_bytes);
+            let (back, r) = tokio::task::spawn_blocking(move || {
+                let r = crate::recovery::kill_and_restart(&mut server, &path, bytes, &rec2);
+                (server, r)
+            })
+            .await?;
+            server = back;
+            eprintln!(
+                "[recovery] {name}: answered {:.0} ms after the start (ready check {:.0} ms); {} znodes; RSS {:.1} MiB; data dir {:.1} MiB{}",
+                r.answered_ms,
+                r.ready_ms,
+                r.znodes_after
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "?".into()),
+                mib(r.rss_after_bytes.unwrap_or(0)),
+                mib(r.data_dir_bytes),
+                r.failure
+                    .as_ref()
+                    .map(|f| format!("; FAILED: {f}"))
+                    .unwrap_or_default()
+            );
+            let failed = r.failure.is_some();
+            run.restarts.push(r);
+            if failed {
+                break;
+            }
+        }
+    }
     // Kill it now (Drop), off the async threads.
     tokio::task::spawn_blocking(move || drop(server)).await?;
     Ok(())

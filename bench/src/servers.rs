@@ -92,6 +92,31 @@ impl Server {
         }
     }
 
+    /// kill -9 (and reap): no clean shutdown.
+    pub fn kill(&mut self) {
+        match self {
+            Server::Zookeeper(s) => s.kill(),
+            Server::Wazoo(s) => s.kill(),
+        }
+    }
+
+    /// Starts the process again on the same port and data directory and
+    /// waits until testkit's readiness check passes (blocking).
+    pub fn restart(&mut self) -> Result<()> {
+        match self {
+            Server::Zookeeper(s) => s.restart(),
+            Server::Wazoo(s) => s.restart(),
+        }
+    }
+
+    /// The data directory (snapshots and, by default, the log).
+    pub fn data_dir(&self) -> PathBuf {
+        match self {
+            Server::Zookeeper(s) => s.data_dir(),
+            Server::Wazoo(s) => s.data_dir(),
+        }
+    }
+
     /// `mntr` as key -> value (empty if the server does not answer it).
     pub fn mntr(&self) -> BTreeMap<String, String> {
         mntr(self.addr())
@@ -101,6 +126,21 @@ impl Server {
     pub fn describe(&self, cfg: &ServerConfig) -> SystemInfo {
         describe_system(self.flavor(), self.addr(), self.pid().ok(), cfg, Vec::new())
     }
+}
+
+/// Bytes of every file under `dir` (recursively); 0 if it cannot be read.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// `mntr` of the server at `addr` as key -> value (empty if it does not answer).
