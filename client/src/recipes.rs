@@ -14,11 +14,13 @@
 //! matching `Finished`.
 //!
 //! Waiting survives connection loss (the session, and so the server-side
-//! wait, lives on): for methods that are safe to repeat (every acquire,
-//! campaign and wait-like method here; the recipes reuse the caller's node
-//! by its session guid) the call is sent again once the client reconnects,
-//! in case the `Finished` was pushed while the connection was down. A
-//! `take` is not repeated (it would take a second item). When the session
+//! wait, lives on): the server sends the `Finished` of a wait that ended
+//! while the client was away again when the session re-attaches. On top of
+//! that, methods that are safe to repeat (every acquire, campaign and
+//! wait-like method here; the recipes reuse the caller's node by its
+//! session guid) are sent again once the client reconnects. A `take` is not
+//! repeated (it would take a second item): it relies on the re-sent
+//! `Finished`. When the session
 //! ends (expired, closed) the wait fails with [`RecipeError::Ended`]: its
 //! ephemeral nodes (locks, leases, memberships) are gone with it.
 //!

@@ -227,6 +227,11 @@ pub struct RecipeWaits {
     waits: BTreeMap<WaitKey, RecipeWait>,
     /// Unfired waits by watched path.
     by_path: HashMap<String, BTreeSet<WaitKey>>,
+    /// The last `Finished` notification of each ended wait, by wait key, with
+    /// the zxid that ended it: sent again when the session re-attaches (a
+    /// notification pushed while the client was away is not lost). Dropped
+    /// when the same wait is registered again, or with the session.
+    results: BTreeMap<WaitKey, (i64, Vec<u8>)>,
 }
 
 impl RecipeWaits {
@@ -254,10 +259,12 @@ impl RecipeWaits {
             .count()
     }
 
-    /// Adds a wait; one with the same key is replaced.
+    /// Adds a wait; one with the same key is replaced (and the result of
+    /// its previous round is forgotten).
     pub fn register(&mut self, w: RecipeWait) {
         let key = w.key();
         self.remove(&key);
+        self.results.remove(&key);
         if w.fired.is_none() {
             self.by_path
                 .entry(w.path.clone())
@@ -303,7 +310,7 @@ impl RecipeWaits {
         fired
     }
 
-    /// Drops every wait of an ended session.
+    /// Drops every wait and result of an ended session.
     pub fn drop_session(&mut self, session: i64) {
         let keys: Vec<WaitKey> = self
             .waits
@@ -314,6 +321,44 @@ impl RecipeWaits {
         for k in keys {
             self.remove(&k);
         }
+        for k in self.result_keys(session) {
+            self.results.remove(&k);
+        }
+    }
+
+    fn result_keys(&self, session: i64) -> Vec<WaitKey> {
+        self.results
+            .range((session, String::new(), String::new())..)
+            .take_while(|(k, _)| k.0 == session)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// Keeps the `Finished` payload that ended wait `key` at `zxid`; a
+    /// session keeps at most `max` (the oldest go first).
+    pub fn keep_result(&mut self, key: WaitKey, zxid: i64, payload: Vec<u8>, max: usize) {
+        let session = key.0;
+        self.results.insert(key, (zxid, payload));
+        let mut keys = self.result_keys(session);
+        if keys.len() > max {
+            keys.sort_by_key(|k| self.results[k].0);
+            let excess = keys.len() - max;
+            for k in &keys[..excess] {
+                self.results.remove(k);
+            }
+        }
+    }
+
+    /// The kept `Finished` payloads of `session`, oldest first.
+    pub fn results_of(&self, session: i64) -> Vec<&[u8]> {
+        let mut v: Vec<(i64, &[u8])> = self
+            .results
+            .range((session, String::new(), String::new())..)
+            .take_while(|(k, _)| k.0 == session)
+            .map(|(_, (z, p))| (*z, p.as_slice()))
+            .collect();
+        v.sort_by_key(|(z, _)| *z);
+        v.into_iter().map(|(_, p)| p).collect()
     }
 
     /// Keys of the waits whose callback is owed, in key order.
@@ -339,11 +384,20 @@ impl RecipeWaits {
             .collect()
     }
 
-    /// The table's binary form (for snapshots): count, then each wait.
+    /// The table's binary form (for snapshots): count, then each wait;
+    /// count, then each kept result.
     pub fn write(&self, w: &mut Vec<u8>) {
         w.write_i32(self.waits.len() as i32);
         for wait in self.waits.values() {
             wait.write(w);
+        }
+        w.write_i32(self.results.len() as i32);
+        for ((s, m, t), (z, p)) in &self.results {
+            w.write_i64(*s);
+            w.write_string(m);
+            w.write_string(t);
+            w.write_i64(*z);
+            w.write_buffer(p);
         }
     }
 
@@ -357,6 +411,12 @@ impl RecipeWaits {
         let mut t = RecipeWaits::default();
         for _ in 0..n {
             t.register(RecipeWait::read(r)?);
+        }
+        let n = read_count(r, "result")?;
+        for _ in 0..n {
+            let key = (r.read_i64()?, r.read_string()?, r.read_string()?);
+            let zxid = r.read_i64()?;
+            t.results.insert(key, (zxid, r.read_buffer()?));
         }
         Ok(t)
     }
@@ -531,11 +591,34 @@ mod tests {
     }
 
     #[test]
+    fn results_are_kept_per_wait_bounded_and_forgotten_on_a_new_round() {
+        let mut t = RecipeWaits::default();
+        let k = |tok: &str| (1i64, "m".to_string(), tok.to_string());
+        t.keep_result(k("a"), 10, b"A".to_vec(), 2);
+        t.keep_result(k("b"), 11, b"B".to_vec(), 2);
+        t.keep_result(k("c"), 12, b"C".to_vec(), 2);
+        assert_eq!(
+            t.results_of(1),
+            vec![&b"B"[..], &b"C"[..]],
+            "the oldest went"
+        );
+        t.register(wait(1, "b", "/x", false));
+        assert_eq!(
+            t.results_of(1),
+            vec![&b"C"[..]],
+            "a new round of b forgets its result"
+        );
+        t.drop_session(1);
+        assert!(t.results_of(1).is_empty());
+    }
+
+    #[test]
     fn the_table_round_trips_through_its_binary_form() {
         let mut t = RecipeWaits::default();
         t.register(wait(1, "a", "/x", false));
         t.register(wait(3, "c", "/z", true));
         t.trigger("/z", EventType::NodeDeleted);
+        t.keep_result((3, "m".into(), "r".into()), 7, b"done".to_vec(), 10);
         let mut b = Vec::new();
         t.write(&mut b);
         let back = RecipeWaits::read(&mut Reader::new(&b)).unwrap();

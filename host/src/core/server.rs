@@ -857,6 +857,7 @@ impl Server {
             read_only: read_only_byte.then_some(false),
         };
         self.send_connect_response(conn, &resp);
+        self.redeliver_recipe_results(id, conn);
     }
 
     /// Seed 000 / ZooKeeper's read-only mode: a member without a quorum

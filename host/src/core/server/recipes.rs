@@ -333,6 +333,15 @@ impl Server {
             }
         }
         for (to, payload) in &rt.notifications {
+            // A wait's end is kept, to be sent again if the session was
+            // away (see `redeliver_recipe_results`).
+            if let Ok(Notification::Finished { module, token, .. }) =
+                abi::decode::<Notification>(payload)
+            {
+                let max = self.cfg.max_recipe_waits_per_session;
+                self.waits
+                    .keep_result((*to, module, token), zxid, payload.clone(), max);
+            }
             let Some(&conn) = self.session_conn.get(to) else {
                 continue;
             };
@@ -341,6 +350,24 @@ impl Server {
             }
             let buf = self.send_buf(conn);
             wazoo_proto::frame::write_recipe_notification(buf, zxid, payload);
+            self.stats.packets_sent += 1;
+        }
+    }
+
+    /// A session re-attached on `conn`: the `Finished` notifications of its
+    /// waits that ended are sent again (one pushed while the client was
+    /// away would be lost otherwise); clients ignore those they are not
+    /// waiting for.
+    pub(super) fn redeliver_recipe_results(&mut self, session: i64, conn: ConnId) {
+        let payloads: Vec<Vec<u8>> = self
+            .waits
+            .results_of(session)
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
+        let zxid = self.last_applied;
+        for p in payloads {
+            wazoo_proto::frame::write_recipe_notification(self.send_buf(conn), zxid, &p);
             self.stats.packets_sent += 1;
         }
     }

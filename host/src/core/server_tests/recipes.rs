@@ -435,3 +435,33 @@ fn zookeeper_recipes_shows_what_is_loaded_and_the_pending_waits() {
         ErrorCode::NoNode
     );
 }
+
+#[test]
+fn a_wait_that_ended_while_its_client_was_away_is_sent_on_reattach() {
+    let (mut h, _) = with_engine();
+    let r = h.connect_with(1, 0, vec![0; 16], 40_000);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Persistent)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/n")));
+    // The waiter's connection drops; the wait ends while it is away.
+    h.step(Input::Closed { conn: 1 });
+    ok(h.call(
+        2,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    ));
+    assert!(notifications(&h, 1).is_empty(), "nobody to send it to");
+    // Same session, new connection: the Finished comes right after the
+    // handshake.
+    h.connect_with(3, r.session_id, r.passwd.clone(), 40_000);
+    assert_eq!(
+        notifications(&h, 3),
+        vec![Notification::Finished {
+            module: "t".into(),
+            token: "/n".into(),
+            reply: Reply::Done(b"/n".to_vec()),
+        }]
+    );
+}
