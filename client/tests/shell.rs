@@ -217,7 +217,7 @@ async fn session_commands_report_the_session(flavor: Flavor) {
     ] {
         assert!(help.contains(cmd), "help lacks {cmd}: {help}");
     }
-    assert!(help.contains("0x-hex or a raw string"), "{help}");
+    assert!(help.contains("args are JSON"), "{help}");
 }
 
 async fn watch_waits_for_one_event_and_prints_it(flavor: Flavor) {

@@ -316,3 +316,59 @@ async fn the_cli_calls_recipes_with_json_and_waits_for_a_waiting_call() {
     assert_ne!(code, 0);
     assert!(err.contains("not JSON"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_modules_fail_their_calls_and_the_served_member_stays_healthy() {
+    use plugin_support::{manifest, wat_module};
+    let (plugins, opts) = options();
+    let spin = "(loop $l (br $l)) (unreachable)";
+    let bomb =
+        "(loop $l (br_if $l (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) (i64.const 0)";
+    let trap = "(drop (i32.div_s (i32.const 1) (i32.const 0))) (i64.const 0)";
+    let bad_ptr = "(i64.const 0x7fff000000000010)";
+    let cases = [
+        ("spin", spin, "ran out of fuel"),
+        ("bomb", bomb, "memory cap"),
+        ("trap", trap, "divide by zero"),
+        ("badptr", bad_ptr, "out-of-bounds"),
+    ];
+    for (name, body, _) in &cases {
+        let m = manifest(name, "1.0.0", &["go"], &["/"]);
+        std::fs::write(
+            plugins.path().join(format!("{name}.wasm")),
+            wat_module(&m, "", body, b""),
+        )
+        .unwrap();
+    }
+    let server = WazooServer::start(opts.cfg("recipe.deadlineMs=2000")).expect("start");
+    let hosts = server.addr().to_string();
+    let c = connect(&hosts).await;
+    for (name, _, needle) in &cases {
+        match call(&c, name, "go", &()).await {
+            Reply::Error { message, .. } => assert!(message.contains(needle), "{name}: {message}"),
+            other => panic!("{name}: expected an error, got {other:?}"),
+        }
+    }
+    // The member is unaffected: other calls and plain requests work.
+    assert_eq!(
+        done::<i64>(&call(&c, "counter", "incr", &Incr { name: "ok", by: 1 }).await),
+        1
+    );
+    c.create(
+        "/still-here",
+        b"",
+        &wazoo_client::Acl::open_unsafe(),
+        wazoo_client::CreateMode::Persistent,
+    )
+    .await
+    .expect("a plain create after the hostile calls");
+    let (data, _) = c
+        .get_data("/zookeeper/recipes")
+        .await
+        .expect("recipes node");
+    let text = String::from_utf8_lossy(&data).to_string();
+    assert!(
+        text.contains("module=spin") && text.contains("errors=1"),
+        "{text}"
+    );
+}
