@@ -52,6 +52,23 @@ fn done<T: serde::de::DeserializeOwned>(r: &Reply) -> T {
     }
 }
 
+/// Polls /zookeeper/recipes (on `c`'s member) until it shows `n` pending
+/// waits (10 s at most).
+async fn until_pending_waits(c: &Client, n: usize) {
+    let want = format!("pending_waits={n}\n");
+    for _ in 0..200 {
+        let (data, _) = c
+            .get_data("/zookeeper/recipes")
+            .await
+            .expect("recipes node");
+        if String::from_utf8_lossy(&data).contains(&want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("/zookeeper/recipes never showed {want:?}");
+}
+
 async fn next_notification(n: &mut RecipeNotifications) -> Notification {
     let got = tokio::time::timeout(Duration::from_secs(20), n.recv())
         .await
@@ -218,16 +235,7 @@ async fn a_waiting_recipe_keeps_working_after_the_leader_is_killed() {
     // Wait until the registration is replicated, then kill the leader that
     // ran the call.
     let probe = connect(&bumper_at).await;
-    for _ in 0..200 {
-        let (data, _) = probe
-            .get_data("/zookeeper/recipes")
-            .await
-            .expect("recipes node");
-        if String::from_utf8_lossy(&data).contains("pending_waits=1") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_pending_waits(&probe, 1).await;
     probe.close().await.ok();
     ens.kill(leader);
     let bumper = connect(&bumper_at).await;
@@ -293,16 +301,7 @@ async fn the_cli_calls_recipes_with_json_and_waits_for_a_waiting_call() {
     });
     // Once the wait is registered (visible in /zookeeper/recipes), bump it.
     let c = connect(&hosts).await;
-    for _ in 0..200 {
-        let (data, _) = c
-            .get_data("/zookeeper/recipes")
-            .await
-            .expect("recipes node");
-        if String::from_utf8_lossy(&data).contains("pending_waits=1") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_pending_waits(&c, 1).await;
     call(&c, "counter", "incr", &Incr { name: "s", by: 2 }).await;
     let (code, out, err) = waiting.await.unwrap();
     assert_eq!(code, 0, "{err}");
