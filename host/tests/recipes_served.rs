@@ -371,3 +371,67 @@ async fn hostile_modules_fail_their_calls_and_the_served_member_stays_healthy() 
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_waits_survive_a_restart_from_snapshot_and_log() {
+    // A small snapCount: the wait is in a snapshot (format 2) as well as in
+    // the log after it.
+    let (_plugins, opts) = options();
+    let mut server = WazooServer::start(opts.cfg("snapCount=4")).expect("start");
+    let hosts = server.addr().to_string();
+    let opts = ClientOptions {
+        session_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
+    let waiter = Client::connect(&hosts, opts).await.expect("connect").0;
+    let bumper = connect(&hosts).await;
+    for i in 0..6 {
+        call(
+            &bumper,
+            "counter",
+            "incr",
+            &Incr {
+                name: &format!("pad{i}"),
+                by: 1,
+            },
+        )
+        .await;
+    }
+    let waiting = tokio::spawn(async move {
+        let r: Result<i64, _> = wazoo_client::recipes::call(
+            &waiter,
+            "counter",
+            "wait_for",
+            &WaitFor {
+                name: "r",
+                at_least: 3,
+            },
+        )
+        .await;
+        r
+    });
+    until_pending_waits(&bumper, 1).await;
+    for i in 0..6 {
+        call(
+            &bumper,
+            "counter",
+            "incr",
+            &Incr {
+                name: &format!("pad{i}"),
+                by: 1,
+            },
+        )
+        .await;
+    }
+    server.kill();
+    server.restart().expect("restart");
+    let bumper = connect(&hosts).await;
+    until_pending_waits(&bumper, 1).await;
+    call(&bumper, "counter", "incr", &Incr { name: "r", by: 3 }).await;
+    let got = tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiting call finishes after the restart")
+        .unwrap()
+        .expect("wait_for succeeds");
+    assert_eq!(got, 3);
+}
