@@ -929,12 +929,13 @@ impl Server {
         for id in self.sessions.expire(self.now_ms) {
             self.stats.sessions_expired += 1;
             tracing::info!("expiring session 0x{id:x}");
+            let changes = self.close_session_changes(id);
             self.propose(
                 Origin::Internal,
                 ensemble::INTERNAL_CXID,
                 id,
                 Txn::CloseSession,
-                Vec::new(),
+                changes,
                 None,
                 false,
             );
@@ -1014,12 +1015,13 @@ impl Server {
             }
             Request::CloseSession => {
                 self.sessions.set_closing(session);
+                let changes = self.close_session_changes(session);
                 self.propose(
                     Origin::Conn(conn),
                     xid,
                     session,
                     Txn::CloseSession,
-                    Vec::new(),
+                    changes,
                     Some(WriteKind::CloseSession),
                     true,
                 );

@@ -241,12 +241,13 @@ impl Server {
         match req {
             Request::CloseSession => {
                 self.sessions.set_closing(session);
+                let changes = self.close_session_changes(session);
                 self.propose(
                     Origin::Remote,
                     cxid,
                     session,
                     Txn::CloseSession,
-                    Vec::new(),
+                    changes,
                     None,
                     false,
                 );
@@ -481,6 +482,48 @@ impl Server {
             }
         }
         self.role = role;
+    }
+
+    /// What a session's close will delete, as outstanding changes (as
+    /// ZooKeeper's prep does): its ephemerals, committed or in flight, go
+    /// from the view at once, so a write or a recipe step prepped before
+    /// the close applies does not see them (a recipe would otherwise watch
+    /// a node already gone).
+    pub(super) fn close_session_changes(&self, session: i64) -> super::Changes {
+        let zxid = self.last_proposed + 1;
+        let mut view = super::View {
+            tree: &self.tree,
+            outstanding: &self.outstanding,
+            local: Vec::new(),
+            zxid,
+            time_ms: self.now_ms,
+        };
+        let mut paths: std::collections::BTreeSet<String> =
+            self.tree.ephemerals(session).into_iter().collect();
+        for (p, (_, r)) in &self.outstanding.map {
+            if r.as_ref()
+                .is_some_and(|r| r.stat.ephemeral_owner == session)
+            {
+                paths.insert(p.clone());
+            }
+        }
+        for p in paths {
+            if view
+                .get(&p)
+                .is_none_or(|r| r.stat.ephemeral_owner != session)
+            {
+                continue;
+            }
+            let parent_path = wazoo_proto::path::parent(&p);
+            if let Some(mut parent) = view.get(parent_path) {
+                parent.stat.num_children -= 1;
+                parent.refresh_cversion();
+                parent.stat.pzxid = zxid;
+                view.set(parent_path, Some(parent));
+            }
+            view.set(&p, None);
+        }
+        view.into_changes()
     }
 
     /// The shared prep of a write (local or forwarded).

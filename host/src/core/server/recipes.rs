@@ -243,12 +243,16 @@ impl Server {
             mut notes,
             ..
         } = host;
-        let (ops, waits, changes) = if matches!(reply, Reply::Error { .. }) {
+        let (ops, waits, changes) = match reply {
             // A failed step changes nothing of what it staged.
-            notes.clear();
-            (Vec::new(), Vec::new(), Vec::new())
-        } else {
-            (ops, waits, view.into_changes())
+            Reply::Error { .. } => {
+                notes.clear();
+                (Vec::new(), Vec::new(), Vec::new())
+            }
+            // A finished step waits on nothing: watches it registered on
+            // the way (an exists that found the node gone) are dropped.
+            Reply::Done(_) => (ops, Vec::new(), view.into_changes()),
+            Reply::Wait { .. } => (ops, waits, view.into_changes()),
         };
         let mut rt = RecipeTxn {
             module: module.to_string(),

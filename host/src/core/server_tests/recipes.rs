@@ -465,3 +465,28 @@ fn a_wait_that_ended_while_its_client_was_away_is_sent_on_reattach() {
         }]
     );
 }
+
+#[test]
+fn a_closing_sessions_ephemerals_are_gone_for_steps_prepped_before_the_close_applies() {
+    // As ZooKeeper's prep does for closeSession: otherwise a step between
+    // the close's proposal and its apply would watch a node already gone,
+    // and its wait would never end.
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/e", b"", CreateMode::Ephemeral)));
+    h.auto_sync = false;
+    h.send(2, 50, Request::CloseSession);
+    h.send(1, 51, rcall("t", "await_gone", "/e"));
+    h.sync();
+    let reply = h.sent[&1].iter().find_map(|s| match s {
+        Sent::Reply {
+            xid: 51,
+            body: Some(Response::Recipe(b)),
+            ..
+        } => Some(abi::decode::<Reply>(b).unwrap()),
+        _ => None,
+    });
+    assert_eq!(reply, Some(Reply::Done(b"gone".to_vec())));
+    assert!(h.server.recipe_waits().is_empty());
+}
