@@ -566,6 +566,43 @@ async fn double_barrier_enter_and_leave_wait_for_all_and_a_dead_member_does_not_
     .await;
     assert!(c.get_children("/barriers/x").await.unwrap().is_empty());
     drop(dying);
+
+    // A member closes its session right as the others leave: the close and
+    // their leave steps race in the pipeline, and they still leave (the
+    // close's deletes are in the view the steps read).
+    for round in 0..3 {
+        let path = format!("/barriers/q{round}");
+        let quitter = connect(&hosts).await;
+        let mut enters = Vec::new();
+        let qb = DoubleBarrier::new(&quitter, &path, "q", 3);
+        enters.push(tokio::spawn(async move { qb.enter().await }));
+        for (i, o) in others.iter().enumerate() {
+            let b = DoubleBarrier::new(o, &path, &format!("m{i}"), 3);
+            enters.push(tokio::spawn(async move { b.enter().await }));
+        }
+        within("3 enter", Duration::from_secs(10), async {
+            for e in enters {
+                e.await.unwrap().expect("enter");
+            }
+        })
+        .await;
+        let mut leaves = Vec::new();
+        for (i, o) in others.iter().enumerate() {
+            let b = DoubleBarrier::new(o, &path, &format!("m{i}"), 3);
+            leaves.push(tokio::spawn(async move { b.leave().await }));
+        }
+        quitter.close().await.ok();
+        within(
+            "the others leave after a member closed its session",
+            Duration::from_secs(10),
+            async {
+                for l in leaves {
+                    l.await.unwrap().expect("leave");
+                }
+            },
+        )
+        .await;
+    }
 }
 
 // ---- election and group --------------------------------------------------
