@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo build --release -p wazoo -p wazoo-bench
-//! target/release/wazoo-bench --quick                  # about two minutes
+//! target/release/wazoo-bench --quick                  # about 2.5 minutes
 //! target/release/wazoo-bench --out results.json --report report.md
 //! target/release/wazoo-bench --topology ensemble      # 3-member ensembles only
 //! ```
@@ -125,9 +125,10 @@ struct Args {
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run for CI (under two minutes with both topologies on a quiet
+    /// Short run (about 2.5 minutes with both topologies on a quiet
     /// machine): 2 s windows, 1 s warm-up, 1 round, 100k nodes, one restart,
-    /// 50 fan-out watchers, 1 failover round.
+    /// 50 fan-out watchers, 1 failover round, 2000 recipe-call samples; adds
+    /// recipe-call, lock and queue to the default workloads.
     #[arg(long)]
     quick: bool,
     /// standalone servers, ensembles, or both (standalone first).
