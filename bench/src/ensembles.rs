@@ -29,6 +29,16 @@ pub struct Ensemble {
 impl Ensemble {
     /// Starts `n` members and waits until every one serves (blocking).
     pub fn start(flavor: Flavor, n: usize, cfg: &ServerConfig) -> Result<Ensemble> {
+        Ensemble::start_with_plugins(flavor, n, cfg, None)
+    }
+
+    /// As [`Ensemble::start`]; wazoo members also get `--plugins DIR`.
+    pub fn start_with_plugins(
+        flavor: Flavor,
+        n: usize,
+        cfg: &ServerConfig,
+        plugins: Option<&std::path::Path>,
+    ) -> Result<Ensemble> {
         let mut opts = ServerOptions::default().startup_timeout(Duration::from_secs(120));
         for line in EXTRA_CFG {
             opts = opts.cfg(*line);
@@ -43,7 +53,10 @@ impl Ensemble {
                 (Box::new(e), dirs)
             }
             Flavor::Wazoo => {
-                let opts = opts.binary(&cfg.wazoo_bin);
+                let mut opts = opts.binary(&cfg.wazoo_bin);
+                if let Some(dir) = plugins {
+                    opts = opts.arg("--plugins").arg(dir.display().to_string());
+                }
                 let e = WazooEnsemble::start(n, opts).context("starting a wazoo ensemble")?;
                 let dirs = (0..n).map(|i| e.data_dir(i).to_path_buf()).collect();
                 (Box::new(e), dirs)

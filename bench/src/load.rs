@@ -56,10 +56,17 @@ pub enum Workload {
     /// from process start to the first answered request. Runs on the
     /// memory figure's loaded server (loading it if memory is not asked for).
     Recovery,
-    // Hook: the lock and queue recipes (wazoo's server-side recipes against
-    // kazoo-style client-side ones on ZooKeeper) are built on another branch;
-    // they belong here as `Lock` / `Queue`, with a module like `churn.rs`
-    // (their own rounds and figures) and a report section.
+    /// A no-op recipe call (`echo.noop`) against a getData on one
+    /// connection to a standalone wazoo, and the server-side instantiate +
+    /// call time (src/recipes.rs).
+    #[value(name = "recipe-call")]
+    #[serde(rename = "recipe-call")]
+    RecipeCall,
+    /// Contended lock: wazoo's `lock` recipe on a wazoo ensemble against
+    /// kazoo's `Lock` on a ZooKeeper ensemble (src/recipes.rs).
+    Lock,
+    /// Queue put + take: wazoo's `queue` recipe against kazoo's `Queue`.
+    Queue,
 }
 
 impl Workload {
@@ -76,6 +83,9 @@ impl Workload {
             Workload::Fanout => "fanout",
             Workload::Churn => "churn",
             Workload::Recovery => "recovery",
+            Workload::RecipeCall => "recipe-call",
+            Workload::Lock => "lock",
+            Workload::Queue => "queue",
         }
     }
 
@@ -585,7 +595,10 @@ async fn worker(
             | Workload::Failover
             | Workload::Fanout
             | Workload::Churn
-            | Workload::Recovery => {
+            | Workload::Recovery
+            | Workload::RecipeCall
+            | Workload::Lock
+            | Workload::Queue => {
                 unreachable!("not a throughput workload")
             }
         };

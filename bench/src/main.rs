@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo build --release -p wazoo -p wazoo-bench
-//! target/release/wazoo-bench --quick                  # about two minutes
+//! target/release/wazoo-bench --quick                  # about 2.5 minutes
 //! target/release/wazoo-bench --out results.json --report report.md
 //! target/release/wazoo-bench --topology ensemble      # 3-member ensembles only
 //! ```
@@ -25,6 +25,7 @@ mod fanout;
 mod load;
 mod memory;
 mod plots;
+mod recipes;
 mod recovery;
 mod report;
 mod servers;
@@ -51,8 +52,22 @@ use memory::{MemoryRun, MemorySpec};
 use recovery::RecoverySpec;
 use servers::{Server, ServerConfig, SystemInfo};
 
-const DEFAULT_WORKLOADS: &str =
-    "create,set,get,mixed,exists-watch,fanout,churn,client,memory,recovery,failover";
+const DEFAULT_WORKLOADS: &[Workload] = &[
+    Workload::Create,
+    Workload::Set,
+    Workload::Get,
+    Workload::Mixed,
+    Workload::ExistsWatch,
+    Workload::Fanout,
+    Workload::Churn,
+    Workload::Client,
+    Workload::Memory,
+    Workload::Recovery,
+    Workload::Failover,
+];
+
+/// Opt-in (by name), and part of `--quick`'s set: the recipe workloads.
+const RECIPE_WORKLOADS: &[Workload] = &[Workload::RecipeCall, Workload::Lock, Workload::Queue];
 
 /// Which deployments to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -102,15 +117,18 @@ struct Args {
     /// [default: 2, --quick: 1].
     #[arg(long)]
     warmup_secs: Option<f64>,
-    /// What to run, in this order.
-    #[arg(long, value_delimiter = ',', default_value = DEFAULT_WORKLOADS)]
+    /// What to run, in this order [default: create,set,get,mixed,exists-watch,
+    /// fanout,churn,client,memory,recovery,failover; --quick adds
+    /// recipe-call,lock,queue, which otherwise run only when named].
+    #[arg(long, value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run for CI (under two minutes with both topologies on a quiet
+    /// Short run (about 2.5 minutes with both topologies on a quiet
     /// machine): 2 s windows, 1 s warm-up, 1 round, 100k nodes, one restart,
-    /// 50 fan-out watchers, 1 failover round.
+    /// 50 fan-out watchers, 1 failover round, 2000 recipe-call samples; adds
+    /// recipe-call, lock and queue to the default workloads.
     #[arg(long)]
     quick: bool,
     /// standalone servers, ensembles, or both (standalone first).
@@ -222,6 +240,29 @@ struct Args {
     /// Where the SVG plots go [default: beside --report, else beside --out].
     #[arg(long)]
     plots_dir: Option<PathBuf>,
+    /// recipe-call, lock, queue: where echo.wasm, lock.wasm and queue.wasm
+    /// are [default: $WAZOO_RECIPES_DIR, else built by
+    /// scripts/build-recipes.sh into target/recipes].
+    #[arg(long)]
+    recipes_dir: Option<PathBuf>,
+    /// recipe-call: samples of each kind (no-op call, getData), alternating
+    /// on one connection [default: 20000, --quick: 2000].
+    #[arg(long)]
+    recipe_call_samples: Option<usize>,
+    /// lock, queue: contending sessions.
+    #[arg(long, default_value_t = 16)]
+    recipe_sessions: usize,
+    /// lock, queue: measured seconds per round [default: --duration-secs,
+    /// --quick: 2].
+    #[arg(long)]
+    recipe_duration_secs: Option<f64>,
+    /// lock, queue: do not also run kazoo's recipe against the wazoo ensemble.
+    #[arg(long)]
+    no_kazoo_on_wazoo: bool,
+    /// lock, queue: the Python with kazoo that runs bench/kazoo_recipes.py
+    /// [default: $PYTHON, else python3].
+    #[arg(long)]
+    python: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -280,6 +321,33 @@ struct FailoverBlock {
 }
 
 #[derive(Debug, Serialize)]
+struct RecipeCallBlock {
+    spec: recipes::RecipeCallSpec,
+    run: recipes::RecipeCallRun,
+}
+
+#[derive(Debug, Serialize)]
+struct ContendBlock {
+    spec: recipes::ContendSpec,
+    /// The order the pairings ran in.
+    order: Vec<String>,
+    /// `zookeeper` (kazoo's recipe on ZooKeeper), `wazoo` (wazoo's recipe),
+    /// `wazoo-kazoo` (kazoo's recipe on wazoo).
+    runs: BTreeMap<String, recipes::ContendRun>,
+}
+
+#[derive(Debug, Serialize)]
+struct RecipesBlock {
+    /// Where the modules came from.
+    modules_dir: String,
+    /// The servers the recipe workloads ran on.
+    systems: Vec<SystemInfo>,
+    recipe_call: Option<RecipeCallBlock>,
+    lock: Option<ContendBlock>,
+    queue: Option<ContendBlock>,
+}
+
+#[derive(Debug, Serialize)]
 struct EnsembleBlock {
     members: usize,
     load: LoadSpec,
@@ -309,6 +377,8 @@ struct Results {
     churn: Option<ChurnBlock>,
     /// The recovery workload's settings; its runs are in `memory.runs[*].restarts`.
     recovery: Option<RecoverySpec>,
+    /// recipe-call, lock, queue.
+    recipes: Option<RecipesBlock>,
     /// SVG files written beside the report (file names).
     plots: Vec<String>,
 }
@@ -374,6 +444,14 @@ fn mem_total() -> Option<u64> {
 async fn run(args: Args) -> Result<()> {
     let started = Instant::now();
     let quick = args.quick;
+    let mut args = args;
+    if args.workloads.is_empty() {
+        args.workloads = DEFAULT_WORKLOADS.to_vec();
+        if quick {
+            args.workloads.extend_from_slice(RECIPE_WORKLOADS);
+        }
+    }
+    let args = args;
     let duration = args.duration_secs.unwrap_or(if quick { 2.0 } else { 10.0 });
     let warmup = args.warmup_secs.unwrap_or(if quick { 1.0 } else { 2.0 });
     let nodes = args
@@ -516,6 +594,7 @@ async fn run(args: Args) -> Result<()> {
         fanout: None,
         churn: None,
         recovery: None,
+        recipes: None,
         plots: Vec::new(),
     };
     let save = |results: &Results| -> Result<()> {
@@ -784,6 +863,29 @@ async fn run(args: Args) -> Result<()> {
         tokio::task::spawn_blocking(move || drop(running)).await?;
     }
 
+    // Phase 2b: the recipe workloads (recipe-call on a standalone wazoo
+    // with the echo module; lock and queue on ensembles, wazoo's members
+    // loading the lock and queue modules). Whatever --topology says: they
+    // have their own servers.
+    if args.workloads.iter().any(|w| RECIPE_WORKLOADS.contains(w)) {
+        let spec = RecipePhase {
+            quick,
+            warmup,
+            duration,
+            rounds: rounds_per_workload,
+        };
+        recipes_phase(
+            &args,
+            &systems,
+            &server_cfg,
+            &spec,
+            &mut order_index,
+            &mut results,
+            &save,
+        )
+        .await?;
+    }
+
     // Phase 3: memory, one fresh server at a time, and recovery (the
     // loaded server killed and restarted).
     let recovery = args
@@ -1041,6 +1143,10 @@ async fn churn_phase(
     }
 }
 
+fn recipes_block(r: &mut Results) -> &mut RecipesBlock {
+    r.recipes.as_mut().expect("the recipe phase sets it first")
+}
+
 fn ensemble_block(r: &mut Results) -> &mut EnsembleBlock {
     r.ensemble
         .as_mut()
@@ -1082,4 +1188,271 @@ fn log_run(label: &str, r: &RunResult) {
                 .unwrap_or_default()
         ),
     }
+}
+
+/// The run-wide settings the recipe phase uses.
+struct RecipePhase {
+    quick: bool,
+    warmup: f64,
+    duration: f64,
+    rounds: usize,
+}
+
+/// recipe-call, lock and queue (see src/recipes.rs).
+async fn recipes_phase(
+    args: &Args,
+    systems: &[Flavor],
+    server_cfg: &ServerConfig,
+    p: &RecipePhase,
+    order_index: &mut usize,
+    results: &mut Results,
+    save: &dyn Fn(&Results) -> Result<()>,
+) -> Result<()> {
+    use recipes::{ContendSpec, Contended, PluginsDir, RecipeCallSpec};
+    let explicit = args.recipes_dir.clone();
+    let modules_dir =
+        tokio::task::spawn_blocking(move || recipes::find_modules(explicit)).await??;
+    eprintln!("recipe modules from {}", modules_dir.display());
+    results.recipes = Some(RecipesBlock {
+        modules_dir: modules_dir.display().to_string(),
+        systems: Vec::new(),
+        recipe_call: None,
+        lock: None,
+        queue: None,
+    });
+
+    if args.workloads.contains(&Workload::RecipeCall) {
+        if !systems.contains(&Flavor::Wazoo) {
+            eprintln!("[recipe-call] skipped: wazoo is not among --systems");
+        } else {
+            let spec = RecipeCallSpec {
+                samples: args
+                    .recipe_call_samples
+                    .unwrap_or(if p.quick { 2000 } else { 20_000 })
+                    .max(1),
+                warmup_samples: if p.quick { 200 } else { 2000 },
+                node_bytes: 100,
+                inprocess_calls: if p.quick { 2000 } else { 20_000 },
+                timeout_secs: 120.0,
+            };
+            let plugins = PluginsDir::new(&modules_dir, &["echo"], "call")?;
+            let (cfg, dir) = (server_cfg.clone(), plugins.path().to_path_buf());
+            eprintln!("starting wazoo with the echo module ...");
+            let server = tokio::task::spawn_blocking(move || {
+                Server::start_with_plugins(Flavor::Wazoo, &cfg, Some(&dir))
+            })
+            .await??;
+            let mut info = server.describe(server_cfg);
+            info.notes.push(format!(
+                "--plugins {} (echo.wasm)",
+                plugins.path().display()
+            ));
+            recipes_block(results).systems.push(info);
+            eprintln!(
+                "[recipe-call] one connection: {} no-op recipe calls (echo.noop) and {} getData \
+                 of a {}-byte znode, alternating (after {} pairs of warm-up); then {} in-process \
+                 instantiate+call; at most {:.0} s",
+                spec.samples,
+                spec.samples,
+                spec.node_bytes,
+                spec.warmup_samples,
+                spec.inprocess_calls,
+                spec.bound_secs()
+            );
+            let run = recipes::recipe_call(
+                &server.addr().to_string(),
+                server.pid()?,
+                &modules_dir.join("echo.wasm"),
+                &spec,
+            )
+            .await;
+            if let Some(f) = &run.failure {
+                eprintln!("[recipe-call] FAILED: {f}");
+            }
+            eprintln!(
+                "[recipe-call] call p50 {:.0} µs p99 {:.0} µs; getData p50 {:.0} µs p99 {:.0} µs; \
+                 call/getData {:.2}x (p50), {:.2}x (p99); in-process instantiate+call p50 {}",
+                run.call.p50_us,
+                run.call.p99_us,
+                run.get.p50_us,
+                run.get.p99_us,
+                run.ratio_p50,
+                run.ratio_p99,
+                run.inprocess
+                    .as_ref()
+                    .map(|i| format!("{:.1} µs", i.p50_us))
+                    .unwrap_or_else(|| "–".into())
+            );
+            recipes_block(results).recipe_call = Some(RecipeCallBlock { spec, run });
+            save(results)?;
+            tokio::task::spawn_blocking(move || drop(server)).await?;
+            drop(plugins);
+        }
+    }
+
+    let contended: Vec<Contended> = args
+        .workloads
+        .iter()
+        .filter_map(|w| match w {
+            Workload::Lock => Some(Contended::Lock),
+            Workload::Queue => Some(Contended::Queue),
+            _ => None,
+        })
+        .collect();
+    if contended.is_empty() {
+        return Ok(());
+    }
+    let python = recipes::python(args.python.clone());
+    let kazoo = {
+        let py = python.clone();
+        tokio::task::spawn_blocking(move || recipes::has_kazoo(&py)).await?
+    };
+    match &kazoo {
+        Ok(v) => eprintln!("kazoo {v} ({python}) drives kazoo's recipes"),
+        Err(e) => eprintln!("kazoo's recipes cannot run: {e:#}"),
+    }
+    let plugins = PluginsDir::new(&modules_dir, &["lock", "queue"], "ensemble")?;
+    let mut running: BTreeMap<&'static str, Ensemble> = BTreeMap::new();
+    for &flavor in systems {
+        eprintln!(
+            "starting a {}-member {flavor} ensemble for the recipes ...",
+            args.members
+        );
+        let (cfg, n) = (server_cfg.clone(), args.members);
+        let dir = (flavor == Flavor::Wazoo).then(|| plugins.path().to_path_buf());
+        let t = Instant::now();
+        let ens = tokio::task::spawn_blocking(move || {
+            Ensemble::start_with_plugins(flavor, n, &cfg, dir.as_deref())
+        })
+        .await??;
+        let mut info = tokio::task::block_in_place(|| ens.describe(server_cfg));
+        if flavor == Flavor::Wazoo {
+            info.notes.push(format!(
+                "every member with --plugins {} (lock.wasm, queue.wasm)",
+                plugins.path().display()
+            ));
+        }
+        eprintln!(
+            "  {flavor} ensemble serving after {:.1} s on {}",
+            t.elapsed().as_secs_f64(),
+            ens.connect_string()
+        );
+        recipes_block(results).systems.push(info);
+        running.insert(flavor.name(), ens);
+    }
+    save(results)?;
+    // Pairings: kazoo on ZooKeeper, wazoo's recipe, kazoo on wazoo.
+    let mut pairings: Vec<&'static str> = Vec::new();
+    for &flavor in systems {
+        match flavor {
+            Flavor::Zookeeper => pairings.push(recipes::ZK_KAZOO),
+            Flavor::Wazoo => {
+                pairings.push(recipes::WAZOO);
+                if !args.no_kazoo_on_wazoo {
+                    pairings.push(recipes::WAZOO_KAZOO);
+                }
+            }
+        }
+    }
+    for recipe in contended {
+        let spec = ContendSpec {
+            recipe,
+            sessions: args.recipe_sessions.max(1),
+            warmup_secs: p.warmup,
+            duration_secs: args.recipe_duration_secs.unwrap_or(if p.quick {
+                2.0
+            } else {
+                p.duration
+            }),
+            rounds: p.rounds,
+            cycle_timeout_secs: 10.0,
+            python: python.clone(),
+            kazoo_on_wazoo: !args.no_kazoo_on_wazoo,
+        };
+        let mut order = Vec::new();
+        let mut rounds: BTreeMap<&'static str, Vec<recipes::ContendRound>> = BTreeMap::new();
+        for r in 0..spec.rounds {
+            let mut this_round = pairings.clone();
+            if (*order_index + r) % 2 == 1 {
+                this_round.reverse();
+            }
+            for key in this_round {
+                let flavor = if key == recipes::ZK_KAZOO {
+                    Flavor::Zookeeper
+                } else {
+                    Flavor::Wazoo
+                };
+                let ens = running.get(flavor.name()).expect("started above");
+                let hosts = ens.connect_string();
+                let label = format!(
+                    "[{}] {} (round {})",
+                    recipe.name(),
+                    recipes::pairing(key, recipe),
+                    r + 1
+                );
+                eprintln!(
+                    "{label}: {}; at most {:.0} s",
+                    spec.describe(),
+                    spec.round_bound_secs()
+                );
+                order.push(key.to_string());
+                let path = format!("/bench-{}-{key}-{}", recipe.name(), r + 1);
+                let round = if key == recipes::WAZOO {
+                    recipes::wazoo_round(&hosts, &spec, &path).await
+                } else {
+                    match &kazoo {
+                        Ok(_) => recipes::kazoo_round(&hosts, &spec, &path).await,
+                        Err(e) => recipes::ContendRound::failed(format!("{e:#}")),
+                    }
+                };
+                let one = recipes::summarize(key, std::slice::from_ref(&round));
+                match &one.failure {
+                    Some(f) => eprintln!("{label}: FAILED: {f}"),
+                    None => eprintln!(
+                        "{label}: {:.0} cycles/s; cycle p50 {:.0} µs, p99 {:.0} µs; errors {:?}; {}",
+                        one.cycles_per_sec,
+                        one.cycle.p50_us,
+                        one.cycle.p99_us,
+                        one.errors,
+                        match recipe {
+                            Contended::Lock => format!("{} overlaps", one.overlaps),
+                            Contended::Queue => format!(
+                                "{} put, {} taken, {} left, {} duplicates, {} lost",
+                                one.items_put,
+                                one.items_taken,
+                                one.remaining,
+                                one.duplicates,
+                                one.lost
+                            ),
+                        }
+                    ),
+                }
+                rounds.entry(key).or_default().push(round);
+                let runs = rounds
+                    .iter()
+                    .map(|(k, rs)| {
+                        (
+                            k.to_string(),
+                            recipes::summarize(&recipes::pairing(k, recipe), rs),
+                        )
+                    })
+                    .collect();
+                let b = ContendBlock {
+                    spec: spec.clone(),
+                    order: order.clone(),
+                    runs,
+                };
+                match recipe {
+                    Contended::Lock => recipes_block(results).lock = Some(b),
+                    Contended::Queue => recipes_block(results).queue = Some(b),
+                }
+                save(results)?;
+            }
+        }
+        *order_index += 1;
+    }
+    eprintln!("stopping the recipe ensembles");
+    tokio::task::spawn_blocking(move || drop(running)).await?;
+    drop(plugins);
+    Ok(())
 }

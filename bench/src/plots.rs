@@ -168,6 +168,122 @@ pub fn write_all(r: &Results, dir: &Path, stem: &str, link_prefix: &str) -> Resu
             ));
         }
     }
+    if let Some(rb) = &r.recipes {
+        if let Some(b) = &rb.recipe_call {
+            let run = &b.run;
+            if run.call.count > 0 && run.get.count > 0 {
+                // Both are wazoo: the call in wazoo's blue, getData in its
+                // lighter shade (second series of the same system).
+                figures.push((
+                    "recipe-call".into(),
+                    figure(
+                        "recipe call (echo.noop) vs getData, one connection",
+                        &[
+                            Panel::Bars {
+                                title: "round trip p50 / p99 (lower is better)".into(),
+                                unit: "µs".into(),
+                                groups: vec![
+                                    (
+                                        "p50".into(),
+                                        vec![
+                                            ("recipe call".into(), run.call.p50_us),
+                                            ("getData".into(), run.get.p50_us),
+                                        ],
+                                    ),
+                                    (
+                                        "p99".into(),
+                                        vec![
+                                            ("recipe call".into(), run.call.p99_us),
+                                            ("getData".into(), run.get.p99_us),
+                                        ],
+                                    ),
+                                ],
+                            },
+                            Panel::Cdf {
+                                title: "round trip".into(),
+                                series: vec![
+                                    ("wazoo".into(), "call".into(), run.call_cdf_us.clone()),
+                                    ("wazoo".into(), "getData".into(), run.get_cdf_us.clone()),
+                                ],
+                            },
+                        ],
+                    ),
+                ));
+            }
+        }
+        for b in [&rb.lock, &rb.queue].into_iter().flatten() {
+            let name = b.spec.recipe.name();
+            let keys = [
+                crate::recipes::ZK_KAZOO,
+                crate::recipes::WAZOO,
+                crate::recipes::WAZOO_KAZOO,
+            ];
+            let label = |k: &str| match k {
+                crate::recipes::ZK_KAZOO => "kazoo/zk",
+                crate::recipes::WAZOO => "wazoo",
+                _ => "kazoo/wazoo",
+            };
+            // Bars are named by server (the legend), kazoo on wazoo in grey.
+            let sys = |k: &str| match k {
+                crate::recipes::ZK_KAZOO => "zookeeper",
+                crate::recipes::WAZOO => "wazoo",
+                _ => "kazoo on wazoo",
+            };
+            let bars = keys
+                .iter()
+                .filter_map(|&k| {
+                    let run = b.runs.get(k)?;
+                    (run.cycles > 0).then(|| (sys(k).to_string(), run.cycles_per_sec))
+                })
+                .collect();
+            let series = keys
+                .iter()
+                .filter_map(|&k| {
+                    let run = b.runs.get(k)?;
+                    (run.cycles > 0).then(|| {
+                        (
+                            sys(k).to_string(),
+                            label(k).to_string(),
+                            run.cycle_cdf_us.clone(),
+                        )
+                    })
+                })
+                .collect();
+            let (title, unit) = match b.spec.recipe {
+                crate::recipes::Contended::Lock => (
+                    format!(
+                        "{name}: {} sessions, acquire + release (kazoo/zk, wazoo, kazoo/wazoo)",
+                        b.spec.sessions
+                    ),
+                    "cycles/s",
+                ),
+                crate::recipes::Contended::Queue => (
+                    format!(
+                        "{name}: {} sessions, put + take (kazoo/zk, wazoo, kazoo/wazoo)",
+                        b.spec.sessions
+                    ),
+                    "cycles/s",
+                ),
+            };
+            figures.push((
+                name.to_string(),
+                figure(
+                    &title,
+                    &[
+                        Panel::Bars {
+                            title: "cycles/s (higher is better)".into(),
+                            unit: unit.into(),
+                            groups: vec![(name.to_string(), bars)],
+                        },
+                        Panel::Cdf {
+                            title: "cycle latency".into(),
+                            series,
+                        },
+                    ],
+                ),
+            ));
+        }
+    }
     let mut links = Vec::new();
     if figures.is_empty() {
         return Ok(links);

@@ -37,6 +37,15 @@ pub enum Server {
 
 impl Server {
     pub fn start(flavor: Flavor, cfg: &ServerConfig) -> Result<Server> {
+        Server::start_with_plugins(flavor, cfg, None)
+    }
+
+    /// As [`Server::start`]; a wazoo server also gets `--plugins DIR`.
+    pub fn start_with_plugins(
+        flavor: Flavor,
+        cfg: &ServerConfig,
+        plugins: Option<&Path>,
+    ) -> Result<Server> {
         let mut opts = ServerOptions::default().startup_timeout(Duration::from_secs(90));
         for line in EXTRA_CFG {
             opts = opts.cfg(*line);
@@ -50,7 +59,10 @@ impl Server {
                 Server::Zookeeper(ZkServer::start_with(opts).context("starting Apache ZooKeeper")?)
             }
             Flavor::Wazoo => {
-                let opts = opts.binary(&cfg.wazoo_bin);
+                let mut opts = opts.binary(&cfg.wazoo_bin);
+                if let Some(dir) = plugins {
+                    opts = opts.arg("--plugins").arg(dir.display().to_string());
+                }
                 Server::Wazoo(WazooServer::start(opts).context("starting wazoo")?)
             }
         })

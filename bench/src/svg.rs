@@ -37,6 +37,9 @@ pub fn color(system: &str) -> &'static str {
     match system {
         "zookeeper" => "#e8710a",
         "wazoo" => "#1f77b4",
+        // recipe-call: both bars are wazoo's, the call darker.
+        "recipe call" => "#1f77b4",
+        "getData" => "#7fb3de",
         _ => "#7f7f7f",
     }
 }

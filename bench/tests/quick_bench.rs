@@ -1,10 +1,14 @@
 //! The bench end to end against both systems with tiny sizes: every
-//! standalone workload runs, and the report (Markdown, JSON, SVG plots) is
-//! well formed. Speed is not asserted: the machines are noisy.
+//! standalone workload and the recipe workloads (recipe-call, and lock and
+//! queue on 3-member ensembles against kazoo) run, and the report
+//! (Markdown, JSON, SVG plots) is well formed. Speed is not asserted: the
+//! machines are noisy.
 //!
-//! Needs Apache ZooKeeper (the Debian package) and a wazoo server binary:
+//! Needs Apache ZooKeeper (the Debian package), a wazoo server binary:
 //! `$WAZOO_BIN`, else `target/release/wazoo`, else `target/debug/wazoo`
-//! (build one first, e.g. `cargo build -p wazoo`).
+//! (build one first, e.g. `cargo build -p wazoo`), the wasm32 target for
+//! scripts/build-recipes.sh (or `$WAZOO_RECIPES_DIR` with built modules)
+//! and Python with kazoo (`$PYTHON`, else python3).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,14 +42,16 @@ fn quick_bench_writes_a_well_formed_report() {
         .args(["--quick", "--topology", "standalone"])
         .args([
             "--workloads",
-            "create,get,exists-watch,fanout,churn,memory,recovery",
+            "create,get,exists-watch,fanout,churn,memory,recovery,recipe-call,lock,queue",
         ])
         .args(["--duration-secs", "0.5", "--warmup-secs", "0.2"])
         .args(["--sessions", "2", "--inflight", "2", "--keys", "50"])
         .args(["--watch-paths", "50", "--fanout-watchers", "5,10"])
         .args(["--fanout-rounds", "2", "--churn-sessions", "2"])
         .args(["--churn-duration-secs", "0.5", "--nodes", "2000"])
-        .args(["--time-limit-secs", "110"])
+        .args(["--recipe-call-samples", "300", "--recipe-sessions", "4"])
+        .args(["--recipe-duration-secs", "0.5"])
+        .args(["--time-limit-secs", "170"])
         .arg("--wazoo-bin")
         .arg(wazoo_server())
         .arg("--out")
@@ -56,7 +62,7 @@ fn quick_bench_writes_a_well_formed_report() {
         .expect("wazoo-bench runs");
     assert!(status.success(), "wazoo-bench failed: {status}");
     assert!(
-        started.elapsed() < Duration::from_secs(120),
+        started.elapsed() < Duration::from_secs(180),
         "the tiny run is bounded by --time-limit-secs"
     );
 
@@ -102,6 +108,39 @@ fn quick_bench_writes_a_well_formed_report() {
         assert!(r["znodes_after"].as_u64().unwrap() >= 2003, "{s}: {r}");
     }
 
+    let recipes = &json["recipes"];
+    let call = &recipes["recipe_call"]["run"];
+    assert!(call["failure"].is_null(), "recipe-call: {call}");
+    assert_eq!(call["call"]["count"], 300);
+    assert_eq!(call["get"]["count"], 300);
+    assert!(call["ratio_p50"].as_f64().unwrap() > 0.0, "{call}");
+    assert!(
+        call["inprocess"]["p50_us"].as_f64().unwrap() > 0.0,
+        "{call}"
+    );
+    for (recipe, check) in [("lock", "overlaps"), ("queue", "lost")] {
+        for key in ["zookeeper", "wazoo", "wazoo-kazoo"] {
+            let run = &recipes[recipe]["runs"][key];
+            assert!(run["failure"].is_null(), "{recipe} {key}: {run}");
+            assert!(run["cycles"].as_u64().unwrap() > 0, "{recipe} {key}: {run}");
+            assert_eq!(run[check], 0, "{recipe} {key}: {run}");
+            assert_eq!(run["cycle_cdf_us"].as_array().unwrap().len(), 26);
+        }
+    }
+    for key in ["zookeeper", "wazoo", "wazoo-kazoo"] {
+        // Every item put was taken exactly once (the sessions put then take).
+        let run = &recipes["queue"]["runs"][key];
+        assert_eq!(run["duplicates"], 0, "{key}: {run}");
+        assert_eq!(run["foreign"], 0, "{key}: {run}");
+        let put = run["items_put"].as_u64().unwrap();
+        assert!(put > 0, "{key}: {run}");
+        assert_eq!(
+            put,
+            run["items_taken"].as_u64().unwrap() + run["remaining"].as_u64().unwrap(),
+            "{key}: {run}"
+        );
+    }
+
     let md = std::fs::read_to_string(&report).unwrap();
     for heading in [
         "## create",
@@ -111,13 +150,16 @@ fn quick_bench_writes_a_well_formed_report() {
         "## churn",
         "## memory",
         "## recovery",
+        "## recipe-call",
+        "## lock",
+        "## queue",
     ] {
         assert!(md.contains(heading), "the report lacks {heading:?}");
     }
     assert!(md.contains("| **wazoo/zookeeper** |"));
 
     let plots = json["plots"].as_array().unwrap();
-    assert_eq!(plots.len(), 7, "{plots:?}");
+    assert_eq!(plots.len(), 10, "{plots:?}");
     for p in plots {
         let file = p.as_str().unwrap();
         assert!(
