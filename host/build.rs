@@ -58,6 +58,8 @@ fn target_dir(out: &Path, repo: &Path) -> PathBuf {
 fn build(recipes: &Path, target: &Path) -> Result<Vec<(String, PathBuf)>, String> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
+        // From recipes-wasm/, so its .cargo/config.toml (link flags) applies.
+        .current_dir(recipes)
         .args([
             "build",
             "--quiet",

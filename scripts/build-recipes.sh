@@ -11,8 +11,9 @@ if command -v rustup >/dev/null && ! rustup target list --installed | grep -qx w
   echo "build-recipes: the Rust target wasm32-unknown-unknown is missing (rustup target add wasm32-unknown-unknown, or scripts/setup.sh)" >&2
   exit 1
 fi
-cargo build --quiet --manifest-path "$REPO/recipes-wasm/Cargo.toml" \
-  --target wasm32-unknown-unknown --release --target-dir "$BUILD"
+# From recipes-wasm/, so its .cargo/config.toml (link flags) applies.
+(cd "$REPO/recipes-wasm" && cargo build --quiet --manifest-path "$REPO/recipes-wasm/Cargo.toml" \
+  --target wasm32-unknown-unknown --release --target-dir "$BUILD")
 mkdir -p "$OUT"
 # Only the current members (a removed crate's old module may linger in $BUILD).
 members="$(cargo metadata --quiet --offline --no-deps --format-version 1 \

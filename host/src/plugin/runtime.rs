@@ -20,6 +20,10 @@ use wazoo_sdk::abi::{
     WatchRequest,
 };
 
+/// Bytes of each pooled linear memory kept resident (reset with memset)
+/// between instances: a Rust guest's stack and first heap pages.
+const KEEP_RESIDENT: usize = 256 << 10;
+
 /// Sandbox limits applied to every call and callback.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
@@ -683,6 +687,11 @@ impl Runtime {
         pool.max_memories_per_module(1);
         pool.max_tables_per_module(4);
         pool.max_memory_size(limits.memory_bytes.next_multiple_of(64 << 10));
+        // Reset a slot's first pages with memset rather than madvise, so the
+        // next instance does not page-fault on its stack and heap (a fresh
+        // instance per call makes this the hot path).
+        pool.linear_memory_keep_resident(KEEP_RESIDENT);
+        pool.table_keep_resident(64 << 10);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine =
             Engine::new(&c).map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e:#}"))?;
