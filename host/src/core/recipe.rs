@@ -310,6 +310,20 @@ impl RecipeWaits {
         fired
     }
 
+    /// The unfired waits that `event` on `path` would fire, and what they
+    /// would see (does not mark them).
+    pub fn matching(&self, path: &str, event: EventType) -> Vec<(WaitKey, WatchEvent)> {
+        let Some(keys) = self.by_path.get(path) else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|k| {
+                let ev = self.waits.get(k)?.fires_on(event)?;
+                Some((k.clone(), ev))
+            })
+            .collect()
+    }
+
     /// Drops every wait and result of an ended session.
     pub fn drop_session(&mut self, session: i64) {
         let keys: Vec<WaitKey> = self

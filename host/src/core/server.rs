@@ -514,6 +514,9 @@ pub struct Server {
     waits: RecipeWaits,
     /// Leader: callbacks owed, in the order their waits fired.
     owed_callbacks: VecDeque<WaitKey>,
+    /// Leader: waits a proposed (not yet applied) txn will fire, found in
+    /// prep so their callbacks are proposed right behind it.
+    prefired: VecDeque<(WaitKey, String, wazoo_sdk::abi::WatchEvent)>,
     /// Leader: callbacks proposed and not applied yet.
     running_callbacks: std::collections::HashSet<WaitKey>,
     /// Leader: look for fired waits in the table (after a role change).
@@ -574,6 +577,7 @@ impl Server {
             recipes: None,
             waits,
             owed_callbacks: VecDeque::new(),
+            prefired: VecDeque::new(),
             running_callbacks: Default::default(),
             rescan_waits: true,
             after_waiters: Vec::new(),
@@ -1160,6 +1164,7 @@ impl Server {
             },
             txn,
         };
+        self.find_prefired(&changes);
         self.outstanding.commit(zxid, changes);
         if matches!(self.role, Role::Leader { .. }) {
             self.out.push(Output::Propose {

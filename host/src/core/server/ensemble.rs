@@ -456,6 +456,7 @@ impl Server {
         // Callbacks the old role proposed may be lost: a leader looks at
         // the whole (replicated) table again.
         self.owed_callbacks.clear();
+        self.prefired.clear();
         self.running_callbacks.clear();
         self.after_waiters.clear();
         self.rescan_waits = true;

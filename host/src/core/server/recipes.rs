@@ -385,14 +385,29 @@ impl Server {
         if std::mem::take(&mut self.rescan_waits) {
             self.owed_callbacks.extend(self.waits.fired());
         }
-        while let Some(key) = self.owed_callbacks.pop_front() {
-            if self.running_callbacks.contains(&key) {
-                continue;
-            }
-            let Some(w) = self.waits.get(&key).cloned() else {
-                continue;
+        loop {
+            // Callbacks of waits a proposed txn will fire come first (see
+            // `find_prefired`); then those owed by applied txns.
+            let (key, w) = if let Some((key, path, event)) = self.prefired.pop_front() {
+                let Some(mut w) = self.waits.get(&key).cloned() else {
+                    continue;
+                };
+                if w.fired.is_none() {
+                    w.fired = Some((path, event));
+                }
+                (key, w)
+            } else if let Some(key) = self.owed_callbacks.pop_front() {
+                let Some(w) = self.waits.get(&key).cloned() else {
+                    continue;
+                };
+                if w.fired.is_none() {
+                    continue;
+                }
+                (key, w)
+            } else {
+                break;
             };
-            if w.fired.is_none() || !self.sessions.is_live(w.session) {
+            if self.running_callbacks.contains(&key) || !self.sessions.is_live(w.session) {
                 continue;
             }
             let auth = AuthInfo {
@@ -409,6 +424,44 @@ impl Server {
                 None,
                 false,
             );
+        }
+    }
+
+    /// Leader, in `propose`: the waits the txn being proposed will fire
+    /// (from its prep changes: a node created, deleted or its data set; a
+    /// child created or deleted), so their callbacks are prepped right
+    /// behind it (their view includes it) instead of after it is applied:
+    /// a handoff costs one commit round, not two. Applying the txn still
+    /// marks them fired (and a new leader runs what was not proposed); a
+    /// wait it would fire that this misses is called back after the apply.
+    pub(super) fn find_prefired(&mut self, changes: &Changes) {
+        use wazoo_proto::EventType as E;
+        if !self.role.decides() || self.recipes.is_none() || self.waits.is_empty() {
+            return;
+        }
+        let mut events: Vec<(String, E)> = Vec::new();
+        for (path, new) in changes {
+            let old = self.outstanding.get(&self.tree, path);
+            let parent = || wazoo_proto::path::parent(path).to_string();
+            match (&old, new) {
+                (None, Some(_)) => {
+                    events.push((path.clone(), E::NodeCreated));
+                    events.push((parent(), E::NodeChildrenChanged));
+                }
+                (Some(_), None) => {
+                    events.push((path.clone(), E::NodeDeleted));
+                    events.push((parent(), E::NodeChildrenChanged));
+                }
+                (Some(o), Some(n)) if o.stat.version != n.stat.version => {
+                    events.push((path.clone(), E::NodeDataChanged));
+                }
+                _ => {}
+            }
+        }
+        for (path, event) in events {
+            for (key, seen) in self.waits.matching(&path, event) {
+                self.prefired.push_back((key, path.clone(), seen));
+            }
         }
     }
 

@@ -490,3 +490,39 @@ fn a_closing_sessions_ephemerals_are_gone_for_steps_prepped_before_the_close_app
     assert_eq!(reply, Some(Reply::Done(b"gone".to_vec())));
     assert!(h.server.recipe_waits().is_empty());
 }
+
+#[test]
+fn a_callback_is_proposed_right_behind_the_txn_that_fires_its_wait() {
+    // One commit round per handoff: the waiter's callback does not wait
+    // for the delete to be applied; its view includes the delete.
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Persistent)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/n")));
+    h.auto_sync = false;
+    let before = h.server.pending_txns();
+    h.send(
+        2,
+        60,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    );
+    assert_eq!(
+        h.server.pending_txns(),
+        before + 2,
+        "the delete and the callback's txn are both in flight"
+    );
+    h.sync();
+    assert!(matches!(
+        notifications(&h, 1).as_slice(),
+        [Notification::Finished {
+            reply: Reply::Done(_),
+            ..
+        }]
+    ));
+    assert!(h.server.recipe_waits().is_empty());
+    assert!(exists(&mut h, 1, "/callback-ran"));
+}
