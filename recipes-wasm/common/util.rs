@@ -124,6 +124,21 @@ pub fn find_own(children: &[String], guid: &str, marker: &str) -> Option<String>
     mine.first().map(|s| s.to_string())
 }
 
+/// Seed 001, lock step 1 with the guid rule: the caller's ephemeral
+/// sequential contender `dir/<guid><marker><seq>` (data `id`), created
+/// unless a retried call already made it.
+pub fn join_contenders(cx: &mut Ctx, dir: &str, marker: &str, id: &[u8]) -> Result<()> {
+    let g = guid(cx);
+    if find_own(&cx.children(dir)?, &g, marker).is_none() {
+        cx.create(
+            &format!("{dir}/{g}{marker}"),
+            id,
+            CreateMode::EphemeralSequential,
+        )?;
+    }
+    Ok(())
+}
+
 /// kazoo's `_get_predecessor`: among the children matching `blockers`, the
 /// one with the largest sequence smaller than `own`'s. `None`: `own` holds.
 pub fn predecessor(

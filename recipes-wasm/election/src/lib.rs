@@ -54,14 +54,7 @@ struct PathArg {
 fn campaign(cx: &mut Ctx, a: Campaign) -> Result<Step<String>> {
     check_path(&a.path)?;
     ensure_path(cx, &a.path)?;
-    let g = guid(cx);
-    if find_own(&cx.children(&a.path)?, &g, LOCK).is_none() {
-        cx.create(
-            &format!("{}/{g}{LOCK}", a.path),
-            &a.id,
-            CreateMode::EphemeralSequential,
-        )?;
-    }
+    join_contenders(cx, &a.path, LOCK, &a.id)?;
     check(cx, &a.path)
 }
 

@@ -53,15 +53,7 @@ fn token(path: &str) -> String {
 fn acquire(cx: &mut Ctx, a: Acquire) -> Result<Step<String>> {
     check_path(&a.path)?;
     ensure_path(cx, &a.path)?;
-    let g = guid(cx);
-    let kids = cx.children(&a.path)?;
-    if find_own(&kids, &g, LOCK).is_none() {
-        cx.create(
-            &format!("{}/{g}{LOCK}", a.path),
-            &a.id,
-            CreateMode::EphemeralSequential,
-        )?;
-    }
+    join_contenders(cx, &a.path, LOCK, &a.id)?;
     decide(cx, &a.path)
 }
 

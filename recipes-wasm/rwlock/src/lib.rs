@@ -72,15 +72,7 @@ fn acquire(cx: &mut Ctx, a: Acquire, read: bool) -> Result<Step<String>> {
     check_path(&a.path)?;
     ensure_path(cx, &a.path)?;
     let (marker, _, _) = kind(read);
-    let g = guid(cx);
-    let kids = cx.children(&a.path)?;
-    if find_own(&kids, &g, marker).is_none() {
-        cx.create(
-            &format!("{}/{g}{marker}", a.path),
-            &a.id,
-            CreateMode::EphemeralSequential,
-        )?;
-    }
+    join_contenders(cx, &a.path, marker, &a.id)?;
     decide(cx, &a.path, read)
 }
 

@@ -88,15 +88,8 @@ fn acquire(cx: &mut Ctx, a: Acquire) -> Result<Step<String>> {
     }
     let lp = lock_path(&a.path);
     ensure_path(cx, &lp)?;
-    let kids = cx.children(&lp)?;
-    if find_own(&kids, &g, LOCK).is_none() {
-        // The lease's identifier rides on the lock node until it is taken.
-        cx.create(
-            &format!("{lp}/{g}{LOCK}"),
-            &a.id,
-            CreateMode::EphemeralSequential,
-        )?;
-    }
+    // The lease's identifier rides on the lock node until it is taken.
+    join_contenders(cx, &lp, LOCK, &a.id)?;
     decide(cx, &a.path, a.max_leases)
 }
 
