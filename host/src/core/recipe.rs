@@ -442,9 +442,14 @@ pub struct RecipeTxn {
     pub module: String,
     /// Tree writes (create, delete, setData, check), applied like a multi.
     pub ops: Vec<Txn>,
-    /// Tokens (of the txn's session and module) whose fired wait this step
-    /// answered (a callback) or cancelled: removed before `waits` is added.
+    /// (session, token) of the fired wait (of the txn's module) this step
+    /// answered (a callback): removed before `waits` is added, if it is
+    /// still the fired one (a registration made since, by a call the
+    /// client sent again, is not this step's to consume).
     pub consumed: Vec<(i64, String)>,
+    /// (session, token) of waits ended whatever their state (the module
+    /// was unloaded).
+    pub cancelled: Vec<(i64, String)>,
     /// New watch registrations (module: the txn's).
     pub waits: Vec<RecipeWait>,
     /// (session, MessagePack `abi::Notification`), delivered in order after
@@ -474,10 +479,12 @@ impl RecipeTxn {
         for op in &self.ops {
             op.write(w);
         }
-        w.write_i32(self.consumed.len() as i32);
-        for (s, t) in &self.consumed {
-            w.write_i64(*s);
-            w.write_string(t);
+        for list in [&self.consumed, &self.cancelled] {
+            w.write_i32(list.len() as i32);
+            for (s, t) in list {
+                w.write_i64(*s);
+                w.write_string(t);
+            }
         }
         w.write_i32(self.waits.len() as i32);
         for wait in &self.waits {
@@ -502,11 +509,16 @@ impl RecipeTxn {
         for _ in 0..n {
             ops.push(read_op(r)?);
         }
-        let n = read_count(r, "consumed")?;
-        let mut consumed = Vec::with_capacity(n.min(1024));
-        for _ in 0..n {
-            consumed.push((r.read_i64()?, r.read_string()?));
-        }
+        let read_keys = |r: &mut Reader<'_>, what: &str| {
+            let n = read_count(r, what)?;
+            let mut v = Vec::with_capacity(n.min(1024));
+            for _ in 0..n {
+                v.push((r.read_i64()?, r.read_string()?));
+            }
+            Ok::<_, DecodeError>(v)
+        };
+        let consumed = read_keys(r, "consumed")?;
+        let cancelled = read_keys(r, "cancelled")?;
         let n = read_count(r, "wait")?;
         let mut waits = Vec::with_capacity(n.min(1024));
         for _ in 0..n {
@@ -522,6 +534,7 @@ impl RecipeTxn {
             module,
             ops,
             consumed,
+            cancelled,
             waits,
             notifications,
             reply,

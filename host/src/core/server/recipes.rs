@@ -258,6 +258,7 @@ impl Server {
             module: module.to_string(),
             ops,
             consumed,
+            cancelled: Vec::new(),
             waits,
             notifications: notes,
             reply: Vec::new(),
@@ -324,8 +325,15 @@ impl Server {
     pub(super) fn apply_recipe_effects(&mut self, session: i64, zxid: i64, rt: &RecipeTxn) {
         for (s, token) in &rt.consumed {
             let key = (*s, rt.module.clone(), token.clone());
-            self.waits.remove(&key);
             self.running_callbacks.remove(&key);
+            if self.waits.get(&key).is_some_and(|w| w.fired.is_some()) {
+                self.waits.remove(&key);
+            }
+        }
+        for (s, token) in &rt.cancelled {
+            let key = (*s, rt.module.clone(), token.clone());
+            self.running_callbacks.remove(&key);
+            self.waits.remove(&key);
         }
         for w in &rt.waits {
             let mut w = w.clone();
@@ -507,7 +515,8 @@ impl Server {
             let rt = RecipeTxn {
                 module: module.to_string(),
                 ops: Vec::new(),
-                consumed: vec![(session, token)],
+                consumed: Vec::new(),
+                cancelled: vec![(session, token)],
                 waits: Vec::new(),
                 notifications: vec![(session, encode(&note))],
                 reply: Vec::new(),
@@ -531,6 +540,7 @@ impl RecipeTxn {
     fn is_empty(&self) -> bool {
         self.ops.is_empty()
             && self.consumed.is_empty()
+            && self.cancelled.is_empty()
             && self.waits.is_empty()
             && self.notifications.is_empty()
     }
