@@ -223,10 +223,22 @@ pub fn json_to_msgpack(s: &str) -> Result<Vec<u8>, String> {
     rmp_serde::to_vec_named(&v).map_err(|e| format!("cannot encode arguments: {e}"))
 }
 
-/// A MessagePack value as JSON, or 0x-hex when it has no JSON form.
+/// A MessagePack value as JSON; a top-level binary value as a JSON string
+/// when it is printable UTF-8, else as 0x-hex of its bytes; anything else
+/// without a JSON form as 0x-hex of the MessagePack.
 pub fn msgpack_display(b: &[u8]) -> String {
-    match rmp_serde::from_slice::<serde_json::Value>(b) {
-        Ok(v) => v.to_string(),
+    #[derive(serde::Deserialize)]
+    struct Bin(#[serde(with = "wazoo_sdk::abi::bytes")] Vec<u8>);
+    if let Ok(v) = rmp_serde::from_slice::<serde_json::Value>(b) {
+        return v.to_string();
+    }
+    match rmp_serde::from_slice::<Bin>(b) {
+        Ok(Bin(bytes)) => match std::str::from_utf8(&bytes) {
+            Ok(s) if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') => {
+                serde_json::Value::String(s.to_string()).to_string()
+            }
+            _ => hex(&bytes),
+        },
         Err(_) => hex(b),
     }
 }
@@ -305,7 +317,8 @@ mod tests {
         assert!(super::json_to_msgpack("{nope")
             .unwrap_err()
             .contains("not JSON"));
-        // Binary has no JSON form: shown as hex.
-        assert_eq!(super::msgpack_display(&[0xc4, 0x01, 0xff]), "0xc401ff");
+        // Binary: as a string when it is printable UTF-8, else its bytes in hex.
+        assert_eq!(super::msgpack_display(&[0xc4, 0x01, 0xff]), "0xff");
+        assert_eq!(super::msgpack_display(&[0xc4, 0x02, b'h', b'i']), "\"hi\"");
     }
 }
