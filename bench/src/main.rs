@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo build --release -p wazoo -p wazoo-bench
-//! target/release/wazoo-bench --quick                  # about 2.5 minutes
+//! target/release/wazoo-bench --quick                  # about 1.5 minutes
 //! target/release/wazoo-bench --out results.json --report report.md
 //! target/release/wazoo-bench --topology ensemble      # 3-member ensembles only
 //! ```
@@ -107,7 +107,7 @@ struct Args {
     /// Data bytes per create/setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Measured seconds per workload and system [default: 10, --quick: 2].
+    /// Measured seconds per workload and system [default: 10, --quick: 1].
     #[arg(long)]
     duration_secs: Option<f64>,
     /// Measured rounds per throughput workload and system; rounds alternate
@@ -115,7 +115,7 @@ struct Args {
     #[arg(long)]
     rounds: Option<usize>,
     /// Unmeasured warm-up seconds before each measurement (JIT, caches)
-    /// [default: 2, --quick: 1].
+    /// [default: 2, --quick: 0.5].
     #[arg(long)]
     warmup_secs: Option<f64>,
     /// What to run, in this order [default: create,set,get,mixed,exists-watch,
@@ -123,13 +123,15 @@ struct Args {
     /// recipe-call,lock,queue, which otherwise run only when named].
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<Workload>,
-    /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
+    /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 20000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run (about 2.5 minutes with both topologies on a quiet
-    /// machine): 2 s windows, 1 s warm-up, 1 round, 100k nodes, one restart,
-    /// 50 fan-out watchers, 1 failover round, 2000 recipe-call samples; adds
-    /// recipe-call, lock and queue to the default workloads.
+    /// Short run (about 1.5 minutes with both topologies on a quiet
+    /// machine): 1 s windows, 0.5 s warm-up, 1 round, 20k nodes, one
+    /// restart, 50 fan-out watchers, 1 failover round (1 s of writes before
+    /// the kill, 1 s after), 2000 recipe-call samples; adds recipe-call,
+    /// lock and queue to the default workloads. A smoke test: its figures
+    /// are cold and noisy.
     #[arg(long)]
     quick: bool,
     /// standalone servers, ensembles, or both (standalone first).
@@ -139,7 +141,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     members: usize,
     /// Measured seconds per ensemble throughput workload and system
-    /// [default: --duration-secs, --quick: 2].
+    /// [default: --duration-secs, --quick: 1].
     #[arg(long)]
     ensemble_duration_secs: Option<f64>,
     /// Leader kills per system in the failover workload (alternating the
@@ -152,11 +154,11 @@ struct Args {
     /// Creates in flight per failover session.
     #[arg(long, default_value_t = 8)]
     failover_inflight: usize,
-    /// Seconds of writes before the leader is killed [default: 2, --quick: 1.5].
+    /// Seconds of writes before the leader is killed [default: 2, --quick: 1].
     #[arg(long)]
     failover_warmup_secs: Option<f64>,
     /// Seconds the writers go on after the kill (at least; and at least 1 s
-    /// after the first write on the new leader) [default: 5, --quick: 2].
+    /// after the first write on the new leader) [default: 5, --quick: 1].
     #[arg(long)]
     failover_window_secs: Option<f64>,
     /// A round fails when no write is acknowledged this long after the kill.
@@ -197,7 +199,7 @@ struct Args {
     /// Requests in flight on the single connection of the client benchmark.
     #[arg(long, default_value_t = 128)]
     client_inflight: usize,
-    /// Measured seconds per client-benchmark round [default: 5, --quick: 2].
+    /// Measured seconds per client-benchmark round [default: 5, --quick: 1].
     #[arg(long)]
     client_duration_secs: Option<f64>,
     /// Measured rounds per client crate (alternating A B B A ...)
@@ -227,7 +229,7 @@ struct Args {
     /// ephemeral znode and closing, in a loop.
     #[arg(long, default_value_t = 16)]
     churn_sessions: usize,
-    /// churn: measured seconds per round [default: --duration-secs, --quick: 2].
+    /// churn: measured seconds per round [default: --duration-secs, --quick: 1].
     #[arg(long)]
     churn_duration_secs: Option<f64>,
     /// recovery: kill -9 + restart cycles of the loaded server per system
@@ -254,7 +256,7 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     recipe_sessions: usize,
     /// lock, queue: measured seconds per round [default: --duration-secs,
-    /// --quick: 2].
+    /// --quick: 1].
     #[arg(long)]
     recipe_duration_secs: Option<f64>,
     /// sweep: session counts, each a point of the throughput-against-sessions
@@ -471,18 +473,16 @@ async fn run(args: Args) -> Result<()> {
         args.workloads.push(Workload::Sweep);
     }
     let args = args;
-    let duration = args.duration_secs.unwrap_or(if quick { 2.0 } else { 10.0 });
-    let warmup = args.warmup_secs.unwrap_or(if quick { 1.0 } else { 2.0 });
-    let nodes = args
-        .nodes
-        .unwrap_or(if quick { 100_000 } else { 1_000_000 });
+    let duration = args.duration_secs.unwrap_or(if quick { 1.0 } else { 10.0 });
+    let warmup = args.warmup_secs.unwrap_or(if quick { 0.5 } else { 2.0 });
+    let nodes = args.nodes.unwrap_or(if quick { 20_000 } else { 1_000_000 });
     let rounds_per_workload = args.rounds.unwrap_or(if quick { 1 } else { 2 }).max(1);
     let client_duration = args
         .client_duration_secs
-        .unwrap_or(if quick { 2.0 } else { 5.0 });
+        .unwrap_or(if quick { 1.0 } else { 5.0 });
     let ensemble_duration =
         args.ensemble_duration_secs
-            .unwrap_or(if quick { 2.0 } else { duration });
+            .unwrap_or(if quick { 1.0 } else { duration });
     anyhow::ensure!(
         args.sessions > 0 && args.inflight > 0,
         "--sessions and --inflight must be positive"
@@ -564,11 +564,11 @@ async fn run(args: Args) -> Result<()> {
         payload: args.payload,
         warmup_secs: args
             .failover_warmup_secs
-            .unwrap_or(if quick { 1.5 } else { 2.0 })
+            .unwrap_or(if quick { 1.0 } else { 2.0 })
             .max(0.2),
         window_secs: args
             .failover_window_secs
-            .unwrap_or(if quick { 2.0 } else { 5.0 }),
+            .unwrap_or(if quick { 1.0 } else { 5.0 }),
         timeout_secs: args.failover_timeout_secs.max(1.0),
         rounds: args
             .failover_rounds
@@ -595,7 +595,7 @@ async fn run(args: Args) -> Result<()> {
         warmup_secs: warmup,
         duration_secs: args
             .churn_duration_secs
-            .unwrap_or(if quick { 2.0 } else { duration }),
+            .unwrap_or(if quick { 1.0 } else { duration }),
         rounds: rounds_per_workload,
         session_timeout_ms: 10_000,
     };
@@ -1478,7 +1478,7 @@ async fn recipes_phase(
             sessions: args.recipe_sessions.max(1),
             warmup_secs: p.warmup,
             duration_secs: args.recipe_duration_secs.unwrap_or(if p.quick {
-                2.0
+                1.0
             } else {
                 p.duration
             }),
