@@ -67,6 +67,9 @@ pub enum Workload {
     Lock,
     /// Queue put + take: wazoo's `queue` recipe against kazoo's `Queue`.
     Queue,
+    /// Throughput against sessions: `--sweep-workload` at each of
+    /// `--sessions-sweep` session counts, on every topology run.
+    Sweep,
 }
 
 impl Workload {
@@ -86,6 +89,7 @@ impl Workload {
             Workload::RecipeCall => "recipe-call",
             Workload::Lock => "lock",
             Workload::Queue => "queue",
+            Workload::Sweep => "sweep",
         }
     }
 
@@ -598,7 +602,8 @@ async fn worker(
             | Workload::Recovery
             | Workload::RecipeCall
             | Workload::Lock
-            | Workload::Queue => {
+            | Workload::Queue
+            | Workload::Sweep => {
                 unreachable!("not a throughput workload")
             }
         };

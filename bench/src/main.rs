@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo build --release -p wazoo -p wazoo-bench
-//! target/release/wazoo-bench --quick                  # about 2.5 minutes
+//! target/release/wazoo-bench --quick                  # about 1.5 minutes
 //! target/release/wazoo-bench --out results.json --report report.md
 //! target/release/wazoo-bench --topology ensemble      # 3-member ensembles only
 //! ```
@@ -31,6 +31,7 @@ mod report;
 mod servers;
 mod stats;
 mod svg;
+mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -106,7 +107,7 @@ struct Args {
     /// Data bytes per create/setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Measured seconds per workload and system [default: 10, --quick: 2].
+    /// Measured seconds per workload and system [default: 10, --quick: 1].
     #[arg(long)]
     duration_secs: Option<f64>,
     /// Measured rounds per throughput workload and system; rounds alternate
@@ -114,7 +115,7 @@ struct Args {
     #[arg(long)]
     rounds: Option<usize>,
     /// Unmeasured warm-up seconds before each measurement (JIT, caches)
-    /// [default: 2, --quick: 1].
+    /// [default: 2, --quick: 0.5].
     #[arg(long)]
     warmup_secs: Option<f64>,
     /// What to run, in this order [default: create,set,get,mixed,exists-watch,
@@ -122,13 +123,15 @@ struct Args {
     /// recipe-call,lock,queue, which otherwise run only when named].
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<Workload>,
-    /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 100000].
+    /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 20000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run (about 2.5 minutes with both topologies on a quiet
-    /// machine): 2 s windows, 1 s warm-up, 1 round, 100k nodes, one restart,
-    /// 50 fan-out watchers, 1 failover round, 2000 recipe-call samples; adds
-    /// recipe-call, lock and queue to the default workloads.
+    /// Short run (about 1.5 minutes with both topologies on a quiet
+    /// machine): 1 s windows, 0.5 s warm-up, 1 round, 20k nodes, one
+    /// restart, 50 fan-out watchers, 1 failover round (1 s of writes before
+    /// the kill, 1 s after), 2000 recipe-call samples; adds recipe-call,
+    /// lock and queue to the default workloads. A smoke test: its figures
+    /// are cold and noisy.
     #[arg(long)]
     quick: bool,
     /// standalone servers, ensembles, or both (standalone first).
@@ -138,7 +141,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     members: usize,
     /// Measured seconds per ensemble throughput workload and system
-    /// [default: --duration-secs, --quick: 2].
+    /// [default: --duration-secs, --quick: 1].
     #[arg(long)]
     ensemble_duration_secs: Option<f64>,
     /// Leader kills per system in the failover workload (alternating the
@@ -151,11 +154,11 @@ struct Args {
     /// Creates in flight per failover session.
     #[arg(long, default_value_t = 8)]
     failover_inflight: usize,
-    /// Seconds of writes before the leader is killed [default: 2, --quick: 1.5].
+    /// Seconds of writes before the leader is killed [default: 2, --quick: 1].
     #[arg(long)]
     failover_warmup_secs: Option<f64>,
     /// Seconds the writers go on after the kill (at least; and at least 1 s
-    /// after the first write on the new leader) [default: 5, --quick: 2].
+    /// after the first write on the new leader) [default: 5, --quick: 1].
     #[arg(long)]
     failover_window_secs: Option<f64>,
     /// A round fails when no write is acknowledged this long after the kill.
@@ -196,7 +199,7 @@ struct Args {
     /// Requests in flight on the single connection of the client benchmark.
     #[arg(long, default_value_t = 128)]
     client_inflight: usize,
-    /// Measured seconds per client-benchmark round [default: 5, --quick: 2].
+    /// Measured seconds per client-benchmark round [default: 5, --quick: 1].
     #[arg(long)]
     client_duration_secs: Option<f64>,
     /// Measured rounds per client crate (alternating A B B A ...)
@@ -226,7 +229,7 @@ struct Args {
     /// ephemeral znode and closing, in a loop.
     #[arg(long, default_value_t = 16)]
     churn_sessions: usize,
-    /// churn: measured seconds per round [default: --duration-secs, --quick: 2].
+    /// churn: measured seconds per round [default: --duration-secs, --quick: 1].
     #[arg(long)]
     churn_duration_secs: Option<f64>,
     /// recovery: kill -9 + restart cycles of the loaded server per system
@@ -253,9 +256,20 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     recipe_sessions: usize,
     /// lock, queue: measured seconds per round [default: --duration-secs,
-    /// --quick: 2].
+    /// --quick: 1].
     #[arg(long)]
     recipe_duration_secs: Option<f64>,
+    /// sweep: session counts, each a point of the throughput-against-sessions
+    /// plot; giving it adds `sweep` to the workloads [default: 1,4,16,64].
+    #[arg(long, value_delimiter = ',')]
+    sessions_sweep: Option<Vec<usize>>,
+    /// sweep: the throughput workload run at each session count.
+    #[arg(long, default_value = "mixed")]
+    sweep_workload: Workload,
+    /// sweep: measured seconds per point and system (one round each)
+    /// [default: 3, --quick: 1].
+    #[arg(long)]
+    sweep_duration_secs: Option<f64>,
     /// lock, queue: do not also run kazoo's recipe against the wazoo ensemble.
     #[arg(long)]
     no_kazoo_on_wazoo: bool,
@@ -354,6 +368,8 @@ struct EnsembleBlock {
     systems: Vec<SystemInfo>,
     workloads: Vec<WorkloadResult>,
     failover: Option<FailoverBlock>,
+    /// Throughput against sessions on the ensembles.
+    sweep: Option<sweep::SweepBlock>,
     /// VmRSS of each member (in member order) at the end of the phase.
     member_rss_bytes: BTreeMap<String, Vec<Option<u64>>>,
 }
@@ -375,6 +391,8 @@ struct Results {
     ensemble: Option<EnsembleBlock>,
     fanout: Option<FanoutBlock>,
     churn: Option<ChurnBlock>,
+    /// Throughput against sessions on the standalone servers.
+    sweep: Option<sweep::SweepBlock>,
     /// The recovery workload's settings; its runs are in `memory.runs[*].restarts`.
     recovery: Option<RecoverySpec>,
     /// recipe-call, lock, queue.
@@ -451,19 +469,20 @@ async fn run(args: Args) -> Result<()> {
             args.workloads.extend_from_slice(RECIPE_WORKLOADS);
         }
     }
+    if args.sessions_sweep.is_some() && !args.workloads.contains(&Workload::Sweep) {
+        args.workloads.push(Workload::Sweep);
+    }
     let args = args;
-    let duration = args.duration_secs.unwrap_or(if quick { 2.0 } else { 10.0 });
-    let warmup = args.warmup_secs.unwrap_or(if quick { 1.0 } else { 2.0 });
-    let nodes = args
-        .nodes
-        .unwrap_or(if quick { 100_000 } else { 1_000_000 });
+    let duration = args.duration_secs.unwrap_or(if quick { 1.0 } else { 10.0 });
+    let warmup = args.warmup_secs.unwrap_or(if quick { 0.5 } else { 2.0 });
+    let nodes = args.nodes.unwrap_or(if quick { 20_000 } else { 1_000_000 });
     let rounds_per_workload = args.rounds.unwrap_or(if quick { 1 } else { 2 }).max(1);
     let client_duration = args
         .client_duration_secs
-        .unwrap_or(if quick { 2.0 } else { 5.0 });
+        .unwrap_or(if quick { 1.0 } else { 5.0 });
     let ensemble_duration =
         args.ensemble_duration_secs
-            .unwrap_or(if quick { 2.0 } else { duration });
+            .unwrap_or(if quick { 1.0 } else { duration });
     anyhow::ensure!(
         args.sessions > 0 && args.inflight > 0,
         "--sessions and --inflight must be positive"
@@ -520,17 +539,36 @@ async fn run(args: Args) -> Result<()> {
         duration_secs: ensemble_duration,
         ..load_spec.clone()
     };
+    let sweep_sessions: Vec<usize> = args
+        .sessions_sweep
+        .clone()
+        .unwrap_or_else(|| vec![1, 4, 16, 64])
+        .into_iter()
+        .filter(|&n| n > 0)
+        .collect();
+    anyhow::ensure!(
+        !args.workloads.contains(&Workload::Sweep)
+            || (!sweep_sessions.is_empty() && args.sweep_workload.is_throughput()),
+        "sweep: --sessions-sweep needs a positive count and --sweep-workload a throughput workload"
+    );
+    let sweep_load = LoadSpec {
+        duration_secs: args
+            .sweep_duration_secs
+            .unwrap_or(if quick { 1.0 } else { 3.0 }),
+        rounds: 1,
+        ..load_spec.clone()
+    };
     let failover_spec = FailoverSpec {
         sessions: args.failover_sessions,
         inflight: args.failover_inflight,
         payload: args.payload,
         warmup_secs: args
             .failover_warmup_secs
-            .unwrap_or(if quick { 1.5 } else { 2.0 })
+            .unwrap_or(if quick { 1.0 } else { 2.0 })
             .max(0.2),
         window_secs: args
             .failover_window_secs
-            .unwrap_or(if quick { 2.0 } else { 5.0 }),
+            .unwrap_or(if quick { 1.0 } else { 5.0 }),
         timeout_secs: args.failover_timeout_secs.max(1.0),
         rounds: args
             .failover_rounds
@@ -557,7 +595,7 @@ async fn run(args: Args) -> Result<()> {
         warmup_secs: warmup,
         duration_secs: args
             .churn_duration_secs
-            .unwrap_or(if quick { 2.0 } else { duration }),
+            .unwrap_or(if quick { 1.0 } else { duration }),
         rounds: rounds_per_workload,
         session_timeout_ms: 10_000,
     };
@@ -593,6 +631,7 @@ async fn run(args: Args) -> Result<()> {
         ensemble: None,
         fanout: None,
         churn: None,
+        sweep: None,
         recovery: None,
         recipes: None,
         plots: Vec::new(),
@@ -625,14 +664,17 @@ async fn run(args: Args) -> Result<()> {
     // of each system that lives through the phase.
     let needs_servers = args.topology.standalone()
         && args.workloads.iter().any(|w| {
-            w.is_throughput() || matches!(w, Workload::Client | Workload::Fanout | Workload::Churn)
+            w.is_throughput()
+                || matches!(
+                    w,
+                    Workload::Client | Workload::Fanout | Workload::Churn | Workload::Sweep
+                )
         });
     if needs_servers {
         let mut running: BTreeMap<&'static str, Server> = BTreeMap::new();
-        let any_throughput = args
-            .workloads
-            .iter()
-            .any(|w| w.is_throughput() || matches!(w, Workload::Fanout | Workload::Churn));
+        let any_throughput = args.workloads.iter().any(|w| {
+            w.is_throughput() || matches!(w, Workload::Fanout | Workload::Churn | Workload::Sweep)
+        });
         for &flavor in &systems {
             // The client benchmark alone needs only wazoo.
             if !any_throughput && flavor != Flavor::Wazoo {
@@ -661,26 +703,7 @@ async fn run(args: Args) -> Result<()> {
                     &systems,
                     &load_spec,
                     "",
-                    |flavor| {
-                        let idle_pids: Vec<u32> = running
-                            .iter()
-                            .filter(|(name, _)| **name != flavor.name())
-                            .filter_map(|(_, s)| s.pid().ok())
-                            .collect();
-                        let server = running.get_mut(flavor.name()).expect("started above");
-                        if !server.is_running() {
-                            return Err(format!(
-                                "{flavor} is not running; log tail:\n{}",
-                                server.log_tail(20)
-                            ));
-                        }
-                        Ok(Target {
-                            cluster: server.addr().to_string(),
-                            members: Vec::new(),
-                            server_pids: vec![server.pid().map_err(|e| format!("{e:#}"))?],
-                            idle_pids,
-                        })
-                    },
+                    |flavor| standalone_target(&mut running, flavor),
                 )
                 .await;
                 order_index += 1;
@@ -720,6 +743,20 @@ async fn run(args: Args) -> Result<()> {
                     Some(churn_phase(&running, &systems, &churn_spec, order_index).await);
                 order_index += 1;
                 save(&results)?;
+            } else if workload == Workload::Sweep {
+                results.sweep = Some(
+                    sessions_sweep(
+                        args.sweep_workload,
+                        &sweep_sessions,
+                        &systems,
+                        &sweep_load,
+                        "",
+                        &mut order_index,
+                        |flavor| standalone_target(&mut running, flavor),
+                    )
+                    .await,
+                );
+                save(&results)?;
             }
         }
         eprintln!("stopping the throughput servers");
@@ -731,7 +768,7 @@ async fn run(args: Args) -> Result<()> {
         .workloads
         .iter()
         .copied()
-        .filter(|w| w.is_throughput() || *w == Workload::Failover)
+        .filter(|w| w.is_throughput() || matches!(w, Workload::Failover | Workload::Sweep))
         .collect();
     if args.topology.ensemble() && !ensemble_workloads.is_empty() {
         let mut block = EnsembleBlock {
@@ -740,6 +777,7 @@ async fn run(args: Args) -> Result<()> {
             systems: Vec::new(),
             workloads: Vec::new(),
             failover: None,
+            sweep: None,
             member_rss_bytes: BTreeMap::new(),
         };
         let mut running: BTreeMap<&'static str, Ensemble> = BTreeMap::new();
@@ -770,33 +808,7 @@ async fn run(args: Args) -> Result<()> {
                     &systems,
                     &ensemble_load,
                     "ensemble ",
-                    |flavor| {
-                        let idle_pids: Vec<u32> = running
-                            .iter()
-                            .filter(|(name, _)| **name != flavor.name())
-                            .flat_map(|(_, e)| (0..e.len()).filter_map(|i| e.pid(i)))
-                            .collect();
-                        let ens = running.get(flavor.name()).expect("started above");
-                        let server_pids = ens.pids().map_err(|e| {
-                            format!(
-                                "{e:#}; log tails:\n{}",
-                                (0..ens.len())
-                                    .map(|i| format!(
-                                        "--- member {} ---\n{}",
-                                        i + 1,
-                                        ens.log_tail(i, 10)
-                                    ))
-                                    .collect::<Vec<_>>()
-                                    .join("\n")
-                            )
-                        })?;
-                        Ok(Target {
-                            cluster: ens.connect_string(),
-                            members: ens.addrs(),
-                            server_pids,
-                            idle_pids,
-                        })
-                    },
+                    |flavor| ensemble_target(&running, flavor),
                 )
                 .await;
                 order_index += 1;
@@ -845,6 +857,19 @@ async fn run(args: Args) -> Result<()> {
                     }
                 }
                 order_index += 1;
+            } else if workload == Workload::Sweep {
+                let block = sessions_sweep(
+                    args.sweep_workload,
+                    &sweep_sessions,
+                    &systems,
+                    &sweep_load,
+                    "ensemble ",
+                    &mut order_index,
+                    |flavor| ensemble_target(&running, flavor),
+                )
+                .await;
+                ensemble_block(&mut results).sweep = Some(block);
+                save(&results)?;
             }
         }
         for (name, ens) in &running {
@@ -1029,6 +1054,99 @@ async fn throughput_workload(
         workload,
         order,
         runs,
+    }
+}
+
+/// Where a standalone system's load goes, or why it cannot run.
+fn standalone_target(
+    running: &mut BTreeMap<&'static str, Server>,
+    flavor: Flavor,
+) -> Result<Target, String> {
+    let idle_pids: Vec<u32> = running
+        .iter()
+        .filter(|(name, _)| **name != flavor.name())
+        .filter_map(|(_, s)| s.pid().ok())
+        .collect();
+    let server = running.get_mut(flavor.name()).expect("started above");
+    if !server.is_running() {
+        return Err(format!(
+            "{flavor} is not running; log tail:\n{}",
+            server.log_tail(20)
+        ));
+    }
+    Ok(Target {
+        cluster: server.addr().to_string(),
+        members: Vec::new(),
+        server_pids: vec![server.pid().map_err(|e| format!("{e:#}"))?],
+        idle_pids,
+    })
+}
+
+/// Where an ensemble's load goes, or why it cannot run.
+fn ensemble_target(
+    running: &BTreeMap<&'static str, Ensemble>,
+    flavor: Flavor,
+) -> Result<Target, String> {
+    let idle_pids: Vec<u32> = running
+        .iter()
+        .filter(|(name, _)| **name != flavor.name())
+        .flat_map(|(_, e)| (0..e.len()).filter_map(|i| e.pid(i)))
+        .collect();
+    let ens = running.get(flavor.name()).expect("started above");
+    let server_pids = ens.pids().map_err(|e| {
+        format!(
+            "{e:#}; log tails:\n{}",
+            (0..ens.len())
+                .map(|i| format!("--- member {} ---\n{}", i + 1, ens.log_tail(i, 10)))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    })?;
+    Ok(Target {
+        cluster: ens.connect_string(),
+        members: ens.addrs(),
+        server_pids,
+        idle_pids,
+    })
+}
+
+/// The sessions sweep: `workload` at each session count, one round per
+/// system and count, the order alternating from count to count.
+async fn sessions_sweep(
+    workload: Workload,
+    counts: &[usize],
+    systems: &[Flavor],
+    load: &LoadSpec,
+    prefix: &str,
+    order_index: &mut usize,
+    mut target_of: impl FnMut(Flavor) -> Result<Target, String>,
+) -> sweep::SweepBlock {
+    let mut points = Vec::new();
+    for &n in counts {
+        let spec = LoadSpec {
+            sessions: n,
+            rounds: 1,
+            ..load.clone()
+        };
+        let result = throughput_workload(
+            workload,
+            *order_index,
+            systems,
+            &spec,
+            &format!("{prefix}sweep n={n} "),
+            &mut target_of,
+        )
+        .await;
+        *order_index += 1;
+        points.push(sweep::SweepPoint {
+            sessions: n,
+            result,
+        });
+    }
+    sweep::SweepBlock {
+        workload,
+        load: load.clone(),
+        points,
     }
 }
 
@@ -1360,7 +1478,7 @@ async fn recipes_phase(
             sessions: args.recipe_sessions.max(1),
             warmup_secs: p.warmup,
             duration_secs: args.recipe_duration_secs.unwrap_or(if p.quick {
-                2.0
+                1.0
             } else {
                 p.duration
             }),

@@ -17,11 +17,32 @@ pub fn write_all(r: &Results, dir: &Path, stem: &str, link_prefix: &str) -> Resu
     for w in &r.workloads {
         figures.push((w.workload.name().to_string(), throughput(w, "")));
     }
+    if let Some(b) = &r.sweep {
+        figures.push((
+            "sweep".into(),
+            figure(
+                "throughput against sessions (standalone servers)",
+                &[crate::sweep::panel(b)],
+            ),
+        ));
+    }
     if let Some(e) = &r.ensemble {
         for w in &e.workloads {
             figures.push((
                 format!("ensemble-{}", w.workload.name()),
                 throughput(w, "3-member ensembles: "),
+            ));
+        }
+        if let Some(b) = &e.sweep {
+            figures.push((
+                "ensemble-sweep".into(),
+                figure(
+                    &format!(
+                        "throughput against sessions ({}-member ensembles)",
+                        e.members
+                    ),
+                    &[crate::sweep::panel(b)],
+                ),
             ));
         }
         if let Some(f) = &e.failover {

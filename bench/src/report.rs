@@ -17,7 +17,7 @@ const WZ: &str = "wazoo";
 /// noise warning under the table.
 const NOISE_CORES: f64 = 0.25;
 
-fn ratio(wazoo: f64, zookeeper: f64) -> String {
+pub(crate) fn ratio(wazoo: f64, zookeeper: f64) -> String {
     if wazoo > 0.0 && zookeeper > 0.0 {
         format!("{:.2}×", wazoo / zookeeper)
     } else {
@@ -25,7 +25,7 @@ fn ratio(wazoo: f64, zookeeper: f64) -> String {
     }
 }
 
-fn num(v: f64) -> String {
+pub(crate) fn num(v: f64) -> String {
     if v == 0.0 {
         "–".to_string()
     } else if v >= 100.0 {
@@ -67,7 +67,8 @@ fn describe(w: Workload, l: &LoadSpec) -> String {
         | Workload::Recovery
         | Workload::RecipeCall
         | Workload::Lock
-        | Workload::Queue => w.name().into(),
+        | Workload::Queue
+        | Workload::Sweep => w.name().into(),
     }
 }
 
@@ -140,6 +141,9 @@ pub fn markdown(r: &Results) -> String {
     }
     for w in &r.workloads {
         workload_section(&mut md, w, l, "", plot_for(r, w.workload.name()));
+    }
+    if let Some(b) = &r.sweep {
+        crate::sweep::section(&mut md, b, "", plot_for(r, "sweep"));
     }
     if let Some(f) = &r.fanout {
         fanout_section(&mut md, r, f);
@@ -473,6 +477,9 @@ fn ensemble_section(md: &mut String, r: &Results, e: &EnsembleBlock) {
         let name = format!("ensemble-{}", w.workload.name());
         workload_section(md, w, l, "ensemble: ", plot_for(r, &name));
     }
+    if let Some(b) = &e.sweep {
+        crate::sweep::section(md, b, "ensemble: ", plot_for(r, "ensemble-sweep"));
+    }
     if let Some(f) = &e.failover {
         let s = &f.spec;
         let _ = writeln!(
@@ -622,7 +629,7 @@ fn plot_name(link: &str) -> String {
     if base.ends_with("-recipe-call") {
         return "recipe-call".to_string();
     }
-    for known in ["exists-watch", "create", "set", "get", "mixed"] {
+    for known in ["exists-watch", "create", "set", "get", "mixed", "sweep"] {
         let ens = format!("ensemble-{known}");
         if base.ends_with(&format!("-{ens}")) {
             return ens;

@@ -73,6 +73,15 @@ pub enum Panel {
         title: String,
         series: Vec<(String, String, Vec<f64>)>,
     },
+    /// Lines over evenly spaced categories (e.g. session counts):
+    /// `series[i] = (system, one value per x label, None where missing)`.
+    Lines {
+        title: String,
+        x_label: String,
+        y_label: String,
+        x_labels: Vec<String>,
+        series: Vec<(String, Vec<Option<f64>>)>,
+    },
 }
 
 /// A whole SVG document: a title over the panels side by side.
@@ -104,6 +113,13 @@ pub fn figure(title: &str, panels: &[Panel]) -> String {
                 groups,
             } => bars(&mut s, title, unit, groups),
             Panel::Cdf { title, series } => cdf(&mut s, title, series),
+            Panel::Lines {
+                title,
+                x_label,
+                y_label,
+                x_labels,
+                series,
+            } => lines(&mut s, title, x_label, y_label, x_labels, series),
         }
         s.push_str("</g>\n");
     }
@@ -328,6 +344,67 @@ fn cdf(s: &mut String, title: &str, series: &[(String, String, Vec<f64>)]) {
     legend(s, y0 + ph + 44.0, &items);
 }
 
+fn lines(
+    s: &mut String,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    x_labels: &[String],
+    series: &[(String, Vec<Option<f64>>)],
+) {
+    let max = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().flatten().copied())
+        .fold(0.0, f64::max);
+    let (top, step) = nice_axis(max);
+    let (x0, y0, pw, ph) = axes(s, title, y_label, top, step);
+    let n = x_labels.len().max(1) as f64;
+    let x_at = |i: usize| x0 + (i as f64 + 0.5) / n * pw;
+    for (i, label) in x_labels.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            x_at(i),
+            y0 + ph + 14.0,
+            esc(label)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        x0 + pw / 2.0,
+        y0 + ph + 28.0,
+        esc(x_label)
+    );
+    let mut items = Vec::new();
+    for (system, values) in series {
+        let c = color(system);
+        let pts: Vec<(f64, f64, f64)> = values
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| (x_at(i), y0 + ph - v / top * ph, v)))
+            .collect();
+        let _ = writeln!(
+            s,
+            r#"<polyline points="{}" fill="none" stroke="{c}" stroke-width="2"/>"#,
+            pts.iter()
+                .map(|(x, y, _)| format!("{x:.1},{y:.1}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        for (x, y, v) in &pts {
+            let _ = writeln!(
+                s,
+                r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{c}"><title>{}: {}</title></circle>"#,
+                esc(system),
+                trim(*v)
+            );
+        }
+        items.push((system.clone(), c));
+    }
+    legend(s, y0 + ph + 44.0, &items);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,6 +453,33 @@ mod tests {
         assert!(svg.contains("&lt;&amp; &quot;quoted&quot;&gt;"));
         assert_eq!(svg.matches("<polyline").count(), 2);
         assert_eq!(svg.matches("<g ").count(), svg.matches("</g>").count());
+        assert!(!svg.contains("NaN") && !svg.contains("inf"));
+    }
+
+    #[test]
+    fn a_line_plot_skips_missing_points() {
+        let svg = figure(
+            "sweep",
+            &[Panel::Lines {
+                title: "mixed".into(),
+                x_label: "sessions".into(),
+                y_label: "ops/s".into(),
+                x_labels: vec!["1".into(), "4".into(), "16".into()],
+                series: vec![
+                    (
+                        "zookeeper".into(),
+                        vec![Some(1_000.0), None, Some(30_000.0)],
+                    ),
+                    (
+                        "wazoo".into(),
+                        vec![Some(2_000.0), Some(20_000.0), Some(60_000.0)],
+                    ),
+                ],
+            }],
+        );
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("<circle").count(), 5);
+        assert!(svg.contains("#e8710a") && svg.contains("#1f77b4"));
         assert!(!svg.contains("NaN") && !svg.contains("inf"));
     }
 }

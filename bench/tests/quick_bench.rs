@@ -1,6 +1,7 @@
 //! The bench end to end against both systems with tiny sizes: every
-//! standalone workload and the recipe workloads (recipe-call, and lock and
-//! queue on 3-member ensembles against kazoo) run, and the report
+//! standalone workload, the sessions sweep (standalone, two counts) and the
+//! recipe workloads (recipe-call, and lock and queue on 3-member ensembles
+//! against kazoo) run, and the report
 //! (Markdown, JSON, SVG plots) is well formed. Speed is not asserted: the
 //! machines are noisy.
 //!
@@ -42,8 +43,10 @@ fn quick_bench_writes_a_well_formed_report() {
         .args(["--quick", "--topology", "standalone"])
         .args([
             "--workloads",
-            "create,get,exists-watch,fanout,churn,memory,recovery,recipe-call,lock,queue",
+            "create,get,exists-watch,fanout,churn,memory,recovery,recipe-call,lock,queue,sweep",
         ])
+        .args(["--sessions-sweep", "1,3", "--sweep-workload", "get"])
+        .args(["--sweep-duration-secs", "0.3"])
         .args(["--duration-secs", "0.5", "--warmup-secs", "0.2"])
         .args(["--sessions", "2", "--inflight", "2", "--keys", "50"])
         .args(["--watch-paths", "50", "--fanout-watchers", "5,10"])
@@ -108,6 +111,18 @@ fn quick_bench_writes_a_well_formed_report() {
         assert!(r["znodes_after"].as_u64().unwrap() >= 2003, "{s}: {r}");
     }
 
+    let points = json["sweep"]["points"].as_array().unwrap();
+    assert_eq!(json["sweep"]["workload"], "get");
+    assert_eq!(points.len(), 2, "one point per session count");
+    for (p, n) in points.iter().zip([1u64, 3]) {
+        assert_eq!(p["sessions"], n);
+        for s in systems {
+            let run = &p["runs"][s];
+            assert!(run["failure"].is_null(), "sweep {s} at {n}: {run}");
+            assert!(run["ops"].as_u64().unwrap() > 0, "sweep {s} at {n}: {run}");
+        }
+    }
+
     let recipes = &json["recipes"];
     let call = &recipes["recipe_call"]["run"];
     assert!(call["failure"].is_null(), "recipe-call: {call}");
@@ -153,13 +168,17 @@ fn quick_bench_writes_a_well_formed_report() {
         "## recipe-call",
         "## lock",
         "## queue",
+        "## sessions sweep",
     ] {
         assert!(md.contains(heading), "the report lacks {heading:?}");
     }
     assert!(md.contains("| **wazoo/zookeeper** |"));
 
     let plots = json["plots"].as_array().unwrap();
-    assert_eq!(plots.len(), 10, "{plots:?}");
+    assert_eq!(plots.len(), 11, "{plots:?}");
+    assert!(plots
+        .iter()
+        .any(|p| p.as_str().unwrap().ends_with("-sweep.svg")));
     for p in plots {
         let file = p.as_str().unwrap();
         assert!(
