@@ -79,6 +79,9 @@ async fn ephemeral_nodes_go_with_their_session(flavor: Target) {
         let owner = connect(&hosts).await;
         let opts = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
         owner.create(&p, b"", &opts).await.unwrap();
+        // On an ensemble the watcher may sit on another member, whose reads
+        // can be stale for a short window (seed 004): sync first.
+        watcher.sync(&p).await.unwrap();
         let (stat, w) = watcher.check_and_watch_stat(&p).await.unwrap();
         assert_eq!(stat.unwrap().ephemeral_owner, owner.session_id().0);
         assert_eq!(
