@@ -69,6 +69,27 @@ async fn until_pending_waits(c: &Client, n: usize) {
     panic!("/zookeeper/recipes never showed {want:?}");
 }
 
+/// counter.wait_for through the client's call helper (which waits for the
+/// Finished and asks again after a reconnection), in a task.
+fn spawn_wait_for(
+    waiter: Client,
+    name: &'static str,
+    at_least: i64,
+) -> tokio::task::JoinHandle<Result<i64, wazoo_client::recipes::RecipeError>> {
+    tokio::spawn(async move {
+        wazoo_client::recipes::call(&waiter, "counter", "wait_for", &WaitFor { name, at_least })
+            .await
+    })
+}
+
+/// `n` counter writes on nodes of their own (txns, to pass snapCount).
+async fn pad_writes(c: &Client, n: usize) {
+    for i in 0..n {
+        let name = format!("pad{i}");
+        call(c, "counter", "incr", &Incr { name: &name, by: 1 }).await;
+    }
+}
+
 async fn next_notification(n: &mut RecipeNotifications) -> Notification {
     let got = tokio::time::timeout(Duration::from_secs(20), n.recv())
         .await
@@ -219,19 +240,7 @@ async fn a_waiting_recipe_keeps_working_after_the_leader_is_killed() {
     // asks again after a reconnection (every member drops its clients when
     // the leader goes, and a notification pushed while a client is away is
     // not kept for it; wait_for is safe to repeat).
-    let waiting = tokio::spawn(async move {
-        let r: Result<i64, _> = wazoo_client::recipes::call(
-            &waiter,
-            "counter",
-            "wait_for",
-            &WaitFor {
-                name: "f",
-                at_least: 5,
-            },
-        )
-        .await;
-        r
-    });
+    let waiting = spawn_wait_for(waiter, "f", 5);
     // Wait until the registration is replicated, then kill the leader that
     // ran the call.
     let probe = connect(&bumper_at).await;
@@ -385,44 +394,10 @@ async fn pending_waits_survive_a_restart_from_snapshot_and_log() {
     };
     let waiter = Client::connect(&hosts, opts).await.expect("connect").0;
     let bumper = connect(&hosts).await;
-    for i in 0..6 {
-        call(
-            &bumper,
-            "counter",
-            "incr",
-            &Incr {
-                name: &format!("pad{i}"),
-                by: 1,
-            },
-        )
-        .await;
-    }
-    let waiting = tokio::spawn(async move {
-        let r: Result<i64, _> = wazoo_client::recipes::call(
-            &waiter,
-            "counter",
-            "wait_for",
-            &WaitFor {
-                name: "r",
-                at_least: 3,
-            },
-        )
-        .await;
-        r
-    });
+    pad_writes(&bumper, 6).await;
+    let waiting = spawn_wait_for(waiter, "r", 3);
     until_pending_waits(&bumper, 1).await;
-    for i in 0..6 {
-        call(
-            &bumper,
-            "counter",
-            "incr",
-            &Incr {
-                name: &format!("pad{i}"),
-                by: 1,
-            },
-        )
-        .await;
-    }
+    pad_writes(&bumper, 6).await;
     server.kill();
     server.restart().expect("restart");
     let bumper = connect(&hosts).await;
