@@ -139,6 +139,15 @@ pub fn join_contenders(cx: &mut Ctx, dir: &str, marker: &str, id: &[u8]) -> Resu
     Ok(())
 }
 
+/// The unlock step: deletes the caller's contender in `dir`, if any;
+/// whether there was one.
+pub fn leave_contenders(cx: &mut Ctx, dir: &str, marker: &str) -> Result<bool> {
+    match find_own(&children_or_empty(cx, dir)?, &guid(cx), marker) {
+        Some(own) => delete_if_exists(cx, &wazoo_sdk::join(dir, &own)),
+        None => Ok(false),
+    }
+}
+
 /// kazoo's `_get_predecessor`: among the children matching `blockers`, the
 /// one with the largest sequence smaller than `own`'s. `None`: `own` holds.
 pub fn predecessor(

@@ -101,14 +101,7 @@ fn leader(cx: &mut Ctx, a: PathArg) -> Result<Step<Option<Bin>>> {
 
 fn resign(cx: &mut Ctx, a: PathArg) -> Result<Step<bool>> {
     check_path(&a.path)?;
-    let kids = children_or_empty(cx, &a.path)?;
-    match find_own(&kids, &guid(cx), LOCK) {
-        Some(own) => Ok(Step::Done(delete_if_exists(
-            cx,
-            &wazoo_sdk::join(&a.path, &own),
-        )?)),
-        None => Ok(Step::Done(false)),
-    }
+    Ok(Step::Done(leave_contenders(cx, &a.path, LOCK)?))
 }
 
 fn ack(cx: &mut Ctx, a: PathArg) -> Result<Step<()>> {

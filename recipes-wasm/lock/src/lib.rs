@@ -91,14 +91,7 @@ fn fired(cx: &mut Ctx, ev: Fired) -> Result<Step<String>> {
 
 fn release(cx: &mut Ctx, a: PathArg) -> Result<Step<bool>> {
     check_path(&a.path)?;
-    let kids = children_or_empty(cx, &a.path)?;
-    match find_own(&kids, &guid(cx), LOCK) {
-        Some(own) => Ok(Step::Done(delete_if_exists(
-            cx,
-            &wazoo_sdk::join(&a.path, &own),
-        )?)),
-        None => Ok(Step::Done(false)),
-    }
+    Ok(Step::Done(leave_contenders(cx, &a.path, LOCK)?))
 }
 
 fn holder(cx: &mut Ctx, a: PathArg) -> Result<Step<Option<String>>> {
