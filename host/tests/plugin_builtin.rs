@@ -616,3 +616,41 @@ fn election_with_acknowledgement_and_group_membership() {
     let m3: Members = done(&sim.call(C, "group", "members", &g()));
     assert_eq!(m3.members.len(), 1);
 }
+
+/// recipes-wasm/.cargo/config.toml links every module with a 256 KiB initial
+/// memory and the SDK's allocator starts in its free tail: an ordinary step
+/// never calls `memory.grow`, so the host's per-call reset changes no page
+/// protections (the cost that made a call 1.6x a getData; docs/ARCHITECTURE.md,
+/// "Recipe runtime").
+#[test]
+fn ordinary_calls_run_inside_the_initial_memory() {
+    const INITIAL: usize = 256 << 10;
+    let mut sim = Sim::new();
+    sim.rt.load_bytes(&recipe_bytes("echo")).unwrap();
+    let lock = args(&[("path", s("/app/locks/m")), ("id", V::B(b"me".to_vec()))]);
+    let put = args(&[("path", s("/app/q")), ("data", V::B(vec![7; 1000]))]);
+    let steps: [(&str, &str, &[u8]); 4] = [
+        ("echo", "noop", &[]),
+        ("lock", "acquire", &lock),
+        ("lock", "release", &lock),
+        ("queue", "put", &put),
+    ];
+    for (module, method, a) in steps {
+        let mut view = sim.tree.clone();
+        view.session = A;
+        let out = sim
+            .rt
+            .call(module, method, a, &caller(A), &mut view)
+            .unwrap();
+        assert!(
+            !matches!(out.reply, Reply::Error { .. }),
+            "{module}.{method} failed: {:?}",
+            out.reply
+        );
+        assert_eq!(
+            out.memory_bytes, INITIAL,
+            "{module}.{method} grew its memory past the initial {INITIAL} bytes"
+        );
+        sim.tree = view;
+    }
+}

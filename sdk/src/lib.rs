@@ -354,7 +354,9 @@ pub fn join(parent: &str, child: &str) -> String {
 /// Declares a recipe module: its name, the path prefixes it may touch, its
 /// methods and (optionally) its watch handler and version (default: the
 /// crate's version). Generates the manifest custom section, the ABI exports
-/// (`alloc`, `dealloc`, `call`, `on_watch`) and the panic hook.
+/// (`alloc`, `dealloc`, `call`, `on_watch`), the panic hook and the global
+/// allocator (dlmalloc starting in the initial memory's free tail, so a call
+/// that fits there never grows memory; a recipe crate must not set its own).
 ///
 /// ```ignore
 /// recipe!(name = "lock", prefixes = ["/locks"], methods = [acquire, release], on_watch = recheck);
@@ -385,6 +387,10 @@ macro_rules! recipe {
             static __WAZOO_MANIFEST: [u8; __WAZOO_LEN] = $crate::manifest::encode::<__WAZOO_LEN>(
                 __WAZOO_NAME, __WAZOO_VERSION, __WAZOO_METHODS, __WAZOO_PREFIXES, __WAZOO_ON_WATCH,
             );
+
+            #[cfg(target_arch = "wasm32")]
+            #[global_allocator]
+            static __WAZOO_HEAP: $crate::rt::Heap = $crate::rt::Heap;
 
             #[cfg(target_arch = "wasm32")]
             #[unsafe(no_mangle)]

@@ -6,6 +6,11 @@ use crate::{code, Ctx, Error, Fired, Result, Step};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+/// The guest's global allocator (set by the `recipe!` macro): dlmalloc over
+/// the slack of the initial memory first, `memory.grow` after.
+#[cfg(target_arch = "wasm32")]
+pub use dlmalloc::GlobalDlmalloc as Heap;
+
 /// `alloc` export: `len` bytes the host fills (owned by the guest afterwards).
 pub fn alloc(len: usize) -> *mut u8 {
     if len == 0 {

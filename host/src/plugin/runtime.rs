@@ -130,6 +130,9 @@ pub struct Outcome {
     pub version: String,
     /// The hash of the module that answered (hex).
     pub hash: String,
+    /// The instance's linear memory at its largest, in bytes. A call that
+    /// never grew memory reports the module's initial size.
+    pub memory_bytes: usize,
 }
 
 #[derive(Default)]
@@ -208,6 +211,9 @@ unsafe impl Sync for HostPtr {}
 struct Limiter {
     cap: usize,
     hit: bool,
+    /// The largest size granted (the initial size counts: wasmtime asks at
+    /// instantiation too).
+    peak: usize,
 }
 
 impl ResourceLimiter for Limiter {
@@ -224,6 +230,7 @@ impl ResourceLimiter for Limiter {
             self.hit = true;
             return Err(wasmtime::Error::msg("memory cap reached"));
         }
+        self.peak = self.peak.max(desired);
         Ok(true)
     }
     fn table_growing(
@@ -692,6 +699,9 @@ impl Runtime {
         // instance per call makes this the hot path).
         pool.linear_memory_keep_resident(KEEP_RESIDENT);
         pool.table_keep_resident(64 << 10);
+        // Where the kernel has PAGEMAP_SCAN (Linux 6.7+), reset only the
+        // pages a call dirtied instead of all of the resident part.
+        pool.pagemap_scan(wasmtime::Enabled::Auto);
         c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine =
             Engine::new(&c).map_err(|e| anyhow::anyhow!("cannot create the wasm engine: {e:#}"))?;
@@ -985,6 +995,7 @@ impl Runtime {
             limiter: Limiter {
                 cap: limits.memory_bytes,
                 hit: false,
+                peak: 0,
             },
             fatal: None,
             ops: 0,
@@ -1005,6 +1016,7 @@ impl Runtime {
         let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let result = result.map_err(|e| classify(store.data_mut(), e, limits));
         let ops = store.data().ops;
+        let memory_bytes = store.data().limiter.peak;
         drop(store);
 
         m.counters.calls.fetch_add(1, Ordering::Relaxed);
@@ -1020,6 +1032,7 @@ impl Runtime {
                     ops,
                     version: m.manifest.version.clone(),
                     hash: m.hash_hex.clone(),
+                    memory_bytes,
                 })
             }
             Ok(Err(e)) | Err(e) => {
