@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo build --release -p wazoo -p wazoo-bench
-//! target/release/wazoo-bench --quick                  # about 1.5 minutes
+//! target/release/wazoo-bench --quick                  # about a minute
 //! target/release/wazoo-bench --out results.json --report report.md
 //! target/release/wazoo-bench --topology ensemble      # 3-member ensembles only
 //! ```
@@ -65,10 +65,10 @@ const DEFAULT_WORKLOADS: &[Workload] = &[
     Workload::Memory,
     Workload::Recovery,
     Workload::Failover,
+    Workload::RecipeCall,
+    Workload::Lock,
+    Workload::Queue,
 ];
-
-/// Opt-in (by name), and part of `--quick`'s set: the recipe workloads.
-const RECIPE_WORKLOADS: &[Workload] = &[Workload::RecipeCall, Workload::Lock, Workload::Queue];
 
 /// Which deployments to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -107,7 +107,7 @@ struct Args {
     /// Data bytes per create/setData.
     #[arg(long, default_value_t = 100)]
     payload: usize,
-    /// Measured seconds per workload and system [default: 10, --quick: 1].
+    /// Measured seconds per workload and system [default: 8, --quick: 0.5].
     #[arg(long)]
     duration_secs: Option<f64>,
     /// Measured rounds per throughput workload and system; rounds alternate
@@ -115,23 +115,22 @@ struct Args {
     #[arg(long)]
     rounds: Option<usize>,
     /// Unmeasured warm-up seconds before each measurement (JIT, caches)
-    /// [default: 2, --quick: 0.5].
+    /// [default: 2, --quick: 0.25].
     #[arg(long)]
     warmup_secs: Option<f64>,
     /// What to run, in this order [default: create,set,get,mixed,exists-watch,
-    /// fanout,churn,client,memory,recovery,failover; --quick adds
-    /// recipe-call,lock,queue, which otherwise run only when named].
+    /// fanout,churn,client,memory,recovery,failover,recipe-call,lock,queue;
+    /// sweep runs only when named].
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<Workload>,
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 20000].
     #[arg(long)]
     nodes: Option<u64>,
-    /// Short run (about 1.5 minutes with both topologies on a quiet
-    /// machine): 1 s windows, 0.5 s warm-up, 1 round, 20k nodes, one
-    /// restart, 50 fan-out watchers, 1 failover round (1 s of writes before
-    /// the kill, 1 s after), 2000 recipe-call samples; adds recipe-call,
-    /// lock and queue to the default workloads. A smoke test: its figures
-    /// are cold and noisy.
+    /// Short run (about a minute with both topologies on a quiet machine):
+    /// 0.5 s windows, 0.25 s warm-up, 1 round, 20k nodes, one restart, 50
+    /// fan-out watchers, 1 failover round (1 s of writes before the kill,
+    /// 1 s after), 2000 recipe-call samples. A smoke test: its figures are
+    /// cold and noisy.
     #[arg(long)]
     quick: bool,
     /// standalone servers, ensembles, or both (standalone first).
@@ -141,7 +140,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     members: usize,
     /// Measured seconds per ensemble throughput workload and system
-    /// [default: --duration-secs, --quick: 1].
+    /// [default: --duration-secs].
     #[arg(long)]
     ensemble_duration_secs: Option<f64>,
     /// Leader kills per system in the failover workload (alternating the
@@ -199,7 +198,7 @@ struct Args {
     /// Requests in flight on the single connection of the client benchmark.
     #[arg(long, default_value_t = 128)]
     client_inflight: usize,
-    /// Measured seconds per client-benchmark round [default: 5, --quick: 1].
+    /// Measured seconds per client-benchmark round [default: 5, --quick: 0.5].
     #[arg(long)]
     client_duration_secs: Option<f64>,
     /// Measured rounds per client crate (alternating A B B A ...)
@@ -229,7 +228,7 @@ struct Args {
     /// ephemeral znode and closing, in a loop.
     #[arg(long, default_value_t = 16)]
     churn_sessions: usize,
-    /// churn: measured seconds per round [default: --duration-secs, --quick: 1].
+    /// churn: measured seconds per round [default: --duration-secs].
     #[arg(long)]
     churn_duration_secs: Option<f64>,
     /// recovery: kill -9 + restart cycles of the loaded server per system
@@ -255,8 +254,8 @@ struct Args {
     /// lock, queue: contending sessions.
     #[arg(long, default_value_t = 16)]
     recipe_sessions: usize,
-    /// lock, queue: measured seconds per round [default: --duration-secs,
-    /// --quick: 1].
+    /// lock, queue: measured seconds per round [default: 5, --quick:
+    /// --duration-secs].
     #[arg(long)]
     recipe_duration_secs: Option<f64>,
     /// sweep: session counts, each a point of the throughput-against-sessions
@@ -465,24 +464,19 @@ async fn run(args: Args) -> Result<()> {
     let mut args = args;
     if args.workloads.is_empty() {
         args.workloads = DEFAULT_WORKLOADS.to_vec();
-        if quick {
-            args.workloads.extend_from_slice(RECIPE_WORKLOADS);
-        }
     }
     if args.sessions_sweep.is_some() && !args.workloads.contains(&Workload::Sweep) {
         args.workloads.push(Workload::Sweep);
     }
     let args = args;
-    let duration = args.duration_secs.unwrap_or(if quick { 1.0 } else { 10.0 });
-    let warmup = args.warmup_secs.unwrap_or(if quick { 0.5 } else { 2.0 });
+    let duration = args.duration_secs.unwrap_or(if quick { 0.5 } else { 8.0 });
+    let warmup = args.warmup_secs.unwrap_or(if quick { 0.25 } else { 2.0 });
     let nodes = args.nodes.unwrap_or(if quick { 20_000 } else { 1_000_000 });
     let rounds_per_workload = args.rounds.unwrap_or(if quick { 1 } else { 2 }).max(1);
     let client_duration = args
         .client_duration_secs
-        .unwrap_or(if quick { 1.0 } else { 5.0 });
-    let ensemble_duration =
-        args.ensemble_duration_secs
-            .unwrap_or(if quick { 1.0 } else { duration });
+        .unwrap_or(if quick { 0.5 } else { 5.0 });
+    let ensemble_duration = args.ensemble_duration_secs.unwrap_or(duration);
     anyhow::ensure!(
         args.sessions > 0 && args.inflight > 0,
         "--sessions and --inflight must be positive"
@@ -595,7 +589,7 @@ async fn run(args: Args) -> Result<()> {
         warmup_secs: warmup,
         duration_secs: args
             .churn_duration_secs
-            .unwrap_or(if quick { 1.0 } else { duration }),
+            .unwrap_or(duration),
         rounds: rounds_per_workload,
         session_timeout_ms: 10_000,
     };
@@ -892,7 +886,8 @@ async fn run(args: Args) -> Result<()> {
     // with the echo module; lock and queue on ensembles, wazoo's members
     // loading the lock and queue modules). Whatever --topology says: they
     // have their own servers.
-    if args.workloads.iter().any(|w| RECIPE_WORKLOADS.contains(w)) {
+    let recipe_workloads = [Workload::RecipeCall, Workload::Lock, Workload::Queue];
+    if args.workloads.iter().any(|w| recipe_workloads.contains(w)) {
         let spec = RecipePhase {
             quick,
             warmup,
@@ -927,7 +922,7 @@ async fn run(args: Args) -> Result<()> {
             children_per_parent: memory::BUCKET,
             sessions: args.sessions,
             inflight: args.load_inflight,
-            settle_secs: if quick { 1.0 } else { 3.0 },
+            settle_secs: if quick { 0.5 } else { 3.0 },
             load_timeout_secs: args.load_timeout_secs,
         };
         let mut order = systems.clone();
@@ -1460,13 +1455,14 @@ async fn recipes_phase(
     }
     save(results)?;
     // Pairings: kazoo on ZooKeeper, wazoo's recipe, kazoo on wazoo.
+    let kazoo_on_wazoo = !args.no_kazoo_on_wazoo;
     let mut pairings: Vec<&'static str> = Vec::new();
     for &flavor in systems {
         match flavor {
             Flavor::Zookeeper => pairings.push(recipes::ZK_KAZOO),
             Flavor::Wazoo => {
                 pairings.push(recipes::WAZOO);
-                if !args.no_kazoo_on_wazoo {
+                if kazoo_on_wazoo {
                     pairings.push(recipes::WAZOO_KAZOO);
                 }
             }
@@ -1477,15 +1473,13 @@ async fn recipes_phase(
             recipe,
             sessions: args.recipe_sessions.max(1),
             warmup_secs: p.warmup,
-            duration_secs: args.recipe_duration_secs.unwrap_or(if p.quick {
-                1.0
-            } else {
-                p.duration
-            }),
+            duration_secs: args
+                .recipe_duration_secs
+                .unwrap_or(if p.quick { p.duration } else { 5.0 }),
             rounds: p.rounds,
             cycle_timeout_secs: 10.0,
             python: python.clone(),
-            kazoo_on_wazoo: !args.no_kazoo_on_wazoo,
+            kazoo_on_wazoo,
         };
         let mut order = Vec::new();
         let mut rounds: BTreeMap<&'static str, Vec<recipes::ContendRound>> = BTreeMap::new();
