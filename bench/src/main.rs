@@ -587,9 +587,7 @@ async fn run(args: Args) -> Result<()> {
     let churn_spec = ChurnSpec {
         churners: args.churn_sessions.max(1),
         warmup_secs: warmup,
-        duration_secs: args
-            .churn_duration_secs
-            .unwrap_or(duration),
+        duration_secs: args.churn_duration_secs.unwrap_or(duration),
         rounds: rounds_per_workload,
         session_timeout_ms: 10_000,
     };
@@ -1473,9 +1471,11 @@ async fn recipes_phase(
             recipe,
             sessions: args.recipe_sessions.max(1),
             warmup_secs: p.warmup,
-            duration_secs: args
-                .recipe_duration_secs
-                .unwrap_or(if p.quick { p.duration } else { 5.0 }),
+            duration_secs: args.recipe_duration_secs.unwrap_or(if p.quick {
+                p.duration
+            } else {
+                5.0
+            }),
             rounds: p.rounds,
             cycle_timeout_secs: 10.0,
             python: python.clone(),

@@ -1,6 +1,6 @@
 //! One member of an ensemble: the I/O shell around two deterministic
 //! machines, the ZAB [`Peer`] (consensus) and the pipeline [`Server`]
-//! (clients, tree, sessions), on one core thread.
+//! (clients, tree, sessions), in one core loop on the member's thread.
 //!
 //! Each batch of events is handled, then the outputs of both machines are
 //! carried out until neither has anything left, in the order each produced
@@ -92,7 +92,7 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
 }
 
 /// Recovers and starts serving as one member of the ensemble in `cfg`.
-pub async fn start(cfg: Config) -> Result<crate::member::Member> {
+pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
     let my_id = cfg.my_id.ok_or_else(|| {
         anyhow!(
             "{}/myid is missing: an ensemble member needs its id",
@@ -202,27 +202,29 @@ pub async fn start(cfg: Config) -> Result<crate::member::Member> {
     let core_ctx = Arc::clone(&ctx);
     let core_cfg = cfg.clone();
     let restart_tx = tx.clone();
-    let core = std::thread::Builder::new()
-        .name(format!("wazoo-core-{my_id}"))
-        .spawn(move || {
-            let mut m = EnsembleCore {
-                server,
-                peer,
-                log: Some(group),
-                links,
-                conns: HashMap::new(),
-                leader: None,
-                cfg: core_cfg,
-                durable_tx: Some(restart_tx),
-            };
-            m.run(rx, core_ctx)
-        })?;
+    let core = async move {
+        let mut m = EnsembleCore {
+            server,
+            peer,
+            log: Some(group),
+            links,
+            conns: HashMap::new(),
+            leader: None,
+            cfg: core_cfg,
+            durable_tx: Some(restart_tx),
+        };
+        m.run(rx, core_ctx).await
+    };
     crate::member::spawn_shell_tasks(&cfg, listener, tx.clone());
     tracing::info!(%client_addr, my_id, "wazoo ensemble member started (electing)");
-    Ok(crate::member::Member::from_parts(client_addr, tx, core))
+    Ok(crate::member::Started {
+        client_addr,
+        events: tx,
+        core: Box::pin(core),
+    })
 }
 
-/// The group-commit callback: durability reports go to the core thread.
+/// The group-commit callback: durability reports go to the core loop.
 fn durable_callback(
     tx: mpsc::Sender<Event>,
 ) -> impl FnMut(wazoo_storage::DurabilityReport<'_>) + Send + 'static {
@@ -247,8 +249,8 @@ struct EnsembleCore {
 }
 
 impl EnsembleCore {
-    fn run(&mut self, mut rx: mpsc::Receiver<Event>, ctx: Arc<AdminContext>) -> Result<()> {
-        let result = self.run_inner(&mut rx, &ctx);
+    async fn run(&mut self, mut rx: mpsc::Receiver<Event>, ctx: Arc<AdminContext>) -> Result<()> {
+        let result = self.run_inner(&mut rx, &ctx).await;
         for tx in self.conns.values() {
             let _ = tx.send(ConnMsg::Close);
         }
@@ -258,8 +260,12 @@ impl EnsembleCore {
         result
     }
 
-    fn run_inner(&mut self, rx: &mut mpsc::Receiver<Event>, ctx: &AdminContext) -> Result<()> {
-        while let Some(ev) = rx.blocking_recv() {
+    async fn run_inner(
+        &mut self,
+        rx: &mut mpsc::Receiver<Event>,
+        ctx: &AdminContext,
+    ) -> Result<()> {
+        while let Some(ev) = rx.recv().await {
             let mut next = Some(ev);
             let mut handled = 0;
             while let Some(ev) = next.take() {

@@ -3,7 +3,7 @@
 //! Layout:
 //! - [`core`]: the deterministic core — tree, sessions, watches, ACLs and
 //!   the request pipeline — with no I/O, clocks or randomness.
-//! - [`member`]: the I/O shell of one member: recovery, the core thread,
+//! - [`member`]: the I/O shell of one member: recovery, the core loop,
 //!   the group-commit log, snapshots and purges.
 //! - [`net`]: the client port (framing, backpressure, four-letter words).
 //! - [`admin`]: four-letter word answers.

@@ -1,16 +1,17 @@
-//! One standalone member: recovery, the core thread, the group-commit log,
+//! One standalone member: recovery, the core loop, the group-commit log,
 //! background snapshots and purges. The I/O shell around [`crate::core`].
 //!
 //! Threads:
-//! - the *core thread* owns the [`Server`] state machine. It takes events
-//!   from one channel (client input from the network tasks, durability
-//!   reports from the log writer, ticks, admin queries), handles a batch,
-//!   then carries out the outputs in order: txns to the log, bytes to
-//!   connections, snapshots to a writer thread.
+//! - the *member thread* runs a single-threaded tokio runtime: the tasks
+//!   that own the sockets (see [`crate::net`]) and the *core loop*, which
+//!   owns the [`Server`] state machine. It takes events from one channel
+//!   (client input from the connection tasks, durability reports from the
+//!   log writer, ticks, admin queries), handles a batch, then carries out
+//!   the outputs in order: txns to the log, bytes to connections,
+//!   snapshots to a writer thread.
 //! - the *log writer* (`wazoo_storage::GroupCommitLog`) fsyncs batches and
-//!   reports the durable zxid back to the core thread, which only then
+//!   reports the durable zxid back to the core loop, which only then
 //!   applies the txns and replies: persist before acknowledging.
-//! - tokio tasks own the sockets (see [`crate::net`]).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -37,7 +38,7 @@ pub enum ConnMsg {
     Close,
 }
 
-/// What the core thread listens to.
+/// What the core loop listens to.
 pub enum Event {
     /// A connection's writer, registered before its first input.
     Register {
@@ -318,56 +319,106 @@ pub struct Member {
     core: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
+/// A member set up on its own thread: where it serves, its event channel,
+/// and the core loop to run there.
+pub(crate) struct Started {
+    pub client_addr: SocketAddr,
+    pub events: mpsc::Sender<Event>,
+    pub core: std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>>>>,
+}
+
+/// Recovers, starts the log writer, binds the client port and returns the
+/// core loop of a standalone member (run by [`Member::start`]).
+async fn start_standalone(cfg: Config) -> Result<Started> {
+    let (mut server, log) = recover(&cfg, now_ms())?;
+    let plugins = start_plugins(&cfg, &mut server)?;
+    let log_stats = log.stats();
+    let (tx, rx) = mpsc::channel::<Event>(65536);
+    let durable_tx = tx.clone();
+    let group = GroupCommitLog::start(log, GroupCommitOptions::default(), move |report| {
+        let ev = match report {
+            Ok(zxid) => Event::Input(Input::Durable { zxid: zxid as i64 }),
+            Err(e) => Event::LogFailed(e.to_string()),
+        };
+        // The core may be gone at shutdown; nothing to do then.
+        let _ = durable_tx.blocking_send(ev);
+    })?;
+    let listener = tokio::net::TcpListener::bind(cfg.client_addr())
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
+    let client_addr = listener.local_addr()?;
+    let ctx = Arc::new(AdminContext {
+        cfg: cfg.clone(),
+        log_stats,
+        started_ms: now_ms(),
+        metrics: start_metrics(&cfg, 1).await?,
+        plugins,
+    });
+    spawn_shell_tasks(&cfg, listener, tx.clone());
+    tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
+    Ok(Started {
+        client_addr,
+        events: tx,
+        core: Box::pin(core_loop(server, rx, group, ctx, cfg)),
+    })
+}
+
 impl Member {
     /// Recovers, binds the client port and starts serving: standalone, or
     /// as one member of the ensemble the config's `server.N` lines describe.
+    ///
+    /// The member runs on a thread of its own, in a single-threaded tokio
+    /// runtime that holds its core loop and every one of its sockets
+    /// (clients, quorum links, metrics): a request crosses no thread
+    /// between the socket and the core, only to the log writer and back.
+    /// On a small machine the wake-ups between threads, not CPU, bounded
+    /// replicated writes (docs/ARCHITECTURE.md, "Threads").
     pub async fn start(cfg: Config) -> Result<Member> {
-        if cfg.is_ensemble() {
-            return crate::ensemble_member::start(cfg).await;
-        }
-        let (mut server, log) = recover(&cfg, now_ms())?;
-        let plugins = start_plugins(&cfg, &mut server)?;
-        let log_stats = log.stats();
-        let (tx, rx) = mpsc::channel::<Event>(65536);
-        let durable_tx = tx.clone();
-        let group = GroupCommitLog::start(log, GroupCommitOptions::default(), move |report| {
-            let ev = match report {
-                Ok(zxid) => Event::Input(Input::Durable { zxid: zxid as i64 }),
-                Err(e) => Event::LogFailed(e.to_string()),
-            };
-            // The core thread may be gone at shutdown; nothing to do then.
-            let _ = durable_tx.blocking_send(ev);
-        })?;
-        let listener = tokio::net::TcpListener::bind(cfg.client_addr())
-            .await
-            .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
-        let client_addr = listener.local_addr()?;
-        let ctx = Arc::new(AdminContext {
-            cfg: cfg.clone(),
-            log_stats,
-            started_ms: now_ms(),
-            metrics: start_metrics(&cfg, 1).await?,
-            plugins,
-        });
-        let core_ctx = Arc::clone(&ctx);
-        let snap_cfg = cfg.clone();
-        let core = std::thread::Builder::new()
-            .name("wazoo-core".into())
-            .spawn(move || core_loop(server, rx, group, core_ctx, snap_cfg))?;
-        spawn_shell_tasks(&cfg, listener, tx.clone());
-        tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
-        Ok(Member::from_parts(client_addr, tx, core))
-    }
-
-    pub(crate) fn from_parts(
-        client_addr: SocketAddr,
-        events: mpsc::Sender<Event>,
-        core: std::thread::JoinHandle<Result<()>>,
-    ) -> Member {
-        Member {
-            client_addr,
-            events,
-            core: Some(core),
+        let name = match cfg.my_id {
+            Some(id) if cfg.is_ensemble() => format!("wazoo-member-{id}"),
+            _ => "wazoo-member".to_string(),
+        };
+        let (ready_tx, ready_rx) = oneshot::channel::<Result<(SocketAddr, mpsc::Sender<Event>)>>();
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || -> Result<()> {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the member's runtime")?;
+                rt.block_on(async move {
+                    let started = if cfg.is_ensemble() {
+                        crate::ensemble_member::start(cfg).await
+                    } else {
+                        start_standalone(cfg).await
+                    };
+                    match started {
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            Ok(())
+                        }
+                        Ok(st) => {
+                            let _ = ready_tx.send(Ok((st.client_addr, st.events)));
+                            st.core.await
+                        }
+                    }
+                })
+            })?;
+        match ready_rx.await {
+            Ok(Ok((client_addr, events))) => Ok(Member {
+                client_addr,
+                events,
+                core: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+                Err(e)
+            }
+            Err(_) => match tokio::task::spawn_blocking(move || thread.join()).await {
+                Ok(Ok(Err(e))) => Err(e),
+                Ok(Ok(Ok(()))) => Err(anyhow!("the member stopped while starting")),
+                _ => Err(anyhow!("the member's thread panicked while starting")),
+            },
         }
     }
 
@@ -376,14 +427,14 @@ impl Member {
         mut self,
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
-        let core = self.core.take().expect("core thread handle");
+        let core = self.core.take().expect("member thread handle");
         let waiter = tokio::task::spawn_blocking(move || core.join());
         tokio::pin!(waiter);
         tokio::select! {
             r = &mut waiter => {
                 return match r {
                     Ok(Ok(res)) => res,
-                    Ok(Err(_)) => Err(anyhow!("the core thread panicked")),
+                    Ok(Err(_)) => Err(anyhow!("the member thread panicked")),
                     Err(e) => Err(anyhow!("core join failed: {e}")),
                 };
             }
@@ -392,7 +443,7 @@ impl Member {
         let _ = self.events.send(Event::Shutdown).await;
         match waiter.await {
             Ok(Ok(res)) => res,
-            Ok(Err(_)) => Err(anyhow!("the core thread panicked")),
+            Ok(Err(_)) => Err(anyhow!("the member thread panicked")),
             Err(e) => Err(anyhow!("core join failed: {e}")),
         }
     }
@@ -440,7 +491,7 @@ pub(crate) fn spawn_shell_tasks(
     }
 }
 
-fn core_loop(
+async fn core_loop(
     mut server: Server,
     mut rx: mpsc::Receiver<Event>,
     log: GroupCommitLog,
@@ -450,7 +501,7 @@ fn core_loop(
     let mut conns: HashMap<ConnId, mpsc::UnboundedSender<ConnMsg>> = HashMap::new();
     let snapshot_busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut result = Ok(());
-    'outer: while let Some(ev) = rx.blocking_recv() {
+    'outer: while let Some(ev) = rx.recv().await {
         let mut next = Some(ev);
         let mut handled = 0;
         while let Some(ev) = next.take() {

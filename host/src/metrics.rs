@@ -2,7 +2,7 @@
 //! ZooKeeper's PrometheusMetricsProvider): request latencies, outstanding
 //! requests, fsync time, quorum size, elections, and the tree's and
 //! sessions' sizes. The exposition format comes from `prometheus-client`;
-//! the core thread updates the values after each batch, the HTTP task
+//! the core loop updates the values after each batch, the HTTP task
 //! encodes them on each scrape.
 
 use std::net::SocketAddr;
@@ -162,7 +162,7 @@ impl Metrics {
         Arc::new(m)
     }
 
-    /// Takes the pipeline's figures (called by the core thread).
+    /// Takes the pipeline's figures (called by the core loop).
     pub fn update(&self, s: &mut Server, connections: usize, log: &wazoo_storage::LogStats) {
         for l in s.stats.latency_samples_ms.drain(..) {
             self.latency.observe(l as f64 / 1000.0);

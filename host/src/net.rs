@@ -2,7 +2,7 @@
 //!
 //! The reader checks each frame's length against jute.maxbuffer before
 //! reading it (a larger one closes the connection, as ZooKeeper does),
-//! decodes it and hands it to the core thread. The writer coalesces whatever
+//! decodes it and hands it to the core loop. The writer coalesces whatever
 //! the core queued into one socket write. A connection may have at most
 //! [`MAX_IN_FLIGHT`] requests unanswered; past that its reader stops reading,
 //! so a client that does not read its replies cannot make the server queue
