@@ -5,6 +5,12 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the system allocator: the request path allocates
+/// and frees small buffers on every member thread, where glibc's malloc
+/// spent a third of the members' time (docs/ARCHITECTURE.md, "Threads").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "wazoo",
