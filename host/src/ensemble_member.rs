@@ -266,10 +266,11 @@ impl EnsembleCore {
         ctx: &AdminContext,
     ) -> Result<()> {
         while let Some(ev) = rx.recv().await {
+            let mut clock = crate::member::BatchClock::default();
             let mut next = Some(ev);
             let mut handled = 0;
             while let Some(ev) = next.take() {
-                let now = now_ms();
+                let now = clock.now();
                 match ev {
                     Event::Register { conn, tx } => {
                         self.conns.insert(conn, tx);
