@@ -669,39 +669,6 @@ fn log_lines_are_capped_not_fatal() {
 #[test]
 fn instance_pool_exhaustion_is_a_clean_error() {
     use std::sync::mpsc;
-    use wazoo::plugin::abi::NodeStat;
-    use wazoo_proto::ErrorCode;
-
-    /// Holds the guest inside its tree op until told to go.
-    struct Hold(mpsc::Sender<()>, mpsc::Receiver<()>);
-    impl wazoo::plugin::RecipeHost for Hold {
-        fn get(&mut self, _: &str, _: Option<&str>) -> Result<(Vec<u8>, NodeStat), ErrorCode> {
-            Err(ErrorCode::NoNode)
-        }
-        fn children(&mut self, _: &str, _: Option<&str>) -> Result<Vec<String>, ErrorCode> {
-            Err(ErrorCode::NoNode)
-        }
-        fn exists(&mut self, _: &str, _: Option<&str>) -> Result<Option<NodeStat>, ErrorCode> {
-            let _ = self.0.send(());
-            let _ = self.1.recv();
-            Ok(None)
-        }
-        fn create(&mut self, _: &str, _: &[u8], _: CreateMode) -> Result<String, ErrorCode> {
-            Err(ErrorCode::Unimplemented)
-        }
-        fn set(&mut self, _: &str, _: &[u8], _: i32) -> Result<NodeStat, ErrorCode> {
-            Err(ErrorCode::Unimplemented)
-        }
-        fn delete(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
-            Err(ErrorCode::Unimplemented)
-        }
-        fn check(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
-            Err(ErrorCode::Unimplemented)
-        }
-        fn notify(&mut self, _: i64, _: &[u8]) -> Result<(), ErrorCode> {
-            Err(ErrorCode::Unimplemented)
-        }
-    }
 
     let rt = Runtime::new(RuntimeConfig {
         max_instances: 1,
@@ -728,7 +695,9 @@ fn instance_pool_exhaustion_is_a_clean_error() {
     let (go, wait) = mpsc::channel();
     let held = {
         let rt = rt.clone();
-        std::thread::spawn(move || rt.call("bad", "get", &[], &caller(), &mut Hold(tx, wait)))
+        std::thread::spawn(move || {
+            rt.call("bad", "get", &[], &caller(), &mut HoldAtExists(tx, wait))
+        })
     };
     rx.recv().unwrap();
     // The only slot is taken: the next call fails cleanly, and is retryable.

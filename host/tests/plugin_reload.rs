@@ -9,9 +9,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wazoo::plugin::abi::{CallerInfo, CreateMode, NodeStat, Reply, TreeOp};
+use wazoo::plugin::abi::{CallerInfo, Reply, TreeOp};
 use wazoo::plugin::{Limits, RecipeError, Runtime, RuntimeConfig, WatchConfig};
-use wazoo_proto::ErrorCode;
 
 fn caller() -> CallerInfo {
     CallerInfo {
@@ -144,39 +143,6 @@ fn hot_reload_under_concurrent_calls() {
     );
 }
 
-/// A host that tells the test when the guest made its first tree op, then
-/// holds the guest there until the test lets it go.
-struct Signal(std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>);
-
-impl wazoo::plugin::RecipeHost for Signal {
-    fn get(&mut self, _: &str, _: Option<&str>) -> Result<(Vec<u8>, NodeStat), ErrorCode> {
-        Err(ErrorCode::NoNode)
-    }
-    fn children(&mut self, _: &str, _: Option<&str>) -> Result<Vec<String>, ErrorCode> {
-        Err(ErrorCode::NoNode)
-    }
-    fn exists(&mut self, _: &str, _: Option<&str>) -> Result<Option<NodeStat>, ErrorCode> {
-        let _ = self.0.send(());
-        let _ = self.1.recv();
-        Ok(None)
-    }
-    fn create(&mut self, _: &str, _: &[u8], _: CreateMode) -> Result<String, ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn set(&mut self, _: &str, _: &[u8], _: i32) -> Result<NodeStat, ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn delete(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn check(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn notify(&mut self, _: i64, _: &[u8]) -> Result<(), ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-}
-
 #[test]
 fn a_call_in_flight_finishes_on_the_old_version() {
     let limits = Limits {
@@ -220,7 +186,9 @@ fn a_call_in_flight_finishes_on_the_old_version() {
     let (go, wait) = std::sync::mpsc::channel();
     let slow = {
         let rt = rt.clone();
-        std::thread::spawn(move || rt.call("svc", "get", &[], &caller(), &mut Signal(tx, wait)))
+        std::thread::spawn(move || {
+            rt.call("svc", "get", &[], &caller(), &mut HoldAtExists(tx, wait))
+        })
     };
     // The v1 call is now inside its tree op.
     rx.recv().unwrap();

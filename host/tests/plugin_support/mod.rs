@@ -264,3 +264,40 @@ pub fn recipes_dir() -> PathBuf {
 pub fn recipe_bytes(name: &str) -> Vec<u8> {
     std::fs::read(recipes_dir().join(format!("{name}.wasm"))).unwrap()
 }
+
+/// A host that tells the test (over `.0`) when the guest made its first
+/// tree op (an `exists`), then holds the guest there until the test sends
+/// on the other end of `.1`. Reads answer `NoNode`, writes `Unimplemented`.
+pub struct HoldAtExists(
+    pub std::sync::mpsc::Sender<()>,
+    pub std::sync::mpsc::Receiver<()>,
+);
+
+impl RecipeHost for HoldAtExists {
+    fn get(&mut self, _: &str, _: Option<&str>) -> Result<(Vec<u8>, NodeStat), ErrorCode> {
+        Err(ErrorCode::NoNode)
+    }
+    fn children(&mut self, _: &str, _: Option<&str>) -> Result<Vec<String>, ErrorCode> {
+        Err(ErrorCode::NoNode)
+    }
+    fn exists(&mut self, _: &str, _: Option<&str>) -> Result<Option<NodeStat>, ErrorCode> {
+        let _ = self.0.send(());
+        let _ = self.1.recv();
+        Ok(None)
+    }
+    fn create(&mut self, _: &str, _: &[u8], _: CreateMode) -> Result<String, ErrorCode> {
+        Err(ErrorCode::Unimplemented)
+    }
+    fn set(&mut self, _: &str, _: &[u8], _: i32) -> Result<NodeStat, ErrorCode> {
+        Err(ErrorCode::Unimplemented)
+    }
+    fn delete(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
+        Err(ErrorCode::Unimplemented)
+    }
+    fn check(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
+        Err(ErrorCode::Unimplemented)
+    }
+    fn notify(&mut self, _: i64, _: &[u8]) -> Result<(), ErrorCode> {
+        Err(ErrorCode::Unimplemented)
+    }
+}
