@@ -566,6 +566,27 @@ struct SessionOut {
     taken: Vec<Vec<u8>>,
 }
 
+/// One step of a contention cycle under `limit`: its value, or None after
+/// counting "`what`: error" or "`what` timeout" in `errors`.
+async fn timed<T, E: std::fmt::Display>(
+    errors: &mut BTreeMap<String, u64>,
+    what: &str,
+    limit: Duration,
+    step: impl std::future::Future<Output = Result<T, E>>,
+) -> Option<T> {
+    match tokio::time::timeout(limit, step).await {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            *errors.entry(format!("{what}: {e}")).or_default() += 1;
+            None
+        }
+        Err(_) => {
+            *errors.entry(format!("{what} timeout")).or_default() += 1;
+            None
+        }
+    }
+}
+
 async fn wazoo_round_inner(hosts: &str, spec: &ContendSpec, path: &str) -> Result<ContendRound> {
     let admin = connect_sessions(hosts, 1)
         .await?
@@ -612,66 +633,38 @@ async fn wazoo_round_inner(hosts: &str, spec: &ContendSpec, path: &str) -> Resul
                 n += 1;
                 let ok = match recipe {
                     Contended::Lock => {
-                        match tokio::time::timeout(cycle_timeout, lock.acquire()).await {
-                            Ok(Ok(_node)) => {
-                                if held.swap(true, Ordering::SeqCst) {
-                                    overlaps.fetch_add(1, Ordering::Relaxed);
-                                }
-                                // Cleared before the release is sent: the next
-                                // holder can only be told after it applies.
-                                held.store(false, Ordering::SeqCst);
-                                match tokio::time::timeout(cycle_timeout, lock.release()).await {
-                                    Ok(Ok(_)) => true,
-                                    Ok(Err(e)) => {
-                                        *out.errors.entry(format!("release: {e}")).or_default() +=
-                                            1;
-                                        false
-                                    }
-                                    Err(_) => {
-                                        *out.errors.entry("release timeout".into()).or_default() +=
-                                            1;
-                                        false
-                                    }
-                                }
+                        let acquired =
+                            timed(&mut out.errors, "acquire", cycle_timeout, lock.acquire()).await;
+                        if acquired.is_some() {
+                            if held.swap(true, Ordering::SeqCst) {
+                                overlaps.fetch_add(1, Ordering::Relaxed);
                             }
-                            Ok(Err(e)) => {
-                                *out.errors.entry(format!("acquire: {e}")).or_default() += 1;
-                                false
-                            }
-                            Err(_) => {
-                                *out.errors.entry("acquire timeout".into()).or_default() += 1;
-                                false
-                            }
+                            // Cleared before the release is sent: the next
+                            // holder can only be told after it applies.
+                            held.store(false, Ordering::SeqCst);
+                            timed(&mut out.errors, "release", cycle_timeout, lock.release())
+                                .await
+                                .is_some()
+                        } else {
+                            false
                         }
                     }
                     Contended::Queue => {
                         let item = format!("{i}-{n}").into_bytes();
-                        match tokio::time::timeout(cycle_timeout, queue.put(&item)).await {
-                            Ok(Ok(_)) => {
-                                out.puts.push(item);
-                                match tokio::time::timeout(cycle_timeout, queue.take()).await {
-                                    Ok(Ok(data)) => {
-                                        out.taken.push(data);
-                                        true
-                                    }
-                                    Ok(Err(e)) => {
-                                        *out.errors.entry(format!("take: {e}")).or_default() += 1;
-                                        false
-                                    }
-                                    Err(_) => {
-                                        *out.errors.entry("take timeout".into()).or_default() += 1;
-                                        false
-                                    }
+                        let put =
+                            timed(&mut out.errors, "put", cycle_timeout, queue.put(&item)).await;
+                        if put.is_some() {
+                            out.puts.push(item);
+                            match timed(&mut out.errors, "take", cycle_timeout, queue.take()).await
+                            {
+                                Some(data) => {
+                                    out.taken.push(data);
+                                    true
                                 }
+                                None => false,
                             }
-                            Ok(Err(e)) => {
-                                *out.errors.entry(format!("put: {e}")).or_default() += 1;
-                                false
-                            }
-                            Err(_) => {
-                                *out.errors.entry("put timeout".into()).or_default() += 1;
-                                false
-                            }
+                        } else {
+                            false
                         }
                     }
                 };
