@@ -526,6 +526,18 @@ pub struct Server {
 }
 
 impl Server {
+    /// A view for prepping the next txn: the committed tree plus the
+    /// outstanding changes, at the zxid after the last one proposed.
+    fn prep_view(&self) -> View<'_> {
+        View {
+            tree: &self.tree,
+            outstanding: &self.outstanding,
+            local: Vec::new(),
+            zxid: self.last_proposed + 1,
+            time_ms: self.now_ms,
+        }
+    }
+
     /// A member with a fresh tree.
     pub fn new(cfg: ServerConfig, now_ms: i64) -> Server {
         Self::recovered(

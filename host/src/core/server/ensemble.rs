@@ -491,14 +491,8 @@ impl Server {
     /// the close applies does not see them (a recipe would otherwise watch
     /// a node already gone).
     pub(super) fn close_session_changes(&self, session: i64) -> super::Changes {
-        let zxid = self.last_proposed + 1;
-        let mut view = super::View {
-            tree: &self.tree,
-            outstanding: &self.outstanding,
-            local: Vec::new(),
-            zxid,
-            time_ms: self.now_ms,
-        };
+        let mut view = self.prep_view();
+        let zxid = view.zxid;
         let mut paths: std::collections::BTreeSet<String> =
             self.tree.ephemerals(session).into_iter().collect();
         for (p, (_, r)) in &self.outstanding.map {
@@ -534,14 +528,7 @@ impl Server {
         session: i64,
         req: &Request,
     ) -> Result<(Txn, super::Changes, WriteKind), PrepError> {
-        let zxid = self.last_proposed + 1;
-        let mut view = super::View {
-            tree: &self.tree,
-            outstanding: &self.outstanding,
-            local: Vec::new(),
-            zxid,
-            time_ms: self.now_ms,
-        };
+        let mut view = self.prep_view();
         let prepped = super::prep_request(&self.cfg, &mut view, auth, session, req);
         prepped.map(|(t, k)| (t, view.into_changes(), k))
     }
