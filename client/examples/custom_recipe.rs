@@ -34,6 +34,11 @@ struct Grant {
     now_ms: i64,
 }
 
+/// `lease.release`: true if `holder` held the lease and let it go.
+async fn release(c: &Client, name: &str, holder: &str) -> RecipeResult<bool> {
+    recipes::call(c, "lease", "release", &Release { name, holder }).await
+}
+
 async fn acquire(c: &Client, name: &str, holder: &str, ttl_ms: i64) -> RecipeResult<Grant> {
     let g: Grant = recipes::call(
         c,
@@ -78,27 +83,9 @@ async fn main() -> anyhow::Result<()> {
     println!("(alice stops renewing)");
     tokio::time::sleep(Duration::from_millis(1600)).await;
     assert!(acquire(&c, &name, "bob", 1500).await?.granted);
-    let r: bool = recipes::call(
-        &c,
-        "lease",
-        "release",
-        &Release {
-            name: &name,
-            holder: "alice",
-        },
-    )
-    .await?;
+    let r = release(&c, &name, "alice").await?;
     println!("alice: release -> {r} (not hers any more)");
-    let r: bool = recipes::call(
-        &c,
-        "lease",
-        "release",
-        &Release {
-            name: &name,
-            holder: "bob",
-        },
-    )
-    .await?;
+    let r = release(&c, &name, "bob").await?;
     println!("bob: release -> {r}");
     c.close().await?;
     Ok(())
