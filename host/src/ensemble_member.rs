@@ -160,7 +160,7 @@ pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
     let group = GroupCommitLog::start(
         log,
         GroupCommitOptions::default(),
-        durable_callback(durable_tx),
+        crate::member::durable_callback(durable_tx),
     )?;
 
     // Quorum links.
@@ -222,19 +222,6 @@ pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
         events: tx,
         core: Box::pin(core),
     })
-}
-
-/// The group-commit callback: durability reports go to the core loop.
-fn durable_callback(
-    tx: mpsc::Sender<Event>,
-) -> impl FnMut(wazoo_storage::DurabilityReport<'_>) + Send + 'static {
-    move |report| {
-        let ev = match report {
-            Ok(zxid) => Event::Input(Input::Durable { zxid: zxid as i64 }),
-            Err(e) => Event::LogFailed(e.to_string()),
-        };
-        let _ = tx.blocking_send(ev);
-    }
 }
 
 struct EnsembleCore {
@@ -366,7 +353,7 @@ impl EnsembleCore {
         self.log = Some(GroupCommitLog::start(
             log,
             GroupCommitOptions::default(),
-            durable_callback(tx),
+            crate::member::durable_callback(tx),
         )?);
         Ok(())
     }

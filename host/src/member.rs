@@ -339,6 +339,29 @@ pub struct Member {
     core: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
+/// The group-commit callback: durability reports go to the core loop.
+pub(crate) fn durable_callback(
+    tx: mpsc::Sender<Event>,
+) -> impl FnMut(wazoo_storage::DurabilityReport<'_>) + Send + 'static {
+    move |report| {
+        let ev = match report {
+            Ok(zxid) => Event::Input(Input::Durable { zxid: zxid as i64 }),
+            Err(e) => Event::LogFailed(e.to_string()),
+        };
+        // The core may be gone at shutdown; nothing to do then.
+        let _ = tx.blocking_send(ev);
+    }
+}
+
+/// What joining the member's thread says about how it ended.
+fn joined(r: Result<std::thread::Result<Result<()>>, tokio::task::JoinError>) -> Result<()> {
+    match r {
+        Ok(Ok(res)) => res,
+        Ok(Err(_)) => Err(anyhow!("the member thread panicked")),
+        Err(e) => Err(anyhow!("core join failed: {e}")),
+    }
+}
+
 /// A member set up on its own thread: where it serves, its event channel,
 /// and the core loop to run there.
 pub(crate) struct Started {
@@ -354,15 +377,11 @@ async fn start_standalone(cfg: Config) -> Result<Started> {
     let plugins = start_plugins(&cfg, &mut server)?;
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
-    let durable_tx = tx.clone();
-    let group = GroupCommitLog::start(log, GroupCommitOptions::default(), move |report| {
-        let ev = match report {
-            Ok(zxid) => Event::Input(Input::Durable { zxid: zxid as i64 }),
-            Err(e) => Event::LogFailed(e.to_string()),
-        };
-        // The core may be gone at shutdown; nothing to do then.
-        let _ = durable_tx.blocking_send(ev);
-    })?;
+    let group = GroupCommitLog::start(
+        log,
+        GroupCommitOptions::default(),
+        durable_callback(tx.clone()),
+    )?;
     let listener = tokio::net::TcpListener::bind(cfg.client_addr())
         .await
         .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
@@ -434,11 +453,9 @@ impl Member {
                 let _ = tokio::task::spawn_blocking(move || thread.join()).await;
                 Err(e)
             }
-            Err(_) => match tokio::task::spawn_blocking(move || thread.join()).await {
-                Ok(Ok(Err(e))) => Err(e),
-                Ok(Ok(Ok(()))) => Err(anyhow!("the member stopped while starting")),
-                _ => Err(anyhow!("the member's thread panicked while starting")),
-            },
+            // The thread ended before it reported.
+            Err(_) => joined(tokio::task::spawn_blocking(move || thread.join()).await)
+                .and_then(|()| Err(anyhow!("the member stopped while starting"))),
         }
     }
 
@@ -451,21 +468,11 @@ impl Member {
         let waiter = tokio::task::spawn_blocking(move || core.join());
         tokio::pin!(waiter);
         tokio::select! {
-            r = &mut waiter => {
-                return match r {
-                    Ok(Ok(res)) => res,
-                    Ok(Err(_)) => Err(anyhow!("the member thread panicked")),
-                    Err(e) => Err(anyhow!("core join failed: {e}")),
-                };
-            }
+            r = &mut waiter => return joined(r),
             _ = shutdown => {}
         }
         let _ = self.events.send(Event::Shutdown).await;
-        match waiter.await {
-            Ok(Ok(res)) => res,
-            Ok(Err(_)) => Err(anyhow!("the member thread panicked")),
-            Err(e) => Err(anyhow!("core join failed: {e}")),
-        }
+        joined(waiter.await)
     }
 }
 
