@@ -72,20 +72,39 @@ fn roundtrip(stream: &mut TcpStream, msg: &[u8], expected: &[u8]) {
     assert_eq!(got, expected);
 }
 
+fn assert_reset(e: &std::io::Error) {
+    assert!(
+        matches!(
+            e.kind(),
+            ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+        ),
+        "expected EOF or reset, got {e}"
+    );
+}
+
 /// The connection is closed: the next read sees EOF or a reset.
 fn assert_closed(stream: &mut TcpStream) {
     let mut buf = [0u8; 16];
     match stream.read(&mut buf) {
         Ok(0) => {}
         Ok(n) => panic!("expected a closed connection, read {n} bytes"),
-        Err(e) => assert!(
-            matches!(
-                e.kind(),
-                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
-            ),
-            "expected EOF or reset, got {e}"
-        ),
+        Err(e) => assert_reset(&e),
     }
+}
+
+/// A proxy that refuses (cut, or its upstream is down) accepts a
+/// connection and closes or resets it at once, so a reset can surface on
+/// the first call after connect (setting the read timeout), not only on
+/// the read.
+fn assert_refused(addr: SocketAddr) {
+    let mut s = match TcpStream::connect_timeout(&addr, IO_TIMEOUT) {
+        Ok(s) => s,
+        Err(e) => return assert_reset(&e),
+    };
+    if let Err(e) = s.set_read_timeout(Some(IO_TIMEOUT)) {
+        return assert_reset(&e);
+    }
+    assert_closed(&mut s);
 }
 
 #[test]
@@ -108,8 +127,7 @@ fn cut_closes_open_connections_and_refuses_new_ones_until_restore() {
 
     proxy.cut();
     assert_closed(&mut client);
-    let mut refused = connect(proxy.addr());
-    assert_closed(&mut refused);
+    assert_refused(proxy.addr());
 
     proxy.restore();
     let mut again = connect(proxy.addr());
@@ -169,8 +187,7 @@ fn unreachable_target_resets_the_client_connection() {
         l.local_addr().unwrap()
     };
     let proxy = Proxy::start(dead).unwrap();
-    let mut client = connect(proxy.addr());
-    assert_closed(&mut client);
+    assert_refused(proxy.addr());
 }
 
 #[test]
