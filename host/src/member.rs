@@ -111,6 +111,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         reconfig_enabled: cfg.reconfig_enabled,
         read_only_enabled: cfg.read_only_enabled,
         max_recipe_waits_per_session: cfg.recipe.max_waits_per_session,
+        max_buffer_bytes: cfg.max_buffer,
     }
 }
 

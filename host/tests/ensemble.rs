@@ -13,13 +13,7 @@ use wazoo_testkit::{start_ensemble, Flavor, ServerOptions, TestEnsemble};
 use zookeeper_client::{Acls, Client, CreateMode};
 
 fn opts(flavor: Flavor) -> ServerOptions {
-    let o = ServerOptions::default()
-        .tick_time_ms(500)
-        .session_timeouts_ms(1000, 20_000);
-    match flavor {
-        Flavor::Wazoo => o.binary(env!("CARGO_BIN_EXE_wazoo")),
-        Flavor::Zookeeper => o,
-    }
+    common::ensemble_options(flavor)
 }
 
 fn ensemble(flavor: Flavor) -> Box<dyn TestEnsemble> {

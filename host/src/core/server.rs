@@ -32,12 +32,9 @@ pub use peer_msg::PeerMsg;
 use super::acl::{self, AuthInfo};
 use super::recipe::{RecipeEngine, RecipeWaits, WaitKey};
 use super::session::{self, SessionTracker};
-use super::tree::{DataTree, TreeSnapshot};
+use super::tree::{check_txn, ApplyError, DataTree, TreeSnapshot};
 use super::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
 use super::watch::{ConnId, Kind, WatchManager};
-
-/// The largest TTL that fits beside the marker byte.
-pub const MAX_TTL_MS: i64 = 0x00FF_FFFF_FFFF_FFFF;
 
 /// ZooKeeper 3.8 sends watch notifications with zxid -1 in the header.
 const NOTIFICATION_ZXID: i64 = -1;
@@ -64,6 +61,10 @@ pub struct ServerConfig {
     pub read_only_enabled: bool,
     /// Most recipe waits one session may have pending.
     pub max_recipe_waits_per_session: usize,
+    /// `jute.maxbuffer`: the largest node data and the largest txn prep
+    /// admits. A client's frame is already bounded by it; a recipe step's
+    /// writes are checked against it here.
+    pub max_buffer_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -82,6 +83,7 @@ impl Default for ServerConfig {
             reconfig_enabled: false,
             read_only_enabled: false,
             max_recipe_waits_per_session: 1000,
+            max_buffer_bytes: 0xfffff,
         }
     }
 }
@@ -331,6 +333,9 @@ pub struct Stats {
     pub total_latency_ms: i64,
     pub requests_completed: u64,
     pub txns_applied: u64,
+    /// Committed txns the tree refused (see `apply_txn`); 0 unless prep and
+    /// apply disagree.
+    pub txns_refused: u64,
     pub sessions_expired: u64,
     /// Request latencies since the shell last took them (for the metrics
     /// histogram); bounded, the excess is dropped.
@@ -602,7 +607,9 @@ impl Server {
         if rec.header.zxid <= self.last_applied {
             return Ok(());
         }
-        self.apply_txn(&rec.header, &rec.txn)
+        // A txn the tree refuses was refused alike when it was first
+        // applied: replaying it changes nothing again.
+        self.apply_txn(&rec.header, &rec.txn).map(|_| ())
     }
 
     /// After recovery: sessions that own ephemerals but no longer exist in
@@ -1224,17 +1231,34 @@ impl Server {
 
     /// Applies a committed txn to the tree and the session table and fires
     /// its watches: what every member does with every txn, in zxid order.
-    fn apply_txn(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<(), String> {
+    ///
+    /// A txn the tree refuses ([`ApplyError`]) changes no node, fires no
+    /// watch and registers no recipe wait, and its outcome is that error,
+    /// as ZooKeeper's `DataTree.processTxn` records one in its result:
+    /// every member applies the same txns to the same tree, so every member
+    /// refuses it alike and the replicas stay equal. It never stops the
+    /// member, nor a restart that replays it from the log. Prep refuses
+    /// everything apply would (`check_txn`), so this is a prep bug showing,
+    /// logged as one; the returned error is what the client is answered.
+    fn apply_txn(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<Option<ApplyError>, String> {
         if hdr.zxid <= self.last_applied {
             return Err(format!(
                 "txn 0x{:x} arrived after 0x{:x}: txns apply in zxid order",
                 hdr.zxid, self.last_applied
             ));
         }
-        let triggers = self
-            .tree
-            .apply(hdr, txn)
-            .map_err(|e| format!("txn 0x{:x} does not apply: {e}", hdr.zxid))?;
+        let (triggers, refused) = match self.tree.apply(hdr, txn) {
+            Ok(triggers) => (triggers, None),
+            Err(e) => {
+                self.stats.txns_refused += 1;
+                tracing::error!(
+                    zxid = format_args!("0x{:x}", hdr.zxid),
+                    "a committed txn does not fit the tree; it changes nothing and its \
+                     request fails (prep should have refused it): {e}"
+                );
+                (Vec::new(), Some(e))
+            }
+        };
         self.last_applied = hdr.zxid;
         self.last_proposed = self.last_proposed.max(hdr.zxid);
         self.outstanding.applied(hdr.zxid);
@@ -1261,21 +1285,42 @@ impl Server {
             // The session's waits end with it (its own ephemerals' deletes
             // fired other sessions' waits above).
             Txn::CloseSession => self.waits.drop_session(hdr.session_id),
-            Txn::Recipe(r) => self.apply_recipe_effects(hdr.session_id, hdr.zxid, r),
+            Txn::Recipe(r) => match &refused {
+                None => self.apply_recipe_effects(hdr.session_id, hdr.zxid, r),
+                Some(e) => {
+                    let failed = recipes::refused_step(r, e);
+                    self.apply_recipe_effects(hdr.session_id, hdr.zxid, &failed)
+                }
+            },
             _ => {}
         }
-        Ok(())
+        Ok(refused)
+    }
+
+    /// The answer to a write whose committed txn the tree refused (see
+    /// `apply_txn`): the error, in the shape the request's answer takes.
+    fn refused_reply(txn: &Txn, e: &ApplyError) -> Reply {
+        match (txn, e) {
+            (Txn::Multi(ops), ApplyError::Multi { index, error }) => Reply::Frame(
+                ErrorCode::Ok,
+                Response::Multi(multi_failure(ops.len(), *index, error.code())),
+            ),
+            (Txn::Recipe(r), e) => Reply::Frame(
+                ErrorCode::Ok,
+                Response::Recipe(recipes::refused_step(r, e).reply),
+            ),
+            (_, e) => Reply::Frame(e.code(), Response::Empty),
+        }
     }
 
     /// Applies a txn this member proposed and answers the request it came
     /// from, if it came from one of this member's connections.
     fn apply(&mut self, p: Proposal) {
         let hdr = p.record.header.clone();
-        if let Err(e) = self.apply_txn(&hdr, &p.record.txn) {
-            // Prep checked this txn against the same state: prep and apply
-            // disagree, and this member's state can no longer be trusted.
-            return self.fail(format!("invariant broken by a prepped txn: {e}"));
-        }
+        let refused = match self.apply_txn(&hdr, &p.record.txn) {
+            Ok(refused) => refused,
+            Err(e) => return self.fail(format!("invariant broken by a prepped txn: {e}")),
+        };
         if matches!(p.record.txn, Txn::CloseSession) {
             if let Some(conn) = self.session_conn.remove(&hdr.session_id) {
                 if !matches!(p.origin, Origin::Conn(c) if c == conn) {
@@ -1284,7 +1329,10 @@ impl Server {
             }
         }
         if let Origin::Conn(conn) = p.origin {
-            let result = p.kind.map(|k| self.result_of(k));
+            let result = match &refused {
+                None => p.kind.map(|k| self.result_of(k)),
+                Some(e) => p.kind.map(|_| Self::refused_reply(&p.record.txn, e)),
+            };
             if let Some(c) = self.conns.get_mut(&conn) {
                 let head = c.queue.iter_mut().find(
                     |q| matches!(q, Queued::Write { zxid, result: None, .. } if *zxid == hdr.zxid),
@@ -1873,17 +1921,15 @@ fn prep_single(
             let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
             acl::check(&r.acl, perms::ADMIN, auth)?;
             let aversion = check_version(r.stat.aversion, *version)?;
+            let txn = checked(Txn::SetAcl {
+                path: path.clone(),
+                acl: fixed.clone(),
+                aversion,
+            })?;
             r.stat.aversion = aversion;
-            r.acl = fixed.clone();
+            r.acl = fixed;
             view.set(path, Some(r));
-            Ok((
-                Txn::SetAcl {
-                    path: path.clone(),
-                    acl: fixed,
-                    aversion,
-                },
-                Some(WriteKind::SetAcl { path: path.clone() }),
-            ))
+            Ok((txn, Some(WriteKind::SetAcl { path: path.clone() })))
         }
         _ => Err(ErrorCode::Unimplemented),
     }
@@ -1904,7 +1950,7 @@ fn prep_create(
     // ZooKeeper's validateTTL: a TTL mode needs 0 < ttl <= max; any other
     // mode must not carry one.
     if mode.is_ttl() {
-        if ttl <= 0 || ttl > MAX_TTL_MS {
+        if !super::tree::ttl_in_range(ttl) {
             return Err(ErrorCode::BadArguments);
         }
     } else if ttl >= 0 {
@@ -1941,15 +1987,11 @@ fn prep_create(
     if parent.stat.ephemeral_owner != 0 {
         return Err(ErrorCode::NoChildrenForEphemerals);
     }
+    check_data_size(cfg, &c.data)?;
     if cfg.enforce_quota {
         view.tree.check_quota(&final_path, c.data.len() as i64, 1)?;
     }
     let new_cversion = parent.stored_cversion.wrapping_add(1);
-    parent.stored_cversion = new_cversion;
-    parent.stat.num_children += 1;
-    parent.refresh_cversion();
-    parent.stat.pzxid = view.zxid;
-    view.set(parent_path, Some(parent));
     let kind = if mode.is_container() {
         NodeKind::Container
     } else if mode.is_ttl() {
@@ -1957,6 +1999,20 @@ fn prep_create(
     } else {
         NodeKind::Regular
     };
+    let txn = checked(Txn::Create(CreateTxn {
+        path: final_path.clone(),
+        data: c.data.clone(),
+        acl: acl.clone(),
+        ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
+        parent_cversion: new_cversion,
+        kind,
+    }))?;
+    // Nothing below fails: the view changes only for a create that passed.
+    parent.stored_cversion = new_cversion;
+    parent.stat.num_children += 1;
+    parent.refresh_cversion();
+    parent.stat.pzxid = view.zxid;
+    view.set(parent_path, Some(parent));
     let stat = Stat {
         czxid: view.zxid,
         mzxid: view.zxid,
@@ -1980,17 +2036,23 @@ fn prep_create(
             data: recipes::record_data(&c.data),
         }),
     );
-    Ok((
-        Txn::Create(CreateTxn {
-            path: final_path.clone(),
-            data: c.data.clone(),
-            acl,
-            ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
-            parent_cversion: new_cversion,
-            kind,
-        }),
-        final_path,
-    ))
+    Ok((txn, final_path))
+}
+
+/// Prep's half of the rules prep and apply share ([`check_txn`]): a txn
+/// apply would refuse is refused here, with the code ZooKeeper answers.
+fn checked(txn: Txn) -> Result<Txn, ErrorCode> {
+    check_txn(&txn).map_err(|e| e.code())?;
+    Ok(txn)
+}
+
+/// Node data over `jute.maxbuffer` is refused: no client can send it, and
+/// no recipe may write it (no client could read it back).
+fn check_data_size(cfg: &ServerConfig, data: &[u8]) -> Result<(), ErrorCode> {
+    if data.len() > cfg.max_buffer_bytes {
+        return Err(ErrorCode::BadArguments);
+    }
+    Ok(())
 }
 
 fn prep_delete(
@@ -2011,6 +2073,9 @@ fn prep_delete(
     if node.stat.num_children > 0 {
         return Err(ErrorCode::NotEmpty);
     }
+    checked(Txn::Delete {
+        path: path.to_string(),
+    })?;
     // A delete moves pzxid but not the stored (sequence) counter.
     parent.stat.num_children -= 1;
     parent.refresh_cversion();
@@ -2035,18 +2100,34 @@ fn prep_set_data(
         let old = view.tree.stat(path).map(|s| s.data_length).unwrap_or(0) as i64;
         view.tree.check_quota(path, data.len() as i64 - old, 0)?;
     }
+    check_data_size(cfg, data)?;
     let v = check_version(r.stat.version, version)?;
+    let txn = checked(Txn::SetData {
+        path: path.to_string(),
+        data: data.to_vec(),
+        version: v,
+    })?;
     r.stat.version = v;
     r.stat.mzxid = view.zxid;
     r.stat.mtime = view.time_ms;
     r.stat.data_length = data.len() as i32;
     r.data = recipes::record_data(data);
     view.set(path, Some(r));
-    Ok(Txn::SetData {
-        path: path.to_string(),
-        data: data.to_vec(),
-        version: v,
-    })
+    Ok(txn)
+}
+
+/// ZooKeeper's per-op results of a multi whose op `failed` failed with
+/// `code`: OK for the ops before it, its error, then RuntimeInconsistency.
+fn multi_failure(ops: usize, failed: usize, code: ErrorCode) -> Vec<OpResult> {
+    (0..ops)
+        .map(|j| OpResult::Error {
+            err: match j.cmp(&failed) {
+                std::cmp::Ordering::Less => 0,
+                std::cmp::Ordering::Equal => code.code(),
+                std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
+            },
+        })
+        .collect()
 }
 
 /// Preps a multi: every op against the state the previous ops leave. On
@@ -2088,20 +2169,7 @@ fn prep_multi(
                 txns.push(t);
                 kinds.push(k);
             }
-            Err(code) => {
-                let results = (0..ops.len())
-                    .map(|j| OpResult::Error {
-                        err: if j < i {
-                            0
-                        } else if j == i {
-                            code.code()
-                        } else {
-                            ErrorCode::RuntimeInconsistency.code()
-                        },
-                    })
-                    .collect();
-                return Err(PrepError::MultiFailed(results));
-            }
+            Err(code) => return Err(PrepError::MultiFailed(multi_failure(ops.len(), i, code))),
         }
     }
     Ok((Txn::Multi(txns), kinds))

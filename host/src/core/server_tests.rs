@@ -3,6 +3,7 @@
 
 use super::server::*;
 
+mod apply_refusals;
 mod recipes;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{

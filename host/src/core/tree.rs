@@ -42,9 +42,13 @@
 //!   watch.
 //!
 //! Where this differs from ZooKeeper's `DataTree` on purpose:
-//! - txns that do not fit the tree are errors ([`ApplyError`]) and change
-//!   nothing, instead of being logged and skipped (ZooKeeper needs leniency
-//!   for its fuzzy snapshots; wazoo's snapshots are exact);
+//! - a txn that does not fit the tree is an error ([`ApplyError`]) and
+//!   changes nothing, where ZooKeeper applies what it can (it needs leniency
+//!   for its fuzzy snapshots; wazoo's snapshots are exact). Like ZooKeeper,
+//!   the pipeline then records that error as the txn's result and goes on:
+//!   the rules apply checks without looking at a node are [`check_txn`],
+//!   which prep calls on every txn it produces, so only a prep bug can let
+//!   such a txn be committed, and it never stops a member;
 //! - the parent's cversion and pzxid are set from the txn unconditionally
 //!   (ZooKeeper only moves them forward, again for fuzzy replay);
 //! - loading a snapshot does not recompute quota stats nodes (they were
@@ -69,7 +73,9 @@ use super::txn::{CreateTxn, NodeKind, Txn, TxnHeader};
 use acl_table::AclTable;
 use node::{decode_key, key_name, plain, Header, Node, Probe};
 
-pub use node::{ZnodeType, CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_EPHEMERAL_OWNER_MASK};
+pub use node::{
+    ttl_in_range, ZnodeType, CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_EPHEMERAL_OWNER_MASK,
+};
 pub use quota::{limit_path, stat_path, StatsTrack, LIMIT_NODE, QUOTA_ROOT, STAT_NODE};
 pub use snapshot::{SnapshotError, TreeSnapshot};
 
@@ -89,9 +95,9 @@ impl Trigger {
     }
 }
 
-/// A txn that does not fit the tree. The pipeline checked it against the
-/// same state, so this means the log or the pipeline is corrupt; the tree is
-/// left exactly as it was.
+/// A txn that does not fit the tree; the tree is left exactly as it was.
+/// The pipeline checked it against the same state, so this is a prep bug:
+/// the pipeline answers the write with [`ApplyError::code`] and goes on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
     #[error("invalid path {path:?}: {reason}")]
@@ -112,11 +118,111 @@ pub enum ApplyError {
     BadCreate { path: String, reason: String },
     #[error("a {0} txn cannot be part of a multi")]
     NotInMulti(&'static str),
+    #[error("{0}: an ACL list cannot be empty")]
+    EmptyAcl(String),
     #[error("op {index} of a multi: {error}")]
     Multi {
         index: usize,
         error: Box<ApplyError>,
     },
+}
+
+impl ApplyError {
+    /// The error code a client gets for a write whose txn this refuses,
+    /// the one ZooKeeper's prep answers for the same fault.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ApplyError::InvalidPath { .. }
+            | ApplyError::DeleteRoot
+            | ApplyError::BadCreate { .. }
+            | ApplyError::NotInMulti(_) => ErrorCode::BadArguments,
+            ApplyError::NodeExists(_) => ErrorCode::NodeExists,
+            ApplyError::NoNode(_) | ApplyError::NoParent(_) => ErrorCode::NoNode,
+            ApplyError::EphemeralParent(_) => ErrorCode::NoChildrenForEphemerals,
+            ApplyError::NotEmpty(_) => ErrorCode::NotEmpty,
+            ApplyError::EmptyAcl(_) => ErrorCode::InvalidAcl,
+            ApplyError::Multi { error, .. } => error.code(),
+        }
+    }
+}
+
+/// The rules a txn must meet whatever the tree holds: everything
+/// [`DataTree::apply`] checks before it looks at a node (path rules, the
+/// node kind and its owner, the TTL range, a non-empty ACL list, what may
+/// stand inside a multi). The pipeline's prep calls this on every txn it
+/// produces, for clients and recipes alike, so a committed txn can only be
+/// refused by apply where the tree itself disagrees with prep's view.
+pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
+    match txn {
+        Txn::Multi(ops) => check_ops(ops),
+        Txn::Recipe(r) => check_ops(&r.ops),
+        Txn::CreateSession { .. } | Txn::CloseSession | Txn::Error { .. } | Txn::Noop => Ok(()),
+        op => check_op(op),
+    }
+}
+
+fn check_ops(ops: &[Txn]) -> Result<(), ApplyError> {
+    for (index, op) in ops.iter().enumerate() {
+        check_op(op).map_err(|e| ApplyError::Multi {
+            index,
+            error: Box::new(e),
+        })?;
+    }
+    Ok(())
+}
+
+/// One op of a multi, or a single txn (see [`check_txn`]).
+fn check_op(op: &Txn) -> Result<(), ApplyError> {
+    match op {
+        Txn::Create(c) => {
+            check_path(&c.path)?;
+            if c.path == "/" {
+                return Err(ApplyError::NodeExists(c.path.clone()));
+            }
+            if c.acl.is_empty() {
+                return Err(ApplyError::EmptyAcl(c.path.clone()));
+            }
+            created_kind(c).map(|_| ())
+        }
+        Txn::Delete { path } => {
+            check_path(path)?;
+            if path == "/" {
+                return Err(ApplyError::DeleteRoot);
+            }
+            Ok(())
+        }
+        Txn::SetAcl { path, acl, .. } => {
+            check_path(path)?;
+            if acl.is_empty() {
+                return Err(ApplyError::EmptyAcl(path.clone()));
+            }
+            Ok(())
+        }
+        Txn::SetData { path, .. } | Txn::Check { path } => check_path(path),
+        Txn::CreateSession { .. } => Err(ApplyError::NotInMulti("createSession")),
+        Txn::CloseSession => Err(ApplyError::NotInMulti("closeSession")),
+        Txn::Multi(_) => Err(ApplyError::NotInMulti("multi")),
+        Txn::Error { .. } => Err(ApplyError::NotInMulti("error")),
+        Txn::Noop => Err(ApplyError::NotInMulti("noop")),
+        Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
+    }
+}
+
+/// The kind of node a create makes: a container or a TTL node has no
+/// owner, and a TTL is within ZooKeeper's range.
+fn created_kind(c: &CreateTxn) -> Result<ZnodeType, ApplyError> {
+    let bad = |reason: &str| ApplyError::BadCreate {
+        path: c.path.clone(),
+        reason: reason.to_string(),
+    };
+    match (c.kind, c.ephemeral_owner) {
+        (NodeKind::Regular, 0) => Ok(ZnodeType::Persistent),
+        (NodeKind::Regular, owner) => Ok(ZnodeType::Ephemeral { owner }),
+        (NodeKind::Container, 0) => Ok(ZnodeType::Container),
+        (NodeKind::Ttl { ttl_ms }, 0) if ttl_in_range(ttl_ms) => Ok(ZnodeType::Ttl { ttl_ms }),
+        (NodeKind::Ttl { .. }, 0) => Err(bad("the TTL is out of range")),
+        (_, _) => Err(bad("containers and TTL nodes cannot be ephemeral")),
+    }
 }
 
 /// One node as a read sees it. The data is shared with the tree, not copied.
@@ -721,6 +827,7 @@ impl DataTree {
         op: &Txn,
         triggers: &mut Vec<Trigger>,
     ) -> Result<(), ApplyError> {
+        check_op(op)?;
         match op {
             Txn::Create(c) => self.create(hdr, c, triggers),
             Txn::Delete { path } => self.delete(hdr, path, triggers),
@@ -739,12 +846,12 @@ impl DataTree {
                     .ok_or_else(|| ApplyError::NoNode(path.clone()))?;
                 Ok(())
             }
-            Txn::CreateSession { .. } => Err(ApplyError::NotInMulti("createSession")),
-            Txn::CloseSession => Err(ApplyError::NotInMulti("closeSession")),
-            Txn::Multi(_) => Err(ApplyError::NotInMulti("multi")),
-            Txn::Error { .. } => Err(ApplyError::NotInMulti("error")),
-            Txn::Noop => Err(ApplyError::NotInMulti("noop")),
-            Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
+            Txn::CreateSession { .. }
+            | Txn::CloseSession
+            | Txn::Multi(_)
+            | Txn::Error { .. }
+            | Txn::Noop
+            | Txn::Recipe(_) => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 
@@ -755,24 +862,7 @@ impl DataTree {
         triggers: &mut Vec<Trigger>,
     ) -> Result<(), ApplyError> {
         let p = c.path.as_str();
-        check_path(p)?;
-        if p == "/" {
-            return Err(ApplyError::NodeExists(c.path.clone()));
-        }
-        let bad = |reason: &str| ApplyError::BadCreate {
-            path: c.path.clone(),
-            reason: reason.to_string(),
-        };
-        let kind = match (c.kind, c.ephemeral_owner) {
-            (NodeKind::Regular, 0) => ZnodeType::Persistent,
-            (NodeKind::Regular, owner) => ZnodeType::Ephemeral { owner },
-            (NodeKind::Container, 0) => ZnodeType::Container,
-            (NodeKind::Ttl { ttl_ms }, 0) if (1..=MAX_TTL_MS).contains(&ttl_ms) => {
-                ZnodeType::Ttl { ttl_ms }
-            }
-            (NodeKind::Ttl { .. }, 0) => return Err(bad("the TTL is out of range")),
-            (_, _) => return Err(bad("containers and TTL nodes cannot be ephemeral")),
-        };
+        let kind = created_kind(c)?;
         let parent_path = path::parent(p);
         let parent = self
             .get(parent_path)

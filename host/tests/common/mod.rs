@@ -247,3 +247,55 @@ impl Writers {
         acked
     }
 }
+
+/// Options for a 3-member test ensemble: short ticks, so elections and
+/// session expiry are quick; TTL nodes enabled on both flavors.
+pub fn ensemble_options(flavor: Flavor) -> ServerOptions {
+    let o = ServerOptions::default()
+        .tick_time_ms(500)
+        .session_timeouts_ms(1000, 20_000);
+    match flavor {
+        Flavor::Wazoo => o.binary(env!("CARGO_BIN_EXE_wazoo")),
+        Flavor::Zookeeper => o.arg("-Dzookeeper.extendedTypesEnabled=true"),
+    }
+}
+
+/// A new session over a raw socket (no client library in the way), or
+/// None if the server refuses or closes it (a member still electing).
+pub fn raw_session(addr: impl std::net::ToSocketAddrs) -> Option<std::net::TcpStream> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut out = Vec::new();
+    wazoo_proto::frame::write_record(
+        &mut out,
+        &wazoo_proto::ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms: 10_000,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        },
+    );
+    s.write_all(&out).ok()?;
+    let payload = read_frame(&mut s)?;
+    let resp =
+        <wazoo_proto::ConnectResponse as wazoo_proto::jute::Jute>::from_bytes(&payload).ok()?;
+    (resp.session_id != 0).then_some(s)
+}
+
+/// One length-prefixed frame's payload, or None at EOF, on an error, or
+/// for a length outside 0..=1 MiB.
+pub fn read_frame(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let n = usize::try_from(i32::from_be_bytes(len)).ok()?;
+    if n > 1 << 20 {
+        return None;
+    }
+    let mut p = vec![0u8; n];
+    s.read_exact(&mut p).ok()?;
+    Some(p)
+}

@@ -334,9 +334,10 @@ impl Server {
             return;
         }
         let pre = matches!(rec.txn, Txn::Multi(_)).then(|| self.tree.clone());
-        if let Err(e) = self.apply_txn(&hdr, &rec.txn) {
-            return self.fail(format!("committed {e}"));
-        }
+        let refused = match self.apply_txn(&hdr, &rec.txn) {
+            Ok(refused) => refused,
+            Err(e) => return self.fail(format!("committed {e}")),
+        };
         if let Some(&conn) = self.session_conn.get(&hdr.session_id) {
             let slot = self.conns.get(&conn).and_then(|c| {
                 c.queue.iter().position(|q| {
@@ -354,7 +355,10 @@ impl Server {
                         Queued::Write { meta: Some(m), .. } => m.clone(),
                         _ => unreachable!("position matched a forwarded write"),
                     };
-                    let reply = self.reply_from_txn(conn, &meta, &hdr, &rec.txn, pre.as_ref());
+                    let reply = match &refused {
+                        None => self.reply_from_txn(conn, &meta, &hdr, &rec.txn, pre.as_ref()),
+                        Some(e) => Self::refused_reply(&rec.txn, e),
+                    };
                     if let Some(Queued::Write { result, .. }) =
                         self.conns.get_mut(&conn).and_then(|c| c.queue.get_mut(i))
                     {

@@ -67,6 +67,12 @@ pub const TTL_EPHEMERAL_OWNER_MASK: i64 = 0xFF00_0000_0000_0000u64 as i64;
 /// 40 bits of milliseconds, about 34 years).
 pub const MAX_TTL_MS: i64 = 0x00FF_FFFF_FFFF;
 
+/// Whether a TTL node may have this TTL (`EphemeralType.TTL`'s range,
+/// 1..=[`MAX_TTL_MS`]): the one rule prep, apply and snapshot loading share.
+pub fn ttl_in_range(ttl_ms: i64) -> bool {
+    (1..=MAX_TTL_MS).contains(&ttl_ms)
+}
+
 impl ZnodeType {
     /// `StatPersisted.ephemeralOwner`, ZooKeeper's stored encoding of the
     /// type: the session for an ephemeral, `0x8000000000000000` for a
@@ -115,7 +121,7 @@ impl ZnodeType {
             (0, 0) => Some(ZnodeType::Persistent),
             (1, owner) if owner != 0 => Some(ZnodeType::Ephemeral { owner }),
             (2, 0) => Some(ZnodeType::Container),
-            (3, ttl_ms) if (1..=MAX_TTL_MS).contains(&ttl_ms) => Some(ZnodeType::Ttl { ttl_ms }),
+            (3, ttl_ms) if ttl_in_range(ttl_ms) => Some(ZnodeType::Ttl { ttl_ms }),
             _ => None,
         }
     }

@@ -619,10 +619,18 @@ fn txns_that_do_not_fit_are_errors_and_change_nothing() {
         (
             Txn::SetAcl {
                 path: "/x".into(),
-                acl: vec![],
+                acl: Acl::open_unsafe(),
                 aversion: 1,
             },
             ApplyError::NoNode("/x".into()),
+        ),
+        (
+            Txn::SetAcl {
+                path: "/a".into(),
+                acl: vec![],
+                aversion: 1,
+            },
+            ApplyError::EmptyAcl("/a".into()),
         ),
         (
             Txn::Check { path: "/x".into() },
