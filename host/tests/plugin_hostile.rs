@@ -707,3 +707,52 @@ fn instance_pool_exhaustion_is_a_clean_error() {
     go.send(()).unwrap();
     assert_eq!(done::<String>(&held.join().unwrap().unwrap().reply), "held");
 }
+
+// A batch of reads of a large node is bounded as its response is built:
+// the call fails with TooLarge once the response passes the cap, having
+// held about one node's data past it, not the whole batch's.
+#[test]
+fn a_read_batch_bomb_stops_at_the_response_cap() {
+    const NODE: usize = 100_000;
+    const CAP: usize = 1 << 20;
+    let rt = runtime_with(Limits {
+        max_message_bytes: CAP,
+        ..Default::default()
+    });
+    let ops = mp(&vec![
+        TreeOp::Get {
+            path: "/ok/big".into(),
+            watch: None,
+        };
+        999
+    ]);
+    let body = "(drop (call $tree (i32.const 1024) (i32.const $DATA_LEN))) (i64.const 0)";
+    rt.load_bytes(&wat_module(&m(), TREE_IMPORT, body, &ops))
+        .unwrap();
+    let mut tree = MemTree::new(7);
+    tree.nodes.insert(
+        "/ok".into(),
+        (Vec::new(), wazoo::plugin::abi::NodeStat::default()),
+    );
+    tree.nodes.insert(
+        "/ok/big".into(),
+        (vec![1; NODE], wazoo::plugin::abi::NodeStat::default()),
+    );
+    let err = rt
+        .call("bad", "get", &[], &caller(), &mut tree)
+        .expect_err("the batch's response is over the cap");
+    match err {
+        RecipeError::TooLarge {
+            what: "tree response",
+            len,
+            limit,
+        } => {
+            assert_eq!(limit, CAP);
+            assert!(
+                len > CAP && len <= CAP + NODE + 1024,
+                "stopped one result past the cap, at {len} bytes"
+            );
+        }
+        other => panic!("expected TooLarge for the tree response, got {other}"),
+    }
+}

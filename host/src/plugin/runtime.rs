@@ -441,11 +441,15 @@ fn host_tree(
             ));
         }
     }
+    let cap = st.limits.max_message_bytes;
     // SAFETY: see HostPtr; the pointer is live for the whole call.
     let host = unsafe { &mut *st.host.0 };
-    let results: Vec<OpResult> = ops
-        .into_iter()
-        .map(|op| {
+    // The response is bounded as it is built, not once it is whole: a batch
+    // of reads of a large node stops at the first result past the cap.
+    let mut results: Vec<OpResult> = Vec::with_capacity(ops.len());
+    let mut response_bytes = 0usize;
+    for op in ops {
+        let r = {
             let r = match op {
                 TreeOp::Get { path, watch } => host
                     .get(&path, watch.as_deref())
@@ -472,8 +476,20 @@ fn host_tree(
                 TreeOp::Check { path, version } => host.check(&path, version).map(|()| OpOk::Done),
             };
             r.map_err(|c| c.code())
-        })
-        .collect();
+        };
+        response_bytes += encoded_size_bound(&r);
+        results.push(r);
+        if response_bytes > cap {
+            return Err(abort(
+                caller,
+                RecipeError::TooLarge {
+                    what: "tree response",
+                    len: response_bytes,
+                    limit: cap,
+                },
+            ));
+        }
+    }
     let out = abi::encode(&results).map_err(|e| wasmtime::Error::msg(e.to_string()))?;
     if out.len() > caller.data().limits.max_message_bytes {
         let limit = caller.data().limits.max_message_bytes;
@@ -487,6 +503,19 @@ fn host_tree(
         ));
     }
     write_guest(caller, &out)
+}
+
+/// At least the bytes one result takes in the encoded tree response
+/// (its data or names, plus a fixed allowance for stats and framing).
+fn encoded_size_bound(r: &OpResult) -> usize {
+    const FIXED: usize = 96;
+    FIXED
+        + match r {
+            Ok(OpOk::Data { data, .. }) => data.len(),
+            Ok(OpOk::Children { children }) => children.iter().map(|c| c.len() + 5).sum(),
+            Ok(OpOk::Created { path }) => path.len(),
+            _ => 0,
+        }
 }
 
 fn host_notify(

@@ -23,8 +23,8 @@ use wazoo_sdk::abi::{self, CallerInfo, CreateMode, NodeStat, Notification, Reply
 
 use super::{
     acl, check_read_path, prep_check, prep_create, prep_delete, prep_set_data, validate_path,
-    AuthInfo, Changes, ConnId, Deferred, Origin, Record, Server, ServerConfig, Stat, Txn, View,
-    WriteKind,
+    ApplyError, AuthInfo, Changes, ConnId, Deferred, Origin, Record, Server, ServerConfig, Stat,
+    Txn, View, WriteKind,
 };
 use crate::core::recipe::{
     error_reply, render_report, ModuleReport, RecipeEngine, RecipeHost, RecipeTxn, RecipeWait,
@@ -55,6 +55,37 @@ pub(crate) fn guid_of(session: i64) -> String {
 
 fn encode<T: serde::Serialize>(v: &T) -> Vec<u8> {
     abi::encode(v).expect("ABI types always encode")
+}
+
+/// What a recipe txn the tree refused does instead (see
+/// `Server::apply_txn`): no tree op and no new wait; the waits it consumed
+/// or cancelled end, each consumed one with an error `Finished` for its
+/// session, and a call's caller is answered the error. Every member
+/// derives the same from the same txn.
+pub(super) fn refused_step(rt: &RecipeTxn, e: &ApplyError) -> RecipeTxn {
+    let reply = error_reply(e.code(), format!("the step's writes do not apply: {e}"));
+    let finished = |token: &String| Notification::Finished {
+        module: rt.module.clone(),
+        token: token.clone(),
+        reply: reply.clone(),
+    };
+    RecipeTxn {
+        module: rt.module.clone(),
+        ops: Vec::new(),
+        consumed: rt.consumed.clone(),
+        cancelled: rt.cancelled.clone(),
+        waits: Vec::new(),
+        notifications: rt
+            .consumed
+            .iter()
+            .map(|(session, token)| (*session, encode(&finished(token))))
+            .collect(),
+        reply: if rt.reply.is_empty() {
+            Vec::new()
+        } else {
+            encode(&reply)
+        },
+    }
 }
 
 impl Server {
@@ -203,6 +234,7 @@ impl Server {
             ops: Vec::new(),
             waits: Vec::new(),
             notes: Vec::new(),
+            staged_bytes: 0,
         };
         let caller = CallerInfo {
             session,
@@ -556,6 +588,22 @@ struct PrepHost<'v, 'a> {
     ops: Vec<Txn>,
     waits: Vec<RecipeWait>,
     notes: Vec<(i64, Vec<u8>)>,
+    /// Bytes of paths, data and payloads staged so far (see `stage`).
+    staged_bytes: usize,
+}
+
+impl PrepHost<'_, '_> {
+    /// A step's writes and notifications travel in one txn, which
+    /// `jute.maxbuffer` bounds as a client's frame bounds its multi: the
+    /// staged total after one more op of `path` and `data`, or
+    /// BadArguments if that passes the bound (the op is then not staged).
+    fn stage(&self, path: &str, data: &[u8]) -> Result<usize, ErrorCode> {
+        let total = self.staged_bytes + path.len() + data.len();
+        if total > self.cfg.max_buffer_bytes {
+            return Err(ErrorCode::BadArguments);
+        }
+        Ok(total)
+    }
 }
 
 fn node_stat(s: &Stat) -> NodeStat {
@@ -631,6 +679,7 @@ impl RecipeHost for PrepHost<'_, '_> {
     }
 
     fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String, ErrorCode> {
+        let staged = self.stage(path, data)?;
         let (flags, ttl) = match mode {
             CreateMode::Persistent => (0, None),
             CreateMode::Ephemeral => (1, None),
@@ -649,33 +698,41 @@ impl RecipeHost for PrepHost<'_, '_> {
         };
         let (txn, created) = prep_create(self.cfg, &mut self.view, self.auth, self.session, &req)?;
         self.ops.push(txn);
+        self.staged_bytes = staged;
         Ok(created)
     }
 
     fn set(&mut self, path: &str, data: &[u8], version: i32) -> Result<NodeStat, ErrorCode> {
+        let staged = self.stage(path, data)?;
         let txn = prep_set_data(self.cfg, &mut self.view, self.auth, path, data, version)?;
         self.ops.push(txn);
+        self.staged_bytes = staged;
         let r = self.view.get(path).ok_or(ErrorCode::NoNode)?;
         Ok(node_stat(&r.stat))
     }
 
     fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
+        let staged = self.stage(path, b"")?;
         prep_delete(&mut self.view, self.auth, path, version)?;
         self.ops.push(Txn::Delete {
             path: path.to_string(),
         });
+        self.staged_bytes = staged;
         Ok(())
     }
 
     fn check(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
+        let staged = self.stage(path, b"")?;
         prep_check(&mut self.view, self.auth, path, version)?;
         self.ops.push(Txn::Check {
             path: path.to_string(),
         });
+        self.staged_bytes = staged;
         Ok(())
     }
 
     fn notify(&mut self, session: i64, payload: &[u8]) -> Result<(), ErrorCode> {
+        self.staged_bytes = self.stage("", payload)?;
         self.notes.push((
             session,
             encode(&Notification::Message {

@@ -65,6 +65,19 @@ impl RecipeEngine for TestEngine {
                 h.notify(to, b"hello")?;
                 Ok(Reply::Done(caller.guid.clone().into_bytes()))
             }
+            // "COUNT,SIZE": creates /grow-0.. with SIZE bytes each.
+            "grow" => {
+                let (count, size) = arg.split_once(',').unwrap();
+                let size: usize = size.parse().unwrap();
+                for i in 0..count.parse::<usize>().unwrap() {
+                    h.create(
+                        &format!("/grow-{i}"),
+                        &vec![1; size],
+                        abi::CreateMode::Persistent,
+                    )?;
+                }
+                Ok(Reply::Done(Vec::new()))
+            }
             "bad_wait" => Ok(Reply::Wait {
                 token: "never-registered".into(),
             }),
@@ -176,6 +189,37 @@ fn a_failed_step_applies_nothing_and_its_error_reaches_the_caller() {
     }
     assert_eq!(h.server.last_zxid(), before, "no txn");
     assert!(!exists(&mut h, 1, "/x"));
+}
+
+// ZooKeeper Administrator's Guide, "Unsafe Options", jute.maxbuffer: no
+// client can write a node, or a multi, larger than it. A recipe's writes
+// are held to the same bound: a node over it, or a step whose staged
+// writes pass it, fails that op with BadArguments, and the failed step
+// applies nothing.
+#[test]
+fn a_recipe_cannot_write_past_jute_maxbuffer() {
+    let mut h = Harness::new(ServerConfig {
+        max_buffer_bytes: 1024,
+        ..ServerConfig::default()
+    });
+    h.server.set_recipe_engine(Box::new(TestEngine {
+        loaded: Arc::new(AtomicBool::new(true)),
+    }));
+    h.connect(1);
+    let before = h.server.last_zxid();
+    for arg in ["1,1025", "3,400"] {
+        match reply_of(h.call(1, rcall("t", "grow", arg))) {
+            Reply::Error { code, .. } => assert_eq!(code, ErrorCode::BadArguments.code(), "{arg}"),
+            other => panic!("{arg}: expected BadArguments, got {other:?}"),
+        }
+        assert_eq!(h.server.last_zxid(), before, "{arg}: no txn");
+        assert!(!exists(&mut h, 1, "/grow-0"), "{arg}: nothing applied");
+    }
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "grow", "2,400"))),
+        Reply::Done(_)
+    ));
+    assert!(exists(&mut h, 1, "/grow-1"));
 }
 
 #[test]
