@@ -105,6 +105,7 @@ fn trig(path: &str, event: EventType) -> Trigger {
     Trigger {
         path: path.into(),
         event,
+        acl: std::sync::Arc::from(Vec::new()),
     }
 }
 
