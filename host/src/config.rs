@@ -294,6 +294,9 @@ impl Config {
     pub fn conf_lines(&self) -> Vec<String> {
         let mut v = vec![
             format!("clientPort={}", self.client_port),
+            // As ZooKeeper prints it when no secure port is configured:
+            // wazoo has none (docs/SECURITY.md).
+            format!("secureClientPort=-1"),
             format!("dataDir={}", self.data_dir.join("version-2").display()),
             format!("dataDirSize=0"),
             format!(
@@ -308,9 +311,6 @@ impl Config {
             format!("clientPortListenBacklog=-1"),
             format!("serverId={}", self.my_id.unwrap_or(0)),
         ];
-        if let Some(a) = self.client_port_address {
-            v.insert(1, format!("secureClientPortAddress={a}"));
-        }
         if self.is_ensemble() {
             v.push(format!("initLimit={}", self.init_limit));
             v.push(format!("syncLimit={}", self.sync_limit));
@@ -707,6 +707,8 @@ mod tests {
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert_eq!(redact("ssl.quorum.trustStore.PASSWORD", "x"), "****");
+        // `conf` says there is no secure port, as ZooKeeper does without one.
+        assert_eq!(c.conf_lines()[1], "secureClientPort=-1");
         assert_eq!(redact("clientPort", "2181"), "2181");
     }
 }
