@@ -132,6 +132,12 @@ impl Config {
                 continue;
             }
             let Some((k, v)) = line.split_once('=') else {
+                if is_secret_key(line) {
+                    bail!(
+                        "line {}: expected key=value, got a line naming a password or secret (not shown)",
+                        n + 1
+                    );
+                }
                 bail!("line {}: expected key=value, got {line:?}", n + 1);
             };
             kv.insert(k.trim().to_string(), v.trim().to_string());
@@ -707,6 +713,11 @@ mod tests {
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert_eq!(redact("ssl.quorum.trustStore.PASSWORD", "x"), "****");
+        let e = format!(
+            "{:#}",
+            Config::parse("dataDir=/d\nssl.keyStore.password hunter2\n").unwrap_err()
+        );
+        assert!(e.contains("line 2") && !e.contains("hunter2"), "{e}");
         // `conf` says there is no secure port, as ZooKeeper does without one.
         assert_eq!(c.conf_lines()[1], "secureClientPort=-1");
         assert_eq!(redact("clientPort", "2181"), "2181");
