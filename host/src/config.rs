@@ -59,8 +59,9 @@ pub struct Config {
     /// (`readonlymode.enabled`, a system property in ZooKeeper).
     pub read_only_enabled: bool,
     pub standalone_enabled: bool,
-    /// Keys we read but do not act on, and keys we do not know: kept for
-    /// `conf` and warned about at start.
+    /// Keys we read but do not act on, and keys we do not know: warned
+    /// about at start. Secret values (see [`is_secret_key`]) are stored as
+    /// `****`, so no log line, debug print or report can leak them.
     pub unknown: BTreeMap<String, String>,
 }
 
@@ -131,6 +132,12 @@ impl Config {
                 continue;
             }
             let Some((k, v)) = line.split_once('=') else {
+                if is_secret_key(line) {
+                    bail!(
+                        "line {}: expected key=value, got a line naming a password or secret (not shown)",
+                        n + 1
+                    );
+                }
                 bail!("line {}: expected key=value, got {line:?}", n + 1);
             };
             kv.insert(k.trim().to_string(), v.trim().to_string());
@@ -139,6 +146,7 @@ impl Config {
     }
 
     fn from_map(mut kv: BTreeMap<String, String>) -> Result<Config> {
+        check_security_keys(&kv)?;
         let tick = take_num::<u32>(&mut kv, "tickTime")?.unwrap_or(DEFAULT_TICK_TIME_MS);
         if tick == 0 {
             bail!("tickTime must be positive");
@@ -253,7 +261,13 @@ impl Config {
                 .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
                 .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
-            unknown: kv,
+            unknown: kv
+                .into_iter()
+                .map(|(k, v)| {
+                    let v = redact(&k, &v).to_string();
+                    (k, v)
+                })
+                .collect(),
         };
         Ok(cfg)
     }
@@ -286,6 +300,9 @@ impl Config {
     pub fn conf_lines(&self) -> Vec<String> {
         let mut v = vec![
             format!("clientPort={}", self.client_port),
+            // As ZooKeeper prints it when no secure port is configured:
+            // wazoo has none (docs/SECURITY.md).
+            format!("secureClientPort=-1"),
             format!("dataDir={}", self.data_dir.join("version-2").display()),
             format!("dataDirSize=0"),
             format!(
@@ -300,9 +317,6 @@ impl Config {
             format!("clientPortListenBacklog=-1"),
             format!("serverId={}", self.my_id.unwrap_or(0)),
         ];
-        if let Some(a) = self.client_port_address {
-            v.insert(1, format!("secureClientPortAddress={a}"));
-        }
         if self.is_ensemble() {
             v.push(format!("initLimit={}", self.init_limit));
             v.push(format!("syncLimit={}", self.sync_limit));
@@ -323,6 +337,108 @@ impl Config {
         }
         v
     }
+}
+
+/// What a value shown next to `key` looks like: `****` for a secret.
+pub fn redact<'a>(key: &str, value: &'a str) -> &'a str {
+    if is_secret_key(key) {
+        "****"
+    } else {
+        value
+    }
+}
+
+/// Whether a key's value is a secret that must never be shown: any key
+/// naming a password (`ssl.keyStore.password`, ...) or a secret, in any
+/// case.
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    k.contains("password") || k.contains("secret")
+}
+
+/// Why wazoo refuses a security key it does not implement: the mechanism
+/// the key configures.
+fn security_refusal(key: &str, value: &str) -> Option<String> {
+    // ZooKeeper turns a zoo.cfg key it does not parse itself into the
+    // system property `zookeeper.<key>`, so both spellings configure the
+    // same thing. Keys are matched in any case: a key that would be
+    // ignored for its case is refused rather than guessed at.
+    let lower = key.to_ascii_lowercase();
+    let k = lower.strip_prefix("zookeeper.").unwrap_or(&lower);
+    let v = value.trim();
+    let off = v.eq_ignore_ascii_case("false");
+    let unless_false = |what: &str| (!off).then(|| format!("{what} (only `false` is accepted)"));
+    let always = |what: &str| Some(what.to_string());
+    match k {
+        "secureclientport" | "secureclientportaddress" => always("TLS for clients"),
+        "client.secure" | "client.portunification" | "client.certreload" => {
+            unless_false("TLS for clients")
+        }
+        "sslquorum" | "portunification" | "sslquorumreloadcertfiles" => {
+            unless_false("TLS between members")
+        }
+        _ if k.starts_with("ssl.quorum.") => always("TLS between members"),
+        _ if k.starts_with("ssl.") => always("TLS"),
+        "admin.portunification" | "admin.forcehttps" | "admin.needclientauth" => {
+            unless_false("TLS for the AdminServer")
+        }
+        "sessionrequireclientsaslauth" | "enforce.auth.enabled" => {
+            unless_false("enforced client authentication")
+        }
+        "requireclientauthscheme" => always("enforced client authentication"),
+        "allowsaslfailedclients" => unless_false("SASL authentication"),
+        "quorum.auth.enablesasl"
+        | "quorum.auth.learnerrequiresasl"
+        | "quorum.auth.serverrequiresasl" => unless_false("SASL between members"),
+        _ if k.starts_with("quorum.auth.") => always("SASL between members"),
+        _ if k.starts_with("kerberos.") => always("Kerberos (GSSAPI) authentication"),
+        _ if k.starts_with("sasl.") || k == "jaasloginrenew" || k.starts_with("java.security.") => {
+            always("SASL authentication (JAAS)")
+        }
+        "superuser" => always("a SASL super user"),
+        "x509authenticationprovider.superuser" => always("x509 authentication"),
+        "ensembleauthname" => always("ensemble authentication"),
+        _ if k.starts_with("authprovider.") => {
+            // The digest and ip providers are built in; naming them again
+            // changes nothing. Any other provider (SASL, x509, a custom
+            // class) is authentication wazoo does not have.
+            let builtin = [
+                "org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
+                "org.apache.zookeeper.server.auth.IPAuthenticationProvider",
+            ];
+            (!builtin.contains(&v)).then(|| "an authentication provider".to_string())
+        }
+        "digestauthenticationprovider.enabled" => (!v.eq_ignore_ascii_case("true"))
+            .then(|| "turning digest authentication off (only `true` is accepted)".to_string()),
+        "digestauthenticationprovider.digestalg" => (!(v.eq_ignore_ascii_case("SHA1")
+            || v.eq_ignore_ascii_case("SHA-1")))
+        .then(|| "a digest algorithm other than SHA1 (only `SHA1` is accepted)".to_string()),
+        // ZooKeeper skips every ACL check when this is `yes`.
+        "skipacl" => (v != "no").then(|| {
+            "turning ACL checks off (wazoo always checks ACLs; only `no` is accepted)".to_string()
+        }),
+        _ => None,
+    }
+}
+
+/// Fails closed: every security key wazoo does not implement stops the
+/// start, all named in one error (never with their values), so that an
+/// operator never gets an open service from a secured zoo.cfg. The keys
+/// are those of the ZooKeeper Administrator's Guide, "Encryption,
+/// Authentication, Authorization Options" and "Communication using the
+/// Netty framework" (docs/SECURITY.md lists them).
+fn check_security_keys(kv: &BTreeMap<String, String>) -> Result<()> {
+    let refused: Vec<String> = kv
+        .iter()
+        .filter_map(|(k, v)| security_refusal(k, v).map(|why| format!("  {k}: {why}")))
+        .collect();
+    if refused.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "refusing to start: zoo.cfg configures security that wazoo does not implement yet, and serving without it would leave the service open (see docs/SECURITY.md):\n{}",
+        refused.join("\n")
+    )
 }
 
 fn take_num<T: std::str::FromStr>(
@@ -443,5 +559,167 @@ mod tests {
     fn unknown_keys_are_kept_not_fatal() {
         let c = Config::parse("dataDir=/d\nfoo.bar=1\n").unwrap();
         assert_eq!(c.unknown.get("foo.bar").map(String::as_str), Some("1"));
+    }
+
+    /// `dataDir=/d` plus one line; the error text if it is refused.
+    fn refusal(line: &str) -> Option<String> {
+        Config::parse(&format!("dataDir=/d\n{line}\n"))
+            .err()
+            .map(|e| format!("{e:#}"))
+    }
+
+    // ZooKeeper Administrator's Guide, "Encryption, Authentication,
+    // Authorization Options": every key that configures TLS, SASL,
+    // Kerberos, x509 or enforced authentication stops the start, and the
+    // error names it.
+    #[test]
+    fn every_security_key_wazoo_does_not_implement_is_refused_by_name() {
+        let refused = [
+            "secureClientPort=2281",
+            "secureClientPortAddress=127.0.0.1",
+            "client.secure=true",
+            "client.portUnification=true",
+            "client.certReload=true",
+            "sslQuorum=true",
+            "portUnification=true",
+            "sslQuorumReloadCertFiles=true",
+            "ssl.keyStore.location=/k.jks",
+            "ssl.keyStore.password=hunter2",
+            "ssl.keyStore.type=PKCS12",
+            "ssl.trustStore.location=/t.jks",
+            "ssl.trustStore.password=hunter2",
+            "ssl.clientAuth=none",
+            "ssl.protocol=TLSv1.3",
+            "ssl.enabledProtocols=TLSv1.3",
+            "ssl.ciphersuites=TLS_AES_128_GCM_SHA256",
+            "ssl.hostnameVerification=false",
+            "ssl.authProvider=x509",
+            "ssl.quorum.keyStore.location=/k.jks",
+            "ssl.quorum.keyStore.password=hunter2",
+            "ssl.quorum.trustStore.location=/t.jks",
+            "zookeeper.ssl.keyStore.location=/k.jks",
+            "admin.portUnification=true",
+            "admin.forceHttps=true",
+            "admin.needClientAuth=true",
+            "sessionRequireClientSASLAuth=true",
+            "zookeeper.sessionRequireClientSASLAuth=true",
+            "enforce.auth.enabled=true",
+            "requireClientAuthScheme=sasl",
+            "allowSaslFailedClients=true",
+            "quorum.auth.enableSasl=true",
+            "quorum.auth.learnerRequireSasl=true",
+            "quorum.auth.serverRequireSasl=true",
+            "quorum.auth.learner.saslLoginContext=QuorumLearner",
+            "quorum.auth.server.saslLoginContext=QuorumServer",
+            "quorum.auth.kerberos.servicePrincipal=zkquorum/_HOST",
+            "kerberos.removeHostFromPrincipal=true",
+            "kerberos.removeRealmFromPrincipal=true",
+            "kerberos.canonicalizeHostNames=true",
+            "jaasLoginRenew=3600000",
+            "zookeeper.sasl.serverconfig=Server",
+            "java.security.auth.login.config=/jaas.conf",
+            "zookeeper.superUser=admin",
+            "X509AuthenticationProvider.superUser=CN=admin",
+            "zookeeper.X509AuthenticationProvider.superUser=CN=admin",
+            "ensembleAuthName=prod",
+            "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+            "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+            "zookeeper.authProvider.2=com.example.Custom",
+            "DigestAuthenticationProvider.enabled=false",
+            "DigestAuthenticationProvider.digestAlg=SHA3-256",
+            "skipACL=yes",
+            // A value that is not the accepted "off" spelling is refused,
+            // not guessed at.
+            "sslQuorum=maybe",
+            "SSLQUORUM=true",
+        ];
+        for line in refused {
+            let key = line.split('=').next().unwrap();
+            let err = refusal(line).unwrap_or_else(|| panic!("{line} was accepted"));
+            assert!(err.contains(key), "{line}: the error names the key: {err}");
+            assert!(err.contains("docs/SECURITY.md"), "{err}");
+        }
+    }
+
+    // A typical zoo.cfg that turns the secure features off explicitly still
+    // starts: those values are what wazoo does.
+    #[test]
+    fn security_switches_set_to_off_are_accepted() {
+        let accepted = [
+            "sslQuorum=false",
+            "portUnification=false",
+            "sslQuorumReloadCertFiles=false",
+            "client.secure=false",
+            "client.portUnification=false",
+            "client.certReload=false",
+            "admin.forceHttps=false",
+            "sessionRequireClientSASLAuth=false",
+            "enforce.auth.enabled=false",
+            "enforce.auth.enabled=FALSE",
+            "enforce.auth.schemes=sasl",
+            "allowSaslFailedClients=false",
+            "quorum.auth.enableSasl=false",
+            "quorum.auth.learnerRequireSasl=false",
+            "quorum.auth.serverRequireSasl=false",
+            "zookeeper.quorum.auth.enableSasl=false",
+            "authProvider.1=org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
+            "authProvider.ip=org.apache.zookeeper.server.auth.IPAuthenticationProvider",
+            "DigestAuthenticationProvider.enabled=true",
+            "DigestAuthenticationProvider.digestAlg=SHA1",
+            "skipACL=no",
+            "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+        ];
+        for line in accepted {
+            if let Some(err) = refusal(line) {
+                panic!("{line} was refused: {err}");
+            }
+        }
+        let all = format!("dataDir=/d\n{}\n", accepted.join("\n"));
+        Config::parse(&all).expect("all of them at once");
+    }
+
+    #[test]
+    fn every_refused_key_is_named_in_one_error_without_its_value() {
+        let err = format!(
+            "{:#}",
+            Config::parse(
+                "dataDir=/d\nsecureClientPort=2281\nssl.keyStore.location=/etc/k.p12\nssl.keyStore.password=hunter2\nenforce.auth.enabled=true\n"
+            )
+            .unwrap_err()
+        );
+        for key in [
+            "secureClientPort",
+            "ssl.keyStore.location",
+            "ssl.keyStore.password",
+            "enforce.auth.enabled",
+        ] {
+            assert!(err.contains(key), "{key} named: {err}");
+        }
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(!err.contains("/etc/k.p12"), "{err}");
+    }
+
+    // No secret in a log line or in `conf`: a key naming a password or a
+    // secret keeps its value as `****` from the moment it is read.
+    #[test]
+    fn secret_values_are_redacted_everywhere_keys_are_echoed() {
+        let c =
+            Config::parse("dataDir=/d\nmy.db.Password=hunter2\nclient.secret=s3cr3t\nfoo=bar\n")
+                .unwrap();
+        assert_eq!(c.unknown["my.db.Password"], "****");
+        assert_eq!(c.unknown["client.secret"], "****");
+        assert_eq!(c.unknown["foo"], "bar", "only secrets are hidden");
+        let shown = format!("{c:?}\n{}", c.conf_lines().join("\n"));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert_eq!(redact("ssl.quorum.trustStore.PASSWORD", "x"), "****");
+        let e = format!(
+            "{:#}",
+            Config::parse("dataDir=/d\nssl.keyStore.password hunter2\n").unwrap_err()
+        );
+        assert!(e.contains("line 2") && !e.contains("hunter2"), "{e}");
+        // `conf` says there is no secure port, as ZooKeeper does without one.
+        assert_eq!(c.conf_lines()[1], "secureClientPort=-1");
+        assert_eq!(redact("clientPort", "2181"), "2181");
     }
 }

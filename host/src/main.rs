@@ -32,6 +32,10 @@ enum Cmd {
         /// Directory of recipe modules to load and watch.
         #[arg(long)]
         plugins: Option<PathBuf>,
+        /// JAAS file with the SASL users (ZooKeeper's `Server` section).
+        /// SASL is not implemented yet: giving it refuses to start.
+        #[arg(long)]
+        jaas: Option<PathBuf>,
     },
     /// Run a local 3-member ensemble on 127.0.0.1:2181-2183 with the built-in
     /// recipes, on a default data directory.
@@ -82,6 +86,7 @@ async fn shutdown_signal() {
 
 async fn serve(cfg: wazoo::config::Config) -> Result<()> {
     for (k, v) in &cfg.unknown {
+        let v = wazoo::config::redact(k, v);
         tracing::warn!("zoo.cfg key {k}={v} is not used by wazoo");
     }
     let member = wazoo::member::Member::start(cfg).await?;
@@ -172,7 +177,20 @@ fn main() -> std::process::ExitCode {
     };
     let result: Result<i32> = rt.block_on(async move {
         match cli.cmd {
-            Cmd::Serve { config, plugins } => {
+            Cmd::Serve {
+                config,
+                plugins,
+                jaas,
+            } => {
+                if jaas.is_some() {
+                    // Fail closed: an operator who hands over a JAAS file
+                    // expects SASL; serving without it would be an open
+                    // door. The file is not read, so no secret of it can
+                    // reach an error or a log.
+                    anyhow::bail!(
+                        "refusing to start: --jaas configures SASL authentication, which wazoo does not implement yet, and serving without it would leave the service open (see docs/SECURITY.md)"
+                    );
+                }
                 init_tracing();
                 let mut cfg = wazoo::config::Config::load(&config)?;
                 if plugins.is_some() {

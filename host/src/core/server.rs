@@ -1275,7 +1275,7 @@ impl Server {
         }
         let decides = self.role.decides();
         for t in triggers {
-            self.notify(&t.path, t.event);
+            self.notify(&t.path, t.event, &t.acl);
             let fired = self.waits.trigger(&t.path, t.event);
             if decides {
                 self.owed_callbacks.extend(fired);
@@ -1382,8 +1382,17 @@ impl Server {
         }
     }
 
-    fn notify(&mut self, path: &str, event: EventType) {
-        let conns = self.watches.trigger(path, event);
+    /// Sends `event` on `path` to the connections watching it that may
+    /// READ `acl` (the node's, or the parent's for children-changed), as
+    /// ZooKeeper checks each watcher's auth info before it delivers. A super
+    /// user reads everything; a gone connection reads nothing.
+    fn notify(&mut self, path: &str, event: EventType, acl: &[Acl]) {
+        let conns_now = &self.conns;
+        let conns = self.watches.trigger(path, event, |conn| {
+            conns_now
+                .get(&conn)
+                .is_some_and(|c| acl::check(acl, perms::READ, &c.auth).is_ok())
+        });
         if conns.is_empty() {
             return;
         }

@@ -80,17 +80,33 @@ pub use quota::{limit_path, stat_path, StatsTrack, LIMIT_NODE, QUOTA_ROOT, STAT_
 pub use snapshot::{SnapshotError, TreeSnapshot};
 
 /// A watch event a txn triggers, in the order ZooKeeper triggers them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Trigger {
     pub path: String,
     pub event: EventType,
+    /// The ACL a watcher needs READ on to be told: the node's own for
+    /// created, changed and deleted (as it was when the event happened),
+    /// the parent's for children-changed. ZooKeeper's DataTree passes the
+    /// same lists to its WatchManager (the CVE-2024-23944 fix).
+    pub acl: Arc<[Acl]>,
 }
 
+/// Triggers compare by the event they announce; the ACL rides along for
+/// delivery and is checked where watches are delivered.
+impl PartialEq for Trigger {
+    fn eq(&self, other: &Trigger) -> bool {
+        self.path == other.path && self.event == other.event
+    }
+}
+
+impl Eq for Trigger {}
+
 impl Trigger {
-    fn new(path: &str, event: EventType) -> Trigger {
+    fn new(path: &str, event: EventType, acl: Arc<[Acl]>) -> Trigger {
         Trigger {
             path: path.to_string(),
             event,
+            acl,
         }
     }
 }
@@ -902,8 +918,18 @@ impl DataTree {
         if let Some(root) = self.quota_root_of(p).map(str::to_string) {
             self.update_quota_stat(&root, c.data.len() as i64, 1);
         }
-        triggers.push(Trigger::new(p, EventType::NodeCreated));
-        triggers.push(Trigger::new(parent_path, EventType::NodeChildrenChanged));
+        let parent_acl = self.acl_of(&parent);
+        triggers.push(Trigger::new(
+            p,
+            EventType::NodeCreated,
+            self.acl_shared(p)
+                .unwrap_or_else(|| Arc::from(c.acl.clone())),
+        ));
+        triggers.push(Trigger::new(
+            parent_path,
+            EventType::NodeChildrenChanged,
+            parent_acl,
+        ));
         Ok(())
     }
 
@@ -924,6 +950,7 @@ impl DataTree {
             return Err(ApplyError::NotEmpty(p.to_string()));
         }
         let data_len = node.data().len() as i64;
+        let node_acl = self.acl_of(node);
         let parent_path = path::parent(p);
         let parent = self
             .get(parent_path)
@@ -941,8 +968,13 @@ impl DataTree {
         if let Some(root) = self.quota_root_of(p).map(str::to_string) {
             self.update_quota_stat(&root, -data_len, -1);
         }
-        triggers.push(Trigger::new(p, EventType::NodeDeleted));
-        triggers.push(Trigger::new(parent_path, EventType::NodeChildrenChanged));
+        let parent_acl = self.acl_of(&parent);
+        triggers.push(Trigger::new(p, EventType::NodeDeleted, node_acl));
+        triggers.push(Trigger::new(
+            parent_path,
+            EventType::NodeChildrenChanged,
+            parent_acl,
+        ));
         Ok(())
     }
 
@@ -967,7 +999,8 @@ impl DataTree {
         if let Some(root) = self.quota_root_of(p).map(str::to_string) {
             self.update_quota_stat(&root, diff, 0);
         }
-        triggers.push(Trigger::new(p, EventType::NodeDataChanged));
+        let acl = self.acl_of(&node);
+        triggers.push(Trigger::new(p, EventType::NodeDataChanged, acl));
         Ok(())
     }
 

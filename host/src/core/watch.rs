@@ -159,7 +159,26 @@ impl WatchManager {
 
     /// The connections to notify of `event` on `path`, one-shot watches
     /// consumed, each connection once, in connection order.
-    pub fn trigger(&mut self, path: &str, event: EventType) -> Vec<ConnId> {
+    ///
+    /// `may_read(conn)` says whether the connection may READ the node the
+    /// event is about (the trigger's ACL). A connection that may not is
+    /// told nothing, whatever kind of watch matched: standard, persistent
+    /// or recursive. Its one-shot watches are consumed all the same. This
+    /// is what ZooKeeper does since its fix for CVE-2024-23944 (3.8.4,
+    /// 3.9.2): `WatchManager.triggerWatch` removes the one-shot watchers
+    /// first, then each connection checks READ on the ACL before it sends.
+    pub fn trigger(
+        &mut self,
+        path: &str,
+        event: EventType,
+        mut may_read: impl FnMut(ConnId) -> bool,
+    ) -> Vec<ConnId> {
+        let mut conns = self.matching(path, event);
+        conns.retain(|&c| may_read(c));
+        conns
+    }
+
+    fn matching(&mut self, path: &str, event: EventType) -> Vec<ConnId> {
         let mut out = BTreeSet::new();
         match event {
             EventType::NodeCreated | EventType::NodeDataChanged => {
@@ -247,13 +266,17 @@ impl WatchManager {
 mod tests {
     use super::*;
 
+    fn all(_: ConnId) -> bool {
+        true
+    }
+
     // Seed 000, "ZooKeeper Watches": a watch is a one-time trigger.
     #[test]
     fn one_shot_data_watch_fires_once() {
         let mut w = WatchManager::new();
         w.add(1, "/a", Kind::Data);
-        assert_eq!(w.trigger("/a", EventType::NodeDataChanged), vec![1]);
-        assert!(w.trigger("/a", EventType::NodeDataChanged).is_empty());
+        assert_eq!(w.trigger("/a", EventType::NodeDataChanged, all), vec![1]);
+        assert!(w.trigger("/a", EventType::NodeDataChanged, all).is_empty());
         assert_eq!(w.count(), 0);
     }
 
@@ -263,7 +286,7 @@ mod tests {
         w.add(1, "/a", Kind::Data);
         w.add(1, "/a", Kind::Child);
         w.add(2, "/a", Kind::Child);
-        assert_eq!(w.trigger("/a", EventType::NodeDeleted), vec![1, 2]);
+        assert_eq!(w.trigger("/a", EventType::NodeDeleted, all), vec![1, 2]);
         assert_eq!(w.count(), 0);
     }
 
@@ -271,8 +294,11 @@ mod tests {
     fn child_watch_ignores_data_changes() {
         let mut w = WatchManager::new();
         w.add(1, "/a", Kind::Child);
-        assert!(w.trigger("/a", EventType::NodeDataChanged).is_empty());
-        assert_eq!(w.trigger("/a", EventType::NodeChildrenChanged), vec![1]);
+        assert!(w.trigger("/a", EventType::NodeDataChanged, all).is_empty());
+        assert_eq!(
+            w.trigger("/a", EventType::NodeChildrenChanged, all),
+            vec![1]
+        );
     }
 
     #[test]
@@ -280,12 +306,15 @@ mod tests {
         let mut w = WatchManager::new();
         w.add(1, "/a", Kind::Persistent);
         w.add(2, "/a", Kind::Recursive);
-        assert_eq!(w.trigger("/a", EventType::NodeDataChanged), vec![1, 2]);
-        assert_eq!(w.trigger("/a", EventType::NodeDataChanged), vec![1, 2]);
-        assert_eq!(w.trigger("/a", EventType::NodeChildrenChanged), vec![1]);
-        assert_eq!(w.trigger("/a/b/c", EventType::NodeCreated), vec![2]);
+        assert_eq!(w.trigger("/a", EventType::NodeDataChanged, all), vec![1, 2]);
+        assert_eq!(w.trigger("/a", EventType::NodeDataChanged, all), vec![1, 2]);
+        assert_eq!(
+            w.trigger("/a", EventType::NodeChildrenChanged, all),
+            vec![1]
+        );
+        assert_eq!(w.trigger("/a/b/c", EventType::NodeCreated, all), vec![2]);
         assert!(w.remove(2, "/a", WatcherType::Any));
-        assert!(w.trigger("/a/b/c", EventType::NodeCreated).is_empty());
+        assert!(w.trigger("/a/b/c", EventType::NodeCreated, all).is_empty());
     }
 
     #[test]
@@ -295,7 +324,7 @@ mod tests {
         w.add(1, "/", Kind::Recursive);
         w.add(2, "/a", Kind::Data);
         w.remove_conn(1);
-        assert_eq!(w.trigger("/a", EventType::NodeDataChanged), vec![2]);
+        assert_eq!(w.trigger("/a", EventType::NodeDataChanged, all), vec![2]);
         assert!(!w.contains(1, "/", WatcherType::Any));
     }
 
@@ -308,5 +337,32 @@ mod tests {
         assert!(!w.remove(1, "/a", WatcherType::Children));
         assert!(w.remove(1, "/a", WatcherType::Data));
         assert!(!w.contains(1, "/a", WatcherType::Any));
+    }
+
+    // ZooKeeper Programmer's Guide, "ZooKeeper Watches" and "ACL
+    // Permissions": an event reaches only connections that may READ the
+    // node it is about (ZooKeeper's fix for CVE-2024-23944).
+    #[test]
+    fn events_reach_only_connections_that_may_read_the_node() {
+        let mut w = WatchManager::new();
+        w.add(1, "/p", Kind::Recursive);
+        w.add(2, "/p", Kind::Recursive);
+        w.add(1, "/p/s", Kind::Data);
+        w.add(2, "/p/s", Kind::Data);
+        w.add(2, "/p/s", Kind::Persistent);
+        let only_1 = |c: ConnId| c == 1;
+        assert_eq!(w.trigger("/p/s", EventType::NodeCreated, only_1), vec![1]);
+        // Connection 2's one-shot watch was consumed though nothing was
+        // sent; its persistent and recursive watches stay.
+        assert!(!w.contains(2, "/p/s", WatcherType::Data));
+        assert!(w.contains(2, "/p/s", WatcherType::Persistent));
+        assert!(w.contains(2, "/p", WatcherType::PersistentRecursive));
+        assert_eq!(
+            w.trigger("/p/s", EventType::NodeDataChanged, all),
+            vec![1, 2]
+        );
+        assert!(w
+            .trigger("/p/s", EventType::NodeDeleted, |_| false)
+            .is_empty());
     }
 }

@@ -105,7 +105,47 @@ fn trig(path: &str, event: EventType) -> Trigger {
     Trigger {
         path: path.into(),
         event,
+        acl: std::sync::Arc::from(Vec::new()),
     }
+}
+
+// ZooKeeper Programmer's Guide, "ACL Permissions": a watcher must be able
+// to READ the node an event is about. Each trigger carries the ACL to
+// check, as ZooKeeper's DataTree hands it to the WatchManager: the node's
+// own (as it was before a delete) and the parent's for children-changed.
+#[test]
+fn triggers_carry_the_acl_a_watcher_must_be_able_to_read() {
+    let mut f = Fixture::new();
+    f.create("/p", b"");
+    let private = vec![Acl::new(perms::ALL, "digest", "alice:x")];
+    let mut t = create_txn(&f.tree, "/p/s", b"", 0, NodeKind::Regular);
+    if let Txn::Create(c) = &mut t {
+        c.acl = private.clone();
+    }
+    let acls = |tr: &[Trigger]| -> Vec<(EventType, Vec<Acl>)> {
+        tr.iter().map(|t| (t.event, t.acl.to_vec())).collect()
+    };
+    let created = f.apply(S1, &t).unwrap();
+    assert_eq!(
+        acls(&created),
+        vec![
+            (EventType::NodeCreated, private.clone()),
+            (EventType::NodeChildrenChanged, Acl::open_unsafe()),
+        ]
+    );
+    let changed = f.set_data("/p/s", b"x");
+    assert_eq!(
+        acls(&changed),
+        vec![(EventType::NodeDataChanged, private.clone())]
+    );
+    let deleted = f.delete("/p/s");
+    assert_eq!(
+        acls(&deleted),
+        vec![
+            (EventType::NodeDeleted, private),
+            (EventType::NodeChildrenChanged, Acl::open_unsafe()),
+        ]
+    );
 }
 
 fn snapshot_bytes(t: &DataTree) -> Vec<u8> {
