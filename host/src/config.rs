@@ -1,5 +1,8 @@
-//! zoo.cfg: ZooKeeper's `key=value` configuration file, read the way
-//! `QuorumPeerConfig` reads it, so an existing file works unchanged.
+//! zoo.cfg: ZooKeeper's configuration file, read the way `QuorumPeerConfig`
+//! reads it (a Java properties file, see [`properties`]), so an existing
+//! file works unchanged.
+
+pub mod properties;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -103,8 +106,9 @@ impl Default for RecipeLimits {
 impl Config {
     /// Reads and validates a zoo.cfg file, and `myid` from its dataDir.
     pub fn load(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path)
+        let bytes = std::fs::read(path)
             .with_context(|| format!("cannot read config file {}", path.display()))?;
+        let text = properties::decode(&bytes);
         let mut cfg = Config::parse(&text)
             .with_context(|| format!("invalid config file {}", path.display()))?;
         if !cfg.servers.is_empty() {
@@ -123,25 +127,13 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Parses zoo.cfg text (without touching the disk).
+    /// Parses zoo.cfg text (without touching the disk). A malformed line
+    /// is reported by its number, never echoed (it may hold a secret).
     pub fn parse(text: &str) -> Result<Config> {
-        let mut kv = BTreeMap::new();
-        for (n, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let Some((k, v)) = line.split_once('=') else {
-                if is_secret_key(line) {
-                    bail!(
-                        "line {}: expected key=value, got a line naming a password or secret (not shown)",
-                        n + 1
-                    );
-                }
-                bail!("line {}: expected key=value, got {line:?}", n + 1);
-            };
-            kv.insert(k.trim().to_string(), v.trim().to_string());
-        }
+        let kv = properties::parse(text)?
+            .into_iter()
+            .map(|(_, k, v)| (k, v))
+            .collect();
         Config::from_map(kv)
     }
 
@@ -501,6 +493,120 @@ fn parse_server(id: u64, v: &str) -> Result<ServerSpec> {
     })
 }
 
+/// Every key wazoo reads: what "did you mean" suggests for a misspelled
+/// key (`Config::from_map` takes exactly these).
+const KEYS_READ: &[&str] = &[
+    "4lw.commands.whitelist",
+    "DigestAuthenticationProvider.superDigest",
+    "autopurge.purgeInterval",
+    "autopurge.snapRetainCount",
+    "clientPort",
+    "clientPortAddress",
+    "dataDir",
+    "dataLogDir",
+    "enforceQuota",
+    "extendedTypesEnabled",
+    "initLimit",
+    "jute.maxbuffer",
+    "maxClientCnxns",
+    "maxSessionTimeout",
+    "metricsProvider.httpHost",
+    "metricsProvider.httpPort",
+    "minSessionTimeout",
+    "plugins.dir",
+    "readonlymode.enabled",
+    "recipe.deadlineMs",
+    "recipe.fuel",
+    "recipe.maxNotifications",
+    "recipe.maxOps",
+    "recipe.maxReplyBytes",
+    "recipe.maxWaitsPerSession",
+    "recipe.memoryBytes",
+    "reconfigEnabled",
+    "snapCount",
+    "standaloneEnabled",
+    "syncLimit",
+    "tickTime",
+    "znode.container.checkIntervalMs",
+    "znode.container.maxPerMinute",
+];
+
+/// Keys of ZooKeeper 3.8's zoo.cfg (Administrator's Guide, "Configuration
+/// Parameters") that wazoo accepts and does not use: tuning for ZooKeeper's
+/// own JVM, threads, caches and admin server. (Security keys are not here:
+/// those wazoo does not implement stop the start.)
+const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
+    "admin.commandURL",
+    "admin.enableServer",
+    "admin.idleTimeout",
+    "admin.serverAddress",
+    "admin.serverPort",
+    "audit.enable",
+    "clientTcpKeepAlive",
+    "cnxTimeout",
+    "commitLogCount",
+    "connectToLearnerMasterLimit",
+    "digest.enabled",
+    "dynamicConfigFile",
+    "electionAlg",
+    "electionPortBindRetry",
+    "emulate353TTLNodes",
+    "forceSync",
+    "fsync.warningthresholdms",
+    "globalOutstandingLimit",
+    "largeRequestMaxBytes",
+    "largeRequestThreshold",
+    "leaderServes",
+    "localSessionsEnabled",
+    "localSessionsUpgradingEnabled",
+    "maxCnxns",
+    "maxGetChildrenResponseCacheSize",
+    "maxResponseCacheSize",
+    "metricsProvider.className",
+    "metricsProvider.exportJvmInfo",
+    "multiAddress.enabled",
+    "multiAddress.reachabilityCheckEnabled",
+    "multiAddress.reachabilityCheckTimeoutMs",
+    "observer.election.DelayMs",
+    "observer.reconnectDelayMs",
+    "observerMasterPort",
+    "preAllocSize",
+    "quorumCnxnTimeoutMs",
+    "quorumListenOnAllIPs",
+    "requestThrottleLimit",
+    "serverCnxnFactory",
+    "snapSizeLimitInKb",
+    "snapshot.trust.empty",
+    "syncEnabled",
+    "tcpKeepAlive",
+    "txnLogSizeLimitInKb",
+    "znode.container.maxNeverUsedIntervalMs",
+];
+
+/// What to tell an operator about a zoo.cfg key wazoo did not use: a
+/// ZooKeeper key it ignores on purpose, or an unknown one with the closest
+/// key wazoo reads (a misspelling is the likely cause).
+pub fn unused_key_note(key: &str) -> String {
+    let per_member = ["server.", "group.", "weight."].iter().any(|p| {
+        key.strip_prefix(p)
+            .is_some_and(|n| n.parse::<u64>().is_ok())
+    });
+    if ZOOKEEPER_KEYS_NOT_USED.contains(&key) || per_member {
+        return format!("zoo.cfg key {key} is a ZooKeeper key that wazoo does not use");
+    }
+    let folded = key.to_ascii_lowercase();
+    let closest = KEYS_READ
+        .iter()
+        .chain(ZOOKEEPER_KEYS_NOT_USED)
+        .map(|k| (strsim::jaro_winkler(&folded, &k.to_ascii_lowercase()), *k))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .filter(|(score, _)| *score >= 0.85);
+    match closest {
+        Some((_, k)) => format!("zoo.cfg key {key} is unknown; did you mean {k}?"),
+        None => format!("zoo.cfg key {key} is unknown"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,7 +657,7 @@ mod tests {
         assert!(format!("{e:#}").contains("dataDir"), "{e:#}");
         let e = Config::parse("dataDir=/d\nserver.1=h:1\n").unwrap_err();
         assert!(format!("{e:#}").contains("server.1"), "{e:#}");
-        let e = Config::parse("dataDir=/d\njunk line\n").unwrap_err();
+        let e = Config::parse("dataDir=/d\nkey=\\u00zz\n").unwrap_err();
         assert!(format!("{e:#}").contains("line 2"), "{e:#}");
     }
 
@@ -559,6 +665,49 @@ mod tests {
     fn unknown_keys_are_kept_not_fatal() {
         let c = Config::parse("dataDir=/d\nfoo.bar=1\n").unwrap();
         assert_eq!(c.unknown.get("foo.bar").map(String::as_str), Some("1"));
+    }
+
+    // ZooKeeper Administrator's Guide, "Configuration Parameters": a
+    // misspelled key is not an error, but the warning says what was meant.
+    #[test]
+    fn an_unknown_key_gets_the_closest_known_key() {
+        assert_eq!(
+            unused_key_note("tickTme"),
+            "zoo.cfg key tickTme is unknown; did you mean tickTime?"
+        );
+        assert_eq!(
+            unused_key_note("maxclientcnxns"),
+            "zoo.cfg key maxclientcnxns is unknown; did you mean maxClientCnxns?"
+        );
+        assert_eq!(
+            unused_key_note("autopurge.purgeIntreval"),
+            "zoo.cfg key autopurge.purgeIntreval is unknown; did you mean autopurge.purgeInterval?"
+        );
+        assert_eq!(
+            unused_key_note("admin.serverPort"),
+            "zoo.cfg key admin.serverPort is a ZooKeeper key that wazoo does not use"
+        );
+        assert_eq!(unused_key_note("zzz.qqq"), "zoo.cfg key zzz.qqq is unknown");
+        // Every key wazoo reads is one from_map takes: none is left over.
+        let text: String = KEYS_READ
+            .iter()
+            .map(|k| format!("{k}={}\n", sample_value(k)))
+            .collect();
+        let c = Config::parse(&text).unwrap();
+        assert!(c.unknown.is_empty(), "{:?}", c.unknown);
+    }
+
+    fn sample_value(key: &str) -> &'static str {
+        match key {
+            "dataDir" | "dataLogDir" | "plugins.dir" => "/d",
+            "clientPortAddress" | "metricsProvider.httpHost" => "127.0.0.1",
+            "DigestAuthenticationProvider.superDigest" => "super:x",
+            "recipe.memoryBytes" => "65536",
+            _ if key.ends_with("Enabled") || key.ends_with("enabled") || key == "enforceQuota" => {
+                "false"
+            }
+            _ => "7",
+        }
     }
 
     /// `dataDir=/d` plus one line; the error text if it is refused.
@@ -716,6 +865,14 @@ mod tests {
         let e = format!(
             "{:#}",
             Config::parse("dataDir=/d\nssl.keyStore.password hunter2\n").unwrap_err()
+        );
+        assert!(
+            e.contains("ssl.keyStore.password") && !e.contains("hunter2"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            Config::parse("dataDir=/d\nssl.keyStore.password=hunter2\\u12\n").unwrap_err()
         );
         assert!(e.contains("line 2") && !e.contains("hunter2"), "{e}");
         // `conf` says there is no secure port, as ZooKeeper does without one.

@@ -85,9 +85,8 @@ async fn shutdown_signal() {
 }
 
 async fn serve(cfg: wazoo::config::Config) -> Result<()> {
-    for (k, v) in &cfg.unknown {
-        let v = wazoo::config::redact(k, v);
-        tracing::warn!("zoo.cfg key {k}={v} is not used by wazoo");
+    for k in cfg.unknown.keys() {
+        tracing::warn!("{}", wazoo::config::unused_key_note(k));
     }
     let member = wazoo::member::Member::start(cfg).await?;
     member.run_until(shutdown_signal()).await

@@ -121,3 +121,97 @@ fn a_bad_config_is_refused_with_the_key_named() {
     assert!(!out.status.success());
     assert!(stderr.contains("tickTime"), "{stderr}");
 }
+
+/// A zoo.cfg in every syntax `java.util.Properties` reads: `key: value`,
+/// `key value`, `!` and `#` comments, a `\` continuation, an escaped
+/// character in a key, CRLF line ends.
+fn java_properties_cfg(dir: &Path, port: u16) -> String {
+    format!(
+        "! written the way Java properties allow\r\n\
+         tickTime: 2000\r\n\
+         dataDir {dir}\r\n\
+         # a comment\r\n\
+         client\\Port={port}\r\n\
+         clientPortAddress = 127.0.0.1\r\n\
+         4lw.commands.whitelist=srvr, \\\r\n      ruok\r\n\
+         maxClientCnxns\t60\r\n",
+        dir = dir.display()
+    )
+}
+
+/// Asks `ruok` until `imok` comes back, for up to `secs` seconds.
+fn answers_ruok(port: u16, secs: u64) -> bool {
+    use std::io::{Read, Write};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let mut answer = String::new();
+            if s.write_all(b"ruok").is_ok()
+                && s.read_to_string(&mut answer).is_ok()
+                && answer == "imok"
+            {
+                return true;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    false
+}
+
+/// Kills the child when dropped, so a failing test leaves no server.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+// ZooKeeper Administrator's Guide, "Configuration Parameters": zoo.cfg is
+// read as a Java properties file. The same file starts Apache ZooKeeper
+// 3.8 and wazoo, and both serve the four-letter words its continued
+// whitelist line names.
+#[test]
+fn a_zoo_cfg_in_java_properties_syntax_starts_zookeeper_and_wazoo() {
+    let zk_dir = tempfile::tempdir().unwrap();
+    let zk_port = wazoo_testkit::free_port();
+    let zk_cfg = zk_dir.path().join("zoo.cfg");
+    std::fs::write(&zk_cfg, java_properties_cfg(zk_dir.path(), zk_port)).unwrap();
+    let classpath = wazoo_testkit::zookeeper_classpath()
+        .expect("Apache ZooKeeper 3.8 (Debian package zookeeper) is installed")
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
+    let _zk = Killed(
+        Command::new("java")
+            .arg("-cp")
+            .arg(&classpath)
+            .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+            .arg(&zk_cfg)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    let wz_dir = tempfile::tempdir().unwrap();
+    let wz_port = wazoo_testkit::free_port();
+    let wz_cfg = wz_dir.path().join("zoo.cfg");
+    std::fs::write(&wz_cfg, java_properties_cfg(wz_dir.path(), wz_port)).unwrap();
+    let _wazoo = Killed(
+        Command::new(env!("CARGO_BIN_EXE_wazoo"))
+            .args(["serve", "--config"])
+            .arg(&wz_cfg)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        answers_ruok(zk_port, 60),
+        "ZooKeeper serves with this zoo.cfg"
+    );
+    assert!(answers_ruok(wz_port, 60), "wazoo serves with this zoo.cfg");
+}
