@@ -862,3 +862,53 @@ pub fn dir_size(dir: &Path) -> u64 {
         })
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slow disk: the member thread hands records over without ever
+    /// waiting for the writer, and the writer commits them all while the
+    /// member reads none of its reports (it never waits for the member).
+    #[test]
+    fn a_slow_log_writer_neither_blocks_the_member_nor_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = TxnLog::open(dir.path(), LogOptions::default()).unwrap();
+        let (tx, mut reports) = mpsc::unbounded_channel();
+        let opts = GroupCommitOptions {
+            queue_capacity: 2,
+            sync_delay: Some(Duration::from_millis(100)),
+            ..GroupCommitOptions::default()
+        };
+        let group = GroupCommitLog::start(log, opts, durable_callback(tx)).unwrap();
+        let mut feed = LogFeed::default();
+        for zxid in 1..=40u64 {
+            feed.append(&group, zxid, vec![7; 16]).unwrap();
+        }
+        assert!(
+            !feed.backlog.is_empty(),
+            "a queue of 2 behind a 100 ms fsync cannot have taken 40 records"
+        );
+        // The member keeps pumping as a core loop does after every batch,
+        // but does not read a single report until the end.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while group.durable_zxid() < 40 {
+            assert!(
+                Instant::now() < deadline,
+                "the writer stopped making progress"
+            );
+            feed.pump(&group).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(feed.backlog.is_empty());
+        let mut last = 0;
+        while let Ok(ev) = reports.try_recv() {
+            match ev {
+                Event::Input(Input::Durable { zxid }) => last = zxid,
+                _ => panic!("unexpected report"),
+            }
+        }
+        assert_eq!(last, 40, "the last report covers every record");
+        group.shutdown().unwrap();
+    }
+}
