@@ -148,7 +148,9 @@ pub enum Input {
     Malformed { conn: ConnId, xid: i32 },
     /// The connection is gone (closed by the client or the network).
     Closed { conn: ConnId },
-    /// Time passed: expire sessions, reap containers and TTL nodes.
+    /// Time passed: expire sessions, reap containers and TTL nodes. The
+    /// shell sends it every half tick; every input carries the time
+    /// ([`Now`]), and timers compare its monotonic reading only.
     Tick,
     /// Every txn up to and including `zxid` is durable.
     Durable { zxid: i64 },
