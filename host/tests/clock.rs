@@ -161,7 +161,7 @@ async fn wall_clock_steps_neither_expire_live_sessions_nor_keep_dead_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_disk_leaves_the_member_responsive_and_it_catches_up() {
-    const WRITES: usize = 120;
+    const WRITES: usize = 200;
     let dir = tempfile::tempdir().unwrap();
     // A writer queue of 4 and 150 ms per fsync: at most 5 records per
     // fsync, so a burst of creates waits for the disk for seconds, most of
@@ -208,25 +208,25 @@ async fn a_slow_disk_leaves_the_member_responsive_and_it_catches_up() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Another session's reads, and four-letter words, are answered while
-    // the writes still wait for the disk.
-    for _ in 0..5 {
-        reader
-            .get_data("/w")
-            .await
-            .expect("a read while the log is behind");
-        let a = member.client_addr;
-        let srvr = tokio::task::spawn_blocking(move || wazoo_testkit::four_letter_word(a, "srvr"))
-            .await
-            .unwrap()
-            .expect("srvr while the log is behind");
-        assert!(srvr.contains("Mode: standalone"), "srvr answered: {srvr}");
-    }
+    // Another session's read is answered while most of the writes still
+    // wait for the disk (a member blocked on the writer's queue would
+    // answer it only once the burst had gone through the queue).
+    reader
+        .get_data("/w")
+        .await
+        .expect("a read while the log is behind");
     let during = done.load(Ordering::SeqCst);
     assert!(
-        during < WRITES,
-        "reads were answered only after all {WRITES} writes ({during} done)"
+        during <= WRITES / 2,
+        "the read was answered only after {during} of {WRITES} writes"
     );
+    // And so are four-letter words.
+    let a = member.client_addr;
+    let srvr = tokio::task::spawn_blocking(move || wazoo_testkit::four_letter_word(a, "srvr"))
+        .await
+        .unwrap()
+        .expect("srvr while the log is behind");
+    assert!(srvr.contains("Mode: standalone"), "srvr answered: {srvr}");
     tokio::time::timeout(Duration::from_secs(60), burst)
         .await
         .expect("the member catches up with the slow disk")
