@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a Debian 12 machine, as root:
 #   - Apache ZooKeeper 3.8 (Debian package `zookeeper`, with its Java runtime),
+#   - libfaketime (Debian package `libfaketime`: a test steps a server's wall clock),
 #   - the Python test dependencies pinned in tests/python/requirements.txt,
 #   - the Rust target wasm32-unknown-unknown.
 # Idempotent: does nothing (and prints one line) when all is in place.
@@ -41,6 +42,17 @@ if ! dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q 'install ok in
 fi
 [ -f /usr/share/java/zookeeper.jar ] || die "/usr/share/java/zookeeper.jar missing after installing zookeeper"
 command -v java >/dev/null || die "java not found after installing zookeeper"
+
+# --- libfaketime (Debian package) -------------------------------------------------------
+if ! dpkg-query -W -f='${Status}' libfaketime 2>/dev/null | grep -q 'install ok installed'; then
+  say "installing the Debian package libfaketime (a test steps a server's wall clock)"
+  export DEBIAN_FRONTEND=noninteractive
+  APT_OPTS=(-q -o DPkg::Lock::Timeout=600)
+  quietly apt-get "${APT_OPTS[@]}" update
+  quietly apt-get "${APT_OPTS[@]}" install -y libfaketime
+fi
+ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 \
+  || die "libfaketimeMT.so.1 missing after installing libfaketime"
 
 # --- Python test dependencies -----------------------------------------------------------
 pick_python "$REPO" yes

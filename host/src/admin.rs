@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::core::server::Server;
-use crate::member::{dir_size, log_dir, now_ms, snap_dir, AdminContext};
+use crate::member::{dir_size, log_dir, snap_dir, AdminContext};
 
 /// The version string reported where ZooKeeper reports its own.
 pub fn version() -> String {
@@ -279,7 +279,7 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
         ("zk_open_file_descriptor_count", fds.to_string()),
         ("zk_global_sessions", s.sessions().len().to_string()),
         ("zk_last_proposal_size", "0".into()),
-        ("zk_uptime", (now_ms() - ctx.started_ms).to_string()),
+        ("zk_uptime", ctx.clock.mono_ms().to_string()),
         ("zk_fsync_count", ctx.log_stats.fsyncs().to_string()),
         ("zk_txns_applied", s.stats.txns_applied.to_string()),
         ("zk_pending_txns", s.pending_txns().to_string()),

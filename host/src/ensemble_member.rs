@@ -28,8 +28,8 @@ use crate::core::server::{Input, Output, PeerMsg, Role, Server};
 use crate::core::watch::ConnId;
 use crate::core::zab::{self, Message, Peer, RoleChange, ServerId, Zxid};
 use crate::member::{
-    log_dir, now_ms, read_snapshot_payload, server_config, snap_dir, write_snapshot_payload,
-    AdminContext, ConnMsg, Event,
+    log_dir, read_snapshot_payload, server_config, snap_dir, write_snapshot_payload, AdminContext,
+    Clock, ConnMsg, Event, LogFeed, MemberOptions,
 };
 use crate::quorum::{self, LinkCmd, LinkEvent, Links};
 use wazoo_storage::{GroupCommitLog, GroupCommitOptions, LogOptions, TxnLog};
@@ -92,7 +92,11 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
 }
 
 /// Recovers and starts serving as one member of the ensemble in `cfg`.
-pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
+pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::member::Started> {
+    let MemberOptions {
+        clock,
+        group_commit,
+    } = opts;
     let my_id = cfg.my_id.ok_or_else(|| {
         anyhow!(
             "{}/myid is missing: an ensemble member needs its id",
@@ -112,7 +116,7 @@ pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
     let ldir = log_dir(&cfg);
     std::fs::create_dir_all(&sdir).with_context(|| format!("cannot create {}", sdir.display()))?;
     std::fs::create_dir_all(&ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
-    let now = now_ms();
+    let now = clock.now();
     let scfg = server_config(&cfg);
     let (mut server, snap_zxid) = match wazoo_storage::latest_valid_snapshot(&sdir)? {
         Some((zxid, path)) => {
@@ -152,15 +156,15 @@ pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
         current_epoch = restored.current_epoch,
         "recovered ensemble member"
     );
-    let peer = Peer::new(zcfg, restored, now as u64).map_err(|e| anyhow!("{e}"))?;
+    let peer = Peer::new(zcfg, restored, now.mono_ms as u64).map_err(|e| anyhow!("{e}"))?;
 
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
-    let durable_tx = tx.clone();
+    let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
     let group = GroupCommitLog::start(
         log,
-        GroupCommitOptions::default(),
-        crate::member::durable_callback(durable_tx),
+        group_commit.clone(),
+        crate::member::durable_callback(durable_tx.clone()),
     )?;
 
     // Quorum links.
@@ -195,13 +199,12 @@ pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
     let ctx = Arc::new(AdminContext {
         cfg: cfg.clone(),
         log_stats,
-        started_ms: now_ms(),
+        clock: clock.clone(),
         metrics: crate::member::start_metrics(&cfg, quorum).await?,
         plugins,
     });
     let core_ctx = Arc::clone(&ctx);
     let core_cfg = cfg.clone();
-    let restart_tx = tx.clone();
     let core = async move {
         let mut m = EnsembleCore {
             server,
@@ -211,9 +214,12 @@ pub(crate) async fn start(cfg: Config) -> Result<crate::member::Started> {
             conns: HashMap::new(),
             leader: None,
             cfg: core_cfg,
-            durable_tx: Some(restart_tx),
+            durable_tx,
+            group_commit,
+            feed: LogFeed::default(),
+            clock,
         };
-        m.run(rx, core_ctx).await
+        m.run(rx, durable_rx, core_ctx).await
     };
     crate::member::spawn_shell_tasks(&cfg, listener, tx.clone());
     tracing::info!(%client_addr, my_id, "wazoo ensemble member started (electing)");
@@ -232,16 +238,29 @@ struct EnsembleCore {
     conns: HashMap<ConnId, mpsc::UnboundedSender<ConnMsg>>,
     leader: Option<ServerId>,
     cfg: Config,
-    durable_tx: Option<mpsc::Sender<Event>>,
+    /// Where a restarted log writer reports (see `with_log`).
+    durable_tx: mpsc::UnboundedSender<Event>,
+    group_commit: GroupCommitOptions,
+    /// Records the log writer's queue had no room for yet.
+    feed: LogFeed,
+    clock: Clock,
 }
 
 impl EnsembleCore {
-    async fn run(&mut self, mut rx: mpsc::Receiver<Event>, ctx: Arc<AdminContext>) -> Result<()> {
-        let result = self.run_inner(&mut rx, &ctx).await;
+    async fn run(
+        &mut self,
+        mut rx: mpsc::Receiver<Event>,
+        mut durable_rx: mpsc::UnboundedReceiver<Event>,
+        ctx: Arc<AdminContext>,
+    ) -> Result<()> {
+        let result = self.run_inner(&mut rx, &mut durable_rx, &ctx).await;
         for tx in self.conns.values() {
             let _ = tx.send(ConnMsg::Close);
         }
         if let Some(log) = self.log.take() {
+            if result.is_ok() {
+                let _ = self.feed.flush(&log);
+            }
             let _ = log.shutdown();
         }
         result
@@ -250,10 +269,12 @@ impl EnsembleCore {
     async fn run_inner(
         &mut self,
         rx: &mut mpsc::Receiver<Event>,
+        durable_rx: &mut mpsc::UnboundedReceiver<Event>,
         ctx: &AdminContext,
     ) -> Result<()> {
-        while let Some(ev) = rx.recv().await {
-            let mut clock = crate::member::BatchClock::default();
+        while let Some(ev) = crate::member::next_event(rx, durable_rx, &self.feed).await {
+            let batch_clock = self.clock.clone();
+            let mut clock = crate::member::BatchClock::new(&batch_clock);
             let mut next = Some(ev);
             let mut handled = 0;
             while let Some(ev) = next.take() {
@@ -266,10 +287,10 @@ impl EnsembleCore {
                         zab::Input::Durable {
                             zxid: Zxid(zxid as u64),
                         },
-                        now as u64,
+                        now.mono_ms as u64,
                     ),
                     Event::Input(Input::Tick) => {
-                        self.peer.handle(zab::Input::Tick, now as u64);
+                        self.peer.handle(zab::Input::Tick, now.mono_ms as u64);
                         self.server.handle(Input::Tick, now);
                     }
                     Event::Input(input) => {
@@ -285,10 +306,10 @@ impl EnsembleCore {
                     }
                     Event::Link(LinkEvent::Zab { from, msg }) => self
                         .peer
-                        .handle(zab::Input::Message { from, msg }, now as u64),
+                        .handle(zab::Input::Message { from, msg }, now.mono_ms as u64),
                     Event::Link(LinkEvent::Down { peer }) => self
                         .peer
-                        .handle(zab::Input::Disconnected { peer }, now as u64),
+                        .handle(zab::Input::Disconnected { peer }, now.mono_ms as u64),
                     Event::Link(LinkEvent::App { from, payload }) => {
                         match PeerMsg::decode(&payload) {
                             Ok(msg) => self.server.handle(Input::Peer { from, msg }, now),
@@ -305,9 +326,12 @@ impl EnsembleCore {
                 }
                 handled += 1;
                 if handled < 4096 {
-                    next = rx.try_recv().ok();
+                    next = crate::member::try_next_event(rx, durable_rx, &self.feed);
                 }
             }
+            // Held records first: they come before anything proposed now.
+            let log = self.log.as_ref().expect("the log is running");
+            self.feed.pump(log)?;
             self.carry_out()?;
             ctx.metrics
                 .update(&mut self.server, self.conns.len(), &ctx.log_stats);
@@ -337,29 +361,23 @@ impl EnsembleCore {
         bail!("outputs did not settle (a feedback loop between consensus and the pipeline)")
     }
 
-    fn log(&self) -> &GroupCommitLog {
-        self.log.as_ref().expect("the log is running")
-    }
-
-    /// Stops the log writer, runs `f` on the log, and starts it again.
+    /// Stops the log writer (after handing it every held record, which
+    /// come before what `f` does), runs `f` on the log, and starts it again.
     fn with_log(&mut self, f: impl FnOnce(&mut TxnLog) -> wazoo_storage::Result<()>) -> Result<()> {
         let group = self.log.take().expect("the log is running");
+        self.feed.flush(&group)?;
         let mut log = group.shutdown()?;
         f(&mut log)?;
-        let tx = self
-            .durable_tx
-            .clone()
-            .ok_or_else(|| anyhow!("no channel to restart the log writer"))?;
         self.log = Some(GroupCommitLog::start(
             log,
-            GroupCommitOptions::default(),
-            crate::member::durable_callback(tx),
+            self.group_commit.clone(),
+            crate::member::durable_callback(self.durable_tx.clone()),
         )?);
         Ok(())
     }
 
     fn peer_output(&mut self, out: zab::Output) -> Result<()> {
-        let now = now_ms();
+        let now = self.clock.now();
         let sdir = snap_dir(&self.cfg);
         match out {
             zab::Output::Send { to, msg } => self.links.send(to, LinkCmd::Zab(msg)),
@@ -371,7 +389,8 @@ impl EnsembleCore {
             zab::Output::SetCurrentEpoch { epoch } => write_epoch(&sdir, "currentEpoch", epoch)
                 .with_context(|| format!("cannot store currentEpoch in {}", sdir.display()))?,
             zab::Output::Persist { zxid, payload } => {
-                self.log().append(zxid.0, payload.to_vec())?
+                let log = self.log.as_ref().expect("the log is running");
+                self.feed.append(log, zxid.0, payload.to_vec())?
             }
             zab::Output::Truncate { after } => self.with_log(|log| log.truncate_after(after.0))?,
             zab::Output::InstallSnapshot { zxid, data } => {
@@ -436,8 +455,8 @@ impl EnsembleCore {
     fn server_output(&mut self, out: Output) -> Result<()> {
         match out {
             Output::Propose { zxid, record } => {
-                let now = now_ms() as u64;
-                match self.peer.propose(zab::Payload::from(record), now) {
+                let mono_ms = self.clock.mono_ms() as u64;
+                match self.peer.propose(zab::Payload::from(record), mono_ms) {
                     Ok(z) if z.0 as i64 == zxid => {}
                     Ok(z) => bail!(
                         "consensus gave zxid 0x{:x} to the pipeline's 0x{zxid:x}",

@@ -18,7 +18,7 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, bail, Context, Result};
 use tokio::sync::{mpsc, oneshot};
@@ -26,10 +26,13 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Config;
 use crate::core::recipe::RecipeWaits;
 use crate::core::server::{Input, Output, Server, ServerConfig, SnapshotJob};
+use crate::core::time::Now;
 use crate::core::tree::DataTree;
 use crate::core::txn::TxnRecord;
 use crate::core::watch::ConnId;
-use wazoo_storage::{GroupCommitLog, GroupCommitOptions, LogOptions, LogStats, TxnLog};
+use wazoo_storage::{
+    GroupCommitLog, GroupCommitOptions, LogOptions, LogStats, TryAppendError, TxnLog,
+};
 
 /// Bytes or a close for one connection's writer task.
 #[derive(Debug)]
@@ -69,26 +72,92 @@ const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
 /// 2 adds the recipe wait table after the sessions; 1 is still read.
 const SNAPSHOT_VERSION: u32 = 2;
 
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+/// Where a member reads the wall clock. The system's in production; a test
+/// can inject one it steps, to show that no timer depends on it.
+pub trait WallClock: Send + Sync {
+    /// Milliseconds since the Unix epoch.
+    fn wall_ms(&self) -> i64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemWallClock;
+
+impl WallClock for SystemWallClock {
+    fn wall_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }
+}
+
+/// A member's two clocks (see [`crate::core::time`]): monotonic
+/// milliseconds since the member started, from [`Instant`], for every
+/// timer and for uptime; and a wall clock, for the times stamped into txns.
+#[derive(Clone)]
+pub struct Clock {
+    origin: Instant,
+    wall: Arc<dyn WallClock>,
+}
+
+impl Clock {
+    /// The monotonic clock and the system's wall clock.
+    pub fn system() -> Clock {
+        Clock::with_wall(Arc::new(SystemWallClock))
+    }
+
+    /// The monotonic clock and the given wall clock.
+    pub fn with_wall(wall: Arc<dyn WallClock>) -> Clock {
+        Clock {
+            origin: Instant::now(),
+            wall,
+        }
+    }
+
+    /// Both clocks now.
+    pub fn now(&self) -> Now {
+        Now {
+            mono_ms: self.mono_ms(),
+            wall_ms: self.wall.wall_ms(),
+        }
+    }
+
+    /// Milliseconds since this clock was made, on the monotonic clock.
+    pub fn mono_ms(&self) -> i64 {
+        self.origin.elapsed().as_millis() as i64
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clock")
+            .field("mono_ms", &self.mono_ms())
+            .finish()
+    }
 }
 
 /// The time for a batch of events: read once per 32 events rather than per
 /// event (reading the clock was 1.5 % of a member's time under write load);
 /// a new batch starts with a fresh reading.
-#[derive(Default)]
-pub(crate) struct BatchClock {
-    now: i64,
+pub(crate) struct BatchClock<'c> {
+    clock: &'c Clock,
+    now: Now,
     left: u32,
 }
 
-impl BatchClock {
-    pub(crate) fn now(&mut self) -> i64 {
+impl<'c> BatchClock<'c> {
+    pub(crate) fn new(clock: &'c Clock) -> Self {
+        BatchClock {
+            clock,
+            now: Now::default(),
+            left: 0,
+        }
+    }
+
+    pub(crate) fn now(&mut self) -> Now {
         if self.left == 0 {
-            self.now = now_ms();
+            self.now = self.clock.now();
             self.left = 32;
         }
         self.left -= 1;
@@ -184,7 +253,7 @@ pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
 }
 
 /// Rebuilds the state from the newest valid snapshot plus the log after it.
-pub fn recover(cfg: &Config, now: i64) -> Result<(Server, TxnLog)> {
+pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
     let sdir = snap_dir(cfg);
     let ldir = log_dir(cfg);
     std::fs::create_dir_all(&sdir)
@@ -259,7 +328,8 @@ pub fn recover(cfg: &Config, now: i64) -> Result<(Server, TxnLog)> {
 pub struct AdminContext {
     pub cfg: Config,
     pub log_stats: Arc<LogStats>,
-    pub started_ms: i64,
+    /// The member's clocks; uptime is its monotonic reading.
+    pub clock: Clock,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The recipe runtime, when a plugins directory is configured.
     pub plugins: Option<Plugins>,
@@ -333,6 +403,25 @@ pub(crate) async fn start_metrics(
     Ok(metrics)
 }
 
+/// How a member is wired to the machine, beside its zoo.cfg: production
+/// uses the defaults; tests change them.
+#[derive(Clone)]
+pub struct MemberOptions {
+    /// The member's clocks.
+    pub clock: Clock,
+    /// The log writer's queue and batches.
+    pub group_commit: GroupCommitOptions,
+}
+
+impl Default for MemberOptions {
+    fn default() -> Self {
+        MemberOptions {
+            clock: Clock::system(),
+            group_commit: GroupCommitOptions::default(),
+        }
+    }
+}
+
 /// A running member. Dropping it does not stop it; call [`Member::shutdown`].
 pub struct Member {
     pub client_addr: SocketAddr,
@@ -340,9 +429,13 @@ pub struct Member {
     core: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
-/// The group-commit callback: durability reports go to the core loop.
+/// The group-commit callback: durability reports go to the core loop, on a
+/// channel of their own that never blocks the writer. The writer thus never
+/// waits for the member thread (which may be waiting for room in the
+/// writer's queue: the two would deadlock); reports come at most one per
+/// fsync and the core loop takes them before anything else.
 pub(crate) fn durable_callback(
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::UnboundedSender<Event>,
 ) -> impl FnMut(wazoo_storage::DurabilityReport<'_>) + Send + 'static {
     move |report| {
         let ev = match report {
@@ -350,8 +443,102 @@ pub(crate) fn durable_callback(
             Err(e) => Event::LogFailed(e.to_string()),
         };
         // The core may be gone at shutdown; nothing to do then.
-        let _ = tx.blocking_send(ev);
+        let _ = tx.send(ev);
     }
+}
+
+/// Records the writer's queue had no room for, beyond which the core loop
+/// stops taking new events (client work) and only takes the writer's
+/// reports until it is back under.
+pub(crate) const LOG_BACKLOG_MAX: usize = 65536;
+
+/// The member thread's side of the hand-off to the log writer. The member
+/// never blocks on the writer's queue: a slow disk must not stop it from
+/// answering reads and pings, nor deadlock it against the writer. A record
+/// the queue has no room for waits here, in zxid order, and moves on when
+/// the writer reports progress ([`LogFeed::pump`]).
+#[derive(Default)]
+pub(crate) struct LogFeed {
+    backlog: std::collections::VecDeque<(u64, Vec<u8>)>,
+}
+
+impl LogFeed {
+    /// Hands a record to the writer, or keeps it while the writer is behind.
+    pub(crate) fn append(&mut self, log: &GroupCommitLog, zxid: u64, body: Vec<u8>) -> Result<()> {
+        if self.backlog.is_empty() {
+            match log.try_append(zxid, body) {
+                Ok(()) => return Ok(()),
+                Err(TryAppendError::Full(body)) => {
+                    tracing::debug!("the log writer is behind; holding 0x{zxid:x}");
+                    self.backlog.push_back((zxid, body));
+                    return Ok(());
+                }
+                Err(TryAppendError::Refused(e)) => return Err(e.into()),
+            }
+        }
+        self.backlog.push_back((zxid, body));
+        Ok(())
+    }
+
+    /// Moves held records to the writer while its queue has room.
+    pub(crate) fn pump(&mut self, log: &GroupCommitLog) -> Result<()> {
+        while let Some((zxid, body)) = self.backlog.pop_front() {
+            match log.try_append(zxid, body) {
+                Ok(()) => {}
+                Err(TryAppendError::Full(body)) => {
+                    self.backlog.push_front((zxid, body));
+                    break;
+                }
+                Err(TryAppendError::Refused(e)) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands every held record to the writer, waiting for room (before the
+    /// writer is stopped; it never waits for this thread, so this ends).
+    pub(crate) fn flush(&mut self, log: &GroupCommitLog) -> Result<()> {
+        while let Some((zxid, body)) = self.backlog.pop_front() {
+            log.append(zxid, body)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the core loop should stop taking client work until the
+    /// writer catches up.
+    pub(crate) fn over_limit(&self) -> bool {
+        self.backlog.len() >= LOG_BACKLOG_MAX
+    }
+}
+
+/// The next event for a core loop: the writer's reports first; other
+/// events only while the log is not too far behind. None: stop.
+pub(crate) async fn next_event(
+    rx: &mut mpsc::Receiver<Event>,
+    durable_rx: &mut mpsc::UnboundedReceiver<Event>,
+    feed: &LogFeed,
+) -> Option<Event> {
+    tokio::select! {
+        biased;
+        Some(ev) = durable_rx.recv() => Some(ev),
+        ev = rx.recv(), if !feed.over_limit() => ev,
+        else => None,
+    }
+}
+
+/// The next event of a batch already started, without waiting.
+pub(crate) fn try_next_event(
+    rx: &mut mpsc::Receiver<Event>,
+    durable_rx: &mut mpsc::UnboundedReceiver<Event>,
+    feed: &LogFeed,
+) -> Option<Event> {
+    if let Ok(ev) = durable_rx.try_recv() {
+        return Some(ev);
+    }
+    if feed.over_limit() {
+        return None;
+    }
+    rx.try_recv().ok()
 }
 
 /// What joining the member's thread says about how it ended.
@@ -373,16 +560,17 @@ pub(crate) struct Started {
 
 /// Recovers, starts the log writer, binds the client port and returns the
 /// core loop of a standalone member (run by [`Member::start`]).
-async fn start_standalone(cfg: Config) -> Result<Started> {
-    let (mut server, log) = recover(&cfg, now_ms())?;
+async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
+    let MemberOptions {
+        clock,
+        group_commit,
+    } = opts;
+    let (mut server, log) = recover(&cfg, clock.now())?;
     let plugins = start_plugins(&cfg, &mut server)?;
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
-    let group = GroupCommitLog::start(
-        log,
-        GroupCommitOptions::default(),
-        durable_callback(tx.clone()),
-    )?;
+    let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
+    let group = GroupCommitLog::start(log, group_commit, durable_callback(durable_tx))?;
     let listener = tokio::net::TcpListener::bind(cfg.client_addr())
         .await
         .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
@@ -390,7 +578,7 @@ async fn start_standalone(cfg: Config) -> Result<Started> {
     let ctx = Arc::new(AdminContext {
         cfg: cfg.clone(),
         log_stats,
-        started_ms: now_ms(),
+        clock,
         metrics: start_metrics(&cfg, 1).await?,
         plugins,
     });
@@ -399,7 +587,7 @@ async fn start_standalone(cfg: Config) -> Result<Started> {
     Ok(Started {
         client_addr,
         events: tx,
-        core: Box::pin(core_loop(server, rx, group, ctx, cfg)),
+        core: Box::pin(core_loop(server, rx, durable_rx, group, ctx, cfg)),
     })
 }
 
@@ -414,6 +602,12 @@ impl Member {
     /// On a small machine the wake-ups between threads, not CPU, bounded
     /// replicated writes (docs/ARCHITECTURE.md, "Threads").
     pub async fn start(cfg: Config) -> Result<Member> {
+        Member::start_with(cfg, MemberOptions::default()).await
+    }
+
+    /// [`Member::start`] wired as `opts` says (a test steps the wall clock
+    /// of an in-process member, or slows its log writer, this way).
+    pub async fn start_with(cfg: Config, opts: MemberOptions) -> Result<Member> {
         let name = match cfg.my_id {
             Some(id) if cfg.is_ensemble() => format!("wazoo-member-{id}"),
             _ => "wazoo-member".to_string(),
@@ -428,9 +622,9 @@ impl Member {
                     .context("cannot start the member's runtime")?;
                 rt.block_on(async move {
                     let started = if cfg.is_ensemble() {
-                        crate::ensemble_member::start(cfg).await
+                        crate::ensemble_member::start(cfg, opts).await
                     } else {
-                        start_standalone(cfg).await
+                        start_standalone(cfg, opts).await
                     };
                     match started {
                         Err(e) => {
@@ -522,15 +716,17 @@ pub(crate) fn spawn_shell_tasks(
 async fn core_loop(
     mut server: Server,
     mut rx: mpsc::Receiver<Event>,
+    mut durable_rx: mpsc::UnboundedReceiver<Event>,
     log: GroupCommitLog,
     ctx: Arc<AdminContext>,
     cfg: Config,
 ) -> Result<()> {
     let mut conns: HashMap<ConnId, mpsc::UnboundedSender<ConnMsg>> = HashMap::new();
     let snapshot_busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut feed = LogFeed::default();
     let mut result = Ok(());
-    'outer: while let Some(ev) = rx.recv().await {
-        let mut clock = BatchClock::default();
+    'outer: while let Some(ev) = next_event(&mut rx, &mut durable_rx, &feed).await {
+        let mut clock = BatchClock::new(&ctx.clock);
         let mut next = Some(ev);
         let mut handled = 0;
         while let Some(ev) = next.take() {
@@ -564,7 +760,7 @@ async fn core_loop(
             }
             handled += 1;
             if handled < 4096 {
-                next = rx.try_recv().ok();
+                next = try_next_event(&mut rx, &mut durable_rx, &feed);
             }
         }
         if let Some(why) = server.fatal() {
@@ -574,10 +770,15 @@ async fn core_loop(
         }
         let outputs = server.take_outputs();
         ctx.metrics.update(&mut server, conns.len(), &ctx.log_stats);
+        if let Err(e) = feed.pump(&log) {
+            tracing::error!("cannot append to the transaction log, stopping: {e}");
+            result = Err(anyhow!("transaction log append failed: {e}"));
+            break 'outer;
+        }
         for out in outputs {
             match out {
                 Output::Persist { zxid, record } => {
-                    if let Err(e) = log.append(zxid as u64, record) {
+                    if let Err(e) = feed.append(&log, zxid as u64, record) {
                         tracing::error!("cannot append to the transaction log, stopping: {e}");
                         result = Err(anyhow!("transaction log append failed: {e}"));
                         break 'outer;
@@ -608,6 +809,11 @@ async fn core_loop(
     }
     for tx in conns.values() {
         let _ = tx.send(ConnMsg::Close);
+    }
+    if result.is_ok() {
+        if let Err(e) = feed.flush(&log) {
+            tracing::warn!("closing the transaction log: {e}");
+        }
     }
     if let Err(e) = log.shutdown() {
         tracing::warn!("closing the transaction log: {e}");
@@ -656,4 +862,54 @@ pub fn dir_size(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slow disk: the member thread hands records over without ever
+    /// waiting for the writer, and the writer commits them all while the
+    /// member reads none of its reports (it never waits for the member).
+    #[test]
+    fn a_slow_log_writer_neither_blocks_the_member_nor_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = TxnLog::open(dir.path(), LogOptions::default()).unwrap();
+        let (tx, mut reports) = mpsc::unbounded_channel();
+        let opts = GroupCommitOptions {
+            queue_capacity: 2,
+            sync_delay: Some(Duration::from_millis(100)),
+            ..GroupCommitOptions::default()
+        };
+        let group = GroupCommitLog::start(log, opts, durable_callback(tx)).unwrap();
+        let mut feed = LogFeed::default();
+        for zxid in 1..=40u64 {
+            feed.append(&group, zxid, vec![7; 16]).unwrap();
+        }
+        assert!(
+            !feed.backlog.is_empty(),
+            "a queue of 2 behind a 100 ms fsync cannot have taken 40 records"
+        );
+        // The member keeps pumping as a core loop does after every batch,
+        // but does not read a single report until the end.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while group.durable_zxid() < 40 {
+            assert!(
+                Instant::now() < deadline,
+                "the writer stopped making progress"
+            );
+            feed.pump(&group).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(feed.backlog.is_empty());
+        let mut last = 0;
+        while let Ok(ev) = reports.try_recv() {
+            match ev {
+                Event::Input(Input::Durable { zxid }) => last = zxid,
+                _ => panic!("unexpected report"),
+            }
+        }
+        assert_eq!(last, 40, "the last report covers every record");
+        group.shutdown().unwrap();
+    }
 }

@@ -42,8 +42,11 @@ pub struct Metrics {
     recipe_errors: Family<ModuleLabel, Gauge>,
     recipe_fuel: Family<ModuleLabel, Gauge>,
     recipe_waits: Gauge,
-    /// When the per-module figures were last taken (ms since the epoch).
+    /// When the per-module figures were last taken (monotonic ms since
+    /// `started`, plus 1000).
     recipes_at: AtomicU64,
+    /// The origin of `recipes_at`.
+    started: std::time::Instant,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,6 +82,7 @@ impl Metrics {
             recipe_fuel: Family::default(),
             recipe_waits: Gauge::default(),
             recipes_at: AtomicU64::new(0),
+            started: std::time::Instant::now(),
             registry: Registry::default(),
         };
         registry.register(
@@ -185,7 +189,8 @@ impl Metrics {
         self.leader.set(leads as i64);
         self.recipe_waits.set(s.recipe_waits().len() as i64);
         // The runtime's counters are behind a lock: at most once a second.
-        let now = crate::member::now_ms().max(0) as u64;
+        // On the monotonic clock, shifted so that the first update reads them.
+        let now = self.started.elapsed().as_millis() as u64 + 1000;
         if now.saturating_sub(self.recipes_at.load(Ordering::Relaxed)) < 1000 {
             return;
         }

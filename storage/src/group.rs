@@ -9,10 +9,14 @@
 //! that arrive while an fsync is in flight form the next batch, so the batch
 //! size grows with the load and throughput is not bounded by fsync latency.
 //!
-//! The durability callback runs on the writer thread. It must not block for
-//! long (that delays the next commit); to hand the zxid to async code, send it
-//! through a channel of any runtime, e.g. a tokio `UnboundedSender<u64>` or a
-//! `std::sync::mpsc::Sender<u64>`. This crate does not depend on tokio.
+//! The durability callback runs on the writer thread. It must not block (that
+//! delays the next commit, and if it waits for a thread that is itself waiting
+//! for room in this queue, the two deadlock); to hand the zxid to async code,
+//! send it through a channel that never blocks the sender, e.g. a tokio
+//! `UnboundedSender<u64>` or a `std::sync::mpsc::Sender<u64>` (reports come
+//! at most one per fsync, so the receiver bounds them by draining). A caller
+//! that must not block its own thread appends with
+//! [`GroupCommitLog::try_append`]. This crate does not depend on tokio.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
@@ -31,6 +35,10 @@ pub struct GroupCommitOptions {
     /// A batch stops draining the queue once it holds this many body bytes, so
     /// that acknowledgements keep flowing under a flood. Default 16 MiB.
     pub max_batch_bytes: usize,
+    /// Fault hook: the writer sleeps this long before every fsync, as a slow
+    /// disk would make it wait. Only with the `fault-hooks` feature.
+    #[cfg(feature = "fault-hooks")]
+    pub sync_delay: Option<std::time::Duration>,
 }
 
 impl Default for GroupCommitOptions {
@@ -38,6 +46,8 @@ impl Default for GroupCommitOptions {
         Self {
             queue_capacity: 65536,
             max_batch_bytes: 16 * 1024 * 1024,
+            #[cfg(feature = "fault-hooks")]
+            sync_delay: None,
         }
     }
 }
@@ -102,6 +112,8 @@ impl GroupCommitLog {
             rx,
             max_batch_bytes: opts.max_batch_bytes,
             durable: Arc::clone(&durable),
+            #[cfg(feature = "fault-hooks")]
+            sync_delay: opts.sync_delay,
         };
         let spawned = thread::Builder::new()
             .name("wazoo-txnlog".into())
@@ -222,6 +234,8 @@ struct Writer {
     rx: Receiver<Append>,
     max_batch_bytes: usize,
     durable: Arc<AtomicU64>,
+    #[cfg(feature = "fault-hooks")]
+    sync_delay: Option<std::time::Duration>,
 }
 
 impl Writer {
@@ -252,6 +266,10 @@ impl Writer {
             };
             bytes += body.len();
             self.log.append(zxid, &body)?;
+        }
+        #[cfg(feature = "fault-hooks")]
+        if let Some(delay) = self.sync_delay {
+            thread::sleep(delay);
         }
         self.log.sync()
     }

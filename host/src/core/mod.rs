@@ -5,6 +5,7 @@ pub mod acl;
 pub mod recipe;
 pub mod server;
 pub mod session;
+pub mod time;
 pub mod tree;
 pub mod txn;
 pub mod watch;

@@ -32,6 +32,7 @@ pub use peer_msg::PeerMsg;
 use super::acl::{self, AuthInfo};
 use super::recipe::{RecipeEngine, RecipeWaits, WaitKey};
 use super::session::{self, SessionTracker};
+use super::time::Now;
 use super::tree::{check_txn, ApplyError, DataTree, TreeSnapshot};
 use super::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
 use super::watch::{ConnId, Kind, WatchManager};
@@ -149,7 +150,9 @@ pub enum Input {
     Malformed { conn: ConnId, xid: i32 },
     /// The connection is gone (closed by the client or the network).
     Closed { conn: ConnId },
-    /// Time passed: expire sessions, reap containers and TTL nodes.
+    /// Time passed: expire sessions, reap containers and TTL nodes. The
+    /// shell sends it every half tick; every input carries the time
+    /// ([`Now`]), and timers compare its monotonic reading only.
     Tick,
     /// Every txn up to and including `zxid` is durable.
     Durable { zxid: i64 },
@@ -498,8 +501,13 @@ pub struct Server {
     /// The zxid of the last txn applied to the tree.
     last_applied: i64,
     txns_since_snapshot: u64,
+    /// When the next container and TTL check is due, on the monotonic clock.
     next_container_check_ms: i64,
-    now_ms: i64,
+    /// The monotonic clock (see [`crate::core::time`]): every timer.
+    mono_ms: i64,
+    /// The wall clock, never behind a time this member stamped before: the
+    /// ctime/mtime of txns it makes (see [`Server::handle`]).
+    wall_ms: i64,
     out: Vec<Output>,
     /// Bytes queued per connection during one step, flushed as one send.
     sendbuf: HashMap<ConnId, (Vec<u8>, u32)>,
@@ -539,19 +547,19 @@ impl Server {
             outstanding: &self.outstanding,
             local: Vec::new(),
             zxid: self.last_proposed + 1,
-            time_ms: self.now_ms,
+            time_ms: self.wall_ms,
         }
     }
 
     /// A member with a fresh tree.
-    pub fn new(cfg: ServerConfig, now_ms: i64) -> Server {
+    pub fn new(cfg: ServerConfig, now: Now) -> Server {
         Self::recovered(
             cfg,
             DataTree::new(),
             Vec::new(),
             RecipeWaits::default(),
             0,
-            now_ms,
+            now,
         )
     }
 
@@ -563,14 +571,17 @@ impl Server {
         sessions: Vec<(i64, i32)>,
         waits: RecipeWaits,
         zxid: i64,
-        now_ms: i64,
+        now: Now,
     ) -> Server {
-        let mut tracker = SessionTracker::new(cfg.server_id, now_ms, cfg.tick_ms);
+        // Session deadlines restart from this process's monotonic clock: a
+        // reading from the process that wrote the snapshot means nothing
+        // here (ZooKeeper also gives every session a full timeout on load).
+        let mut tracker = SessionTracker::new(cfg.server_id, now.wall_ms, cfg.tick_ms);
         for (id, timeout) in sessions {
-            tracker.add(id, timeout, now_ms);
+            tracker.add(id, timeout, now.mono_ms);
         }
         Server {
-            next_container_check_ms: now_ms + cfg.container_check_interval_ms as i64,
+            next_container_check_ms: now.mono_ms + cfg.container_check_interval_ms as i64,
             cfg,
             tree,
             sessions: tracker,
@@ -582,7 +593,8 @@ impl Server {
             last_proposed: zxid,
             last_applied: zxid,
             txns_since_snapshot: 0,
-            now_ms,
+            mono_ms: now.mono_ms,
+            wall_ms: now.wall_ms,
             out: Vec::new(),
             sendbuf: HashMap::new(),
             send_order: Vec::new(),
@@ -618,7 +630,7 @@ impl Server {
         for owner in self.tree.sessions_with_ephemerals() {
             if self.sessions.get(owner).is_none() {
                 self.sessions
-                    .add(owner, self.cfg.min_session_timeout_ms as i32, self.now_ms);
+                    .add(owner, self.cfg.min_session_timeout_ms as i32, self.mono_ms);
             }
         }
     }
@@ -676,9 +688,9 @@ impl Server {
             self.close_conn(c);
         }
         self.tree = tree;
-        self.sessions = SessionTracker::new(self.cfg.server_id, self.now_ms, self.cfg.tick_ms);
+        self.sessions = SessionTracker::new(self.cfg.server_id, self.wall_ms, self.cfg.tick_ms);
         for (id, timeout) in sessions {
-            self.sessions.add(id, timeout, self.now_ms);
+            self.sessions.add(id, timeout, self.mono_ms);
         }
         self.waits = waits;
         self.last_applied = zxid;
@@ -697,10 +709,18 @@ impl Server {
         self.proposals.len()
     }
 
-    /// Handles one input at time `now_ms`; outputs accumulate until
+    /// Handles one input at time `now`; outputs accumulate until
     /// [`Server::take_outputs`].
-    pub fn handle(&mut self, input: Input, now_ms: i64) {
-        self.now_ms = self.now_ms.max(now_ms);
+    ///
+    /// Neither clock goes back here. The monotonic one cannot (the max only
+    /// guards against a shell bug). The wall clock can step back; the time
+    /// stamped into txns then stays at the last stamp until the wall clock
+    /// passes it, so a member's stamps never decrease in zxid order and a
+    /// TTL node's age is never negative. A step forward moves stamps (and
+    /// TTL ages, as in ZooKeeper) forward, and no timer.
+    pub fn handle(&mut self, input: Input, now: Now) {
+        self.mono_ms = self.mono_ms.max(now.mono_ms);
+        self.wall_ms = self.wall_ms.max(now.wall_ms);
         match input {
             Input::Connect { conn, peer, req } => self.on_connect(conn, peer, req),
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req),
@@ -786,7 +806,7 @@ impl Server {
             packets_received: 1,
             packets_sent: 0,
             last_zxid: self.last_applied,
-            connected_at_ms: self.now_ms,
+            connected_at_ms: self.wall_ms,
             last_latency_ms: 0,
             min_latency_ms: i64::MAX,
             max_latency_ms: 0,
@@ -827,7 +847,7 @@ impl Server {
             c.session = id;
             self.conns.insert(conn, c);
             self.session_conn.insert(id, conn);
-            self.sessions.add(id, timeout, self.now_ms);
+            self.sessions.add(id, timeout, self.mono_ms);
             self.ens.owned_here(id, self.cfg.server_id);
             let kind = WriteKind::Connect {
                 session: id,
@@ -850,7 +870,7 @@ impl Server {
         let id = req.session_id;
         let valid = req.passwd.as_slice() == session::password(id)
             && self.sessions.is_live(id)
-            && self.sessions.touch(id, self.now_ms);
+            && self.sessions.touch(id, self.mono_ms);
         if valid && self.role.forwards() {
             // Tell the leader now: the claim must reach it before any write
             // this connection forwards (the link is FIFO).
@@ -897,7 +917,7 @@ impl Server {
             req.session_id
         } else {
             let id = self.sessions.next_session_id();
-            self.sessions.add(id, timeout, self.now_ms);
+            self.sessions.add(id, timeout, self.mono_ms);
             self.ro_sessions.insert(id);
             id
         };
@@ -949,7 +969,7 @@ impl Server {
         if !self.role.decides() {
             return;
         }
-        for id in self.sessions.expire(self.now_ms) {
+        for id in self.sessions.expire(self.mono_ms) {
             self.stats.sessions_expired += 1;
             tracing::info!("expiring session 0x{id:x}");
             let changes = self.close_session_changes(id);
@@ -963,17 +983,23 @@ impl Server {
                 false,
             );
         }
-        if self.now_ms >= self.next_container_check_ms {
+        if self.mono_ms >= self.next_container_check_ms {
             self.next_container_check_ms =
-                self.now_ms + self.cfg.container_check_interval_ms as i64;
+                self.mono_ms + self.cfg.container_check_interval_ms as i64;
             self.reap_containers();
         }
     }
 
     /// ZooKeeper's ContainerManager: delete empty containers (that once had
     /// children) and expired TTL nodes, through the pipeline like any write.
+    ///
+    /// A TTL node's age is the wall time a txn would be stamped with now
+    /// minus its mtime, as ZooKeeper's `getElapsed` computes it: a step of
+    /// the wall clock forward ages TTL nodes as it does in ZooKeeper (no
+    /// more: the check's interval runs on the monotonic clock), a step back
+    /// delays their expiry until the wall clock passes the last stamp.
     fn reap_containers(&mut self) {
-        let candidates = self.tree.reapable(self.now_ms);
+        let candidates = self.tree.reapable(self.wall_ms);
         let limit = self.cfg.container_max_per_minute.max(1) as usize;
         for path in candidates.into_iter().take(limit) {
             let Some(r) = self.outstanding.get(&self.tree, &path) else {
@@ -1016,7 +1042,7 @@ impl Server {
             return;
         }
         let session = c.session;
-        self.sessions.touch(session, self.now_ms);
+        self.sessions.touch(session, self.mono_ms);
         if self.role.forwards() {
             self.ens.touched(session);
         }
@@ -1095,7 +1121,7 @@ impl Server {
     }
 
     fn push_deferred(&mut self, conn: ConnId, xid: i32, req: Deferred) {
-        let now = self.now_ms;
+        let now = self.mono_ms;
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -1179,7 +1205,7 @@ impl Server {
                 session_id: session,
                 cxid: xid,
                 zxid,
-                time_ms: self.now_ms,
+                time_ms: self.wall_ms,
             },
             txn,
         };
@@ -1197,7 +1223,7 @@ impl Server {
             });
         }
         if let Origin::Conn(conn) = origin {
-            let now = self.now_ms;
+            let now = self.mono_ms;
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.queue.push_back(Queued::Write {
                     xid,
@@ -1265,7 +1291,7 @@ impl Server {
         self.stats.txns_applied += 1;
         match txn {
             Txn::CreateSession { timeout_ms } => {
-                self.sessions.add(hdr.session_id, *timeout_ms, self.now_ms);
+                self.sessions.add(hdr.session_id, *timeout_ms, self.mono_ms);
             }
             Txn::CloseSession => {
                 self.sessions.remove(hdr.session_id);
@@ -1483,7 +1509,7 @@ impl Server {
     }
 
     fn record_latency(&mut self, conn: ConnId, started_ms: i64) {
-        let l = (self.now_ms - started_ms).max(0);
+        let l = (self.mono_ms - started_ms).max(0);
         let s = &mut self.stats;
         if s.requests_completed == 0 || l < s.min_latency_ms {
             s.min_latency_ms = l;

@@ -2,8 +2,10 @@
 //! clock and a fake log: no sockets, no threads, no time.
 
 use super::server::*;
+use super::time::Now;
 
 mod apply_refusals;
+mod clock;
 mod recipes;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{
@@ -27,7 +29,10 @@ enum Sent {
 
 struct Harness {
     server: Server,
+    /// The monotonic clock.
     now: i64,
+    /// How far the wall clock is set from the monotonic one.
+    wall_step_ms: i64,
     /// Txns persisted but not yet reported durable.
     unsynced: Vec<i64>,
     /// Frames per connection, in order, and whether it was closed.
@@ -42,8 +47,9 @@ struct Harness {
 impl Harness {
     fn new(cfg: ServerConfig) -> Harness {
         Harness {
-            server: Server::new(cfg, 1_000_000),
+            server: Server::new(cfg, Now::same(1_000_000)),
             now: 1_000_000,
+            wall_step_ms: 0,
             unsynced: Vec::new(),
             sent: Default::default(),
             closed: Vec::new(),
@@ -61,17 +67,25 @@ impl Harness {
     }
 
     fn step(&mut self, input: Input) {
-        self.server.handle(input, self.now);
+        self.server.handle(input, self.clocks());
         self.collect();
         if self.auto_sync {
             self.sync();
         }
     }
 
+    fn clocks(&self) -> Now {
+        Now {
+            mono_ms: self.now,
+            wall_ms: self.now + self.wall_step_ms,
+        }
+    }
+
     fn sync(&mut self) {
         while let Some(&z) = self.unsynced.last() {
             self.unsynced.clear();
-            self.server.handle(Input::Durable { zxid: z }, self.now);
+            self.server
+                .handle(Input::Durable { zxid: z }, self.clocks());
             self.collect();
         }
     }

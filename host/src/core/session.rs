@@ -1,5 +1,10 @@
 //! The session table (seed 000, "ZooKeeper Sessions"): ids, passwords,
-//! negotiated timeouts and bucketed expiry with `now` passed in.
+//! negotiated timeouts and bucketed expiry with the time passed in.
+//!
+//! Deadlines are on the monotonic clock (`mono_ms`, see
+//! [`crate::core::time`]): a wall-clock step neither expires live sessions
+//! nor keeps dead ones. Only the seed of session ids is a wall-clock
+//! reading, so ids stay unique across restarts.
 //!
 //! Expiry works like ZooKeeper's ExpiryQueue: deadlines are rounded up to the
 //! next multiple of the tick, so sessions expire in buckets, one check per
@@ -54,7 +59,8 @@ pub fn password(session_id: i64) -> [u8; PASSWORD_LEN] {
 pub struct Session {
     pub id: i64,
     pub timeout_ms: i32,
-    /// The bucket (a multiple of the tick) in which the session expires.
+    /// The bucket (a multiple of the tick) in which the session expires,
+    /// on this process's monotonic clock.
     pub expires_at_ms: i64,
     /// Set once expiry or a close has been decided; no more touches count.
     pub closing: bool,
@@ -72,9 +78,9 @@ impl SessionTracker {
     /// `server_id` goes in the top byte of every id this member hands out,
     /// the rest starts from the clock, as ZooKeeper's
     /// `initializeNextSessionId` does, so ids stay unique across restarts.
-    pub fn new(server_id: u64, now_ms: i64, tick_ms: u32) -> Self {
+    pub fn new(server_id: u64, wall_ms: i64, tick_ms: u32) -> Self {
         assert!(tick_ms > 0, "tick must be positive");
-        let mut next = ((now_ms << 24) as u64 >> 8) as i64;
+        let mut next = ((wall_ms << 24) as u64 >> 8) as i64;
         next |= ((server_id & 0xff) as i64) << 56;
         if next == i64::MIN {
             next += 1;
@@ -98,18 +104,18 @@ impl SessionTracker {
         id
     }
 
-    fn bucket_for(&self, now_ms: i64, timeout_ms: i32) -> i64 {
-        let t = now_ms + timeout_ms as i64;
+    fn bucket_for(&self, mono_ms: i64, timeout_ms: i32) -> i64 {
+        let t = mono_ms + timeout_ms as i64;
         (t / self.tick_ms + 1) * self.tick_ms
     }
 
     /// Adds (or re-adds, as log replay does) a session with a fresh deadline.
-    pub fn add(&mut self, id: i64, timeout_ms: i32, now_ms: i64) {
+    pub fn add(&mut self, id: i64, timeout_ms: i32, mono_ms: i64) {
         if self.sessions.contains_key(&id) {
-            self.touch(id, now_ms);
+            self.touch(id, mono_ms);
             return;
         }
-        let at = self.bucket_for(now_ms, timeout_ms);
+        let at = self.bucket_for(mono_ms, timeout_ms);
         self.buckets.entry(at).or_default().insert(id);
         self.sessions.insert(
             id,
@@ -132,7 +138,7 @@ impl SessionTracker {
     }
 
     /// Pushes the deadline out; false if the session is unknown or closing.
-    pub fn touch(&mut self, id: i64, now_ms: i64) -> bool {
+    pub fn touch(&mut self, id: i64, mono_ms: i64) -> bool {
         let Some(s) = self.sessions.get(&id) else {
             return false;
         };
@@ -140,7 +146,7 @@ impl SessionTracker {
             return false;
         }
         let (old, timeout) = (s.expires_at_ms, s.timeout_ms);
-        let at = self.bucket_for(now_ms, timeout);
+        let at = self.bucket_for(mono_ms, timeout);
         if at == old {
             return true;
         }
@@ -166,10 +172,10 @@ impl SessionTracker {
 
     /// Sessions whose bucket has passed; each is marked closing and
     /// returned once, in id order for determinism.
-    pub fn expire(&mut self, now_ms: i64) -> Vec<i64> {
+    pub fn expire(&mut self, mono_ms: i64) -> Vec<i64> {
         let mut out = Vec::new();
         while let Some((&at, _)) = self.buckets.first_key_value() {
-            if at > now_ms {
+            if at > mono_ms {
                 break;
             }
             let ids = self.buckets.remove(&at).unwrap_or_default();

@@ -72,9 +72,9 @@ impl Server {
     /// member's id in its top byte), the leader makes it a txn.
     pub(super) fn follower_new_session(&mut self, conn: ConnId, timeout: i32) {
         let id = self.sessions.next_session_id();
-        self.sessions.add(id, timeout, self.now_ms);
+        self.sessions.add(id, timeout, self.mono_ms);
         self.session_conn.insert(id, conn);
-        let now = self.now_ms;
+        let now = self.mono_ms;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.session = id;
             c.queue.push_back(Queued::Write {
@@ -108,7 +108,7 @@ impl Server {
         let path = req.path().unwrap_or("").to_string();
         let mut body = Vec::new();
         req.write_body(&mut body);
-        let now = self.now_ms;
+        let now = self.mono_ms;
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -157,7 +157,7 @@ impl Server {
                 session,
                 timeout_ms,
             } => {
-                self.sessions.add(session, timeout_ms, self.now_ms);
+                self.sessions.add(session, timeout_ms, self.mono_ms);
                 self.ens.owners.insert(session, from);
                 self.propose(
                     Origin::Remote,
@@ -171,7 +171,7 @@ impl Server {
             }
             PeerMsg::Touch { sessions, claimed } => {
                 for s in sessions {
-                    self.sessions.touch(s, self.now_ms);
+                    self.sessions.touch(s, self.mono_ms);
                 }
                 for s in claimed {
                     self.ens.owners.insert(s, from);
@@ -483,7 +483,7 @@ impl Server {
                 .map(|s| (s.id, s.timeout_ms))
                 .collect();
             for (id, _) in ids {
-                self.sessions.touch(id, self.now_ms);
+                self.sessions.touch(id, self.mono_ms);
             }
         }
         self.role = role;

@@ -226,7 +226,7 @@ impl Server {
                 outstanding: &self.outstanding,
                 local: Vec::new(),
                 zxid,
-                time_ms: self.now_ms,
+                time_ms: self.wall_ms,
             },
             auth,
             session,

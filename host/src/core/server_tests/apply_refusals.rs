@@ -131,7 +131,7 @@ fn the_shared_txn_rules_refuse_what_apply_refuses_with_zookeepers_codes() {
 // log: replaying it changes nothing, and the txns after it apply.
 #[test]
 fn replaying_a_txn_the_tree_refuses_changes_nothing_and_recovery_goes_on() {
-    let mut s = Server::new(ServerConfig::default(), 1_000_000);
+    let mut s = Server::new(ServerConfig::default(), Now::same(1_000_000));
     let session = 0x0100_0000_0000_0001;
     s.replay(&record(
         1,
@@ -171,13 +171,13 @@ fn replaying_a_txn_the_tree_refuses_changes_nothing_and_recovery_goes_on() {
 // it against the same tree), and the member keeps applying what follows.
 #[test]
 fn a_follower_applies_a_refused_committed_txn_as_an_error_and_keeps_going() {
-    let mut s = Server::new(ServerConfig::default(), 1_000_000);
-    s.handle(Input::Role(Role::Follower { leader: 2 }), 1_000_000);
+    let mut s = Server::new(ServerConfig::default(), Now::same(1_000_000));
+    s.handle(Input::Role(Role::Follower { leader: 2 }), Now::same(1_000_000));
     let _ = s.take_outputs();
     let session = 0x0200_0000_0000_0001;
     let commit = |s: &mut Server, zxid: i64, txn: Txn| {
         let record = record(zxid, session, txn).encode();
-        s.handle(Input::Committed { zxid, record }, 1_000_000);
+        s.handle(Input::Committed { zxid, record }, Now::same(1_000_000));
         let _ = s.take_outputs();
     };
     commit(

@@ -156,7 +156,7 @@ impl Peer {
     }
 
     pub(super) fn become_leader(&mut self) {
-        let now_ms = self.now_ms;
+        let now_ms = self.mono_ms;
         self.role = Role::Leading(Box::new(Leading {
             phase: Phase::Discovery,
             epoch: 0,
@@ -178,7 +178,7 @@ impl Peer {
     }
 
     pub(super) fn leader_on_message(&mut self, from: ServerId, msg: Message) {
-        let now_ms = self.now_ms;
+        let now_ms = self.mono_ms;
         if let Some(l) = self.leading().learners.get_mut(&from) {
             l.last_heard_ms = now_ms;
         }
@@ -230,7 +230,7 @@ impl Peer {
             self.outputs.push(Output::CloseLink { peer: from });
             return;
         }
-        let now_ms = self.now_ms;
+        let now_ms = self.mono_ms;
         let l = self.leading();
         l.sessions_started += 1;
         let session = l.sessions_started;
@@ -726,7 +726,7 @@ impl Peer {
     }
 
     pub(super) fn leader_on_tick(&mut self) {
-        let now_ms = self.now_ms;
+        let now_ms = self.mono_ms;
         let tick_ms = self.cfg.tick_ms;
         let sync_ms = self.cfg.sync_limit_ticks * tick_ms;
         let init_ms = self.cfg.init_limit_ticks * tick_ms;

@@ -79,7 +79,7 @@ impl Peer {
             observer,
             phase: Phase::AwaitLeaderInfo,
             epoch: 0,
-            last_heard_ms: self.now_ms,
+            last_heard_ms: self.mono_ms,
             acked: Zxid::ZERO,
             syncs_open: 0,
         });
@@ -92,7 +92,7 @@ impl Peer {
     }
 
     pub(super) fn learner_on_message(&mut self, msg: Message) {
-        let now_ms = self.now_ms;
+        let now_ms = self.mono_ms;
         let l = self.learning();
         l.last_heard_ms = now_ms;
         let (phase, observer, epoch, leader) = (l.phase, l.observer, l.epoch, l.leader);
@@ -294,7 +294,7 @@ impl Peer {
         } else {
             self.cfg.init_limit_ticks
         };
-        if self.now_ms.saturating_sub(l.last_heard_ms) >= limit_ticks * self.cfg.tick_ms {
+        if self.mono_ms.saturating_sub(l.last_heard_ms) >= limit_ticks * self.cfg.tick_ms {
             self.start_looking_after(None);
         }
     }

@@ -21,9 +21,9 @@
 //! # Driving contract
 //!
 //! ```text
-//! let mut peer = Peer::new(config, restored_from_disk, now_ms)?;
+//! let mut peer = Peer::new(config, restored_from_disk, mono_ms)?;
 //! loop {
-//!     peer.handle(input, now_ms);              // or peer.propose(payload, now_ms)
+//!     peer.handle(input, mono_ms);             // or peer.propose(payload, mono_ms)
 //!     for out in peer.take_outputs() { carry_out(out) }   // strictly in order
 //! }
 //! ```

@@ -21,7 +21,7 @@ pub enum Input {
     /// (`Output::CloseLink`); reported before any message of a newer
     /// connection with the same peer.
     Disconnected { peer: ServerId },
-    /// Time passed (at least every half `tick_ms`; `now_ms` comes with
+    /// Time passed (at least every half `tick_ms`; `mono_ms` comes with
     /// every input).
     Tick,
     /// Every `Persist` up to `zxid` is fsynced.
@@ -204,7 +204,11 @@ pub(super) struct PendingInfo {
 
 pub struct Peer {
     pub(super) cfg: Config,
-    pub(super) now_ms: u64,
+    /// The monotonic clock (see [`crate::core::time`]): every timer of
+    /// consensus (election rounds, init/sync limits, pings) runs on it,
+    /// never on the wall clock, so setting the system clock cannot make a
+    /// leader lose its quorum or a follower give up on its leader.
+    pub(super) mono_ms: u64,
     pub(super) accepted_epoch: u32,
     pub(super) current_epoch: u32,
     pub(super) history: History,
@@ -225,7 +229,7 @@ pub struct Peer {
 impl Peer {
     /// A member starting (or restarting) from its durable state. It starts
     /// LOOKING: the first outputs are its notifications.
-    pub fn new(cfg: Config, restored: Restored, now_ms: u64) -> Result<Peer, String> {
+    pub fn new(cfg: Config, restored: Restored, mono_ms: u64) -> Result<Peer, String> {
         cfg.validate()?;
         restored.validate()?;
         let history = History::restore(restored.snapshot_zxid, restored.log, cfg.committed_log_max);
@@ -235,7 +239,7 @@ impl Peer {
             peer_epoch: restored.current_epoch,
         };
         let mut peer = Peer {
-            now_ms,
+            mono_ms,
             accepted_epoch: restored.accepted_epoch,
             current_epoch: restored.current_epoch,
             history,
@@ -251,8 +255,8 @@ impl Peer {
     }
 
     /// Feeds one input. Outputs accumulate until `take_outputs`.
-    pub fn handle(&mut self, input: Input, now_ms: u64) {
-        self.now_ms = self.now_ms.max(now_ms);
+    pub fn handle(&mut self, input: Input, mono_ms: u64) {
+        self.mono_ms = self.mono_ms.max(mono_ms);
         match input {
             Input::Message { from, msg } => self.on_message(from, msg),
             Input::Disconnected { peer } => self.on_disconnected(peer),
@@ -263,8 +267,8 @@ impl Peer {
 
     /// Proposes a txn. Only an established leader accepts; the txn is
     /// committed when `Deliver` for the returned zxid comes out.
-    pub fn propose(&mut self, payload: Payload, now_ms: u64) -> Result<Zxid, ProposeError> {
-        self.now_ms = self.now_ms.max(now_ms);
+    pub fn propose(&mut self, payload: Payload, mono_ms: u64) -> Result<Zxid, ProposeError> {
+        self.mono_ms = self.mono_ms.max(mono_ms);
         match &self.role {
             Role::Leading(_) => self.leader_propose(payload),
             Role::Learning(l) => Err(ProposeError::NotLeader {
@@ -279,8 +283,8 @@ impl Peer {
     /// delivered here. On a follower or observer the request travels to
     /// the leader and the reply comes back behind the COMMITs on the same
     /// FIFO link. Tokens are the shell's; they need not be unique.
-    pub fn sync(&mut self, token: u64, now_ms: u64) -> Result<(), ProposeError> {
-        self.now_ms = self.now_ms.max(now_ms);
+    pub fn sync(&mut self, token: u64, mono_ms: u64) -> Result<(), ProposeError> {
+        self.mono_ms = self.mono_ms.max(mono_ms);
         match &self.role {
             Role::Leading(_) => self.leader_sync_local(token),
             Role::Learning(_) => self.learner_sync(token),
@@ -403,7 +407,7 @@ impl Peer {
     }
 
     fn on_notification(&mut self, from: ServerId, n: Notification) {
-        let now_ms = self.now_ms;
+        let now_ms = self.mono_ms;
         let mut sends = Sends::new();
         let decision = match &mut self.role {
             Role::Looking(e) => e.on_notification(&self.cfg, from, n, now_ms, &mut sends),
@@ -449,7 +453,7 @@ impl Peer {
     }
 
     fn on_tick(&mut self) {
-        let now_ms = self.now_ms;
+        let now_ms = self.mono_ms;
         match &mut self.role {
             Role::Looking(e) => {
                 let mut sends = Sends::new();
@@ -518,7 +522,7 @@ impl Peer {
             &self.cfg,
             self.own_vote(),
             previous_clock,
-            self.now_ms,
+            self.mono_ms,
             &mut sends,
         );
         self.role = Role::Looking(election);
