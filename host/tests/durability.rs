@@ -190,7 +190,7 @@ async fn wazoo_refuses_to_start_on_a_flipped_bit_in_its_last_log_record() {
     for needle in [
         "transaction log is corrupt",
         "checksum mismatch",
-        "refusing to start",
+        "refuses to start",
         "resyncs from the other members",
     ] {
         assert!(msg.contains(needle), "message mentions {needle:?}: {msg}");

@@ -39,11 +39,12 @@ pub enum StorageError {
     /// it may hold an acknowledged transaction. Recovery refuses to continue,
     /// as ZooKeeper refuses to start on a log record whose checksum fails.
     #[error(
-        "transaction log is corrupt: {} at byte offset {offset}{}: {reason}; refusing to start. \
-         This is not the torn end a crash leaves, so the record may hold an acknowledged \
-         transaction and cutting it could lose it. In an ensemble: stop this member, move its \
-         data and log directories aside and start it empty; it resyncs from the other members \
-         (keep the moved files for diagnosis). Standalone: restore the directory from a backup",
+        "transaction log is corrupt: {} at byte offset {offset}{}: {reason}. This is not the \
+         torn end a crash leaves: the record may hold an acknowledged transaction, so it is not \
+         cut, and wazoo refuses to start on this log, as ZooKeeper does. In an ensemble: stop \
+         this member, move its data and log directories aside and start it empty; it resyncs \
+         from the other members (keep the moved files for diagnosis). Standalone: restore them \
+         from a backup",
         file.display(),
         describe_zxid(*zxid)
     )]

@@ -91,7 +91,7 @@ use crate::segment::{
 /// smallest sector size in use; pages and file system blocks are multiples
 /// of it, and files are laid out in whole blocks, so file offsets that are
 /// multiples of it are sector boundaries on the device).
-pub(crate) const SECTOR_BYTES: u64 = 512;
+const SECTOR_BYTES: u64 = 512;
 
 /// What [`crate::TxnLog::open`] found and repaired.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -635,7 +635,7 @@ fn corruption_error_names_file_offset_zxid_and_what_an_operator_can_do() {
         format!("byte offset {start}"),
         "record zxid 0x17".to_string(),
         "checksum mismatch".to_string(),
-        "refusing to start".to_string(),
+        "refuses to start".to_string(),
         "resyncs from the other members".to_string(),
         "restore".to_string(),
     ] {
