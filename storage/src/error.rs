@@ -216,6 +216,10 @@ pub enum CorruptReason {
     },
     /// A segment that is not the last one holds no record.
     EmptySegment,
+    /// A segment that is not the last one ends in zero fill. The writer
+    /// fsyncs a segment whole before it starts the next and never zero-fills,
+    /// so the zeros replaced data, possibly acknowledged records.
+    ZeroFillInSealedSegment,
 }
 
 impl fmt::Display for CorruptReason {
@@ -256,6 +260,10 @@ impl fmt::Display for CorruptReason {
                 "first record has zxid {found:#x} but the file is named after {named:#x}"
             ),
             Self::EmptySegment => write!(f, "segment holds no record but is not the last one"),
+            Self::ZeroFillInSealedSegment => write!(
+                f,
+                "zero fill in a segment that is not the last one (records may have been there)"
+            ),
         }
     }
 }

@@ -56,7 +56,8 @@
 //! ordered by that zxid. All integers are big-endian.
 //!
 //! ```text
-//! Segment      := FileHeader Record* Padding
+//! Segment      := FileHeader Record*             (every segment but the last)
+//! LastSegment  := FileHeader Record* Padding
 //! FileHeader   := magic:"WZLG" version:u32(=1)                       8 bytes
 //! Record       := length:u32 crc:u32 zxid:u64 body:byte[length]   16 + length
 //! Padding      := 0x00*                 zero fill: the end of the log
@@ -67,10 +68,12 @@
 //!   fails the check too.
 //! - `zxid` is never 0, and zxids strictly increase within a segment and
 //!   across segments; the first record of `log.<z>` has zxid `z`.
-//! - A segment ends at end of file or at a run of zero bytes reaching the end
-//!   of the file (left by preallocation, or by a file system that extended the
-//!   file before the data reached the disk). This implementation does not
-//!   preallocate; it truncates such a run off the last segment when opening.
+//! - The last segment ends at end of file or at a run of zero bytes reaching
+//!   the end of the file (left by a file system that extended the file before
+//!   the data reached the disk). This implementation does not preallocate; it
+//!   truncates such a run off the last segment when opening. Any other
+//!   segment was fsynced whole before the next one was created, so it ends
+//!   at its last record; zeros there are corruption.
 //!
 //! # Crash safety
 //!

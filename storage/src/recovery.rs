@@ -31,9 +31,10 @@
 //!   written. After a power failure, pages of the unsynced write may be lost
 //!   in any order, a disk writes a sector (512 bytes, or a multiple) all or
 //!   nothing, and a file system may persist the new file size before the
-//!   data (ext4 with `data=writeback` does): the lost part then reads back
-//!   as zeros (a file system never shows another file's old data there;
-//!   one that does produces garbage, which is reported as corruption).
+//!   data (ext4 with `data=writeback` can): the lost part then reads back
+//!   as zeros on file systems that never expose stale blocks; one that shows
+//!   old data from elsewhere instead produces garbage, which is reported as
+//!   corruption.
 //!
 //! So, at the end of the last segment, after its last good record, these are
 //! a crash and are cut:
@@ -62,9 +63,10 @@
 //!
 //! Everything else is corruption. In particular a record that is complete
 //! (its declared length is present) and fails its CRC without ending in such
-//! a run of zeros, a zero-filled region followed by data, any defect in a
-//! segment that is not the last, and a torn header of a segment that is not
-//! the last.
+//! a run of zeros, a zero-filled region followed by data, and any defect in
+//! a segment that is not the last, zero fill included (such a segment was
+//! fsynced whole before the next one was created, so zeros in it replaced
+//! data that may have been records).
 //!
 //! What this costs: rule 3 cannot tell a lost write from a record whose body
 //! really ends in zeros across a sector boundary and has been damaged in more
@@ -279,12 +281,16 @@ fn scan_segment(file: &ZxidFile, is_last: bool, prev_zxid: u64) -> Result<Segmen
     };
     match end {
         Frame::Record { .. } | Frame::End => {}
+        Frame::ZeroFill { offset } if is_last => {
+            // Zeros to the end of the file are the end of the log; they are
+            // cut off so that the file ends at its last record.
+            scan.torn_tail = Some(torn_at(offset, TailDefect::ZeroFill));
+        }
         Frame::ZeroFill { offset } => {
-            // Zeros to the end of the file are the end of the log. In the last
-            // segment they are cut off so that the file ends at its last record.
-            if is_last {
-                scan.torn_tail = Some(torn_at(offset, TailDefect::ZeroFill));
-            }
+            // A sealed segment was fsynced whole and never zero-filled: zeros
+            // there are damage, and may have replaced acknowledged records.
+            let reason = CorruptReason::ZeroFillInSealedSegment;
+            return Err(corrupt(path, offset, None, reason));
         }
         Frame::Bad {
             offset,

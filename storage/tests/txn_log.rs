@@ -578,15 +578,23 @@ fn zero_filled_tail_of_the_last_segment_is_truncated_and_reported() {
 }
 
 #[test]
-fn zero_filled_tail_of_a_non_last_segment_is_accepted_as_its_end() {
-    let (dir, _) = build_log(23);
-    let first = segment_files(dir.path())[0].clone();
-    let mut bytes = fs::read(&first).unwrap();
-    bytes.extend([0u8; 300]);
-    fs::write(&first, bytes).unwrap();
-    let (mut log, recovered) = open(dir.path(), small_segments());
-    assert!(recovered.repairs.is_empty());
-    assert_eq!(records(&mut log), expected(1..=23));
+fn zero_fill_at_the_end_of_a_segment_that_is_not_the_last_is_corruption() {
+    // A segment is fsynced whole before the next one is created and is never
+    // zero-filled, so zeros at its end replaced data: maybe its last records.
+    let (source, _) = build_log(23);
+    let first = segment_files(source.path())[0].clone();
+    let offsets = record_offsets(&first);
+    let len = fs::metadata(&first).unwrap().len();
+    let last_record = *offsets.last().unwrap();
+    for (zeros_at, extra) in [(len, 300), (last_record, 0)] {
+        let dir = copy_dir(source.path());
+        let file = dir.path().join(first.file_name().unwrap());
+        zero_from(&file, zeros_at, extra);
+        let damaged = fs::read(&file).unwrap();
+        let reason = assert_corrupt_at(dir.path(), &file, zeros_at);
+        assert_eq!(reason, CorruptReason::ZeroFillInSealedSegment);
+        assert_eq!(fs::read(&file).unwrap(), damaged, "file left untouched");
+    }
 }
 
 #[test]
