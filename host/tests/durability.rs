@@ -117,3 +117,136 @@ async fn wazoo_sessions_survive_a_restart() {
 async fn zookeeper_sessions_survive_a_restart() {
     sessions_survive_a_restart(Flavor::Zookeeper).await;
 }
+
+/// Segment files (`log.<hex zxid>`) anywhere under `dir`, sorted by name:
+/// wazoo keeps them in `<dataLogDir>/wazoo-v1/`.
+fn wazoo_log_segments(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                pending.push(path);
+            } else if name.starts_with("log.") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort_by_key(|p| p.file_name().unwrap().to_owned());
+    found
+}
+
+/// Offset of the last record of a wazoo log segment and its body length
+/// (the segment grammar of the storage crate: an 8-byte file header, then
+/// records of a 16-byte header, whose first field is the body length as a
+/// big-endian u32, and the body).
+fn last_record(bytes: &[u8]) -> Option<(usize, usize)> {
+    let mut at = 8;
+    let mut last = None;
+    while at + 16 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        if at + 16 + len > bytes.len() {
+            break;
+        }
+        last = Some((at, len));
+        at += 16 + len;
+    }
+    last
+}
+
+/// A member whose last log record (complete, fsynced, acknowledged) has a
+/// flipped bit must not start as if the record were a torn write: cutting it
+/// would lose an acknowledged write. Apache ZooKeeper refuses to start on
+/// such a record ("CRC check failed"); wazoo exits non-zero with a message
+/// that names the corruption and says what to do, and leaves the file as it
+/// found it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wazoo_refuses_to_start_on_a_flipped_bit_in_its_last_log_record() {
+    let mut server: Box<dyn TestServer> = start(Flavor::Wazoo);
+    let hosts = server.connect_string();
+    for i in 0..5 {
+        common::create_persistent(&hosts, &format!("/flip{i}")).await;
+    }
+    // Every create above was acknowledged, so it is fsynced in the log.
+    server.kill();
+    let segments = wazoo_log_segments(&server.data_dir());
+    let newest = segments.last().expect("wazoo wrote a log segment");
+    let mut bytes = std::fs::read(newest).unwrap();
+    let (at, len) = last_record(&bytes).expect("the newest segment holds a record");
+    assert!(len > 0, "the last record has a body");
+    bytes[at + 16 + len / 2] ^= 0x10;
+    std::fs::write(newest, &bytes).unwrap();
+
+    let err = server
+        .restart()
+        .expect_err("wazoo must not start on a corrupt log record");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("exited (") && !msg.contains("exit status: 0)"),
+        "wazoo exited by itself, with a failure status: {msg}"
+    );
+    for needle in [
+        "transaction log is corrupt",
+        "checksum mismatch",
+        "refuses to start",
+        "resyncs from the other members",
+    ] {
+        assert!(msg.contains(needle), "message mentions {needle:?}: {msg}");
+    }
+    let name = newest.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(msg.contains(&name), "message names {name}: {msg}");
+    assert!(!server.is_running());
+    assert_eq!(
+        std::fs::read(newest).unwrap(),
+        bytes,
+        "the corrupt segment is left as it was, for the operator"
+    );
+}
+
+/// The same damage to Apache ZooKeeper's log, to check the behavior wazoo
+/// copies: ZooKeeper 3.8 does not start ("CRC check failed"). Its segment
+/// format: a 16-byte file header, then records of an 8-byte CRC, a 4-byte
+/// length, the txn and an end-of-record byte 'B', then the zero fill of
+/// preallocation (a length of 0 ends the log).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_refuses_to_start_on_a_flipped_bit_in_its_last_log_record() {
+    let mut server: Box<dyn TestServer> = start(Flavor::Zookeeper);
+    let hosts = server.connect_string();
+    for i in 0..5 {
+        common::create_persistent(&hosts, &format!("/flip{i}")).await;
+    }
+    server.kill();
+    let newest = wazoo_log_segments(&server.data_dir())
+        .into_iter()
+        .max_by_key(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            u64::from_str_radix(&name[4..], 16).unwrap_or(0)
+        })
+        .expect("ZooKeeper wrote a log file");
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let mut at = 16;
+    let mut last = None;
+    while at + 12 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        if len == 0 || at + 12 + len + 1 > bytes.len() {
+            break;
+        }
+        last = Some((at, len));
+        at += 12 + len + 1;
+    }
+    let (at, len) = last.expect("the log holds a record");
+    bytes[at + 12 + len / 2] ^= 0x10;
+    std::fs::write(&newest, &bytes).unwrap();
+
+    let err = server
+        .restart()
+        .expect_err("ZooKeeper does not start on a corrupt log record");
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("exited (") && !msg.contains("exit status: 0)"),
+        "ZooKeeper exited by itself, with a failure status: {msg}"
+    );
+    assert!(msg.contains("CRC check failed"), "{msg}");
+}

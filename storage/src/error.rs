@@ -4,8 +4,9 @@
 //!
 //! - [`StorageError::Corrupt`], [`StorageError::BadMagic`],
 //!   [`StorageError::UnsupportedVersion`], [`StorageError::DuplicateSegment`]:
-//!   the on-disk log cannot be trusted; the member must not start (an operator
-//!   restores it, or the member rejoins with an empty data dir and gets a SNAP).
+//!   the on-disk log cannot be trusted; the member must not start, as
+//!   ZooKeeper does not (an operator restores it from a backup, or, in an
+//!   ensemble, the member is wiped and rejoins, resyncing with a SNAP).
 //! - [`StorageError::InvalidSnapshot`]: one snapshot file is unusable; recovery
 //!   skips it and falls back to an older one.
 //! - [`StorageError::ZxidNotIncreasing`], [`StorageError::RecordTooLarge`],
@@ -33,17 +34,28 @@ pub enum StorageError {
         source: io::Error,
     },
 
-    /// A record that is not at the crash-torn tail of the last segment failed
-    /// validation. Recovery refuses to continue.
+    /// A record failed validation and is not what a crash leaves at the end
+    /// of the last segment (see the rules in the `recovery` module docs), so
+    /// it may hold an acknowledged transaction. Recovery refuses to continue,
+    /// as ZooKeeper refuses to start on a log record whose checksum fails.
     #[error(
-        "transaction log is corrupt: {} at byte offset {offset}: {reason}; refusing to continue",
-        file.display()
+        "transaction log is corrupt: {} at byte offset {offset}{}: {reason}. This is not the \
+         torn end a crash leaves: the record may hold an acknowledged transaction, so it is not \
+         cut, and wazoo refuses to start on this log, as ZooKeeper does. In an ensemble: stop \
+         this member, move its data and log directories aside and start it empty; it resyncs \
+         from the other members (keep the moved files for diagnosis). Standalone: restore them \
+         from a backup",
+        file.display(),
+        describe_zxid(*zxid)
     )]
     Corrupt {
         /// The segment file.
         file: PathBuf,
         /// Byte offset of the bad record (or header) in `file`.
         offset: u64,
+        /// The zxid in the bad record's header, if the header is complete
+        /// (the header may itself be what is damaged).
+        zxid: Option<u64>,
         /// What is wrong there.
         reason: CorruptReason,
     },
@@ -166,6 +178,14 @@ pub enum CorruptReason {
         /// Bytes present after the record header.
         available: u64,
     },
+    /// The record's CRC matches a body of another length than the one its
+    /// header declares: the length field is damaged.
+    DamagedLength {
+        /// Body length in the header.
+        declared: u32,
+        /// Body length under which the CRC matches.
+        actual: u32,
+    },
     /// The stored CRC does not match the record.
     ChecksumMismatch {
         /// CRC stored in the record header.
@@ -196,6 +216,10 @@ pub enum CorruptReason {
     },
     /// A segment that is not the last one holds no record.
     EmptySegment,
+    /// A segment that is not the last one ends in zero fill. The writer
+    /// fsyncs a segment whole before it starts the next and never zero-fills,
+    /// so the zeros replaced data, possibly acknowledged records.
+    ZeroFillInSealedSegment,
 }
 
 impl fmt::Display for CorruptReason {
@@ -213,6 +237,10 @@ impl fmt::Display for CorruptReason {
             Self::TruncatedBody { len, available } => write!(
                 f,
                 "record body truncated (declares {len} bytes, {available} present)"
+            ),
+            Self::DamagedLength { declared, actual } => write!(
+                f,
+                "damaged length field (declares {declared} bytes, but the checksum matches a body of {actual})"
             ),
             Self::ChecksumMismatch { stored, computed } => write!(
                 f,
@@ -232,6 +260,10 @@ impl fmt::Display for CorruptReason {
                 "first record has zxid {found:#x} but the file is named after {named:#x}"
             ),
             Self::EmptySegment => write!(f, "segment holds no record but is not the last one"),
+            Self::ZeroFillInSealedSegment => write!(
+                f,
+                "zero fill in a segment that is not the last one (records may have been there)"
+            ),
         }
     }
 }
@@ -299,6 +331,12 @@ impl fmt::Display for SnapshotDefect {
             ),
         }
     }
+}
+
+/// ` (record zxid 0x…)` when the bad record's header holds one.
+fn describe_zxid(zxid: Option<u64>) -> String {
+    zxid.map(|z| format!(" (record zxid {z:#x})"))
+        .unwrap_or_default()
 }
 
 /// Result alias for this crate.

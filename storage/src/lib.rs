@@ -56,7 +56,8 @@
 //! ordered by that zxid. All integers are big-endian.
 //!
 //! ```text
-//! Segment      := FileHeader Record* Padding
+//! Segment      := FileHeader Record*             (every segment but the last)
+//! LastSegment  := FileHeader Record* Padding
 //! FileHeader   := magic:"WZLG" version:u32(=1)                       8 bytes
 //! Record       := length:u32 crc:u32 zxid:u64 body:byte[length]   16 + length
 //! Padding      := 0x00*                 zero fill: the end of the log
@@ -67,30 +68,37 @@
 //!   fails the check too.
 //! - `zxid` is never 0, and zxids strictly increase within a segment and
 //!   across segments; the first record of `log.<z>` has zxid `z`.
-//! - A segment ends at end of file or at a run of zero bytes reaching the end
-//!   of the file (left by preallocation, or by a file system that extended the
-//!   file before the data reached the disk). This implementation does not
-//!   preallocate; it truncates such a run off the last segment when opening.
+//! - The last segment ends at end of file or at a run of zero bytes reaching
+//!   the end of the file (left by a file system that extended the file before
+//!   the data reached the disk). This implementation does not preallocate; it
+//!   truncates such a run off the last segment when opening. Any other
+//!   segment was fsynced whole before the next one was created, so it ends
+//!   at its last record; zeros there are corruption.
 //!
 //! # Crash safety
 //!
 //! The writer fsyncs a segment completely before it creates the next one, and
 //! fsyncs a new segment's header (and the directory) before writing records
 //! into it. So after a crash only the end of the last segment can hold a
-//! partial write. [`TxnLog::open`] cuts a partial or checksum-failing record
-//! off the end of the last segment (with a `tracing::warn!`) when no valid
-//! record follows it; anything else that fails validation is reported as
-//! [`StorageError::Corrupt`] (naming file and offset) and the log refuses to
-//! open, because cutting there would silently drop records that were
-//! acknowledged. A file named like a segment that is not one gives
+//! partial write. [`TxnLog::open`] cuts off what a crash leaves there (a short
+//! write, a zero-filled end, a record whose end never reached the disk, each
+//! with a `tracing::warn!`) and nothing else: a record that is complete but
+//! fails its CRC, or any bad record with valid records after it, is reported
+//! as [`StorageError::Corrupt`] (naming file, offset and zxid, and what an
+//! operator can do) and the log refuses to open, because cutting there could
+//! silently drop an acknowledged record. Apache ZooKeeper refuses to start on
+//! such a record too. The precise rules, and why a crash cannot produce
+//! anything else, are in the docs of the `recovery` module (`src/recovery.rs`).
+//! A file named like a segment that is not one gives
 //! [`StorageError::BadMagic`] or [`StorageError::UnsupportedVersion`].
 //! Nothing read from disk can make this crate panic.
 //!
-//! Consequence worth knowing: if a crash lost an earlier page of the last,
-//! unsynced write while a later page of it reached the disk, the valid record
-//! after the hole makes recovery report corruption rather than guess. Such
-//! records were never acknowledged, so an operator may cut the segment at the
-//! reported offset (or the member may rejoin with an empty log and a SNAP).
+//! Consequence worth knowing: if a crash lost an earlier sector of the last,
+//! unsynced write while a later one reached the disk, recovery reports
+//! corruption rather than guess. Such records were never acknowledged, so
+//! the member can be wiped and resynced from the ensemble, or an operator who
+//! has checked that the reported zxid was never committed may cut the
+//! segment at the reported offset.
 
 mod error;
 mod fsutil;

@@ -139,10 +139,13 @@ impl std::fmt::Debug for TxnLog {
 impl TxnLog {
     /// Opens (creating if needed) the log in `dir`, validating every record.
     ///
-    /// A partial or checksum-failing record at the very end of the last
-    /// segment (a crash during a write) is cut off with a `tracing::warn!` and
-    /// listed in [`Recovered::repairs`]; a bad record anywhere else fails with
-    /// [`StorageError::Corrupt`], and a file named `log.<hex>` that is not a
+    /// What a crash during a write leaves at the very end of the last segment
+    /// (a short write, zero fill, a record whose end never reached the disk)
+    /// is cut off with a `tracing::warn!` and listed in
+    /// [`Recovered::repairs`]. Any other bad record, in particular a complete
+    /// last record whose CRC fails, fails with [`StorageError::Corrupt`] and
+    /// changes nothing on disk (the rules are in the `recovery` module); a
+    /// file named `log.<hex>` that is not a
     /// segment with [`StorageError::BadMagic`] or
     /// [`StorageError::UnsupportedVersion`]. Other files in `dir` are ignored,
     /// so the directory may be shared with snapshots.
@@ -422,11 +425,20 @@ fn cut_segment_after(seg: &ZxidFile, zxid: u64, stats: &LogStats) -> Result<u64>
             Frame::Record { offset, zxid: z } if z > zxid => break offset,
             Frame::Record { zxid: z, .. } => kept = Some(z),
             Frame::End | Frame::ZeroFill { .. } => break reader.valid_end(),
-            Frame::Bad { offset, reason } => return Err(corrupt(path, offset, reason)),
+            Frame::Bad {
+                offset,
+                zxid,
+                reason,
+            } => return Err(corrupt(path, offset, zxid, reason)),
         }
     };
     let Some(kept) = kept else {
-        return Err(corrupt(path, FILE_HEADER_LEN, CorruptReason::EmptySegment));
+        return Err(corrupt(
+            path,
+            FILE_HEADER_LEN,
+            None,
+            CorruptReason::EmptySegment,
+        ));
     };
     let file = OpenOptions::new().write(true).open(path).at(path)?;
     file.set_len(cut_at).at(path)?;

@@ -88,7 +88,7 @@ impl LogIter {
                             previous: self.prev_zxid,
                             found: zxid,
                         };
-                        return Err(corrupt(path, offset, reason));
+                        return Err(corrupt(path, offset, Some(zxid), reason));
                     }
                     self.prev_zxid = zxid;
                     if zxid > self.up_to_zxid {
@@ -104,7 +104,11 @@ impl LogIter {
                     }
                 }
                 Frame::End | Frame::ZeroFill { .. } => self.current = None,
-                Frame::Bad { offset, reason } => return Err(corrupt(path, offset, reason)),
+                Frame::Bad {
+                    offset,
+                    zxid,
+                    reason,
+                } => return Err(corrupt(path, offset, zxid, reason)),
             }
         }
     }

@@ -96,6 +96,7 @@ impl HeaderProblem {
             Self::TornCreation { len } => StorageError::Corrupt {
                 file: path.to_path_buf(),
                 offset: 0,
+                zxid: None,
                 reason: CorruptReason::TruncatedFileHeader { available: len },
             },
         }
@@ -169,8 +170,13 @@ pub(crate) enum Frame {
     /// (preallocation, or a file system that extended the file before the
     /// data reached the disk).
     ZeroFill { offset: u64 },
-    /// Something at `offset` is not a valid record.
-    Bad { offset: u64, reason: CorruptReason },
+    /// Something at `offset` is not a valid record. `zxid` is the one its
+    /// header holds, when the header is complete (it may be what is damaged).
+    Bad {
+        offset: u64,
+        zxid: Option<u64>,
+        reason: CorruptReason,
+    },
 }
 
 /// Sequential reader of the records of one segment. After it returns
@@ -234,16 +240,24 @@ impl<R: Read> RecordReader<R> {
             let reason = CorruptReason::TruncatedRecordHeader {
                 available: n as u64,
             };
-            return Ok(Frame::Bad { offset, reason });
+            return Ok(Frame::Bad {
+                offset,
+                zxid: None,
+                reason,
+            });
         }
         let (len, stored, zxid) = parse_record_header(&header);
+        let bad = |reason| Frame::Bad {
+            offset,
+            zxid: Some(zxid),
+            reason,
+        };
         if let Some(reason) = self.read_body(offset, len, zxid)? {
-            return Ok(Frame::Bad { offset, reason });
+            return Ok(bad(reason));
         }
         let computed = record_crc(zxid, &self.body);
         if computed != stored {
-            let reason = CorruptReason::ChecksumMismatch { stored, computed };
-            return Ok(Frame::Bad { offset, reason });
+            return Ok(bad(CorruptReason::ChecksumMismatch { stored, computed }));
         }
         self.offset = offset + RECORD_HEADER_LEN as u64 + u64::from(len);
         Ok(Frame::Record { offset, zxid })
@@ -281,6 +295,7 @@ impl<R: Read> RecordReader<R> {
             None => Ok(Frame::ZeroFill { offset }),
             Some(nonzero_at) => Ok(Frame::Bad {
                 offset,
+                zxid: None,
                 reason: CorruptReason::DataAfterZeroFill { nonzero_at },
             }),
         }
@@ -294,21 +309,111 @@ impl<R: Read> RecordReader<R> {
 }
 
 /// Whether any valid record with a zxid above `prev_zxid` starts anywhere in
-/// `src` after `bad_offset`. This decides whether a bad frame in the last
-/// segment is a crash-torn tail (nothing valid follows) or corruption in the
-/// middle of the log (valid records follow, so truncating would lose them).
+/// `tail` after its first byte. `tail` holds the bytes of a segment from a bad
+/// frame to the end of the file. Valid records after a bad frame mean the bad
+/// frame is in the middle of the log, not at a crash-torn end.
+pub(crate) fn valid_record_follows(tail: &[u8], prev_zxid: u64) -> bool {
+    (1..tail.len()).any(|i| is_valid_frame_at(&tail[i..], prev_zxid))
+}
+
+/// The (body length, stored CRC, zxid) of the record header at the start of
+/// `bytes`, if all 16 bytes are there.
+pub(crate) fn header_at(bytes: &[u8]) -> Option<(u32, u32, u64)> {
+    bytes
+        .first_chunk::<RECORD_HEADER_LEN>()
+        .map(parse_record_header)
+}
+
+/// Index in `bytes` where the run of zero bytes that reaches its end starts
+/// (`bytes.len()` if the last byte is not zero).
+pub(crate) fn trailing_zeros_start(bytes: &[u8]) -> usize {
+    bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)
+}
+
+/// A body length, other than `declared`, under which the record header
+/// `(declared, stored, zxid)` followed by `rest` (the bytes after the header
+/// up to the end of the file) is a record with a correct CRC: the length
+/// field was damaged. Tries every length one bit flip away from `declared`,
+/// and the length that ends the record exactly at the end of the file (the
+/// last record of a file that is not preallocated). That is at most 33
+/// candidates, so a record that really was torn passes for a damaged one
+/// only with a probability of about 33 in 2^32.
+pub(crate) fn length_matching_crc(
+    declared: u32,
+    stored: u32,
+    zxid: u64,
+    rest: &[u8],
+) -> Option<u32> {
+    let present = u32::try_from(rest.len()).unwrap_or(u32::MAX);
+    let mut candidates: Vec<u32> = (0..32).map(|bit| declared ^ (1 << bit)).collect();
+    candidates.push(present);
+    candidates.retain(|&len| len != declared && len <= present);
+    candidates.sort_unstable();
+    candidates.dedup();
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&zxid.to_be_bytes());
+    let mut hashed = 0usize;
+    for len in candidates {
+        hasher.update(&rest[hashed..len as usize]);
+        hashed = len as usize;
+        if hasher.clone().finalize() == stored {
+            return Some(len);
+        }
+    }
+    None
+}
+
+/// The reflected CRC-32 (IEEE) polynomial `crc32fast` computes with.
+const CRC32_POLY: u32 = 0xEDB8_8320;
+
+/// Byte-at-a-time table of the reflected CRC-32: entry `v` is the register
+/// after shifting the byte `v` through a zero register.
+const CRC32_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut r = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            r = if r & 1 != 0 {
+                (r >> 1) ^ CRC32_POLY
+            } else {
+                r >> 1
+            };
+            k += 1;
+        }
+        table[i] = r;
+        i += 1;
+    }
+    table
+};
+
+/// Whether the record `(zxid, body)` whose header stores the CRC `stored` is
+/// one flipped bit away from a record with a correct CRC: one bit of the
+/// zxid, of the body or of the stored CRC itself. That is the signature of
+/// bit rot, not of a write lost in a crash (which loses whole sectors).
 ///
-/// Reads the rest of the file into memory; it runs only when a bad frame was
-/// found.
-pub(crate) fn valid_record_follows(
-    src: &mut (impl Read + Seek),
-    bad_offset: u64,
-    prev_zxid: u64,
-) -> io::Result<bool> {
-    src.seek(SeekFrom::Start(bad_offset + 1))?;
-    let mut rest = Vec::new();
-    src.read_to_end(&mut rest)?;
-    Ok((0..rest.len()).any(|i| is_valid_frame_at(&rest[i..], prev_zxid)))
+/// CRC-32 is linear: flipping bit `b` of the byte `d` bytes before the end of
+/// the message changes the CRC by a value that depends only on `b` and `d`
+/// (the byte `1 << b` run through a zero register, then `d` zero bytes). So
+/// one pass that advances eight registers by one zero byte per message byte
+/// compares the mismatch against every single-bit error.
+pub(crate) fn one_bit_from_valid(zxid: u64, body: &[u8], stored: u32) -> bool {
+    let syndrome = stored ^ record_crc(zxid, body);
+    if syndrome.count_ones() == 1 {
+        return true; // the stored CRC itself took the flip
+    }
+    let message_len = 8 + body.len();
+    let mut regs: [u32; 8] = std::array::from_fn(|bit| CRC32_TABLE[1 << bit]);
+    for _ in 0..message_len {
+        if regs.contains(&syndrome) {
+            return true;
+        }
+        for r in &mut regs {
+            *r = (*r >> 8) ^ CRC32_TABLE[(*r & 0xff) as usize];
+        }
+    }
+    false
 }
 
 /// Whether `bytes` starts with a complete record with a correct CRC and a
@@ -394,6 +499,7 @@ mod tests {
             r.next_frame().unwrap(),
             Frame::Bad {
                 offset: 0,
+                zxid: None,
                 reason: CorruptReason::DataAfterZeroFill { nonzero_at: 33 }
             }
         );
@@ -408,6 +514,7 @@ mod tests {
             r.next_frame().unwrap(),
             Frame::Bad {
                 offset: 0,
+                zxid: Some(1),
                 reason: CorruptReason::TruncatedBody {
                     len: u32::MAX,
                     available: 3
@@ -420,8 +527,74 @@ mod tests {
     fn valid_record_follows_finds_a_record_after_garbage_but_not_in_zeros() {
         let mut bytes = vec![0xAB; 5];
         bytes.extend(frame(9, b"xyz"));
-        assert!(valid_record_follows(&mut Cursor::new(bytes.clone()), 0, 8).unwrap());
-        assert!(!valid_record_follows(&mut Cursor::new(bytes), 0, 9).unwrap());
-        assert!(!valid_record_follows(&mut Cursor::new(vec![0u8; 64]), 0, 0).unwrap());
+        assert!(valid_record_follows(&bytes, 8));
+        assert!(!valid_record_follows(&bytes, 9));
+        assert!(!valid_record_follows(&[0u8; 64], 0));
+    }
+
+    #[test]
+    fn one_bit_from_valid_finds_every_single_bit_flip_of_zxid_body_and_crc() {
+        let zxid = 0x0000_0003_0000_0101;
+        let body: Vec<u8> = (0..300u32).map(|i| (i * 7 + 1) as u8).collect();
+        let framed = frame(zxid, &body);
+        // Bytes 4..8 are the CRC, 8..16 the zxid, 16.. the body; the length
+        // (0..4) is not covered by the CRC.
+        for byte in 4..framed.len() {
+            for bit in 0..8 {
+                let mut damaged = framed.clone();
+                damaged[byte] ^= 1 << bit;
+                let (_, stored, z) = header_at(&damaged).unwrap();
+                assert!(
+                    one_bit_from_valid(z, &damaged[16..], stored),
+                    "bit {bit} of byte {byte}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn one_bit_from_valid_does_not_take_a_lost_sector_for_a_bit_flip() {
+        let zxid = 7;
+        let body: Vec<u8> = (0..1500u32).map(|i| (i % 251 + 1) as u8).collect();
+        let stored = record_crc(zxid, &body);
+        for lost_from in [0, 3, 500, 1000, 1499] {
+            let mut torn = body.clone();
+            torn[lost_from..].fill(0);
+            assert!(
+                !one_bit_from_valid(zxid, &torn, stored),
+                "zeros from {lost_from}"
+            );
+        }
+        assert!(!one_bit_from_valid(zxid, &body, stored ^ 0b11));
+    }
+
+    #[test]
+    fn length_matching_crc_recovers_a_length_one_bit_off_or_ending_at_eof() {
+        let framed = frame(5, b"hello world");
+        let (len, stored, zxid) = header_at(&framed).unwrap();
+        let rest = &framed[16..];
+        assert_eq!(length_matching_crc(len, stored, zxid, rest), None);
+        for bit in 0..32 {
+            let damaged = len ^ (1 << bit);
+            assert_eq!(
+                length_matching_crc(damaged, stored, zxid, rest),
+                Some(len),
+                "bit {bit}"
+            );
+        }
+        // A torn body (a prefix of it) matches no length.
+        assert_eq!(length_matching_crc(len, stored, zxid, &rest[..5]), None);
+        assert_eq!(
+            length_matching_crc(0x00ff_0000, stored, zxid, rest),
+            Some(len)
+        );
+    }
+
+    #[test]
+    fn trailing_zeros_start_finds_the_run_reaching_the_end() {
+        assert_eq!(trailing_zeros_start(&[1, 0, 2, 0, 0]), 3);
+        assert_eq!(trailing_zeros_start(&[1, 2]), 2);
+        assert_eq!(trailing_zeros_start(&[0, 0]), 0);
+        assert_eq!(trailing_zeros_start(&[]), 0);
     }
 }

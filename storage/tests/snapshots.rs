@@ -403,3 +403,47 @@ fn snapshot_write_is_atomic_with_respect_to_a_crash_between_temp_and_rename() {
     assert!(!tmp.exists());
     assert_eq!(read_snapshot(path).unwrap(), payload(9));
 }
+
+#[test]
+fn after_purge_every_fallback_snapshot_is_covered_by_the_log_and_none_left_is_detectable() {
+    // A snapshot whose checksum fails is never loaded; recovery falls back to
+    // an older valid one, which is only usable if the log still holds every
+    // record after it. Purge keeps the log from its oldest kept valid
+    // snapshot, so each fallback a rotting disk can force stays covered; once
+    // no valid snapshot is left, the log visibly does not start at zxid 1,
+    // which a caller must refuse rather than start from an empty state.
+    let dir = tempfile::tempdir().unwrap();
+    let (snap_dir, log_dir) = (dir.path().join("data"), dir.path().join("log"));
+    build_data(&snap_dir, &log_dir);
+    purge(&snap_dir, &log_dir, 3).unwrap();
+    for (rotten, fallback) in [(50, Some(40)), (40, Some(30)), (30, None)] {
+        flip_bit(&snap_dir.join(format!("snapshot.{rotten:016x}")), 30, 2);
+        let (mut log, recovered) = open(&log_dir, small_segments());
+        let first = recovered.first_zxid.unwrap();
+        match latest_valid_snapshot(&snap_dir).unwrap() {
+            Some((zxid, path)) => {
+                assert_eq!(Some(zxid), fallback, "after {rotten} rotted");
+                assert_eq!(read_snapshot(&path).unwrap(), payload(zxid));
+                assert!(first <= zxid + 1, "log starts at {first}, snapshot {zxid}");
+                let replay: Vec<u64> = log
+                    .read_from(zxid)
+                    .unwrap()
+                    .map(|r| r.unwrap().zxid)
+                    .collect();
+                assert_eq!(replay, (zxid + 1..=60).collect::<Vec<_>>());
+            }
+            None => {
+                assert_eq!(fallback, None, "after {rotten} rotted");
+                assert!(first > 1, "the purged log no longer starts at zxid 1");
+            }
+        }
+        let rotten_path = snap_dir.join(format!("snapshot.{rotten:016x}"));
+        assert!(
+            matches!(
+                read_snapshot(&rotten_path),
+                Err(StorageError::InvalidSnapshot { .. })
+            ),
+            "a snapshot whose checksum fails is never loaded"
+        );
+    }
+}
