@@ -229,7 +229,7 @@ struct EnsembleCore {
     peer: Peer,
     log: Option<GroupCommitLog>,
     links: Links,
-    conns: HashMap<ConnId, mpsc::UnboundedSender<ConnMsg>>,
+    conns: HashMap<ConnId, crate::net::ConnTx>,
     leader: Option<ServerId>,
     cfg: Config,
     durable_tx: Option<mpsc::Sender<Event>>,
