@@ -461,3 +461,41 @@ async fn pipelined_large_reads_that_are_not_read_hold_bounded_memory() {
         assert!(p.len() > 1_000_000, "a whole reply: {} bytes", p.len());
     }
 }
+
+// A connection that never sends its ConnectRequest is closed after 10 s,
+// as ZooKeeper's sessionless connections are (its default
+// zookeeper.nio.sessionlessCnxnTimeout), so silent sockets cannot hold an
+// address's places in maxClientCnxns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_sends_its_handshake_is_closed() {
+    let server = start(ServerOptions::default().cfg("maxClientCnxns=2"));
+    let addr = server.addr();
+    let started = Instant::now();
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        silent.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // Accepted and counted before it is refused: retry until refused.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Some(s) = handshake(socket(), addr, 20_000).await {
+        drop(s);
+        assert!(Instant::now() < deadline, "maxClientCnxns=2 never refused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (i, s) in silent.iter_mut().enumerate() {
+        let mut b = [0u8; 1];
+        let r = tokio::time::timeout(Duration::from_secs(30), s.read(&mut b)).await;
+        assert!(
+            matches!(r, Ok(Ok(0) | Err(_))),
+            "silent connection {i} still open after {:?}: {r:?}",
+            started.elapsed()
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+    let mut s = session(addr, 20_000).await;
+    call(&mut s, 1, &get_data("/zookeeper")).await;
+}
