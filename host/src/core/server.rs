@@ -805,7 +805,7 @@ impl Server {
     }
 
     /// The shell wrote some of a connection's bytes: replies that waited
-    /// for room go out.
+    /// for room go out, and the session is touched.
     fn on_written(&mut self, conn: ConnId, bytes: u64) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
@@ -824,6 +824,15 @@ impl Server {
             );
         }
         c.unsent_bytes = c.unsent_bytes.saturating_sub(bytes);
+        // A client taking what it is sent is alive, also while its own
+        // requests (pings too) wait unread behind the bound.
+        let session = c.session;
+        if session != 0 && bytes > 0 {
+            self.sessions.touch(session, self.now_ms);
+            if self.role.forwards() {
+                self.ens.touched(session);
+            }
+        }
         self.drain(conn);
     }
 

@@ -97,6 +97,39 @@ fn pipelined_reads_wait_while_the_clients_unsent_bytes_are_over_the_bound() {
     );
 }
 
+// ZooKeeper Programmer's Guide, sessions: a session expires when the server
+// hears nothing from its client for the timeout. A client that takes what
+// it is sent is heard, even while its own requests wait unread.
+#[test]
+fn a_session_whose_client_takes_its_bytes_does_not_expire() {
+    let mut h = bounded(10_000, 1_000_000);
+    let session = h.connect_with(1, 0, vec![0; 16], 10_000).session_id;
+    h.connect(2);
+    ok(h.call(
+        1,
+        Request::AddWatch {
+            path: "/".into(),
+            mode: AddWatchMode::PersistentRecursive as i32,
+        },
+    ));
+    // Client 1 sends nothing more (its pings wait unread behind the
+    // bound) but takes the events client 2's writes bring it.
+    h.stalled.insert(1, 0);
+    for i in 0..6 {
+        h.now += 5_000;
+        ok(h.call(2, create(&format!("/n{i}"), b"", CreateMode::Persistent)));
+        read_all(&mut h, 1);
+        h.step(Input::Tick);
+    }
+    assert!(h.server.sessions().is_live(session), "30 s later");
+    // One that takes nothing expires.
+    for _ in 0..4 {
+        h.now += 5_000;
+        h.step(Input::Tick);
+    }
+    assert!(!h.server.sessions().is_live(session));
+}
+
 #[test]
 fn a_client_that_does_not_read_its_watch_events_is_closed_past_the_outbound_bound() {
     let mut h = bounded(2_000, 20_000);
