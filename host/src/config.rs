@@ -44,6 +44,14 @@ pub struct Config {
     pub four_letter_words: Vec<String>,
     pub extended_types_enabled: bool,
     pub max_buffer: usize,
+    /// `wazoo.client.maxOutboundBytes`: unsent bytes (replies, watch events,
+    /// recipe notifications) at which a client's connection is closed.
+    /// Default: 8 x jute.maxbuffer.
+    pub max_outbound_bytes: u64,
+    /// `wazoo.client.maxUnsentReplyBytes`: unsent bytes at which a
+    /// connection's replies wait and its requests are no longer read.
+    /// Default: 2 x jute.maxbuffer.
+    pub max_unsent_reply_bytes: u64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
     pub enforce_quota: bool,
@@ -189,6 +197,17 @@ impl Config {
         };
         let max_buffer = take_num::<usize>(&mut kv, "jute.maxbuffer")?
             .unwrap_or(wazoo_proto::DEFAULT_MAX_BUFFER);
+        let max_unsent_reply_bytes = take_num::<u64>(&mut kv, "wazoo.client.maxUnsentReplyBytes")?
+            .unwrap_or(2 * max_buffer as u64);
+        let max_outbound_bytes = take_num::<u64>(&mut kv, "wazoo.client.maxOutboundBytes")?
+            .unwrap_or(8 * max_buffer as u64);
+        if max_unsent_reply_bytes == 0 || max_outbound_bytes <= max_unsent_reply_bytes {
+            bail!(
+                "wazoo.client.maxUnsentReplyBytes ({max_unsent_reply_bytes}) must be positive and \
+                 less than wazoo.client.maxOutboundBytes ({max_outbound_bytes}), with room for the \
+                 largest reply between them"
+            );
+        }
         let super_digest = kv
             .remove("DigestAuthenticationProvider.superDigest")
             .or_else(|| kv.remove("zookeeper.DigestAuthenticationProvider.superDigest"));
@@ -237,6 +256,8 @@ impl Config {
                 .or(take_bool(&mut kv, "zookeeper.extendedTypesEnabled")?)
                 .unwrap_or(false),
             max_buffer,
+            max_outbound_bytes,
+            max_unsent_reply_bytes,
             container_check_interval_ms: take_num(&mut kv, "znode.container.checkIntervalMs")?
                 .unwrap_or(60_000),
             container_max_per_minute: take_num(&mut kv, "znode.container.maxPerMinute")?
@@ -659,6 +680,29 @@ mod tests {
         assert!(format!("{e:#}").contains("server.1"), "{e:#}");
         let e = Config::parse("dataDir=/d\nkey=\\u00zz\n").unwrap_err();
         assert!(format!("{e:#}").contains("line 2"), "{e:#}");
+    }
+
+    #[test]
+    fn client_byte_bounds_default_to_multiples_of_jute_maxbuffer() {
+        let c = Config::parse("dataDir=/d\n").unwrap();
+        assert_eq!(c.max_unsent_reply_bytes, 2 * 0xfffff);
+        assert_eq!(c.max_outbound_bytes, 8 * 0xfffff);
+        let c = Config::parse("dataDir=/d\njute.maxbuffer=4000000\n").unwrap();
+        assert_eq!(c.max_outbound_bytes, 32_000_000);
+        let c = Config::parse(
+            "dataDir=/d\nwazoo.client.maxOutboundBytes=3000\nwazoo.client.maxUnsentReplyBytes=1000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.max_outbound_bytes, c.max_unsent_reply_bytes),
+            (3000, 1000)
+        );
+        assert!(!c.unknown.contains_key("wazoo.client.maxOutboundBytes"));
+        let e = Config::parse("dataDir=/d\nwazoo.client.maxOutboundBytes=1000\n").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("wazoo.client.maxOutboundBytes"),
+            "{e:#}"
+        );
     }
 
     #[test]

@@ -235,7 +235,7 @@ struct EnsembleCore {
     peer: Peer,
     log: Option<GroupCommitLog>,
     links: Links,
-    conns: HashMap<ConnId, mpsc::UnboundedSender<ConnMsg>>,
+    conns: HashMap<ConnId, crate::net::ConnTx>,
     leader: Option<ServerId>,
     cfg: Config,
     /// Where a restarted log writer reports (see `with_log`).

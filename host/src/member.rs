@@ -46,7 +46,7 @@ pub enum Event {
     /// A connection's writer, registered before its first input.
     Register {
         conn: ConnId,
-        tx: mpsc::UnboundedSender<ConnMsg>,
+        tx: crate::net::ConnTx,
     },
     Input(Input),
     /// Several inputs from one connection, in order (a reader found more
@@ -181,6 +181,8 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         read_only_enabled: cfg.read_only_enabled,
         max_recipe_waits_per_session: cfg.recipe.max_waits_per_session,
         max_buffer_bytes: cfg.max_buffer,
+        max_outbound_bytes: cfg.max_outbound_bytes,
+        max_unsent_reply_bytes: cfg.max_unsent_reply_bytes,
     }
 }
 
@@ -721,7 +723,7 @@ async fn core_loop(
     ctx: Arc<AdminContext>,
     cfg: Config,
 ) -> Result<()> {
-    let mut conns: HashMap<ConnId, mpsc::UnboundedSender<ConnMsg>> = HashMap::new();
+    let mut conns: HashMap<ConnId, crate::net::ConnTx> = HashMap::new();
     let snapshot_busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut feed = LogFeed::default();
     let mut result = Ok(());

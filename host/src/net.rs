@@ -1,21 +1,31 @@
-//! The client port: one reader and one writer task per connection.
+//! The client port: one task per connection, running its reader and its
+//! writer until either ends, then telling the core the connection is gone.
 //!
 //! The reader checks each frame's length against jute.maxbuffer before
 //! reading it (a larger one closes the connection, as ZooKeeper does),
 //! decodes it and hands it to the core loop. The writer coalesces whatever
 //! the core queued into one socket write. A connection may have at most
-//! [`MAX_IN_FLIGHT`] requests unanswered; past that its reader stops reading,
-//! so a client that does not read its replies cannot make the server queue
-//! without bound.
+//! [`MAX_IN_FLIGHT`] requests unanswered, and its reader also stops while
+//! the bytes queued for it reach `wazoo.client.maxUnsentReplyBytes`, so a
+//! client that does not read its replies cannot make the server queue
+//! without bound. The core counts the same bytes (the writer reports what
+//! it wrote, [`Input::Written`]): it holds back replies past that bound and
+//! closes a connection past `wazoo.client.maxOutboundBytes` (watch events
+//! keep coming to a client that does not read).
+//!
+//! Whichever way a connection ends (end of stream, a reset, a failed write,
+//! a close the core asked for, no handshake in time), the task ends, the
+//! core gets [`Input::Closed`] and the per-address count is returned.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::config::Config;
 use crate::core::server::Input;
@@ -25,6 +35,23 @@ use wazoo_proto::{ConnectRequest, Jute};
 
 /// Requests one connection may have unanswered before we stop reading it.
 pub const MAX_IN_FLIGHT: usize = 1000;
+
+/// How long a new connection may take to send its ConnectRequest or its
+/// four-letter word, and a four-letter word to be answered: ZooKeeper's
+/// default `zookeeper.nio.sessionlessCnxnTimeout`.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a close the core asked for waits for the client to take what
+/// was queued before it; a client that does not read loses the rest.
+const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The writer reports what it wrote to the core once this much (or the
+/// unsent-reply bound, if smaller) has accumulated, not after every write.
+const WRITTEN_REPORT_BYTES: usize = 64 << 10;
+
+/// The writer's coalescing buffer: it gathers up to this before writing,
+/// and a larger buffer is not kept once written.
+const COALESCE_BYTES: usize = 1 << 20;
 
 /// The four-letter words ZooKeeper knows; the first four bytes of a new
 /// connection equal to one of these are a command, not a frame length.
@@ -40,15 +67,21 @@ static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 struct PerIp(Mutex<HashMap<IpAddr, u32>>);
 
 impl PerIp {
-    fn try_add(&self, ip: IpAddr, max: u32) -> bool {
+    /// Counts a connection from `ip`, unless that would exceed `max`; the
+    /// count is returned when the guard drops.
+    fn try_add(self: &Arc<Self>, ip: IpAddr, max: u32) -> Option<PerIpGuard> {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let n = m.entry(ip).or_insert(0);
         if max > 0 && *n >= max {
-            return false;
+            return None;
         }
         *n += 1;
-        true
+        Some(PerIpGuard {
+            per_ip: Arc::clone(self),
+            ip,
+        })
     }
+
     fn remove(&self, ip: IpAddr) {
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = m.get_mut(&ip) {
@@ -56,6 +89,84 @@ impl PerIp {
             if *n == 0 {
                 m.remove(&ip);
             }
+        }
+    }
+
+    #[cfg(test)]
+    fn count(&self, ip: IpAddr) -> u32 {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&ip).copied().unwrap_or(0)
+    }
+}
+
+/// One connection's place in its address's count, given back on drop
+/// (even if the connection's task panics).
+struct PerIpGuard {
+    per_ip: Arc<PerIp>,
+    ip: IpAddr,
+}
+
+impl Drop for PerIpGuard {
+    fn drop(&mut self) {
+        self.per_ip.remove(self.ip);
+    }
+}
+
+/// What a connection's reader, writer and the core loop share.
+#[derive(Default)]
+struct ConnShared {
+    /// Bytes handed to the writer and not yet written to the socket.
+    queued_bytes: AtomicUsize,
+    /// The writer wrote something: wakes a reader waiting for room.
+    written: Notify,
+    /// The core asked to close the connection.
+    close_requested: Notify,
+}
+
+/// The core loop's handle on one connection: its writer's queue, counted
+/// in bytes. The queue itself has no fixed capacity; the core bounds what
+/// it puts there (`wazoo.client.maxOutboundBytes`) from the writer's reports.
+pub struct ConnTx {
+    tx: mpsc::UnboundedSender<ConnMsg>,
+    shared: Arc<ConnShared>,
+}
+
+impl ConnTx {
+    /// Queues bytes (or a close) for the connection's writer; fails once
+    /// the connection is gone.
+    pub fn send(&self, msg: ConnMsg) -> Result<(), mpsc::error::SendError<ConnMsg>> {
+        match &msg {
+            ConnMsg::Bytes { bytes, .. } => {
+                self.shared
+                    .queued_bytes
+                    .fetch_add(bytes.len(), Ordering::AcqRel);
+            }
+            ConnMsg::Close => self.shared.close_requested.notify_one(),
+        }
+        self.tx.send(msg)
+    }
+}
+
+/// A connection's byte bounds, from zoo.cfg.
+#[derive(Clone, Copy)]
+struct Bounds {
+    /// jute.maxbuffer: the largest frame read.
+    max_frame: usize,
+    /// The reader waits while this many bytes are queued for the writer.
+    unsent_reply_bytes: usize,
+    /// The writer reports written bytes to the core in chunks of this.
+    written_report_bytes: usize,
+}
+
+impl Bounds {
+    fn of(cfg: &Config) -> Bounds {
+        let unsent = usize::try_from(cfg.max_unsent_reply_bytes).unwrap_or(usize::MAX);
+        Bounds {
+            max_frame: cfg.max_buffer,
+            unsent_reply_bytes: unsent,
+            // Never more than the bound: a core holding replies back at the
+            // bound must hear that the writer emptied its queue.
+            written_report_bytes: WRITTEN_REPORT_BYTES.min(unsent).max(1),
         }
     }
 }
@@ -71,7 +182,7 @@ pub async fn accept_loop(listener: TcpListener, core: mpsc::Sender<Event>, cfg: 
                 continue;
             }
         };
-        if !per_ip.try_add(peer.ip(), cfg.max_client_cnxns) {
+        let Some(guard) = per_ip.try_add(peer.ip(), cfg.max_client_cnxns) else {
             tracing::warn!(
                 "too many connections from {} - max is {}",
                 peer.ip(),
@@ -79,39 +190,78 @@ pub async fn accept_loop(listener: TcpListener, core: mpsc::Sender<Event>, cfg: 
             );
             drop(stream);
             continue;
-        }
-        let (core, cfg, per_ip) = (core.clone(), Arc::clone(&cfg), Arc::clone(&per_ip));
+        };
+        let (core, cfg) = (core.clone(), Arc::clone(&cfg));
         tokio::spawn(async move {
             handle(stream, peer, core, cfg).await;
-            per_ip.remove(peer.ip());
+            drop(guard);
         });
+    }
+}
+
+/// What a new connection opens with.
+enum Opening {
+    Word(&'static str),
+    Connect(ConnectRequest),
+}
+
+/// Reads a new connection's first frame: a four-letter word or a
+/// ConnectRequest (`None`: neither, close).
+async fn read_opening(
+    rd: &mut tokio::net::tcp::OwnedReadHalf,
+    peer: SocketAddr,
+    max: usize,
+) -> Option<Opening> {
+    let mut head = [0u8; 4];
+    rd.read_exact(&mut head).await.ok()?;
+    if let Some(word) = FOUR_LETTER_WORDS.iter().find(|w| w.as_bytes() == head) {
+        return Some(Opening::Word(word));
+    }
+    let payload = read_payload(rd, head, max).await?;
+    match ConnectRequest::from_bytes(&payload) {
+        Ok(req) => Some(Opening::Connect(req)),
+        Err(_) => {
+            tracing::debug!(%peer, "malformed connect request; closing");
+            None
+        }
     }
 }
 
 async fn handle(stream: TcpStream, peer: SocketAddr, core: mpsc::Sender<Event>, cfg: Arc<Config>) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
-    let mut head = [0u8; 4];
-    if rd.read_exact(&mut head).await.is_err() {
-        return;
-    }
-    if let Ok(word) = std::str::from_utf8(&head) {
-        if FOUR_LETTER_WORDS.contains(&word) {
-            four_letter(word, wr, &core, &cfg).await;
+    let bounds = Bounds::of(&cfg);
+    let req = match tokio::time::timeout(
+        HANDSHAKE_TIMEOUT,
+        read_opening(&mut rd, peer, bounds.max_frame),
+    )
+    .await
+    {
+        Err(_) => {
+            tracing::debug!(%peer, "no handshake in {HANDSHAKE_TIMEOUT:?}; closing");
             return;
         }
-    }
-    let max = cfg.max_buffer;
-    let Some(payload) = read_payload(&mut rd, head, max).await else {
-        return;
-    };
-    let Ok(req) = ConnectRequest::from_bytes(&payload) else {
-        tracing::debug!(%peer, "malformed connect request; closing");
-        return;
+        Ok(None) => return,
+        Ok(Some(Opening::Word(word))) => {
+            let answered = four_letter(word, wr, &core, &cfg);
+            if tokio::time::timeout(HANDSHAKE_TIMEOUT, answered)
+                .await
+                .is_err()
+            {
+                tracing::debug!(%peer, word, "four-letter word not taken in time; closing");
+            }
+            return;
+        }
+        Ok(Some(Opening::Connect(req))) => req,
     };
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(ConnShared::default());
     let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let tx = ConnTx {
+        tx,
+        shared: Arc::clone(&shared),
+    };
     if core.send(Event::Register { conn, tx }).await.is_err() {
         return;
     }
@@ -126,10 +276,31 @@ async fn handle(stream: TcpStream, peer: SocketAddr, core: mpsc::Sender<Event>, 
     {
         return;
     }
-    let writer = tokio::spawn(write_loop(wr, rx, Arc::clone(&permits)));
-    read_loop(conn, rd, &core, max, permits).await;
-    let _ = core.send(Event::Input(Input::Closed { conn })).await;
+    let mut writer = tokio::spawn(write_loop(
+        conn,
+        wr,
+        rx,
+        Arc::clone(&permits),
+        Arc::clone(&shared),
+        core.clone(),
+        bounds,
+    ));
+    let reader = read_loop(conn, rd, &core, bounds, &permits, &shared);
+    let close_deadline = async {
+        shared.close_requested.notified().await;
+        tokio::time::sleep(CLOSE_FLUSH_TIMEOUT).await;
+    };
+    // The first of the three to end ends the connection: a reader parked
+    // on a full connection must not outlive a writer that failed.
+    tokio::select! {
+        () = reader => {}
+        _ = &mut writer => {}
+        () = close_deadline => {
+            tracing::debug!(conn, "the client did not take its last replies in time; closing");
+        }
+    }
     writer.abort();
+    let _ = core.send(Event::Input(Input::Closed { conn })).await;
 }
 
 /// Reads one frame's payload given its already-read length prefix.
@@ -150,17 +321,28 @@ async fn read_payload(
     Some(payload)
 }
 
+/// Waits until the bytes queued for the writer are under the bound.
+async fn room_for_replies(shared: &ConnShared, max: usize) {
+    while shared.queued_bytes.load(Ordering::Acquire) >= max {
+        shared.written.notified().await;
+    }
+}
+
 async fn read_loop(
     conn: u64,
     rd: tokio::net::tcp::OwnedReadHalf,
     core: &mpsc::Sender<Event>,
-    max: usize,
-    permits: Arc<Semaphore>,
+    bounds: Bounds,
+    permits: &Semaphore,
+    shared: &ConnShared,
 ) {
+    let max = bounds.max_frame;
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
     let mut batch: Vec<Input> = Vec::new();
     loop {
-        // Wait for one whole frame...
+        // Read nothing while the client has not taken its replies...
+        room_for_replies(shared, bounds.unsent_reply_bytes).await;
+        // ...then wait for one whole frame...
         let mut head = [0u8; 4];
         if rd.read_exact(&mut head).await.is_err() {
             return;
@@ -179,6 +361,9 @@ async fn read_loop(
         // ...then take every whole frame already buffered, without waiting,
         // so a pipelining client costs one hand-off per read, not per request.
         loop {
+            if shared.queued_bytes.load(Ordering::Acquire) >= bounds.unsent_reply_bytes {
+                break;
+            }
             let buffered = rd.buffer();
             let n = match frame::check(buffered, max) {
                 Ok(Some(n)) => n,
@@ -232,11 +417,17 @@ fn decode_input(conn: u64, payload: &[u8]) -> Option<Input> {
 }
 
 async fn write_loop(
+    conn: u64,
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<ConnMsg>,
     permits: Arc<Semaphore>,
+    shared: Arc<ConnShared>,
+    core: mpsc::Sender<Event>,
+    bounds: Bounds,
 ) {
     let mut buf = Vec::with_capacity(64 * 1024);
+    // Written but not yet reported to the core.
+    let mut unreported = 0usize;
     while let Some(msg) = rx.recv().await {
         let mut close = false;
         let mut replies = 0usize;
@@ -253,7 +444,7 @@ async fn write_loop(
             ConnMsg::Close => true,
         };
         close |= push(msg, &mut buf);
-        while !close && buf.len() < 1 << 20 {
+        while !close && buf.len() < COALESCE_BYTES {
             match rx.try_recv() {
                 Ok(m) => close |= push(m, &mut buf),
                 Err(_) => break,
@@ -263,18 +454,35 @@ async fn write_loop(
             if wr.write_all(&buf).await.is_err() {
                 return;
             }
-            buf.clear();
+            shared.queued_bytes.fetch_sub(buf.len(), Ordering::AcqRel);
+            shared.written.notify_one();
+            unreported += buf.len();
+            if buf.capacity() > COALESCE_BYTES {
+                buf = Vec::with_capacity(64 * 1024);
+            } else {
+                buf.clear();
+            }
         }
         permits.add_permits(replies);
         if close {
             let _ = wr.shutdown().await;
             return;
         }
+        if unreported >= bounds.written_report_bytes {
+            let written = Input::Written {
+                conn,
+                bytes: unreported as u64,
+            };
+            if core.send(Event::Input(written)).await.is_err() {
+                return;
+            }
+            unreported = 0;
+        }
     }
 }
 
 async fn four_letter(
-    word: &str,
+    word: &'static str,
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     core: &mpsc::Sender<Event>,
     cfg: &Config,
@@ -300,4 +508,57 @@ async fn four_letter(
     };
     let _ = wr.write_all(text.as_bytes()).await;
     let _ = wr.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // ZooKeeper Administrator's Guide, maxClientCnxns: a limit per address.
+    #[test]
+    fn a_connections_place_in_its_address_count_is_returned_when_it_ends() {
+        let per_ip = Arc::new(PerIp::default());
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let a = per_ip.try_add(ip, 2).expect("first");
+        let b = per_ip.try_add(ip, 2).expect("second");
+        assert!(per_ip.try_add(ip, 2).is_none(), "the third is refused");
+        assert!(per_ip.try_add("127.0.0.2".parse().unwrap(), 2).is_some());
+        drop(a);
+        assert_eq!(per_ip.count(ip), 1);
+        let c = per_ip.try_add(ip, 2).expect("room again");
+        drop((b, c));
+        assert_eq!(per_ip.count(ip), 0);
+        assert!(per_ip.try_add(ip, 0).is_some(), "0 means no limit");
+    }
+
+    #[test]
+    fn the_writer_report_never_exceeds_the_unsent_reply_bound() {
+        let mut cfg = Config::parse("dataDir=/d\n").unwrap();
+        assert_eq!(Bounds::of(&cfg).written_report_bytes, WRITTEN_REPORT_BYTES);
+        cfg.max_unsent_reply_bytes = 1000;
+        assert_eq!(Bounds::of(&cfg).written_report_bytes, 1000);
+        assert_eq!(Bounds::of(&cfg).unsent_reply_bytes, 1000);
+    }
+
+    #[tokio::test]
+    async fn bytes_sent_to_a_connection_count_as_queued_until_written() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(ConnShared::default());
+        let conn = ConnTx {
+            tx,
+            shared: Arc::clone(&shared),
+        };
+        conn.send(ConnMsg::Bytes {
+            bytes: vec![0; 300],
+            replies: 1,
+        })
+        .unwrap();
+        conn.send(ConnMsg::Close).unwrap();
+        assert_eq!(shared.queued_bytes.load(Ordering::Acquire), 300);
+        // The close request is remembered for the connection's task.
+        shared.close_requested.notified().await;
+        assert!(matches!(rx.recv().await, Some(ConnMsg::Bytes { .. })));
+        drop(rx);
+        assert!(conn.send(ConnMsg::Close).is_err(), "the connection is gone");
+    }
 }

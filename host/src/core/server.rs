@@ -66,6 +66,16 @@ pub struct ServerConfig {
     /// admits. A client's frame is already bounded by it; a recipe step's
     /// writes are checked against it here.
     pub max_buffer_bytes: usize,
+    /// Bytes a connection may have unsent (replies, watch events, recipe
+    /// notifications handed to the shell and not yet written to its
+    /// socket) before it is closed: a client that stops reading costs at
+    /// most this much memory (`wazoo.client.maxOutboundBytes`).
+    pub max_outbound_bytes: u64,
+    /// Unsent bytes at which a connection's replies wait (reads are not
+    /// run) until the client takes what it was sent, so a client that
+    /// pipelines large reads without reading holds about this plus one
+    /// reply (`wazoo.client.maxUnsentReplyBytes`).
+    pub max_unsent_reply_bytes: u64,
 }
 
 impl Default for ServerConfig {
@@ -85,9 +95,20 @@ impl Default for ServerConfig {
             read_only_enabled: false,
             max_recipe_waits_per_session: 1000,
             max_buffer_bytes: 0xfffff,
+            max_outbound_bytes: DEFAULT_MAX_OUTBOUND_BYTES,
+            max_unsent_reply_bytes: DEFAULT_MAX_UNSENT_REPLY_BYTES,
         }
     }
 }
+
+/// `wazoo.client.maxOutboundBytes` when zoo.cfg does not set it: eight
+/// times jute.maxbuffer's default, room for the largest reply several times
+/// over and for seconds of watch events to a briefly slow client.
+pub const DEFAULT_MAX_OUTBOUND_BYTES: u64 = 8 * wazoo_proto::DEFAULT_MAX_BUFFER as u64;
+
+/// `wazoo.client.maxUnsentReplyBytes` when zoo.cfg does not set it: twice
+/// jute.maxbuffer's default, enough to keep a fast client's socket busy.
+pub const DEFAULT_MAX_UNSENT_REPLY_BYTES: u64 = 2 * wazoo_proto::DEFAULT_MAX_BUFFER as u64;
 
 /// What this member does for clients, as consensus decides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,6 +171,10 @@ pub enum Input {
     Malformed { conn: ConnId, xid: i32 },
     /// The connection is gone (closed by the client or the network).
     Closed { conn: ConnId },
+    /// The shell wrote `bytes` more of what it was sent for the connection
+    /// to its socket. It may report in chunks: until it does, the bytes
+    /// count as unsent, so the core overestimates, never underestimates.
+    Written { conn: ConnId, bytes: u64 },
     /// Time passed: expire sessions, reap containers and TTL nodes. The
     /// shell sends it every half tick; every input carries the time
     /// ([`Now`]), and timers compare its monotonic reading only.
@@ -279,6 +304,8 @@ enum Deferred {
         zxid: i64,
         body: Response,
     },
+    /// An opcode the server does not know: Unimplemented, then close.
+    Unimplemented,
     /// A connect refused (bad password, unknown session): reply and close.
     InvalidConnect {
         read_only_byte: bool,
@@ -313,6 +340,10 @@ pub struct Conn {
     /// Connected to a member in read-only mode: reads only.
     pub read_only: bool,
     queue: VecDeque<Queued>,
+    /// Bytes handed to the shell in [`Output::Send`] that it has not
+    /// reported written ([`Input::Written`]); bounded by
+    /// [`ServerConfig::max_outbound_bytes`].
+    pub unsent_bytes: u64,
     /// The handshake reply has been sent; requests are accepted.
     pub established: bool,
     pub closing: bool,
@@ -726,13 +757,20 @@ impl Server {
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req),
             Input::Unknown { conn, xid, .. } => {
                 self.count_received(conn);
-                self.enqueue_error(conn, xid, ErrorCode::Unimplemented)
+                if self
+                    .conns
+                    .get(&conn)
+                    .is_some_and(|c| c.session != 0 && !c.closing)
+                {
+                    self.push_deferred(conn, xid, Deferred::Unimplemented);
+                }
             }
             Input::Malformed { conn, xid } => {
                 self.count_received(conn);
                 self.enqueue_error(conn, xid, ErrorCode::MarshallingError)
             }
             Input::Closed { conn } => self.on_closed(conn),
+            Input::Written { conn, bytes } => self.on_written(conn, bytes),
             Input::Tick => self.on_tick(),
             Input::Durable { zxid } => self.on_durable(zxid),
             Input::Committed { zxid, record } => self.on_committed(zxid, &record),
@@ -748,18 +786,81 @@ impl Server {
         std::mem::take(&mut self.out)
     }
 
+    /// Turns the bytes queued this step into sends, counting them as
+    /// unsent; a connection they would take past
+    /// [`ServerConfig::max_outbound_bytes`] is closed instead.
     fn flush_sends(&mut self) {
+        let mut over = Vec::new();
         for conn in std::mem::take(&mut self.send_order) {
-            if let Some((bytes, replies)) = self.sendbuf.remove(&conn) {
-                if !bytes.is_empty() {
-                    self.out.push(Output::Send {
-                        conn,
-                        bytes,
-                        replies,
-                    });
+            let Some((bytes, replies)) = self.sendbuf.remove(&conn) else {
+                continue;
+            };
+            if bytes.is_empty() {
+                continue;
+            }
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.unsent_bytes += bytes.len() as u64;
+                if c.unsent_bytes > self.cfg.max_outbound_bytes {
+                    over.push((conn, c.unsent_bytes));
+                    continue;
                 }
             }
+            self.out.push(Output::Send {
+                conn,
+                bytes,
+                replies,
+            });
         }
+        for (conn, unsent) in over {
+            self.close_slow_reader(conn, unsent);
+        }
+    }
+
+    /// A client that does not take what it is sent (its watch events keep
+    /// coming while it does not read): its connection is closed and its
+    /// state dropped now, so nothing more is queued for it. What it was
+    /// sent before stays sent; what pushed it over the bound is dropped.
+    fn close_slow_reader(&mut self, conn: ConnId, unsent: u64) {
+        tracing::warn!(
+            conn,
+            unsent,
+            max = self.cfg.max_outbound_bytes,
+            "closing a connection whose client does not read what it is sent"
+        );
+        self.out.push(Output::Close { conn });
+        self.on_closed(conn);
+    }
+
+    /// The shell wrote some of a connection's bytes: replies that waited
+    /// for room go out, and the session is touched.
+    fn on_written(&mut self, conn: ConnId, bytes: u64) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        debug_assert!(
+            bytes <= c.unsent_bytes,
+            "connection {conn}: {bytes} bytes reported written, only {} unsent",
+            c.unsent_bytes
+        );
+        if bytes > c.unsent_bytes {
+            tracing::error!(
+                conn,
+                bytes,
+                unsent = c.unsent_bytes,
+                "more bytes reported written than were sent; counting none unsent"
+            );
+        }
+        c.unsent_bytes = c.unsent_bytes.saturating_sub(bytes);
+        // A client taking what it is sent is alive, also while its own
+        // requests (pings too) wait unread behind the bound.
+        let session = c.session;
+        if session != 0 && bytes > 0 {
+            self.sessions.touch(session, self.mono_ms);
+            if self.role.forwards() {
+                self.ens.touched(session);
+            }
+        }
+        self.drain(conn);
     }
 
     fn send_buf(&mut self, conn: ConnId) -> &mut Vec<u8> {
@@ -801,6 +902,7 @@ impl Server {
             read_only_byte,
             read_only: false,
             queue: VecDeque::new(),
+            unsent_bytes: 0,
             established: false,
             closing: false,
             packets_received: 1,
@@ -1092,7 +1194,19 @@ impl Server {
     /// reply echoes the request's xid (clients send -4 or an ordinary xid).
     fn on_auth(&mut self, conn: ConnId, xid: i32, pkt: wazoo_proto::AuthPacket) {
         let super_digest = self.cfg.super_digest.clone();
-        match acl::authenticate(&pkt.scheme, &pkt.auth, super_digest.as_deref()) {
+        let ids = if pkt.scheme == "ip" {
+            // ZooKeeper's IPAuthenticationProvider accepts `addauth ip`
+            // whatever it carries, and adds the address the connection
+            // comes from (an identity every connection already has).
+            let peer = self.conns.get(&conn).and_then(|c| c.peer);
+            Ok(peer
+                .map(|p| wazoo_proto::Id::new("ip", &p.ip().to_string()))
+                .into_iter()
+                .collect())
+        } else {
+            acl::authenticate(&pkt.scheme, &pkt.auth, super_digest.as_deref())
+        };
+        match ids {
             Ok(ids) => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {
@@ -1528,12 +1642,23 @@ impl Server {
         }
     }
 
-    /// Sends every reply at the head of the connection's queue that is ready.
+    /// Sends every reply at the head of the connection's queue that is
+    /// ready, while the connection's unsent bytes (including this step's)
+    /// are under [`ServerConfig::max_unsent_reply_bytes`]; past that the
+    /// rest waits for [`Input::Written`].
     fn drain(&mut self, conn: ConnId) {
         loop {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
             };
+            // Nothing queued after a close would be written.
+            if c.closing {
+                return;
+            }
+            let this_step = self.sendbuf.get(&conn).map_or(0, |(b, _)| b.len() as u64);
+            if c.unsent_bytes + this_step >= self.cfg.max_unsent_reply_bytes {
+                return;
+            }
             let ready = match c.queue.front() {
                 None => return,
                 Some(Queued::Write { result, .. }) => result.is_some(),
@@ -1579,6 +1704,15 @@ impl Server {
                     Deferred::Error(code) => {
                         self.send_reply(conn, xid, code.code(), &Response::Empty);
                         self.record_latency(conn, started_ms);
+                    }
+                    Deferred::Unimplemented => {
+                        // ZooKeeper's UnimplementedRequestProcessor: the
+                        // reply carries zxid -1, then the connection closes.
+                        let code = ErrorCode::Unimplemented.code();
+                        self.send_reply_at(conn, xid, -1, code, &Response::Empty);
+                        self.record_latency(conn, started_ms);
+                        self.close_conn(conn);
+                        return;
                     }
                     Deferred::Reply(body) | Deferred::After { body, .. } => {
                         self.send_reply(conn, xid, 0, &body);

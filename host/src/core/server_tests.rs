@@ -6,6 +6,7 @@ use super::time::Now;
 
 mod apply_refusals;
 mod clock;
+mod outbound;
 mod recipes;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{
@@ -42,6 +43,10 @@ struct Harness {
     ops: std::collections::HashMap<(u64, i32), OpCode>,
     handshaken: std::collections::HashSet<u64>,
     auto_sync: bool,
+    /// Connections whose client does not read, with the bytes it has not
+    /// taken; every other client takes what it is sent at once (the
+    /// harness reports it written).
+    stalled: std::collections::HashMap<u64, u64>,
 }
 
 impl Harness {
@@ -56,6 +61,7 @@ impl Harness {
             ops: Default::default(),
             handshaken: Default::default(),
             auto_sync: true,
+            stalled: Default::default(),
         }
     }
 
@@ -91,15 +97,31 @@ impl Harness {
     }
 
     fn collect(&mut self) {
-        for out in self.server.take_outputs() {
-            match out {
-                Output::Persist { zxid, .. } => self.unsynced.push(zxid),
-                Output::Send { conn, bytes, .. } => self.decode(conn, &bytes),
-                Output::Close { conn } => self.closed.push(conn),
-                Output::Snapshot(_) => {}
-                Output::Propose { .. } | Output::ToLeader(_) => {
-                    panic!("a standalone member never replicates")
+        loop {
+            let mut written = Vec::new();
+            for out in self.server.take_outputs() {
+                match out {
+                    Output::Persist { zxid, .. } => self.unsynced.push(zxid),
+                    Output::Send { conn, bytes, .. } => {
+                        self.decode(conn, &bytes);
+                        match self.stalled.get_mut(&conn) {
+                            Some(held) => *held += bytes.len() as u64,
+                            None => written.push((conn, bytes.len() as u64)),
+                        }
+                    }
+                    Output::Close { conn } => self.closed.push(conn),
+                    Output::Snapshot(_) => {}
+                    Output::Propose { .. } | Output::ToLeader(_) => {
+                        panic!("a standalone member never replicates")
+                    }
                 }
+            }
+            if written.is_empty() {
+                return;
+            }
+            for (conn, bytes) in written {
+                self.server
+                    .handle(Input::Written { conn, bytes }, self.clocks());
             }
         }
     }
@@ -802,28 +824,30 @@ fn set_watches_reports_what_was_missed_since_the_relative_zxid() {
 fn unknown_opcodes_get_unimplemented_and_bad_bodies_marshalling_error() {
     let mut h = Harness::default();
     h.connect(1);
+    h.step(Input::Malformed { conn: 1, xid: 8 });
     h.step(Input::Unknown {
         conn: 1,
         xid: 7,
         op: 999,
     });
-    h.step(Input::Malformed { conn: 1, xid: 8 });
     let tail: Vec<_> = h.sent[&1].iter().skip(1).cloned().collect();
     assert_eq!(
         tail,
         vec![
             Sent::Reply {
-                xid: 7,
-                err: ErrorCode::Unimplemented.code(),
-                body: None
-            },
-            Sent::Reply {
                 xid: 8,
                 err: ErrorCode::MarshallingError.code(),
                 body: None
             },
+            Sent::Reply {
+                xid: 7,
+                err: ErrorCode::Unimplemented.code(),
+                body: None
+            },
         ]
     );
+    // As ZooKeeper, an unknown opcode then closes the connection.
+    assert_eq!(h.closed, [1]);
 }
 
 #[test]

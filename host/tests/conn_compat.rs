@@ -1,0 +1,157 @@
+//! How a connection ends after requests ZooKeeper refuses, through raw
+//! sockets, run on both servers: Apache ZooKeeper 3.8 is the oracle.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::shared;
+use wazoo_proto::frame;
+use wazoo_proto::jute::{Jute, Reader};
+use wazoo_proto::{AuthPacket, ConnectRequest, ConnectResponse, ErrorCode, ReplyHeader, Request};
+use wazoo_testkit::Flavor;
+
+fn handshake(hosts: &str) -> TcpStream {
+    let mut s = TcpStream::connect(hosts).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut out = Vec::new();
+    frame::write_record(
+        &mut out,
+        &ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms: 10_000,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        },
+    );
+    s.write_all(&out).unwrap();
+    let payload = read_frame(&mut s).expect("connect response");
+    let resp = ConnectResponse::from_bytes(&payload).unwrap();
+    assert_ne!(resp.session_id, 0);
+    s
+}
+
+fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut p = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut p).ok()?;
+    Some(p)
+}
+
+fn is_closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+fn reply_header(p: &[u8]) -> ReplyHeader {
+    ReplyHeader::read(&mut Reader::new(p)).unwrap()
+}
+
+fn exists_root(xid: i32) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::write_request(
+        &mut out,
+        xid,
+        &Request::Exists {
+            path: "/".into(),
+            watch: false,
+        },
+    );
+    out
+}
+
+fn auth(scheme: &str, credential: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::write_request(
+        &mut out,
+        wazoo_proto::xid::AUTH,
+        &Request::Auth(AuthPacket {
+            auth_type: 0,
+            scheme: scheme.into(),
+            auth: credential.to_vec(),
+        }),
+    );
+    out
+}
+
+// ZooKeeper 3.8's UnimplementedRequestProcessor answers an unknown opcode
+// with Unimplemented and zxid -1, then closes the connection. (ZooKeeper
+// answers it at once, so it may overtake, and lose, the replies to requests
+// sent before it; wazoo answers it in order: docs/COMPATIBILITY.md.)
+async fn an_unknown_opcode_is_answered_then_the_connection_closes(flavor: Flavor) {
+    let hosts = shared(flavor);
+    tokio::task::spawn_blocking(move || {
+        let mut s = handshake(&hosts);
+        s.write_all(&exists_root(4)).unwrap();
+        let first = reply_header(&read_frame(&mut s).expect("the exists reply"));
+        assert_eq!((first.xid, first.err), (4, 0), "{flavor}");
+        let mut out = Vec::new();
+        let at = frame::begin(&mut out);
+        frame::put_i32(&mut out, 5);
+        frame::put_i32(&mut out, 9999);
+        frame::finish(&mut out, at);
+        s.write_all(&out).unwrap();
+        let h = reply_header(&read_frame(&mut s).expect("the unknown opcode's reply"));
+        assert_eq!(h.xid, 5, "{flavor}");
+        assert_eq!(h.err, ErrorCode::Unimplemented.code(), "{flavor}");
+        assert_eq!(h.zxid, -1, "{flavor}");
+        assert!(
+            is_closed(&mut s),
+            "{flavor}: the connection closes after it"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+// ZooKeeper's IPAuthenticationProvider (ZooKeeper Programmer's Guide,
+// "Builtin ACL Schemes", ip): `addauth ip` succeeds, with zxid 0, whatever
+// it carries, and the connection goes on.
+async fn addauth_ip_succeeds_and_the_connection_goes_on(flavor: Flavor) {
+    let hosts = shared(flavor);
+    tokio::task::spawn_blocking(move || {
+        let mut s = handshake(&hosts);
+        s.write_all(&auth("ip", b"10.9.8.7")).unwrap();
+        let h = reply_header(&read_frame(&mut s).expect("the auth reply"));
+        assert_eq!(
+            (h.xid, h.zxid, h.err),
+            (wazoo_proto::xid::AUTH, 0, 0),
+            "{flavor}"
+        );
+        s.write_all(&exists_root(6)).unwrap();
+        let h = reply_header(&read_frame(&mut s).expect("a reply after addauth ip"));
+        assert_eq!((h.xid, h.err), (6, 0), "{flavor}");
+    })
+    .await
+    .unwrap();
+}
+
+// A scheme the server has no provider for: AuthFailed, then the
+// connection closes.
+async fn addauth_with_an_unknown_scheme_fails_and_closes(flavor: Flavor) {
+    let hosts = shared(flavor);
+    tokio::task::spawn_blocking(move || {
+        let mut s = handshake(&hosts);
+        s.write_all(&auth("nosuchscheme", b"x")).unwrap();
+        let h = reply_header(&read_frame(&mut s).expect("the auth reply"));
+        assert_eq!(
+            (h.xid, h.err),
+            (wazoo_proto::xid::AUTH, ErrorCode::AuthFailed.code()),
+            "{flavor}"
+        );
+        assert!(is_closed(&mut s), "{flavor}");
+    })
+    .await
+    .unwrap();
+}
+
+on_both!(
+    an_unknown_opcode_is_answered_then_the_connection_closes,
+    addauth_ip_succeeds_and_the_connection_goes_on,
+    addauth_with_an_unknown_scheme_fails_and_closes,
+);
