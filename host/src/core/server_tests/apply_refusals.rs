@@ -172,7 +172,10 @@ fn replaying_a_txn_the_tree_refuses_changes_nothing_and_recovery_goes_on() {
 #[test]
 fn a_follower_applies_a_refused_committed_txn_as_an_error_and_keeps_going() {
     let mut s = Server::new(ServerConfig::default(), Now::same(1_000_000));
-    s.handle(Input::Role(Role::Follower { leader: 2 }), Now::same(1_000_000));
+    s.handle(
+        Input::Role(Role::Follower { leader: 2 }),
+        Now::same(1_000_000),
+    );
     let _ = s.take_outputs();
     let session = 0x0200_0000_0000_0001;
     let commit = |s: &mut Server, zxid: i64, txn: Txn| {
