@@ -55,9 +55,9 @@ const COALESCE_BYTES: usize = 1 << 20;
 
 /// The four-letter words ZooKeeper knows; the first four bytes of a new
 /// connection equal to one of these are a command, not a frame length.
-pub const FOUR_LETTER_WORDS: [&str; 18] = [
+pub const FOUR_LETTER_WORDS: [&str; 19] = [
     "conf", "cons", "crst", "dump", "envi", "gtmk", "ruok", "stmk", "srst", "srvr", "stat", "wchc",
-    "wchp", "wchs", "mntr", "isro", "hash", "dirs",
+    "wchp", "wchs", "mntr", "isro", "hash", "dirs", "recp",
 ];
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);

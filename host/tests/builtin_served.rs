@@ -909,3 +909,18 @@ async fn lease_is_exclusive_renewable_and_lapses() {
     .unwrap_err();
     assert_eq!(err.code(), -8, "{err}");
 }
+
+// wazoo's own four-letter word (README, "Four-letter words"): `recp`
+// answers on the client port, like ZooKeeper's words, with each module
+// loaded and the pending waits.
+#[tokio::test]
+async fn the_recp_word_lists_the_loaded_modules() {
+    let s = Served::start(&["lock"]);
+    let answer = tokio::task::spawn_blocking(move || {
+        wazoo_testkit::four_letter_word(s.server.addr(), "recp").expect("recp answers")
+    })
+    .await
+    .unwrap();
+    assert!(answer.contains("module=lock "), "{answer}");
+    assert!(answer.ends_with("pending_waits=0\n"), "{answer}");
+}
