@@ -8,11 +8,13 @@
 //! - [`net`]: the client port (framing, backpressure, four-letter words).
 //! - [`admin`]: four-letter word answers.
 //! - [`config`]: reading zoo.cfg.
+//! - [`logging`]: reading `WAZOO_LOG`.
 
 pub mod admin;
 pub mod config;
 pub mod core;
 pub mod ensemble_member;
+pub mod logging;
 pub mod member;
 pub mod metrics;
 pub mod net;

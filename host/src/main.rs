@@ -55,9 +55,17 @@ enum Cmd {
     },
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("WAZOO_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// Logs at `WAZOO_LOG`'s levels (info when unset); a value that names no
+/// level is an error, not silence (see `wazoo::logging`).
+fn init_tracing() -> Result<()> {
+    let spec = std::env::var("WAZOO_LOG").unwrap_or_default();
+    let directives = wazoo::logging::filter_directives(&spec)?;
+    let filter = if directives.is_empty() {
+        tracing_subscriber::EnvFilter::new("info")
+    } else {
+        tracing_subscriber::EnvFilter::try_new(&directives)
+            .map_err(|e| anyhow::anyhow!("WAZOO_LOG={spec:?}: {e}"))?
+    };
     let json = std::env::var("WAZOO_LOG_FORMAT").is_ok_and(|v| v == "json");
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -68,6 +76,7 @@ fn init_tracing() {
     } else {
         b.init();
     }
+    Ok(())
 }
 
 async fn shutdown_signal() {
@@ -89,7 +98,17 @@ async fn serve(cfg: wazoo::config::Config) -> Result<()> {
         tracing::warn!("{}", wazoo::config::unused_key_note(k));
     }
     let member = wazoo::member::Member::start(cfg).await?;
-    member.run_until(shutdown_signal()).await
+    let result = member
+        .run_until(async {
+            shutdown_signal().await;
+            tracing::info!("shutting down on a signal: closing clients and the transaction log");
+        })
+        .await;
+    match &result {
+        Ok(()) => tracing::info!("wazoo stopped"),
+        Err(e) => tracing::error!("wazoo stopped: {e:#}"),
+    }
+    result
 }
 
 /// `wazoo dev`: a local 3-member ensemble in one process, clients on
@@ -190,7 +209,7 @@ fn main() -> std::process::ExitCode {
                         "refusing to start: --jaas configures SASL authentication, which wazoo does not implement yet, and serving without it would leave the service open (see docs/SECURITY.md)"
                     );
                 }
-                init_tracing();
+                init_tracing()?;
                 let mut cfg = wazoo::config::Config::load(&config)?;
                 if plugins.is_some() {
                     cfg.plugins_dir = plugins;
@@ -198,7 +217,7 @@ fn main() -> std::process::ExitCode {
                 serve(cfg).await.map(|_| 0)
             }
             Cmd::Dev { data_dir } => {
-                init_tracing();
+                init_tracing()?;
                 dev(&data_dir).await.map(|_| 0)
             }
             Cmd::Cli { server, command } => {

@@ -706,7 +706,13 @@ pub(crate) fn spawn_shell_tasks(
                 let r =
                     tokio::task::spawn_blocking(move || wazoo_storage::purge(&sd, &ld, keep)).await;
                 match r {
-                    Ok(Ok(rep)) => tracing::info!("autopurge: {rep:?}"),
+                    Ok(Ok(rep)) => tracing::info!(
+                        "autopurge: removed {} snapshot(s) and {} log segment(s); oldest snapshot kept: {}",
+                        rep.removed_snapshots.len(),
+                        rep.removed_segments.len(),
+                        rep.oldest_kept_snapshot
+                            .map_or_else(|| "none (too few to purge)".to_string(), |z| format!("0x{z:x}"))
+                    ),
                     Ok(Err(e)) => tracing::warn!("autopurge failed: {e}"),
                     Err(e) => tracing::warn!("autopurge task failed: {e}"),
                 }

@@ -215,3 +215,56 @@ fn a_zoo_cfg_in_java_properties_syntax_starts_zookeeper_and_wazoo() {
     );
     assert!(answers_ruok(wz_port, 60), "wazoo serves with this zoo.cfg");
 }
+
+// WAZOO_LOG takes levels the way operators spell them: `warning` shows
+// warnings (it used to be read as a target name and hide every line), and
+// a word that is no level stops the start with a message that says so.
+#[test]
+fn wazoo_log_levels_as_operators_spell_them_and_a_bad_one_is_an_error() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("zoo.cfg");
+    let port = wazoo_testkit::free_port();
+    std::fs::write(
+        &cfg,
+        format!(
+            "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTme=2000\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_wazoo"))
+        .env("WAZOO_LOG", "loud")
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("\"loud\" is not a level"), "{stderr}");
+
+    let mut child = Killed(
+        Command::new(env!("CARGO_BIN_EXE_wazoo"))
+            .env("WAZOO_LOG", "warning")
+            .args(["serve", "--config"])
+            .arg(&cfg)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("a warning line at WAZOO_LOG=warning");
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("did you mean tickTime?"), "{line}");
+}

@@ -1405,9 +1405,14 @@ impl Server {
         self.stats.txns_applied += 1;
         match txn {
             Txn::CreateSession { timeout_ms } => {
+                tracing::debug!(
+                    "session 0x{:x} opened, timeout {timeout_ms} ms",
+                    hdr.session_id
+                );
                 self.sessions.add(hdr.session_id, *timeout_ms, self.mono_ms);
             }
             Txn::CloseSession => {
+                tracing::debug!("session 0x{:x} closed", hdr.session_id);
                 self.sessions.remove(hdr.session_id);
                 self.ens.forget_owner(hdr.session_id);
             }

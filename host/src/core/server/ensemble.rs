@@ -444,7 +444,9 @@ impl Server {
 
     pub(super) fn on_role(&mut self, role: Role) {
         let was = self.role;
-        tracing::info!(from = was.mode(), to = role.mode(), "role change");
+        if role != was {
+            tracing::info!(from = was.mode(), to = role.mode(), "role change");
+        }
         if role == Role::Looking || (was != Role::Looking && role != was) {
             // ZooKeeper closes every client connection when a server stops
             // serving; clients reconnect (to this or another member) and
