@@ -52,6 +52,14 @@ pub struct Config {
     /// connection's replies wait and its requests are no longer read.
     /// Default: 2 x jute.maxbuffer.
     pub max_unsent_reply_bytes: u64,
+    /// `largeRequestMaxBytes` (ZooKeeper's key and default, 100 MiB): the
+    /// bytes of client requests a member holds read and not yet answered,
+    /// over all its connections; a request that would pass it closes its
+    /// connection.
+    pub large_request_max_bytes: u64,
+    /// `largeRequestThreshold`: requests of at least this many bytes count
+    /// towards `largeRequestMaxBytes`; -1 (the default) counts every one.
+    pub large_request_threshold: i64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
     pub enforce_quota: bool,
@@ -208,6 +216,16 @@ impl Config {
                  largest reply between them"
             );
         }
+        let large_request_max_bytes =
+            take_num::<u64>(&mut kv, "largeRequestMaxBytes")?.unwrap_or(100 << 20);
+        let large_request_threshold =
+            take_num::<i64>(&mut kv, "largeRequestThreshold")?.unwrap_or(-1);
+        if large_request_max_bytes < max_buffer as u64 {
+            bail!(
+                "largeRequestMaxBytes ({large_request_max_bytes}) must be at least jute.maxbuffer \
+                 ({max_buffer}), or the largest request could never be read"
+            );
+        }
         let super_digest = kv
             .remove("DigestAuthenticationProvider.superDigest")
             .or_else(|| kv.remove("zookeeper.DigestAuthenticationProvider.superDigest"));
@@ -258,6 +276,8 @@ impl Config {
             max_buffer,
             max_outbound_bytes,
             max_unsent_reply_bytes,
+            large_request_max_bytes,
+            large_request_threshold,
             container_check_interval_ms: take_num(&mut kv, "znode.container.checkIntervalMs")?
                 .unwrap_or(60_000),
             container_max_per_minute: take_num(&mut kv, "znode.container.maxPerMinute")?
@@ -529,6 +549,8 @@ const KEYS_READ: &[&str] = &[
     "extendedTypesEnabled",
     "initLimit",
     "jute.maxbuffer",
+    "largeRequestMaxBytes",
+    "largeRequestThreshold",
     "maxClientCnxns",
     "maxSessionTimeout",
     "metricsProvider.httpHost",
@@ -548,6 +570,8 @@ const KEYS_READ: &[&str] = &[
     "standaloneEnabled",
     "syncLimit",
     "tickTime",
+    "wazoo.client.maxOutboundBytes",
+    "wazoo.client.maxUnsentReplyBytes",
     "znode.container.checkIntervalMs",
     "znode.container.maxPerMinute",
 ];
@@ -575,8 +599,6 @@ const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
     "forceSync",
     "fsync.warningthresholdms",
     "globalOutstandingLimit",
-    "largeRequestMaxBytes",
-    "largeRequestThreshold",
     "leaderServes",
     "localSessionsEnabled",
     "localSessionsUpgradingEnabled",
@@ -747,6 +769,8 @@ mod tests {
             "clientPortAddress" | "metricsProvider.httpHost" => "127.0.0.1",
             "DigestAuthenticationProvider.superDigest" => "super:x",
             "recipe.memoryBytes" => "65536",
+            "wazoo.client.maxUnsentReplyBytes" => "2097152",
+            "wazoo.client.maxOutboundBytes" => "8388608",
             _ if key.ends_with("Enabled") || key.ends_with("enabled") || key == "enforceQuota" => {
                 "false"
             }

@@ -112,6 +112,107 @@ impl Drop for PerIpGuard {
     }
 }
 
+/// Client requests read and not yet answered, in bytes, over every
+/// connection of the member: ZooKeeper's `largeRequestMaxBytes`. Each
+/// connection can hold [`MAX_IN_FLIGHT`] requests, each up to
+/// jute.maxbuffer, so without this sixty connections of one address could
+/// make the member hold sixty gigabytes of requests.
+struct RequestBytes {
+    in_flight: AtomicU64,
+    max: u64,
+    /// Requests smaller than this are not counted (-1: all are).
+    threshold: i64,
+}
+
+impl RequestBytes {
+    fn of(cfg: &Config) -> RequestBytes {
+        RequestBytes {
+            in_flight: AtomicU64::new(0),
+            max: cfg.large_request_max_bytes,
+            threshold: cfg.large_request_threshold,
+        }
+    }
+
+    /// The bytes a request of `len` bytes counts for.
+    fn counted(&self, len: usize) -> u64 {
+        if self.threshold < 0 || len as i64 >= self.threshold {
+            len as u64
+        } else {
+            0
+        }
+    }
+
+    /// Takes `n` bytes, unless that would pass the bound.
+    fn try_take(&self, n: u64) -> bool {
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                cur.checked_add(n).filter(|&total| total <= self.max)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, n: u64) {
+        let before = self.in_flight.fetch_sub(n, Ordering::AcqRel);
+        debug_assert!(before >= n, "request bytes given back twice");
+    }
+}
+
+/// One connection's part of [`RequestBytes`]: the counted bytes of each
+/// unanswered request, in order (replies come back in request order).
+/// What is left is given back when the connection ends.
+struct ConnRequests {
+    global: Arc<RequestBytes>,
+    sizes: Mutex<std::collections::VecDeque<u64>>,
+}
+
+impl ConnRequests {
+    fn new(global: Arc<RequestBytes>) -> ConnRequests {
+        ConnRequests {
+            global,
+            sizes: Mutex::default(),
+        }
+    }
+
+    /// Counts a request of `len` bytes just read; false if the member's
+    /// bound would be passed (ZooKeeper then closes the connection).
+    fn admit(&self, len: usize) -> bool {
+        let n = self.global.counted(len);
+        if !self.global.try_take(n) {
+            return false;
+        }
+        self.sizes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(n);
+        true
+    }
+
+    /// `replies` requests were answered: their bytes go back.
+    fn answered(&self, replies: usize) {
+        let mut sizes = self.sizes.lock().unwrap_or_else(|e| e.into_inner());
+        let answered = replies.min(sizes.len());
+        let n: u64 = sizes.drain(..answered).sum();
+        drop(sizes);
+        self.global.give_back(n);
+    }
+}
+
+impl Drop for ConnRequests {
+    fn drop(&mut self) {
+        let sizes = self.sizes.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.global.give_back(sizes.drain(..).sum());
+    }
+}
+
+/// A connection's unanswered requests, counted twice: at most
+/// [`MAX_IN_FLIGHT`] of them, and their bytes within the member's
+/// `largeRequestMaxBytes`. The reader takes both, the writer gives both
+/// back as it writes replies.
+struct Unanswered {
+    permits: Semaphore,
+    bytes: ConnRequests,
+}
+
 /// What a connection's reader, writer and the core loop share.
 #[derive(Default)]
 struct ConnShared {
@@ -173,6 +274,7 @@ impl Bounds {
 
 pub async fn accept_loop(listener: TcpListener, core: mpsc::Sender<Event>, cfg: Arc<Config>) {
     let per_ip = Arc::new(PerIp::default());
+    let request_bytes = Arc::new(RequestBytes::of(&cfg));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -192,8 +294,9 @@ pub async fn accept_loop(listener: TcpListener, core: mpsc::Sender<Event>, cfg: 
             continue;
         };
         let (core, cfg) = (core.clone(), Arc::clone(&cfg));
+        let requests = ConnRequests::new(Arc::clone(&request_bytes));
         tokio::spawn(async move {
-            handle(stream, peer, core, cfg).await;
+            handle(stream, peer, core, cfg, requests).await;
             drop(guard);
         });
     }
@@ -227,7 +330,17 @@ async fn read_opening(
     }
 }
 
-async fn handle(stream: TcpStream, peer: SocketAddr, core: mpsc::Sender<Event>, cfg: Arc<Config>) {
+async fn handle(
+    stream: TcpStream,
+    peer: SocketAddr,
+    core: mpsc::Sender<Event>,
+    cfg: Arc<Config>,
+    requests: ConnRequests,
+) {
+    let unanswered = Arc::new(Unanswered {
+        permits: Semaphore::new(MAX_IN_FLIGHT),
+        bytes: requests,
+    });
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
     let bounds = Bounds::of(&cfg);
@@ -257,7 +370,6 @@ async fn handle(stream: TcpStream, peer: SocketAddr, core: mpsc::Sender<Event>, 
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(ConnShared::default());
-    let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     let tx = ConnTx {
         tx,
         shared: Arc::clone(&shared),
@@ -280,12 +392,12 @@ async fn handle(stream: TcpStream, peer: SocketAddr, core: mpsc::Sender<Event>, 
         conn,
         wr,
         rx,
-        Arc::clone(&permits),
+        Arc::clone(&unanswered),
         Arc::clone(&shared),
         core.clone(),
         bounds,
     ));
-    let reader = read_loop(conn, rd, &core, bounds, &permits, &shared);
+    let reader = read_loop(conn, rd, &core, bounds, &unanswered, &shared);
     let close_deadline = async {
         shared.close_requested.notified().await;
         tokio::time::sleep(CLOSE_FLUSH_TIMEOUT).await;
@@ -333,7 +445,7 @@ async fn read_loop(
     rd: tokio::net::tcp::OwnedReadHalf,
     core: &mpsc::Sender<Event>,
     bounds: Bounds,
-    permits: &Semaphore,
+    unanswered: &Unanswered,
     shared: &ConnShared,
 ) {
     let max = bounds.max_frame;
@@ -350,9 +462,13 @@ async fn read_loop(
         let Some(payload) = read_payload(&mut rd, head, max).await else {
             return;
         };
-        match permits.acquire().await {
+        match unanswered.permits.acquire().await {
             Ok(p) => p.forget(),
             Err(_) => return,
+        }
+        if !unanswered.bytes.admit(payload.len()) {
+            over_request_bytes(conn);
+            return;
         }
         let Some(input) = decode_input(conn, &payload) else {
             return;
@@ -374,10 +490,15 @@ async fn read_loop(
                     return;
                 }
             };
-            let Ok(p) = permits.try_acquire() else {
+            let Ok(p) = unanswered.permits.try_acquire() else {
                 break;
             };
             p.forget();
+            if !unanswered.bytes.admit(n - 4) {
+                over_request_bytes(conn);
+                let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
+                return;
+            }
             let input = decode_input(conn, &buffered[4..n]);
             rd.consume(n);
             match input {
@@ -397,6 +518,14 @@ async fn read_loop(
             return;
         }
     }
+}
+
+fn over_request_bytes(conn: u64) {
+    tracing::info!(
+        conn,
+        "closing connection: its request would pass largeRequestMaxBytes, the bytes of \
+         requests the member holds unanswered"
+    );
 }
 
 /// Decodes one request frame's payload; `None` closes the connection.
@@ -420,7 +549,7 @@ async fn write_loop(
     conn: u64,
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     mut rx: mpsc::UnboundedReceiver<ConnMsg>,
-    permits: Arc<Semaphore>,
+    unanswered: Arc<Unanswered>,
     shared: Arc<ConnShared>,
     core: mpsc::Sender<Event>,
     bounds: Bounds,
@@ -463,7 +592,8 @@ async fn write_loop(
                 buf.clear();
             }
         }
-        permits.add_permits(replies);
+        unanswered.bytes.answered(replies);
+        unanswered.permits.add_permits(replies);
         if close {
             let _ = wr.shutdown().await;
             return;
@@ -513,6 +643,53 @@ async fn four_letter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request_bytes(max: u64, threshold: i64) -> Arc<RequestBytes> {
+        Arc::new(RequestBytes {
+            in_flight: AtomicU64::new(0),
+            max,
+            threshold,
+        })
+    }
+
+    // ZooKeeper Administrator's Guide, "Advanced Configuration",
+    // largeRequestMaxBytes: the bytes of requests in flight over all
+    // connections are bounded; a request that would pass the bound is
+    // refused (its connection closes), and answered requests give theirs
+    // back, as does a connection that ends.
+    #[test]
+    fn request_bytes_are_bounded_over_connections_and_always_given_back() {
+        let global = request_bytes(1000, -1);
+        let a = ConnRequests::new(Arc::clone(&global));
+        let b = ConnRequests::new(Arc::clone(&global));
+        assert!(a.admit(400) && a.admit(300));
+        assert!(!b.admit(301), "700 + 301 would pass 1000");
+        assert!(b.admit(300));
+        assert_eq!(global.in_flight.load(Ordering::SeqCst), 1000);
+        a.answered(1);
+        assert_eq!(
+            global.in_flight.load(Ordering::SeqCst),
+            600,
+            "the first (400) went back"
+        );
+        drop(b);
+        assert_eq!(
+            global.in_flight.load(Ordering::SeqCst),
+            300,
+            "b's went back when it ended"
+        );
+        a.answered(5);
+        assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
+
+        // Below largeRequestThreshold a request is not counted.
+        let global = request_bytes(1000, 500);
+        let c = ConnRequests::new(Arc::clone(&global));
+        assert!(c.admit(499) && c.admit(999));
+        assert!(!c.admit(500));
+        assert_eq!(global.in_flight.load(Ordering::SeqCst), 999);
+        c.answered(2);
+        assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
+    }
 
     // ZooKeeper Administrator's Guide, maxClientCnxns: a limit per address.
     #[test]
