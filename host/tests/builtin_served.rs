@@ -823,7 +823,7 @@ async fn rwlock_two_readers_share_and_a_writer_waits_for_both() {
         .unwrap();
 }
 
-// ---- lease (the custom recipe of client/examples/custom_recipe.rs) -------
+// ---- lease (the custom recipe of examples/custom_recipe.rs) -------
 
 #[derive(serde::Deserialize, Debug)]
 struct Grant {
