@@ -7,6 +7,8 @@
 //! the testkit's Proxy (no byte passes, the server's session timer runs).
 //! Every test is bounded by tokio timeouts; loopback only, free ports.
 
+// Shared with the runtime's own tests, which it mostly serves.
+#[path = "../../runtime/tests/plugin_support/mod.rs"]
 mod plugin_support;
 
 use std::future::Future;

@@ -1,14 +1,14 @@
 //! Benchmark-style figures (printed, not asserted): server-side instantiate +
 //! call time of the SDK-built `echo.noop` recipe and of a minimal WAT module.
 //! Meaningful in release:
-//!   cargo test --release -p wazoo --test plugin_bench -- --ignored --nocapture
+//!   cargo test --release -p wazoo-runtime --test plugin_bench -- --ignored --nocapture
 
 mod plugin_support;
 
 use plugin_support::*;
 use std::time::{Duration, Instant};
-use wazoo::plugin::abi::CallerInfo;
-use wazoo::plugin::{Runtime, RuntimeConfig};
+use wazoo_runtime::abi::CallerInfo;
+use wazoo_runtime::{Runtime, RuntimeConfig};
 
 fn measure(rt: &Runtime, module: &str, method: &str, iters: u32) -> (Duration, Duration, u64) {
     let caller = CallerInfo {

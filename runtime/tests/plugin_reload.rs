@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use wazoo::plugin::abi::{CallerInfo, Reply, TreeOp};
-use wazoo::plugin::{Limits, RecipeError, Runtime, RuntimeConfig, WatchConfig};
+use wazoo_runtime::abi::{CallerInfo, Reply, TreeOp};
+use wazoo_runtime::{Limits, RecipeError, Runtime, RuntimeConfig, WatchConfig};
 
 fn caller() -> CallerInfo {
     CallerInfo {

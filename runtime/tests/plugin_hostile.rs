@@ -5,8 +5,8 @@ mod plugin_support;
 
 use plugin_support::*;
 use std::time::{Duration, Instant};
-use wazoo::plugin::abi::{CallerInfo, CreateMode, Manifest, Reply, TreeOp};
-use wazoo::plugin::{Limits, LoadError, RecipeError, Runtime, RuntimeConfig};
+use wazoo_runtime::abi::{CallerInfo, CreateMode, Manifest, Reply, TreeOp};
+use wazoo_runtime::{Limits, LoadError, RecipeError, Runtime, RuntimeConfig};
 
 fn runtime_with(limits: Limits) -> Runtime {
     Runtime::new(RuntimeConfig {

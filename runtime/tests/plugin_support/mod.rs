@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use wazoo::plugin::abi::{self, CreateMode, Manifest, NodeStat, Reply, ABI_MAJOR, ABI_MINOR};
-use wazoo::plugin::RecipeHost;
 use wazoo_proto::ErrorCode;
+use wazoo_runtime::abi::{self, CreateMode, Manifest, NodeStat, Reply, ABI_MAJOR, ABI_MINOR};
+use wazoo_runtime::RecipeHost;
 
 /// TEST DOUBLE of the pipeline's prep view: a plain tree applied in place.
 /// Tests clone it before a call and keep the clone only if the call

@@ -13,8 +13,8 @@ mod plugin_support;
 use plugin_support::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use wazoo::plugin::abi::{self, CallerInfo, Reply, WatchEvent, WatchRequest};
-use wazoo::plugin::{RecipeHost, Runtime, RuntimeConfig};
+use wazoo_runtime::abi::{self, CallerInfo, Reply, WatchEvent, WatchRequest};
+use wazoo_runtime::{RecipeHost, Runtime, RuntimeConfig};
 
 const MODULES: &[&str] = &[
     "lock",
@@ -270,7 +270,7 @@ fn lock_is_fair_watches_only_the_predecessor_and_survives_retries() {
         .create(
             "/app/locks/x/ffffffffffffffffffffffffffffffff__rlock__",
             b"",
-            wazoo::plugin::abi::CreateMode::EphemeralSequential,
+            wazoo_runtime::abi::CreateMode::EphemeralSequential,
         )
         .unwrap();
     let td = token(&sim.call(D, "lock", "acquire", &p()));

@@ -5,8 +5,8 @@
 mod plugin_support;
 
 use plugin_support::*;
-use wazoo::plugin::abi::{self, CallerInfo, Reply, WatchEvent, WatchRequest};
-use wazoo::plugin::{Outcome, RecipeError, Runtime, RuntimeConfig};
+use wazoo_runtime::abi::{self, CallerInfo, Reply, WatchEvent, WatchRequest};
+use wazoo_runtime::{Outcome, RecipeError, Runtime, RuntimeConfig};
 
 fn rt() -> Runtime {
     // The compiled-module cache on disk makes every runtime after the first
