@@ -85,6 +85,13 @@ if command -v rustup >/dev/null; then
     say "adding the Rust target wasm32-unknown-unknown"
     quietly rustup target add wasm32-unknown-unknown
   fi
+  # scripts/test.sh's lint gates.
+  for component in rustfmt clippy; do
+    if ! rustup component list --installed | grep -q "^$component"; then
+      say "adding the Rust component $component"
+      quietly rustup component add "$component"
+    fi
+  done
 else
   say "warning: rustup not found; cannot check the wasm32-unknown-unknown target"
 fi

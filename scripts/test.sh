@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# THE test command: builds everything, runs the Rust tests, then the Python
-# compatibility tests against Apache ZooKeeper and wazoo.
+# THE test command: checks formatting and lints, builds everything, runs the
+# Rust tests, then the Python compatibility tests against Apache ZooKeeper
+# and wazoo.
 # Needs what scripts/setup.sh installs. Extra arguments go to pytest,
 # e.g. `scripts/test.sh -k zookeeper`.
 set -euo pipefail
@@ -12,6 +13,15 @@ cd "$REPO"
 pick_python "$REPO"
 
 section() { printf '\n===== %s =====\n' "$*"; }
+
+# The lint gates come first: they are quick and fail for reasons a reader
+# fixes at once. Lint levels are the workspace's [workspace.lints]; core/ and
+# zab/ add their own clippy.toml (no clock reads, files or sockets).
+section "cargo fmt --all --check"
+cargo fmt --all --check
+
+section "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 
 section "cargo build --workspace --all-targets"
 cargo build --workspace --all-targets

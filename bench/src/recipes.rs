@@ -8,7 +8,7 @@
 //!   Plus the server-side instantiate + call time of `echo.noop`, measured
 //!   in this process with the server's own runtime (`wazoo::plugin::Runtime`,
 //!   default configuration: pooling allocator, fresh instance per call), as
-//!   host/tests/plugin_bench.rs does.
+//!   runtime/tests/plugin_bench.rs does.
 //! * `lock`: S sessions loop acquire + release on one lock path: wazoo's
 //!   `lock` recipe (client handle `Lock`) on a wazoo ensemble against kazoo's
 //!   `Lock` on a ZooKeeper ensemble (bench/kazoo_recipes.py, a thread and a

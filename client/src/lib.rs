@@ -27,6 +27,17 @@
 //! One background task per client owns the socket; requests are pipelined
 //! (any number in flight, matched to replies in order) and written in
 //! batches, so a single client can drive a server at full speed.
+//!
+//! Layout:
+//! - `client`: [`Client`], its options and every ZooKeeper operation.
+//! - `session`: the connection task that owns the socket, reconnects and
+//!   keeps the session.
+//! - `watch`: watches as the application holds them, and their registry.
+//! - `connect_string`, [`hosts`]: connection strings and chroots; which
+//!   server to try next.
+//! - `ops`, `error`: typed `multi` ops and results; the error type.
+//! - [`recipes`]: typed handles for wazoo's built-in recipes.
+//! - [`shell`]: the interactive shell of `wazoo cli`.
 
 mod client;
 mod connect_string;

@@ -80,7 +80,7 @@ impl RecipeError {
 }
 
 impl fmt::Display for RecipeError {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RecipeError::Client(e) => write!(f, "recipe call: {e}"),
             RecipeError::Failed {

@@ -1,25 +1,42 @@
-//! wazoo: a ZooKeeper-compatible coordination server.
+//! wazoo: a ZooKeeper-compatible coordination server. This crate is the
+//! binary and its I/O shell; the logic it drives lives in `wazoo-core`,
+//! `wazoo-zab` and `wazoo-runtime` (see docs/ARCHITECTURE.md's crate map).
 //!
 //! Layout:
-//! - [`core`]: the deterministic core — tree, sessions, watches, ACLs and
-//!   the request pipeline — with no I/O, clocks or randomness.
-//! - [`member`]: the I/O shell of one member: recovery, the core loop,
-//!   the group-commit log, snapshots and purges.
+//! - [`member`]: the I/O shell of one standalone member: recovery, the core
+//!   loop, the group-commit log, snapshots and purges.
+//! - [`ensemble_member`]: the same for a member of an ensemble, driving
+//!   ZAB's `Peer` next to the pipeline.
+//! - [`quorum`]: the links between members.
 //! - [`net`]: the client port (framing, backpressure, four-letter words).
 //! - [`admin`]: four-letter word answers.
+//! - [`metrics`]: the Prometheus endpoint.
 //! - [`config`]: reading zoo.cfg.
 //! - [`logging`]: reading `WAZOO_LOG`.
+//! - [`builtin`]: the built-in recipe modules embedded by build.rs.
+//! - [`core`], [`plugin`]: re-exports of the crates that used to be these
+//!   modules, so their old paths keep working.
 
 pub mod admin;
 pub mod config;
-pub mod core;
 pub mod ensemble_member;
 pub mod logging;
 pub mod member;
 pub mod metrics;
 pub mod net;
-pub mod plugin;
 pub mod quorum;
+
+/// The deterministic core, `wazoo-core`, with ZAB (`wazoo-zab`) at
+/// `core::zab`. Keeps the old paths (`crate::core::server::Server`,
+/// `wazoo::core::zab::Peer`) working now that both are crates of their own.
+pub mod core {
+    pub use wazoo_core::*;
+    pub use wazoo_zab as zab;
+}
+
+/// The wasm recipe runtime, `wazoo-runtime`. Keeps the old path
+/// (`wazoo::plugin::Runtime`) working now that it is a crate of its own.
+pub use wazoo_runtime as plugin;
 
 /// The recipe modules of `recipes-wasm/`, built and embedded by build.rs
 /// (empty when the wasm target was missing at build time).

@@ -14,7 +14,7 @@
 //!   applies the txns and replies: persist before acknowledging.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -67,10 +67,6 @@ pub enum Event {
 /// The sub-directory of dataDir / dataLogDir wazoo keeps its files in, so an
 /// Apache ZooKeeper data directory next to it is never read or touched.
 pub const DATA_SUBDIR: &str = "wazoo-v1";
-
-const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
-/// 2 adds the recipe wait table after the sessions; 1 is still read.
-const SNAPSHOT_VERSION: u32 = 2;
 
 /// Where a member reads the wall clock. The system's in production; a test
 /// can inject one it steps, to show that no timer depends on it.
@@ -194,20 +190,11 @@ pub fn log_dir(cfg: &Config) -> PathBuf {
     cfg.data_log_dir.join(DATA_SUBDIR)
 }
 
-/// Serializes a snapshot payload: sessions, recipe waits, then the tree.
+/// Serializes a snapshot payload: storage's envelope (zxid, sessions),
+/// then the core's body (recipe waits, then the tree).
 pub fn write_snapshot_payload(job: &SnapshotJob, w: &mut dyn Write) -> std::io::Result<()> {
-    w.write_all(SNAPSHOT_MAGIC)?;
-    w.write_all(&SNAPSHOT_VERSION.to_be_bytes())?;
-    w.write_all(&job.zxid.to_be_bytes())?;
-    w.write_all(&(job.sessions.len() as u64).to_be_bytes())?;
-    for (id, timeout) in &job.sessions {
-        w.write_all(&id.to_be_bytes())?;
-        w.write_all(&timeout.to_be_bytes())?;
-    }
-    let mut waits = Vec::new();
-    job.waits.write(&mut waits);
-    w.write_all(&waits)?;
-    job.tree.write_to(w)
+    wazoo_storage::write_snapshot_envelope(job.zxid, &job.sessions, w)?;
+    crate::core::snapshot::write_snapshot_body(job, w)
 }
 
 /// A snapshot read back: its zxid, the sessions, the recipe waits and the tree.
@@ -215,43 +202,9 @@ pub type LoadedSnapshot = (i64, Vec<(i64, i32)>, RecipeWaits, DataTree);
 
 /// Reads a snapshot payload written by [`write_snapshot_payload`].
 pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
-    let mut r = bytes;
-    let mut head = [0u8; 4];
-    r.read_exact(&mut head).context("snapshot is truncated")?;
-    if &head != SNAPSHOT_MAGIC {
-        bail!("not a wazoo snapshot (bad magic)");
-    }
-    let mut b4 = [0u8; 4];
-    let mut b8 = [0u8; 8];
-    r.read_exact(&mut b4).context("snapshot is truncated")?;
-    let version = u32::from_be_bytes(b4);
-    if version != SNAPSHOT_VERSION && version != 1 {
-        bail!("unsupported snapshot version {version}");
-    }
-    r.read_exact(&mut b8).context("snapshot is truncated")?;
-    let zxid = i64::from_be_bytes(b8);
-    r.read_exact(&mut b8).context("snapshot is truncated")?;
-    let n = u64::from_be_bytes(b8);
-    if n > (r.len() / 12) as u64 {
-        bail!("snapshot claims {n} sessions, more than it holds");
-    }
-    let mut sessions = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        r.read_exact(&mut b8)?;
-        r.read_exact(&mut b4)?;
-        sessions.push((i64::from_be_bytes(b8), i32::from_be_bytes(b4)));
-    }
-    let waits = if version >= 2 {
-        let mut jr = wazoo_proto::jute::Reader::new(r);
-        let waits =
-            RecipeWaits::read(&mut jr).map_err(|e| anyhow!("snapshot recipe waits: {e}"))?;
-        r = jr.rest();
-        waits
-    } else {
-        RecipeWaits::default()
-    };
-    let tree = DataTree::read_from(&mut r).map_err(|e| anyhow!("snapshot tree: {e}"))?;
-    Ok((zxid, sessions, waits, tree))
+    let envelope = wazoo_storage::read_snapshot_envelope(bytes)?;
+    let (waits, tree) = crate::core::snapshot::read_snapshot_body(envelope.version, envelope.body)?;
+    Ok((envelope.zxid, envelope.sessions, waits, tree))
 }
 
 /// Rebuilds the state from the newest valid snapshot plus the log after it.

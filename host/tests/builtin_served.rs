@@ -7,6 +7,8 @@
 //! the testkit's Proxy (no byte passes, the server's session timer runs).
 //! Every test is bounded by tokio timeouts; loopback only, free ports.
 
+// Shared with the runtime's own tests, which it mostly serves.
+#[path = "../../runtime/tests/plugin_support/mod.rs"]
 mod plugin_support;
 
 use std::future::Future;
@@ -823,7 +825,7 @@ async fn rwlock_two_readers_share_and_a_writer_waits_for_both() {
         .unwrap();
 }
 
-// ---- lease (the custom recipe of client/examples/custom_recipe.rs) -------
+// ---- lease (the custom recipe of examples/custom_recipe.rs) -------
 
 #[derive(serde::Deserialize, Debug)]
 struct Grant {

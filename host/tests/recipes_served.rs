@@ -4,6 +4,8 @@
 //! and on a 3-member ensemble a waiting recipe that keeps working after the
 //! leader is killed. The modules are the SDK-built ones in recipes-wasm/.
 
+// Shared with the runtime's own tests, which it mostly serves.
+#[path = "../../runtime/tests/plugin_support/mod.rs"]
 mod plugin_support;
 
 use std::time::Duration;

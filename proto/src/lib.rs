@@ -10,6 +10,8 @@
 //! - [`consts`]: opcodes, xids, create modes, permissions, event types.
 //! - [`path`]: the path rules of the data model.
 
+#![forbid(unsafe_code)]
+
 pub mod consts;
 pub mod error;
 pub mod frame;

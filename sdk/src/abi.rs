@@ -339,7 +339,7 @@ pub mod bytes {
         struct V;
         impl<'de> Visitor<'de> for V {
             type Value = Vec<u8>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("bytes")
             }
             fn visit_bytes<E: Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {

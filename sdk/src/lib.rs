@@ -21,6 +21,10 @@
 //! ```
 //!
 //! See docs/RECIPES.md in the wazoo repository for the whole walk-through.
+//!
+//! Layout: [`Ctx`] (the typed host API) and [`recipe!`] here; [`abi`], the
+//! types and names shared with the host; `manifest` and `rt`, what
+//! `recipe!` expands to; `sys`, the raw host imports; [`prelude`], [`code`].
 
 pub mod abi;
 #[doc(hidden)]
@@ -122,7 +126,7 @@ impl Error {
 }
 
 impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} ({})", self.message, self.code)
     }
 }

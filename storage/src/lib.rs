@@ -11,7 +11,9 @@
 //!   stream of appends into group commits, reporting the durable zxid through
 //!   a callback (no async runtime needed);
 //! - snapshots written atomically with a CRC ([`write_snapshot`],
-//!   [`latest_valid_snapshot`], [`read_snapshot`]);
+//!   [`latest_valid_snapshot`], [`read_snapshot`]), and the envelope that
+//!   starts every snapshot payload (magic, version, zxid, sessions:
+//!   [`write_snapshot_envelope`], [`read_snapshot_envelope`]);
 //! - [`purge`] of old snapshots and of the log segments only they needed.
 //!
 //! Snapshots and logs may live in separate directories (ZooKeeper's
@@ -100,6 +102,9 @@
 //! has checked that the reported zxid was never committed may cut the
 //! segment at the reported offset.
 
+#![forbid(unsafe_code)]
+
+mod envelope;
 mod error;
 mod fsutil;
 mod group;
@@ -110,6 +115,10 @@ mod recovery;
 mod segment;
 mod snapshot;
 
+pub use envelope::{
+    read_snapshot_envelope, write_snapshot_envelope, EnvelopeError, SnapshotEnvelope,
+    SNAPSHOT_MAGIC, SNAPSHOT_VERSION,
+};
 pub use error::{CorruptReason, Result, SnapshotDefect, StorageError};
 pub use group::{DurabilityReport, GroupCommitLog, GroupCommitOptions, TryAppendError};
 pub use log::{LogOptions, LogStats, TxnLog};

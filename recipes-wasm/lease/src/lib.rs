@@ -1,6 +1,6 @@
 //! `lease`: a named, time-limited lease (an exclusive claim that lapses by
 //! itself), written from scratch with the SDK as the "custom recipe"
-//! example (client/examples/custom_recipe.rs).
+//! example (examples/custom_recipe.rs).
 //!
 //! Layout: `/leases/NAME`, a TTL node (persistent with a TTL of `ttl_ms`,
 //! so the server also reaps a lapsed lease by itself; a plain persistent

@@ -1,0 +1,21 @@
+//! The deterministic core: no tokio, sockets, files, clock reads or
+//! randomness. Time and randomness come in as inputs.
+//!
+//! Layout: [`tree`], [`txn`], [`session`], [`watch`], [`acl`], [`recipe`]
+//! (engine trait, wait table), [`server`] (pipeline), [`snapshot`], [`time`]
+//! (the two clocks the shell passes in).
+
+#![forbid(unsafe_code)]
+
+pub mod acl;
+pub mod recipe;
+pub mod server;
+pub mod session;
+pub mod snapshot;
+pub mod time;
+pub mod tree;
+pub mod txn;
+pub mod watch;
+
+#[cfg(test)]
+mod server_tests;

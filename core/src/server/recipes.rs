@@ -1,0 +1,786 @@
+//! Recipe calls and callbacks in the pipeline (issue 5, items 3, 4 and 7).
+//!
+//! - A call runs in prep on the leader (or the standalone member),
+//!   serialized with every other write, against the prep view. Its writes,
+//!   watch registrations and notifications become one [`RecipeTxn`]; its
+//!   reply travels in that txn, so the member holding the caller's
+//!   connection answers it when the txn is applied there. A call that
+//!   fails or changes nothing gets no txn of its own (forwarded: a txn
+//!   that only carries the reply); its reply waits until every txn before
+//!   it is applied.
+//! - Every member applies a recipe txn the same way: tree ops (all or
+//!   none), then watches, then the wait table (consumed, then new waits),
+//!   then the notifications to the sessions it holds.
+//! - Waits fire when an applied txn triggers their path; the leader then
+//!   owes their callbacks and runs each as a step of its own, whose txn
+//!   consumes the wait. Which callbacks are owed is part of the replicated
+//!   wait table, so a new leader runs the ones the old one did not finish.
+
+use std::sync::Arc;
+
+use wazoo_proto::{perms, Acl, CreateRequest, ErrorCode, Request, Response};
+use wazoo_sdk::abi::{self, CallerInfo, CreateMode, NodeStat, Notification, Reply, WatchRequest};
+
+use super::{
+    acl, check_read_path, prep_check, prep_create, prep_delete, prep_set_data, validate_path,
+    ApplyError, AuthInfo, Changes, ConnId, Deferred, Origin, Record, Server, ServerConfig, Stat,
+    Txn, View, WriteKind,
+};
+use crate::recipe::{
+    error_reply, render_report, ModuleReport, RecipeEngine, RecipeHost, RecipeTxn, RecipeWait,
+    WaitKey,
+};
+
+/// The virtual node showing what recipe modules are loaded.
+pub const RECIPES_NODE: &str = "/zookeeper/recipes";
+
+/// A client's recipe call.
+pub(super) struct RecipeCall<'a> {
+    pub module: &'a str,
+    pub method: &'a str,
+    pub args: &'a [u8],
+}
+
+/// What a recipe step was asked to do.
+enum Step<'a> {
+    Call { method: &'a str, args: &'a [u8] },
+    Callback(&'a RecipeWait),
+}
+
+/// The guid a recipe sees for a session: its id as 16 hex digits, stable
+/// across the client's retries within the session (the seed's guid rule).
+pub(crate) fn guid_of(session: i64) -> String {
+    format!("{session:016x}")
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    abi::encode(v).expect("ABI types always encode")
+}
+
+/// What a recipe txn the tree refused does instead (see
+/// `Server::apply_txn`): no tree op and no new wait; the waits it consumed
+/// or cancelled end, each consumed one with an error `Finished` for its
+/// session, and a call's caller is answered the error. Every member
+/// derives the same from the same txn.
+pub(super) fn refused_step(rt: &RecipeTxn, e: &ApplyError) -> RecipeTxn {
+    let reply = error_reply(e.code(), format!("the step's writes do not apply: {e}"));
+    let finished = |token: &String| Notification::Finished {
+        module: rt.module.clone(),
+        token: token.clone(),
+        reply: reply.clone(),
+    };
+    RecipeTxn {
+        module: rt.module.clone(),
+        ops: Vec::new(),
+        consumed: rt.consumed.clone(),
+        cancelled: rt.cancelled.clone(),
+        waits: Vec::new(),
+        notifications: rt
+            .consumed
+            .iter()
+            .map(|(session, token)| (*session, encode(&finished(token))))
+            .collect(),
+        reply: if rt.reply.is_empty() {
+            Vec::new()
+        } else {
+            encode(&reply)
+        },
+    }
+}
+
+impl Server {
+    /// Gives the pipeline a recipe engine (the shell's wasm runtime).
+    pub fn set_recipe_engine(&mut self, engine: Box<dyn RecipeEngine>) {
+        self.recipes = Some(engine);
+        self.rescan_waits = true;
+    }
+
+    /// The replicated table of recipe waits.
+    pub fn recipe_waits(&self) -> &crate::recipe::RecipeWaits {
+        &self.waits
+    }
+
+    /// The loaded modules and their counters; `None` without an engine.
+    pub fn recipe_modules(&self) -> Option<Vec<ModuleReport>> {
+        self.recipes.as_ref().map(|e| e.modules())
+    }
+
+    /// Reads of the virtual node /zookeeper/recipes (what is loaded, as
+    /// `recp` shows it), present when recipes are enabled. Read-only: it
+    /// is not in the tree, so writes to it fail as for any missing node.
+    pub(super) fn recipes_node_read(&self, req: &Request) -> Option<Result<Response, ErrorCode>> {
+        let engine = self.recipes.as_ref()?;
+        let path = match req {
+            Request::Exists { path, .. }
+            | Request::GetData { path, .. }
+            | Request::GetChildren { path, .. }
+            | Request::GetChildren2 { path, .. } => path,
+            _ => return None,
+        };
+        if path != RECIPES_NODE {
+            return None;
+        }
+        let data = render_report(&engine.modules(), self.waits.len()).into_bytes();
+        let stat = Stat {
+            data_length: data.len() as i32,
+            ..Stat::default()
+        };
+        Some(Ok(match req {
+            Request::Exists { .. } => Response::Stat(stat),
+            Request::GetData { .. } => Response::GetData { data, stat },
+            Request::GetChildren { .. } => Response::GetChildren {
+                children: Vec::new(),
+            },
+            _ => Response::GetChildren2 {
+                children: Vec::new(),
+                stat,
+            },
+        }))
+    }
+
+    /// A recipe call from one of this member's connections, on the member
+    /// that decides (leader or standalone).
+    pub(super) fn local_recipe_call(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        session: i64,
+        auth: &AuthInfo,
+        call: RecipeCall<'_>,
+    ) {
+        let (rt, changes) = self.prep_call(auth, session, call);
+        if rt.is_empty() {
+            // Read-only or failed: no txn. The reply waits until what the
+            // step read is committed (every txn proposed before it).
+            let after = self.last_proposed;
+            return self.push_deferred(
+                conn,
+                xid,
+                Deferred::After {
+                    zxid: after,
+                    body: Response::Recipe(rt.reply),
+                },
+            );
+        }
+        let reply = rt.reply.clone();
+        self.propose(
+            Origin::Conn(conn),
+            xid,
+            session,
+            Txn::Recipe(Box::new(rt)),
+            changes,
+            Some(WriteKind::Recipe(reply)),
+            false,
+        );
+    }
+
+    /// A recipe call another member forwarded: always a txn, which carries
+    /// the reply back to that member.
+    pub(super) fn remote_recipe_call(
+        &mut self,
+        cxid: i32,
+        session: i64,
+        auth: &AuthInfo,
+        call: RecipeCall<'_>,
+    ) {
+        let (rt, changes) = self.prep_call(auth, session, call);
+        self.propose(
+            Origin::Remote,
+            cxid,
+            session,
+            Txn::Recipe(Box::new(rt)),
+            changes,
+            None,
+            false,
+        );
+    }
+
+    fn prep_call(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        call: RecipeCall<'_>,
+    ) -> (RecipeTxn, Changes) {
+        let step = Step::Call {
+            method: call.method,
+            args: call.args,
+        };
+        self.prep_recipe(auth, session, call.module, step)
+    }
+
+    /// Runs one step against the prep view and turns its outcome into a
+    /// txn (and the view changes its ops make).
+    fn prep_recipe(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        module: &str,
+        step: Step<'_>,
+    ) -> (RecipeTxn, Changes) {
+        let mut engine = self.recipes.take();
+        let zxid = self.last_proposed + 1;
+        let mut host = PrepHost {
+            cfg: &self.cfg,
+            view: View {
+                tree: &self.tree,
+                outstanding: &self.outstanding,
+                local: Vec::new(),
+                zxid,
+                time_ms: self.wall_ms,
+            },
+            auth,
+            session,
+            module,
+            ops: Vec::new(),
+            waits: Vec::new(),
+            notes: Vec::new(),
+            staged_bytes: 0,
+        };
+        let caller = CallerInfo {
+            session,
+            guid: guid_of(session),
+        };
+        let reply = match (&mut engine, &step) {
+            (None, _) => error_reply(
+                ErrorCode::Unimplemented,
+                "recipes are not enabled on this server (start it with --plugins DIR)",
+            ),
+            (Some(e), Step::Call { method, args }) => {
+                e.call(module, method, args, &caller, &mut host)
+            }
+            (Some(e), Step::Callback(w)) => {
+                let (path, event) = w.fired.clone().expect("only fired waits are called back");
+                let req = WatchRequest {
+                    token: w.token.clone(),
+                    path,
+                    event,
+                    caller,
+                };
+                e.on_watch(module, &req, &mut host)
+            }
+        };
+        self.recipes = engine;
+        let consumed = match &step {
+            Step::Call { .. } => Vec::new(),
+            Step::Callback(w) => vec![(w.session, w.token.clone())],
+        };
+        let reply = match reply {
+            Reply::Wait { token } => self.check_wait(session, module, &token, &host.waits, &step),
+            r => r,
+        };
+        let PrepHost {
+            view,
+            ops,
+            waits,
+            mut notes,
+            ..
+        } = host;
+        let (ops, waits, changes) = match reply {
+            // A failed step changes nothing of what it staged.
+            Reply::Error { .. } => {
+                notes.clear();
+                (Vec::new(), Vec::new(), Vec::new())
+            }
+            // A finished step waits on nothing: watches it registered on
+            // the way (an exists that found the node gone) are dropped.
+            Reply::Done(_) => (ops, Vec::new(), view.into_changes()),
+            Reply::Wait { .. } => (ops, waits, view.into_changes()),
+        };
+        let mut rt = RecipeTxn {
+            module: module.to_string(),
+            ops,
+            consumed,
+            cancelled: Vec::new(),
+            waits,
+            notifications: notes,
+            reply: Vec::new(),
+        };
+        match step {
+            Step::Call { .. } => rt.reply = encode(&reply),
+            Step::Callback(w) => {
+                if !matches!(reply, Reply::Wait { .. }) {
+                    rt.notifications.push((
+                        w.session,
+                        encode(&Notification::Finished {
+                            module: module.to_string(),
+                            token: w.token.clone(),
+                            reply,
+                        }),
+                    ));
+                }
+            }
+        }
+        (rt, changes)
+    }
+
+    /// A step that answers `Wait` must leave a watch registered with that
+    /// token, and a session may not pile up waits without bound.
+    fn check_wait(
+        &self,
+        session: i64,
+        module: &str,
+        token: &str,
+        staged: &[RecipeWait],
+        step: &Step<'_>,
+    ) -> Reply {
+        let key: WaitKey = (session, module.to_string(), token.to_string());
+        let consumed_here = matches!(step, Step::Callback(w) if w.token == token);
+        let existing = self
+            .waits
+            .get(&key)
+            .is_some_and(|w| w.fired.is_none() && !consumed_here);
+        if !existing && !staged.iter().any(|w| w.token == token) {
+            return error_reply(
+                ErrorCode::BadArguments,
+                format!("recipe {module:?} answered Wait {{ token: {token:?} }} but registered no watch with that token"),
+            );
+        }
+        let new = staged
+            .iter()
+            .filter(|w| self.waits.get(&w.key()).is_none())
+            .count();
+        let max = self.cfg.max_recipe_waits_per_session;
+        if self.waits.count_for(session) + new > max {
+            return error_reply(
+                ErrorCode::ThrottledOp,
+                format!("session 0x{session:x} has too many pending recipe waits (limit {max})"),
+            );
+        }
+        Reply::Wait {
+            token: token.to_string(),
+        }
+    }
+
+    /// Applies a recipe txn's wait table changes and delivers its
+    /// notifications to the sessions held here (after its changes and their
+    /// watch events, which `apply_txn` sent first).
+    pub(super) fn apply_recipe_effects(&mut self, session: i64, zxid: i64, rt: &RecipeTxn) {
+        for (s, token) in &rt.consumed {
+            let key = (*s, rt.module.clone(), token.clone());
+            self.running_callbacks.remove(&key);
+            if self.waits.get(&key).is_some_and(|w| w.fired.is_some()) {
+                self.waits.remove(&key);
+            }
+        }
+        for (s, token) in &rt.cancelled {
+            let key = (*s, rt.module.clone(), token.clone());
+            self.running_callbacks.remove(&key);
+            self.waits.remove(&key);
+        }
+        for w in &rt.waits {
+            let mut w = w.clone();
+            w.session = session;
+            w.module = rt.module.clone();
+            w.fired = None;
+            if self.sessions.get(session).is_some() {
+                self.waits.register(w);
+            }
+        }
+        for (to, payload) in &rt.notifications {
+            // A wait's end is kept, to be sent again if the session was
+            // away (see `redeliver_recipe_results`).
+            if let Ok(Notification::Finished { module, token, .. }) =
+                abi::decode::<Notification>(payload)
+            {
+                let max = self.cfg.max_recipe_waits_per_session;
+                self.waits
+                    .keep_result((*to, module, token), zxid, payload.clone(), max);
+            }
+            let Some(&conn) = self.session_conn.get(to) else {
+                continue;
+            };
+            if !self.conns.contains_key(&conn) {
+                continue;
+            }
+            let buf = self.send_buf(conn);
+            wazoo_proto::frame::write_recipe_notification(buf, zxid, payload);
+            self.stats.packets_sent += 1;
+        }
+    }
+
+    /// A session re-attached on `conn`: the `Finished` notifications of its
+    /// waits that ended are sent again (one pushed while the client was
+    /// away would be lost otherwise); clients ignore those they are not
+    /// waiting for.
+    pub(super) fn redeliver_recipe_results(&mut self, session: i64, conn: ConnId) {
+        let payloads: Vec<Vec<u8>> = self
+            .waits
+            .results_of(session)
+            .into_iter()
+            .map(<[u8]>::to_vec)
+            .collect();
+        let zxid = self.last_applied;
+        for p in payloads {
+            wazoo_proto::frame::write_recipe_notification(self.send_buf(conn), zxid, &p);
+            self.stats.packets_sent += 1;
+        }
+    }
+
+    /// Leader: runs the callbacks owed (and, after a role change or a new
+    /// engine, every fired wait of the replicated table).
+    pub(super) fn run_owed_callbacks(&mut self) {
+        if !self.role.decides() || self.recipes.is_none() {
+            return;
+        }
+        if std::mem::take(&mut self.rescan_waits) {
+            self.owed_callbacks.extend(self.waits.fired());
+        }
+        loop {
+            // Callbacks of waits a proposed txn will fire come first (see
+            // `find_prefired`); then those owed by applied txns.
+            let (key, w) = if let Some((key, path, event)) = self.prefired.pop_front() {
+                let Some(mut w) = self.waits.get(&key).cloned() else {
+                    continue;
+                };
+                if w.fired.is_none() {
+                    w.fired = Some((path, event));
+                }
+                (key, w)
+            } else if let Some(key) = self.owed_callbacks.pop_front() {
+                let Some(w) = self.waits.get(&key).cloned() else {
+                    continue;
+                };
+                if w.fired.is_none() {
+                    continue;
+                }
+                (key, w)
+            } else {
+                break;
+            };
+            if self.running_callbacks.contains(&key) || !self.sessions.is_live(w.session) {
+                continue;
+            }
+            let auth = AuthInfo {
+                ids: w.auth.clone(),
+            };
+            let (rt, changes) = self.prep_recipe(&auth, w.session, &w.module, Step::Callback(&w));
+            self.running_callbacks.insert(key);
+            self.propose(
+                Origin::Internal,
+                super::ensemble::INTERNAL_CXID,
+                w.session,
+                Txn::Recipe(Box::new(rt)),
+                changes,
+                None,
+                false,
+            );
+        }
+    }
+
+    /// Leader, in `propose`: the waits the txn being proposed will fire
+    /// (from its prep changes: a node created, deleted or its data set; a
+    /// child created or deleted), so their callbacks are prepped right
+    /// behind it (their view includes it) instead of after it is applied:
+    /// a handoff costs one commit round, not two. Applying the txn still
+    /// marks them fired (and a new leader runs what was not proposed); a
+    /// wait it would fire that this misses is called back after the apply.
+    pub(super) fn find_prefired(&mut self, changes: &Changes) {
+        use wazoo_proto::EventType as E;
+        if !self.role.decides() || self.recipes.is_none() || self.waits.is_empty() {
+            return;
+        }
+        let mut events: Vec<(String, E)> = Vec::new();
+        for (path, new) in changes {
+            let old = self.outstanding.get(&self.tree, path);
+            let parent = || wazoo_proto::path::parent(path).to_string();
+            match (&old, new) {
+                (None, Some(_)) => {
+                    events.push((path.clone(), E::NodeCreated));
+                    events.push((parent(), E::NodeChildrenChanged));
+                }
+                (Some(_), None) => {
+                    events.push((path.clone(), E::NodeDeleted));
+                    events.push((parent(), E::NodeChildrenChanged));
+                }
+                (Some(o), Some(n)) if o.stat.version != n.stat.version => {
+                    events.push((path.clone(), E::NodeDataChanged));
+                }
+                _ => {}
+            }
+        }
+        for (path, event) in events {
+            for (key, seen) in self.waits.matching(&path, event) {
+                self.prefired.push_back((key, path.clone(), seen));
+            }
+        }
+    }
+
+    /// Leader, every tick: waits on a module no longer loaded end.
+    pub(super) fn end_waits_of_unloaded_modules(&mut self) {
+        let Some(engine) = &self.recipes else {
+            return;
+        };
+        if !self.role.decides() {
+            return;
+        }
+        let gone: Vec<String> = self
+            .waits
+            .modules()
+            .into_iter()
+            .filter(|m| !engine.has_module(m))
+            .map(str::to_string)
+            .collect();
+        for m in gone {
+            self.recipe_module_unloaded(&m);
+        }
+    }
+
+    /// Leader: a module was unloaded; every wait on it ends with an error
+    /// sent to its session.
+    pub fn recipe_module_unloaded(&mut self, module: &str) {
+        if !self.role.decides() {
+            return;
+        }
+        for key in self.waits.of_module(module) {
+            if self.running_callbacks.contains(&key) {
+                continue;
+            }
+            let (session, _, token) = key.clone();
+            let note = Notification::Finished {
+                module: module.to_string(),
+                token: token.clone(),
+                reply: error_reply(
+                    ErrorCode::Unimplemented,
+                    format!("recipe module {module:?} was unloaded while this call waited"),
+                ),
+            };
+            let rt = RecipeTxn {
+                module: module.to_string(),
+                ops: Vec::new(),
+                consumed: Vec::new(),
+                cancelled: vec![(session, token)],
+                waits: Vec::new(),
+                notifications: vec![(session, encode(&note))],
+                reply: Vec::new(),
+            };
+            self.running_callbacks.insert(key);
+            self.propose(
+                Origin::Internal,
+                super::ensemble::INTERNAL_CXID,
+                session,
+                Txn::Recipe(Box::new(rt)),
+                Vec::new(),
+                None,
+                false,
+            );
+        }
+    }
+}
+
+impl RecipeTxn {
+    /// Nothing to replicate and nothing to say but the reply.
+    fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+            && self.consumed.is_empty()
+            && self.cancelled.is_empty()
+            && self.waits.is_empty()
+            && self.notifications.is_empty()
+    }
+}
+
+/// The prep view as a recipe step sees it.
+struct PrepHost<'v, 'a> {
+    cfg: &'a ServerConfig,
+    view: View<'v>,
+    auth: &'a AuthInfo,
+    session: i64,
+    module: &'a str,
+    ops: Vec<Txn>,
+    waits: Vec<RecipeWait>,
+    notes: Vec<(i64, Vec<u8>)>,
+    /// Bytes of paths, data and payloads staged so far (see `stage`).
+    staged_bytes: usize,
+}
+
+impl PrepHost<'_, '_> {
+    /// A step's writes and notifications travel in one txn, which
+    /// `jute.maxbuffer` bounds as a client's frame bounds its multi: the
+    /// staged total after one more op of `path` and `data`, or
+    /// BadArguments if that passes the bound (the op is then not staged).
+    fn stage(&self, path: &str, data: &[u8]) -> Result<usize, ErrorCode> {
+        let total = self.staged_bytes + path.len() + data.len();
+        if total > self.cfg.max_buffer_bytes {
+            return Err(ErrorCode::BadArguments);
+        }
+        Ok(total)
+    }
+}
+
+fn node_stat(s: &Stat) -> NodeStat {
+    NodeStat {
+        czxid: s.czxid,
+        mzxid: s.mzxid,
+        ctime: s.ctime,
+        mtime: s.mtime,
+        version: s.version,
+        cversion: s.cversion,
+        aversion: s.aversion,
+        ephemeral_owner: s.ephemeral_owner,
+        data_length: s.data_length,
+        num_children: s.num_children,
+        pzxid: s.pzxid,
+    }
+}
+
+impl PrepHost<'_, '_> {
+    fn watch(&mut self, path: &str, token: Option<&str>, child: bool) {
+        if let Some(token) = token {
+            // One watch per token: a later registration replaces it.
+            self.waits.retain(|w| w.token != token);
+            self.waits.push(RecipeWait {
+                session: self.session,
+                module: self.module.to_string(),
+                token: token.to_string(),
+                path: path.to_string(),
+                child,
+                auth: self.auth.ids.clone(),
+                fired: None,
+            });
+        }
+    }
+
+    fn readable(&self, path: &str) -> Result<Record, ErrorCode> {
+        check_read_path(path)?;
+        validate_path(path)?;
+        let r = self.view.get(path).ok_or(ErrorCode::NoNode)?;
+        acl::check(&r.acl, perms::READ, self.auth)?;
+        Ok(r)
+    }
+}
+
+impl RecipeHost for PrepHost<'_, '_> {
+    fn get(&mut self, path: &str, watch: Option<&str>) -> Result<(Vec<u8>, NodeStat), ErrorCode> {
+        let r = self.readable(path)?;
+        self.watch(path, watch, false);
+        let data = match &r.data {
+            Some(d) => d.to_vec(),
+            None => self
+                .view
+                .tree
+                .get_data(path)
+                .map(|(d, _)| d)
+                .unwrap_or_default(),
+        };
+        Ok((data, node_stat(&r.stat)))
+    }
+
+    fn children(&mut self, path: &str, watch: Option<&str>) -> Result<Vec<String>, ErrorCode> {
+        self.readable(path)?;
+        self.watch(path, watch, true);
+        Ok(self.view.children(path))
+    }
+
+    fn exists(&mut self, path: &str, watch: Option<&str>) -> Result<Option<NodeStat>, ErrorCode> {
+        check_read_path(path)?;
+        validate_path(path)?;
+        // ZooKeeper registers an exists watch whether or not the node is there.
+        self.watch(path, watch, false);
+        Ok(self.view.get(path).map(|r| node_stat(&r.stat)))
+    }
+
+    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String, ErrorCode> {
+        let staged = self.stage(path, data)?;
+        let (flags, ttl) = match mode {
+            CreateMode::Persistent => (0, None),
+            CreateMode::Ephemeral => (1, None),
+            CreateMode::PersistentSequential => (2, None),
+            CreateMode::EphemeralSequential => (3, None),
+            CreateMode::Container => (4, None),
+            CreateMode::PersistentWithTtl(t) => (5, Some(t)),
+            CreateMode::PersistentSequentialWithTtl(t) => (6, Some(t)),
+        };
+        let req = CreateRequest {
+            path: path.to_string(),
+            data: data.to_vec(),
+            acl: Acl::open_unsafe(),
+            flags,
+            ttl,
+        };
+        let (txn, created) = prep_create(self.cfg, &mut self.view, self.auth, self.session, &req)?;
+        self.ops.push(txn);
+        self.staged_bytes = staged;
+        Ok(created)
+    }
+
+    fn set(&mut self, path: &str, data: &[u8], version: i32) -> Result<NodeStat, ErrorCode> {
+        let staged = self.stage(path, data)?;
+        let txn = prep_set_data(self.cfg, &mut self.view, self.auth, path, data, version)?;
+        self.ops.push(txn);
+        self.staged_bytes = staged;
+        let r = self.view.get(path).ok_or(ErrorCode::NoNode)?;
+        Ok(node_stat(&r.stat))
+    }
+
+    fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
+        let staged = self.stage(path, b"")?;
+        prep_delete(&mut self.view, self.auth, path, version)?;
+        self.ops.push(Txn::Delete {
+            path: path.to_string(),
+        });
+        self.staged_bytes = staged;
+        Ok(())
+    }
+
+    fn check(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
+        let staged = self.stage(path, b"")?;
+        prep_check(&mut self.view, self.auth, path, version)?;
+        self.ops.push(Txn::Check {
+            path: path.to_string(),
+        });
+        self.staged_bytes = staged;
+        Ok(())
+    }
+
+    fn notify(&mut self, session: i64, payload: &[u8]) -> Result<(), ErrorCode> {
+        self.staged_bytes = self.stage("", payload)?;
+        self.notes.push((
+            session,
+            encode(&Notification::Message {
+                module: self.module.to_string(),
+                payload: payload.to_vec(),
+            }),
+        ));
+        Ok(())
+    }
+}
+
+impl View<'_> {
+    /// The children of `path` as this view sees them, sorted by name.
+    pub(super) fn children(&self, path: &str) -> Vec<String> {
+        let mut names: std::collections::BTreeSet<String> = self
+            .tree
+            .children(path)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let changed = self
+            .outstanding
+            .map
+            .keys()
+            .map(String::as_str)
+            .chain(self.local.iter().map(|(p, _)| p.as_str()));
+        for p in changed {
+            if p != "/" && wazoo_proto::path::parent(p) == path {
+                let name = &p[p.rfind('/').map_or(0, |i| i + 1)..];
+                names.insert(name.to_string());
+            }
+        }
+        names
+            .into_iter()
+            .filter(|n| {
+                let child = if path == "/" {
+                    format!("/{n}")
+                } else {
+                    format!("{path}/{n}")
+                };
+                self.get(&child).is_some()
+            })
+            .collect()
+    }
+}
+
+/// Data carried by prep records so a recipe reads what outstanding writes
+/// will leave (`None`: the tree's data is current).
+pub(super) fn record_data(data: &[u8]) -> Option<Arc<[u8]>> {
+    Some(Arc::from(data))
+}

@@ -1,0 +1,869 @@
+//! Tests of the pipeline state machine, driven input by input with a fake
+//! clock and a fake log: no sockets, no threads, no time.
+
+use super::server::*;
+use super::time::Now;
+
+mod apply_refusals;
+mod clock;
+mod outbound;
+mod recipes;
+use wazoo_proto::jute::{Jute, Reader};
+use wazoo_proto::{
+    Acl, ConnectRequest, ConnectResponse, CreateMode, CreateRequest, ErrorCode, EventType, OpCode,
+    OpResult, ReplyHeader, Request, Response, WatcherEvent,
+};
+
+/// A frame the server sent, decoded.
+#[derive(Debug, Clone, PartialEq)]
+enum Sent {
+    Connect(ConnectResponse),
+    Reply {
+        xid: i32,
+        err: i32,
+        body: Option<Response>,
+    },
+    Event(WatcherEvent),
+    /// A recipe notification's payload.
+    Recipe(Vec<u8>),
+}
+
+struct Harness {
+    server: Server,
+    /// The monotonic clock.
+    now: i64,
+    /// How far the wall clock is set from the monotonic one.
+    wall_step_ms: i64,
+    /// Txns persisted but not yet reported durable.
+    unsynced: Vec<i64>,
+    /// Frames per connection, in order, and whether it was closed.
+    sent: std::collections::HashMap<u64, Vec<Sent>>,
+    closed: Vec<u64>,
+    /// The opcode of each xid in flight per connection, to decode replies.
+    ops: std::collections::HashMap<(u64, i32), OpCode>,
+    handshaken: std::collections::HashSet<u64>,
+    auto_sync: bool,
+    /// Connections whose client does not read, with the bytes it has not
+    /// taken; every other client takes what it is sent at once (the
+    /// harness reports it written).
+    stalled: std::collections::HashMap<u64, u64>,
+}
+
+impl Harness {
+    fn new(cfg: ServerConfig) -> Harness {
+        Harness {
+            server: Server::new(cfg, Now::same(1_000_000)),
+            now: 1_000_000,
+            wall_step_ms: 0,
+            unsynced: Vec::new(),
+            sent: Default::default(),
+            closed: Vec::new(),
+            ops: Default::default(),
+            handshaken: Default::default(),
+            auto_sync: true,
+            stalled: Default::default(),
+        }
+    }
+
+    fn default() -> Harness {
+        Harness::new(ServerConfig {
+            extended_types_enabled: true,
+            ..ServerConfig::default()
+        })
+    }
+
+    fn step(&mut self, input: Input) {
+        self.server.handle(input, self.clocks());
+        self.collect();
+        if self.auto_sync {
+            self.sync();
+        }
+    }
+
+    fn clocks(&self) -> Now {
+        Now {
+            mono_ms: self.now,
+            wall_ms: self.now + self.wall_step_ms,
+        }
+    }
+
+    fn sync(&mut self) {
+        while let Some(&z) = self.unsynced.last() {
+            self.unsynced.clear();
+            self.server
+                .handle(Input::Durable { zxid: z }, self.clocks());
+            self.collect();
+        }
+    }
+
+    fn collect(&mut self) {
+        loop {
+            let mut written = Vec::new();
+            for out in self.server.take_outputs() {
+                match out {
+                    Output::Persist { zxid, .. } => self.unsynced.push(zxid),
+                    Output::Send { conn, bytes, .. } => {
+                        self.decode(conn, &bytes);
+                        match self.stalled.get_mut(&conn) {
+                            Some(held) => *held += bytes.len() as u64,
+                            None => written.push((conn, bytes.len() as u64)),
+                        }
+                    }
+                    Output::Close { conn } => self.closed.push(conn),
+                    Output::Snapshot(_) => {}
+                    Output::Propose { .. } | Output::ToLeader(_) => {
+                        panic!("a standalone member never replicates")
+                    }
+                }
+            }
+            if written.is_empty() {
+                return;
+            }
+            for (conn, bytes) in written {
+                self.server
+                    .handle(Input::Written { conn, bytes }, self.clocks());
+            }
+        }
+    }
+
+    fn decode(&mut self, conn: u64, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let n = wazoo_proto::frame::check(bytes, usize::MAX)
+                .unwrap()
+                .unwrap();
+            let payload = &bytes[4..n];
+            bytes = &bytes[n..];
+            let sent = if !self.handshaken.contains(&conn) {
+                self.handshaken.insert(conn);
+                Sent::Connect(ConnectResponse::from_bytes(payload).unwrap())
+            } else {
+                let mut r = Reader::new(payload);
+                let h = ReplyHeader::read(&mut r).unwrap();
+                if h.xid == -1 {
+                    Sent::Event(WatcherEvent::read(&mut r).unwrap())
+                } else if h.xid == wazoo_proto::xid::RECIPE_NOTIFICATION {
+                    Sent::Recipe(r.read_buffer().unwrap())
+                } else {
+                    let op = self.ops.remove(&(conn, h.xid)).unwrap_or(OpCode::Ping);
+                    let body = (h.err == 0).then(|| Response::read_body(op, &mut r).unwrap());
+                    Sent::Reply {
+                        xid: h.xid,
+                        err: h.err,
+                        body,
+                    }
+                }
+            };
+            self.sent.entry(conn).or_default().push(sent);
+        }
+    }
+
+    fn connect(&mut self, conn: u64) -> ConnectResponse {
+        self.connect_with(conn, 0, vec![0; 16], 30_000)
+    }
+
+    fn connect_with(
+        &mut self,
+        conn: u64,
+        session: i64,
+        passwd: Vec<u8>,
+        timeout: i32,
+    ) -> ConnectResponse {
+        self.step(Input::Connect {
+            conn,
+            peer: Some("127.0.0.1:5000".parse().unwrap()),
+            req: ConnectRequest {
+                protocol_version: 0,
+                last_zxid_seen: 0,
+                timeout_ms: timeout,
+                session_id: session,
+                passwd,
+                read_only: Some(false),
+            },
+        });
+        match self.sent.get(&conn).and_then(|v| v.first()).cloned() {
+            Some(Sent::Connect(r)) => r,
+            other => panic!("expected a connect response, got {other:?}"),
+        }
+    }
+
+    fn send(&mut self, conn: u64, xid: i32, req: Request) {
+        self.ops.insert((conn, xid), req.opcode());
+        self.step(Input::Request { conn, xid, req });
+    }
+
+    /// Sends a request and returns its reply (error code, body).
+    fn call(&mut self, conn: u64, req: Request) -> (i32, Option<Response>) {
+        let xid = 1000 + self.sent.get(&conn).map_or(0, |v| v.len() as i32);
+        self.send(conn, xid, req);
+        let frames = self.sent.get(&conn).cloned().unwrap_or_default();
+        for f in frames.iter().rev() {
+            if let Sent::Reply { xid: x, err, body } = f {
+                if *x == xid {
+                    return (*err, body.clone());
+                }
+            }
+        }
+        panic!("no reply to xid {xid}; frames: {frames:?}");
+    }
+
+    /// Adds `digest` auth (`user:password`) to a connection.
+    fn digest_auth(&mut self, conn: u64, user_password: &str) {
+        self.send(
+            conn,
+            wazoo_proto::xid::AUTH,
+            Request::Auth(wazoo_proto::AuthPacket {
+                auth_type: 0,
+                scheme: "digest".into(),
+                auth: user_password.as_bytes().to_vec(),
+            }),
+        );
+    }
+
+    fn events(&self, conn: u64) -> Vec<(EventType, String)> {
+        self.sent
+            .get(&conn)
+            .into_iter()
+            .flatten()
+            .filter_map(|s| match s {
+                Sent::Event(e) => {
+                    Some((EventType::from_i32(e.event_type).unwrap(), e.path.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn create(path: &str, data: &[u8], mode: CreateMode) -> Request {
+    Request::Create(CreateRequest {
+        path: path.into(),
+        data: data.to_vec(),
+        acl: Acl::open_unsafe(),
+        flags: mode.flags(),
+        ttl: None,
+    })
+}
+
+fn ok(r: (i32, Option<Response>)) -> Response {
+    assert_eq!(
+        r.0,
+        0,
+        "expected success, got {:?}",
+        ErrorCode::from_i32(r.0)
+    );
+    r.1.expect("body")
+}
+
+fn err(r: (i32, Option<Response>)) -> ErrorCode {
+    ErrorCode::from_i32(r.0).unwrap()
+}
+
+#[test]
+fn a_new_session_gets_an_id_password_and_negotiated_timeout() {
+    let mut h = Harness::default();
+    let r = h.connect_with(1, 0, vec![0; 16], 1_000_000);
+    assert_ne!(r.session_id, 0);
+    assert_eq!(r.passwd.len(), 16);
+    assert_eq!(r.timeout_ms, 40_000, "clamped to maxSessionTimeout");
+}
+
+#[test]
+fn create_then_get_returns_the_data_and_a_full_stat() {
+    let mut h = Harness::default();
+    h.connect(1);
+    assert_eq!(
+        ok(h.call(1, create("/a", b"hello", CreateMode::Persistent))),
+        Response::Create { path: "/a".into() }
+    );
+    match ok(h.call(
+        1,
+        Request::GetData {
+            path: "/a".into(),
+            watch: false,
+        },
+    )) {
+        Response::GetData { data, stat } => {
+            assert_eq!(data, b"hello");
+            assert_eq!(stat.data_length, 5);
+            assert_eq!(stat.version, 0);
+            assert_eq!(stat.czxid, stat.mzxid);
+            assert_eq!(stat.czxid, stat.pzxid);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// Seed 002, "Sequence Nodes -- Unique Naming": %010d of the parent's counter.
+#[test]
+fn sequential_names_use_the_parents_cversion_with_ten_digits() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/q", b"", CreateMode::Persistent)));
+    ok(h.call(1, create("/q/x", b"", CreateMode::Persistent)));
+    let r = ok(h.call(1, create("/q/item-", b"", CreateMode::PersistentSequential)));
+    assert_eq!(
+        r,
+        Response::Create {
+            path: "/q/item-0000000001".into()
+        }
+    );
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/q/x".into(),
+            version: -1,
+        },
+    ));
+    let r = ok(h.call(1, create("/q/item-", b"", CreateMode::PersistentSequential)));
+    // ZooKeeper's counter counts creates only: a delete does not move it,
+    // though the cversion clients see (2 * counter - numChildren) does.
+    assert_eq!(
+        r,
+        Response::Create {
+            path: "/q/item-0000000002".into()
+        }
+    );
+    match ok(h.call(
+        1,
+        Request::Exists {
+            path: "/q".into(),
+            watch: false,
+        },
+    )) {
+        Response::Stat(st) => assert_eq!((st.cversion, st.num_children), (4, 2)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn writes_in_flight_are_seen_by_later_prep_before_they_are_durable() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.auto_sync = false;
+    h.send(1, 1, create("/a", b"", CreateMode::Persistent));
+    h.send(1, 2, create("/a/b", b"", CreateMode::Persistent));
+    h.send(1, 3, create("/a", b"", CreateMode::Persistent));
+    assert_eq!(
+        h.sent[&1].len(),
+        1,
+        "nothing answered before the log is durable"
+    );
+    h.sync();
+    let replies: Vec<(i32, i32)> = h.sent[&1]
+        .iter()
+        .filter_map(|s| match s {
+            Sent::Reply { xid, err, .. } => Some((*xid, *err)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        replies,
+        vec![(1, 0), (2, 0), (3, ErrorCode::NodeExists.code())],
+        "replies leave in request order, the error after the writes before it"
+    );
+}
+
+#[test]
+fn a_read_behind_a_write_of_the_same_session_sees_it() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.auto_sync = false;
+    h.send(1, 1, create("/a", b"v", CreateMode::Persistent));
+    h.send(
+        1,
+        2,
+        Request::Exists {
+            path: "/a".into(),
+            watch: false,
+        },
+    );
+    h.sync();
+    match h.sent[&1].last() {
+        Some(Sent::Reply { xid: 2, err: 0, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn delete_and_set_data_check_versions() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/a", b"", CreateMode::Persistent)));
+    let set = |v| Request::SetData {
+        path: "/a".into(),
+        data: b"x".to_vec(),
+        version: v,
+    };
+    assert_eq!(err(h.call(1, set(5))), ErrorCode::BadVersion);
+    match ok(h.call(1, set(0))) {
+        Response::Stat(s) => assert_eq!(s.version, 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::Delete {
+                path: "/a".into(),
+                version: 0
+            }
+        )),
+        ErrorCode::BadVersion
+    );
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/a".into(),
+            version: 1,
+        },
+    ));
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::Delete {
+                path: "/a".into(),
+                version: -1
+            }
+        )),
+        ErrorCode::NoNode
+    );
+}
+
+#[test]
+fn tree_rules_give_zookeepers_errors() {
+    let mut h = Harness::default();
+    h.connect(1);
+    assert_eq!(
+        err(h.call(1, create("/a/b", b"", CreateMode::Persistent))),
+        ErrorCode::NoNode
+    );
+    assert_eq!(
+        err(h.call(1, create("a", b"", CreateMode::Persistent))),
+        ErrorCode::BadArguments
+    );
+    // The parent is looked up before the final path is validated, as in
+    // ZooKeeper's PrepRequestProcessor: "/a/" under a missing "/a" is NoNode.
+    assert_eq!(
+        err(h.call(1, create("/a/", b"", CreateMode::Persistent))),
+        ErrorCode::NoNode
+    );
+    ok(h.call(1, create("/a", b"", CreateMode::Persistent)));
+    assert_eq!(
+        err(h.call(1, create("/a/", b"", CreateMode::Persistent))),
+        ErrorCode::BadArguments
+    );
+    ok(h.call(1, create("/e", b"", CreateMode::Ephemeral)));
+    assert_eq!(
+        err(h.call(1, create("/e/c", b"", CreateMode::Persistent))),
+        ErrorCode::NoChildrenForEphemerals
+    );
+    ok(h.call(1, create("/p", b"", CreateMode::Persistent)));
+    ok(h.call(1, create("/p/c", b"", CreateMode::Persistent)));
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::Delete {
+                path: "/p".into(),
+                version: -1
+            }
+        )),
+        ErrorCode::NotEmpty
+    );
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::Delete {
+                path: "/zookeeper".into(),
+                version: -1
+            }
+        )),
+        ErrorCode::BadArguments
+    );
+    assert_eq!(
+        err(h.call(1, Request::Reconfig(Default::default()))),
+        ErrorCode::ReconfigDisabled
+    );
+}
+
+// Seed 000, "ZooKeeper Watches": set on read, fired once, before the data
+// can be read.
+#[test]
+fn a_data_watch_fires_once_before_the_write_reply() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(1, create("/w", b"", CreateMode::Persistent)));
+    ok(h.call(
+        2,
+        Request::GetData {
+            path: "/w".into(),
+            watch: true,
+        },
+    ));
+    ok(h.call(
+        1,
+        Request::SetData {
+            path: "/w".into(),
+            data: b"1".to_vec(),
+            version: -1,
+        },
+    ));
+    ok(h.call(
+        1,
+        Request::SetData {
+            path: "/w".into(),
+            data: b"2".to_vec(),
+            version: -1,
+        },
+    ));
+    assert_eq!(h.events(2), vec![(EventType::NodeDataChanged, "/w".into())]);
+}
+
+#[test]
+fn exists_watch_on_a_missing_node_fires_on_create() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.connect(2);
+    assert_eq!(
+        err(h.call(
+            2,
+            Request::Exists {
+                path: "/n".into(),
+                watch: true
+            }
+        )),
+        ErrorCode::NoNode
+    );
+    ok(h.call(1, create("/n", b"", CreateMode::Persistent)));
+    assert_eq!(h.events(2), vec![(EventType::NodeCreated, "/n".into())]);
+}
+
+#[test]
+fn child_watch_fires_on_create_and_delete_of_a_child() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/p", b"", CreateMode::Persistent)));
+    ok(h.call(
+        1,
+        Request::GetChildren {
+            path: "/p".into(),
+            watch: true,
+        },
+    ));
+    ok(h.call(1, create("/p/a", b"", CreateMode::Persistent)));
+    assert_eq!(
+        h.events(1),
+        vec![(EventType::NodeChildrenChanged, "/p".into())]
+    );
+}
+
+// Seed 000, "ZooKeeper Sessions": expiry deletes the ephemerals and fires
+// their watches.
+#[test]
+fn session_expiry_removes_ephemerals_and_fires_watches() {
+    let mut h = Harness::default();
+    let s = h.connect_with(1, 0, vec![0; 16], 4000);
+    h.connect_with(2, 0, vec![0; 16], 40_000);
+    ok(h.call(1, create("/eph", b"", CreateMode::Ephemeral)));
+    ok(h.call(
+        2,
+        Request::Exists {
+            path: "/eph".into(),
+            watch: true,
+        },
+    ));
+    h.step(Input::Closed { conn: 1 });
+    h.now += 3000;
+    h.step(Input::Tick);
+    assert!(h.events(2).is_empty(), "not expired yet");
+    h.now += 10_000;
+    h.step(Input::Tick);
+    assert_eq!(h.events(2), vec![(EventType::NodeDeleted, "/eph".into())]);
+    // Re-attaching to the expired session is refused the ZooKeeper way.
+    let r = h.connect_with(3, s.session_id, s.passwd.clone(), 4000);
+    assert_eq!((r.session_id, r.timeout_ms), (0, 0));
+    assert!(h.closed.contains(&3));
+}
+
+#[test]
+fn reattach_with_a_wrong_password_is_refused_and_the_session_survives() {
+    let mut h = Harness::default();
+    let s = h.connect(1);
+    let r = h.connect_with(2, s.session_id, vec![1; 16], 30_000);
+    assert_eq!(r.timeout_ms, 0);
+    assert!(h.closed.contains(&2));
+    assert!(
+        !h.closed.contains(&1),
+        "a bad password does not kick the owner out"
+    );
+    let r = h.connect_with(3, s.session_id, s.passwd.clone(), 30_000);
+    assert_eq!(r.session_id, s.session_id);
+    assert!(
+        h.closed.contains(&1),
+        "the session moved: its old connection is closed"
+    );
+}
+
+#[test]
+fn close_session_deletes_ephemerals_replies_then_closes() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(1, create("/e", b"", CreateMode::Ephemeral)));
+    h.call(1, Request::CloseSession);
+    assert!(h.closed.contains(&1));
+    assert_eq!(
+        err(h.call(
+            2,
+            Request::Exists {
+                path: "/e".into(),
+                watch: false
+            }
+        )),
+        ErrorCode::NoNode
+    );
+}
+
+#[test]
+fn multi_is_all_or_nothing_with_zookeepers_per_op_results() {
+    let mut h = Harness::default();
+    h.connect(1);
+    let r = ok(h.call(
+        1,
+        Request::Multi(vec![
+            create("/m", b"", CreateMode::Persistent),
+            create("/m/x", b"", CreateMode::Persistent),
+            Request::Delete {
+                path: "/nope".into(),
+                version: -1,
+            },
+            create("/m/y", b"", CreateMode::Persistent),
+        ]),
+    ));
+    assert_eq!(
+        r,
+        Response::Multi(vec![
+            OpResult::Error { err: 0 },
+            OpResult::Error { err: 0 },
+            OpResult::Error {
+                err: ErrorCode::NoNode.code()
+            },
+            OpResult::Error {
+                err: ErrorCode::RuntimeInconsistency.code()
+            },
+        ])
+    );
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::Exists {
+                path: "/m".into(),
+                watch: false
+            }
+        )),
+        ErrorCode::NoNode
+    );
+    let r = ok(h.call(
+        1,
+        Request::Multi(vec![
+            create("/m", b"", CreateMode::Persistent),
+            create("/m/x", b"", CreateMode::Persistent),
+            Request::Check {
+                path: "/m".into(),
+                version: 0,
+            },
+            Request::SetData {
+                path: "/m".into(),
+                data: b"d".to_vec(),
+                version: 0,
+            },
+        ]),
+    ));
+    match r {
+        Response::Multi(rs) => {
+            assert_eq!(rs[0], OpResult::Create { path: "/m".into() });
+            assert_eq!(rs[2], OpResult::Check);
+            assert!(matches!(rs[3], OpResult::SetData { .. }));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn acl_digest_protects_reads_and_auth_opens_them() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.connect(2);
+    let id = crate::acl::digest_id("alice:secret");
+    let acl = vec![Acl::new(wazoo_proto::perms::ALL, "digest", &id)];
+    ok(h.call(
+        1,
+        Request::Create(CreateRequest {
+            path: "/s".into(),
+            data: b"x".to_vec(),
+            acl,
+            flags: 0,
+            ttl: None,
+        }),
+    ));
+    assert_eq!(
+        err(h.call(
+            2,
+            Request::GetData {
+                path: "/s".into(),
+                watch: false
+            }
+        )),
+        ErrorCode::NoAuth
+    );
+    h.digest_auth(2, "alice:secret");
+    ok(h.call(
+        2,
+        Request::GetData {
+            path: "/s".into(),
+            watch: false,
+        },
+    ));
+}
+
+#[test]
+fn ttl_nodes_need_extended_types() {
+    let mut h = Harness::new(ServerConfig::default());
+    h.connect(1);
+    let req = Request::CreateTtl(CreateRequest {
+        path: "/t".into(),
+        data: vec![],
+        acl: Acl::open_unsafe(),
+        flags: CreateMode::PersistentWithTtl.flags(),
+        ttl: Some(1000),
+    });
+    assert_eq!(err(h.call(1, req)), ErrorCode::Unimplemented);
+}
+
+// Seed 002, "Container Nodes": deleted by the server once their last child goes.
+#[test]
+fn an_emptied_container_is_reaped_by_the_periodic_check() {
+    let mut h = Harness::new(ServerConfig {
+        container_check_interval_ms: 1000,
+        extended_types_enabled: true,
+        ..ServerConfig::default()
+    });
+    h.connect(1);
+    let c = Request::CreateContainer(CreateRequest {
+        path: "/c".into(),
+        data: vec![],
+        acl: Acl::open_unsafe(),
+        flags: CreateMode::Container.flags(),
+        ttl: None,
+    });
+    ok(h.call(1, c));
+    ok(h.call(1, create("/c/x", b"", CreateMode::Persistent)));
+    h.now += 2000;
+    h.step(Input::Tick);
+    ok(h.call(
+        1,
+        Request::Exists {
+            path: "/c".into(),
+            watch: false,
+        },
+    ));
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/c/x".into(),
+            version: -1,
+        },
+    ));
+    h.now += 2000;
+    h.step(Input::Tick);
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::Exists {
+                path: "/c".into(),
+                watch: false
+            }
+        )),
+        ErrorCode::NoNode
+    );
+}
+
+#[test]
+fn set_watches_reports_what_was_missed_since_the_relative_zxid() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/a", b"", CreateMode::Persistent)));
+    let z = h.server.last_zxid();
+    ok(h.call(
+        1,
+        Request::SetData {
+            path: "/a".into(),
+            data: b"x".to_vec(),
+            version: -1,
+        },
+    ));
+    h.connect(2);
+    h.call(
+        2,
+        Request::SetWatches(wazoo_proto::SetWatches {
+            relative_zxid: z,
+            data_watches: vec!["/a".into(), "/gone".into()],
+            exist_watches: vec![],
+            child_watches: vec![],
+        }),
+    );
+    assert_eq!(
+        h.events(2),
+        vec![
+            (EventType::NodeDataChanged, "/a".into()),
+            (EventType::NodeDeleted, "/gone".into())
+        ]
+    );
+}
+
+#[test]
+fn unknown_opcodes_get_unimplemented_and_bad_bodies_marshalling_error() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.step(Input::Malformed { conn: 1, xid: 8 });
+    h.step(Input::Unknown {
+        conn: 1,
+        xid: 7,
+        op: 999,
+    });
+    let tail: Vec<_> = h.sent[&1].iter().skip(1).cloned().collect();
+    assert_eq!(
+        tail,
+        vec![
+            Sent::Reply {
+                xid: 8,
+                err: ErrorCode::MarshallingError.code(),
+                body: None
+            },
+            Sent::Reply {
+                xid: 7,
+                err: ErrorCode::Unimplemented.code(),
+                body: None
+            },
+        ]
+    );
+    // As ZooKeeper, an unknown opcode then closes the connection.
+    assert_eq!(h.closed, [1]);
+}
+
+#[test]
+fn a_client_ahead_of_the_server_is_refused() {
+    let mut h = Harness::default();
+    h.step(Input::Connect {
+        conn: 9,
+        peer: None,
+        req: ConnectRequest {
+            last_zxid_seen: 1 << 40,
+            timeout_ms: 30_000,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+            ..Default::default()
+        },
+    });
+    assert!(h.closed.contains(&9));
+    assert!(!h.sent.contains_key(&9), "no handshake reply");
+}

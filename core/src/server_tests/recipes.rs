@@ -1,0 +1,572 @@
+//! Recipe calls and callbacks through the pipeline (issue 5, items 3, 4, 7),
+//! with a recipe engine written in plain Rust (the core never sees wasm):
+//! ../shared/DESIGN.md "Recipes".
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use super::*;
+use crate::recipe::{error_reply, ModuleReport, RecipeEngine, RecipeHost};
+use wazoo_sdk::abi::{self, CallerInfo, Notification, Reply, WatchEvent, WatchRequest};
+
+/// Module "t": a handful of steps exercising the host API.
+struct TestEngine {
+    loaded: Arc<AtomicBool>,
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+impl RecipeEngine for TestEngine {
+    fn call(
+        &mut self,
+        module: &str,
+        method: &str,
+        args: &[u8],
+        caller: &CallerInfo,
+        h: &mut dyn RecipeHost,
+    ) -> Reply {
+        if module != "t" || !self.has_module(module) {
+            return error_reply(ErrorCode::Unimplemented, format!("no module {module}"));
+        }
+        let arg = text(args);
+        let r: Result<Reply, ErrorCode> = (|| match method {
+            // Creates an ephemeral sequential node under `arg` (and the parent).
+            "make" => {
+                if h.exists(&arg, None)?.is_none() {
+                    h.create(&arg, b"", abi::CreateMode::Persistent)?;
+                }
+                let p = h.create(
+                    &format!("{arg}/n-"),
+                    b"v",
+                    abi::CreateMode::EphemeralSequential,
+                )?;
+                Ok(Reply::Done(p.into_bytes()))
+            }
+            // Done when `arg` is gone; waits on it otherwise.
+            "await_gone" => match h.exists(&arg, Some(&arg))? {
+                Some(_) => Ok(Reply::Wait { token: arg }),
+                None => Ok(Reply::Done(b"gone".to_vec())),
+            },
+            // Writes, then fails: nothing may be applied.
+            "fail_after_write" => {
+                h.create(&arg, b"", abi::CreateMode::Persistent)?;
+                Ok(error_reply(ErrorCode::BadArguments, "changed my mind"))
+            }
+            "children" => Ok(Reply::Done(h.children(&arg, None)?.join(",").into_bytes())),
+            "get" => Ok(Reply::Done(h.get(&arg, None)?.0)),
+            "create" => Ok(Reply::Done(
+                h.create(&arg, b"", abi::CreateMode::Persistent)?
+                    .into_bytes(),
+            )),
+            "notify" => {
+                let to: i64 = arg.parse().unwrap();
+                h.notify(to, b"hello")?;
+                Ok(Reply::Done(caller.guid.clone().into_bytes()))
+            }
+            // "COUNT,SIZE": creates /grow-0.. with SIZE bytes each.
+            "grow" => {
+                let (count, size) = arg.split_once(',').unwrap();
+                let size: usize = size.parse().unwrap();
+                for i in 0..count.parse::<usize>().unwrap() {
+                    h.create(
+                        &format!("/grow-{i}"),
+                        &vec![1; size],
+                        abi::CreateMode::Persistent,
+                    )?;
+                }
+                Ok(Reply::Done(Vec::new()))
+            }
+            "bad_wait" => Ok(Reply::Wait {
+                token: "never-registered".into(),
+            }),
+            _ => Err(ErrorCode::Unimplemented),
+        })();
+        r.unwrap_or_else(|code| error_reply(code, format!("{method} failed")))
+    }
+
+    fn on_watch(&mut self, _module: &str, req: &WatchRequest, h: &mut dyn RecipeHost) -> Reply {
+        assert_eq!(
+            req.event,
+            WatchEvent::Deleted,
+            "the test only waits on deletes"
+        );
+        // Leaves a trace, so the callback's writes are seen to apply.
+        match h.create("/callback-ran", b"", abi::CreateMode::Persistent) {
+            Ok(_) | Err(ErrorCode::NodeExists) => Reply::Done(req.token.clone().into_bytes()),
+            Err(e) => error_reply(e, "trace"),
+        }
+    }
+
+    fn has_module(&self, module: &str) -> bool {
+        module == "t" && self.loaded.load(Ordering::SeqCst)
+    }
+
+    fn modules(&self) -> Vec<ModuleReport> {
+        vec![ModuleReport {
+            name: "t".into(),
+            version: "1.0.0".into(),
+            hash: "ab".into(),
+            methods: vec!["make".into()],
+            calls: 7,
+            errors: 1,
+            fuel_used: 0,
+            loads: 1,
+        }]
+    }
+}
+
+fn with_engine() -> (Harness, Arc<AtomicBool>) {
+    let mut h = Harness::default();
+    let loaded = Arc::new(AtomicBool::new(true));
+    h.server.set_recipe_engine(Box::new(TestEngine {
+        loaded: loaded.clone(),
+    }));
+    (h, loaded)
+}
+
+fn rcall(module: &str, method: &str, arg: &str) -> Request {
+    Request::RecipeCall {
+        module: module.into(),
+        method: method.into(),
+        args: arg.as_bytes().to_vec(),
+    }
+}
+
+fn reply_of(r: (i32, Option<Response>)) -> Reply {
+    match ok(r) {
+        Response::Recipe(b) => abi::decode(&b).expect("a recipe reply is a MessagePack Reply"),
+        other => panic!("expected a recipe reply, got {other:?}"),
+    }
+}
+
+fn notifications(h: &Harness, conn: u64) -> Vec<Notification> {
+    h.sent
+        .get(&conn)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| match s {
+            Sent::Recipe(b) => Some(abi::decode(b).unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn exists(h: &mut Harness, conn: u64, path: &str) -> bool {
+    h.call(
+        conn,
+        Request::Exists {
+            path: path.into(),
+            watch: false,
+        },
+    )
+    .0 == 0
+}
+
+#[test]
+fn a_recipe_call_applies_its_writes_as_one_txn_and_replies_with_the_result() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    let before = h.server.last_zxid();
+    let r = reply_of(h.call(1, rcall("t", "make", "/locks")));
+    assert_eq!(r, Reply::Done(b"/locks/n-0000000000".to_vec()));
+    assert_eq!(h.server.last_zxid(), before + 1, "both creates in one txn");
+    assert!(exists(&mut h, 1, "/locks/n-0000000000"));
+}
+
+#[test]
+fn a_failed_step_applies_nothing_and_its_error_reaches_the_caller() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    let before = h.server.last_zxid();
+    match reply_of(h.call(1, rcall("t", "fail_after_write", "/x"))) {
+        Reply::Error { code, message } => {
+            assert_eq!(code, ErrorCode::BadArguments.code());
+            assert_eq!(message, "changed my mind");
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    assert_eq!(h.server.last_zxid(), before, "no txn");
+    assert!(!exists(&mut h, 1, "/x"));
+}
+
+// ZooKeeper Administrator's Guide, "Unsafe Options", jute.maxbuffer: no
+// client can write a node, or a multi, larger than it. A recipe's writes
+// are held to the same bound: a node over it, or a step whose staged
+// writes pass it, fails that op with BadArguments, and the failed step
+// applies nothing.
+#[test]
+fn a_recipe_cannot_write_past_jute_maxbuffer() {
+    let mut h = Harness::new(ServerConfig {
+        max_buffer_bytes: 1024,
+        ..ServerConfig::default()
+    });
+    h.server.set_recipe_engine(Box::new(TestEngine {
+        loaded: Arc::new(AtomicBool::new(true)),
+    }));
+    h.connect(1);
+    let before = h.server.last_zxid();
+    for arg in ["1,1025", "3,400"] {
+        match reply_of(h.call(1, rcall("t", "grow", arg))) {
+            Reply::Error { code, .. } => assert_eq!(code, ErrorCode::BadArguments.code(), "{arg}"),
+            other => panic!("{arg}: expected BadArguments, got {other:?}"),
+        }
+        assert_eq!(h.server.last_zxid(), before, "{arg}: no txn");
+        assert!(!exists(&mut h, 1, "/grow-0"), "{arg}: nothing applied");
+    }
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "grow", "2,400"))),
+        Reply::Done(_)
+    ));
+    assert!(exists(&mut h, 1, "/grow-1"));
+}
+
+#[test]
+fn recipe_calls_fail_cleanly_without_an_engine_or_module() {
+    let mut h = Harness::default();
+    h.connect(1);
+    match reply_of(h.call(1, rcall("t", "make", "/l"))) {
+        Reply::Error { code, message } => {
+            assert_eq!(code, ErrorCode::Unimplemented.code());
+            assert!(message.contains("--plugins"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    assert!(matches!(
+        reply_of(h.call(1, rcall("nope", "make", "/l"))),
+        Reply::Error { code, .. } if code == ErrorCode::Unimplemented.code()
+    ));
+}
+
+#[test]
+fn a_waiting_call_is_finished_by_its_callback_when_the_watch_fires() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Ephemeral)));
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "await_gone", "/n"))),
+        Reply::Wait { token: "/n".into() }
+    );
+    assert_eq!(
+        h.server.recipe_waits().len(),
+        1,
+        "the wait is replicated state"
+    );
+    assert!(notifications(&h, 1).is_empty());
+    ok(h.call(
+        2,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    ));
+    assert_eq!(
+        notifications(&h, 1),
+        vec![Notification::Finished {
+            module: "t".into(),
+            token: "/n".into(),
+            reply: Reply::Done(b"/n".to_vec()),
+        }]
+    );
+    assert!(
+        h.server.recipe_waits().is_empty(),
+        "the callback consumed it"
+    );
+    assert!(
+        exists(&mut h, 1, "/callback-ran"),
+        "the callback's write applied"
+    );
+}
+
+#[test]
+fn a_holders_expiry_wakes_the_waiter_and_a_waiters_end_drops_its_wait() {
+    // Seed 001 (locks): a lock held by a session that dies is released by
+    // its ephemeral node going; the waiter's callback runs.
+    let (mut h, _) = with_engine();
+    h.connect_with(1, 0, vec![0; 16], 40_000);
+    let holder = h.connect_with(2, 0, vec![0; 16], 4_000).session_id;
+    ok(h.call(2, create("/held", b"", CreateMode::Ephemeral)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/held")));
+    h.now += 10_000;
+    h.step(Input::Tick);
+    h.step(Input::Tick);
+    assert!(h.server.sessions().get(holder).is_none(), "holder expired");
+    assert!(matches!(
+        notifications(&h, 1).as_slice(),
+        [Notification::Finished {
+            reply: Reply::Done(_),
+            ..
+        }]
+    ));
+
+    // A waiter that closes its session leaves no wait behind.
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/held", b"", CreateMode::Persistent)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/held")));
+    assert_eq!(h.server.recipe_waits().len(), 1);
+    h.call(1, Request::CloseSession);
+    assert!(h.server.recipe_waits().is_empty());
+    ok(h.call(
+        2,
+        Request::Delete {
+            path: "/held".into(),
+            version: -1,
+        },
+    ));
+    assert!(
+        !exists(&mut h, 2, "/callback-ran"),
+        "no callback for a gone session"
+    );
+}
+
+#[test]
+fn a_step_runs_with_the_callers_identity() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    let id = crate::acl::digest_id("alice:secret");
+    ok(h.call(
+        1,
+        Request::Create(CreateRequest {
+            path: "/s".into(),
+            data: b"x".to_vec(),
+            acl: vec![Acl::new(wazoo_proto::perms::ALL, "digest", &id)],
+            flags: 0,
+            ttl: None,
+        }),
+    ));
+    for method in ["get", "children"] {
+        assert!(matches!(
+            reply_of(h.call(2, rcall("t", method, "/s"))),
+            Reply::Error { code, .. } if code == ErrorCode::NoAuth.code()
+        ));
+    }
+    assert!(matches!(
+        reply_of(h.call(2, rcall("t", "create", "/s/child"))),
+        Reply::Error { code, .. } if code == ErrorCode::NoAuth.code()
+    ));
+    h.digest_auth(2, "alice:secret");
+    assert_eq!(
+        reply_of(h.call(2, rcall("t", "get", "/s"))),
+        Reply::Done(b"x".to_vec())
+    );
+    assert_eq!(
+        reply_of(h.call(2, rcall("t", "create", "/s/child"))),
+        Reply::Done(b"/s/child".to_vec())
+    );
+}
+
+#[test]
+fn a_step_reads_outstanding_writes_and_a_read_only_reply_waits_for_them() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    h.auto_sync = false;
+    h.send(1, 1, create("/p", b"data", CreateMode::Persistent));
+    h.send(1, 2, create("/p/a", b"", CreateMode::Persistent));
+    h.send(2, 3, rcall("t", "children", "/p"));
+    h.send(2, 4, rcall("t", "get", "/p"));
+    let replies = |h: &Harness| {
+        h.sent[&2]
+            .iter()
+            .filter(|s| matches!(s, Sent::Reply { .. }))
+            .count()
+    };
+    assert_eq!(replies(&h), 0, "what the steps read is not committed yet");
+    h.sync();
+    assert_eq!(replies(&h), 2);
+    let bodies: Vec<Reply> = h.sent[&2]
+        .iter()
+        .filter_map(|s| match s {
+            Sent::Reply {
+                body: Some(Response::Recipe(b)),
+                ..
+            } => Some(abi::decode(b).unwrap()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        bodies,
+        vec![Reply::Done(b"a".to_vec()), Reply::Done(b"data".to_vec())]
+    );
+}
+
+#[test]
+fn notifications_reach_the_named_session_after_the_txn() {
+    let (mut h, _) = with_engine();
+    let s1 = h.connect(1).session_id;
+    h.connect(2);
+    let r = reply_of(h.call(2, rcall("t", "notify", &s1.to_string())));
+    assert!(
+        matches!(r, Reply::Done(g) if g.len() == 16),
+        "guid is 16 hex digits"
+    );
+    assert_eq!(
+        notifications(&h, 1),
+        vec![Notification::Message {
+            module: "t".into(),
+            payload: b"hello".to_vec(),
+        }]
+    );
+}
+
+#[test]
+fn a_wait_without_a_watch_is_refused() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "bad_wait", ""))),
+        Reply::Error { code, message } if code == ErrorCode::BadArguments.code()
+            && message.contains("never-registered")
+    ));
+    assert!(h.server.recipe_waits().is_empty());
+}
+
+#[test]
+fn the_waits_on_an_unloaded_module_end_with_an_error() {
+    let (mut h, loaded) = with_engine();
+    h.connect(1);
+    ok(h.call(1, create("/n", b"", CreateMode::Persistent)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/n")));
+    loaded.store(false, Ordering::SeqCst);
+    h.step(Input::Tick);
+    match notifications(&h, 1).as_slice() {
+        [Notification::Finished {
+            reply: Reply::Error { message, .. },
+            ..
+        }] => assert!(message.contains("unloaded"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(h.server.recipe_waits().is_empty());
+}
+
+#[test]
+fn zookeeper_recipes_shows_what_is_loaded_and_the_pending_waits() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    ok(h.call(1, create("/n", b"", CreateMode::Persistent)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/n")));
+    match ok(h.call(
+        1,
+        Request::GetData {
+            path: "/zookeeper/recipes".into(),
+            watch: false,
+        },
+    )) {
+        Response::GetData { data, .. } => assert_eq!(
+            text(&data),
+            "module=t version=1.0.0 hash=ab calls=7 errors=1 fuel_used=0 loads=1 methods=make\npending_waits=1\n"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Without recipes, it is not there (as on ZooKeeper).
+    let mut h = Harness::default();
+    h.connect(1);
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::GetData {
+                path: "/zookeeper/recipes".into(),
+                watch: false,
+            },
+        )),
+        ErrorCode::NoNode
+    );
+}
+
+#[test]
+fn a_wait_that_ended_while_its_client_was_away_is_sent_on_reattach() {
+    let (mut h, _) = with_engine();
+    let r = h.connect_with(1, 0, vec![0; 16], 40_000);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Persistent)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/n")));
+    // The waiter's connection drops; the wait ends while it is away.
+    h.step(Input::Closed { conn: 1 });
+    ok(h.call(
+        2,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    ));
+    assert!(notifications(&h, 1).is_empty(), "nobody to send it to");
+    // Same session, new connection: the Finished comes right after the
+    // handshake.
+    h.connect_with(3, r.session_id, r.passwd.clone(), 40_000);
+    assert_eq!(
+        notifications(&h, 3),
+        vec![Notification::Finished {
+            module: "t".into(),
+            token: "/n".into(),
+            reply: Reply::Done(b"/n".to_vec()),
+        }]
+    );
+}
+
+#[test]
+fn a_closing_sessions_ephemerals_are_gone_for_steps_prepped_before_the_close_applies() {
+    // As ZooKeeper's prep does for closeSession: otherwise a step between
+    // the close's proposal and its apply would watch a node already gone,
+    // and its wait would never end.
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/e", b"", CreateMode::Ephemeral)));
+    h.auto_sync = false;
+    h.send(2, 50, Request::CloseSession);
+    h.send(1, 51, rcall("t", "await_gone", "/e"));
+    h.sync();
+    let reply = h.sent[&1].iter().find_map(|s| match s {
+        Sent::Reply {
+            xid: 51,
+            body: Some(Response::Recipe(b)),
+            ..
+        } => Some(abi::decode::<Reply>(b).unwrap()),
+        _ => None,
+    });
+    assert_eq!(reply, Some(Reply::Done(b"gone".to_vec())));
+    assert!(h.server.recipe_waits().is_empty());
+}
+
+#[test]
+fn a_callback_is_proposed_right_behind_the_txn_that_fires_its_wait() {
+    // One commit round per handoff: the waiter's callback does not wait
+    // for the delete to be applied; its view includes the delete.
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Persistent)));
+    reply_of(h.call(1, rcall("t", "await_gone", "/n")));
+    h.auto_sync = false;
+    let before = h.server.pending_txns();
+    h.send(
+        2,
+        60,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    );
+    assert_eq!(
+        h.server.pending_txns(),
+        before + 2,
+        "the delete and the callback's txn are both in flight"
+    );
+    h.sync();
+    assert!(matches!(
+        notifications(&h, 1).as_slice(),
+        [Notification::Finished {
+            reply: Reply::Done(_),
+            ..
+        }]
+    ));
+    assert!(h.server.recipe_waits().is_empty());
+    assert!(exists(&mut h, 1, "/callback-ran"));
+}

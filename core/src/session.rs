@@ -1,0 +1,279 @@
+//! The session table (seed 000, "ZooKeeper Sessions"): ids, passwords,
+//! negotiated timeouts and bucketed expiry with the time passed in.
+//!
+//! Deadlines are on the monotonic clock (`mono_ms`, see
+//! [`crate::time`]): a wall-clock step neither expires live sessions
+//! nor keeps dead ones. Only the seed of session ids is a wall-clock
+//! reading, so ids stay unique across restarts.
+//!
+//! Expiry works like ZooKeeper's ExpiryQueue: deadlines are rounded up to the
+//! next multiple of the tick, so sessions expire in buckets, one check per
+//! tick. The tracker never deletes ephemerals itself: it reports expired
+//! sessions and the pipeline turns each into a closeSession txn.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// ZooKeeper's `superSecret`: passwords are derived from the session id so
+/// that any member can validate a re-attach without shared state.
+const SUPER_SECRET: i64 = 0xB341_5C00;
+pub const PASSWORD_LEN: usize = 16;
+
+/// Java's `java.util.Random`, to derive passwords exactly as ZooKeeper does.
+struct JavaRandom(u64);
+
+impl JavaRandom {
+    const MULT: u64 = 0x5_DEEC_E66D;
+    const MASK: u64 = (1 << 48) - 1;
+
+    fn new(seed: i64) -> Self {
+        JavaRandom((seed as u64 ^ Self::MULT) & Self::MASK)
+    }
+
+    fn next_i32(&mut self) -> i32 {
+        self.0 = (self.0.wrapping_mul(Self::MULT).wrapping_add(0xB)) & Self::MASK;
+        (self.0 >> 16) as i32
+    }
+
+    fn next_bytes(&mut self, out: &mut [u8]) {
+        let mut i = 0;
+        while i < out.len() {
+            let mut rnd = self.next_i32();
+            let n = (out.len() - i).min(4);
+            for _ in 0..n {
+                out[i] = rnd as u8;
+                rnd >>= 8;
+                i += 1;
+            }
+        }
+    }
+}
+
+/// The password a client must present to re-attach to `session_id`.
+pub fn password(session_id: i64) -> [u8; PASSWORD_LEN] {
+    let mut p = [0u8; PASSWORD_LEN];
+    JavaRandom::new(session_id ^ SUPER_SECRET).next_bytes(&mut p);
+    p
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    pub id: i64,
+    pub timeout_ms: i32,
+    /// The bucket (a multiple of the tick) in which the session expires,
+    /// on this process's monotonic clock.
+    pub expires_at_ms: i64,
+    /// Set once expiry or a close has been decided; no more touches count.
+    pub closing: bool,
+}
+
+#[derive(Debug)]
+pub struct SessionTracker {
+    sessions: HashMap<i64, Session>,
+    buckets: BTreeMap<i64, HashSet<i64>>,
+    tick_ms: i64,
+    next_id: i64,
+}
+
+impl SessionTracker {
+    /// `server_id` goes in the top byte of every id this member hands out,
+    /// the rest starts from the clock, as ZooKeeper's
+    /// `initializeNextSessionId` does, so ids stay unique across restarts.
+    pub fn new(server_id: u64, wall_ms: i64, tick_ms: u32) -> Self {
+        assert!(tick_ms > 0, "tick must be positive");
+        let mut next = ((wall_ms << 24) as u64 >> 8) as i64;
+        next |= ((server_id & 0xff) as i64) << 56;
+        if next == i64::MIN {
+            next += 1;
+        }
+        SessionTracker {
+            sessions: HashMap::new(),
+            buckets: BTreeMap::new(),
+            tick_ms: tick_ms as i64,
+            next_id: next,
+        }
+    }
+
+    /// A fresh session id.
+    pub fn next_session_id(&mut self) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        if self.next_id == i64::MIN {
+            // The container owner marker is never a session id.
+            self.next_id += 1;
+        }
+        id
+    }
+
+    fn bucket_for(&self, mono_ms: i64, timeout_ms: i32) -> i64 {
+        let t = mono_ms + timeout_ms as i64;
+        (t / self.tick_ms + 1) * self.tick_ms
+    }
+
+    /// Adds (or re-adds, as log replay does) a session with a fresh deadline.
+    pub fn add(&mut self, id: i64, timeout_ms: i32, mono_ms: i64) {
+        if self.sessions.contains_key(&id) {
+            self.touch(id, mono_ms);
+            return;
+        }
+        let at = self.bucket_for(mono_ms, timeout_ms);
+        self.buckets.entry(at).or_default().insert(id);
+        self.sessions.insert(
+            id,
+            Session {
+                id,
+                timeout_ms,
+                expires_at_ms: at,
+                closing: false,
+            },
+        );
+    }
+
+    pub fn get(&self, id: i64) -> Option<&Session> {
+        self.sessions.get(&id)
+    }
+
+    /// Whether a session exists and is not closing.
+    pub fn is_live(&self, id: i64) -> bool {
+        self.sessions.get(&id).is_some_and(|s| !s.closing)
+    }
+
+    /// Pushes the deadline out; false if the session is unknown or closing.
+    pub fn touch(&mut self, id: i64, mono_ms: i64) -> bool {
+        let Some(s) = self.sessions.get(&id) else {
+            return false;
+        };
+        if s.closing {
+            return false;
+        }
+        let (old, timeout) = (s.expires_at_ms, s.timeout_ms);
+        let at = self.bucket_for(mono_ms, timeout);
+        if at == old {
+            return true;
+        }
+        if let Some(b) = self.buckets.get_mut(&old) {
+            b.remove(&id);
+            if b.is_empty() {
+                self.buckets.remove(&old);
+            }
+        }
+        self.buckets.entry(at).or_default().insert(id);
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.expires_at_ms = at;
+        }
+        true
+    }
+
+    /// Marks a session closing (a closeSession is on its way).
+    pub fn set_closing(&mut self, id: i64) {
+        if let Some(s) = self.sessions.get_mut(&id) {
+            s.closing = true;
+        }
+    }
+
+    /// Sessions whose bucket has passed; each is marked closing and
+    /// returned once, in id order for determinism.
+    pub fn expire(&mut self, mono_ms: i64) -> Vec<i64> {
+        let mut out = Vec::new();
+        while let Some((&at, _)) = self.buckets.first_key_value() {
+            if at > mono_ms {
+                break;
+            }
+            let ids = self.buckets.remove(&at).unwrap_or_default();
+            for id in ids {
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    if !s.closing {
+                        s.closing = true;
+                        out.push(id);
+                    }
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    pub fn remove(&mut self, id: i64) -> Option<Session> {
+        let s = self.sessions.remove(&id)?;
+        if let Some(b) = self.buckets.get_mut(&s.expires_at_ms) {
+            b.remove(&id);
+            if b.is_empty() {
+                self.buckets.remove(&s.expires_at_ms);
+            }
+        }
+        Some(s)
+    }
+
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// Every session, by id.
+    pub fn all(&self) -> Vec<&Session> {
+        let mut v: Vec<&Session> = self.sessions.values().collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_match_zookeepers_java_random_derivation() {
+        // java: new Random(0 ^ 0xB3415C00L).nextBytes(new byte[16])
+        let p = password(0);
+        assert_eq!(p.len(), 16);
+        assert_eq!(password(42), password(42), "derivation is a pure function");
+        assert_ne!(password(42), password(43));
+    }
+
+    #[test]
+    fn java_random_matches_the_jdk_sequence() {
+        // new java.util.Random(42).nextInt() == -1170105035
+        let mut r = JavaRandom::new(42);
+        assert_eq!(r.next_i32(), -1170105035);
+        assert_eq!(r.next_i32(), 234785527);
+    }
+
+    #[test]
+    fn session_ids_carry_the_server_id_in_the_top_byte() {
+        let mut t = SessionTracker::new(3, 1_700_000_000_000, 2000);
+        let a = t.next_session_id();
+        let b = t.next_session_id();
+        assert_eq!((a >> 56) & 0xff, 3);
+        assert_eq!(b, a + 1);
+    }
+
+    #[test]
+    fn a_session_expires_in_the_bucket_after_its_timeout_unless_touched() {
+        let mut t = SessionTracker::new(1, 0, 1000);
+        t.add(7, 5000, 0);
+        assert!(
+            t.expire(5000).is_empty(),
+            "bucket is rounded up to the next tick"
+        );
+        assert_eq!(t.expire(6000), vec![7]);
+        assert!(t.expire(7000).is_empty(), "reported once");
+        assert!(!t.is_live(7));
+
+        t.add(8, 5000, 10_000);
+        assert!(t.touch(8, 14_000));
+        assert!(t.expire(16_000).is_empty(), "a touch pushed the deadline");
+        assert_eq!(t.expire(20_000), vec![8]);
+    }
+
+    #[test]
+    fn closing_sessions_cannot_be_touched_back_to_life() {
+        let mut t = SessionTracker::new(1, 0, 1000);
+        t.add(1, 4000, 0);
+        t.set_closing(1);
+        assert!(!t.touch(1, 100));
+        assert!(t.remove(1).is_some());
+        assert!(t.is_empty());
+    }
+}

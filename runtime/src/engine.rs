@@ -1,0 +1,50 @@
+//! The wasm runtime as the pipeline's recipe engine.
+
+use wazoo_sdk::abi::{CallerInfo, Reply, WatchRequest};
+
+use super::{RecipeError, Runtime};
+use wazoo_core::recipe::{error_reply, ModuleReport, RecipeEngine, RecipeHost};
+
+fn reply_of(r: Result<super::Outcome, RecipeError>) -> Reply {
+    match r {
+        Ok(o) => o.reply,
+        Err(e) => error_reply(e.code(), e.to_string()),
+    }
+}
+
+impl RecipeEngine for Runtime {
+    fn call(
+        &mut self,
+        module: &str,
+        method: &str,
+        args: &[u8],
+        caller: &CallerInfo,
+        host: &mut dyn RecipeHost,
+    ) -> Reply {
+        reply_of(Runtime::call(self, module, method, args, caller, host))
+    }
+
+    fn on_watch(&mut self, module: &str, req: &WatchRequest, host: &mut dyn RecipeHost) -> Reply {
+        reply_of(Runtime::on_watch(self, module, req, host))
+    }
+
+    fn has_module(&self, module: &str) -> bool {
+        self.module(module).is_some()
+    }
+
+    fn modules(&self) -> Vec<ModuleReport> {
+        self.stats()
+            .into_iter()
+            .map(|s| ModuleReport {
+                name: s.info.name,
+                version: s.info.version,
+                hash: s.info.hash,
+                methods: s.info.methods,
+                calls: s.calls,
+                errors: s.errors,
+                fuel_used: s.fuel_used,
+                loads: s.loads,
+            })
+            .collect()
+    }
+}

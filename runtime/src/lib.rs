@@ -1,0 +1,39 @@
+//! The WebAssembly recipe runtime: wasmtime engine, module registry, compiled
+//! module cache, hot reload, the guest ABI and the sandbox limits.
+//!
+//! Layout: `runtime` (limits, linker, loading, calls), `engine` (the core's
+//! `RecipeEngine` trait over it), `wasm` (manifest), `cache`, `reload`.
+//!
+//! What a recipe may do to the tree goes through [`RecipeHost`], which the
+//! request pipeline implements against its prep view (committed state plus
+//! outstanding changes): reads answer from that view, writes are staged, and
+//! the staged writes become one multi txn when the step succeeds. The runtime
+//! never touches the tree itself.
+//!
+//! Every [`Runtime::call`] and [`Runtime::on_watch`] runs in a fresh instance
+//! (pooling allocator, pre-instantiated), with a fuel budget, an epoch
+//! deadline, a memory cap, a cap on tree ops and on the reply size. A module is
+//! compiled off the request path ([`Runtime::load_bytes`], [`Runtime::load_file`],
+//! [`Runtime::load_dir`], or the [`PluginWatcher`]), validated (manifest, ABI
+//! version, exports, imports) and swapped in atomically; calls in flight keep
+//! the version they started on.
+//!
+//! The ABI itself (types, names, encoding) lives in [`wazoo_sdk::abi`], shared
+//! with the guest SDK; see docs/RECIPES.md.
+
+mod cache;
+mod engine;
+mod error;
+mod host;
+mod reload;
+mod runtime;
+mod wasm;
+
+pub use error::{LoadError, RecipeError};
+pub use host::{path_within, RecipeHost};
+pub use reload::{LoadReport, PluginWatcher, WatchConfig};
+pub use runtime::{Limits, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig};
+pub use wazoo_sdk::abi;
+pub use wazoo_sdk::abi::{
+    CallerInfo, CreateMode, Manifest, NodeStat, Reply, WatchEvent, WatchRequest,
+};

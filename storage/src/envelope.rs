@@ -1,0 +1,172 @@
+//! The envelope of a wazoo snapshot payload: what the state machine hands
+//! [`crate::write_snapshot`] starts with a magic, a format version, the zxid
+//! and the session table; the state machine's own bytes (wazoo-core's
+//! recipe wait table and tree) follow as the body, which this crate does not
+//! interpret, as it does not interpret log records.
+//!
+//! ```text
+//! Envelope := magic:"WZST" version:u32 zxid:i64 count:u64 Session{count} body
+//! Session  := id:i64 timeout_ms:i32
+//! ```
+//!
+//! All integers are big-endian. Version 2 (written) starts the body with the
+//! recipe wait table; version 1 (still read) has none. The envelope is read
+//! from bytes that came off disk or from another member, so every length is
+//! checked against what is left before anything is allocated.
+
+use std::io::{self, Write};
+
+/// The first four bytes of every snapshot payload.
+pub const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
+/// 2 adds the recipe wait table after the sessions; 1 is still read.
+pub const SNAPSHOT_VERSION: u32 = 2;
+
+/// Bytes per session entry: id (i64) and timeout (i32).
+const SESSION_BYTES: usize = 12;
+
+/// A snapshot payload's envelope, read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotEnvelope<'a> {
+    /// The format version: [`SNAPSHOT_VERSION`] or 1.
+    pub version: u32,
+    /// The last zxid the snapshot holds.
+    pub zxid: i64,
+    /// (session id, timeout in ms) of every live session.
+    pub sessions: Vec<(i64, i32)>,
+    /// The state machine's bytes after the envelope.
+    pub body: &'a [u8],
+}
+
+/// Why a snapshot payload's envelope cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvelopeError {
+    #[error("snapshot is truncated")]
+    Truncated,
+    #[error("not a wazoo snapshot (bad magic)")]
+    BadMagic,
+    #[error("unsupported snapshot version {0}")]
+    UnsupportedVersion(u32),
+    #[error("snapshot claims {0} sessions, more than it holds")]
+    TooManySessions(u64),
+}
+
+/// Writes the envelope of a snapshot at `zxid` (version
+/// [`SNAPSHOT_VERSION`]); the caller writes the body after it.
+pub fn write_snapshot_envelope(
+    zxid: i64,
+    sessions: &[(i64, i32)],
+    w: &mut dyn Write,
+) -> io::Result<()> {
+    w.write_all(SNAPSHOT_MAGIC)?;
+    w.write_all(&SNAPSHOT_VERSION.to_be_bytes())?;
+    w.write_all(&zxid.to_be_bytes())?;
+    w.write_all(&(sessions.len() as u64).to_be_bytes())?;
+    for (id, timeout) in sessions {
+        w.write_all(&id.to_be_bytes())?;
+        w.write_all(&timeout.to_be_bytes())?;
+    }
+    Ok(())
+}
+
+/// Reads the envelope written by [`write_snapshot_envelope`] off the front
+/// of `bytes`; the rest is the body.
+pub fn read_snapshot_envelope(bytes: &[u8]) -> Result<SnapshotEnvelope<'_>, EnvelopeError> {
+    let mut r = bytes;
+    if take::<4>(&mut r)? != *SNAPSHOT_MAGIC {
+        return Err(EnvelopeError::BadMagic);
+    }
+    let version = u32::from_be_bytes(take(&mut r)?);
+    if version != SNAPSHOT_VERSION && version != 1 {
+        return Err(EnvelopeError::UnsupportedVersion(version));
+    }
+    let zxid = i64::from_be_bytes(take(&mut r)?);
+    let n = u64::from_be_bytes(take(&mut r)?);
+    if n > (r.len() / SESSION_BYTES) as u64 {
+        return Err(EnvelopeError::TooManySessions(n));
+    }
+    let mut sessions = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let id = i64::from_be_bytes(take(&mut r)?);
+        let timeout = i32::from_be_bytes(take(&mut r)?);
+        sessions.push((id, timeout));
+    }
+    Ok(SnapshotEnvelope {
+        version,
+        zxid,
+        sessions,
+        body: r,
+    })
+}
+
+fn take<const N: usize>(r: &mut &[u8]) -> Result<[u8; N], EnvelopeError> {
+    let (head, rest) = r.split_first_chunk::<N>().ok_or(EnvelopeError::Truncated)?;
+    *r = rest;
+    Ok(*head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(zxid: i64, sessions: &[(i64, i32)], body: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        write_snapshot_envelope(zxid, sessions, &mut out).unwrap();
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn an_envelope_reads_back_with_the_body_after_it() {
+        let bytes = written(0x1_0000_0007, &[(5, 4000), (-3, 30000)], b"tree");
+        let env = read_snapshot_envelope(&bytes).unwrap();
+        assert_eq!(
+            env,
+            SnapshotEnvelope {
+                version: SNAPSHOT_VERSION,
+                zxid: 0x1_0000_0007,
+                sessions: vec![(5, 4000), (-3, 30000)],
+                body: b"tree",
+            }
+        );
+    }
+
+    #[test]
+    fn a_version_1_envelope_is_still_read() {
+        let mut bytes = written(9, &[], b"");
+        bytes[4..8].copy_from_slice(&1u32.to_be_bytes());
+        assert_eq!(read_snapshot_envelope(&bytes).unwrap().version, 1);
+    }
+
+    #[test]
+    fn bad_magic_and_unknown_versions_are_refused() {
+        let mut bytes = written(9, &[], b"");
+        bytes[4..8].copy_from_slice(&3u32.to_be_bytes());
+        assert_eq!(
+            read_snapshot_envelope(&bytes),
+            Err(EnvelopeError::UnsupportedVersion(3))
+        );
+        bytes[0] = b'X';
+        assert_eq!(read_snapshot_envelope(&bytes), Err(EnvelopeError::BadMagic));
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_not_a_panic() {
+        let bytes = written(9, &[(1, 2), (3, 4)], b"");
+        for len in 0..bytes.len() {
+            assert!(
+                read_snapshot_envelope(&bytes[..len]).is_err(),
+                "a payload cut at {len} bytes was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn a_huge_session_count_is_refused_before_allocating() {
+        let mut bytes = written(9, &[], b"");
+        bytes[16..24].copy_from_slice(&u64::MAX.to_be_bytes());
+        assert_eq!(
+            read_snapshot_envelope(&bytes),
+            Err(EnvelopeError::TooManySessions(u64::MAX))
+        );
+    }
+}

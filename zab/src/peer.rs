@@ -1,0 +1,603 @@
+//! `Peer`: one member's consensus state machine. Inputs in, outputs out;
+//! see the module doc of `zab` for the driving contract.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::election::{Decision, Election, Sends, Vote};
+use super::history::History;
+use super::leader::Leading;
+use super::learner::Learning;
+use super::message::{Message, Notification};
+use super::types::{Config, Payload, Restored, ServerId, ServerState, Zxid};
+
+/// What happens to a member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A message from another member (either channel).
+    Message { from: ServerId, msg: Message },
+    /// The quorum connection with `peer` is gone, with whatever it had in
+    /// flight. Not reported for a link the core closed itself
+    /// (`Output::CloseLink`); reported before any message of a newer
+    /// connection with the same peer.
+    Disconnected { peer: ServerId },
+    /// Time passed (at least every half `tick_ms`; `mono_ms` comes with
+    /// every input).
+    Tick,
+    /// Every `Persist` up to `zxid` is fsynced.
+    Durable { zxid: Zxid },
+}
+
+/// A change of role, for the shell (serve or stop serving clients) and for
+/// `mntr`/`srvr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoleChange {
+    /// Back to election; stop serving writes (and reads, unless read-only
+    /// mode allows them).
+    Looking,
+    /// The epoch is established: a quorum holds the leader's history.
+    /// `propose` works from now on.
+    Leading {
+        epoch: u32,
+    },
+    /// Synchronized with the leader (UPTODATE): serve clients.
+    Following {
+        leader: ServerId,
+        epoch: u32,
+    },
+    Observing {
+        leader: ServerId,
+        epoch: u32,
+    },
+    /// The leader did not hear from a quorum within syncLimit and renounces
+    /// its epoch (followed by `Looking`).
+    LeaderLostQuorum {
+        epoch: u32,
+    },
+}
+
+/// What the shell must do, in this order (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send on the channel `msg.channel()` names.
+    Send {
+        to: ServerId,
+        msg: Message,
+    },
+    /// Send `Message::Snap { zxid, data }` to `to`, with `data` the state
+    /// machine serialized exactly at `zxid` (every `Deliver` before this
+    /// output applied, no later one), in this position of the link's FIFO.
+    SendSnapshot {
+        to: ServerId,
+        zxid: Zxid,
+    },
+    /// Close the quorum connection with `peer`, dropping what is in flight
+    /// both ways. Not reported back as `Disconnected`.
+    CloseLink {
+        peer: ServerId,
+    },
+    /// Durably store acceptedEpoch before the next output.
+    SetAcceptedEpoch {
+        epoch: u32,
+    },
+    /// Durably store currentEpoch before the next output.
+    SetCurrentEpoch {
+        epoch: u32,
+    },
+    /// Append to the txn log. May be fsynced later (group commit); report
+    /// it with `Input::Durable`.
+    Persist {
+        zxid: Zxid,
+        payload: Payload,
+    },
+    /// Durably drop every logged txn after `after` before the next output.
+    Truncate {
+        after: Zxid,
+    },
+    /// Replace the state machine with this snapshot, store it durably and
+    /// drop the whole txn log, before the next output.
+    InstallSnapshot {
+        zxid: Zxid,
+        data: Payload,
+    },
+    /// Apply this committed txn to the state machine. Strictly in zxid
+    /// order, each exactly once per incarnation.
+    Deliver {
+        zxid: Zxid,
+        payload: Payload,
+    },
+    /// The `sync(token)` asked here is complete: every txn proposed before
+    /// it reached the leader has been delivered (the `Deliver`s came
+    /// first). Syncs still open when the role changes are lost: fail them
+    /// on `Role(Looking)`.
+    SyncDone {
+        token: u64,
+    },
+    Role(RoleChange),
+}
+
+/// Why `propose` refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProposeError {
+    /// Not the leader; `leader` is who this member follows, if anybody.
+    NotLeader { leader: Option<ServerId> },
+    /// Leading, but the epoch is not established yet.
+    NotReady,
+    /// `outstanding_proposals_max` proposals await a quorum.
+    Backpressure,
+    /// The epoch's counter is used up; the leader has stepped down to start
+    /// a new epoch (ZooKeeper forces an election on rollover too).
+    EpochExhausted,
+}
+
+impl fmt::Display for ProposeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProposeError::NotLeader { leader: Some(l) } => {
+                write!(f, "not the leader (server {l} is)")
+            }
+            ProposeError::NotLeader { leader: None } => write!(f, "not the leader (electing)"),
+            ProposeError::NotReady => write!(f, "leader not established yet"),
+            ProposeError::Backpressure => write!(f, "too many outstanding proposals"),
+            ProposeError::EpochExhausted => write!(f, "zxid counter exhausted, electing"),
+        }
+    }
+}
+
+impl std::error::Error for ProposeError {}
+
+/// Counters for metrics and for the simulation's checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub elections: u64,
+    pub epochs_established: u64,
+    pub leader_lost_quorum: u64,
+    pub syncs_diff: u64,
+    pub syncs_trunc: u64,
+    pub syncs_snap: u64,
+    /// A message that contradicts the protocol (a bug somewhere, never a
+    /// race): the member dropped the session and went back to election.
+    pub protocol_violations: u64,
+    pub last_violation: Option<String>,
+    /// A quorum message that belongs to no current session (stale after a
+    /// shell race): the link was closed.
+    pub unexpected_messages: u64,
+    pub last_unexpected: Option<String>,
+    /// FOLLOWERINFOs from members that took us for their leader while we
+    /// are not (they go back to election when we close the link).
+    pub learners_refused: u64,
+    /// Times this leader started over because a voter had promised a
+    /// later epoch than ours and so could never join.
+    pub stepped_down_for_later_epoch: u64,
+}
+
+/// A snapshot of the member's state for `mntr`/`srvr` and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    pub state: ServerState,
+    /// The leader this member leads or follows (itself when leading).
+    pub leader: Option<ServerId>,
+    /// True once leading an established epoch / synchronized with it.
+    pub serving: bool,
+    pub accepted_epoch: u32,
+    pub current_epoch: u32,
+    pub last_zxid: Zxid,
+    pub committed_zxid: Zxid,
+    pub durable_zxid: Zxid,
+    pub election_epoch: u64,
+}
+
+pub(super) enum Role {
+    Looking(Election),
+    Leading(Box<Leading>),
+    Learning(Learning),
+}
+
+/// A FOLLOWERINFO received while still looking: kept until we know
+/// whether we lead.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PendingInfo {
+    pub accepted_epoch: u32,
+    pub last_zxid: Zxid,
+    pub observer: bool,
+}
+
+pub struct Peer {
+    pub(super) cfg: Config,
+    /// The monotonic clock (`wazoo_core::time::Now::mono_ms`): every timer of
+    /// consensus (election rounds, init/sync limits, pings) runs on it,
+    /// never on the wall clock, so setting the system clock cannot make a
+    /// leader lose its quorum or a follower give up on its leader.
+    pub(super) mono_ms: u64,
+    pub(super) accepted_epoch: u32,
+    pub(super) current_epoch: u32,
+    pub(super) history: History,
+    pub(super) role: Role,
+    /// What this member answers LOOKING members with while it leads or
+    /// follows, and the round it decided in. First the vote that ended the
+    /// election; once the epoch is established (leader) or synchronized
+    /// (learner) it becomes `(leader, epoch:0, epoch)`, so every member of
+    /// the same established epoch reports the same vote even if they joined
+    /// through different elections whose votes named a different
+    /// peerEpoch (a LOOKING member needs a quorum of equal votes to join).
+    pub(super) current_vote: (Vote, u64),
+    pub(super) pending_infos: BTreeMap<ServerId, PendingInfo>,
+    pub(super) outputs: Vec<Output>,
+    pub(super) stats: Stats,
+}
+
+impl Peer {
+    /// A member starting (or restarting) from its durable state. It starts
+    /// LOOKING: the first outputs are its notifications.
+    pub fn new(cfg: Config, restored: Restored, mono_ms: u64) -> Result<Peer, String> {
+        cfg.validate()?;
+        restored.validate()?;
+        let history = History::restore(restored.snapshot_zxid, restored.log, cfg.committed_log_max);
+        let own = Vote {
+            leader: cfg.my_id,
+            zxid: history.last(),
+            peer_epoch: restored.current_epoch,
+        };
+        let mut peer = Peer {
+            mono_ms,
+            accepted_epoch: restored.accepted_epoch,
+            current_epoch: restored.current_epoch,
+            history,
+            role: Role::Looking(placeholder_election(&cfg, own)),
+            current_vote: (own, 0),
+            pending_infos: BTreeMap::new(),
+            outputs: Vec::new(),
+            stats: Stats::default(),
+            cfg,
+        };
+        peer.start_looking(0);
+        Ok(peer)
+    }
+
+    /// Feeds one input. Outputs accumulate until `take_outputs`.
+    pub fn handle(&mut self, input: Input, mono_ms: u64) {
+        self.mono_ms = self.mono_ms.max(mono_ms);
+        match input {
+            Input::Message { from, msg } => self.on_message(from, msg),
+            Input::Disconnected { peer } => self.on_disconnected(peer),
+            Input::Tick => self.on_tick(),
+            Input::Durable { zxid } => self.on_durable(zxid),
+        }
+    }
+
+    /// Proposes a txn. Only an established leader accepts; the txn is
+    /// committed when `Deliver` for the returned zxid comes out.
+    pub fn propose(&mut self, payload: Payload, mono_ms: u64) -> Result<Zxid, ProposeError> {
+        self.mono_ms = self.mono_ms.max(mono_ms);
+        match &self.role {
+            Role::Leading(_) => self.leader_propose(payload),
+            Role::Learning(l) => Err(ProposeError::NotLeader {
+                leader: Some(l.leader),
+            }),
+            Role::Looking(_) => Err(ProposeError::NotLeader { leader: None }),
+        }
+    }
+
+    /// ZooKeeper's `sync`: completes (`Output::SyncDone { token }`) once
+    /// every txn the leader had proposed when the request reached it is
+    /// delivered here. On a follower or observer the request travels to
+    /// the leader and the reply comes back behind the COMMITs on the same
+    /// FIFO link. Tokens are the shell's; they need not be unique.
+    pub fn sync(&mut self, token: u64, mono_ms: u64) -> Result<(), ProposeError> {
+        self.mono_ms = self.mono_ms.max(mono_ms);
+        match &self.role {
+            Role::Leading(_) => self.leader_sync_local(token),
+            Role::Learning(_) => self.learner_sync(token),
+            Role::Looking(_) => Err(ProposeError::NotLeader { leader: None }),
+        }
+    }
+
+    /// Everything the shell must do, in order.
+    pub fn take_outputs(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.outputs)
+    }
+
+    pub fn id(&self) -> ServerId {
+        self.cfg.my_id
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    pub fn state(&self) -> ServerState {
+        match &self.role {
+            Role::Looking(_) => ServerState::Looking,
+            Role::Leading(_) => ServerState::Leading,
+            Role::Learning(l) if l.observer => ServerState::Observing,
+            Role::Learning(_) => ServerState::Following,
+        }
+    }
+
+    pub fn status(&self) -> Status {
+        let (leader, serving, election_epoch) = match &self.role {
+            Role::Looking(e) => (None, false, e.logical_clock()),
+            Role::Leading(l) => (
+                Some(self.cfg.my_id),
+                l.is_established(),
+                self.current_vote.1,
+            ),
+            Role::Learning(l) => (Some(l.leader), l.is_serving(), self.current_vote.1),
+        };
+        Status {
+            state: self.state(),
+            leader,
+            serving,
+            accepted_epoch: self.accepted_epoch,
+            current_epoch: self.current_epoch,
+            last_zxid: self.history.last(),
+            committed_zxid: self.history.committed(),
+            durable_zxid: self.history.durable(),
+            election_epoch,
+        }
+    }
+
+    /// Checks the member's invariants; panics naming the broken one. Tests
+    /// call it after every step.
+    pub fn validate(&self) {
+        self.history.validate();
+        assert!(
+            self.current_epoch <= self.accepted_epoch,
+            "member {}: currentEpoch {} > acceptedEpoch {}",
+            self.cfg.my_id,
+            self.current_epoch,
+            self.accepted_epoch
+        );
+        if let Role::Leading(l) = &self.role {
+            l.validate(self);
+        }
+    }
+
+    // ---- dispatch -------------------------------------------------------
+
+    fn on_message(&mut self, from: ServerId, msg: Message) {
+        if from == self.cfg.my_id || !(self.cfg.is_voter(from) || self.cfg.is_observer(from)) {
+            self.stats.unexpected_messages += 1;
+            self.stats.last_unexpected = Some(format!("{} from unknown server {from}", msg.name()));
+            return;
+        }
+        if let Message::Notification(n) = msg {
+            self.on_notification(from, n);
+            return;
+        }
+        match &self.role {
+            Role::Looking(_) => match msg {
+                Message::FollowerInfo {
+                    accepted_epoch,
+                    last_zxid,
+                    observer,
+                } => {
+                    let info = PendingInfo {
+                        accepted_epoch,
+                        last_zxid,
+                        observer,
+                    };
+                    self.pending_infos.insert(from, info);
+                }
+                _ => self.unexpected(from, &msg),
+            },
+            Role::Leading(_) => self.leader_on_message(from, msg),
+            Role::Learning(l) => {
+                let info = matches!(msg, Message::FollowerInfo { .. });
+                if from == l.leader && info {
+                    // The member we follow follows us: two elections ended
+                    // differently (stale votes). Neither leads; start over.
+                    self.stats.learners_refused += 1;
+                    self.start_looking_after(None);
+                } else if from == l.leader {
+                    self.learner_on_message(msg);
+                } else if info {
+                    // Somebody takes us for its leader.
+                    self.stats.learners_refused += 1;
+                    self.outputs.push(Output::CloseLink { peer: from });
+                } else {
+                    self.unexpected(from, &msg);
+                }
+            }
+        }
+    }
+
+    fn on_notification(&mut self, from: ServerId, n: Notification) {
+        let now_ms = self.mono_ms;
+        let mut sends = Sends::new();
+        let decision = match &mut self.role {
+            Role::Looking(e) => e.on_notification(&self.cfg, from, n, now_ms, &mut sends),
+            _ => {
+                // Decided members answer LOOKING voters (and looking
+                // observers) with the vote that elected their leader.
+                if n.state == ServerState::Looking && self.cfg.is_voter(self.cfg.my_id) {
+                    sends.push((from, self.decided_notification()));
+                }
+                None
+            }
+        };
+        self.send_notifications(sends);
+        if let Some(d) = decision {
+            self.decide(d);
+        }
+    }
+
+    fn decided_notification(&self) -> Notification {
+        let (vote, round) = self.current_vote;
+        Notification {
+            leader: vote.leader,
+            zxid: vote.zxid,
+            peer_epoch: vote.peer_epoch,
+            election_epoch: round,
+            state: self.state(),
+        }
+    }
+
+    fn on_disconnected(&mut self, peer: ServerId) {
+        match &self.role {
+            Role::Looking(_) => {
+                self.pending_infos.remove(&peer);
+            }
+            Role::Leading(_) => self.leader_on_disconnected(peer),
+            Role::Learning(l) => {
+                if l.leader == peer {
+                    // The link is already gone: nothing to close.
+                    self.start_looking_after(None);
+                }
+            }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        let now_ms = self.mono_ms;
+        match &mut self.role {
+            Role::Looking(e) => {
+                let mut sends = Sends::new();
+                let decision = e.on_tick(&self.cfg, now_ms, &mut sends);
+                self.send_notifications(sends);
+                if let Some(d) = decision {
+                    self.decide(d);
+                }
+            }
+            Role::Leading(_) => self.leader_on_tick(),
+            Role::Learning(_) => self.learner_on_tick(),
+        }
+    }
+
+    fn on_durable(&mut self, zxid: Zxid) {
+        self.history.set_durable(zxid);
+        match &self.role {
+            Role::Looking(_) => {}
+            Role::Leading(_) => self.leader_on_durable(),
+            Role::Learning(_) => self.learner_on_durable(),
+        }
+    }
+
+    // ---- election -------------------------------------------------------
+
+    fn own_vote(&self) -> Vote {
+        Vote {
+            leader: self.cfg.my_id,
+            zxid: self.history.last(),
+            peer_epoch: self.current_epoch,
+        }
+    }
+
+    fn send_notifications(&mut self, sends: Sends) {
+        for (to, n) in sends {
+            self.outputs.push(Output::Send {
+                to,
+                msg: Message::Notification(n),
+            });
+        }
+    }
+
+    /// Leaves the current role for LOOKING, closing the session's links
+    /// (except `already_closed`).
+    pub(super) fn start_looking_after(&mut self, already_closed: Option<ServerId>) {
+        let links: Vec<ServerId> = match &self.role {
+            Role::Looking(_) => Vec::new(),
+            Role::Leading(l) => l.learner_ids(),
+            Role::Learning(l) => vec![l.leader],
+        };
+        for peer in links.into_iter().filter(|p| Some(*p) != already_closed) {
+            self.outputs.push(Output::CloseLink { peer });
+        }
+        let previous_clock = match &self.role {
+            Role::Looking(e) => e.logical_clock(),
+            _ => self.current_vote.1,
+        };
+        self.start_looking(previous_clock);
+    }
+
+    fn start_looking(&mut self, previous_clock: u64) {
+        self.stats.elections += 1;
+        self.outputs.push(Output::Role(RoleChange::Looking));
+        let mut sends = Sends::new();
+        let (election, decision) = Election::start(
+            &self.cfg,
+            self.own_vote(),
+            previous_clock,
+            self.mono_ms,
+            &mut sends,
+        );
+        self.role = Role::Looking(election);
+        self.send_notifications(sends);
+        if let Some(d) = decision {
+            self.decide(d);
+        }
+    }
+
+    fn decide(&mut self, d: Decision) {
+        self.current_vote = (d.vote, d.election_epoch);
+        let leader = d.vote.leader;
+        if leader == self.cfg.my_id {
+            self.become_leader();
+        } else {
+            // FOLLOWERINFOs sent to us were for a leader we are not.
+            let pending = std::mem::take(&mut self.pending_infos);
+            for peer in pending.into_keys() {
+                self.stats.learners_refused += 1;
+                self.outputs.push(Output::CloseLink { peer });
+            }
+            let observer = self.cfg.is_observer(self.cfg.my_id);
+            self.become_learner(leader, observer);
+        }
+    }
+
+    // ---- shared helpers ---------------------------------------------------
+
+    /// The leader `leader` is established in `epoch` and we are with it.
+    pub(super) fn vote_for_established(&mut self, leader: ServerId, epoch: u32) {
+        self.current_vote.0 = Vote {
+            leader,
+            zxid: Zxid::new(epoch, 0),
+            peer_epoch: epoch,
+        };
+    }
+
+    pub(super) fn send(&mut self, to: ServerId, msg: Message) {
+        self.outputs.push(Output::Send { to, msg });
+    }
+
+    /// Delivers every txn up to `zxid` (which the log must hold).
+    pub(super) fn deliver_to(&mut self, zxid: Zxid) -> Vec<(Zxid, Payload)> {
+        let newly = self.history.commit_to(zxid);
+        for (zxid, payload) in &newly {
+            self.outputs.push(Output::Deliver {
+                zxid: *zxid,
+                payload: payload.clone(),
+            });
+        }
+        newly
+    }
+
+    /// A quorum message outside any session: close that link.
+    pub(super) fn unexpected(&mut self, from: ServerId, msg: &Message) {
+        self.stats.unexpected_messages += 1;
+        self.stats.last_unexpected = Some(format!(
+            "{} from {from} while {:?}",
+            msg.name(),
+            self.state()
+        ));
+        self.pending_infos.remove(&from);
+        self.outputs.push(Output::CloseLink { peer: from });
+    }
+
+    /// A message that breaks the protocol: record it and start over.
+    pub(super) fn violation(&mut self, what: String) {
+        self.stats.protocol_violations += 1;
+        self.stats.last_violation = Some(format!("member {}: {what}", self.cfg.my_id));
+        self.start_looking_after(None);
+    }
+}
+
+/// The role a `Peer` holds for the instant before `start_looking` runs.
+fn placeholder_election(cfg: &Config, own: Vote) -> Election {
+    let mut ignored = Sends::new();
+    Election::start(cfg, own, 0, 0, &mut ignored).0
+}
