@@ -396,6 +396,7 @@ pub async fn start(
             dialer: me > peer,
             outbox,
             inbound: in_rx,
+            inbound_open: me < peer,
             events: events.clone(),
             refused: 0,
             refused_logged: None,
@@ -558,6 +559,8 @@ struct Link {
     outbox: Arc<Outbox>,
     /// Connections that claim to be `peer` (never any on the dialing side).
     inbound: mpsc::Receiver<TcpStream>,
+    /// False once `inbound` is closed (from the start on the dialing side).
+    inbound_open: bool,
     events: mpsc::Sender<LinkEvent>,
     /// Connections refused because the link was live, and when that was
     /// last logged (so an attack does not flood the log).
@@ -610,6 +613,16 @@ impl Link {
                 return;
             }
             tracing::debug!(me = self.me, peer, ?end, "quorum link down");
+        }
+    }
+
+    /// A connection claiming this link's peer arrived while the link is up.
+    fn on_inbound(&mut self, s: Option<TcpStream>) {
+        match s {
+            Some(s) => self.refuse(s),
+            // The dialing side has no inbound connections: its channel is
+            // closed from the start.
+            None => self.inbound_open = false,
         }
     }
 
@@ -678,7 +691,7 @@ impl Link {
                 tokio::select! {
                     biased;
                     _ = &mut *reader => return End::Broken,
-                    s = self.inbound.recv() => if let Some(s) = s { self.refuse(s) },
+                    s = self.inbound.recv(), if self.inbound_open => self.on_inbound(s),
                     _ = self.outbox.wake.notified() => {}
                     _ = tokio::time::sleep_until(last_write + KEEPALIVE) => {
                         put_frame(&mut buf, KIND_KEEPALIVE, &[]);
@@ -694,7 +707,7 @@ impl Link {
                         Ok(0) | Err(_) => return End::Broken,
                         Ok(n) => written += n,
                     },
-                    s = self.inbound.recv() => if let Some(s) = s { self.refuse(s) },
+                    s = self.inbound.recv(), if self.inbound_open => self.on_inbound(s),
                     _ = self.outbox.wake.notified() => if self.outbox.is_overflowed() {
                         return End::Overflowed;
                     },
