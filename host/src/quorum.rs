@@ -5,38 +5,109 @@
 //! pipeline's own (requests a follower forwards to the leader, session
 //! touches). As in ZooKeeper's election connections, the member with the
 //! higher id dials the lower one, so a pair never keeps two connections;
-//! the dialer retries with a backoff when the link breaks.
+//! the dialer retries with a backoff when the link breaks. Only the quorum
+//! port of a `server.N` line is used: elections travel on the same link,
+//! so nothing listens on the election port.
 //!
 //! Wire format of a link, big-endian:
 //!
 //! ```text
-//! Hello  := magic:"WZQ1" version:u8 sender_id:u64 link_epoch:u64
+//! Hello  := magic:"WZQ1" version:u8 (=2) sender_id:u64 link_epoch:u64
 //! Frame  := length:u32 kind:u8 payload:byte[length - 1]
 //! kind   := 1 (ZAB message, `zab::Message` codec) | 2 (pipeline message)
+//!         | 3 (keepalive, empty payload)
 //! ```
 //!
-//! A frame over [`MAX_FRAME`] or a hello that does not match closes the
-//! link: a peer's bytes are as untrusted as a client's.
+//! # Who may hold a link
+//!
+//! A hello proves nothing: anyone who reaches a quorum port can send one
+//! claiming any id. Without cryptographic member authentication (quorum
+//! TLS or SASL), a link is held by what the connection does, not by what
+//! it claims:
+//!
+//! - The accepting member takes a hello only for an id in its
+//!   configuration that is higher than its own (lower ids are dialed, never
+//!   accepted), and only from that member's configured address (the IP of
+//!   its `server.N` host, unless that is a wildcard). Dialers bind their
+//!   socket to their own configured address, so the check holds for real
+//!   members; on one host (all members on 127.0.0.1) it rules nothing out.
+//! - **A connection that claims an id never displaces a live link with
+//!   that id.** A link is live until its reader sees end of stream, a read
+//!   error, a malformed frame, or nothing at all for [`LIVENESS`]: each side
+//!   sends a keepalive after [`KEEPALIVE`] without writing, so a live peer
+//!   is never silent that long. While the link is live, a new connection
+//!   claiming its id is closed at once, before any of its frames is read.
+//!   A restarted member's old connection ends with the old process (end of
+//!   stream), or after [`LIVENESS`] if its host vanished; its dialer retries
+//!   with a backoff until its new connection takes the free slot. The
+//!   dialer's `link_epoch` is informational: a stranger could claim any.
+//! - What remains without authentication: while a link is down, a stranger
+//!   that wins the race to the free slot holds it for as long as it keeps
+//!   it alive. It can never take a slot a live member holds.
+//!
+//! # Bounds
+//!
+//! - A hello must arrive within [`HELLO_TIMEOUT`]; at most
+//!   [`HANDSHAKES_MAX`] connections (and [`HANDSHAKES_PER_IP_MAX`] per
+//!   source IP) may be waiting for theirs; more are closed at once.
+//! - A frame length is checked against [`MAX_FRAME`] before anything is
+//!   allocated; the frame's buffer grows only as its bytes arrive, and the
+//!   whole frame must arrive within [`LIVENESS`] plus one second per
+//!   [`FRAME_RATE_MIN`] bytes, so a trickling sender pins neither memory nor
+//!   a task.
+//! - A malformed, unknown-kind or oversized frame closes that connection
+//!   only; the member reports the link down to its core, as for any broken
+//!   link, and its other links are untouched.
+//! - Each link's outbound queue holds at most [`QUEUE_BYTES_MAX`] (one
+//!   message larger than that, such as a snapshot, is admitted into a queue
+//!   below the bound). A peer that does not drain its link past the bound
+//!   has the link closed and the queue dropped; ZAB resynchronizes it when
+//!   it reconnects.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::time::Instant;
 
 use crate::core::zab::{Message, ServerId};
 
 const MAGIC: &[u8; 4] = b"WZQ1";
-const VERSION: u8 = 1;
+/// Version 2 added the keepalive frame; a version 1 peer would close the
+/// link on it, so the versions do not mix.
+const VERSION: u8 = 2;
+/// The length of a hello.
+pub const HELLO_LEN: usize = 4 + 1 + 8 + 8;
 /// The largest frame a peer may send (a snapshot travels in one frame).
 pub const MAX_FRAME: usize = 1 << 30;
 
 const KIND_ZAB: u8 = 1;
 const KIND_APP: u8 = 2;
+const KIND_KEEPALIVE: u8 = 3;
+
+/// A side that has written nothing for this long sends a keepalive.
+pub const KEEPALIVE: Duration = Duration::from_millis(500);
+/// A link on which nothing arrives for this long is dead.
+pub const LIVENESS: Duration = Duration::from_secs(5);
+/// How long an accepted connection has to send its hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a dial may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Connections waiting for their hello, in all and per source IP.
+pub const HANDSHAKES_MAX: usize = 64;
+pub const HANDSHAKES_PER_IP_MAX: usize = 16;
+/// The slowest a frame may arrive, in bytes per second (after [`LIVENESS`]).
+pub const FRAME_RATE_MIN: usize = 1 << 20;
+/// The bytes a link's outbound queue may hold before the link is closed.
+pub const QUEUE_BYTES_MAX: usize = 64 << 20;
+/// The most bytes written to a socket in one batch.
+const WRITE_BATCH_MAX: usize = 1 << 20;
 
 /// What a link delivers to the member's core.
 #[derive(Debug)]
@@ -64,15 +135,228 @@ pub enum LinkCmd {
     Close,
 }
 
+impl LinkCmd {
+    /// About the bytes this command puts on the wire, for the queue bound.
+    fn size(&self) -> usize {
+        match self {
+            LinkCmd::Zab(m) => {
+                let payload = match m {
+                    Message::Snap { data, .. } => data.len(),
+                    Message::Proposal { payload, .. } | Message::Inform { payload, .. } => {
+                        payload.len()
+                    }
+                    _ => 0,
+                };
+                5 + 40 + payload
+            }
+            LinkCmd::App(p) => 5 + p.len(),
+            LinkCmd::Close => 0,
+        }
+    }
+}
+
+/// Why a peer's bytes were refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkError {
+    BadMagic,
+    UnsupportedVersion(u8),
+    /// A frame length of 0 or over [`MAX_FRAME`].
+    BadLength(usize),
+    UnknownKind(u8),
+    /// A keepalive that carries bytes.
+    KeepaliveWithPayload(usize),
+    Zab(crate::core::zab::DecodeError),
+}
+
+impl fmt::Display for LinkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkError::BadMagic => write!(f, "not a wazoo quorum hello"),
+            LinkError::UnsupportedVersion(v) => write!(f, "unsupported link version {v}"),
+            LinkError::BadLength(n) => {
+                write!(f, "frame length {n} is outside 1..={MAX_FRAME}")
+            }
+            LinkError::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
+            LinkError::KeepaliveWithPayload(n) => write!(f, "keepalive with {n} payload bytes"),
+            LinkError::Zab(e) => write!(f, "undecodable zab message: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LinkError {}
+
+/// A decoded hello: who the sender claims to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub sender: ServerId,
+    pub link_epoch: u64,
+}
+
+impl Hello {
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut b = [0u8; HELLO_LEN];
+        b[..4].copy_from_slice(MAGIC);
+        b[4] = VERSION;
+        b[5..13].copy_from_slice(&self.sender.to_be_bytes());
+        b[13..21].copy_from_slice(&self.link_epoch.to_be_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8; HELLO_LEN]) -> Result<Hello, LinkError> {
+        if &b[..4] != MAGIC {
+            return Err(LinkError::BadMagic);
+        }
+        if b[4] != VERSION {
+            return Err(LinkError::UnsupportedVersion(b[4]));
+        }
+        Ok(Hello {
+            sender: u64::from_be_bytes(b[5..13].try_into().expect("8 bytes")),
+            link_epoch: u64::from_be_bytes(b[13..21].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// One frame's content, after its length.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    Zab(Message),
+    App(Vec<u8>),
+    Keepalive,
+}
+
+/// Checks a frame length, before anything is read or allocated for it.
+pub fn check_frame_len(len: usize) -> Result<(), LinkError> {
+    if len == 0 || len > MAX_FRAME {
+        return Err(LinkError::BadLength(len));
+    }
+    Ok(())
+}
+
+/// Decodes one frame (`kind payload`, the bytes after the length).
+pub fn decode_frame(frame: &[u8]) -> Result<Frame, LinkError> {
+    check_frame_len(frame.len())?;
+    let payload = &frame[1..];
+    match frame[0] {
+        KIND_ZAB => Message::decode(payload)
+            .map(Frame::Zab)
+            .map_err(LinkError::Zab),
+        KIND_APP => Ok(Frame::App(payload.to_vec())),
+        KIND_KEEPALIVE if payload.is_empty() => Ok(Frame::Keepalive),
+        KIND_KEEPALIVE => Err(LinkError::KeepaliveWithPayload(payload.len())),
+        k => Err(LinkError::UnknownKind(k)),
+    }
+}
+
+/// Appends a whole frame (length, kind, payload).
+fn put_frame(buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
+    buf.extend_from_slice(&((payload.len() + 1) as u32).to_be_bytes());
+    buf.push(kind);
+    buf.extend_from_slice(payload);
+}
+
+/// One link's outbound queue, shared by the core (which pushes without
+/// waiting) and the link's task (which drains it into the socket).
+struct Outbox {
+    state: Mutex<OutboxState>,
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct OutboxState {
+    queue: VecDeque<LinkCmd>,
+    /// The sum of `size()` over `queue`.
+    bytes: usize,
+    /// The peer did not drain the queue: the link must be reset.
+    overflowed: bool,
+    /// The [`Links`] are gone: the link's task ends.
+    closed: bool,
+}
+
+/// What the link's task takes from its queue.
+enum Take {
+    Cmds(Vec<LinkCmd>),
+    Overflowed,
+    Closed,
+}
+
+impl Outbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutboxState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, cmd: LinkCmd) {
+        let mut s = self.lock();
+        if s.overflowed || s.closed {
+            return;
+        }
+        if s.bytes >= QUEUE_BYTES_MAX {
+            s.queue.clear();
+            s.bytes = 0;
+            s.overflowed = true;
+        } else {
+            s.bytes += cmd.size();
+            s.queue.push_back(cmd);
+        }
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// Takes commands worth up to [`WRITE_BATCH_MAX`] bytes (at least one).
+    fn take(&self) -> Take {
+        let mut s = self.lock();
+        if s.closed {
+            return Take::Closed;
+        }
+        if s.overflowed {
+            return Take::Overflowed;
+        }
+        let mut cmds = Vec::new();
+        let mut bytes = 0;
+        while bytes < WRITE_BATCH_MAX {
+            let Some(c) = s.queue.pop_front() else { break };
+            let n = c.size();
+            bytes += n;
+            s.bytes -= n;
+            cmds.push(c);
+        }
+        Take::Cmds(cmds)
+    }
+
+    /// Drops what is queued (the link it was for is gone); returns false
+    /// once the [`Links`] are gone.
+    fn discard(&self) -> bool {
+        let mut s = self.lock();
+        s.queue.clear();
+        s.bytes = 0;
+        s.overflowed = false;
+        !s.closed
+    }
+
+    fn is_overflowed(&self) -> bool {
+        self.lock().overflowed
+    }
+}
+
 /// The links of one member, by peer id.
 pub struct Links {
-    senders: HashMap<ServerId, mpsc::UnboundedSender<LinkCmd>>,
+    outboxes: HashMap<ServerId, Arc<Outbox>>,
 }
 
 impl Links {
+    /// Queues `cmd` for `to`, without waiting. Past [`QUEUE_BYTES_MAX`]
+    /// queued, the link is reset instead (reported as [`LinkEvent::Down`]).
     pub fn send(&self, to: ServerId, cmd: LinkCmd) {
-        if let Some(tx) = self.senders.get(&to) {
-            let _ = tx.send(cmd);
+        if let Some(o) = self.outboxes.get(&to) {
+            o.push(cmd);
+        }
+    }
+}
+
+impl Drop for Links {
+    fn drop(&mut self) {
+        for o in self.outboxes.values() {
+            o.lock().closed = true;
+            o.wake.notify_one();
         }
     }
 }
@@ -86,196 +370,359 @@ pub async fn start(
     events: mpsc::Sender<LinkEvent>,
 ) -> std::io::Result<Links> {
     let listener = TcpListener::bind(listen).await?;
-    let mut senders = HashMap::new();
-    let mut inbound: HashMap<ServerId, mpsc::UnboundedSender<TcpStream>> = HashMap::new();
+    let local_ip = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
+    let mut outboxes = HashMap::new();
+    let mut inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<TcpStream>)> = HashMap::new();
     for (&peer, &addr) in &peers {
         if peer == me {
             continue;
         }
-        let (tx, rx) = mpsc::unbounded_channel();
-        senders.insert(peer, tx);
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        let outbox = Arc::new(Outbox {
+            state: Mutex::new(OutboxState::default()),
+            wake: Notify::new(),
+        });
+        outboxes.insert(peer, Arc::clone(&outbox));
+        // One accepted connection may wait for the link's task; more are
+        // refused until it has taken or refused that one.
+        let (in_tx, in_rx) = mpsc::channel(1);
         if me < peer {
-            inbound.insert(peer, in_tx);
+            inbound.insert(peer, (addr.ip(), in_tx));
         }
-        tokio::spawn(run_link(
+        let link = Link {
             me,
             peer,
             addr,
-            me > peer,
-            rx,
-            in_rx,
-            events.clone(),
-        ));
+            local_ip,
+            dialer: me > peer,
+            outbox,
+            inbound: in_rx,
+            inbound_open: me < peer,
+            events: events.clone(),
+            refused: 0,
+            refused_logged: None,
+        };
+        tokio::spawn(link.run());
     }
     tokio::spawn(accept_loop(listener, inbound));
-    Ok(Links { senders })
+    Ok(Links { outboxes })
+}
+
+/// Counts a source IP's connections waiting for their hello.
+struct IpSlot {
+    ip: IpAddr,
+    table: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl IpSlot {
+    fn take(table: &Arc<Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr) -> Option<IpSlot> {
+        let mut t = table.lock().unwrap_or_else(|e| e.into_inner());
+        let n = t.entry(ip).or_insert(0);
+        if *n >= HANDSHAKES_PER_IP_MAX {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot {
+            ip,
+            table: Arc::clone(table),
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut t = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = t.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                t.remove(&self.ip);
+            }
+        }
+    }
 }
 
 async fn accept_loop(
     listener: TcpListener,
-    inbound: HashMap<ServerId, mpsc::UnboundedSender<TcpStream>>,
+    inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<TcpStream>)>,
 ) {
+    let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
+    let per_ip = Arc::new(Mutex::new(HashMap::new()));
+    let inbound = Arc::new(inbound);
     loop {
-        let Ok((mut s, addr)) = listener.accept().await else {
+        let Ok((s, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let inbound = inbound.clone();
+        let Ok(permit) = Arc::clone(&handshakes).try_acquire_owned() else {
+            tracing::debug!(%addr, "refused a quorum connection: too many handshakes");
+            continue;
+        };
+        let Some(slot) = IpSlot::take(&per_ip, addr.ip()) else {
+            tracing::debug!(%addr, "refused a quorum connection: too many handshakes from its IP");
+            continue;
+        };
+        let inbound = Arc::clone(&inbound);
         tokio::spawn(async move {
-            let _ = s.set_nodelay(true);
-            let mut hello = [0u8; 4 + 1 + 8 + 8];
-            let read = tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut hello)).await;
-            if !matches!(read, Ok(Ok(_))) || &hello[..4] != MAGIC || hello[4] != VERSION {
-                tracing::warn!(%addr, "rejected a quorum connection: bad hello");
-                return;
-            }
-            let peer = u64::from_be_bytes(hello[5..13].try_into().expect("8 bytes"));
-            match inbound.get(&peer) {
-                Some(tx) => {
-                    let _ = tx.send(s);
-                }
-                None => {
-                    tracing::warn!(%addr, peer, "rejected a quorum connection from an unknown or lower-ranked member")
-                }
-            }
+            let _permit = permit;
+            let _slot = slot;
+            handshake(s, addr, &inbound).await;
         });
+    }
+}
+
+/// Reads a connection's hello and hands it to the link of the member it
+/// claims to be, if that member may dial us from that address.
+async fn handshake(
+    mut s: TcpStream,
+    addr: SocketAddr,
+    inbound: &HashMap<ServerId, (IpAddr, mpsc::Sender<TcpStream>)>,
+) {
+    let _ = s.set_nodelay(true);
+    let mut hello = [0u8; HELLO_LEN];
+    match tokio::time::timeout(HELLO_TIMEOUT, s.read_exact(&mut hello)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(_)) => return,
+        Err(_) => {
+            tracing::debug!(%addr, "closed a quorum connection: no hello in time");
+            return;
+        }
+    }
+    let hello = match Hello::decode(&hello) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::debug!(%addr, "refused a quorum connection: {e}");
+            return;
+        }
+    };
+    let peer = hello.sender;
+    let Some((ip, tx)) = inbound.get(&peer) else {
+        tracing::debug!(%addr, peer, "refused a quorum connection from an unknown or lower-ranked member");
+        return;
+    };
+    if !ip.is_unspecified() && *ip != addr.ip() {
+        tracing::debug!(%addr, peer, configured = %ip, "refused a quorum connection: not from the member's address");
+        return;
+    }
+    if tx.try_send(s).is_err() {
+        tracing::debug!(%addr, peer, "refused a quorum connection: another one is waiting");
     }
 }
 
 static LINK_EPOCH: AtomicU64 = AtomicU64::new(1);
 
-/// Keeps one link alive: dials (or waits for the peer to dial), then pumps
-/// frames both ways until it breaks or the core closes it; then again.
-async fn run_link(
+/// Dials `addr` from `local_ip` (our configured address, so the peer's
+/// address check holds) and sends the hello.
+async fn dial(me: ServerId, addr: SocketAddr, local_ip: Option<IpAddr>) -> Option<TcpStream> {
+    let sock = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .ok()?;
+    if let Some(ip) = local_ip.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
+        if let Err(e) = sock.bind(SocketAddr::new(ip, 0)) {
+            tracing::debug!(%ip, "cannot bind the quorum dialer: {e}");
+        }
+    }
+    let mut s = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(addr))
+        .await
+        .ok()?
+        .ok()?;
+    let _ = s.set_nodelay(true);
+    let hello = Hello {
+        sender: me,
+        link_epoch: LINK_EPOCH.fetch_add(1, Ordering::Relaxed),
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, s.write_all(&hello.encode())).await {
+        Ok(Ok(())) => Some(s),
+        _ => None,
+    }
+}
+
+/// How a connection ended.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// The core asked to close it, or the member is stopping.
+    ByUs,
+    /// It broke, or the peer sent something malformed.
+    Broken,
+    /// The peer did not drain its queue.
+    Overflowed,
+}
+
+/// One link, kept alive by its task.
+struct Link {
     me: ServerId,
     peer: ServerId,
     addr: SocketAddr,
+    local_ip: Option<IpAddr>,
     dialer: bool,
-    mut cmds: mpsc::UnboundedReceiver<LinkCmd>,
-    mut inbound: mpsc::UnboundedReceiver<TcpStream>,
+    outbox: Arc<Outbox>,
+    /// Connections that claim to be `peer` (never any on the dialing side).
+    inbound: mpsc::Receiver<TcpStream>,
+    /// False once `inbound` is closed (from the start on the dialing side).
+    inbound_open: bool,
     events: mpsc::Sender<LinkEvent>,
-) {
-    let mut backoff = Duration::from_millis(20);
-    loop {
-        let stream = if dialer {
-            match TcpStream::connect(addr).await {
-                Ok(mut s) => {
-                    let _ = s.set_nodelay(true);
-                    let mut hello = Vec::with_capacity(21);
-                    hello.extend_from_slice(MAGIC);
-                    hello.push(VERSION);
-                    hello.extend_from_slice(&me.to_be_bytes());
-                    hello.extend_from_slice(
-                        &LINK_EPOCH.fetch_add(1, Ordering::Relaxed).to_be_bytes(),
-                    );
-                    if s.write_all(&hello).await.is_err() {
-                        None
-                    } else {
-                        Some(s)
+    /// Connections refused because the link was live, and when that was
+    /// last logged (so an attack does not flood the log).
+    refused: u64,
+    refused_logged: Option<Instant>,
+}
+
+impl Link {
+    /// Dials (or waits for the peer to dial), then pumps frames both ways
+    /// until the connection ends; then again.
+    async fn run(mut self) {
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            // What was queued while no connection was up is lost, as on a
+            // broken link.
+            if !self.outbox.discard() {
+                return;
+            }
+            let stream = if self.dialer {
+                dial(self.me, self.addr, self.local_ip).await
+            } else {
+                loop {
+                    tokio::select! {
+                        s = self.inbound.recv() => match s {
+                            Some(s) => break Some(s),
+                            None => return,
+                        },
+                        _ = self.outbox.wake.notified() => if !self.outbox.discard() { return },
                     }
                 }
-                Err(_) => None,
+            };
+            let Some(stream) = stream else {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(1000));
+                continue;
+            };
+            backoff = Duration::from_millis(20);
+            tracing::debug!(me = self.me, peer = self.peer, "quorum link up");
+            let end = self.pump(stream).await;
+            let peer = self.peer;
+            match end {
+                End::ByUs => {}
+                End::Broken => {}
+                End::Overflowed => tracing::warn!(
+                    peer,
+                    "closing the quorum link: the peer did not drain {QUEUE_BYTES_MAX} queued bytes"
+                ),
             }
-        } else {
-            // Wait for the peer to dial; drop commands meanwhile (the link
-            // is down, so what they carry is lost, as on a broken link).
-            loop {
+            if end != End::ByUs && self.events.send(LinkEvent::Down { peer }).await.is_err() {
+                return;
+            }
+            tracing::debug!(me = self.me, peer, ?end, "quorum link down");
+        }
+    }
+
+    /// A connection claiming this link's peer arrived while the link is up.
+    fn on_inbound(&mut self, s: Option<TcpStream>) {
+        match s {
+            Some(s) => self.refuse(s),
+            // The dialing side has no inbound connections: its channel is
+            // closed from the start.
+            None => self.inbound_open = false,
+        }
+    }
+
+    /// Closes a connection that claims this link's peer while the link is
+    /// live: a claim never displaces a live link.
+    fn refuse(&mut self, s: TcpStream) {
+        self.refused += 1;
+        let now = Instant::now();
+        if self
+            .refused_logged
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10))
+        {
+            tracing::warn!(
+                peer = self.peer,
+                from = ?s.peer_addr().ok(),
+                refused = self.refused,
+                "refused a quorum connection claiming a member whose link is live"
+            );
+            self.refused_logged = Some(now);
+        }
+    }
+
+    /// Pumps one connection until it ends.
+    async fn pump(&mut self, stream: TcpStream) -> End {
+        let (rd, mut wr) = stream.into_split();
+        let mut reader = tokio::spawn(read_frames(self.peer, rd, self.events.clone()));
+        let end = self.write_loop(&mut wr, &mut reader).await;
+        // A finished reader's handle may already have been polled to its end.
+        if !reader.is_finished() {
+            reader.abort();
+            let _ = (&mut reader).await;
+        }
+        if end == End::ByUs {
+            let _ = tokio::time::timeout(Duration::from_millis(100), wr.shutdown()).await;
+        }
+        end
+    }
+
+    async fn write_loop(
+        &mut self,
+        wr: &mut tokio::net::tcp::OwnedWriteHalf,
+        reader: &mut tokio::task::JoinHandle<()>,
+    ) -> End {
+        let mut buf = Vec::with_capacity(64 * 1024);
+        let mut last_write = Instant::now();
+        loop {
+            let cmds = match self.outbox.take() {
+                Take::Closed => return End::ByUs,
+                Take::Overflowed => return End::Overflowed,
+                Take::Cmds(c) => c,
+            };
+            let mut close = false;
+            for cmd in cmds {
+                match cmd {
+                    LinkCmd::Zab(m) => put_frame(&mut buf, KIND_ZAB, &m.to_bytes()),
+                    LinkCmd::App(p) => put_frame(&mut buf, KIND_APP, &p),
+                    LinkCmd::Close => {
+                        close = true;
+                        break;
+                    }
+                }
+            }
+            if buf.is_empty() && !close {
+                // Biased: a connection that just ended is seen as ended
+                // before a new one claiming its peer is looked at.
                 tokio::select! {
-                    s = inbound.recv() => break s,
-                    c = cmds.recv() => if c.is_none() { return },
-                }
-            }
-        };
-        let Some(stream) = stream else {
-            // Drain what was queued for a link that is not there.
-            while cmds.try_recv().is_ok() {}
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(Duration::from_millis(1000));
-            continue;
-        };
-        backoff = Duration::from_millis(20);
-        tracing::debug!(me, peer, "quorum link up");
-        let closed_by_us = pump(peer, stream, &mut cmds, &mut inbound, &events).await;
-        if !closed_by_us && events.send(LinkEvent::Down { peer }).await.is_err() {
-            return;
-        }
-        tracing::debug!(me, peer, closed_by_us, "quorum link down");
-    }
-}
-
-/// Pumps one connection; returns true if the core asked to close it.
-async fn pump(
-    peer: ServerId,
-    stream: TcpStream,
-    cmds: &mut mpsc::UnboundedReceiver<LinkCmd>,
-    inbound: &mut mpsc::UnboundedReceiver<TcpStream>,
-    events: &mpsc::Sender<LinkEvent>,
-) -> bool {
-    let (rd, mut wr) = stream.into_split();
-    let reader_events = events.clone();
-    let mut reader = tokio::spawn(read_frames(peer, rd, reader_events));
-    let mut buf = Vec::with_capacity(64 * 1024);
-    // The dialing side never gets inbound connections (its channel is closed).
-    let mut inbound_open = true;
-    loop {
-        tokio::select! {
-            _ = &mut reader => return false,
-            // A newer connection from the peer replaces this one.
-            s = inbound.recv(), if inbound_open => {
-                let Some(s) = s else {
-                    inbound_open = false;
-                    continue;
-                };
-                reader.abort();
-                let _ = (&mut reader).await;
-                tracing::debug!(peer, "peer reconnected; replacing the link");
-                let _ = events.send(LinkEvent::Down { peer }).await;
-                return Box::pin(pump(peer, s, cmds, inbound, events)).await;
-            }
-            cmd = cmds.recv() => {
-                let Some(cmd) = cmd else {
-                    reader.abort();
-                    let _ = (&mut reader).await;
-                    return true;
-                };
-                let mut close = false;
-                encode(cmd, &mut buf, &mut close);
-                while !close && buf.len() < (1 << 20) {
-                    match cmds.try_recv() {
-                        Ok(c) => encode(c, &mut buf, &mut close),
-                        Err(_) => break,
+                    biased;
+                    _ = &mut *reader => return End::Broken,
+                    s = self.inbound.recv(), if self.inbound_open => self.on_inbound(s),
+                    _ = self.outbox.wake.notified() => {}
+                    _ = tokio::time::sleep_until(last_write + KEEPALIVE) => {
+                        put_frame(&mut buf, KIND_KEEPALIVE, &[]);
                     }
                 }
-                if !buf.is_empty() && wr.write_all(&buf).await.is_err() {
-                    reader.abort();
-                    let _ = (&mut reader).await;
-                    return false;
+            }
+            let mut written = 0;
+            while written < buf.len() {
+                tokio::select! {
+                    biased;
+                    _ = &mut *reader => return End::Broken,
+                    n = wr.write(&buf[written..]) => match n {
+                        Ok(0) | Err(_) => return End::Broken,
+                        Ok(n) => written += n,
+                    },
+                    s = self.inbound.recv(), if self.inbound_open => self.on_inbound(s),
+                    _ = self.outbox.wake.notified() => if self.outbox.is_overflowed() {
+                        return End::Overflowed;
+                    },
                 }
-                buf.clear();
-                if close {
-                    reader.abort();
-                    let _ = (&mut reader).await;
-                    let _ = wr.shutdown().await;
-                    return true;
-                }
+            }
+            if written > 0 {
+                last_write = Instant::now();
+            }
+            buf.clear();
+            buf.shrink_to(WRITE_BATCH_MAX);
+            if close {
+                return End::ByUs;
             }
         }
     }
-}
-
-fn encode(cmd: LinkCmd, buf: &mut Vec<u8>, close: &mut bool) {
-    let (kind, payload) = match cmd {
-        LinkCmd::Zab(m) => (KIND_ZAB, m.to_bytes()),
-        LinkCmd::App(p) => (KIND_APP, p),
-        LinkCmd::Close => {
-            *close = true;
-            return;
-        }
-    };
-    buf.extend_from_slice(&((payload.len() + 1) as u32).to_be_bytes());
-    buf.push(kind);
-    buf.extend_from_slice(&payload);
 }
 
 async fn read_frames(
@@ -286,35 +733,51 @@ async fn read_frames(
     let mut rd = tokio::io::BufReader::with_capacity(256 * 1024, rd);
     loop {
         let mut len = [0u8; 4];
-        if rd.read_exact(&mut len).await.is_err() {
-            return;
+        match tokio::time::timeout(LIVENESS, rd.read_exact(&mut len)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                tracing::warn!(
+                    peer,
+                    "closing the quorum link: nothing received for {LIVENESS:?}"
+                );
+                return;
+            }
         }
         let len = u32::from_be_bytes(len) as usize;
-        if len == 0 || len > MAX_FRAME {
-            tracing::warn!(peer, len, "closing the quorum link: bad frame length");
+        if let Err(e) = check_frame_len(len) {
+            tracing::warn!(peer, "closing the quorum link: {e}");
             return;
         }
-        let mut frame = vec![0u8; len];
-        if rd.read_exact(&mut frame).await.is_err() {
-            return;
+        // The buffer grows as the bytes arrive, never ahead of them.
+        let mut frame = Vec::with_capacity(len.min(64 * 1024));
+        let deadline = LIVENESS + Duration::from_secs((len / FRAME_RATE_MIN) as u64);
+        let mut body = (&mut rd).take(len as u64);
+        match tokio::time::timeout(deadline, body.read_to_end(&mut frame)).await {
+            Ok(Ok(n)) if n == len => {}
+            Ok(_) => return,
+            Err(_) => {
+                tracing::warn!(
+                    peer,
+                    len,
+                    "closing the quorum link: a frame arrived too slowly"
+                );
+                return;
+            }
         }
-        let ev = match frame[0] {
-            KIND_ZAB => match Message::decode(&frame[1..]) {
-                Ok(msg) => LinkEvent::Zab { from: peer, msg },
-                Err(e) => {
-                    tracing::warn!(peer, "closing the quorum link: undecodable message: {e}");
-                    return;
-                }
-            },
-            KIND_APP => LinkEvent::App {
+        let ev = match decode_frame(&frame) {
+            Ok(Frame::Zab(msg)) => LinkEvent::Zab { from: peer, msg },
+            Ok(Frame::App(payload)) => LinkEvent::App {
                 from: peer,
-                payload: frame[1..].to_vec(),
+                payload,
             },
-            k => {
-                tracing::warn!(peer, k, "closing the quorum link: unknown frame kind");
+            Ok(Frame::Keepalive) => continue,
+            Err(e) => {
+                tracing::warn!(peer, "closing the quorum link: {e}");
                 return;
             }
         };
+        drop(frame);
         if events.send(ev).await.is_err() {
             return;
         }
@@ -323,3 +786,74 @@ async fn read_frames(
 
 /// Shared handle type for tests and the member.
 pub type SharedLinks = Arc<Links>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hello_round_trips_and_a_foreign_one_is_refused() {
+        let h = Hello {
+            sender: 3,
+            link_epoch: 9,
+        };
+        assert_eq!(Hello::decode(&h.encode()), Ok(h));
+        let mut b = h.encode();
+        b[0] = b'X';
+        assert_eq!(Hello::decode(&b), Err(LinkError::BadMagic));
+        let mut b = h.encode();
+        b[4] = 1;
+        assert_eq!(Hello::decode(&b), Err(LinkError::UnsupportedVersion(1)));
+    }
+
+    #[test]
+    fn frame_lengths_are_checked_before_anything_is_read() {
+        assert_eq!(check_frame_len(0), Err(LinkError::BadLength(0)));
+        assert_eq!(
+            check_frame_len(0xffff_ffff),
+            Err(LinkError::BadLength(0xffff_ffff))
+        );
+        assert_eq!(check_frame_len(MAX_FRAME), Ok(()));
+    }
+
+    #[test]
+    fn malformed_frames_are_errors_not_panics() {
+        assert_eq!(decode_frame(&[]), Err(LinkError::BadLength(0)));
+        assert_eq!(decode_frame(&[9]), Err(LinkError::UnknownKind(9)));
+        assert_eq!(decode_frame(&[KIND_KEEPALIVE]), Ok(Frame::Keepalive));
+        assert_eq!(
+            decode_frame(&[KIND_KEEPALIVE, 0]),
+            Err(LinkError::KeepaliveWithPayload(1))
+        );
+        assert!(matches!(decode_frame(&[KIND_ZAB]), Err(LinkError::Zab(_))));
+        assert_eq!(decode_frame(&[KIND_APP, 7]), Ok(Frame::App(vec![7])));
+        let mut f = vec![KIND_ZAB];
+        Message::Ping.encode(&mut f);
+        assert_eq!(decode_frame(&f), Ok(Frame::Zab(Message::Ping)));
+    }
+
+    #[test]
+    fn a_queue_past_its_bound_is_reset_not_grown() {
+        let o = Outbox {
+            state: Mutex::new(OutboxState::default()),
+            wake: Notify::new(),
+        };
+        let chunk = vec![0u8; 1 << 20];
+        // One message larger than the bound is admitted into a short queue.
+        o.push(LinkCmd::App(vec![0u8; QUEUE_BYTES_MAX + 1]));
+        assert!(!o.is_overflowed());
+        o.push(LinkCmd::App(chunk.clone()));
+        assert!(o.is_overflowed(), "the queue passed its bound");
+        assert!(o.lock().queue.is_empty(), "an overflowed queue is dropped");
+        o.push(LinkCmd::App(chunk.clone()));
+        assert!(o.lock().queue.is_empty(), "nothing queues until the reset");
+        assert!(matches!(o.take(), Take::Overflowed));
+        assert!(o.discard());
+        o.push(LinkCmd::App(chunk));
+        match o.take() {
+            Take::Cmds(c) => assert_eq!(c.len(), 1),
+            _ => panic!("a reset queue takes commands again"),
+        }
+        assert_eq!(o.lock().bytes, 0);
+    }
+}
