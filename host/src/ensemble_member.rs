@@ -462,7 +462,16 @@ impl EnsembleCore {
                         "consensus gave zxid 0x{:x} to the pipeline's 0x{zxid:x}",
                         z.0
                     ),
-                    Err(e) => tracing::warn!("proposal 0x{zxid:x} refused: {e}"),
+                    Err(e) => {
+                        // The pipeline has numbered this txn and queued its
+                        // reply; consensus will not carry it. Stepping down
+                        // resets the pipeline (its clients reconnect), where
+                        // going on would number the next txn apart.
+                        tracing::warn!(
+                            "proposal 0x{zxid:x} refused ({e}): leaving leadership for an election"
+                        );
+                        self.peer.abdicate(mono_ms);
+                    }
                 }
             }
             Output::ToLeader(msg) => match self.leader {

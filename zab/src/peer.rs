@@ -496,6 +496,18 @@ impl Peer {
         }
     }
 
+    /// The shell could not hand a proposal the pipeline had already
+    /// numbered to consensus ([`Peer::propose`] refused it): the leader
+    /// steps down and an election starts, so the pipeline (which resets on
+    /// the role change) and consensus agree on zxids again, rather than the
+    /// next proposal finding them apart. Does nothing unless leading.
+    pub fn abdicate(&mut self, mono_ms: u64) {
+        self.mono_ms = self.mono_ms.max(mono_ms);
+        if matches!(self.role, Role::Leading(_)) {
+            self.start_looking_after(None);
+        }
+    }
+
     /// Leaves the current role for LOOKING, closing the session's links
     /// (except `already_closed`).
     pub(super) fn start_looking_after(&mut self, already_closed: Option<ServerId>) {

@@ -667,3 +667,35 @@ fn members_answer_looking_voters_with_the_established_vote() {
         }]
     );
 }
+
+// ZooKeeper Internals, "Atomic Broadcast": a leader that cannot carry a
+// proposal (too many await a quorum) refuses it; the shell then has the
+// leader step down, so the pipeline, which had numbered that proposal,
+// starts again from the next leader's epoch instead of numbering apart.
+#[test]
+fn a_leader_that_refuses_a_proposal_steps_down_when_the_shell_abdicates() {
+    let mut l = leader_with_follower();
+    l.cfg.outstanding_proposals_max = 2;
+    assert_eq!(l.propose(p(b"a"), 10), Ok(z(2, 1)));
+    assert_eq!(l.propose(p(b"b"), 10), Ok(z(2, 2)));
+    assert_eq!(l.propose(p(b"c"), 10), Err(ProposeError::Backpressure));
+    l.take_outputs();
+    l.abdicate(11);
+    assert_eq!(l.state(), ServerState::Looking);
+    let outs = l.take_outputs();
+    assert_eq!(
+        outs[..2],
+        [
+            Output::CloseLink { peer: 1 },
+            Output::Role(RoleChange::Looking),
+        ]
+    );
+    // Abdicating again, or while not leading, changes nothing.
+    l.abdicate(12);
+    assert!(
+        !l.take_outputs()
+            .iter()
+            .any(|o| matches!(o, Output::Role(_))),
+        "no second role change"
+    );
+}
