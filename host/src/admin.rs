@@ -3,6 +3,7 @@
 //! so that existing monitoring keeps working.
 
 use std::fmt::Write;
+use wazoo_zab::LeaderReport;
 
 use crate::core::server::Server;
 use crate::member::{dir_size, log_dir, snap_dir, AdminContext};
@@ -15,7 +16,16 @@ pub fn version() -> String {
     )
 }
 
-pub fn four_letter(word: &str, s: &Server, ctx: &AdminContext, conns: usize) -> String {
+/// The answer to a four-letter word. `leader` is the consensus' report when
+/// this member leads an ensemble (its `mntr` then has ZooKeeper's leader
+/// keys).
+pub fn four_letter(
+    word: &str,
+    s: &Server,
+    ctx: &AdminContext,
+    conns: usize,
+    leader: Option<LeaderReport>,
+) -> String {
     match word {
         "ruok" => "imok".to_string(),
         "isro" => if s.in_read_only_mode() {
@@ -51,7 +61,7 @@ pub fn four_letter(word: &str, s: &Server, ctx: &AdminContext, conns: usize) -> 
             out
         }
         "envi" => envi(),
-        "mntr" => mntr(s, ctx, conns),
+        "mntr" => mntr(s, ctx, conns, leader),
         "wchs" => format!(
             "{} connections watching {} paths\nTotal watches:{}\n",
             s.watches().conn_count(),
@@ -236,7 +246,7 @@ fn dump(s: &Server) -> String {
     out
 }
 
-fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
+fn mntr(s: &Server, ctx: &AdminContext, conns: usize, leader: Option<LeaderReport>) -> String {
     let (min, avg, max) = latency(s);
     let fds = std::fs::read_dir("/proc/self/fd")
         .map(|d| d.count())
@@ -278,7 +288,10 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
         ),
         ("zk_open_file_descriptor_count", fds.to_string()),
         ("zk_global_sessions", s.sessions().len().to_string()),
-        ("zk_last_proposal_size", "0".into()),
+        (
+            "zk_last_proposal_size",
+            leader.map_or(0, |l| l.last_proposal_bytes).to_string(),
+        ),
         ("zk_uptime", ctx.clock.mono_ms().to_string()),
         ("zk_fsync_count", ctx.log_stats.fsyncs().to_string()),
         ("zk_txns_applied", s.stats.txns_applied.to_string()),
@@ -286,6 +299,23 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize) -> String {
         ("zk_sessions_expired", s.stats.sessions_expired.to_string()),
         ("wazoo_resident_bytes", rss.to_string()),
     ];
+    // ZooKeeper 3.8's LeaderZooKeeperServer adds these on the leader;
+    // zk_followers is 3.4's name for the learners, which dashboards of that
+    // time still read.
+    let mut lines = lines;
+    if let Some(l) = leader {
+        lines.extend([
+            ("zk_learners", l.learners.to_string()),
+            ("zk_followers", l.learners.to_string()),
+            ("zk_synced_followers", l.synced_followers.to_string()),
+            ("zk_synced_non_voting_followers", "0".to_string()),
+            ("zk_synced_observers", l.synced_observers.to_string()),
+            ("zk_pending_syncs", l.pending_syncs.to_string()),
+            ("zk_leader_uptime", l.leader_uptime_ms.to_string()),
+            ("zk_max_proposal_size", l.max_proposal_bytes.to_string()),
+            ("zk_min_proposal_size", l.min_proposal_bytes.to_string()),
+        ]);
+    }
     let mut out = String::new();
     for (k, v) in lines {
         let _ = writeln!(out, "{k}\t{v}");

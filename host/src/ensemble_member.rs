@@ -317,8 +317,13 @@ impl EnsembleCore {
                         }
                     }
                     Event::Admin { word, reply } => {
-                        let text =
-                            crate::admin::four_letter(&word, &self.server, ctx, self.conns.len());
+                        let text = crate::admin::four_letter(
+                            &word,
+                            &self.server,
+                            ctx,
+                            self.conns.len(),
+                            self.peer.leader_report(),
+                        );
                         let _ = reply.send(text);
                     }
                     Event::LogFailed(e) => bail!("transaction log failed: {e}"),

@@ -708,7 +708,7 @@ async fn core_loop(
                     }
                 }
                 Event::Admin { word, reply } => {
-                    let text = crate::admin::four_letter(&word, &server, &ctx, conns.len());
+                    let text = crate::admin::four_letter(&word, &server, &ctx, conns.len(), None);
                     let _ = reply.send(text);
                 }
                 Event::LogFailed(e) => {

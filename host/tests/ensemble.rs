@@ -400,7 +400,67 @@ async fn a_write_on_the_old_connection_of_a_moved_session_gets_session_moved(fla
     );
 }
 
+/// `mntr`'s key/value lines.
+fn mntr(e: &dyn TestEnsemble, i: usize) -> std::collections::HashMap<String, String> {
+    let text = wazoo_testkit::four_letter_word(e.addr(i), "mntr").expect("mntr answers");
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+// ZooKeeper Administrator's Guide, "The Four Letter Words", mntr: the
+// leader adds its learners, synced followers and pending syncs; the
+// followers do not have those keys.
+async fn mntr_on_the_leader_reports_its_followers(flavor: Flavor) {
+    let e = ensemble(flavor);
+    let leader = e
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    // A write, so every follower is synced and has seen a proposal.
+    let zk = connect(&e.addr(leader).to_string()).await;
+    zk.create(
+        "/mntr",
+        b"x",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let m = loop {
+        let m = mntr(e.as_ref(), leader);
+        if m.get("zk_synced_followers").map(String::as_str) == Some("2")
+            || std::time::Instant::now() > deadline
+        {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(m["zk_server_state"], "leader", "{flavor}");
+    assert_eq!(
+        m.get("zk_synced_followers").map(String::as_str),
+        Some("2"),
+        "{flavor}: {m:?}"
+    );
+    assert_eq!(
+        m.get("zk_learners").map(String::as_str),
+        Some("2"),
+        "{flavor}: {m:?}"
+    );
+    assert_eq!(
+        m.get("zk_pending_syncs").map(String::as_str),
+        Some("0"),
+        "{flavor}: {m:?}"
+    );
+    assert!(m.contains_key("zk_leader_uptime"), "{flavor}: {m:?}");
+    let follower = (leader + 1) % 3;
+    let f = mntr(e.as_ref(), follower);
+    assert_eq!(f["zk_server_state"], "follower", "{flavor}");
+    assert!(!f.contains_key("zk_synced_followers"), "{flavor}: {f:?}");
+}
+
 on_both!(
+    mntr_on_the_leader_reports_its_followers,
     a_write_on_the_old_connection_of_a_moved_session_gets_session_moved,
     leader_then_follower_killed_then_both_restarted_converge,
     an_observer_serves_clients_without_voting,

@@ -91,6 +91,8 @@ pub(super) struct Leading {
     /// Open `sync`s, oldest first (their targets ascend).
     pub pending_syncs: VecDeque<PendingSync>,
     pub sessions_started: u64,
+    /// Last, smallest and largest proposal of this epoch, for `mntr`.
+    pub proposal_sizes: super::peer::LeaderReport,
 }
 
 impl Leading {
@@ -169,6 +171,7 @@ impl Peer {
             next_counter: 1,
             pending_syncs: VecDeque::new(),
             sessions_started: 0,
+            proposal_sizes: Default::default(),
         }));
         let pending = std::mem::take(&mut self.pending_infos);
         for (from, info) in pending {
@@ -676,6 +679,15 @@ impl Peer {
         }
         let zxid = Zxid::new(l.epoch, l.next_counter);
         self.leading().next_counter += 1;
+        let sizes = &mut self.leading().proposal_sizes;
+        let n = payload.len();
+        sizes.min_proposal_bytes = if sizes.max_proposal_bytes == 0 {
+            n
+        } else {
+            sizes.min_proposal_bytes.min(n)
+        };
+        sizes.max_proposal_bytes = sizes.max_proposal_bytes.max(n);
+        sizes.last_proposal_bytes = n;
         self.history.append(zxid, payload.clone());
         self.outputs.push(Output::Persist {
             zxid,

@@ -187,6 +187,25 @@ pub struct Status {
     pub election_epoch: u64,
 }
 
+/// What a leader reports to `mntr` (ZooKeeper 3.8's leader keys).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeaderReport {
+    /// Learners with a session with us: followers and observers.
+    pub learners: usize,
+    /// Voting followers synced with us (`synced_followers`).
+    pub synced_followers: usize,
+    /// Observers synced with us (`synced_observers`).
+    pub synced_observers: usize,
+    /// `sync`s waiting for the commit point (`pending_syncs`).
+    pub pending_syncs: usize,
+    /// Milliseconds since this member started leading (`leader_uptime`).
+    pub leader_uptime_ms: u64,
+    /// Bytes of the last, smallest and largest proposal of this epoch.
+    pub last_proposal_bytes: usize,
+    pub min_proposal_bytes: usize,
+    pub max_proposal_bytes: usize,
+}
+
 pub(super) enum Role {
     Looking(Election),
     Leading(Box<Leading>),
@@ -307,6 +326,27 @@ impl Peer {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The leader's `mntr` figures; `None` unless leading.
+    pub fn leader_report(&self) -> Option<LeaderReport> {
+        let Role::Leading(l) = &self.role else {
+            return None;
+        };
+        let synced = |observer: bool| {
+            l.learners
+                .values()
+                .filter(|s| s.observer == observer && s.synced_to.is_some())
+                .count()
+        };
+        Some(LeaderReport {
+            learners: l.learners.len(),
+            synced_followers: synced(false),
+            synced_observers: synced(true),
+            pending_syncs: l.pending_syncs.len(),
+            leader_uptime_ms: self.mono_ms.saturating_sub(l.started_ms),
+            ..l.proposal_sizes
+        })
     }
 
     pub fn state(&self) -> ServerState {
