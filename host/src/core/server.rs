@@ -1720,18 +1720,20 @@ impl Server {
                 ))
             }
             Request::AddWatch { path, mode } => {
-                validate_path(&path)?;
+                // An unknown mode is a MarshallingError in ZooKeeper (its
+                // mode conversion throws), checked before the path.
                 let kind = match AddWatchMode::from_i32(mode) {
                     Some(AddWatchMode::Persistent) => Kind::Persistent,
                     Some(AddWatchMode::PersistentRecursive) => Kind::Recursive,
-                    None => return Err(ErrorCode::BadArguments),
+                    None => return Err(ErrorCode::MarshallingError),
                 };
+                validate_path(&path)?;
                 self.watches.add(conn, &path, kind);
                 // ZooKeeper answers addWatch with an ErrorResponse(0) body.
                 Ok(Response::ErrorResponse(0))
             }
             Request::CheckWatches { path, watcher_type } => {
-                let t = WatcherType::from_i32(watcher_type).ok_or(ErrorCode::BadArguments)?;
+                let t = client_watcher_type(watcher_type)?;
                 if self.watches.contains(conn, &path, t) {
                     Ok(Response::Empty)
                 } else {
@@ -1739,7 +1741,7 @@ impl Server {
                 }
             }
             Request::RemoveWatches { path, watcher_type } => {
-                let t = WatcherType::from_i32(watcher_type).ok_or(ErrorCode::BadArguments)?;
+                let t = client_watcher_type(watcher_type)?;
                 if self.watches.remove(conn, &path, t) {
                     Ok(Response::Empty)
                 } else {
@@ -2053,6 +2055,16 @@ fn prep_create(
 fn checked(txn: Txn) -> Result<Txn, ErrorCode> {
     check_txn(&txn).map_err(|e| e.code())?;
     Ok(txn)
+}
+
+/// The watcher type of a checkWatches or removeWatches: ZooKeeper 3.8
+/// takes Children (1), Data (2) and Any (3) and answers MarshallingError
+/// for anything else, the persistent types (4, 5) included.
+fn client_watcher_type(t: i32) -> Result<WatcherType, ErrorCode> {
+    match WatcherType::from_i32(t) {
+        Some(t @ (WatcherType::Children | WatcherType::Data | WatcherType::Any)) => Ok(t),
+        _ => Err(ErrorCode::MarshallingError),
+    }
 }
 
 /// Node data over `jute.maxbuffer` is refused: no client can send it, and

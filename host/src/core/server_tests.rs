@@ -5,6 +5,7 @@ use super::server::*;
 
 mod apply_refusals;
 mod recipes;
+mod zk_divergences;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{
     Acl, ConnectRequest, ConnectResponse, CreateMode, CreateRequest, ErrorCode, EventType, OpCode,
