@@ -132,7 +132,13 @@ fn valid_id(id: &Id) -> bool {
                 Some((n, b)) => (n, Some(b)),
                 None => (id.id.as_str(), None),
             };
-            net.parse::<IpAddr>().is_ok() && bits.is_none_or(|b| b.parse::<u8>().is_ok())
+            // ZooKeeper's IPAuthenticationProvider.isValid: the mask may
+            // not be longer than the address.
+            let Ok(addr) = net.parse::<IpAddr>() else {
+                return false;
+            };
+            let max_bits = if addr.is_ipv4() { 32 } else { 128 };
+            bits.is_none_or(|b| b.parse::<u8>().is_ok_and(|b| b <= max_bits))
         }
         "super" => true,
         _ => false,
@@ -152,9 +158,9 @@ pub fn fixup(acl: &[Acl], auth: &AuthInfo) -> Result<Vec<Acl>, ErrorCode> {
         }
     };
     for a in acl {
-        if a.perms & !wazoo_proto::perms::ALL != 0 {
-            return Err(ErrorCode::InvalidAcl);
-        }
+        // ZooKeeper keeps whatever perms a client sends (bits above ADMIN
+        // included, and negative numbers): only the bits it knows grant
+        // anything.
         if a.id.scheme == "auth" {
             let mut any = false;
             for id in auth
@@ -264,6 +270,28 @@ mod tests {
             fixup(&Acl::creator_all(), &me).unwrap(),
             vec![Acl::new(31, "digest", "u:hash")]
         );
+    }
+
+    /// ZooKeeper Programmer's Guide, "ZooKeeper access control using
+    /// ACLs": ZooKeeper 3.8 stores perms as sent, bits above ADMIN
+    /// included, and refuses an ip mask longer than the address.
+    #[test]
+    fn acls_keep_any_perms_and_refuse_ip_masks_longer_than_the_address() {
+        let anon = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
+        for perms in [32, 63, -1, i32::MAX, i32::MIN] {
+            let acl = [Acl::new(perms, "world", "anyone")];
+            assert_eq!(fixup(&acl, &anon).unwrap(), acl.to_vec(), "perms {perms}");
+        }
+        for id in ["127.0.0.1/32", "10.0.0.0/8", "::1/128", "127.0.0.1"] {
+            assert!(fixup(&[Acl::new(31, "ip", id)], &anon).is_ok(), "{id}");
+        }
+        for id in ["127.0.0.1/33", "::1/129", "10.0.0.0/x", "not-an-ip"] {
+            assert_eq!(
+                fixup(&[Acl::new(31, "ip", id)], &anon),
+                Err(ErrorCode::InvalidAcl),
+                "{id}"
+            );
+        }
     }
 
     #[test]
