@@ -1727,7 +1727,8 @@ impl Server {
                     Some(AddWatchMode::PersistentRecursive) => Kind::Recursive,
                     None => return Err(ErrorCode::MarshallingError),
                 };
-                validate_path(&path)?;
+                // ZooKeeper does not check the path: a watch on a path no
+                // node can have never fires.
                 self.watches.add(conn, &path, kind);
                 // ZooKeeper answers addWatch with an ErrorResponse(0) body.
                 Ok(Response::ErrorResponse(0))
@@ -2082,11 +2083,21 @@ fn prep_delete(
     path: &str,
     version: i32,
 ) -> Result<(), ErrorCode> {
-    validate_path(path)?;
-    if SPECIAL_PATHS.contains(&path) {
+    // ZooKeeper checks a delete's path only for a '/' and a NUL (its
+    // getParentPathAndValidate): any other invalid path names no node, so
+    // it is NoNode (or NoAuth on the parent), not BadArguments. No node
+    // with an invalid path exists, so nothing invalid gets past the lookup.
+    let Some(last_slash) = path.rfind('/') else {
+        return Err(ErrorCode::BadArguments);
+    };
+    if path.contains('\0') || SPECIAL_PATHS.contains(&path) {
         return Err(ErrorCode::BadArguments);
     }
-    let parent_path = wazoo_proto::path::parent(path);
+    let parent_path = if last_slash == 0 {
+        "/"
+    } else {
+        &path[..last_slash]
+    };
     let mut parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
     acl::check(&parent.acl, perms::DELETE, auth)?;
     let node = view.get(path).ok_or(ErrorCode::NoNode)?;

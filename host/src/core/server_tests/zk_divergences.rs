@@ -61,3 +61,49 @@ fn add_watch_with_an_unknown_mode_is_a_marshalling_error() {
         assert_eq!(e, ErrorCode::MarshallingError, "{path} mode {mode}");
     }
 }
+
+/// ZooKeeper checks a delete's path only for a '/' and a NUL character;
+/// any other path a node cannot have is simply not there (NoNode).
+#[test]
+fn delete_of_a_path_no_node_can_have_is_no_node() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/a", b"", CreateMode::Persistent)));
+    for path in ["/a/", "/a//b", "/a/.", "/a/\u{9f}", "/a/\u{e000}", "/."] {
+        let e = err(h.call(
+            1,
+            Request::Delete {
+                path: path.into(),
+                version: -1,
+            },
+        ));
+        assert_eq!(e, ErrorCode::NoNode, "{path:?}");
+    }
+    for path in ["", "a", "/a\0b", "/", "/zookeeper"] {
+        let e = err(h.call(
+            1,
+            Request::Delete {
+                path: path.into(),
+                version: -1,
+            },
+        ));
+        assert_eq!(e, ErrorCode::BadArguments, "{path:?}");
+    }
+}
+
+/// ZooKeeper does not check addWatch's path: a watch on a path that no
+/// node can have is accepted (and never fires).
+#[test]
+fn add_watch_accepts_any_path() {
+    let mut h = Harness::default();
+    h.connect(1);
+    for path in ["//a", "a", "/a/", ""] {
+        ok(h.call(
+            1,
+            Request::AddWatch {
+                path: path.into(),
+                mode: 1,
+            },
+        ));
+    }
+}
