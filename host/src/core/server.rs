@@ -472,9 +472,11 @@ fn check_version(current: i32, expected: i32) -> Result<i32, ErrorCode> {
 
 /// Reads look the path up as given (an invalid one is simply not there),
 /// refusing only NUL, as ZooKeeper's FinalRequestProcessor does.
+/// Reads do not validate their path in ZooKeeper: a path no node can
+/// have is NoNode. One with a NUL is answered here, before any lookup.
 fn check_read_path(path: &str) -> Result<(), ErrorCode> {
     if path.contains('\0') {
-        return Err(ErrorCode::BadArguments);
+        return Err(ErrorCode::NoNode);
     }
     Ok(())
 }
@@ -1451,8 +1453,10 @@ impl Server {
                 kinds
                     .into_iter()
                     .map(|k| match k {
+                        // ZooKeeper answers a create2 inside a multi as a
+                        // create: the path without a stat.
                         MultiKind::Create { op, path, stat } => match op {
-                            OpCode::Create => OpResult::Create { path },
+                            OpCode::Create | OpCode::Create2 => OpResult::Create { path },
                             _ => OpResult::Create2 { path, stat },
                         },
                         MultiKind::Delete => OpResult::Delete,
@@ -1767,8 +1771,17 @@ impl Server {
                 self.set_watches(conn, s);
                 Ok(Response::Empty)
             }
+            // ZooKeeper rebuilds each read of a multiRead without its
+            // watch flag: a multiRead sets no watches.
             Request::MultiRead(ops) => Ok(Response::Multi(
                 ops.into_iter()
+                    .map(|op| match op {
+                        Request::GetChildren { path, .. } => {
+                            Request::GetChildren { path, watch: false }
+                        }
+                        Request::GetData { path, .. } => Request::GetData { path, watch: false },
+                        other => other,
+                    })
                     .map(|op| match op {
                         Request::GetChildren { .. } => match self.try_read(conn, op) {
                             Ok(Response::GetChildren { children }) => {

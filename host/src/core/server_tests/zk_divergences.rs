@@ -107,3 +107,80 @@ fn add_watch_accepts_any_path() {
         ));
     }
 }
+
+/// ZooKeeper's reads do not validate their path: a path with a NUL names
+/// no node, so the read is NoNode.
+#[test]
+fn a_read_of_a_path_with_a_nul_is_no_node() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/a", b"", CreateMode::Persistent)));
+    for req in [
+        Request::GetData {
+            path: "/a\0b".into(),
+            watch: false,
+        },
+        Request::GetChildren {
+            path: "/a/\0".into(),
+            watch: false,
+        },
+        Request::GetAllChildrenNumber {
+            path: "/a\0".into(),
+        },
+    ] {
+        assert_eq!(err(h.call(1, req)), ErrorCode::NoNode);
+    }
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Watches": a multiRead's reads
+/// set no watches in ZooKeeper (it rebuilds each read without its watch
+/// flag), so a later change sends no event.
+#[test]
+fn a_multi_read_sets_no_watches() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/a", b"", CreateMode::Persistent)));
+    ok(h.call(
+        1,
+        Request::MultiRead(vec![
+            Request::GetData {
+                path: "/a".into(),
+                watch: true,
+            },
+            Request::GetChildren {
+                path: "/a".into(),
+                watch: true,
+            },
+        ]),
+    ));
+    ok(h.call(1, create("/a/b", b"", CreateMode::Persistent)));
+    ok(h.call(
+        1,
+        Request::SetData {
+            path: "/a".into(),
+            data: b"x".to_vec(),
+            version: -1,
+        },
+    ));
+    assert_eq!(h.events(1), vec![]);
+}
+
+/// ZooKeeper answers a create2 inside a multi with a create result: the
+/// path, no stat.
+#[test]
+fn a_create2_inside_a_multi_is_answered_as_a_create() {
+    let mut h = Harness::default();
+    h.connect(1);
+    let c = CreateRequest {
+        path: "/a".into(),
+        data: vec![],
+        acl: Acl::open_unsafe(),
+        flags: 0,
+        ttl: None,
+    };
+    let r = ok(h.call(1, Request::Multi(vec![Request::Create2(c)])));
+    assert_eq!(
+        r,
+        Response::Multi(vec![OpResult::Create { path: "/a".into() }])
+    );
+}
