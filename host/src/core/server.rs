@@ -1629,7 +1629,10 @@ impl Server {
         match req {
             Request::Ping => Ok(Response::Empty),
             Request::Exists { path, watch } => {
-                check_read_path(&path)?;
+                // The one read ZooKeeper checks: a NUL is BadArguments.
+                if path.contains('\0') {
+                    return Err(ErrorCode::BadArguments);
+                }
                 match self.tree.stat(&path) {
                     Some(stat) => {
                         if watch {

@@ -109,7 +109,7 @@ fn add_watch_accepts_any_path() {
 }
 
 /// ZooKeeper's reads do not validate their path: a path with a NUL names
-/// no node, so the read is NoNode.
+/// no node, so the read is NoNode; exists alone refuses a NUL.
 #[test]
 fn a_read_of_a_path_with_a_nul_is_no_node() {
     let mut h = Harness::default();
@@ -130,6 +130,15 @@ fn a_read_of_a_path_with_a_nul_is_no_node() {
     ] {
         assert_eq!(err(h.call(1, req)), ErrorCode::NoNode);
     }
+    // exists is the one read that checks for a NUL.
+    let e = err(h.call(
+        1,
+        Request::Exists {
+            path: "/a\0b".into(),
+            watch: false,
+        },
+    ));
+    assert_eq!(e, ErrorCode::BadArguments);
 }
 
 /// ZooKeeper Programmer's Guide, "ZooKeeper Watches": a multiRead's reads
