@@ -83,27 +83,12 @@ pub struct P(pub Vec<u8>);
 impl P {
     fn show(&self) -> String {
         let s = String::from_utf8_lossy(&self.0);
-        if s.len() > 60 {
-            format!(
-                "{:?}..({} bytes)",
-                &s[..s.floor_char_boundary_compat(40)],
-                self.0.len()
-            )
+        if s.chars().count() > 60 {
+            let head: String = s.chars().take(40).collect();
+            format!("{head:?}..({} bytes)", self.0.len())
         } else {
             format!("{s:?}")
         }
-    }
-}
-
-trait FloorBoundary {
-    fn floor_char_boundary_compat(&self, i: usize) -> usize;
-}
-impl FloorBoundary for str {
-    fn floor_char_boundary_compat(&self, mut i: usize) -> usize {
-        while !self.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
     }
 }
 
@@ -148,6 +133,16 @@ fn show_acls(acls: &Option<Vec<Acl>>) -> String {
 pub struct Gen {
     rng: Rng,
     root: String,
+    /// The path being drawn is for a read, or for a check outside a
+    /// multi: "" and "/" are then left out (docs/COMPATIBILITY.md, "Found
+    /// by the differential test").
+    no_root: bool,
+    /// The session of the step being drawn. Session 0 holds the persistent
+    /// and recursive watches, sessions 1 and 2 the one-shot ones: ZooKeeper
+    /// 3.8 keeps one watch mode per path and connection, wazoo keeps the
+    /// kinds apart (docs/COMPATIBILITY.md, "Found by the differential
+    /// test").
+    session: usize,
 }
 
 /// The names a path is made of: a small set, so requests collide.
@@ -198,6 +193,8 @@ impl Gen {
         Gen {
             rng: Rng::new(seed),
             root: format!("/s{seed}"),
+            no_root: false,
+            session: 0,
         }
     }
 
@@ -259,10 +256,11 @@ impl Gen {
                 p.push_str(self.rng.pick(ODD_NAMES));
                 P(p.into_bytes())
             }
+            90 | 94 if self.no_root => P(self.valid_path().into_bytes()),
             90 => P(Vec::new()),
             91 => P(format!("{}/", self.valid_path()).into_bytes()),
             92 => P(self.valid_path().replacen('/', "//", 2).into_bytes()),
-            93 => P(self.valid_path()[1..].as_bytes().to_vec()),
+            93 => P(self.valid_path().as_bytes()[1..].to_vec()),
             94 => P(b"/".to_vec()),
             95 => {
                 // Invalid UTF-8: a stray continuation byte, a truncated
@@ -362,11 +360,15 @@ impl Gen {
         )
     }
 
-    fn flags(&mut self) -> i32 {
-        if self.rng.chance(90) {
-            self.rng.below(8) as i32
+    /// Create flags for a create (op 1) or create2 (op 15): the four
+    /// plain modes, and now and then an unknown number. The container and
+    /// TTL modes go with their own opcodes: docs/COMPATIBILITY.md, "Found
+    /// by the differential test", on a mode that disagrees with the opcode.
+    fn flags(&mut self, in_multi: bool) -> i32 {
+        if in_multi || self.rng.chance(95) {
+            self.rng.below(4) as i32
         } else {
-            self.rng.pick(&[-1, 8, 16, 100, i32::MAX, i32::MIN])
+            self.rng.pick(&[-1, 7, 8, 16, 100, i32::MAX, i32::MIN])
         }
     }
 
@@ -385,27 +387,15 @@ impl Gen {
     }
 
     /// A create-like body: (opcode, body, description).
-    fn create(&mut self) -> (i32, Vec<u8>, String) {
+    fn create(&mut self, in_multi: bool) -> (i32, Vec<u8>, String) {
         let op = self.rng.pick(&[1, 1, 15, 15, 19, 21]);
         let path = self.path();
         let (data, dd) = self.data();
         let acls = self.acls();
         let flags = match op {
-            19 => {
-                if self.rng.chance(85) {
-                    4
-                } else {
-                    self.flags()
-                }
-            }
-            21 => {
-                if self.rng.chance(85) {
-                    self.rng.pick(&[5, 6])
-                } else {
-                    self.flags()
-                }
-            }
-            _ => self.flags(),
+            19 => 4,
+            21 => self.rng.pick(&[5, 6]),
+            _ => self.flags(in_multi),
         };
         let mut b = Vec::new();
         put_buf(&mut b, Some(&path.0));
@@ -445,9 +435,17 @@ impl Gen {
         (5, b, format!("setData {} data={dd} v={v}", p.show()))
     }
 
-    fn path_watch(&mut self, op: i32, name: &str) -> (i32, Vec<u8>, String) {
+    /// A path for a read, which ZooKeeper does not validate.
+    fn read_path(&mut self) -> P {
+        self.no_root = true;
         let p = self.path();
-        let w = self.rng.chance(50);
+        self.no_root = false;
+        p
+    }
+
+    fn path_watch(&mut self, op: i32, name: &str) -> (i32, Vec<u8>, String) {
+        let p = self.read_path();
+        let w = self.session != 0 && self.rng.chance(50);
         let mut b = Vec::new();
         put_buf(&mut b, Some(&p.0));
         put_bool(&mut b, w);
@@ -455,7 +453,11 @@ impl Gen {
     }
 
     fn path_only(&mut self, op: i32, name: &str) -> (i32, Vec<u8>, String) {
-        let p = self.path();
+        let p = if matches!(op, 6 | 104) {
+            self.read_path()
+        } else {
+            self.path()
+        };
         let mut b = Vec::new();
         put_buf(&mut b, Some(&p.0));
         (op, b, format!("{name} {}", p.show()))
@@ -478,10 +480,11 @@ impl Gen {
         let mut descs = Vec::new();
         for _ in 0..n {
             let (op, body, d) = if read {
+                // Only reads: a write inside a multiRead is refused by both,
+                // but with different bodies (docs/COMPATIBILITY.md).
                 match self.rng.below(10) {
                     0..=4 => self.path_watch(4, "getData"),
-                    5..=8 => self.path_watch(8, "getChildren"),
-                    _ => self.write_op(),
+                    _ => self.path_watch(8, "getChildren"),
                 }
             } else {
                 match self.rng.below(20) {
@@ -508,7 +511,7 @@ impl Gen {
 
     fn write_op(&mut self) -> (i32, Vec<u8>, String) {
         match self.rng.below(10) {
-            0..=3 => self.create(),
+            0..=3 => self.create(true),
             4..=5 => self.path_version(2, "delete"),
             6..=7 => self.set_data(),
             _ => self.path_version(13, "check"),
@@ -522,15 +525,17 @@ impl Gen {
         let mut b = Vec::new();
         put_i64(&mut b, rel);
         let mut descs = Vec::new();
-        for _ in 0..lists {
-            let n = self.rng.below(3);
+        for l in 0..lists {
+            // The persistent lists of setWatches2 stay empty: this runs on
+            // the one-shot sessions.
+            let n = if l < 3 { self.rng.below(3) } else { 0 };
             put_i32(&mut b, n as i32);
             let mut l = Vec::new();
             for _ in 0..n {
                 let p = if self.rng.chance(90) {
                     P(self.valid_path().into_bytes())
                 } else {
-                    self.path()
+                    self.read_path()
                 };
                 put_buf(&mut b, Some(&p.0));
                 l.push(p.show());
@@ -546,9 +551,10 @@ impl Gen {
     }
 
     fn step(&mut self) -> Step {
-        let session = self.rng.below(SESSIONS);
+        let mut session = self.rng.below(SESSIONS);
+        self.session = session;
         let (op, body, desc) = match self.rng.below(200) {
-            0..=39 => self.create(),
+            0..=39 => self.create(false),
             40..=54 => self.path_version(2, "delete"),
             55..=64 => self.path_watch(3, "exists"),
             65..=79 => self.path_watch(4, "getData"),
@@ -571,13 +577,47 @@ impl Gen {
             108..=115 => self.path_watch(8, "getChildren"),
             116..=121 => self.path_watch(12, "getChildren2"),
             122..=123 => self.path_only(9, "sync"),
-            124..=125 => self.path_version(13, "check"),
+            // check outside a multi: ZooKeeper 3.8 closes the connection
+            // (docs/COMPATIBILITY.md), so only inside a multi.
+            124..=125 => self.path_watch(3, "exists"),
             126..=139 => self.multi(false),
             140..=145 => self.multi(true),
-            146..=150 => self.path_int(17, "checkWatches", &[0, 1, 2, 3, 3, 1, 2, 4, 5, 6, -1]),
-            151..=157 => self.path_int(18, "removeWatches", &[0, 1, 2, 3, 3, 1, 2, 4, 5, 6, -1]),
-            158..=167 => self.path_int(106, "addWatch", &[0, 1, 0, 1, 0, 1, 2, 3, -1]),
-            168..=171 => self.set_watches(),
+            146..=157 => {
+                let (op, name) = if self.rng.chance(40) {
+                    (17, "checkWatches")
+                } else {
+                    (18, "removeWatches")
+                };
+                // Children (1) and Data (2) also match a persistent watch in
+                // ZooKeeper 3.8 (it files one in both its tables): session 0,
+                // which holds those, asks with Any or an invalid type only.
+                let types: &[i32] = if session == 0 {
+                    &[3, 3, 3, 0, 4, 5, 6, -1]
+                } else {
+                    &[1, 1, 2, 2, 3, 3, 0, 4, 5, 6, -1]
+                };
+                self.path_int(op, name, types)
+            }
+            158..=167 => {
+                session = 0;
+                self.session = 0;
+                let p = self.read_path();
+                // One mode per path: the mode is a function of the path.
+                let mode = if self.rng.chance(90) {
+                    (p.0.iter().map(|&b| b as u32).sum::<u32>() % 2) as i32
+                } else {
+                    self.rng.pick(&[2, 3, -1, i32::MAX])
+                };
+                let mut b = Vec::new();
+                put_buf(&mut b, Some(&p.0));
+                put_i32(&mut b, mode);
+                (106, b, format!("addWatch {} {mode}", p.show()))
+            }
+            168..=171 => {
+                session = 1 + self.rng.below(SESSIONS - 1);
+                self.session = session;
+                self.set_watches()
+            }
             172..=174 => {
                 let prefix = if self.rng.chance(70) {
                     P(self.valid_path().into_bytes())
@@ -600,7 +640,7 @@ impl Gen {
                 (100, b, format!("addauth digest {who}"))
             }
             183..=184 => return Step::Close { session },
-            _ => self.create(),
+            _ => self.create(false),
         };
         Step::Req {
             session,
