@@ -1937,10 +1937,11 @@ fn prep_single(
             prep_delete(view, auth, path, *version)?;
             Ok((Txn::Delete { path: path.clone() }, Some(WriteKind::Delete)))
         }
-        Request::DeleteContainer { path } => {
-            prep_delete(view, auth, path, -1)?;
-            Ok((Txn::Delete { path: path.clone() }, Some(WriteKind::Delete)))
-        }
+        // ZooKeeper reads a deleteContainer's body as a bare path (servers
+        // send it so); a client's jute string starts with its length, whose
+        // NUL bytes make the path BadArguments. Its reaper does not come
+        // this way in wazoo, so a client's deleteContainer deletes nothing.
+        Request::DeleteContainer { .. } => Err(ErrorCode::BadArguments),
         Request::SetData {
             path,
             data,

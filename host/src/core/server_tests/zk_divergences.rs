@@ -211,3 +211,31 @@ fn check_watches_of_a_relative_path_is_a_marshalling_error() {
         assert_eq!(e, ErrorCode::MarshallingError, "{path:?}");
     }
 }
+
+/// deleteContainer is for servers: ZooKeeper answers a client's with
+/// BadArguments (it reads the body as a bare path, and the jute length in
+/// front holds NUL bytes), and deletes nothing.
+#[test]
+fn a_clients_delete_container_is_bad_arguments_and_deletes_nothing() {
+    let mut h = Harness::default();
+    h.connect(1);
+    let c = CreateRequest {
+        path: "/c".into(),
+        data: vec![],
+        acl: Acl::open_unsafe(),
+        flags: CreateMode::Container.flags(),
+        ttl: None,
+    };
+    ok(h.call(1, Request::CreateContainer(c)));
+    for path in ["/c", "/nope", "bad"] {
+        let e = err(h.call(1, Request::DeleteContainer { path: path.into() }));
+        assert_eq!(e, ErrorCode::BadArguments, "{path}");
+    }
+    ok(h.call(
+        1,
+        Request::Exists {
+            path: "/c".into(),
+            watch: false,
+        },
+    ));
+}
