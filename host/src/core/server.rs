@@ -1742,12 +1742,6 @@ impl Server {
             }
             Request::CheckWatches { path, watcher_type } => {
                 let t = client_watcher_type(watcher_type)?;
-                // ZooKeeper walks the path's ancestors (for recursive
-                // watches) and fails on one without a leading '/' (but ""
-                // is its root's key).
-                if !path.is_empty() && !path.starts_with('/') {
-                    return Err(ErrorCode::MarshallingError);
-                }
                 if self.watches.contains(conn, &path, t) {
                     Ok(Response::Empty)
                 } else {

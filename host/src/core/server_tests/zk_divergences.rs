@@ -194,24 +194,6 @@ fn a_create2_inside_a_multi_is_answered_as_a_create() {
     );
 }
 
-/// ZooKeeper 3.8's checkWatches walks the path's ancestors and fails with
-/// MarshallingError on a path that does not start with '/'.
-#[test]
-fn check_watches_of_a_relative_path_is_a_marshalling_error() {
-    let mut h = Harness::default();
-    h.connect(1);
-    for path in ["a", "a/b"] {
-        let e = err(h.call(
-            1,
-            Request::CheckWatches {
-                path: path.into(),
-                watcher_type: 1,
-            },
-        ));
-        assert_eq!(e, ErrorCode::MarshallingError, "{path:?}");
-    }
-}
-
 /// deleteContainer is for servers: ZooKeeper answers a client's with
 /// BadArguments (it reads the body as a bare path, and the jute length in
 /// front holds NUL bytes), and deletes nothing.
