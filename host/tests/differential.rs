@@ -213,9 +213,20 @@ fn survey() {
     let first = env_num("WAZOO_DIFF_FIRST_SEED", 1);
     let n = env_num("WAZOO_DIFF_SEEDS", 20);
     let ops = env_num("WAZOO_DIFF_OPS", 300) as usize;
-    let s = standalone();
+    // WAZOO_DIFF_ENSEMBLE=1: 3-member ensembles instead of one server each.
+    let (_keep, zk, wazoo): (Box<dyn std::any::Any>, Vec<SocketAddr>, Vec<SocketAddr>) =
+        if std::env::var("WAZOO_DIFF_ENSEMBLE").is_ok() {
+            let z = start_ensemble(Flavor::Zookeeper, 3, options(Flavor::Zookeeper)).unwrap();
+            let w = start_ensemble(Flavor::Wazoo, 3, options(Flavor::Wazoo)).unwrap();
+            let (za, wa) = (members(&*z), members(&*w));
+            (Box::new((z, w)), za, wa)
+        } else {
+            let s = standalone();
+            let (za, wa) = (s.zk.clone(), s.wazoo.clone());
+            (Box::new(s), za, wa)
+        };
     for seed in first..first + n {
-        match run::compare(&s.zk, &s.wazoo, seed, ops, false) {
+        match run::compare(&zk, &wazoo, seed, ops, false) {
             Ok(()) => println!("== seed {seed}: agree"),
             Err(d) => println!("== seed {seed}: {d}"),
         }

@@ -453,7 +453,9 @@ impl Gen {
     }
 
     fn path_only(&mut self, op: i32, name: &str) -> (i32, Vec<u8>, String) {
-        let p = if matches!(op, 6 | 104) {
+        let p = if op == 104 && self.rng.chance(5) {
+            P(b"/".to_vec())
+        } else if matches!(op, 6 | 104) {
             self.read_path()
         } else {
             self.path()
@@ -596,7 +598,24 @@ impl Gen {
                 } else {
                     &[1, 1, 2, 2, 3, 3, 0, 4, 5, 6, -1]
                 };
-                self.path_int(op, name, types)
+                let (op, mut b, desc) = self.path_int(op, name, types);
+                // A checkWatches path without a leading '/' fails in
+                // ZooKeeper 3.8 only while some recursive watch exists
+                // (docs/COMPATIBILITY.md): such paths go to removeWatches.
+                if op == 17 && b.get(4) != Some(&b'/') {
+                    let p = self.valid_path();
+                    let t = self.rng.pick(types);
+                    b.clear();
+                    put_buf(&mut b, Some(p.as_bytes()));
+                    put_i32(&mut b, t);
+                    return Step::Req {
+                        session,
+                        op,
+                        body: b,
+                        desc: format!("checkWatches {p:?} {t}"),
+                    };
+                }
+                (op, b, desc)
             }
             158..=167 => {
                 session = 0;
@@ -640,6 +659,18 @@ impl Gen {
                 (100, b, format!("addauth digest {who}"))
             }
             183..=184 => return Step::Close { session },
+            185 => self.path_only(20, "deleteContainer"),
+            186 => {
+                // reconfig: off on both (standalone, reconfigEnabled unset).
+                let mut b = Vec::new();
+                let joining = self.rng.pick(&["", "server.9=127.0.0.1:1:2;3"]);
+                put_buf(&mut b, Some(joining.as_bytes()));
+                put_buf(&mut b, Some(b""));
+                put_buf(&mut b, None);
+                put_i64(&mut b, -1);
+                (16, b, format!("reconfig joining={joining:?}"))
+            }
+            187 => (11, Vec::new(), "ping".into()),
             _ => self.create(false),
         };
         Step::Req {
