@@ -12,8 +12,8 @@
 //! replies after normalising what legitimately differs (zxids, times,
 //! session ids, child order).
 //!
-//! Default suite: a few short seeds against one server of each system, and
-//! one seed against a 3-member ensemble of each.
+//! Default suite: six seeds of 400 requests against one server of each
+//! system, and two of 300 against a 3-member ensemble of each.
 //!
 //! Opt-in long run (ignored test, bounded by the op count and a deadline):
 //!
@@ -110,21 +110,23 @@ fn check_seed(zk: &[SocketAddr], wazoo: &[SocketAddr], seed: u64, ops: usize, ve
 #[test]
 fn standalone_servers_agree_on_seeded_sequences() {
     let s = standalone();
-    for seed in [1u64, 2, 3, 4] {
-        check_seed(&s.zk, &s.wazoo, seed, 300, false);
+    for seed in [1u64, 2, 3, 4, 5, 6] {
+        check_seed(&s.zk, &s.wazoo, seed, 400, false);
     }
 }
 
-/// One seed against a 3-member ensemble of each system, its sessions spread
+/// Two seeds against a 3-member ensemble of each system, its sessions spread
 /// over the members (each request follows a sync, so reads see every
 /// earlier write): replies, events and the final tree agree.
 #[test]
-fn ensembles_agree_on_a_seeded_sequence() {
+fn ensembles_agree_on_seeded_sequences() {
     let zk = start_ensemble(Flavor::Zookeeper, 3, options(Flavor::Zookeeper))
         .expect("start a ZooKeeper ensemble");
     let wazoo =
         start_ensemble(Flavor::Wazoo, 3, options(Flavor::Wazoo)).expect("start a wazoo ensemble");
-    check_seed(&members(&*zk), &members(&*wazoo), 101, 250, false);
+    for seed in [101u64, 305] {
+        check_seed(&members(&*zk), &members(&*wazoo), seed, 300, false);
+    }
 }
 
 fn env_num(key: &str, default: u64) -> u64 {
