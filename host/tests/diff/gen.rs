@@ -272,7 +272,15 @@ impl Gen {
             }
             96 => {
                 // A long name: node names have no length limit of their own.
-                let n = self.rng.pick(&[255usize, 256, 1024, 4096, 65_536]);
+                let n = self.rng.pick(&[
+                    255usize,
+                    256,
+                    1024,
+                    4096,
+                    65_536,
+                    MAX_BUFFER - 100,
+                    MAX_BUFFER,
+                ]);
                 P(format!("{}/{}", self.root, "n".repeat(n)).into_bytes())
             }
             _ => P(format!("{}/{}", self.valid_path(), self.rng.pick(NAMES)).into_bytes()),
