@@ -18,7 +18,8 @@ struct Conn {
     xid: i32,
 }
 
-/// What a connection answered: a normalised reply, or that it closed.
+/// Opens a connection: a new session (`session_id` 0) or the given one
+/// re-attached; the connection, the session id and its password.
 fn connect(addr: SocketAddr, session_id: i64, passwd: &[u8]) -> Option<(Conn, i64, Vec<u8>)> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
