@@ -151,13 +151,19 @@ pub fn fixup(acl: &[Acl], auth: &AuthInfo) -> Result<Vec<Acl>, ErrorCode> {
     if acl.is_empty() {
         return Err(ErrorCode::InvalidAcl);
     }
-    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
-    let mut push = |a: Acl| {
-        if !out.contains(&a) {
-            out.push(a);
-        }
-    };
+    // As ZooKeeper's fixupACL: exact duplicates of the supplied list go
+    // first; what `auth` expands to is kept as it comes, duplicates
+    // included (an explicit digest id and the same id from `auth` both
+    // stay).
+    let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
     for a in acl {
+        if !unique.contains(&a) {
+            unique.push(a);
+        }
+    }
+    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
+    let mut push = |a: Acl| out.push(a);
+    for a in unique {
         // ZooKeeper keeps whatever perms a client sends (bits above ADMIN
         // included, and negative numbers): only the bits it knows grant
         // anything.
@@ -292,6 +298,21 @@ mod tests {
                 "{id}"
             );
         }
+    }
+
+    /// ZooKeeper's fixupACL drops exact duplicates from the supplied list,
+    /// then expands `auth` without looking for duplicates again.
+    #[test]
+    fn fixup_drops_supplied_duplicates_but_keeps_what_auth_repeats() {
+        let mut me = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
+        me.add(Id::new("digest", "u:hash"));
+        let u = Acl::new(31, "digest", "u:hash");
+        assert_eq!(
+            fixup(&[u.clone(), u.clone()], &me).unwrap(),
+            vec![u.clone()]
+        );
+        let auth = Acl::new(31, "auth", "");
+        assert_eq!(fixup(&[u.clone(), auth], &me).unwrap(), vec![u.clone(), u]);
     }
 
     #[test]
