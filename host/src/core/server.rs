@@ -1703,7 +1703,8 @@ impl Server {
             }
             Request::GetEphemerals { prefix } => {
                 let session = self.conns.get(&conn).map(|c| c.session).unwrap_or(0);
-                let p = prefix.trim();
+                // Java's String.trim: only characters up to U+0020.
+                let p = prefix.trim_matches(|c: char| c <= ' ');
                 let all = self.tree.ephemerals(session);
                 Ok(Response::Ephemerals(if p.is_empty() || p == "/" {
                     all

@@ -221,3 +221,26 @@ fn a_clients_delete_container_is_bad_arguments_and_deletes_nothing() {
         },
     ));
 }
+
+/// getEphemerals trims its prefix as Java's String.trim does: characters
+/// up to U+0020 only, so a no-break space is part of the prefix.
+#[test]
+fn get_ephemerals_trims_only_what_java_trims() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/e", b"", CreateMode::Ephemeral)));
+    let r = ok(h.call(
+        1,
+        Request::GetEphemerals {
+            prefix: "/\u{a0}".into(),
+        },
+    ));
+    assert_eq!(r, Response::Ephemerals(vec![]));
+    let r = ok(h.call(
+        1,
+        Request::GetEphemerals {
+            prefix: " /e\t".into(),
+        },
+    ));
+    assert_eq!(r, Response::Ephemerals(vec!["/e".into()]));
+}
