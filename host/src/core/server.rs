@@ -1703,14 +1703,24 @@ impl Server {
             }
             Request::GetEphemerals { prefix } => {
                 let session = self.conns.get(&conn).map(|c| c.session).unwrap_or(0);
-                // Java's String.trim: only characters up to U+0020.
-                let p = prefix.trim_matches(|c: char| c <= ' ');
+                // As ZooKeeper: a blank prefix, or one that trims (Java's
+                // String.trim, up to U+0020) to "/", lists them all; any
+                // other is matched as sent, untrimmed.
+                let java_blank = |c: char| {
+                    (c.is_whitespace()
+                        && !matches!(c, '\u{85}' | '\u{a0}' | '\u{2007}' | '\u{202f}'))
+                        || ('\u{1c}'..='\u{1f}').contains(&c)
+                };
                 let all = self.tree.ephemerals(session);
-                Ok(Response::Ephemerals(if p.is_empty() || p == "/" {
-                    all
-                } else {
-                    all.into_iter().filter(|e| e.starts_with(p)).collect()
-                }))
+                Ok(Response::Ephemerals(
+                    if prefix.chars().all(java_blank)
+                        || prefix.trim_matches(|c: char| c <= ' ') == "/"
+                    {
+                        all
+                    } else {
+                        all.into_iter().filter(|e| e.starts_with(&prefix)).collect()
+                    },
+                ))
             }
             Request::WhoAmI => {
                 let auth = self.auth_of(conn);

@@ -222,25 +222,30 @@ fn a_clients_delete_container_is_bad_arguments_and_deletes_nothing() {
     ));
 }
 
-/// getEphemerals trims its prefix as Java's String.trim does: characters
-/// up to U+0020 only, so a no-break space is part of the prefix.
+/// getEphemerals lists every ephemeral for a blank prefix or one that
+/// trims to "/", and otherwise matches the prefix as sent, untrimmed (as
+/// ZooKeeper's FinalRequestProcessor does).
 #[test]
-fn get_ephemerals_trims_only_what_java_trims() {
+fn get_ephemerals_matches_the_prefix_untrimmed() {
     let mut h = Harness::default();
     h.connect(1);
     ok(h.call(1, create("/e", b"", CreateMode::Ephemeral)));
-    let r = ok(h.call(
-        1,
-        Request::GetEphemerals {
-            prefix: "/\u{a0}".into(),
-        },
-    ));
-    assert_eq!(r, Response::Ephemerals(vec![]));
-    let r = ok(h.call(
-        1,
-        Request::GetEphemerals {
-            prefix: " /e\t".into(),
-        },
-    ));
-    assert_eq!(r, Response::Ephemerals(vec!["/e".into()]));
+    for (prefix, found) in [
+        ("/\u{a0}", false),
+        ("/e\u{1}", false),
+        (" /e", false),
+        ("/e", true),
+        ("", true),
+        ("  ", true),
+        (" / ", true),
+    ] {
+        let r = ok(h.call(
+            1,
+            Request::GetEphemerals {
+                prefix: prefix.into(),
+            },
+        ));
+        let want: Vec<String> = if found { vec!["/e".into()] } else { vec![] };
+        assert_eq!(r, Response::Ephemerals(want), "{prefix:?}");
+    }
 }
