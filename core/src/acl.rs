@@ -132,7 +132,13 @@ fn valid_id(id: &Id) -> bool {
                 Some((n, b)) => (n, Some(b)),
                 None => (id.id.as_str(), None),
             };
-            net.parse::<IpAddr>().is_ok() && bits.is_none_or(|b| b.parse::<u8>().is_ok())
+            // ZooKeeper's IPAuthenticationProvider.isValid: the mask may
+            // not be longer than the address.
+            let Ok(addr) = net.parse::<IpAddr>() else {
+                return false;
+            };
+            let max_bits = if addr.is_ipv4() { 32 } else { 128 };
+            bits.is_none_or(|b| b.parse::<u8>().is_ok_and(|b| b <= max_bits))
         }
         "super" => true,
         _ => false,
@@ -145,16 +151,22 @@ pub fn fixup(acl: &[Acl], auth: &AuthInfo) -> Result<Vec<Acl>, ErrorCode> {
     if acl.is_empty() {
         return Err(ErrorCode::InvalidAcl);
     }
-    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
-    let mut push = |a: Acl| {
-        if !out.contains(&a) {
-            out.push(a);
-        }
-    };
+    // As ZooKeeper's fixupACL: exact duplicates of the supplied list go
+    // first; what `auth` expands to is kept as it comes, duplicates
+    // included (an explicit digest id and the same id from `auth` both
+    // stay).
+    let mut unique: Vec<&Acl> = Vec::with_capacity(acl.len());
     for a in acl {
-        if a.perms & !wazoo_proto::perms::ALL != 0 {
-            return Err(ErrorCode::InvalidAcl);
+        if !unique.contains(&a) {
+            unique.push(a);
         }
+    }
+    let mut out: Vec<Acl> = Vec::with_capacity(acl.len());
+    let mut push = |a: Acl| out.push(a);
+    for a in unique {
+        // ZooKeeper keeps whatever perms a client sends (bits above ADMIN
+        // included, and negative numbers): only the bits it knows grant
+        // anything.
         if a.id.scheme == "auth" {
             let mut any = false;
             for id in auth
@@ -264,6 +276,43 @@ mod tests {
             fixup(&Acl::creator_all(), &me).unwrap(),
             vec![Acl::new(31, "digest", "u:hash")]
         );
+    }
+
+    /// ZooKeeper Programmer's Guide, "ZooKeeper access control using
+    /// ACLs": ZooKeeper 3.8 stores perms as sent, bits above ADMIN
+    /// included, and refuses an ip mask longer than the address.
+    #[test]
+    fn acls_keep_any_perms_and_refuse_ip_masks_longer_than_the_address() {
+        let anon = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
+        for perms in [32, 63, -1, i32::MAX, i32::MIN] {
+            let acl = [Acl::new(perms, "world", "anyone")];
+            assert_eq!(fixup(&acl, &anon).unwrap(), acl.to_vec(), "perms {perms}");
+        }
+        for id in ["127.0.0.1/32", "10.0.0.0/8", "::1/128", "127.0.0.1"] {
+            assert!(fixup(&[Acl::new(31, "ip", id)], &anon).is_ok(), "{id}");
+        }
+        for id in ["127.0.0.1/33", "::1/129", "10.0.0.0/x", "not-an-ip"] {
+            assert_eq!(
+                fixup(&[Acl::new(31, "ip", id)], &anon),
+                Err(ErrorCode::InvalidAcl),
+                "{id}"
+            );
+        }
+    }
+
+    /// ZooKeeper's fixupACL drops exact duplicates from the supplied list,
+    /// then expands `auth` without looking for duplicates again.
+    #[test]
+    fn fixup_drops_supplied_duplicates_but_keeps_what_auth_repeats() {
+        let mut me = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
+        me.add(Id::new("digest", "u:hash"));
+        let u = Acl::new(31, "digest", "u:hash");
+        assert_eq!(
+            fixup(&[u.clone(), u.clone()], &me).unwrap(),
+            vec![u.clone()]
+        );
+        let auth = Acl::new(31, "auth", "");
+        assert_eq!(fixup(&[u.clone(), auth], &me).unwrap(), vec![u.clone(), u]);
     }
 
     #[test]

@@ -506,9 +506,11 @@ fn check_version(current: i32, expected: i32) -> Result<i32, ErrorCode> {
 
 /// Reads look the path up as given (an invalid one is simply not there),
 /// refusing only NUL, as ZooKeeper's FinalRequestProcessor does.
+/// Reads do not validate their path in ZooKeeper: a path no node can
+/// have is NoNode. One with a NUL is answered here, before any lookup.
 fn check_read_path(path: &str) -> Result<(), ErrorCode> {
     if path.contains('\0') {
-        return Err(ErrorCode::BadArguments);
+        return Err(ErrorCode::NoNode);
     }
     Ok(())
 }
@@ -1596,8 +1598,10 @@ impl Server {
                 kinds
                     .into_iter()
                     .map(|k| match k {
+                        // ZooKeeper answers a create2 inside a multi as a
+                        // create: the path without a stat.
                         MultiKind::Create { op, path, stat } => match op {
-                            OpCode::Create => OpResult::Create { path },
+                            OpCode::Create | OpCode::Create2 => OpResult::Create { path },
                             _ => OpResult::Create2 { path, stat },
                         },
                         MultiKind::Delete => OpResult::Delete,
@@ -1790,7 +1794,10 @@ impl Server {
         match req {
             Request::Ping => Ok(Response::Empty),
             Request::Exists { path, watch } => {
-                check_read_path(&path)?;
+                // The one read ZooKeeper checks: a NUL is BadArguments.
+                if path.contains('\0') {
+                    return Err(ErrorCode::BadArguments);
+                }
                 match self.tree.stat(&path) {
                     Some(stat) => {
                         if watch {
@@ -1861,13 +1868,24 @@ impl Server {
             }
             Request::GetEphemerals { prefix } => {
                 let session = self.conns.get(&conn).map(|c| c.session).unwrap_or(0);
-                let p = prefix.trim();
+                // As ZooKeeper: a blank prefix, or one that trims (Java's
+                // String.trim, up to U+0020) to "/", lists them all; any
+                // other is matched as sent, untrimmed.
+                let java_blank = |c: char| {
+                    (c.is_whitespace()
+                        && !matches!(c, '\u{85}' | '\u{a0}' | '\u{2007}' | '\u{202f}'))
+                        || ('\u{1c}'..='\u{1f}').contains(&c)
+                };
                 let all = self.tree.ephemerals(session);
-                Ok(Response::Ephemerals(if p.is_empty() || p == "/" {
-                    all
-                } else {
-                    all.into_iter().filter(|e| e.starts_with(p)).collect()
-                }))
+                Ok(Response::Ephemerals(
+                    if prefix.chars().all(java_blank)
+                        || prefix.trim_matches(|c: char| c <= ' ') == "/"
+                    {
+                        all
+                    } else {
+                        all.into_iter().filter(|e| e.starts_with(&prefix)).collect()
+                    },
+                ))
             }
             Request::WhoAmI => {
                 let auth = self.auth_of(conn);
@@ -1885,18 +1903,21 @@ impl Server {
                 ))
             }
             Request::AddWatch { path, mode } => {
-                validate_path(&path)?;
+                // An unknown mode is a MarshallingError in ZooKeeper (its
+                // mode conversion throws), checked before the path.
                 let kind = match AddWatchMode::from_i32(mode) {
                     Some(AddWatchMode::Persistent) => Kind::Persistent,
                     Some(AddWatchMode::PersistentRecursive) => Kind::Recursive,
-                    None => return Err(ErrorCode::BadArguments),
+                    None => return Err(ErrorCode::MarshallingError),
                 };
+                // ZooKeeper does not check the path: a watch on a path no
+                // node can have never fires.
                 self.watches.add(conn, &path, kind);
                 // ZooKeeper answers addWatch with an ErrorResponse(0) body.
                 Ok(Response::ErrorResponse(0))
             }
             Request::CheckWatches { path, watcher_type } => {
-                let t = WatcherType::from_i32(watcher_type).ok_or(ErrorCode::BadArguments)?;
+                let t = client_watcher_type(watcher_type)?;
                 if self.watches.contains(conn, &path, t) {
                     Ok(Response::Empty)
                 } else {
@@ -1904,7 +1925,7 @@ impl Server {
                 }
             }
             Request::RemoveWatches { path, watcher_type } => {
-                let t = WatcherType::from_i32(watcher_type).ok_or(ErrorCode::BadArguments)?;
+                let t = client_watcher_type(watcher_type)?;
                 if self.watches.remove(conn, &path, t) {
                     Ok(Response::Empty)
                 } else {
@@ -1929,8 +1950,17 @@ impl Server {
                 self.set_watches(conn, s);
                 Ok(Response::Empty)
             }
+            // ZooKeeper rebuilds each read of a multiRead without its
+            // watch flag: a multiRead sets no watches.
             Request::MultiRead(ops) => Ok(Response::Multi(
                 ops.into_iter()
+                    .map(|op| match op {
+                        Request::GetChildren { path, .. } => {
+                            Request::GetChildren { path, watch: false }
+                        }
+                        Request::GetData { path, .. } => Request::GetData { path, watch: false },
+                        other => other,
+                    })
                     .map(|op| match op {
                         Request::GetChildren { .. } => match self.try_read(conn, op) {
                             Ok(Response::GetChildren { children }) => {
@@ -2077,10 +2107,11 @@ fn prep_single(
             prep_delete(view, auth, path, *version)?;
             Ok((Txn::Delete { path: path.clone() }, Some(WriteKind::Delete)))
         }
-        Request::DeleteContainer { path } => {
-            prep_delete(view, auth, path, -1)?;
-            Ok((Txn::Delete { path: path.clone() }, Some(WriteKind::Delete)))
-        }
+        // ZooKeeper reads a deleteContainer's body as a bare path (servers
+        // send it so); a client's jute string starts with its length, whose
+        // NUL bytes make the path BadArguments. Its reaper does not come
+        // this way in wazoo, so a client's deleteContainer deletes nothing.
+        Request::DeleteContainer { .. } => Err(ErrorCode::BadArguments),
         Request::SetData {
             path,
             data,
@@ -2220,6 +2251,16 @@ fn checked(txn: Txn) -> Result<Txn, ErrorCode> {
     Ok(txn)
 }
 
+/// The watcher type of a checkWatches or removeWatches: ZooKeeper 3.8
+/// takes Children (1), Data (2) and Any (3) and answers MarshallingError
+/// for anything else, the persistent types (4, 5) included.
+fn client_watcher_type(t: i32) -> Result<WatcherType, ErrorCode> {
+    match WatcherType::from_i32(t) {
+        Some(t @ (WatcherType::Children | WatcherType::Data | WatcherType::Any)) => Ok(t),
+        _ => Err(ErrorCode::MarshallingError),
+    }
+}
+
 /// Node data over `jute.maxbuffer` is refused: no client can send it, and
 /// no recipe may write it (no client could read it back).
 fn check_data_size(cfg: &ServerConfig, data: &[u8]) -> Result<(), ErrorCode> {
@@ -2235,11 +2276,21 @@ fn prep_delete(
     path: &str,
     version: i32,
 ) -> Result<(), ErrorCode> {
-    validate_path(path)?;
-    if SPECIAL_PATHS.contains(&path) {
+    // ZooKeeper checks a delete's path only for a '/' and a NUL (its
+    // getParentPathAndValidate): any other invalid path names no node, so
+    // it is NoNode (or NoAuth on the parent), not BadArguments. No node
+    // with an invalid path exists, so nothing invalid gets past the lookup.
+    let Some(last_slash) = path.rfind('/') else {
+        return Err(ErrorCode::BadArguments);
+    };
+    if path.contains('\0') || SPECIAL_PATHS.contains(&path) {
         return Err(ErrorCode::BadArguments);
     }
-    let parent_path = wazoo_proto::path::parent(path);
+    let parent_path = if last_slash == 0 {
+        "/"
+    } else {
+        &path[..last_slash]
+    };
     let mut parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
     acl::check(&parent.acl, perms::DELETE, auth)?;
     let node = view.get(path).ok_or(ErrorCode::NoNode)?;

@@ -8,6 +8,7 @@ mod apply_refusals;
 mod clock;
 mod outbound;
 mod recipes;
+mod zk_divergences;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{
     Acl, ConnectRequest, ConnectResponse, CreateMode, CreateRequest, ErrorCode, EventType, OpCode,

@@ -150,6 +150,10 @@ async fn recursive_watch_events_skip_nodes_the_watcher_cannot_read(t: Target) {
     let mallory = connect(&hosts).await;
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     alice.create(&r, b"", &open).await.unwrap();
+    // Clients may be on other members of an ensemble: they catch up
+    // before they watch, or a watch could see the root's own create.
+    mallory.sync(&r).await.unwrap();
+    superuser.sync(&r).await.unwrap();
     let mut m = mallory
         .watch(&r, AddWatchMode::PersistentRecursive)
         .await
@@ -209,6 +213,9 @@ async fn persistent_watch_gets_child_events_by_the_parent_acl(t: Target) {
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     let prot = CreateMode::Persistent.with_acls(alice_only());
     alice.create(&r, b"", &open).await.unwrap();
+    // Clients may be on other members of an ensemble: they catch up
+    // before they watch, or a watch could see the root's own create.
+    mallory.sync(&r).await.unwrap();
     let secret = format!("{r}/secret");
     let sentinel = format!("{r}/sentinel");
     let mut on_parent = mallory.watch(&r, AddWatchMode::Persistent).await.unwrap();
@@ -264,6 +271,9 @@ async fn standard_watches_are_filtered_by_the_acl_when_the_event_fires(t: Target
     let was_public = format!("{r}/was-public");
     let sentinel = format!("{r}/sentinel");
     alice.create(&was_public, b"", &open).await.unwrap();
+    // Clients may be on other members of an ensemble: they catch up
+    // before they watch, or a watch could see the root's own create.
+    mallory.sync(&r).await.unwrap();
     // An exists watch on a node that does not exist yet, and a data watch
     // on a node mallory can read now.
     let (stat, exists_w) = mallory.check_and_watch_stat(&hidden).await.unwrap();

@@ -98,12 +98,15 @@ impl<'a> Reader<'a> {
             .unwrap_or_default())
     }
 
-    /// A ustring; null decodes as the empty string.
+    /// A ustring; null decodes as the empty string. Invalid UTF-8 becomes
+    /// U+FFFD, as Java's decoder makes it in ZooKeeper's server: a request
+    /// whose path is not UTF-8 is then answered like one whose path holds
+    /// U+FFFD (a read finds no node, a create is refused as a bad path),
+    /// not refused as undecodable.
     pub fn read_string(&mut self) -> Result<String, DecodeError> {
         match self.read_opt_buffer()? {
             None => Ok(String::new()),
-            Some(b) => String::from_utf8(b.to_vec())
-                .map_err(|_| DecodeError::Invalid("string is not valid UTF-8".into())),
+            Some(b) => Ok(decode_like_java(b)),
         }
     }
 
@@ -308,5 +311,56 @@ impl<T: Jute> Jute for Vec<T> {
     }
     fn read(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         r.read_vec()
+    }
+}
+
+/// UTF-8 with U+FFFD for each maximal invalid run, as Rust's lossy
+/// decoding does, except that a surrogate encoded in three bytes (as CESU-8
+/// writes one) is a single U+FFFD: that is how Java's decoder differs.
+fn decode_like_java(mut b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len());
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let (good, rest) = b.split_at(e.valid_up_to());
+                // Valid by construction: from_utf8 said so up to here.
+                out.push_str(std::str::from_utf8(good).unwrap_or_default());
+                out.push('\u{fffd}');
+                let surrogate = matches!(rest, [0xed, 0xa0..=0xbf, 0x80..=0xbf, ..]);
+                let skip = if surrogate {
+                    3
+                } else {
+                    e.error_len().unwrap_or(rest.len())
+                };
+                b = &rest[skip..];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ZooKeeper's server decodes a ustring with Java's UTF-8 decoder,
+    /// which replaces what is not UTF-8 instead of failing: the request is
+    /// then judged on its decoded path.
+    #[test]
+    fn a_ustring_that_is_not_utf8_decodes_with_replacement_characters() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&4i32.to_be_bytes());
+        b.extend_from_slice(b"/a\xff\x80");
+        let s = Reader::new(&b).read_string().expect("decodes");
+        assert_eq!(s, "/a\u{fffd}\u{fffd}");
+        // A surrogate in three bytes is one U+FFFD, as in Java.
+        let mut b = Vec::new();
+        b.extend_from_slice(&8i32.to_be_bytes());
+        b.extend_from_slice(b"/\xed\xa0\x80\xed\xb0\x80x");
+        let s = Reader::new(&b).read_string().expect("decodes");
+        assert_eq!(s, "/\u{fffd}\u{fffd}x");
     }
 }

@@ -47,9 +47,11 @@ fn validate_inner(path: &str) -> Result<(), String> {
             }
         } else if ('\u{0001}'..='\u{001f}').contains(&c)
             || ('\u{007f}'..='\u{009f}').contains(&c)
-            // Java also refuses surrogates, which a Rust char cannot hold.
+            // Java refuses U+D800..=U+F8FF, surrogates included, and sees a
+            // supplementary-plane character as a surrogate pair: so every
+            // character above U+FFFF is refused too.
             || ('\u{e000}'..='\u{f8ff}').contains(&c)
-            || ('\u{fff0}'..='\u{ffff}').contains(&c)
+            || c >= '\u{fff0}'
         {
             Some(format!("invalid character @{i}"))
         } else {
@@ -112,6 +114,27 @@ mod tests {
             assert!(validate(p, false).is_err(), "{p}");
         }
         assert!(validate("/a/", true).is_ok(), "sequential may end with /");
+    }
+
+    /// ZooKeeper Programmer's Guide, "The ZooKeeper Data Model": the
+    /// characters \ud800 - uF8FF and \uFFF0 - uFFFF are not allowed. Java
+    /// holds a character above U+FFFF as two surrogates, so those are
+    /// refused as well.
+    #[test]
+    fn supplementary_plane_characters_are_refused_like_surrogates() {
+        for p in [
+            "/😀",
+            "/a/\u{10000}",
+            "/\u{10ffff}",
+            "/\u{e000}",
+            "/\u{fff0}",
+            "/\u{ffff}",
+        ] {
+            assert!(validate(p, false).is_err(), "{p:?}");
+        }
+        for p in ["/\u{d7ff}", "/\u{f900}", "/\u{ffef}", "/日本", "/ü"] {
+            assert!(validate(p, false).is_ok(), "{p:?}");
+        }
     }
 
     #[test]

@@ -238,7 +238,7 @@ pub enum Request {
         version: i32,
     },
     /// deleteContainer: sent by servers only; a client that sends it gets
-    /// whatever a delete would get.
+    /// BadArguments, as from ZooKeeper.
     DeleteContainer {
         path: String,
     },

@@ -422,9 +422,13 @@ impl Server {
                     let _ = scratch.apply(hdr, op);
                     let sub = meta.sub_ops.get(i).copied().unwrap_or(OpCode::Create2);
                     results.push(match op {
-                        Txn::Create(c) if sub == OpCode::Create => OpResult::Create {
-                            path: c.path.clone(),
-                        },
+                        // A create2 in a multi is answered as a create, as
+                        // ZooKeeper does.
+                        Txn::Create(c) if matches!(sub, OpCode::Create | OpCode::Create2) => {
+                            OpResult::Create {
+                                path: c.path.clone(),
+                            }
+                        }
                         Txn::Create(c) => OpResult::Create2 {
                             path: c.path.clone(),
                             stat: scratch.stat(&c.path).unwrap_or_default(),

@@ -1,0 +1,622 @@
+//! The runner of the differential test: sends a generated sequence to two
+//! systems over raw sockets and compares normalised replies, watch events
+//! and the final tree.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::gen::{Gen, Step, SESSIONS};
+
+/// Requests between two comparisons of the watch events received.
+const DRAIN_EVERY: usize = 20;
+
+/// One connection of one session, over a raw socket.
+struct Conn {
+    s: TcpStream,
+    xid: i32,
+}
+
+/// Opens a connection: a new session (`session_id` 0) or the given one
+/// re-attached; the connection, the session id and its password.
+fn connect(addr: SocketAddr, session_id: i64, passwd: &[u8]) -> Option<(Conn, i64, Vec<u8>)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+    s.set_nodelay(true).ok()?;
+    let mut out = Vec::new();
+    wazoo_proto::frame::write_record(
+        &mut out,
+        &wazoo_proto::ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms: 30_000,
+            session_id,
+            passwd: if passwd.is_empty() {
+                vec![0; 16]
+            } else {
+                passwd.to_vec()
+            },
+            read_only: Some(false),
+        },
+    );
+    s.write_all(&out).ok()?;
+    let payload = read_frame(&mut s)?;
+    let resp =
+        <wazoo_proto::ConnectResponse as wazoo_proto::jute::Jute>::from_bytes(&payload).ok()?;
+    (resp.session_id != 0).then_some((Conn { s, xid: 0 }, resp.session_id, resp.passwd))
+}
+
+fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let n = usize::try_from(i32::from_be_bytes(len)).ok()?;
+    if n > 4 << 20 {
+        return None;
+    }
+    let mut p = vec![0u8; n];
+    s.read_exact(&mut p).ok()?;
+    Some(p)
+}
+
+/// A jute reader that keeps null apart from empty.
+struct R<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> R<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(s)
+    }
+    fn i32(&mut self) -> Option<i32> {
+        Some(i32::from_be_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bool(&mut self) -> Option<bool> {
+        Some(self.take(1)?[0] != 0)
+    }
+    fn buf(&mut self) -> Option<Option<&'a [u8]>> {
+        let n = self.i32()?;
+        if n == -1 {
+            return Some(None);
+        }
+        Some(Some(self.take(usize::try_from(n).ok()?)?))
+    }
+    fn string(&mut self) -> Option<String> {
+        Some(match self.buf()? {
+            None => "null".into(),
+            Some(b) => show_bytes(b),
+        })
+    }
+    fn strings(&mut self, sort: bool) -> Option<String> {
+        let n = self.i32()?;
+        if n == -1 {
+            return Some("null".into());
+        }
+        let mut v = Vec::new();
+        for _ in 0..n {
+            v.push(self.string()?);
+        }
+        if sort {
+            // Child order is unspecified (ZooKeeper's is a hash set's).
+            v.sort();
+        }
+        Some(format!("[{}]", v.join(",")))
+    }
+    fn data(&mut self) -> Option<String> {
+        Some(match self.buf()? {
+            // Null data reads back as empty from wazoo (docs/COMPATIBILITY.md).
+            None => "[]".into(),
+            Some(b) if b.len() <= 16 => format!("{b:02x?}"),
+            Some(b) => format!(
+                "{} bytes, sum {}",
+                b.len(),
+                b.iter().map(|&x| x as u64).sum::<u64>()
+            ),
+        })
+    }
+    /// A Stat without zxids and times; the ephemeral owner as the index of
+    /// its session in the sequence.
+    fn stat(&mut self, sessions: &[i64]) -> Option<String> {
+        let _czxid = self.i64()?;
+        let _mzxid = self.i64()?;
+        let _ctime = self.i64()?;
+        let _mtime = self.i64()?;
+        let version = self.i32()?;
+        let cversion = self.i32()?;
+        let aversion = self.i32()?;
+        let owner = self.i64()?;
+        let len = self.i32()?;
+        let children = self.i32()?;
+        let _pzxid = self.i64()?;
+        let owner = if owner == 0 {
+            "-".to_string()
+        } else {
+            match sessions.iter().position(|&s| s == owner) {
+                Some(i) => format!("s{i}"),
+                None => format!("unknown {owner:#x}"),
+            }
+        };
+        Some(format!(
+            "stat(v{version} cv{cversion} av{aversion} owner {owner} len {len} children {children})"
+        ))
+    }
+    fn acls(&mut self) -> Option<String> {
+        let n = self.i32()?;
+        let mut v = Vec::new();
+        for _ in 0..n {
+            let perms = self.i32()?;
+            let scheme = self.string()?;
+            let id = self.string()?;
+            v.push(format!("{scheme}:{id}:{perms}"));
+        }
+        // The order of the ids an `auth` entry expands to differs
+        // (docs/COMPATIBILITY.md).
+        v.sort();
+        Some(format!("[{}]", v.join(",")))
+    }
+    fn rest(&self) -> &'a [u8] {
+        &self.b[self.pos.min(self.b.len())..]
+    }
+}
+
+/// ZooKeeper's jute writer encodes each UTF-16 unit on its own, so a
+/// character above U+FFFF goes out as two 3-byte surrogates (CESU-8);
+/// wazoo sends UTF-8 (docs/COMPATIBILITY.md). Both are shown as UTF-8.
+fn cesu8_to_utf8(b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if i + 6 <= b.len()
+            && b[i] == 0xed
+            && (0xa0..=0xaf).contains(&b[i + 1])
+            && b[i + 3] == 0xed
+            && (0xb0..=0xbf).contains(&b[i + 4])
+        {
+            let hi = 0xd000 | ((b[i + 1] as u32 & 0x3f) << 6) | (b[i + 2] as u32 & 0x3f);
+            let lo = 0xd000 | ((b[i + 4] as u32 & 0x3f) << 6) | (b[i + 5] as u32 & 0x3f);
+            let c = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
+            if let Some(c) = char::from_u32(c) {
+                let mut buf = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+                i += 6;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+fn show_bytes(b: &[u8]) -> String {
+    let b = &cesu8_to_utf8(b)[..];
+    match std::str::from_utf8(b) {
+        Ok(s) if s.len() <= 80 => format!("{s:?}"),
+        Ok(s) => format!(
+            "{} chars {:?}..",
+            s.chars().count(),
+            s.chars().take(30).collect::<String>()
+        ),
+        Err(_) => format!("bytes{b:02x?}"),
+    }
+}
+
+/// The body of a reply to `op`, normalised; None if it does not decode.
+fn decode_body(op: i32, r: &mut R<'_>, sessions: &[i64]) -> Option<String> {
+    Some(match op {
+        1 => r.string()?,
+        15 | 19 | 21 => format!("{} {}", r.string()?, r.stat(sessions)?),
+        3 | 5 | 7 => r.stat(sessions)?,
+        4 => format!("{} {}", r.data()?, r.stat(sessions)?),
+        6 => format!("{} {}", r.acls()?, r.stat(sessions)?),
+        8 => r.strings(true)?,
+        12 => format!("{} {}", r.strings(true)?, r.stat(sessions)?),
+        9 => r.string()?,
+        14 | 22 => {
+            let mut out = Vec::new();
+            loop {
+                let t = r.i32()?;
+                let done = r.bool()?;
+                let err = r.i32()?;
+                if done {
+                    break;
+                }
+                out.push(match t {
+                    -1 => format!("error {}", r.i32()?),
+                    1 => format!("create {}", r.string()?),
+                    15 | 19 | 21 => format!("create2 {} {}", r.string()?, r.stat(sessions)?),
+                    2 => "delete".into(),
+                    13 => "check".into(),
+                    5 => format!("setData {}", r.stat(sessions)?),
+                    8 => format!("children {}", r.strings(true)?),
+                    4 => format!("data {} {}", r.data()?, r.stat(sessions)?),
+                    _ => format!("op {t} err {err}"),
+                });
+                if out.len() > 1000 {
+                    return None;
+                }
+            }
+            format!("[{}]", out.join("; "))
+        }
+        104 => r.i32()?.to_string(),
+        103 => r.strings(true)?,
+        107 => {
+            let n = r.i32()?;
+            let mut v = Vec::new();
+            for _ in 0..n {
+                v.push(format!("{}:{}", r.string()?, r.string()?));
+            }
+            // The order of identities differs (docs/COMPATIBILITY.md).
+            v.sort();
+            format!("[{}]", v.join(","))
+        }
+        _ => String::new(),
+    })
+}
+
+/// One system under test: its members, a connection per session slot, and
+/// what it has sent so far.
+struct System {
+    name: &'static str,
+    members: Vec<SocketAddr>,
+    conns: Vec<Option<Conn>>,
+    /// (session id, password) of each slot's current session.
+    slot: Vec<(i64, Vec<u8>)>,
+    /// Every session the sequence opened, in order: ephemeral owners are
+    /// shown as an index into this.
+    sessions: Vec<i64>,
+    /// Watch events per slot since the last comparison.
+    events: Vec<Vec<String>>,
+    /// Sync before every request (ensembles: sessions sit on different
+    /// members).
+    sync_first: bool,
+}
+
+impl System {
+    fn new(name: &'static str, members: &[SocketAddr]) -> System {
+        let mut s = System {
+            name,
+            members: members.to_vec(),
+            conns: (0..SESSIONS).map(|_| None).collect(),
+            slot: vec![(0, Vec::new()); SESSIONS],
+            sessions: Vec::new(),
+            events: vec![Vec::new(); SESSIONS],
+            sync_first: members.len() > 1,
+        };
+        for i in 0..SESSIONS {
+            s.open(i);
+        }
+        s
+    }
+
+    fn member(&self, slot: usize) -> SocketAddr {
+        self.members[slot % self.members.len()]
+    }
+
+    /// A new session in `slot` (retrying while a member is not serving).
+    fn open(&mut self, slot: usize) {
+        let addr = self.member(slot);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some((c, id, pw)) = connect(addr, 0, &[]) {
+                self.conns[slot] = Some(c);
+                self.slot[slot] = (id, pw);
+                self.sessions.push(id);
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: no session on {addr} within 30 s",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The slot's connection, re-attaching its session if the server
+    /// closed the previous one.
+    fn conn(&mut self, slot: usize) -> &mut Conn {
+        if self.conns[slot].is_none() {
+            let addr = self.member(slot);
+            let (id, pw) = self.slot[slot].clone();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some((c, got, _)) = connect(addr, id, &pw) {
+                    assert_eq!(got, id, "{}: re-attached to another session", self.name);
+                    self.conns[slot] = Some(c);
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{}: cannot re-attach session {id:#x} on {addr}",
+                    self.name
+                );
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+        self.conns[slot].as_mut().unwrap()
+    }
+
+    /// Sends one request and returns its normalised reply ("closed" if
+    /// the connection closed instead); watch events met on the way are
+    /// recorded.
+    fn call(&mut self, slot: usize, op: i32, body: &[u8]) -> String {
+        if body.len() > 1_000_000 {
+            // The server may close the connection on a frame this large,
+            // and a close with unread bytes may discard what was in flight
+            // to us: read the events already sent first (a ping).
+            self.call(slot, 11, &[]);
+        }
+        let c = self.conn(slot);
+        let xid = if op == 11 {
+            -2
+        } else if op == 100 {
+            -4
+        } else {
+            c.xid += 1;
+            c.xid
+        };
+        let mut out = Vec::with_capacity(body.len() + 12);
+        out.extend_from_slice(&((body.len() + 8) as i32).to_be_bytes());
+        out.extend_from_slice(&xid.to_be_bytes());
+        out.extend_from_slice(&op.to_be_bytes());
+        out.extend_from_slice(body);
+        if c.s.write_all(&out).is_err() {
+            return self.closed(slot);
+        }
+        loop {
+            let Some(p) = read_frame(&mut self.conns[slot].as_mut().unwrap().s) else {
+                return self.closed(slot);
+            };
+            let mut r = R { b: &p, pos: 0 };
+            let (Some(rx), Some(_zxid), Some(err)) = (r.i32(), r.i64(), r.i32()) else {
+                return format!("short header {p:02x?}");
+            };
+            if rx == -1 {
+                let ev = match (r.i32(), r.i32(), r.string()) {
+                    (Some(t), Some(st), Some(path)) => format!("event {t} state {st} {path}"),
+                    _ => format!("bad event {p:02x?}"),
+                };
+                self.events[slot].push(ev);
+                continue;
+            }
+            if rx != xid {
+                continue;
+            }
+            // checkWatches: ZooKeeper 3.8 answers OK when any connection
+            // watches the path, wazoo only for the asking one; the two
+            // answers are not told apart (docs/COMPATIBILITY.md).
+            let err = if op == 17 && err == -121 { 0 } else { err };
+            let mut out = format!("err {err}");
+            if err == 0 || matches!(op, 14 | 22) {
+                match decode_body(op, &mut r, &self.sessions) {
+                    Some(b) if !b.is_empty() => {
+                        out.push(' ');
+                        out.push_str(&b);
+                    }
+                    Some(_) => {}
+                    None => {
+                        let _ = write!(out, " undecodable body {:02x?}", r.rest());
+                        return out;
+                    }
+                }
+            }
+            if !r.rest().is_empty() {
+                let _ = write!(out, " rest {:02x?}", r.rest());
+            }
+            return out;
+        }
+    }
+
+    fn closed(&mut self, slot: usize) -> String {
+        self.conns[slot] = None;
+        "connection closed".into()
+    }
+
+    fn close_session(&mut self, slot: usize) -> String {
+        let reply = self.call(slot, -11, &[]);
+        self.conns[slot] = None;
+        self.open(slot);
+        self.events[slot].push("(new session)".into());
+        reply
+    }
+
+    /// A sync on every slot, so that every event caused so far has
+    /// arrived; then the events gathered since the last drain.
+    fn drain(&mut self, root: &str) -> Vec<Vec<String>> {
+        for slot in 0..SESSIONS {
+            let mut b = Vec::new();
+            b.extend_from_slice(&(root.len() as i32).to_be_bytes());
+            b.extend_from_slice(root.as_bytes());
+            self.call(slot, 9, &b);
+        }
+        std::mem::replace(&mut self.events, vec![Vec::new(); SESSIONS])
+    }
+
+    fn step(&mut self, step: &Step, root: &str) -> String {
+        match step {
+            Step::Req {
+                session, op, body, ..
+            } => {
+                if self.sync_first {
+                    let mut b = Vec::new();
+                    b.extend_from_slice(&(root.len() as i32).to_be_bytes());
+                    b.extend_from_slice(root.as_bytes());
+                    self.call(*session, 9, &b);
+                }
+                self.call(*session, *op, body)
+            }
+            Step::Close { session } => self.close_session(*session),
+        }
+    }
+
+    /// Every node under `root` (and the top level but /zookeeper), read
+    /// by a super user: path, data, stat, ACL, children.
+    fn tree(&mut self, root: &str) -> Vec<String> {
+        let (mut c, _, _) = connect(self.members[0], 0, &[]).expect("a session for the tree walk");
+        let mut xid = 0i32;
+        let mut call = |op: i32, body: &[u8]| -> (i32, Vec<u8>) {
+            xid += 1;
+            let x = if op == 100 { -4 } else { xid };
+            let mut out = Vec::new();
+            out.extend_from_slice(&((body.len() + 8) as i32).to_be_bytes());
+            out.extend_from_slice(&x.to_be_bytes());
+            out.extend_from_slice(&op.to_be_bytes());
+            out.extend_from_slice(body);
+            c.s.write_all(&out).expect("send during the tree walk");
+            loop {
+                let p = read_frame(&mut c.s).expect("a reply during the tree walk");
+                let mut r = R { b: &p, pos: 0 };
+                let rx = r.i32().unwrap();
+                let _ = r.i64();
+                let err = r.i32().unwrap();
+                if rx == x {
+                    return (err, r.rest().to_vec());
+                }
+            }
+        };
+        let mut auth = Vec::new();
+        auth.extend_from_slice(&0i32.to_be_bytes());
+        for s in [&b"digest"[..], b"super:test"] {
+            auth.extend_from_slice(&(s.len() as i32).to_be_bytes());
+            auth.extend_from_slice(s);
+        }
+        call(100, &auth);
+        let path_body = |p: &str, watch: Option<bool>| {
+            let mut b = (p.len() as i32).to_be_bytes().to_vec();
+            b.extend_from_slice(p.as_bytes());
+            if let Some(w) = watch {
+                b.push(w as u8);
+            }
+            b
+        };
+        call(9, &path_body("/", None));
+        let mut out = Vec::new();
+        let (_, top) = call(8, &path_body("/", Some(false)));
+        let mut r = R { b: &top, pos: 0 };
+        out.push(format!(
+            "/ children {}",
+            r.strings(true).unwrap_or_default()
+        ));
+        let mut todo = vec![root.to_string()];
+        while let Some(p) = todo.pop() {
+            let (e1, d) = call(4, &path_body(&p, Some(false)));
+            let (e2, a) = call(6, &path_body(&p, None));
+            let (e3, ch) = call(8, &path_body(&p, Some(false)));
+            let data = decode_body(4, &mut R { b: &d, pos: 0 }, &self.sessions);
+            let acl = decode_body(6, &mut R { b: &a, pos: 0 }, &self.sessions);
+            let mut names = Vec::new();
+            let mut r = R { b: &ch, pos: 0 };
+            if e3 == 0 {
+                let n = r.i32().unwrap_or(0);
+                for _ in 0..n {
+                    match r.buf() {
+                        Some(Some(b)) => names.push(String::from_utf8_lossy(b).into_owned()),
+                        _ => break,
+                    }
+                }
+            }
+            names.sort();
+            out.push(format!(
+                "{p:?}: data err {e1} {} acl err {e2} {} children {names:?}",
+                data.unwrap_or_default(),
+                acl.unwrap_or_default()
+            ));
+            for n in names.iter().rev() {
+                todo.push(format!("{p}/{n}"));
+            }
+        }
+        let _ = call(-11, &[]);
+        out
+    }
+}
+
+/// Sends `ops` generated requests of `seed` to both systems; the first
+/// divergence, described, as the error.
+pub fn compare(
+    zk: &[SocketAddr],
+    wazoo: &[SocketAddr],
+    seed: u64,
+    ops: usize,
+    verbose: bool,
+) -> Result<(), String> {
+    let mut gen = Gen::new(seed);
+    let steps = gen.steps(ops);
+    let root = gen.root().to_string();
+    let mut a = System::new("zookeeper", zk);
+    let mut b = System::new("wazoo", wazoo);
+    let describe = |i: usize| -> String {
+        match &steps[i] {
+            Step::Req { session, desc, .. } => format!("#{i} s{session}: {desc}"),
+            Step::Close { session } => format!("#{i} s{session}: closeSession"),
+        }
+    };
+    let history = |i: usize| -> String {
+        (i.saturating_sub(DRAIN_EVERY)..=i)
+            .map(|j| format!("  {}\n", describe(j)))
+            .collect()
+    };
+    let mut window_had_close = false;
+    for (i, step) in steps.iter().enumerate() {
+        let ra = a.step(step, &root);
+        let rb = b.step(step, &root);
+        if verbose {
+            println!("{}\n  zookeeper: {ra}\n  wazoo:     {rb}", describe(i));
+        }
+        if ra != rb {
+            return Err(format!(
+                "reply to {}\n  zookeeper: {ra}\n  wazoo:     {rb}\nrecent requests:\n{}",
+                describe(i),
+                history(i)
+            ));
+        }
+        // A closed session's ephemerals go in an order of each server's
+        // own: the events of a window with a closeSession are compared as
+        // sets.
+        window_had_close |= matches!(step, Step::Close { .. });
+        if (i + 1) % DRAIN_EVERY == 0 || i + 1 == steps.len() {
+            let mut ea = a.drain(&root);
+            let mut eb = b.drain(&root);
+            if std::mem::take(&mut window_had_close) {
+                ea.iter_mut().chain(eb.iter_mut()).for_each(|e| e.sort());
+            }
+            for s in 0..SESSIONS {
+                if ea[s] != eb[s] {
+                    return Err(format!(
+                        "watch events of session slot {s} up to {}\n  zookeeper: {:?}\n  wazoo:     {:?}\nrecent requests:\n{}",
+                        describe(i),
+                        ea[s],
+                        eb[s],
+                        history(i)
+                    ));
+                }
+            }
+        }
+    }
+    let ta = a.tree(&root);
+    let tb = b.tree(&root);
+    for (x, y) in ta.iter().zip(tb.iter()) {
+        if x != y {
+            return Err(format!("final tree\n  zookeeper: {x}\n  wazoo:     {y}"));
+        }
+    }
+    if ta.len() != tb.len() {
+        return Err(format!(
+            "final tree: zookeeper has {} nodes, wazoo {}",
+            ta.len(),
+            tb.len()
+        ));
+    }
+    // Leave the servers clean of this sequence's sessions.
+    for slot in 0..SESSIONS {
+        a.call(slot, -11, &[]);
+        b.call(slot, -11, &[]);
+    }
+    Ok(())
+}
