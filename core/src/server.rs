@@ -546,6 +546,10 @@ pub struct Server {
     sendbuf: HashMap<ConnId, (Vec<u8>, u32)>,
     send_order: Vec<ConnId>,
     pub stats: Stats,
+    /// Packets received and sent when `srst` last reset the server's
+    /// statistics: the four-letter words count from there, the metrics
+    /// (counters) from the start.
+    packets_at_reset: (u64, u64),
     role: Role,
     /// Ensemble bookkeeping (sessions touched, owners).
     ens: ensemble::EnsembleState,
@@ -632,6 +636,7 @@ impl Server {
             sendbuf: HashMap::new(),
             send_order: Vec::new(),
             stats: Stats::default(),
+            packets_at_reset: (0, 0),
             role: Role::Standalone,
             ens: ensemble::EnsembleState::default(),
             fatal: None,
@@ -730,6 +735,39 @@ impl Server {
         self.last_proposed = zxid;
         self.proposals.clear();
         self.outstanding = Outstanding::default();
+    }
+
+    /// ZooKeeper's `srst`: the latency figures and packet counts the
+    /// four-letter words show start again from zero (the metrics endpoint's
+    /// counters do not: a Prometheus counter never goes back).
+    pub fn reset_server_stats(&mut self) {
+        let s = &mut self.stats;
+        s.min_latency_ms = 0;
+        s.max_latency_ms = 0;
+        s.total_latency_ms = 0;
+        s.requests_completed = 0;
+        self.packets_at_reset = (s.packets_received, s.packets_sent);
+    }
+
+    /// ZooKeeper's `crst`: every connection's packet counts and latencies
+    /// (what `cons` shows) start again.
+    pub fn reset_connection_stats(&mut self) {
+        for c in self.conns.values_mut() {
+            c.packets_received = 0;
+            c.packets_sent = 0;
+            c.last_latency_ms = 0;
+            c.min_latency_ms = i64::MAX;
+            c.max_latency_ms = 0;
+            c.total_latency_ms = 0;
+        }
+    }
+
+    /// Packets received and sent since `srst` (see `reset_server_stats`).
+    pub fn packets_since_reset(&self) -> (u64, u64) {
+        (
+            self.stats.packets_received - self.packets_at_reset.0,
+            self.stats.packets_sent - self.packets_at_reset.1,
+        )
     }
 
     /// Requests received but not answered yet.

@@ -16,6 +16,16 @@ pub fn version() -> String {
     )
 }
 
+/// Does what a four-letter word changes (`srst`, `crst` reset the figures
+/// the other words show); the shell calls it before [`four_letter`].
+pub fn resets_stats(word: &str, s: &mut Server) {
+    match word {
+        "srst" => s.reset_server_stats(),
+        "crst" => s.reset_connection_stats(),
+        _ => {}
+    }
+}
+
 /// The answer to a four-letter word. `leader` is the consensus' report when
 /// this member leads an ensemble (its `mntr` then has ZooKeeper's leader
 /// keys).
@@ -109,15 +119,10 @@ pub fn four_letter(
             dir_size(&snap_dir(&ctx.cfg)),
             dir_size(&log_dir(&ctx.cfg))
         ),
-        "crst" | "srst" => {
-            // Resetting counters would need a write to the core's stats;
-            // ZooKeeper answers with this text.
-            if word == "crst" {
-                "Connection stats reset.\n".into()
-            } else {
-                "Server stats reset.\n".into()
-            }
-        }
+        // The shell resets the core's figures before it asks for this
+        // answer (see `resets_stats`); ZooKeeper answers with this text.
+        "crst" => "Connection stats reset.\n".into(),
+        "srst" => "Server stats reset.\n".into(),
         "hash" => "No digest available.\n".into(),
         "gtmk" | "stmk" => "0\n".into(),
         other => format!("{other} is not executed because it is not a known command.\n"),
@@ -156,8 +161,8 @@ fn srvr(s: &Server, conns: usize) -> String {
     format!(
         "Zookeeper version: {}\nLatency min/avg/max: {min}/{avg:.4}/{max}\nReceived: {}\nSent: {}\nConnections: {conns}\nOutstanding: {}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
         version(),
-        s.stats.packets_received,
-        s.stats.packets_sent,
+        s.packets_since_reset().0,
+        s.packets_since_reset().1,
         s.outstanding_requests(),
         s.last_zxid(),
         mode(s),
@@ -272,8 +277,8 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize, leader: Option<LeaderRepor
         ("zk_avg_latency", format!("{avg:.4}")),
         ("zk_max_latency", max.to_string()),
         ("zk_min_latency", min.to_string()),
-        ("zk_packets_received", s.stats.packets_received.to_string()),
-        ("zk_packets_sent", s.stats.packets_sent.to_string()),
+        ("zk_packets_received", s.packets_since_reset().0.to_string()),
+        ("zk_packets_sent", s.packets_since_reset().1.to_string()),
         ("zk_num_alive_connections", conns.to_string()),
         (
             "zk_outstanding_requests",

@@ -317,6 +317,7 @@ impl EnsembleCore {
                         }
                     }
                     Event::Admin { word, reply } => {
+                        crate::admin::resets_stats(&word, &mut self.server);
                         let text = crate::admin::four_letter(
                             &word,
                             &self.server,

@@ -708,6 +708,7 @@ async fn core_loop(
                     }
                 }
                 Event::Admin { word, reply } => {
+                    crate::admin::resets_stats(&word, &mut server);
                     let text = crate::admin::four_letter(&word, &server, &ctx, conns.len(), None);
                     let _ = reply.send(text);
                 }
