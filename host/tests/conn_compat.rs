@@ -5,42 +5,15 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
-use common::shared;
+use common::{read_frame, shared};
 use wazoo_proto::frame;
 use wazoo_proto::jute::{Jute, Reader};
-use wazoo_proto::{AuthPacket, ConnectRequest, ConnectResponse, ErrorCode, ReplyHeader, Request};
+use wazoo_proto::{AuthPacket, ErrorCode, ReplyHeader, Request};
 use wazoo_testkit::Flavor;
 
 fn handshake(hosts: &str) -> TcpStream {
-    let mut s = TcpStream::connect(hosts).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut out = Vec::new();
-    frame::write_record(
-        &mut out,
-        &ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms: 10_000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        },
-    );
-    s.write_all(&out).unwrap();
-    let payload = read_frame(&mut s).expect("connect response");
-    let resp = ConnectResponse::from_bytes(&payload).unwrap();
-    assert_ne!(resp.session_id, 0);
-    s
-}
-
-fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).ok()?;
-    let mut p = vec![0u8; i32::from_be_bytes(len) as usize];
-    s.read_exact(&mut p).ok()?;
-    Some(p)
+    common::raw_session(hosts).expect("a session")
 }
 
 fn is_closed(s: &mut TcpStream) -> bool {

@@ -263,18 +263,34 @@ pub fn ensemble_options(flavor: Flavor) -> ServerOptions {
 /// A new session over a raw socket (no client library in the way), or
 /// None if the server refuses or closes it (a member still electing).
 pub fn raw_session(addr: impl std::net::ToSocketAddrs) -> Option<std::net::TcpStream> {
+    raw_handshake(addr, 0, &[]).map(|(s, _)| s)
+}
+
+/// A raw connection for session `session_id` (0: a new one) with its
+/// password (empty: none), and the server's answer; None if the server
+/// refuses or closes it.
+pub fn raw_handshake(
+    addr: impl std::net::ToSocketAddrs,
+    session_id: i64,
+    passwd: &[u8],
+) -> Option<(std::net::TcpStream, wazoo_proto::ConnectResponse)> {
     use std::io::Write;
     let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
+    s.set_nodelay(true).ok()?;
     let mut out = Vec::new();
     wazoo_proto::frame::write_record(
         &mut out,
         &wazoo_proto::ConnectRequest {
             protocol_version: 0,
             last_zxid_seen: 0,
-            timeout_ms: 10_000,
-            session_id: 0,
-            passwd: vec![0; 16],
+            timeout_ms: 30_000,
+            session_id,
+            passwd: if passwd.is_empty() {
+                vec![0; 16]
+            } else {
+                passwd.to_vec()
+            },
             read_only: Some(false),
         },
     );
@@ -282,17 +298,17 @@ pub fn raw_session(addr: impl std::net::ToSocketAddrs) -> Option<std::net::TcpSt
     let payload = read_frame(&mut s)?;
     let resp =
         <wazoo_proto::ConnectResponse as wazoo_proto::jute::Jute>::from_bytes(&payload).ok()?;
-    (resp.session_id != 0).then_some(s)
+    (resp.session_id != 0).then_some((s, resp))
 }
 
 /// One length-prefixed frame's payload, or None at EOF, on an error, or
-/// for a length outside 0..=1 MiB.
+/// for a length outside 0..=4 MiB.
 pub fn read_frame(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut len = [0u8; 4];
     s.read_exact(&mut len).ok()?;
     let n = usize::try_from(i32::from_be_bytes(len)).ok()?;
-    if n > 1 << 20 {
+    if n > 4 << 20 {
         return None;
     }
     let mut p = vec![0u8; n];

@@ -2,8 +2,9 @@
 //! systems over raw sockets and compares normalised replies, watch events
 //! and the final tree.
 
+use crate::common::read_frame;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -21,42 +22,8 @@ struct Conn {
 /// Opens a connection: a new session (`session_id` 0) or the given one
 /// re-attached; the connection, the session id and its password.
 fn connect(addr: SocketAddr, session_id: i64, passwd: &[u8]) -> Option<(Conn, i64, Vec<u8>)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
-    s.set_nodelay(true).ok()?;
-    let mut out = Vec::new();
-    wazoo_proto::frame::write_record(
-        &mut out,
-        &wazoo_proto::ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms: 30_000,
-            session_id,
-            passwd: if passwd.is_empty() {
-                vec![0; 16]
-            } else {
-                passwd.to_vec()
-            },
-            read_only: Some(false),
-        },
-    );
-    s.write_all(&out).ok()?;
-    let payload = read_frame(&mut s)?;
-    let resp =
-        <wazoo_proto::ConnectResponse as wazoo_proto::jute::Jute>::from_bytes(&payload).ok()?;
-    (resp.session_id != 0).then_some((Conn { s, xid: 0 }, resp.session_id, resp.passwd))
-}
-
-fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).ok()?;
-    let n = usize::try_from(i32::from_be_bytes(len)).ok()?;
-    if n > 4 << 20 {
-        return None;
-    }
-    let mut p = vec![0u8; n];
-    s.read_exact(&mut p).ok()?;
-    Some(p)
+    let (s, resp) = crate::common::raw_handshake(addr, session_id, passwd)?;
+    Some((Conn { s, xid: 0 }, resp.session_id, resp.passwd))
 }
 
 /// A jute reader that keeps null apart from empty.
