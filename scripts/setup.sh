@@ -2,6 +2,8 @@
 # Installs everything the tests need on a Debian 12 machine, as root:
 #   - Apache ZooKeeper 3.8 (Debian package `zookeeper`, with its Java runtime),
 #   - libfaketime (Debian package `libfaketime`: a test steps a server's wall clock),
+#   - ZooKeeper's C client (Debian package `libzookeeper-mt-dev`: a test compiles a
+#     C client against it),
 #   - the Python test dependencies pinned in tests/python/requirements.txt,
 #   - the Rust target wasm32-unknown-unknown.
 # Idempotent: does nothing (and prints one line) when all is in place.
@@ -31,28 +33,33 @@ quietly() {
 
 [ "$(id -u)" -eq 0 ] || die "run as root (apt-get install needs it)"
 
+# Installs Debian package $1 unless it is installed; $2 says what it is for.
+install_deb() {
+  if ! dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; then
+    say "installing the Debian package $1 ($2)"
+    export DEBIAN_FRONTEND=noninteractive
+    # Wait for another apt/dpkg run (up to 10 min) instead of failing on its lock.
+    local apt_opts=(-q -o DPkg::Lock::Timeout=600)
+    quietly apt-get "${apt_opts[@]}" update
+    quietly apt-get "${apt_opts[@]}" install -y "$1"
+  fi
+}
+
 # --- Apache ZooKeeper (Debian package) --------------------------------------------------
-if ! dpkg-query -W -f='${Status}' zookeeper 2>/dev/null | grep -q 'install ok installed'; then
-  say "installing the Debian package zookeeper (Apache ZooKeeper 3.8 and a Java runtime)"
-  export DEBIAN_FRONTEND=noninteractive
-  # Wait for another apt/dpkg run (up to 10 min) instead of failing on its lock.
-  APT_OPTS=(-q -o DPkg::Lock::Timeout=600)
-  quietly apt-get "${APT_OPTS[@]}" update
-  quietly apt-get "${APT_OPTS[@]}" install -y zookeeper
-fi
+install_deb zookeeper "Apache ZooKeeper 3.8 and a Java runtime"
 [ -f /usr/share/java/zookeeper.jar ] || die "/usr/share/java/zookeeper.jar missing after installing zookeeper"
 command -v java >/dev/null || die "java not found after installing zookeeper"
 
 # --- libfaketime (Debian package) -------------------------------------------------------
-if ! dpkg-query -W -f='${Status}' libfaketime 2>/dev/null | grep -q 'install ok installed'; then
-  say "installing the Debian package libfaketime (a test steps a server's wall clock)"
-  export DEBIAN_FRONTEND=noninteractive
-  APT_OPTS=(-q -o DPkg::Lock::Timeout=600)
-  quietly apt-get "${APT_OPTS[@]}" update
-  quietly apt-get "${APT_OPTS[@]}" install -y libfaketime
-fi
+install_deb libfaketime "a test steps a server's wall clock"
 ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 \
   || die "libfaketimeMT.so.1 missing after installing libfaketime"
+
+# --- ZooKeeper's C client (Debian package) ----------------------------------------------
+install_deb libzookeeper-mt-dev "a test compiles a C client against it"
+[ -f /usr/include/zookeeper/zookeeper.h ] \
+  || die "zookeeper/zookeeper.h missing after installing libzookeeper-mt-dev"
+command -v cc >/dev/null || die "cc not found (the C client test compiles with it)"
 
 # --- Python test dependencies -----------------------------------------------------------
 pick_python "$REPO" yes
