@@ -152,6 +152,13 @@ fn bad_requests() -> Vec<(&'static str, Request, ErrorCode)> {
             },
             ErrorCode::InvalidAcl,
         ),
+        // ZooKeeper Administrator's Guide, "Quotas": with enforceQuota, a
+        // create past a hard limit fails.
+        (
+            "past a hard quota",
+            Request::Create(create("/bad/q/two", CreateMode::Persistent, open(), None)),
+            ErrorCode::QuotaExceeded,
+        ),
         (
             "multi with a bad TTL",
             Request::Multi(vec![
@@ -200,8 +207,33 @@ fn absent_everywhere(e: &dyn TestEnsemble, paths: &[&str]) {
     }
 }
 
+/// Creates `/bad/q` with a hard quota of two nodes (itself and one child),
+/// the way zkCli's `setquota -N` lays it out.
+fn hard_quota_of_two(r: &mut Raw) {
+    let open = Acl::open_unsafe;
+    for (path, data) in [
+        ("/bad/q", ""),
+        ("/zookeeper/quota/bad", ""),
+        ("/zookeeper/quota/bad/q", ""),
+        (
+            "/zookeeper/quota/bad/q/zookeeper_limits",
+            "count=-1,bytes=-1,countHardLimit=2",
+        ),
+        ("/zookeeper/quota/bad/q/zookeeper_stats", "count=1,bytes=0"),
+        ("/bad/q/one", ""),
+    ] {
+        let mut c = create(path, CreateMode::Persistent, open(), None);
+        c.data = data.as_bytes().to_vec();
+        assert_eq!(r.send(&Request::Create(c)), 0, "creating {path}");
+    }
+}
+
 fn bad_requests_leave_every_member_serving(flavor: Flavor) {
-    let mut e = start_ensemble(flavor, 3, common::ensemble_options(flavor))
+    let opts = match flavor {
+        Flavor::Wazoo => common::ensemble_options(flavor).cfg("enforceQuota=true"),
+        Flavor::Zookeeper => common::ensemble_options(flavor).arg("-Dzookeeper.enforceQuota=true"),
+    };
+    let mut e = start_ensemble(flavor, 3, opts)
         .unwrap_or_else(|err| panic!("cannot start a {flavor} ensemble: {err:#}"));
     let mut r = Raw::connect(e.addr(0));
     let setup = Request::Create(create(
@@ -218,6 +250,7 @@ fn bad_requests_leave_every_member_serving(flavor: Flavor) {
         None,
     ));
     assert_eq!(r.send(&eph), 0);
+    hard_quota_of_two(&mut r);
 
     // Each bad request through each member in turn: followers forward to
     // the leader, whose prep must refuse it.
@@ -255,7 +288,14 @@ fn bad_requests_leave_every_member_serving(flavor: Flavor) {
     drop(r);
     absent_everywhere(
         e.as_ref(),
-        &["/bad/ttl", "/bad/x", "/bad/m1", "/bad/m2", "/bad/eph/x"],
+        &[
+            "/bad/ttl",
+            "/bad/x",
+            "/bad/m1",
+            "/bad/m2",
+            "/bad/eph/x",
+            "/bad/q/two",
+        ],
     );
 
     // Every member restarts from its own log and snapshot, and serves.

@@ -198,3 +198,31 @@ fn a_follower_applies_a_refused_committed_txn_as_an_error_and_keeps_going() {
     assert!(s.tree().exists("/ok") && !s.tree().exists("/t"));
     assert_eq!(s.stats.txns_refused, 1);
 }
+
+// ZooKeeper Programmer's Guide, "Sequence Nodes -- Unique Naming": the
+// counter is a signed int that overflows past 2147483647. The creates at
+// the overflow are named as ZooKeeper names them (%010d of the counter,
+// then of the wrapped one, -2147483648), and their txns apply: the rule
+// prep and apply share has no case that prep passes and apply refuses.
+#[test]
+fn a_sequential_create_at_the_counters_overflow_is_named_and_applies() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(1, create("/p", b"", CreateMode::Persistent)));
+    // A child whose create left the parent's counter at i32::MAX.
+    let next = h.server.last_zxid() + 1;
+    let mut parent_at_max = create_txn("/p/last", NodeKind::Regular);
+    if let Txn::Create(c) = &mut parent_at_max {
+        c.parent_cversion = i32::MAX;
+    }
+    h.server.replay(&record(next, 0, parent_at_max)).unwrap();
+    for want in ["/p/n-2147483647", "/p/n--2147483648"] {
+        match ok(h.call(1, create("/p/n-", b"", CreateMode::PersistentSequential))) {
+            Response::Create { path } | Response::Create2 { path, .. } => assert_eq!(path, want),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(h.server.stats.txns_refused, 0);
+    assert!(h.server.fatal().is_none());
+    h.server.tree().check_invariants().unwrap();
+}
