@@ -21,9 +21,8 @@
 //!
 //! # Recovery contract
 //!
-//! Snapshots are *fuzzy* (taken while writes continue), so a member recovers
-//! by loading the newest valid snapshot `S` and replaying the log records with
-//! zxid `> S` on top of it:
+//! A member recovers by loading the newest valid snapshot `S` and replaying
+//! the log records with zxid `> S` on top of it:
 //!
 //! ```no_run
 //! # fn main() -> Result<(), wazoo_storage::StorageError> {
@@ -42,13 +41,13 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A snapshot `snapshot.<S>` is named after the last zxid applied when its
-//! serialization *started*; it may already contain effects of some records
-//! after `S`. Replaying those again must be harmless: the state machine's
-//! transactions are idempotent when applied in zxid order on top of a fuzzy
-//! snapshot (ZooKeeper's `DataTree` relies on the same property). The log must
-//! therefore keep every record after the oldest snapshot recovery may use,
-//! which is what [`purge`] preserves.
+//! A snapshot `snapshot.<S>` holds the state exactly as of zxid `S`: wazoo
+//! serializes an O(1) copy of the tree taken at `S` while writes go on (not
+//! a fuzzy snapshot, as ZooKeeper's are), so recovery replays each record
+//! after `S` exactly once and needs no idempotent replay. This crate does
+//! not depend on that: it stores the snapshot's bytes and the log's records
+//! as given. The log must keep every record after the oldest snapshot
+//! recovery may use, which is what [`purge`] preserves.
 //!
 //! # On-disk grammar of the transaction log
 //!
