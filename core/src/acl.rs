@@ -1,4 +1,4 @@
-//! Access control (seed 002, "ZooKeeper access control using ACLs"):
+//! Access control (ZooKeeper Programmer's Guide, "Data Model", "ZooKeeper access control using ACLs"):
 //! matching a connection's identities against a node's ACL, and fixing up
 //! the ACL a create or setACL supplies.
 

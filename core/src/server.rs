@@ -963,7 +963,7 @@ impl Server {
             return;
         }
         if req.last_zxid_seen > self.last_applied {
-            // Seed 000: a client that has seen a newer zxid must not connect
+            // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that has seen a newer zxid must not connect
             // to a server that is behind it. ZooKeeper closes without reply.
             tracing::info!(
                 "refusing session for client that has seen zxid 0x{:x}, our last zxid is 0x{:x}",
@@ -1045,7 +1045,7 @@ impl Server {
         self.redeliver_recipe_results(id, conn);
     }
 
-    /// Seed 000 / ZooKeeper's read-only mode: a member without a quorum
+    /// ZooKeeper Programmer's Guide, "ZooKeeper Sessions" / ZooKeeper's read-only mode: a member without a quorum
     /// serves reads to clients that allow it. Its sessions are local (not
     /// replicated) and every write gets NotReadOnly; when the quorum is
     /// back, the connection is closed and the client finds a read-write

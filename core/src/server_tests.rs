@@ -294,7 +294,7 @@ fn create_then_get_returns_the_data_and_a_full_stat() {
     }
 }
 
-// Seed 002, "Sequence Nodes -- Unique Naming": %010d of the parent's counter.
+// ZooKeeper Programmer's Guide, "Data Model", "Sequence Nodes -- Unique Naming": %010d of the parent's counter.
 #[test]
 fn sequential_names_use_the_parents_cversion_with_ten_digits() {
     let mut h = Harness::default();
@@ -485,7 +485,7 @@ fn tree_rules_give_zookeepers_errors() {
     );
 }
 
-// Seed 000, "ZooKeeper Watches": set on read, fired once, before the data
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "ZooKeeper Watches": set on read, fired once, before the data
 // can be read.
 #[test]
 fn a_data_watch_fires_once_before_the_write_reply() {
@@ -557,7 +557,7 @@ fn child_watch_fires_on_create_and_delete_of_a_child() {
     );
 }
 
-// Seed 000, "ZooKeeper Sessions": expiry deletes the ephemerals and fires
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": expiry deletes the ephemerals and fires
 // their watches.
 #[test]
 fn session_expiry_removes_ephemerals_and_fires_watches() {
@@ -740,7 +740,7 @@ fn ttl_nodes_need_extended_types() {
     assert_eq!(err(h.call(1, req)), ErrorCode::Unimplemented);
 }
 
-// Seed 002, "Container Nodes": deleted by the server once their last child goes.
+// ZooKeeper Programmer's Guide, "Data Model", "Container Nodes": deleted by the server once their last child goes.
 #[test]
 fn an_emptied_container_is_reaped_by_the_periodic_check() {
     let mut h = Harness::new(ServerConfig {

@@ -1,4 +1,4 @@
-//! The session table (seed 000, "ZooKeeper Sessions"): ids, passwords,
+//! The session table (ZooKeeper Programmer's Guide, "ZooKeeper Sessions"): ids, passwords,
 //! negotiated timeouts and bucketed expiry with the time passed in.
 //!
 //! Deadlines are on the monotonic clock (`mono_ms`, see

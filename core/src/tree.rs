@@ -1,4 +1,4 @@
-//! The data tree (seed 002, "Data Model"): znodes with data, ACLs and stat,
+//! The data tree (ZooKeeper Programmer's Guide, "Data Model"): znodes with data, ACLs and stat,
 //! the ephemeral index, containers and TTL nodes, quotas, and snapshots.
 //!
 //! The write pipeline validates requests against the tree plus its
@@ -270,7 +270,7 @@ impl std::fmt::Debug for NodeView {
     }
 }
 
-/// The name a sequential create gets (seed 002, "Sequence Nodes -- Unique
+/// The name a sequential create gets (ZooKeeper Programmer's Guide, "Data Model", "Sequence Nodes -- Unique
 /// Naming"): the requested path followed by the parent's cversion *before*
 /// the create, `%010d`. The counter is a signed 32-bit int, so past
 /// 2147483647 it wraps and the name becomes `<path>-2147483648`.
@@ -286,7 +286,7 @@ type Undo = Vec<(Box<str>, Option<Node>)>;
 pub struct DataTree {
     nodes: imbl::OrdSet<Node>,
     acls: AclTable,
-    /// Session -> its ephemeral paths (seed 002, "Ephemeral Nodes").
+    /// Session -> its ephemeral paths (ZooKeeper Programmer's Guide, "Data Model", "Ephemeral Nodes").
     ephemerals: BTreeMap<i64, BTreeSet<Box<str>>>,
     containers: BTreeSet<Box<str>>,
     ttls: BTreeSet<Box<str>>,
@@ -440,7 +440,7 @@ impl DataTree {
     }
 
     /// The stat of a node as clients see it, with dataLength and numChildren
-    /// (seed 002, "ZooKeeper Stat Structure"), and ZooKeeper 3.8's two
+    /// (ZooKeeper Programmer's Guide, "Data Model", "ZooKeeper Stat Structure"), and ZooKeeper 3.8's two
     /// reporting quirks: cversion is `2 * stored - numChildren`, and
     /// ephemeralOwner is 0 for containers and TTL nodes.
     pub fn stat(&self, p: &str) -> Option<Stat> {
@@ -551,7 +551,7 @@ impl DataTree {
     }
 
     /// Containers and TTL nodes the server should delete now, sorted: ZooKeeper's
-    /// `ContainerManager.getCandidates` (seed 002, "Container Nodes", "TTL
+    /// `ContainerManager.getCandidates` (ZooKeeper Programmer's Guide, "Data Model", "Container Nodes", "TTL
     /// Nodes"). A container qualifies when it has no children and its
     /// cversion is above 0 (it had children once, so a new one is not
     /// reaped before it is used); a TTL node when it has no children and

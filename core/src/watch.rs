@@ -1,4 +1,4 @@
-//! Watches (seed 000, "ZooKeeper Watches"): one-shot data, exists and child
+//! Watches (ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "ZooKeeper Watches"): one-shot data, exists and child
 //! watches, persistent and persistent-recursive watches, per connection.
 //!
 //! A watch belongs to the connection that set it, as in ZooKeeper (the
@@ -270,7 +270,7 @@ mod tests {
         true
     }
 
-    // Seed 000, "ZooKeeper Watches": a watch is a one-time trigger.
+    // ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "ZooKeeper Watches": a watch is a one-time trigger.
     #[test]
     fn one_shot_data_watch_fires_once() {
         let mut w = WatchManager::new();

@@ -31,7 +31,7 @@ fn root(flavor: Target, name: &str) -> String {
     format!("/{name}-{flavor}")
 }
 
-// Seed 002, "ZNodes" and "ZooKeeper Stat Structure".
+// ZooKeeper Programmer's Guide, "Data Model", "ZNodes" and "ZooKeeper Stat Structure".
 async fn create_get_set_delete_with_versions(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "crud");
@@ -54,7 +54,7 @@ async fn create_get_set_delete_with_versions(flavor: Target) {
     assert_eq!(zk.check_stat(&p).await.unwrap(), None);
 }
 
-// Seed 002, "Sequence Nodes -- Unique Naming".
+// ZooKeeper Programmer's Guide, "Data Model", "Sequence Nodes -- Unique Naming".
 async fn sequential_nodes_are_numbered_per_parent(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "seq");
@@ -70,7 +70,7 @@ async fn sequential_nodes_are_numbered_per_parent(flavor: Target) {
     assert_eq!(kids, vec!["n-0000000000", "n-0000000001"]);
 }
 
-// Seed 002, "Ephemeral Nodes".
+// ZooKeeper Programmer's Guide, "Data Model", "Ephemeral Nodes".
 async fn ephemeral_nodes_go_with_their_session(flavor: Target) {
     let hosts = shared(flavor);
     let watcher = connect(&hosts).await;
@@ -80,7 +80,7 @@ async fn ephemeral_nodes_go_with_their_session(flavor: Target) {
         let opts = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
         owner.create(&p, b"", &opts).await.unwrap();
         // On an ensemble the watcher may sit on another member, whose reads
-        // can be stale for a short window (seed 004): sync first.
+        // can be stale for a short window (ZooKeeper Internals, "Atomic Broadcast"): sync first.
         watcher.sync(&p).await.unwrap();
         let (stat, w) = watcher.check_and_watch_stat(&p).await.unwrap();
         assert_eq!(stat.unwrap().ephemeral_owner, owner.session_id().0);
@@ -101,7 +101,7 @@ async fn ephemeral_nodes_go_with_their_session(flavor: Target) {
     assert_eq!(watcher.check_stat(&p).await.unwrap(), None);
 }
 
-// Seed 000, "ZooKeeper Watches": one-time triggers.
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "ZooKeeper Watches": one-time triggers.
 async fn data_watch_fires_once_on_change(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "dw");
@@ -151,7 +151,7 @@ async fn exists_watch_fires_on_create_and_child_watch_on_new_child(flavor: Targe
     assert_eq!(ev.path, p);
 }
 
-// Seed 000, "Persistent, Recursive Watches".
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "Persistent, Recursive Watches".
 async fn persistent_recursive_watch_sees_descendants(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "prw");
@@ -202,7 +202,7 @@ async fn multi_is_all_or_nothing(flavor: Target) {
     assert_eq!(a.czxid, root_stat.czxid, "one zxid for the whole multi");
 }
 
-// Seed 002, "ZooKeeper access control using ACLs".
+// ZooKeeper Programmer's Guide, "Data Model", "ZooKeeper access control using ACLs".
 async fn digest_acl_denies_others_until_they_authenticate(flavor: Target) {
     let hosts = shared(flavor);
     let owner = connect(&hosts).await;
@@ -238,7 +238,7 @@ async fn digest_acl_denies_others_until_they_authenticate(flavor: Target) {
     );
 }
 
-// Seed 002, "Container Nodes".
+// ZooKeeper Programmer's Guide, "Data Model", "Container Nodes".
 async fn container_is_reaped_after_its_last_child_goes(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "cont");
@@ -265,7 +265,7 @@ async fn container_is_reaped_after_its_last_child_goes(flavor: Target) {
     assert_eq!(ev.event_type, EventType::NodeDeleted);
 }
 
-// Seed 002, "TTL Nodes".
+// ZooKeeper Programmer's Guide, "Data Model", "TTL Nodes".
 async fn ttl_node_is_created_and_is_not_ephemeral(flavor: Target) {
     let zk = connect(&shared(flavor)).await;
     let p = root(flavor, "ttl");
@@ -353,7 +353,7 @@ async fn four_letter_words_answer(flavor: Target) {
     assert_eq!(wazoo_testkit::four_letter_word(addr, "isro").unwrap(), "rw");
 }
 
-// Seed 002 / Administrator's Guide, "Quotas": once a limits node exists
+// ZooKeeper Programmer's Guide, "Data Model" / Administrator's Guide, "Quotas": once a limits node exists
 // under /zookeeper/quota, the server keeps the stats node beside it in
 // step with the subtree (what zkCli's setquota / listquota rely on).
 async fn quota_stats_follow_the_subtree(flavor: Target) {

@@ -1,7 +1,7 @@
 //! A 3-member ensemble, as processes on loopback (issue 4, "How it is
 //! tested"), against Apache ZooKeeper's ensemble and wazoo's: replication,
 //! killing the leader under write load, a follower's death, restarts, and
-//! sessions that move between members. Seeds 003 and 004.
+//! sessions that move between members. ZooKeeper Internals ("Leader Election", "Atomic Broadcast").
 
 mod common;
 
@@ -28,7 +28,7 @@ async fn exists_on(e: &dyn TestEnsemble, i: usize, path: &str) -> bool {
     zk.check_stat(path).await.unwrap().is_some()
 }
 
-// Seed 004: every committed write reaches every member.
+// ZooKeeper Internals, "Atomic Broadcast": every committed write reaches every member.
 async fn writes_on_any_member_are_seen_on_every_member(flavor: Flavor) {
     let e = ensemble(flavor);
     let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
@@ -69,7 +69,7 @@ async fn writes_on_any_member_are_seen_on_every_member(flavor: Flavor) {
     drop(zk);
 }
 
-/// Seed 004, "delivered messages will not be missed": writers keep going
+/// ZooKeeper Internals, "Atomic Broadcast", "delivered messages will not be missed": writers keep going
 /// while the leader is killed; every acknowledged write is on every member
 /// once the old leader is back.
 async fn killing_the_leader_loses_no_acknowledged_write(flavor: Flavor) {
@@ -117,7 +117,7 @@ async fn killing_the_leader_loses_no_acknowledged_write(flavor: Flavor) {
     }
 }
 
-/// Seed 000: a client that loses its server reconnects to another one and
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that loses its server reconnects to another one and
 /// keeps its session, and with it its ephemeral node.
 async fn a_session_moves_to_another_member_with_its_ephemerals(flavor: Flavor) {
     let mut e = ensemble(flavor);
@@ -162,7 +162,7 @@ async fn a_session_moves_to_another_member_with_its_ephemerals(flavor: Flavor) {
     .unwrap();
 }
 
-/// Seed 000, "ZooKeeper Sessions": a client that stops talking (a silent
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that stops talking (a silent
 /// partition) loses its session after the timeout, decided by the leader
 /// for a session attached to a follower; its ephemerals go everywhere.
 async fn a_silent_client_on_a_follower_expires_everywhere(flavor: Flavor) {
@@ -200,7 +200,7 @@ async fn a_silent_client_on_a_follower_expires_everywhere(flavor: Flavor) {
     drop(zk);
 }
 
-/// Seed 000 / issue 4 item 6: a member cut off from its quorum serves reads
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions" / issue 4 item 6: a member cut off from its quorum serves reads
 /// to clients that asked for read-only, refuses their writes with
 /// NotReadOnly, and answers `isro` with `ro`.
 async fn a_member_without_quorum_serves_read_only_clients(flavor: Flavor) {
@@ -345,7 +345,7 @@ async fn an_observer_serves_clients_without_voting(flavor: Flavor) {
     );
 }
 
-/// Seed 000, "SessionMovedException": a session re-attached through
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "SessionMovedException": a session re-attached through
 /// another server; a request still sent on the old connection fails with
 /// SessionMoved instead of acting for a session that now lives elsewhere.
 async fn a_write_on_the_old_connection_of_a_moved_session_gets_session_moved(flavor: Flavor) {
@@ -387,7 +387,7 @@ async fn a_write_on_the_old_connection_of_a_moved_session_gets_session_moved(fla
             &CreateMode::Persistent.with_acls(Acls::anyone_all()),
         )
         .await;
-    // Seed 000: the old server "closes the client connection", so the
+    // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the old server "closes the client connection", so the
     // client sees its connection lost, not a reply.
     assert_eq!(
         r.unwrap_err(),

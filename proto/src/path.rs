@@ -1,4 +1,4 @@
-//! Path rules of the ZooKeeper data model (seed 002, "ZNodes"; PathUtils).
+//! Path rules of the ZooKeeper data model (ZooKeeper Programmer's Guide, "Data Model", "ZNodes"; PathUtils).
 
 /// Checks a node path the way ZooKeeper's `PathUtils.validatePath` does.
 /// `sequential` allows a trailing `/` (the name is then just the counter).

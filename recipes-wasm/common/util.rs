@@ -124,7 +124,7 @@ pub fn find_own(children: &[String], guid: &str, marker: &str) -> Option<String>
     mine.first().map(|s| s.to_string())
 }
 
-/// Seed 001, lock step 1 with the guid rule: the caller's ephemeral
+/// ZooKeeper Recipes and Solutions, lock step 1 with the guid rule: the caller's ephemeral
 /// sequential contender `dir/<guid><marker><seq>` (data `id`), created
 /// unless a retried call already made it.
 pub fn join_contenders(cx: &mut Ctx, dir: &str, marker: &str, id: &[u8]) -> Result<()> {

@@ -1,4 +1,4 @@
-//! Fast leader election (seed 003), as one LOOKING member sees it.
+//! Fast leader election (ZooKeeper Internals, "Leader Election"), as one LOOKING member sees it.
 //!
 //! A member that starts looking moves to a new round (`logical_clock`,
 //! ZooKeeper's `logicalclock`), votes for itself and sends its vote to every
@@ -16,7 +16,7 @@
 //! voters' votes, nobody counts theirs, and they never lead.
 //!
 //! The core of the vote rule, `Vote::beats`, orders votes by (epoch, zxid,
-//! sid), see its doc for how that reads seed 003.
+//! sid), see its doc for how that reads ZooKeeper Internals, "Leader Election".
 
 use std::collections::BTreeMap;
 
@@ -35,7 +35,7 @@ pub struct Vote {
 impl Vote {
     /// Whether a received vote should replace the current one.
     ///
-    /// Seed 003: "If (voteZxid > myZxid) or (voteZxid = myZxid and voteId >
+    /// ZooKeeper Internals, "Leader Election": "If (voteZxid > myZxid) or (voteZxid = myZxid and voteId >
     /// mySid), keep the current vote. Otherwise, change my vote ... In
     /// short, the server that is most up to date wins, because it has the
     /// most recent zxid. ... If multiple servers have the most recent zxid,
@@ -359,7 +359,7 @@ mod tests {
         }
     }
 
-    /// Seed 003: "If (voteZxid > myZxid) ... keep the current vote": the
+    /// ZooKeeper Internals, "Leader Election": "If (voteZxid > myZxid) ... keep the current vote": the
     /// most recent zxid wins.
     #[test]
     fn the_most_recent_zxid_wins() {
@@ -367,7 +367,7 @@ mod tests {
         assert!(!v(3, z(1, 8), 1).beats(&v(1, z(1, 9), 1)));
     }
 
-    /// Seed 003: "(voteZxid = myZxid and voteId > mySid)": with equal
+    /// ZooKeeper Internals, "Leader Election": "(voteZxid = myZxid and voteId > mySid)": with equal
     /// zxids "the one with the highest sid wins".
     #[test]
     fn the_highest_sid_breaks_a_tie() {
@@ -386,7 +386,7 @@ mod tests {
         assert!(v(1, z(2, 4), 3).beats(&v(2, z(2, 9), 2)));
     }
 
-    /// Seed 003: "Upon receiving a vote, a server changes its vote" when
+    /// ZooKeeper Internals, "Leader Election": "Upon receiving a vote, a server changes its vote" when
     /// the received one is better, and sends it again; "Once a server
     /// receives the same vote from a quorum of servers, the server declares
     /// the leader elected" (after the finalize wait).
@@ -465,7 +465,7 @@ mod tests {
         assert_eq!(e.proposal(), Some(v(2, z(1, 5), 1)));
     }
 
-    /// Seed 003: "If a leader already exists, other servers inform the new
+    /// ZooKeeper Internals, "Leader Election": "If a leader already exists, other servers inform the new
     /// one which server is the leader."
     #[test]
     fn joins_an_established_leader() {

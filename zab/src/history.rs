@@ -1,5 +1,5 @@
 //! The member's in-memory view of its txn log, and the leader's choice of
-//! DIFF, TRUNC or SNAP for a learner (seed 004).
+//! DIFF, TRUNC or SNAP for a learner (ZooKeeper Internals, "Atomic Broadcast").
 //!
 //! `History` holds the txns after `base` in zxid order: every txn not yet
 //! committed (they are needed to deliver them later, and on a leader to
@@ -191,7 +191,7 @@ impl History {
         })
     }
 
-    /// Seed 004, "Leader Protocol in a nutshell": "Tell the follower to
+    /// ZooKeeper Internals, "Atomic Broadcast", "Leader Protocol in a nutshell": "Tell the follower to
     /// delete any transaction that the leader doesn't have" (TRUNC) and
     /// "Send any transactions that the follower doesn't have" (DIFF); SNAP
     /// "when too far behind", i.e. when this history does not reach back to
@@ -270,7 +270,7 @@ mod tests {
         h
     }
 
-    /// Seed 004: "Send any transactions that the follower doesn't have":
+    /// ZooKeeper Internals, "Atomic Broadcast": "Send any transactions that the follower doesn't have":
     /// a follower whose last zxid is in the leader's history gets a DIFF.
     #[test]
     fn diff_when_the_follower_is_a_prefix() {
@@ -306,7 +306,7 @@ mod tests {
         );
     }
 
-    /// Seed 004: "A skipped message must remain skipped": the old leader
+    /// ZooKeeper Internals, "Atomic Broadcast": "A skipped message must remain skipped": the old leader
     /// proposed 1:3 to nobody else; the new leader never had it, so the
     /// follower holding it is told to truncate to 1:2 before the DIFF.
     #[test]
@@ -348,7 +348,7 @@ mod tests {
         );
     }
 
-    /// Seed 004's recovery: "the old leader has locally committed proposal
+    /// ZooKeeper Internals, "Atomic Broadcast"'s recovery: "the old leader has locally committed proposal
     /// 2 ... the new leader ... will replay any missed proposals from its
     /// transaction log", including ones it has not committed itself yet.
     #[test]

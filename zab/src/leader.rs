@@ -1,4 +1,4 @@
-//! The leader's side of ZAB (seed 004): discovery, synchronization and
+//! The leader's side of ZAB (ZooKeeper Internals, "Atomic Broadcast"): discovery, synchronization and
 //! broadcast.
 //!
 //! 1. Discovery: once FOLLOWERINFO from a quorum (itself included) is in,

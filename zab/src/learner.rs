@@ -1,4 +1,4 @@
-//! The follower's and the observer's side of ZAB (seeds 003 and 004).
+//! The follower's and the observer's side of ZAB (ZooKeeper Internals ("Leader Election", "Atomic Broadcast")).
 //!
 //! "Connect to a leader; delete any transactions in the txn log that the
 //! leader says to delete; continually log to the transaction log and send
@@ -6,7 +6,7 @@
 //!
 //! 1. FOLLOWERINFO (our acceptedEpoch and last zxid) -> LEADERINFO. A
 //!    follower acknowledges "only if the new epoch proposed is later than
-//!    its own" (seed 003), or the same epoch once a quorum has confirmed it
+//!    its own" (ZooKeeper Internals, "Leader Election"), or the same epoch once a quorum has confirmed it
 //!    (a late joiner of the established leader); otherwise it goes back to
 //!    election. ACKEPOCH carries currentEpoch and the last zxid.
 //! 2. DIFF / TRUNC / SNAP, then the missing txns (logged), a COMMIT of what
@@ -187,7 +187,7 @@ impl Peer {
             // acknowledges an epoch or a txn that counts.
             true
         } else {
-            // Seed 003: "it only does so if the new epoch proposed is later
+            // ZooKeeper Internals, "Leader Election": "it only does so if the new epoch proposed is later
             // than its own".
             epoch > self.accepted_epoch || (epoch == self.accepted_epoch && confirmed)
         };

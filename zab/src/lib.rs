@@ -1,6 +1,6 @@
 //! ZAB, deterministically: fast leader election, discovery,
 //! synchronization (DIFF / TRUNC / SNAP), broadcast, heartbeats and
-//! observers, as seeds 003 (leader election) and 004 (ZAB) describe them.
+//! observers, as ZooKeeper Internals, "Leader Election" (leader election) and 004 (ZAB) describe them.
 //!
 //! The core does no I/O and reads no clock and no randomness. A [`Peer`]
 //! is one member: the shell feeds it [`Input`]s with the current time, and

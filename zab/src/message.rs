@@ -12,7 +12,7 @@
 
 use super::types::{Payload, ServerId, ServerState, Zxid};
 
-/// A vote as seed 003 describes it, plus the round it was cast in.
+/// A vote as ZooKeeper Internals, "Leader Election" describes it, plus the round it was cast in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Notification {
     /// The proposed leader's sid.

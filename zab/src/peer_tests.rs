@@ -36,7 +36,7 @@ fn sends(outs: &[Output]) -> Vec<(ServerId, Message)> {
         .collect()
 }
 
-/// Member 1 of {1,2,3} joins the established leader 3 (seed 003: "If a
+/// Member 1 of {1,2,3} joins the established leader 3 (ZooKeeper Internals, "Leader Election": "If a
 /// leader already exists, other servers inform the new one which server is
 /// the leader") and goes through discovery and a DIFF sync.
 fn follower_of_3(restored: Restored) -> Peer {
@@ -65,7 +65,7 @@ fn follower_of_3(restored: Restored) -> Peer {
 
 #[test]
 fn a_follower_acknowledges_only_a_later_epoch() {
-    // Seed 003: "a follower acknowledges its new epoch proposal, and it only
+    // ZooKeeper Internals, "Leader Election": "a follower acknowledges its new epoch proposal, and it only
     // does so if the new epoch proposed is later than its own".
     let restored = Restored {
         accepted_epoch: 2,
@@ -167,7 +167,7 @@ fn a_follower_persists_before_it_acknowledges() {
         1,
     );
 
-    // Seed 004: "a skipped message must remain skipped": truncate 1:3.
+    // ZooKeeper Internals, "Atomic Broadcast": "a skipped message must remain skipped": truncate 1:3.
     let outs = msg(&mut f, 3, Message::Trunc { zxid: z(1, 2) }, 2);
     assert_eq!(outs, vec![Output::Truncate { after: z(1, 2) }]);
     assert!(msg(&mut f, 3, Message::Commit { zxid: z(1, 2) }, 2)

@@ -49,7 +49,7 @@ impl fmt::Display for Zxid {
     }
 }
 
-/// The four server states of seed 003, as carried in notifications and
+/// The four server states of ZooKeeper Internals, "Leader Election", as carried in notifications and
 /// reported by `mntr`/`srvr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ServerState {

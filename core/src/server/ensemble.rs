@@ -234,7 +234,7 @@ impl Server {
             return self.propose_error(session, cxid, errs);
         }
         if self.ens.owners.get(&session).is_some_and(|&o| o != from) {
-            // Seed 000: the session has moved to another server.
+            // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the session has moved to another server.
             let errs = fail(ErrorCode::SessionMoved);
             return self.propose_error(session, cxid, errs);
         }
@@ -347,7 +347,7 @@ impl Server {
             let moved = matches!(&rec.txn, Txn::Error { errs }
                 if errs.first() == Some(&ErrorCode::SessionMoved.code()));
             match slot {
-                // Seed 000: "the old server detects that the session has
+                // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": "the old server detects that the session has
                 // moved, and closes the client connection" (no reply).
                 Some(_) if moved => self.close_conn(conn),
                 Some(i) => {

@@ -284,7 +284,7 @@ fn a_waiting_call_is_finished_by_its_callback_when_the_watch_fires() {
 
 #[test]
 fn a_holders_expiry_wakes_the_waiter_and_a_waiters_end_drops_its_wait() {
-    // Seed 001 (locks): a lock held by a session that dies is released by
+    // ZooKeeper Recipes and Solutions (locks): a lock held by a session that dies is released by
     // its ephemeral node going; the waiter's callback runs.
     let (mut h, _) = with_engine();
     h.connect_with(1, 0, vec![0; 16], 40_000);

@@ -4,7 +4,7 @@
 //!
 //! The tree is one ordered set of nodes. A node's key is its path with the
 //! *last* `/` replaced by a NUL byte (`/a/b` -> `/a\0b`, `/a` -> `\0a`), and
-//! the root's key is the empty string. NUL cannot occur in a path (seed 002,
+//! the root's key is the empty string. NUL cannot occur in a path (ZooKeeper Programmer's Guide, "Data Model",
 //! "ZNodes"), so this is a bijection, keys have the same length as paths, and
 //! the byte order of keys is the order of (parent path, name):
 //!
@@ -45,13 +45,13 @@ use equivalent::{Comparable, Equivalent};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ZnodeType {
     Persistent,
-    /// Deleted when the owning session ends (seed 002, "Ephemeral Nodes").
+    /// Deleted when the owning session ends (ZooKeeper Programmer's Guide, "Data Model", "Ephemeral Nodes").
     Ephemeral {
         owner: i64,
     },
-    /// Reaped once it has had children and has none (seed 002, "Container Nodes").
+    /// Reaped once it has had children and has none (ZooKeeper Programmer's Guide, "Data Model", "Container Nodes").
     Container,
-    /// Reaped when unmodified for `ttl_ms` and childless (seed 002, "TTL Nodes").
+    /// Reaped when unmodified for `ttl_ms` and childless (ZooKeeper Programmer's Guide, "Data Model", "TTL Nodes").
     Ttl {
         ttl_ms: i64,
     },

@@ -1,4 +1,4 @@
-//! Tests of the data tree, each citing the section of seed 002 ("Data
+//! Tests of the data tree, each citing the section of ZooKeeper Programmer's Guide, "Data Model" ("Data
 //! Model") whose rule it checks; ZooKeeper 3.8's `DataTree` is the oracle
 //! for the details the seed leaves open.
 
@@ -210,7 +210,7 @@ fn a_fresh_tree_is_zookeeper_3_8_standalone() {
 
 #[test]
 fn create_stamps_the_stat_from_the_header_and_txn() {
-    // Seed 002, "Time in ZooKeeper" and "ZooKeeper Stat Structure": czxid,
+    // ZooKeeper Programmer's Guide, "Data Model", "Time in ZooKeeper" and "ZooKeeper Stat Structure": czxid,
     // mzxid, ctime, mtime come from the create; cversion counts children.
     let mut f = Fixture::new();
     let tr = f.create("/app", b"hello");
@@ -254,7 +254,7 @@ fn create_stamps_the_stat_from_the_header_and_txn() {
 
 #[test]
 fn set_data_replaces_the_data_and_takes_the_version_from_the_txn() {
-    // Seed 002, "ZNodes": a write replaces all the data; each change of the
+    // ZooKeeper Programmer's Guide, "Data Model", "ZNodes": a write replaces all the data; each change of the
     // data increases the version. "Time in ZooKeeper": mzxid/mtime move.
     let mut f = Fixture::new();
     f.create("/n", b"one");
@@ -286,7 +286,7 @@ fn set_data_replaces_the_data_and_takes_the_version_from_the_txn() {
 
 #[test]
 fn set_acl_changes_the_acl_and_aversion_only() {
-    // Seed 002, "Time in ZooKeeper": aversion counts ACL changes; ACL
+    // ZooKeeper Programmer's Guide, "Data Model", "Time in ZooKeeper": aversion counts ACL changes; ACL
     // changes are not data changes (mzxid/mtime/version stay) and fire no watch.
     let mut f = Fixture::new();
     f.create("/n", b"x");
@@ -337,7 +337,7 @@ fn delete_moves_the_parent_pzxid_but_not_its_cversion() {
 
 #[test]
 fn sequence_names_come_from_the_parent_cversion() {
-    // Seed 002, "Sequence Nodes -- Unique Naming": %010d of a counter kept
+    // ZooKeeper Programmer's Guide, "Data Model", "Sequence Nodes -- Unique Naming": %010d of a counter kept
     // by the parent, which overflows past 2147483647 to -2147483648.
     let mut f = Fixture::new();
     f.create("/q", b"");
@@ -394,7 +394,7 @@ fn sequence_names_come_from_the_parent_cversion() {
 
 #[test]
 fn children_are_sorted_and_counted_at_every_depth() {
-    // Seed 002, "ZooKeeper Stat Structure": numChildren; getAllChildrenNumber.
+    // ZooKeeper Programmer's Guide, "Data Model", "ZooKeeper Stat Structure": numChildren; getAllChildrenNumber.
     let mut f = Fixture::new();
     for p in ["/b", "/a", "/a/z", "/a/y", "/a/y/1", "/a.b", "/a0", "/ab"] {
         f.create(p, b"");
@@ -462,7 +462,7 @@ fn identical_acls_are_stored_once() {
 
 #[test]
 fn ephemerals_are_owned_listed_and_deleted_with_their_session() {
-    // Seed 002, "Ephemeral Nodes": they exist as long as the session, are
+    // ZooKeeper Programmer's Guide, "Data Model", "Ephemeral Nodes": they exist as long as the session, are
     // listed by getEphemerals, and cannot have children. "ZooKeeper Stat
     // Structure": ephemeralOwner is the session id.
     let mut f = Fixture::new();
@@ -523,7 +523,7 @@ fn ephemerals_are_owned_listed_and_deleted_with_their_session() {
 
 #[test]
 fn containers_report_their_owner_and_are_reaped_once_used_and_empty() {
-    // Seed 002, "Container Nodes": when the last child is deleted the
+    // ZooKeeper Programmer's Guide, "Data Model", "Container Nodes": when the last child is deleted the
     // container becomes a candidate for deletion. ContainerManager: only
     // once cversion > 0, so a fresh container is not reaped before use.
     let mut f = Fixture::new();
@@ -554,7 +554,7 @@ fn containers_report_their_owner_and_are_reaped_once_used_and_empty() {
 
 #[test]
 fn ttl_nodes_encode_their_ttl_and_are_reaped_when_unmodified_and_childless() {
-    // Seed 002, "TTL Nodes": not modified within the TTL and no children ->
+    // ZooKeeper Programmer's Guide, "Data Model", "TTL Nodes": not modified within the TTL and no children ->
     // candidate for deletion. EphemeralType.TTL: owner 0xFF00..00 | ttl.
     let mut f = Fixture::new();
     f.create_kind("/t", 0, NodeKind::Ttl { ttl_ms: 500 });
