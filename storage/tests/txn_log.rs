@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::path::Path;
 
 use common::*;
@@ -354,14 +354,7 @@ fn torn_tail_cut_at_every_byte_offset_of_the_last_segment_is_repaired_keeping_ev
     let (source, last) = build_log(n);
     let len = fs::metadata(&last).unwrap().len();
     for cut in 0..len {
-        let dir = copy_dir(source.path());
-        let file = dir.path().join(last.file_name().unwrap());
-        OpenOptions::new()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        let (dir, _) = copy_with_cut(source.path(), &last, cut);
         let (mut log, recovered) = TxnLog::open(dir.path(), small_segments())
             .unwrap_or_else(|e| panic!("cut at {cut}: open failed: {e}"));
         let want = surviving(n, &last, cut);
@@ -673,14 +666,7 @@ fn short_write_of_the_last_record_mid_header_or_mid_body_is_cut_and_reported() {
         (start + 7, true),
         (header_end + (end - header_end) / 2, false),
     ] {
-        let dir = copy_dir(source.path());
-        let file = dir.path().join(last.file_name().unwrap());
-        OpenOptions::new()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        let (dir, file) = copy_with_cut(source.path(), &last, cut);
         let (mut log, recovered) = open(dir.path(), small_segments());
         let [Repair::TruncatedTail {
             offset,
@@ -739,14 +725,7 @@ fn bad_record_at_the_end_of_a_non_last_segment_is_corruption() {
         "{reason}"
     );
 
-    let dir = copy_dir(source.path());
-    let file = dir.path().join(first.file_name().unwrap());
-    OpenOptions::new()
-        .write(true)
-        .open(&file)
-        .unwrap()
-        .set_len(len - 1)
-        .unwrap();
+    let (dir, file) = copy_with_cut(source.path(), &first, len - 1);
     let reason = assert_corrupt_at(dir.path(), &file, last_record);
     assert!(
         matches!(reason, CorruptReason::TruncatedBody { .. }),

@@ -77,6 +77,21 @@ pub fn copy_dir(from: &Path) -> tempfile::TempDir {
     to
 }
 
+/// A copy of the log directory `from` whose file `segment` (a path in
+/// `from`) is cut to `len` bytes, as a crash mid-write leaves it; the cut
+/// file's path in the copy.
+pub fn copy_with_cut(from: &Path, segment: &Path, len: u64) -> (tempfile::TempDir, PathBuf) {
+    let dir = copy_dir(from);
+    let file = dir.path().join(segment.file_name().unwrap());
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    (dir, file)
+}
+
 /// Flips one bit of the byte at `offset` of `path`.
 pub fn flip_bit(path: &Path, offset: u64, bit: u8) {
     let mut bytes = fs::read(path).unwrap();
