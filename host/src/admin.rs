@@ -6,7 +6,9 @@ use std::fmt::Write;
 use wazoo_zab::LeaderReport;
 
 use crate::core::server::Server;
-use crate::member::{dir_size, log_dir, snap_dir, AdminContext};
+use std::path::{Path, PathBuf};
+
+use crate::member::{log_dir, snap_dir, AdminContext};
 
 /// The version string reported where ZooKeeper reports its own.
 pub fn version() -> String {
@@ -63,13 +65,7 @@ pub fn four_letter(
             out.push('\n');
             out
         }
-        "conf" => {
-            let mut out = String::new();
-            for l in ctx.cfg.conf_lines() {
-                let _ = writeln!(out, "{l}");
-            }
-            out
-        }
+        "conf" => conf(ctx),
         "envi" => envi(),
         "mntr" => mntr(s, ctx, conns, leader),
         "wchs" => format!(
@@ -122,7 +118,10 @@ pub fn four_letter(
         // The shell resets the core's figures before it asks for this
         // answer (see `resets_stats`); ZooKeeper answers with this text.
         "crst" => "Connection stats reset.\n".into(),
-        "srst" => "Server stats reset.\n".into(),
+        "srst" => {
+            ctx.metrics.reset(s, &ctx.log_stats);
+            "Server stats reset.\n".into()
+        }
         "hash" => "No digest available.\n".into(),
         "gtmk" | "stmk" => "0\n".into(),
         other => format!("{other} is not executed because it is not a known command.\n"),
@@ -131,7 +130,7 @@ pub fn four_letter(
 
 /// `Mode:` as ZooKeeper prints it, with `read-only` for a member serving
 /// read-only clients without a quorum.
-fn mode(s: &Server) -> &'static str {
+pub(crate) fn mode(s: &Server) -> &'static str {
     if s.in_read_only_mode() {
         "read-only"
     } else {
@@ -142,7 +141,7 @@ fn mode(s: &Server) -> &'static str {
 /// The node count as ZooKeeper reports it: its DataTree keeps the root
 /// under two keys ("" and "/"), so `srvr` and `mntr` show one more than
 /// the nodes there are; monitoring built on ZooKeeper expects that.
-fn reported_node_count(s: &Server) -> usize {
+pub(crate) fn reported_node_count(s: &Server) -> usize {
     s.tree().node_count() + 1
 }
 
@@ -252,78 +251,62 @@ fn dump(s: &Server) -> String {
 }
 
 fn mntr(s: &Server, ctx: &AdminContext, conns: usize, leader: Option<LeaderReport>) -> String {
-    let (min, avg, max) = latency(s);
-    let fds = std::fs::read_dir("/proc/self/fd")
-        .map(|d| d.count())
-        .unwrap_or(0);
-    let rss = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|t| {
-            t.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map(|pages| pages * 4096)
-        .unwrap_or(0);
-    let eph: usize = s
-        .tree()
-        .sessions_with_ephemerals()
-        .into_iter()
-        .map(|o| s.tree().ephemerals(o).len())
-        .sum();
-    let lines: Vec<(&str, String)> = vec![
-        ("zk_version", version()),
-        ("zk_server_state", mode(s).into()),
-        ("zk_avg_latency", format!("{avg:.4}")),
-        ("zk_max_latency", max.to_string()),
-        ("zk_min_latency", min.to_string()),
-        ("zk_packets_received", s.packets_since_reset().0.to_string()),
-        ("zk_packets_sent", s.packets_since_reset().1.to_string()),
-        ("zk_num_alive_connections", conns.to_string()),
-        (
-            "zk_outstanding_requests",
-            s.outstanding_requests().to_string(),
-        ),
-        ("zk_znode_count", reported_node_count(s).to_string()),
-        ("zk_watch_count", s.watches().count().to_string()),
-        ("zk_ephemerals_count", eph.to_string()),
-        (
-            "zk_approximate_data_size",
-            s.tree().approximate_data_size().to_string(),
-        ),
-        ("zk_open_file_descriptor_count", fds.to_string()),
-        ("zk_global_sessions", s.sessions().len().to_string()),
-        (
-            "zk_last_proposal_size",
-            leader.map_or(0, |l| l.last_proposal_bytes).to_string(),
-        ),
-        ("zk_uptime", ctx.clock.mono_ms().to_string()),
-        ("zk_fsync_count", ctx.log_stats.fsyncs().to_string()),
-        ("zk_txns_applied", s.stats.txns_applied.to_string()),
-        ("zk_pending_txns", s.pending_txns().to_string()),
-        ("zk_sessions_expired", s.stats.sessions_expired.to_string()),
-        ("wazoo_resident_bytes", rss.to_string()),
-    ];
-    // ZooKeeper 3.8's LeaderZooKeeperServer adds these on the leader;
-    // zk_followers is 3.4's name for the learners, which dashboards of that
-    // time still read.
-    let mut lines = lines;
-    if let Some(l) = leader {
-        lines.extend([
-            ("zk_learners", l.learners.to_string()),
-            ("zk_followers", l.learners.to_string()),
-            ("zk_synced_followers", l.synced_followers.to_string()),
-            ("zk_synced_non_voting_followers", "0".to_string()),
-            ("zk_synced_observers", l.synced_observers.to_string()),
-            ("zk_pending_syncs", l.pending_syncs.to_string()),
-            ("zk_leader_uptime", l.leader_uptime_ms.to_string()),
-            ("zk_max_proposal_size", l.max_proposal_bytes.to_string()),
-            ("zk_min_proposal_size", l.min_proposal_bytes.to_string()),
-        ]);
-    }
+    let families = ctx.metrics.families(&crate::metrics::Sources {
+        server: s,
+        conns,
+        leader,
+        log: &ctx.log_stats,
+    });
     let mut out = String::new();
-    for (k, v) in lines {
+    for (k, v) in crate::metrics::mntr(&families) {
         let _ = writeln!(out, "{k}\t{v}");
     }
     out
+}
+
+/// `conf`: the configuration as ZooKeeper prints it, with the directories
+/// wazoo really uses and their sizes. ZooKeeper prints the directories
+/// that hold its files (`<dataDir>/version-2`); wazoo's are
+/// `<dataDir>/wazoo-v1` (snapshots) and `<dataLogDir>/wazoo-v1` (the log).
+fn conf(ctx: &AdminContext) -> String {
+    let (snaps, log) = (snap_dir(&ctx.cfg), log_dir(&ctx.cfg));
+    let mut out = String::new();
+    for l in ctx.cfg.conf_lines() {
+        let key = l.split_once('=').map_or(l.as_str(), |(k, _)| k);
+        let l = match key {
+            "dataDir" => format!("dataDir={}", absolute(&snaps).display()),
+            "dataDirSize" => format!("dataDirSize={}", dir_size(&snaps)),
+            "dataLogDir" => format!("dataLogDir={}", absolute(&log).display()),
+            "dataLogSize" => format!("dataLogSize={}", dir_size(&log)),
+            _ => l,
+        };
+        let _ = writeln!(out, "{l}");
+    }
+    out
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// How deep [`dir_size`] descends.
+const DIR_DEPTH_MAX: usize = 8;
+
+/// The bytes of the files under `dir`, subdirectories included (as
+/// ZooKeeper's `getDirSize`), symbolic links not followed; 0 if it does
+/// not exist.
+pub fn dir_size(dir: &Path) -> u64 {
+    fn walk(dir: &Path, depth: usize) -> u64 {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        rd.filter_map(|e| e.ok())
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_file() => m.len(),
+                Ok(m) if m.is_dir() && depth < DIR_DEPTH_MAX => walk(&e.path(), depth + 1),
+                _ => 0,
+            })
+            .sum()
+    }
+    walk(dir, 0)
 }

@@ -195,12 +195,11 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
         .await
         .with_context(|| format!("cannot listen on {client_addr}"))?;
     let client_addr = listener.local_addr()?;
-    let quorum = cfg.servers.iter().filter(|s| !s.observer).count() / 2 + 1;
     let ctx = Arc::new(AdminContext {
         cfg: cfg.clone(),
         log_stats,
         clock: clock.clone(),
-        metrics: crate::member::start_metrics(&cfg, quorum).await?,
+        metrics: crate::member::start_metrics(&cfg).await?,
         plugins,
     });
     let core_ctx = Arc::clone(&ctx);
@@ -221,7 +220,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
         };
         m.run(rx, durable_rx, core_ctx).await
     };
-    crate::member::spawn_shell_tasks(&cfg, listener, tx.clone());
+    crate::member::spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics));
     tracing::info!(%client_addr, my_id, "wazoo ensemble member started (electing)");
     Ok(crate::member::Started {
         client_addr,
@@ -341,7 +340,7 @@ impl EnsembleCore {
             self.carry_out()?;
             ctx.metrics
                 .update(&mut self.server, self.conns.len(), &ctx.log_stats);
-            ctx.metrics.set_elections(self.peer.stats().elections);
+            ctx.metrics.set_consensus(&self.peer);
             if let Some(why) = self.server.fatal() {
                 bail!("stopping: {why}");
             }

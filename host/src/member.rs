@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -341,11 +341,8 @@ pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<
 }
 
 /// Starts the metrics endpoint if zoo.cfg asks for one.
-pub(crate) async fn start_metrics(
-    cfg: &Config,
-    quorum_size: usize,
-) -> Result<Arc<crate::metrics::Metrics>> {
-    let metrics = crate::metrics::Metrics::new(quorum_size);
+pub(crate) async fn start_metrics(cfg: &Config) -> Result<Arc<crate::metrics::Metrics>> {
+    let metrics = crate::metrics::Metrics::new();
     if let Some(port) = cfg.metrics_port {
         let host = cfg
             .metrics_host
@@ -534,10 +531,10 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         cfg: cfg.clone(),
         log_stats,
         clock,
-        metrics: start_metrics(&cfg, 1).await?,
+        metrics: start_metrics(&cfg).await?,
         plugins,
     });
-    spawn_shell_tasks(&cfg, listener, tx.clone());
+    spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics));
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
     Ok(Started {
         client_addr,
@@ -631,11 +628,13 @@ pub(crate) fn spawn_shell_tasks(
     cfg: &Config,
     listener: tokio::net::TcpListener,
     tx: mpsc::Sender<Event>,
+    metrics: Arc<crate::metrics::Metrics>,
 ) {
     tokio::spawn(crate::net::accept_loop(
         listener,
         tx.clone(),
         Arc::new(cfg.clone()),
+        metrics,
     ));
     let tick_tx = tx.clone();
     let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 200));
@@ -811,19 +810,6 @@ fn start_snapshot(cfg: &Config, job: SnapshotJob, busy: Arc<std::sync::atomic::A
     if let Err(e) = spawned {
         tracing::error!("cannot start the snapshot thread: {e}");
     }
-}
-
-/// Total size of the files in a directory (for `dirs`).
-pub fn dir_size(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -1,227 +1,724 @@
-//! Prometheus metrics on an HTTP port (`metricsProvider.httpPort`, as
-//! ZooKeeper's PrometheusMetricsProvider): request latencies, outstanding
-//! requests, fsync time, quorum size, elections, and the tree's and
-//! sessions' sizes. The exposition format comes from `prometheus-client`;
-//! the core loop updates the values after each batch, the HTTP task
-//! encodes them on each scrape.
+//! A member's metrics, under Apache ZooKeeper 3.8's names: `mntr` prints
+//! them (`zk_znode_count`) and the Prometheus endpoint
+//! (`metricsProvider.httpPort`) serves them as ZooKeeper's
+//! PrometheusMetricsProvider does (`znode_count`, same types), with
+//! wazoo's own beside them under `wazoo_`. docs/METRICS.md lists them all.
+//!
+//! One catalog ([`Metrics::families`]) feeds both, so the two cannot
+//! disagree on a name. Figures come from three places:
+//! - the pipeline (`Server`) and consensus (`Peer`), read by the core loop
+//!   after each batch of events ([`Metrics::update`],
+//!   [`Metrics::set_consensus`]);
+//! - the connections' writers, which time each request from the moment
+//!   its frame was read to the moment its reply was written
+//!   ([`Metrics::observe_request`]): `readlatency`, `updatelatency` and
+//!   the sub-millisecond `wazoo_request_latency_seconds` histogram;
+//! - the log writer's running totals (`fsynctime`,
+//!   `sync_processor_batch_size`).
+//!
+//! A scrape asks the core loop for a fresh catalog and waits for its next
+//! batch (a tick at most, ticks come every half `tickTime`, 200 ms at
+//! most); otherwise the core loop refreshes it once a second.
+
+mod exposition;
+mod figures;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+use wazoo_zab::{LeaderReport, Peer, ServerState};
 
-use crate::core::server::Server;
+pub use exposition::{encode, java_double, mntr, Family, Format, Num, Value};
+use exposition::{PROM_QUANTILES_ADVANCED, PROM_QUANTILES_BASIC};
+pub use figures::{Histogram, HistogramFigures, Summary, SummaryFigures, LATENCY_BUCKETS_S};
 
-pub struct Metrics {
-    registry: Registry,
-    latency: Histogram,
-    outstanding: Gauge,
-    pending_txns: Gauge,
-    znodes: Gauge,
-    watches: Gauge,
-    sessions: Gauge,
-    connections: Gauge,
-    packets_received: Gauge,
-    packets_sent: Gauge,
-    txns_applied: Gauge,
-    fsyncs: Gauge,
-    fsync_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
-    quorum_size: Gauge,
-    elections: Counter,
-    leader: Gauge,
-    elections_seen: AtomicU64,
-    recipe_calls: Family<ModuleLabel, Gauge>,
-    recipe_errors: Family<ModuleLabel, Gauge>,
-    recipe_fuel: Family<ModuleLabel, Gauge>,
-    recipe_waits: Gauge,
-    /// When the per-module figures were last taken (monotonic ms since
-    /// `started`, plus 1000).
-    recipes_at: AtomicU64,
-    /// The origin of `recipes_at`.
-    started: std::time::Instant,
+use crate::core::server::{Role, Server};
+
+/// How often the core loop refreshes the catalog nobody asked for.
+const REFRESH_EVERY: Duration = Duration::from_secs(1);
+/// How long a scrape waits for a fresh catalog before serving the last one.
+const SCRAPE_WAIT: Duration = Duration::from_secs(1);
+
+/// What the core loop knows of consensus, as of its last batch (an
+/// ensemble member only).
+#[derive(Debug, Clone, Copy)]
+struct Consensus {
+    state: ServerState,
+    serving: bool,
+    voters: usize,
+    elections: u64,
+    syncs_diff: u64,
+    syncs_snap: u64,
+    leader: Option<LeaderReport>,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ModuleLabel {
-    module: String,
+/// Counter values at the last `srst`: `mntr` shows the difference.
+#[derive(Debug, Default, Clone, Copy)]
+struct Baselines {
+    looking: u64,
+    diff: u64,
+    snap: u64,
+    stale_sessions: u64,
+    txns_applied: u64,
+    txns_refused: u64,
+    log_fsyncs: u64,
+}
+
+/// The log writer's totals as last seen.
+#[derive(Debug, Default, Clone, Copy)]
+struct LogSeen {
+    commits: u64,
+    commit_micros: u64,
+    appends: u64,
+}
+
+pub struct Metrics {
+    started: Instant,
+    read_latency: Summary,
+    update_latency: Summary,
+    fsync_time: Summary,
+    batch_size: Summary,
+    election_time: Summary,
+    request_latency: Histogram,
+    consensus: Mutex<Option<Consensus>>,
+    /// When this member started looking for a leader (`election_time`).
+    looking_since: Mutex<Option<Instant>>,
+    baselines: Mutex<Baselines>,
+    log_seen: Mutex<LogSeen>,
+    /// The catalog as of the core loop's last refresh, for scrapes.
+    exported: Mutex<(Option<Instant>, Vec<Family>)>,
+    /// A scrape is waiting for a fresh catalog.
+    wanted: AtomicBool,
+    fresh: Notify,
+}
+
+/// What [`Metrics::families`] reads besides the metrics' own figures.
+pub struct Sources<'a> {
+    pub server: &'a Server,
+    /// Client connections open on this member.
+    pub conns: usize,
+    /// The consensus' leader report when this member leads an ensemble.
+    pub leader: Option<LeaderReport>,
+    pub log: &'a wazoo_storage::LogStats,
 }
 
 impl Metrics {
-    pub fn new(quorum_size: usize) -> Arc<Metrics> {
-        let mut registry = Registry::with_prefix("wazoo");
-        let latency = Histogram::new([
-            0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-        ]);
-        let m = Metrics {
-            latency,
-            outstanding: Gauge::default(),
-            pending_txns: Gauge::default(),
-            znodes: Gauge::default(),
-            watches: Gauge::default(),
-            sessions: Gauge::default(),
-            connections: Gauge::default(),
-            packets_received: Gauge::default(),
-            packets_sent: Gauge::default(),
-            txns_applied: Gauge::default(),
-            fsyncs: Gauge::default(),
-            fsync_seconds: Gauge::default(),
-            quorum_size: Gauge::default(),
-            elections: Counter::default(),
-            leader: Gauge::default(),
-            elections_seen: AtomicU64::new(0),
-            recipe_calls: Family::default(),
-            recipe_errors: Family::default(),
-            recipe_fuel: Family::default(),
-            recipe_waits: Gauge::default(),
-            recipes_at: AtomicU64::new(0),
-            started: std::time::Instant::now(),
-            registry: Registry::default(),
-        };
-        registry.register(
-            "recipe_calls",
-            "Recipe calls and callbacks run here, per module",
-            m.recipe_calls.clone(),
-        );
-        registry.register(
-            "recipe_errors",
-            "Recipe calls and callbacks that failed, per module",
-            m.recipe_errors.clone(),
-        );
-        registry.register(
-            "recipe_fuel_used",
-            "Fuel the module's calls and callbacks burned",
-            m.recipe_fuel.clone(),
-        );
-        registry.register(
-            "recipe_waits",
-            "Pending recipe waits (replicated)",
-            m.recipe_waits.clone(),
-        );
-        registry.register(
-            "request_latency_seconds",
-            "Time from a request's arrival to its reply (millisecond resolution)",
-            m.latency.clone(),
-        );
-        registry.register(
-            "outstanding_requests",
-            "Requests received but not answered",
-            m.outstanding.clone(),
-        );
-        registry.register(
-            "pending_txns",
-            "Txns proposed but not yet committed",
-            m.pending_txns.clone(),
-        );
-        registry.register("znode_count", "Nodes in the tree", m.znodes.clone());
-        registry.register("watch_count", "Watches set", m.watches.clone());
-        registry.register("sessions", "Live sessions", m.sessions.clone());
-        registry.register("connections", "Client connections", m.connections.clone());
-        registry.register(
-            "packets_received",
-            "Client packets received",
-            m.packets_received.clone(),
-        );
-        registry.register(
-            "packets_sent",
-            "Client packets sent",
-            m.packets_sent.clone(),
-        );
-        registry.register(
-            "txns_applied",
-            "Txns applied to the tree",
-            m.txns_applied.clone(),
-        );
-        registry.register("fsyncs", "Group commits of the txn log", m.fsyncs.clone());
-        registry.register(
-            "fsync_seconds",
-            "Time spent in group commits (flush + fdatasync)",
-            m.fsync_seconds.clone(),
-        );
-        registry.register(
-            "quorum_size",
-            "Votes needed for a quorum (1 standalone)",
-            m.quorum_size.clone(),
-        );
-        registry.register(
-            "elections",
-            "Leader elections this member took part in",
-            m.elections.clone(),
-        );
-        registry.register(
-            "is_leader",
-            "1 on the leader (or a standalone member)",
-            m.leader.clone(),
-        );
-        m.quorum_size.set(quorum_size as i64);
-        let mut m = m;
-        m.registry = registry;
-        Arc::new(m)
+    pub fn new() -> Arc<Metrics> {
+        Arc::new(Metrics {
+            started: Instant::now(),
+            read_latency: Summary::new(1000.0),
+            update_latency: Summary::new(1000.0),
+            fsync_time: Summary::new(1000.0),
+            batch_size: Summary::new(1.0),
+            election_time: Summary::new(1000.0),
+            request_latency: Histogram::default(),
+            consensus: Mutex::new(None),
+            looking_since: Mutex::new(None),
+            baselines: Mutex::new(Baselines::default()),
+            log_seen: Mutex::new(LogSeen::default()),
+            exported: Mutex::new((None, Vec::new())),
+            wanted: AtomicBool::new(false),
+            fresh: Notify::new(),
+        })
     }
 
-    /// Takes the pipeline's figures (called by the core loop).
-    pub fn update(&self, s: &mut Server, connections: usize, log: &wazoo_storage::LogStats) {
-        for l in s.stats.latency_samples_ms.drain(..) {
-            self.latency.observe(l as f64 / 1000.0);
+    /// A request answered: `update` if it goes through the write pipeline
+    /// (ZooKeeper's `updatelatency`; otherwise `readlatency`, pings
+    /// included as in ZooKeeper), `took` from its frame read to its reply
+    /// written.
+    pub fn observe_request(&self, update: bool, took: Duration) {
+        self.request_latency.observe(took);
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        if update {
+            self.update_latency.observe(us);
+        } else {
+            self.read_latency.observe(us);
         }
-        self.outstanding.set(s.outstanding_requests() as i64);
-        self.pending_txns.set(s.pending_txns() as i64);
-        self.znodes.set(s.tree().node_count() as i64);
-        self.watches.set(s.watches().count() as i64);
-        self.sessions.set(s.sessions().len() as i64);
-        self.connections.set(connections as i64);
-        self.packets_received.set(s.stats.packets_received as i64);
-        self.packets_sent.set(s.stats.packets_sent as i64);
-        self.txns_applied.set(s.stats.txns_applied as i64);
-        self.fsyncs.set(log.commits() as i64);
-        self.fsync_seconds.set(log.commit_micros() as f64 / 1e6);
-        let leads = matches!(
-            s.role(),
-            crate::core::server::Role::Leader { .. } | crate::core::server::Role::Standalone
-        );
-        self.leader.set(leads as i64);
-        self.recipe_waits.set(s.recipe_waits().len() as i64);
-        // The runtime's counters are behind a lock: at most once a second.
-        // On the monotonic clock, shifted so that the first update reads them.
-        let now = self.started.elapsed().as_millis() as u64 + 1000;
-        if now.saturating_sub(self.recipes_at.load(Ordering::Relaxed)) < 1000 {
+    }
+
+    /// Takes the pipeline's and the log's figures (the core loop calls it
+    /// after each batch of events).
+    pub fn update(&self, s: &mut Server, conns: usize, log: &wazoo_storage::LogStats) {
+        // The pipeline's own millisecond samples are not used: the
+        // connections time requests to the microsecond, socket to socket.
+        s.stats.latency_samples_ms.clear();
+        self.take_log(log);
+        let now = Instant::now();
+        let stale = {
+            let e = self.exported.lock().unwrap_or_else(|e| e.into_inner());
+            e.0.is_none_or(|at| now.duration_since(at) >= REFRESH_EVERY)
+        };
+        if !self.wanted.swap(false, Ordering::AcqRel) && !stale {
             return;
         }
-        self.recipes_at.store(now, Ordering::Relaxed);
-        for m in s.recipe_modules().unwrap_or_default() {
-            let l = ModuleLabel { module: m.name };
-            self.recipe_calls.get_or_create(&l).set(m.calls as i64);
-            self.recipe_errors.get_or_create(&l).set(m.errors as i64);
-            self.recipe_fuel.get_or_create(&l).set(m.fuel_used as i64);
+        let leader = self.consensus().and_then(|c| c.leader);
+        let families = self.families(&Sources {
+            server: s,
+            conns,
+            leader,
+            log,
+        });
+        *self.exported.lock().unwrap_or_else(|e| e.into_inner()) = (Some(now), families);
+        self.fresh.notify_waiters();
+    }
+
+    /// Takes consensus' figures (an ensemble member's core loop calls it
+    /// after each batch of events).
+    pub fn set_consensus(&self, peer: &Peer) {
+        let status = peer.status();
+        let stats = peer.stats();
+        let c = Consensus {
+            state: status.state,
+            serving: status.serving,
+            voters: peer.config().voters.len(),
+            elections: stats.elections,
+            syncs_diff: stats.syncs_diff,
+            syncs_snap: stats.syncs_snap,
+            leader: peer.leader_report(),
+        };
+        // ZooKeeper's election_time: from starting to look for a leader to
+        // knowing it (to following or leading).
+        {
+            let mut since = self.looking_since.lock().unwrap_or_else(|e| e.into_inner());
+            match (*since, c.state) {
+                (None, ServerState::Looking) => *since = Some(Instant::now()),
+                (Some(t), s) if s != ServerState::Looking => {
+                    let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    self.election_time.observe(us);
+                    *since = None;
+                }
+                _ => {}
+            }
+        }
+        *self.consensus.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
+    }
+
+    /// `srst`: `mntr`'s counters and summaries start again (ZooKeeper's
+    /// `ServerStats.reset` resets every metric of its default provider);
+    /// Prometheus' stay monotonic.
+    pub fn reset(&self, s: &Server, log: &wazoo_storage::LogStats) {
+        for summary in self.summaries() {
+            summary.reset();
+        }
+        let c = self.consensus();
+        *self.baselines.lock().unwrap_or_else(|e| e.into_inner()) = Baselines {
+            looking: c.map_or(0, |c| c.elections),
+            diff: c.map_or(0, |c| c.syncs_diff),
+            snap: c.map_or(0, |c| c.syncs_snap),
+            stale_sessions: s.stats.sessions_expired,
+            txns_applied: s.stats.txns_applied,
+            txns_refused: s.stats.txns_refused,
+            log_fsyncs: log.fsyncs(),
+        };
+    }
+
+    fn summaries(&self) -> [&Summary; 5] {
+        [
+            &self.read_latency,
+            &self.update_latency,
+            &self.fsync_time,
+            &self.batch_size,
+            &self.election_time,
+        ]
+    }
+
+    fn consensus(&self) -> Option<Consensus> {
+        *self.consensus.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Turns the log writer's running totals into `fsynctime` and
+    /// `sync_processor_batch_size` observations. The writer reports a
+    /// durable zxid after each group commit and the core loop comes here
+    /// after each batch, so a delta is usually one commit; when it holds
+    /// several, each is counted with their mean.
+    fn take_log(&self, log: &wazoo_storage::LogStats) {
+        let now = LogSeen {
+            commits: log.commits(),
+            commit_micros: log.commit_micros(),
+            appends: log.appends(),
+        };
+        let mut seen = self.log_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let commits = now.commits.saturating_sub(seen.commits);
+        let micros = now.commit_micros.saturating_sub(seen.commit_micros);
+        let appends = now.appends.saturating_sub(seen.appends);
+        if let (Some(each_us), Some(each_txns)) =
+            (micros.checked_div(commits), appends.checked_div(commits))
+        {
+            self.fsync_time.observe_n(each_us, commits);
+            self.batch_size.observe_n(each_txns, commits);
+            *seen = now;
         }
     }
 
-    /// Takes consensus' election count (a running total).
-    pub fn set_elections(&self, total: u64) {
-        let seen = self.elections_seen.swap(total, Ordering::Relaxed);
-        if total > seen {
-            self.elections.inc_by(total - seen);
+    /// Every metric, as `mntr` and the Prometheus endpoint show them.
+    pub fn families(&self, src: &Sources<'_>) -> Vec<Family> {
+        let s = src.server;
+        let c = self.consensus();
+        let base = *self.baselines.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = Vec::with_capacity(64);
+        let mut text = |name: &str, help: &'static str, v: String| {
+            f.push(Family {
+                name: name.into(),
+                help,
+                value: Value::Text(v),
+            })
+        };
+        text(
+            "version",
+            "The version ZooKeeper's clients see",
+            crate::admin::version(),
+        );
+        text(
+            "server_state",
+            "standalone, leader, follower, observer or read-only",
+            crate::admin::mode(s).into(),
+        );
+        if let Some(c) = c {
+            text(
+                "peer_state",
+                "The consensus state and phase",
+                peer_state(&c),
+            );
         }
+        let gauge = |f: &mut Vec<Family>, name: &str, help: &'static str, v: Num| {
+            f.push(Family {
+                name: name.into(),
+                help,
+                value: Value::Gauge(v),
+            })
+        };
+        let int = |v: usize| Num::Int(i64::try_from(v).unwrap_or(i64::MAX));
+        let st = &s.stats;
+        let avg = if st.requests_completed == 0 {
+            0.0
+        } else {
+            st.total_latency_ms as f64 / st.requests_completed as f64
+        };
+        let (received, sent) = s.packets_since_reset();
+        gauge(
+            &mut f,
+            "avg_latency",
+            "Mean request latency since srst, ms",
+            Num::Float(avg),
+        );
+        gauge(
+            &mut f,
+            "max_latency",
+            "Largest request latency since srst, ms",
+            Num::Int(st.max_latency_ms),
+        );
+        gauge(
+            &mut f,
+            "min_latency",
+            "Smallest request latency since srst, ms",
+            Num::Int(st.min_latency_ms),
+        );
+        gauge(
+            &mut f,
+            "packets_received",
+            "Client packets received since srst",
+            Num::Int(received as i64),
+        );
+        gauge(
+            &mut f,
+            "packets_sent",
+            "Client packets sent since srst",
+            Num::Int(sent as i64),
+        );
+        gauge(
+            &mut f,
+            "num_alive_connections",
+            "Client connections open",
+            int(src.conns),
+        );
+        gauge(
+            &mut f,
+            "outstanding_requests",
+            "Requests received and not yet answered",
+            int(s.outstanding_requests()),
+        );
+        gauge(
+            &mut f,
+            "uptime",
+            "Milliseconds since the member started serving",
+            Num::Int(self.started.elapsed().as_millis() as i64),
+        );
+        gauge(
+            &mut f,
+            "znode_count",
+            "Nodes in the tree, counted as ZooKeeper counts them (one more)",
+            int(crate::admin::reported_node_count(s)),
+        );
+        gauge(
+            &mut f,
+            "watch_count",
+            "Watches set",
+            int(s.watches().count()),
+        );
+        gauge(
+            &mut f,
+            "ephemerals_count",
+            "Ephemeral nodes",
+            int(s.tree().ephemeral_count()),
+        );
+        gauge(
+            &mut f,
+            "approximate_data_size",
+            "Bytes of node data and paths",
+            Num::Int(s.tree().approximate_data_size() as i64),
+        );
+        gauge(
+            &mut f,
+            "global_sessions",
+            "Sessions",
+            int(s.sessions().len()),
+        );
+        gauge(
+            &mut f,
+            "local_sessions",
+            "Local sessions (wazoo has none: every session is global)",
+            Num::Int(0),
+        );
+        if let Some(n) = open_fds() {
+            gauge(
+                &mut f,
+                "open_file_descriptor_count",
+                "File descriptors open",
+                int(n),
+            );
+        }
+        if let Some(n) = max_fds() {
+            gauge(
+                &mut f,
+                "max_file_descriptor_count",
+                "The process' soft limit on open files",
+                Num::Int(n),
+            );
+        }
+        if let Some(c) = c {
+            gauge(
+                &mut f,
+                "quorum_size",
+                "Voting members of the ensemble",
+                int(c.voters),
+            );
+        }
+        if let Some(l) = src.leader {
+            let size = |v: usize| {
+                // ZooKeeper shows -1 until the first proposal.
+                if l.max_proposal_bytes == 0 {
+                    Num::Int(-1)
+                } else {
+                    int(v)
+                }
+            };
+            gauge(
+                &mut f,
+                "learners",
+                "Followers and observers connected",
+                int(l.learners),
+            );
+            gauge(
+                &mut f,
+                "synced_followers",
+                "Voting followers synced",
+                int(l.synced_followers),
+            );
+            gauge(
+                &mut f,
+                "synced_non_voting_followers",
+                "Non-voting followers synced (wazoo has none)",
+                Num::Int(0),
+            );
+            gauge(
+                &mut f,
+                "synced_observers",
+                "Observers synced",
+                int(l.synced_observers),
+            );
+            gauge(
+                &mut f,
+                "pending_syncs",
+                "sync requests waiting for the commit point",
+                int(l.pending_syncs),
+            );
+            gauge(
+                &mut f,
+                "leader_uptime",
+                "Milliseconds since this member started leading",
+                Num::Int(l.leader_uptime_ms as i64),
+            );
+            gauge(
+                &mut f,
+                "last_proposal_size",
+                "Bytes of the last proposal",
+                size(l.last_proposal_bytes),
+            );
+            gauge(
+                &mut f,
+                "max_proposal_size",
+                "Bytes of the largest proposal",
+                size(l.max_proposal_bytes),
+            );
+            gauge(
+                &mut f,
+                "min_proposal_size",
+                "Bytes of the smallest proposal",
+                size(l.min_proposal_bytes),
+            );
+            // ZooKeeper 3.4's name for the learners: mntr only, for the
+            // monitoring scripts of that time.
+            f.push(Family {
+                name: "followers".into(),
+                help: "",
+                value: Value::Text(l.learners.to_string()),
+            });
+        }
+        let counter = |f: &mut Vec<Family>, name: &str, help: &'static str, v: u64, base: u64| {
+            let total = name.starts_with("wazoo_");
+            f.push(Family {
+                name: name.into(),
+                help,
+                value: Value::Counter {
+                    prom: v,
+                    mntr: v.saturating_sub(base),
+                    total,
+                },
+            })
+        };
+        let (elections, diffs, snaps) =
+            c.map_or((0, 0, 0), |c| (c.elections, c.syncs_diff, c.syncs_snap));
+        counter(
+            &mut f,
+            "looking_count",
+            "Times this member started looking for a leader",
+            elections,
+            base.looking,
+        );
+        counter(
+            &mut f,
+            "diff_count",
+            "Learners this leader synced with a DIFF",
+            diffs,
+            base.diff,
+        );
+        counter(
+            &mut f,
+            "snap_count",
+            "Learners this leader synced with a snapshot",
+            snaps,
+            base.snap,
+        );
+        counter(
+            &mut f,
+            "stale_sessions_expired",
+            "Sessions expired by their timeout",
+            st.sessions_expired,
+            base.stale_sessions,
+        );
+        let summary = |f: &mut Vec<Family>, name: &str, help: &'static str, s: &Summary, adv| {
+            let prom_qs: &[f64] = if adv {
+                &PROM_QUANTILES_ADVANCED
+            } else {
+                &PROM_QUANTILES_BASIC
+            };
+            let mntr_qs: Vec<f64> = exposition::MNTR_QUANTILES.iter().map(|q| q.0).collect();
+            f.push(Family {
+                name: name.into(),
+                help,
+                value: Value::Summary {
+                    prom: s.prometheus(prom_qs),
+                    mntr: s.mntr(if adv { &mntr_qs } else { &[] }),
+                    advanced: adv,
+                },
+            })
+        };
+        summary(
+            &mut f,
+            "readlatency",
+            "Read latency (pings included), ms, frame read to reply written",
+            &self.read_latency,
+            true,
+        );
+        summary(
+            &mut f,
+            "updatelatency",
+            "Write latency, ms, frame read to reply written",
+            &self.update_latency,
+            true,
+        );
+        summary(
+            &mut f,
+            "fsynctime",
+            "Time of a group commit of the txn log (write and fdatasync), ms",
+            &self.fsync_time,
+            false,
+        );
+        summary(
+            &mut f,
+            "sync_processor_batch_size",
+            "Txns written per group commit",
+            &self.batch_size,
+            false,
+        );
+        summary(
+            &mut f,
+            "election_time",
+            "Time from looking for a leader to following or leading, ms",
+            &self.election_time,
+            false,
+        );
+        // wazoo's own.
+        f.push(Family {
+            name: "wazoo_request_latency_seconds".into(),
+            help: "Request latency, frame read to reply written",
+            value: Value::Histogram(self.request_latency.figures()),
+        });
+        gauge(
+            &mut f,
+            "wazoo_pending_txns",
+            "Txns proposed and not yet applied",
+            int(s.pending_txns()),
+        );
+        counter(
+            &mut f,
+            "wazoo_txns_applied",
+            "Txns applied to the tree",
+            st.txns_applied,
+            base.txns_applied,
+        );
+        counter(
+            &mut f,
+            "wazoo_txns_refused",
+            "Committed txns the tree refused (0 unless prep and apply disagree)",
+            st.txns_refused,
+            base.txns_refused,
+        );
+        counter(
+            &mut f,
+            "wazoo_log_fsyncs",
+            "fsyncs of log segments and directories",
+            src.log.fsyncs(),
+            base.log_fsyncs,
+        );
+        let leads = matches!(s.role(), Role::Leader { .. } | Role::Standalone);
+        gauge(
+            &mut f,
+            "wazoo_is_leader",
+            "1 on the leader or a standalone member",
+            Num::Int(leads as i64),
+        );
+        if let Some(rss) = resident_bytes() {
+            gauge(
+                &mut f,
+                "wazoo_resident_bytes",
+                "Resident memory of the process",
+                Num::Int(rss as i64),
+            );
+        }
+        gauge(
+            &mut f,
+            "wazoo_recipe_waits",
+            "Pending recipe waits (replicated)",
+            int(s.recipe_waits().len()),
+        );
+        if let Some(modules) = s.recipe_modules() {
+            let per = |v: fn(&crate::core::recipe::ModuleReport) -> u64| {
+                modules.iter().map(|m| (m.name.clone(), v(m))).collect()
+            };
+            for (name, help, values) in [
+                (
+                    "wazoo_recipe_calls",
+                    "Recipe calls and callbacks run here, per module",
+                    per(|m| m.calls),
+                ),
+                (
+                    "wazoo_recipe_errors",
+                    "Recipe calls and callbacks that failed, per module",
+                    per(|m| m.errors),
+                ),
+                (
+                    "wazoo_recipe_fuel_used",
+                    "Fuel the module's calls and callbacks burned",
+                    per(|m| m.fuel_used),
+                ),
+            ] {
+                f.push(Family {
+                    name: name.into(),
+                    help,
+                    value: Value::LabeledCounter {
+                        label: "module",
+                        values,
+                    },
+                });
+            }
+        }
+        f
     }
 
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        if encode(&mut out, &self.registry).is_err() {
-            out.clear();
-        }
-        out
+    /// The catalog for a scrape: asks the core loop for a fresh one and
+    /// waits for it (at most [`SCRAPE_WAIT`]; then the last one).
+    pub async fn scrape(&self, format: Format) -> String {
+        let fresh = self.fresh.notified();
+        tokio::pin!(fresh);
+        fresh.as_mut().enable();
+        self.wanted.store(true, Ordering::Release);
+        let _ = tokio::time::timeout(SCRAPE_WAIT, fresh).await;
+        let e = self.exported.lock().unwrap_or_else(|e| e.into_inner());
+        encode(&e.1, format)
     }
 }
 
-/// Serves `GET /metrics` on `addr` (a minimal HTTP/1.1 responder: one
-/// request per connection, bounded request size).
+/// ZooKeeper's `getDetailedPeerState`: the state and the ZAB phase. The
+/// phase before broadcast (discovery, then synchronization) is reported
+/// as synchronization: the core loop sees only whether the member serves.
+fn peer_state(c: &Consensus) -> String {
+    let state = match c.state {
+        ServerState::Looking => return "looking - election".into(),
+        ServerState::Following => "following",
+        ServerState::Leading => "leading",
+        ServerState::Observing => "observing",
+    };
+    let phase = if c.serving {
+        "broadcast"
+    } else {
+        "synchronization"
+    };
+    format!("{state} - {phase}")
+}
+
+fn open_fds() -> Option<usize> {
+    std::fs::read_dir("/proc/self/fd").ok().map(|d| d.count())
+}
+
+/// The soft limit on open files (`RLIMIT_NOFILE`), as Java's
+/// `getMaxFileDescriptorCount` reports it.
+fn max_fds() -> Option<i64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096)
+}
+
+/// The largest request head read.
+const REQUEST_HEAD_MAX: usize = 8192;
+
+/// Serves `GET /metrics` on `addr`: a minimal HTTP/1.1 responder, one
+/// request per connection, its head bounded in size and time; the format
+/// negotiated on `Accept` ([`Format::negotiate`]).
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "metrics on http://{addr}/metrics");
@@ -232,14 +729,10 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
             };
             let m = Arc::clone(&metrics);
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
+                let mut buf = vec![0u8; REQUEST_HEAD_MAX];
                 let mut n = 0;
                 while n < buf.len() {
-                    match tokio::time::timeout(
-                        std::time::Duration::from_secs(5),
-                        s.read(&mut buf[n..]),
-                    )
-                    .await
+                    match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf[n..])).await
                     {
                         Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
                         Ok(Ok(k)) => n += k,
@@ -249,19 +742,23 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<(
                     }
                 }
                 let req = String::from_utf8_lossy(&buf[..n]);
-                let path = req.split_whitespace().nth(1).unwrap_or("");
+                let mut lines = req.split("\r\n");
+                let first = lines.next().unwrap_or("");
+                let path = first.split_whitespace().nth(1).unwrap_or("");
+                let accept = lines
+                    .take_while(|l| !l.is_empty())
+                    .filter_map(|l| l.split_once(':'))
+                    .find(|(k, _)| k.trim().eq_ignore_ascii_case("accept"))
+                    .map(|(_, v)| v.trim().to_string());
                 let (status, ctype, body) =
-                    if req.starts_with("GET ") && (path == "/metrics" || path == "/") {
-                        (
-                            "200 OK",
-                            "text/plain; version=0.0.4; charset=utf-8",
-                            m.encode(),
-                        )
+                    if first.starts_with("GET ") && (path == "/metrics" || path == "/") {
+                        let format = Format::negotiate(accept.as_deref());
+                        ("200 OK", format.content_type(), m.scrape(format).await)
                     } else {
                         ("404 Not Found", "text/plain", "not found\n".to_string())
                     };
                 let resp = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nVary: Accept\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
                 );
                 let _ = s.write_all(resp.as_bytes()).await;

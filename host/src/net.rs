@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -30,8 +30,9 @@ use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use crate::config::Config;
 use crate::core::server::Input;
 use crate::member::{ConnMsg, Event};
+use crate::metrics::Metrics;
 use wazoo_proto::frame::{self, ClientFrame};
-use wazoo_proto::{ConnectRequest, Jute};
+use wazoo_proto::{ConnectRequest, Jute, OpCode};
 
 /// Requests one connection may have unanswered before we stop reading it.
 pub const MAX_IN_FLIGHT: usize = 1000;
@@ -158,40 +159,70 @@ impl RequestBytes {
 }
 
 /// One connection's part of [`RequestBytes`]: the counted bytes of each
-/// unanswered request, in order (replies come back in request order).
-/// What is left is given back when the connection ends.
+/// unanswered request, in order (replies come back in request order),
+/// with when its frame was read and whether it is a write, for the
+/// latency metrics. What is left is given back when the connection ends.
 struct ConnRequests {
     global: Arc<RequestBytes>,
-    sizes: Mutex<std::collections::VecDeque<u64>>,
+    sizes: Mutex<std::collections::VecDeque<PendingRequest>>,
+    metrics: Arc<Metrics>,
+}
+
+/// One unanswered request.
+struct PendingRequest {
+    bytes: u64,
+    read_at: Instant,
+    update: bool,
 }
 
 impl ConnRequests {
-    fn new(global: Arc<RequestBytes>) -> ConnRequests {
+    fn new(global: Arc<RequestBytes>, metrics: Arc<Metrics>) -> ConnRequests {
         ConnRequests {
             global,
             sizes: Mutex::default(),
+            metrics,
         }
     }
 
-    /// Counts a request of `len` bytes just read; false if the member's
-    /// bound would be passed (ZooKeeper then closes the connection).
-    fn admit(&self, len: usize) -> bool {
-        let n = self.global.counted(len);
+    /// Counts a request frame (`payload`, after the length) just read;
+    /// false if the member's bound would be passed (ZooKeeper then closes
+    /// the connection).
+    fn admit(&self, payload: &[u8]) -> bool {
+        let n = self.global.counted(payload.len());
         if !self.global.try_take(n) {
             return false;
         }
+        // The opcode follows the xid; an unreadable one counts as a read.
+        let update = payload
+            .get(4..8)
+            .and_then(|b| OpCode::from_i32(i32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+            .is_some_and(OpCode::is_write);
         self.sizes
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push_back(n);
+            .push_back(PendingRequest {
+                bytes: n,
+                read_at: Instant::now(),
+                update,
+            });
         true
     }
 
-    /// `replies` requests were answered: their bytes go back.
+    /// `replies` requests were answered (their replies are written): their
+    /// bytes go back, and their latencies go to the metrics.
     fn answered(&self, replies: usize) {
+        if replies == 0 {
+            return;
+        }
+        let now = Instant::now();
         let mut sizes = self.sizes.lock().unwrap_or_else(|e| e.into_inner());
         let answered = replies.min(sizes.len());
-        let n: u64 = sizes.drain(..answered).sum();
+        let mut n = 0;
+        for r in sizes.drain(..answered) {
+            n += r.bytes;
+            self.metrics
+                .observe_request(r.update, now.saturating_duration_since(r.read_at));
+        }
         drop(sizes);
         self.global.give_back(n);
     }
@@ -200,7 +231,8 @@ impl ConnRequests {
 impl Drop for ConnRequests {
     fn drop(&mut self) {
         let sizes = self.sizes.get_mut().unwrap_or_else(|e| e.into_inner());
-        self.global.give_back(sizes.drain(..).sum());
+        self.global
+            .give_back(sizes.drain(..).map(|r| r.bytes).sum());
     }
 }
 
@@ -272,7 +304,12 @@ impl Bounds {
     }
 }
 
-pub async fn accept_loop(listener: TcpListener, core: mpsc::Sender<Event>, cfg: Arc<Config>) {
+pub async fn accept_loop(
+    listener: TcpListener,
+    core: mpsc::Sender<Event>,
+    cfg: Arc<Config>,
+    metrics: Arc<Metrics>,
+) {
     let per_ip = Arc::new(PerIp::default());
     let request_bytes = Arc::new(RequestBytes::of(&cfg));
     loop {
@@ -294,7 +331,7 @@ pub async fn accept_loop(listener: TcpListener, core: mpsc::Sender<Event>, cfg: 
             continue;
         };
         let (core, cfg) = (core.clone(), Arc::clone(&cfg));
-        let requests = ConnRequests::new(Arc::clone(&request_bytes));
+        let requests = ConnRequests::new(Arc::clone(&request_bytes), Arc::clone(&metrics));
         tokio::spawn(async move {
             handle(stream, peer, core, cfg, requests).await;
             drop(guard);
@@ -466,7 +503,7 @@ async fn read_loop(
             Ok(p) => p.forget(),
             Err(_) => return,
         }
-        if !unanswered.bytes.admit(payload.len()) {
+        if !unanswered.bytes.admit(&payload) {
             over_request_bytes(conn);
             return;
         }
@@ -494,7 +531,7 @@ async fn read_loop(
                 break;
             };
             p.forget();
-            if !unanswered.bytes.admit(n - 4) {
+            if !unanswered.bytes.admit(&buffered[4..n]) {
                 over_request_bytes(conn);
                 let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
                 return;
@@ -660,11 +697,11 @@ mod tests {
     #[test]
     fn request_bytes_are_bounded_over_connections_and_always_given_back() {
         let global = request_bytes(1000, -1);
-        let a = ConnRequests::new(Arc::clone(&global));
-        let b = ConnRequests::new(Arc::clone(&global));
-        assert!(a.admit(400) && a.admit(300));
-        assert!(!b.admit(301), "700 + 301 would pass 1000");
-        assert!(b.admit(300));
+        let a = ConnRequests::new(Arc::clone(&global), Metrics::new());
+        let b = ConnRequests::new(Arc::clone(&global), Metrics::new());
+        assert!(a.admit(&[0; 400]) && a.admit(&[0; 300]));
+        assert!(!b.admit(&[0; 301]), "700 + 301 would pass 1000");
+        assert!(b.admit(&[0; 300]));
         assert_eq!(global.in_flight.load(Ordering::SeqCst), 1000);
         a.answered(1);
         assert_eq!(
@@ -683,9 +720,9 @@ mod tests {
 
         // Below largeRequestThreshold a request is not counted.
         let global = request_bytes(1000, 500);
-        let c = ConnRequests::new(Arc::clone(&global));
-        assert!(c.admit(499) && c.admit(999));
-        assert!(!c.admit(500));
+        let c = ConnRequests::new(Arc::clone(&global), Metrics::new());
+        assert!(c.admit(&[0; 499]) && c.admit(&[0; 999]));
+        assert!(!c.admit(&[0; 500]));
         assert_eq!(global.in_flight.load(Ordering::SeqCst), 999);
         c.answered(2);
         assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
