@@ -56,6 +56,16 @@ struct Consensus {
     leader: Option<LeaderReport>,
 }
 
+/// What `election_time` is measured with.
+#[derive(Debug, Default)]
+struct ElectionClock {
+    /// When this member started looking for a leader.
+    looking_since: Option<Instant>,
+    /// Consensus' election count at the last call.
+    elections_seen: u64,
+    last_call: Option<Instant>,
+}
+
 /// Counter values at the last `srst`: `mntr` shows the difference.
 #[derive(Debug, Default, Clone, Copy)]
 struct Baselines {
@@ -85,8 +95,7 @@ pub struct Metrics {
     election_time: Summary,
     request_latency: Histogram,
     consensus: Mutex<Option<Consensus>>,
-    /// When this member started looking for a leader (`election_time`).
-    looking_since: Mutex<Option<Instant>>,
+    election: Mutex<ElectionClock>,
     baselines: Mutex<Baselines>,
     log_seen: Mutex<LogSeen>,
     /// The catalog as of the core loop's last refresh, for scrapes.
@@ -117,7 +126,7 @@ impl Metrics {
             election_time: Summary::new(1000.0),
             request_latency: Histogram::default(),
             consensus: Mutex::new(None),
-            looking_since: Mutex::new(None),
+            election: Mutex::new(ElectionClock::default()),
             baselines: Mutex::new(Baselines::default()),
             log_seen: Mutex::new(LogSeen::default()),
             exported: Mutex::new((None, Vec::new())),
@@ -181,18 +190,25 @@ impl Metrics {
             leader: peer.leader_report(),
         };
         // ZooKeeper's election_time: from starting to look for a leader to
-        // knowing it (to following or leading).
+        // knowing it (to following or leading). An election that began
+        // and ended within one batch began after the previous call.
         {
-            let mut since = self.looking_since.lock().unwrap_or_else(|e| e.into_inner());
-            match (*since, c.state) {
-                (None, ServerState::Looking) => *since = Some(Instant::now()),
+            let now = Instant::now();
+            let mut e = self.election.lock().unwrap_or_else(|e| e.into_inner());
+            if c.elections > e.elections_seen && e.looking_since.is_none() {
+                e.looking_since = Some(e.last_call.unwrap_or(self.started));
+            }
+            match (e.looking_since, c.state) {
+                (None, ServerState::Looking) => e.looking_since = Some(now),
                 (Some(t), s) if s != ServerState::Looking => {
-                    let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+                    let us = u64::try_from(now.duration_since(t).as_micros()).unwrap_or(u64::MAX);
                     self.election_time.observe(us);
-                    *since = None;
+                    e.looking_since = None;
                 }
                 _ => {}
             }
+            e.elections_seen = c.elections;
+            e.last_call = Some(now);
         }
         *self.consensus.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
     }
