@@ -159,7 +159,10 @@ async fn mntr_has_zookeepers_keys() {
         seen_on_zookeeper.extend(zn.iter().cloned());
         let extras: Vec<_> = wn
             .difference(&zn)
-            .filter(|n| !n.starts_with("wazoo_") && !(*role == "leader" && *n == "followers"))
+            .filter(|n| {
+                let leaders_34_key = *role == "leader" && *n == "followers";
+                !(n.starts_with("wazoo_") || leaders_34_key)
+            })
             .collect();
         assert!(
             extras.is_empty(),
