@@ -141,6 +141,9 @@ fn valid_id(id: &Id) -> bool {
             bits.is_none_or(|b| b.parse::<u8>().is_ok_and(|b| b <= max_bits))
         }
         "super" => true,
+        // ZooKeeper's X509AuthenticationProvider takes any X.500 name (it
+        // matches ids by string equality): `attribute=value`, at least.
+        "x509" => id.id.contains('='),
         _ => false,
     }
 }
@@ -236,6 +239,29 @@ mod tests {
             &me
         )
         .is_err());
+    }
+
+    // ZooKeeper Programmer's Guide, "Built-in ACL Schemes": x509 ids are
+    // certificate subjects, matched exactly; `auth` expands to them too.
+    #[test]
+    fn x509_acls_match_the_certificate_subject_exactly() {
+        let acl = vec![Acl::new(perms::READ, "x509", "CN=alice,O=wazoo")];
+        assert_eq!(fixup(&acl, &AuthInfo::default()), Ok(acl.clone()));
+        let mut alice = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
+        alice.add(Id::new("x509", "CN=alice,O=wazoo"));
+        assert!(check(&acl, perms::READ, &alice).is_ok());
+        let mut bob = AuthInfo::default();
+        bob.add(Id::new("x509", "CN=bob,O=wazoo"));
+        assert_eq!(check(&acl, perms::READ, &bob), Err(ErrorCode::NoAuth));
+        assert_eq!(
+            fixup(&[Acl::new(perms::ALL, "x509", "not a name")], &alice),
+            Err(ErrorCode::InvalidAcl)
+        );
+        let expanded = fixup(&[Acl::new(perms::ALL, "auth", "")], &alice).unwrap();
+        assert_eq!(
+            expanded,
+            vec![Acl::new(perms::ALL, "x509", "CN=alice,O=wazoo")]
+        );
     }
 
     #[test]

@@ -159,6 +159,14 @@ pub enum Input {
         peer: Option<SocketAddr>,
         req: ConnectRequest,
     },
+    /// Identities the transport proved for a connection, right after its
+    /// Connect: a TLS client certificate's `x509` subject (and `super`
+    /// for the configured super user), as ZooKeeper adds them when the
+    /// TLS handshake completes.
+    Authenticated {
+        conn: ConnId,
+        ids: Vec<wazoo_proto::Id>,
+    },
     /// A request on an established connection.
     Request {
         conn: ConnId,
@@ -794,6 +802,13 @@ impl Server {
         self.wall_ms = self.wall_ms.max(now.wall_ms);
         match input {
             Input::Connect { conn, peer, req } => self.on_connect(conn, peer, req),
+            Input::Authenticated { conn, ids } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    for id in ids {
+                        c.auth.add(id);
+                    }
+                }
+            }
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req),
             Input::Unknown { conn, xid, .. } => {
                 self.count_received(conn);

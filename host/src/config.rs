@@ -3,6 +3,7 @@
 //! file works unchanged.
 
 pub mod properties;
+pub mod tls;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -78,6 +79,9 @@ pub struct Config {
     /// (`readonlymode.enabled`, a system property in ZooKeeper).
     pub read_only_enabled: bool,
     pub standalone_enabled: bool,
+    /// The secure client port and TLS between members (`secureClientPort`,
+    /// `ssl.*`, `sslQuorum`, `ssl.quorum.*`).
+    pub tls: tls::TlsConfig,
     /// Keys we read but do not act on, and keys we do not know: warned
     /// about at start. Secret values (see [`is_secret_key`]) are stored as
     /// `****`, so no log line, debug print or report can leak them.
@@ -155,6 +159,7 @@ impl Config {
 
     fn from_map(mut kv: BTreeMap<String, String>) -> Result<Config> {
         check_security_keys(&kv)?;
+        let tls = tls::take(&mut kv)?;
         let tick = take_num::<u32>(&mut kv, "tickTime")?.unwrap_or(DEFAULT_TICK_TIME_MS);
         if tick == 0 {
             bail!("tickTime must be positive");
@@ -294,6 +299,7 @@ impl Config {
                 .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
                 .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
+            tls,
             unknown: kv
                 .into_iter()
                 .map(|(k, v)| {
@@ -333,9 +339,13 @@ impl Config {
     pub fn conf_lines(&self) -> Vec<String> {
         let mut v = vec![
             format!("clientPort={}", self.client_port),
-            // As ZooKeeper prints it when no secure port is configured:
-            // wazoo has none (docs/SECURITY.md).
-            format!("secureClientPort=-1"),
+            // -1 without a secure port, as ZooKeeper prints it.
+            format!(
+                "secureClientPort={}",
+                self.tls
+                    .secure_client_addr
+                    .map_or(-1, |a| i32::from(a.port()))
+            ),
             format!("dataDir={}", self.data_dir.join("version-2").display()),
             format!("dataDirSize=0"),
             format!(
@@ -402,16 +412,11 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
     let off = v.eq_ignore_ascii_case("false");
     let unless_false = |what: &str| (!off).then(|| format!("{what} (only `false` is accepted)"));
     let always = |what: &str| Some(what.to_string());
+    if tls::is_tls_key(k) {
+        return tls::refusal(k, v);
+    }
     match k {
-        "secureclientport" | "secureclientportaddress" => always("TLS for clients"),
-        "client.secure" | "client.portunification" | "client.certreload" => {
-            unless_false("TLS for clients")
-        }
-        "sslquorum" | "portunification" | "sslquorumreloadcertfiles" => {
-            unless_false("TLS between members")
-        }
-        _ if k.starts_with("ssl.quorum.") => always("TLS between members"),
-        _ if k.starts_with("ssl.") => always("TLS"),
+        "client.secure" => unless_false("TLS for clients"),
         "admin.portunification" | "admin.forcehttps" | "admin.needclientauth" => {
             unless_false("TLS for the AdminServer")
         }
@@ -429,15 +434,16 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
             always("SASL authentication (JAAS)")
         }
         "superuser" => always("a SASL super user"),
-        "x509authenticationprovider.superuser" => always("x509 authentication"),
         "ensembleauthname" => always("ensemble authentication"),
         _ if k.starts_with("authprovider.") => {
-            // The digest and ip providers are built in; naming them again
-            // changes nothing. Any other provider (SASL, x509, a custom
-            // class) is authentication wazoo does not have.
+            // The digest, ip and x509 providers are built in (x509 serves
+            // the secure client port); naming them again changes nothing.
+            // Any other provider (SASL, a custom class) is authentication
+            // wazoo does not have.
             let builtin = [
                 "org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
                 "org.apache.zookeeper.server.auth.IPAuthenticationProvider",
+                "org.apache.zookeeper.server.auth.X509AuthenticationProvider",
             ];
             (!builtin.contains(&v)).then(|| "an authentication provider".to_string())
         }
@@ -792,28 +798,20 @@ mod tests {
     #[test]
     fn every_security_key_wazoo_does_not_implement_is_refused_by_name() {
         let refused = [
-            "secureClientPort=2281",
-            "secureClientPortAddress=127.0.0.1",
+            // TLS that wazoo does not implement (config/tls.rs has the rest).
             "client.secure=true",
             "client.portUnification=true",
-            "client.certReload=true",
-            "sslQuorum=true",
             "portUnification=true",
-            "sslQuorumReloadCertFiles=true",
             "ssl.keyStore.location=/k.jks",
-            "ssl.keyStore.password=hunter2",
-            "ssl.keyStore.type=PKCS12",
+            "ssl.keyStore.type=JKS",
             "ssl.trustStore.location=/t.jks",
-            "ssl.trustStore.password=hunter2",
-            "ssl.clientAuth=none",
-            "ssl.protocol=TLSv1.3",
-            "ssl.enabledProtocols=TLSv1.3",
-            "ssl.ciphersuites=TLS_AES_128_GCM_SHA256",
-            "ssl.hostnameVerification=false",
-            "ssl.authProvider=x509",
+            "ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA",
+            "ssl.enabledProtocols=TLSv1",
+            "ssl.authProvider=custom",
+            "ssl.sslProvider=OpenSSL",
+            "ssl.context.supplier.class=com.example.Supplier",
             "ssl.quorum.keyStore.location=/k.jks",
-            "ssl.quorum.keyStore.password=hunter2",
-            "ssl.quorum.trustStore.location=/t.jks",
+            "ssl.quorum.clientAuth=none",
             "zookeeper.ssl.keyStore.location=/k.jks",
             "admin.portUnification=true",
             "admin.forceHttps=true",
@@ -836,19 +834,16 @@ mod tests {
             "zookeeper.sasl.serverconfig=Server",
             "java.security.auth.login.config=/jaas.conf",
             "zookeeper.superUser=admin",
-            "X509AuthenticationProvider.superUser=CN=admin",
-            "zookeeper.X509AuthenticationProvider.superUser=CN=admin",
             "ensembleAuthName=prod",
             "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
-            "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
             "zookeeper.authProvider.2=com.example.Custom",
             "DigestAuthenticationProvider.enabled=false",
             "DigestAuthenticationProvider.digestAlg=SHA3-256",
             "skipACL=yes",
             // A value that is not the accepted "off" spelling is refused,
             // not guessed at.
-            "sslQuorum=maybe",
-            "SSLQUORUM=true",
+            "client.portUnification=maybe",
+            "PORTUNIFICATION=true",
         ];
         for line in refused {
             let key = line.split('=').next().unwrap();
@@ -885,6 +880,10 @@ mod tests {
             "DigestAuthenticationProvider.digestAlg=SHA1",
             "skipACL=no",
             "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+            "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+            "X509AuthenticationProvider.superUser=CN=admin",
+            "ssl.authProvider=x509",
+            "ssl.quorum.hostnameVerification=false",
         ];
         for line in accepted {
             if let Some(err) = refusal(line) {
@@ -900,20 +899,19 @@ mod tests {
         let err = format!(
             "{:#}",
             Config::parse(
-                "dataDir=/d\nsecureClientPort=2281\nssl.keyStore.location=/etc/k.p12\nssl.keyStore.password=hunter2\nenforce.auth.enabled=true\n"
+                "dataDir=/d\nssl.keyStore.location=/etc/k.jks\nssl.trustStore.location=/etc/t.jks\nssl.keyStore.password=hunter2\nenforce.auth.enabled=true\n"
             )
             .unwrap_err()
         );
         for key in [
-            "secureClientPort",
             "ssl.keyStore.location",
-            "ssl.keyStore.password",
+            "ssl.trustStore.location",
             "enforce.auth.enabled",
         ] {
             assert!(err.contains(key), "{key} named: {err}");
         }
         assert!(!err.contains("hunter2"), "{err}");
-        assert!(!err.contains("/etc/k.p12"), "{err}");
+        assert!(!err.contains("/etc/k.jks"), "{err}");
     }
 
     // No secret in a log line or in `conf`: a key naming a password or a
@@ -932,10 +930,10 @@ mod tests {
         assert_eq!(redact("ssl.quorum.trustStore.PASSWORD", "x"), "****");
         let e = format!(
             "{:#}",
-            Config::parse("dataDir=/d\nssl.keyStore.password hunter2\n").unwrap_err()
+            Config::parse("dataDir=/d\nssl.context.supplier.password hunter2\n").unwrap_err()
         );
         assert!(
-            e.contains("ssl.keyStore.password") && !e.contains("hunter2"),
+            e.contains("ssl.context.supplier.password") && !e.contains("hunter2"),
             "{e}"
         );
         let e = format!(

@@ -174,7 +174,8 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
     }
     let listen = resolve(&me.host, me.quorum_port)?;
     let (link_tx, mut link_rx) = mpsc::channel::<LinkEvent>(65536);
-    let links = quorum::start(my_id, listen, peers, link_tx)
+    let quorum_tls = crate::tls::QuorumTls::load(&cfg)?;
+    let links = quorum::start(my_id, listen, peers, link_tx, quorum_tls)
         .await
         .with_context(|| format!("cannot listen for the quorum on {listen}"))?;
     let fwd = tx.clone();
@@ -220,7 +221,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
         };
         m.run(rx, durable_rx, core_ctx).await
     };
-    crate::member::spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics));
+    crate::member::spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, my_id, "wazoo ensemble member started (electing)");
     Ok(crate::member::Started {
         client_addr,

@@ -9,6 +9,7 @@
 //!   ZAB's `Peer` next to the pipeline.
 //! - [`quorum`]: the links between members.
 //! - [`net`]: the client port (framing, backpressure, four-letter words).
+//! - [`tls`]: TLS for the secure client port and the quorum links.
 //! - [`admin`]: four-letter word answers.
 //! - [`metrics`]: the Prometheus endpoint.
 //! - [`config`]: reading zoo.cfg.
@@ -25,6 +26,7 @@ pub mod member;
 pub mod metrics;
 pub mod net;
 pub mod quorum;
+pub mod tls;
 
 /// The deterministic core, `wazoo-core`, with ZAB (`wazoo-zab`) at
 /// `core::zab`. Keeps the old paths (`crate::core::server::Server`,

@@ -534,7 +534,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         metrics: start_metrics(&cfg).await?,
         plugins,
     });
-    spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics));
+    spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
     Ok(Started {
         client_addr,
@@ -623,19 +623,21 @@ impl Member {
     }
 }
 
-/// The tokio side of a member: the client listener, ticks and autopurge.
+/// The tokio side of a member: the client listeners, ticks and autopurge.
 pub(crate) fn spawn_shell_tasks(
     cfg: &Config,
     listener: tokio::net::TcpListener,
     tx: mpsc::Sender<Event>,
     metrics: Arc<crate::metrics::Metrics>,
-) {
-    tokio::spawn(crate::net::accept_loop(
+) -> Result<()> {
+    let secure = crate::tls::bind_secure_client_port(cfg)?;
+    crate::net::spawn_accept_loops(
         listener,
+        secure,
         tx.clone(),
         Arc::new(cfg.clone()),
         metrics,
-    ));
+    );
     let tick_tx = tx.clone();
     let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 200));
     tokio::spawn(async move {
@@ -671,6 +673,7 @@ pub(crate) fn spawn_shell_tasks(
             }
         });
     }
+    Ok(())
 }
 
 async fn core_loop(

@@ -13,6 +13,14 @@
 //! closes a connection past `wazoo.client.maxOutboundBytes` (watch events
 //! keep coming to a client that does not read).
 //!
+//! The secure client port (`secureClientPort`) runs the same connection
+//! after a TLS handshake (`crate::tls`), bounded in time; a connection
+//! that fails its handshake (a plain client, a certificate the trust store
+//! refuses) is closed alone. The identities its client certificate proves
+//! reach the core right after its Connect ([`Input::Authenticated`]). Both
+//! ports share the member's `largeRequestMaxBytes`; each counts its own
+//! connections per address, as ZooKeeper's two connection factories do.
+//!
 //! Whichever way a connection ends (end of stream, a reset, a failed write,
 //! a close the core asked for, no handshake in time), the task ends, the
 //! core gets [`Input::Closed`] and the per-address count is returned.
@@ -23,14 +31,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::config::Config;
 use crate::core::server::Input;
 use crate::member::{ConnMsg, Event};
 use crate::metrics::Metrics;
+use crate::tls::ClientTls;
 use wazoo_proto::frame::{self, ClientFrame};
 use wazoo_proto::{ConnectRequest, Jute, OpCode};
 
@@ -304,14 +313,37 @@ impl Bounds {
     }
 }
 
-pub async fn accept_loop(
-    listener: TcpListener,
+/// Serves the client port, and the secure client port if there is one.
+pub fn spawn_accept_loops(
+    plain: TcpListener,
+    secure: Option<(TcpListener, Arc<ClientTls>)>,
     core: mpsc::Sender<Event>,
     cfg: Arc<Config>,
     metrics: Arc<Metrics>,
 ) {
-    let per_ip = Arc::new(PerIp::default());
     let request_bytes = Arc::new(RequestBytes::of(&cfg));
+    if let Some((listener, tls)) = secure {
+        tokio::spawn(accept_loop(
+            listener,
+            Some(tls),
+            core.clone(),
+            Arc::clone(&cfg),
+            Arc::clone(&request_bytes),
+            Arc::clone(&metrics),
+        ));
+    }
+    tokio::spawn(accept_loop(plain, None, core, cfg, request_bytes, metrics));
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<Arc<ClientTls>>,
+    core: mpsc::Sender<Event>,
+    cfg: Arc<Config>,
+    request_bytes: Arc<RequestBytes>,
+    metrics: Arc<Metrics>,
+) {
+    let per_ip = Arc::new(PerIp::default());
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(x) => x,
@@ -330,10 +362,25 @@ pub async fn accept_loop(
             drop(stream);
             continue;
         };
-        let (core, cfg) = (core.clone(), Arc::clone(&cfg));
+        let (core, cfg, tls) = (core.clone(), Arc::clone(&cfg), tls.clone());
         let requests = ConnRequests::new(Arc::clone(&request_bytes), Arc::clone(&metrics));
         tokio::spawn(async move {
-            handle(stream, peer, core, cfg, requests).await;
+            let _ = stream.set_nodelay(true);
+            match tls {
+                None => {
+                    let (rd, wr) = stream.into_split();
+                    handle(rd, wr, peer, core, cfg, requests, Vec::new()).await;
+                }
+                Some(tls) => match tls.accept(stream).await {
+                    Ok((stream, ids)) => {
+                        let (rd, wr) = tokio::io::split(stream);
+                        handle(rd, wr, peer, core, cfg, requests, ids).await;
+                    }
+                    Err(e) => {
+                        tracing::info!(%peer, "closing a secure client connection: TLS handshake failed: {e}");
+                    }
+                },
+            }
             drop(guard);
         });
     }
@@ -348,7 +395,7 @@ enum Opening {
 /// Reads a new connection's first frame: a four-letter word or a
 /// ConnectRequest (`None`: neither, close).
 async fn read_opening(
-    rd: &mut tokio::net::tcp::OwnedReadHalf,
+    rd: &mut (impl AsyncRead + Unpin),
     peer: SocketAddr,
     max: usize,
 ) -> Option<Opening> {
@@ -367,19 +414,24 @@ async fn read_opening(
     }
 }
 
-async fn handle(
-    stream: TcpStream,
+/// Runs one connection (plain or TLS, split into its halves); `ids` are
+/// the identities its transport proved.
+async fn handle<R, W>(
+    mut rd: R,
+    wr: W,
     peer: SocketAddr,
     core: mpsc::Sender<Event>,
     cfg: Arc<Config>,
     requests: ConnRequests,
-) {
+    ids: Vec<wazoo_proto::Id>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let unanswered = Arc::new(Unanswered {
         permits: Semaphore::new(MAX_IN_FLIGHT),
         bytes: requests,
     });
-    let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
     let bounds = Bounds::of(&cfg);
     let req = match tokio::time::timeout(
         HANDSHAKE_TIMEOUT,
@@ -422,6 +474,14 @@ async fn handle(
         }))
         .await
         .is_err()
+    {
+        return;
+    }
+    if !ids.is_empty()
+        && core
+            .send(Event::Input(Input::Authenticated { conn, ids }))
+            .await
+            .is_err()
     {
         return;
     }
@@ -479,7 +539,7 @@ async fn room_for_replies(shared: &ConnShared, max: usize) {
 
 async fn read_loop(
     conn: u64,
-    rd: tokio::net::tcp::OwnedReadHalf,
+    rd: impl AsyncRead + Unpin,
     core: &mpsc::Sender<Event>,
     bounds: Bounds,
     unanswered: &Unanswered,
@@ -584,7 +644,7 @@ fn decode_input(conn: u64, payload: &[u8]) -> Option<Input> {
 
 async fn write_loop(
     conn: u64,
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wr: impl AsyncWrite + Unpin,
     mut rx: mpsc::UnboundedReceiver<ConnMsg>,
     unanswered: Arc<Unanswered>,
     shared: Arc<ConnShared>,
@@ -617,7 +677,8 @@ async fn write_loop(
             }
         }
         if !buf.is_empty() {
-            if wr.write_all(&buf).await.is_err() {
+            // The flush pushes out what TLS buffered (a no-op on TCP).
+            if wr.write_all(&buf).await.is_err() || wr.flush().await.is_err() {
                 return;
             }
             shared.queued_bytes.fetch_sub(buf.len(), Ordering::AcqRel);
@@ -650,7 +711,7 @@ async fn write_loop(
 
 async fn four_letter(
     word: &'static str,
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wr: impl AsyncWrite + Unpin,
     core: &mpsc::Sender<Event>,
     cfg: &Config,
 ) {
@@ -674,6 +735,7 @@ async fn four_letter(
         }
     };
     let _ = wr.write_all(text.as_bytes()).await;
+    let _ = wr.flush().await;
     let _ = wr.shutdown().await;
 }
 

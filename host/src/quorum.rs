@@ -45,6 +45,20 @@
 //!   that wins the race to the free slot holds it for as long as it keeps
 //!   it alive. It can never take a slot a live member holds.
 //!
+//! # TLS (`sslQuorum=true`)
+//!
+//! With quorum TLS every link is TLS from its first byte, the hello and
+//! everything after it inside: the dialer presents its certificate and
+//! checks the acceptor's against the quorum trust store (and its name
+//! against the acceptor's configured host, unless
+//! `ssl.quorum.hostnameVerification=false`); the acceptor requires the
+//! dialer's certificate, checks it against the same trust store, and,
+//! with hostname verification, that it is valid for the configured host
+//! of the member the hello then claims. A stranger without a trusted
+//! certificate cannot finish a handshake, so it can neither hold a free
+//! slot nor speak for a member. The handshake runs within the hello's
+//! bounds ([`HANDSHAKES_MAX`], [`HELLO_TIMEOUT`]).
+//!
 //! # Bounds
 //!
 //! - A hello must arrive within [`HELLO_TIMEOUT`]; at most
@@ -71,12 +85,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio::time::Instant;
 
 use crate::core::zab::{Message, ServerId};
+use crate::tls::{MaybeTls, QuorumTls};
 
 const MAGIC: &[u8; 4] = b"WZQ1";
 /// Version 2 added the keepalive frame; a version 1 peer would close the
@@ -362,17 +377,19 @@ impl Drop for Links {
 }
 
 /// Starts the links of member `me` to every other member in `peers` (id ->
-/// quorum address), listening on `listen`. Events go to `events`.
+/// quorum address), listening on `listen`, over TLS with `tls`. Events go
+/// to `events`.
 pub async fn start(
     me: ServerId,
     listen: SocketAddr,
     peers: HashMap<ServerId, SocketAddr>,
     events: mpsc::Sender<LinkEvent>,
+    tls: Option<Arc<QuorumTls>>,
 ) -> std::io::Result<Links> {
     let listener = TcpListener::bind(listen).await?;
     let local_ip = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
     let mut outboxes = HashMap::new();
-    let mut inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<TcpStream>)> = HashMap::new();
+    let mut inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)> = HashMap::new();
     for (&peer, &addr) in &peers {
         if peer == me {
             continue;
@@ -398,12 +415,13 @@ pub async fn start(
             inbound: in_rx,
             inbound_open: me < peer,
             events: events.clone(),
+            tls: tls.clone(),
             refused: 0,
             refused_logged: None,
         };
         tokio::spawn(link.run());
     }
-    tokio::spawn(accept_loop(listener, inbound));
+    tokio::spawn(accept_loop(listener, inbound, tls));
     Ok(Links { outboxes })
 }
 
@@ -442,7 +460,8 @@ impl Drop for IpSlot {
 
 async fn accept_loop(
     listener: TcpListener,
-    inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<TcpStream>)>,
+    inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)>,
+    tls: Option<Arc<QuorumTls>>,
 ) {
     let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
     let per_ip = Arc::new(Mutex::new(HashMap::new()));
@@ -461,22 +480,36 @@ async fn accept_loop(
             continue;
         };
         let inbound = Arc::clone(&inbound);
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _permit = permit;
             let _slot = slot;
-            handshake(s, addr, &inbound).await;
+            handshake(s, addr, &inbound, tls.as_deref()).await;
         });
     }
 }
 
-/// Reads a connection's hello and hands it to the link of the member it
-/// claims to be, if that member may dial us from that address.
+/// Runs the TLS handshake (with quorum TLS), reads a connection's hello and
+/// hands it to the link of the member it claims to be, if that member may
+/// dial us from that address (and, with TLS, its certificate may speak for
+/// that member).
 async fn handshake(
-    mut s: TcpStream,
+    s: TcpStream,
     addr: SocketAddr,
-    inbound: &HashMap<ServerId, (IpAddr, mpsc::Sender<TcpStream>)>,
+    inbound: &HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)>,
+    tls: Option<&QuorumTls>,
 ) {
     let _ = s.set_nodelay(true);
+    let mut s = match tls {
+        None => MaybeTls::Plain(s),
+        Some(tls) => match tls.accept(s).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(%addr, "refused a quorum connection: TLS handshake failed: {e}");
+                return;
+            }
+        },
+    };
     let mut hello = [0u8; HELLO_LEN];
     match tokio::time::timeout(HELLO_TIMEOUT, s.read_exact(&mut hello)).await {
         Ok(Ok(_)) => {}
@@ -502,6 +535,10 @@ async fn handshake(
         tracing::debug!(%addr, peer, configured = %ip, "refused a quorum connection: not from the member's address");
         return;
     }
+    if let Some(Err(e)) = tls.map(|t| t.check_member(&s, peer)) {
+        tracing::warn!(%addr, peer, "refused a quorum connection: {e}");
+        return;
+    }
     if tx.try_send(s).is_err() {
         tracing::debug!(%addr, peer, "refused a quorum connection: another one is waiting");
     }
@@ -510,8 +547,15 @@ async fn handshake(
 static LINK_EPOCH: AtomicU64 = AtomicU64::new(1);
 
 /// Dials `addr` from `local_ip` (our configured address, so the peer's
-/// address check holds) and sends the hello.
-async fn dial(me: ServerId, addr: SocketAddr, local_ip: Option<IpAddr>) -> Option<TcpStream> {
+/// address check holds), runs the TLS handshake with member `peer` (with
+/// quorum TLS) and sends the hello.
+async fn dial(
+    me: ServerId,
+    peer: ServerId,
+    addr: SocketAddr,
+    local_ip: Option<IpAddr>,
+    tls: Option<&QuorumTls>,
+) -> Option<MaybeTls> {
     let sock = if addr.is_ipv4() {
         TcpSocket::new_v4()
     } else {
@@ -523,16 +567,30 @@ async fn dial(me: ServerId, addr: SocketAddr, local_ip: Option<IpAddr>) -> Optio
             tracing::debug!(%ip, "cannot bind the quorum dialer: {e}");
         }
     }
-    let mut s = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(addr))
+    let s = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(addr))
         .await
         .ok()?
         .ok()?;
     let _ = s.set_nodelay(true);
+    let mut s = match tls {
+        None => MaybeTls::Plain(s),
+        Some(tls) => match tls.connect(s, peer).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(peer, %addr, "quorum TLS handshake failed: {e}");
+                return None;
+            }
+        },
+    };
     let hello = Hello {
         sender: me,
         link_epoch: LINK_EPOCH.fetch_add(1, Ordering::Relaxed),
     };
-    match tokio::time::timeout(CONNECT_TIMEOUT, s.write_all(&hello.encode())).await {
+    let sent = async {
+        s.write_all(&hello.encode()).await?;
+        s.flush().await
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, sent).await {
         Ok(Ok(())) => Some(s),
         _ => None,
     }
@@ -558,10 +616,11 @@ struct Link {
     dialer: bool,
     outbox: Arc<Outbox>,
     /// Connections that claim to be `peer` (never any on the dialing side).
-    inbound: mpsc::Receiver<TcpStream>,
+    inbound: mpsc::Receiver<MaybeTls>,
     /// False once `inbound` is closed (from the start on the dialing side).
     inbound_open: bool,
     events: mpsc::Sender<LinkEvent>,
+    tls: Option<Arc<QuorumTls>>,
     /// Connections refused because the link was live, and when that was
     /// last logged (so an attack does not flood the log).
     refused: u64,
@@ -580,7 +639,14 @@ impl Link {
                 return;
             }
             let stream = if self.dialer {
-                dial(self.me, self.addr, self.local_ip).await
+                dial(
+                    self.me,
+                    self.peer,
+                    self.addr,
+                    self.local_ip,
+                    self.tls.as_deref(),
+                )
+                .await
             } else {
                 loop {
                     tokio::select! {
@@ -617,7 +683,7 @@ impl Link {
     }
 
     /// A connection claiming this link's peer arrived while the link is up.
-    fn on_inbound(&mut self, s: Option<TcpStream>) {
+    fn on_inbound(&mut self, s: Option<MaybeTls>) {
         match s {
             Some(s) => self.refuse(s),
             // The dialing side has no inbound connections: its channel is
@@ -628,7 +694,7 @@ impl Link {
 
     /// Closes a connection that claims this link's peer while the link is
     /// live: a claim never displaces a live link.
-    fn refuse(&mut self, s: TcpStream) {
+    fn refuse(&mut self, s: MaybeTls) {
         self.refused += 1;
         let now = Instant::now();
         if self
@@ -637,7 +703,7 @@ impl Link {
         {
             tracing::warn!(
                 peer = self.peer,
-                from = ?s.peer_addr().ok(),
+                from = ?s.tcp().peer_addr().ok(),
                 refused = self.refused,
                 "refused a quorum connection claiming a member whose link is live"
             );
@@ -646,8 +712,24 @@ impl Link {
     }
 
     /// Pumps one connection until it ends.
-    async fn pump(&mut self, stream: TcpStream) -> End {
-        let (rd, mut wr) = stream.into_split();
+    async fn pump(&mut self, stream: MaybeTls) -> End {
+        match stream {
+            MaybeTls::Plain(s) => {
+                let (rd, wr) = s.into_split();
+                self.pump_halves(rd, wr).await
+            }
+            MaybeTls::Tls(t) => {
+                let (rd, wr) = tokio::io::split(*t);
+                self.pump_halves(rd, wr).await
+            }
+        }
+    }
+
+    async fn pump_halves(
+        &mut self,
+        rd: impl AsyncRead + Unpin + Send + 'static,
+        mut wr: impl AsyncWrite + Unpin,
+    ) -> End {
         let mut reader = tokio::spawn(read_frames(self.peer, rd, self.events.clone()));
         let end = self.write_loop(&mut wr, &mut reader).await;
         // A finished reader's handle may already have been polled to its end.
@@ -663,7 +745,7 @@ impl Link {
 
     async fn write_loop(
         &mut self,
-        wr: &mut tokio::net::tcp::OwnedWriteHalf,
+        wr: &mut (impl AsyncWrite + Unpin),
         reader: &mut tokio::task::JoinHandle<()>,
     ) -> End {
         let mut buf = Vec::with_capacity(64 * 1024);
@@ -714,6 +796,21 @@ impl Link {
                 }
             }
             if written > 0 {
+                // What TLS buffered goes out now (a no-op on TCP).
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = &mut *reader => return End::Broken,
+                        r = wr.flush() => match r {
+                            Ok(()) => break,
+                            Err(_) => return End::Broken,
+                        },
+                        s = self.inbound.recv(), if self.inbound_open => self.on_inbound(s),
+                        _ = self.outbox.wake.notified() => if self.outbox.is_overflowed() {
+                            return End::Overflowed;
+                        },
+                    }
+                }
                 last_write = Instant::now();
             }
             buf.clear();
@@ -725,11 +822,7 @@ impl Link {
     }
 }
 
-async fn read_frames(
-    peer: ServerId,
-    rd: tokio::net::tcp::OwnedReadHalf,
-    events: mpsc::Sender<LinkEvent>,
-) {
+async fn read_frames(peer: ServerId, rd: impl AsyncRead + Unpin, events: mpsc::Sender<LinkEvent>) {
     let mut rd = tokio::io::BufReader::with_capacity(256 * 1024, rd);
     loop {
         let mut len = [0u8; 4];

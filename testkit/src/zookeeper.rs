@@ -59,6 +59,7 @@ pub fn zookeeper_classpath() -> anyhow::Result<Vec<PathBuf>> {
         );
     }
     let mut jars = vec![server_jar, java_dir.join("zookeeper-jute.jar")];
+    jars.extend(netty_jars_debian_omits());
     let log4j_binding = [
         java_dir.join("slf4j-log4j12.jar"),
         java_dir.join("log4j-1.2.jar"),
@@ -67,6 +68,22 @@ pub fn zookeeper_classpath() -> anyhow::Result<Vec<PathBuf>> {
         jars.extend(log4j_binding);
     }
     Ok(jars)
+}
+
+/// The Netty jars the Netty connection factory and client socket
+/// (`NettyServerCnxnFactory`, `ClientCnxnSocketNetty`, which TLS needs)
+/// load and that the Class-Path of Debian's zookeeper.jar does not list
+/// (netty-codec above all), where they are installed.
+pub fn netty_jars_debian_omits() -> Vec<PathBuf> {
+    [
+        "netty-codec.jar",
+        "netty-resolver.jar",
+        "netty-transport-native-unix-common.jar",
+    ]
+    .iter()
+    .map(|j| Path::new(DEBIAN_JAVA_DIR).join(j))
+    .filter(|p| p.is_file())
+    .collect()
 }
 
 fn java_binary() -> PathBuf {
