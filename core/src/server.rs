@@ -29,6 +29,8 @@ mod recipes;
 
 pub use peer_msg::PeerMsg;
 
+use wazoo_proto::Zxid;
+
 use super::acl::{self, AuthInfo};
 use super::recipe::{RecipeEngine, RecipeWaits, WaitKey};
 use super::session::{self, SessionTracker};
@@ -209,6 +211,26 @@ pub enum Output {
     Propose { zxid: i64, record: Vec<u8> },
     /// Ensemble follower: send this to the leader's pipeline.
     ToLeader(PeerMsg),
+    /// Ensemble leader: consensus refused a txn this member had to make
+    /// ([`Numbering::Refused`], or a full [`Numbering::Granted`] window).
+    /// Nothing of that txn was made visible and no reply was queued for
+    /// it; the member must stop leading (as a ZooKeeper leader that cannot
+    /// propose does), and the role change that follows closes its clients'
+    /// connections so they reconnect to another member. Once per role.
+    StepDown { why: String },
+}
+
+/// Where the zxids of the txns this member makes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Numbering {
+    /// Standalone: this member numbers its txns, after the last it made.
+    Own,
+    /// Ensemble: consensus numbers txns (it is their one owner). It takes
+    /// `room` more in a row from now, the first numbered `next`; the join
+    /// sets this from consensus before every input.
+    Granted { next: Zxid, room: usize },
+    /// Ensemble: consensus takes no txn now, for this reason.
+    Refused(String),
 }
 
 /// A consistent snapshot, taken in O(1), for a background writer.
@@ -529,8 +551,10 @@ pub struct Server {
     session_conn: HashMap<i64, ConnId>,
     outstanding: Outstanding,
     proposals: VecDeque<Proposal>,
-    /// The zxid of the last txn proposed.
-    last_proposed: i64,
+    /// Where the next txn's zxid comes from.
+    numbering: Numbering,
+    /// A [`Output::StepDown`] was emitted in this role.
+    stepping_down: bool,
     /// The zxid of the last txn applied to the tree.
     last_applied: i64,
     txns_since_snapshot: u64,
@@ -583,9 +607,80 @@ impl Server {
             tree: &self.tree,
             outstanding: &self.outstanding,
             local: Vec::new(),
-            zxid: self.last_proposed + 1,
+            zxid: self.prep_zxid(),
             time_ms: self.wall_ms,
         }
+    }
+
+    /// The zxid of the last txn this member made that is not applied yet,
+    /// or else of the last txn applied.
+    fn last_proposed(&self) -> i64 {
+        self.proposals
+            .back()
+            .map_or(self.last_applied, |p| p.record.header.zxid)
+    }
+
+    /// The zxid the next txn gets, if consensus takes one now.
+    fn next_zxid(&self) -> Option<i64> {
+        match &self.numbering {
+            Numbering::Own => Some(self.last_proposed() + 1),
+            Numbering::Granted { next, room } if *room > 0 => Some(next.to_wire()),
+            Numbering::Granted { .. } | Numbering::Refused(_) => None,
+        }
+    }
+
+    /// The zxid a prep stamps into what it changes: the next txn's. Without
+    /// one, the txn prepped is refused in `propose` and the prep discarded.
+    fn prep_zxid(&self) -> i64 {
+        self.next_zxid().unwrap_or(self.last_proposed() + 1)
+    }
+
+    /// Takes the next txn's zxid, if consensus takes one now.
+    fn take_zxid(&mut self) -> Option<i64> {
+        let zxid = self.next_zxid()?;
+        assert!(
+            zxid > self.last_proposed(),
+            "txns are numbered in order: 0x{zxid:x} after 0x{:x}",
+            self.last_proposed()
+        );
+        if let Numbering::Granted { next, room } = &mut self.numbering {
+            *next = next.next();
+            *room -= 1;
+        }
+        Some(zxid)
+    }
+
+    /// Ensemble: where the next txns' zxids come from (see [`Numbering`]).
+    /// The join sets it from consensus before every input.
+    pub fn set_numbering(&mut self, numbering: Numbering) {
+        self.numbering = numbering;
+    }
+
+    /// Whether a txn can be made now; if not, the leader steps down (see
+    /// [`Output::StepDown`]). Checked before a write has effects of its own
+    /// beside its txn (a new session in the table, a closing session).
+    fn can_propose(&mut self) -> bool {
+        if self.next_zxid().is_some() {
+            return true;
+        }
+        self.refuse_proposal();
+        false
+    }
+
+    /// Consensus takes no more txns: nothing of the one at hand becomes
+    /// visible, and the member asks to stop leading (once per role).
+    fn refuse_proposal(&mut self) {
+        if self.stepping_down {
+            return;
+        }
+        self.stepping_down = true;
+        let why = match &self.numbering {
+            Numbering::Refused(why) => why.clone(),
+            Numbering::Granted { .. } => "consensus takes no more proposals now".to_string(),
+            Numbering::Own => unreachable!("a member that numbers its own txns never refuses"),
+        };
+        tracing::warn!("a txn was refused ({why}): leaving leadership for an election");
+        self.out.push(Output::StepDown { why });
     }
 
     /// A member with a fresh tree.
@@ -627,7 +722,8 @@ impl Server {
             session_conn: HashMap::new(),
             outstanding: Outstanding::default(),
             proposals: VecDeque::new(),
-            last_proposed: zxid,
+            numbering: Numbering::Own,
+            stepping_down: false,
             last_applied: zxid,
             txns_since_snapshot: 0,
             mono_ms: now.mono_ms,
@@ -732,7 +828,6 @@ impl Server {
         }
         self.waits = waits;
         self.last_applied = zxid;
-        self.last_proposed = zxid;
         self.proposals.clear();
         self.outstanding = Outstanding::default();
     }
@@ -985,6 +1080,11 @@ impl Server {
             return;
         }
         if req.session_id == 0 {
+            if !self.can_propose() {
+                self.conns.insert(conn, c);
+                self.close_conn(conn);
+                return;
+            }
             let id = self.sessions.next_session_id();
             c.session = id;
             self.conns.insert(conn, c);
@@ -1157,7 +1257,7 @@ impl Server {
             let mut pnew = pr.clone();
             pnew.stat.num_children -= 1;
             pnew.refresh_cversion();
-            pnew.stat.pzxid = self.last_proposed + 1;
+            pnew.stat.pzxid = self.prep_zxid();
             let changes = vec![(path.clone(), None), (parent, Some(pnew))];
             tracing::debug!("reaping {path}");
             self.propose(
@@ -1205,6 +1305,9 @@ impl Server {
                 self.forward_write(conn, xid, session, req)
             }
             Request::CloseSession => {
+                if !self.can_propose() {
+                    return;
+                }
                 self.sessions.set_closing(session);
                 let changes = self.close_session_changes(session);
                 self.propose(
@@ -1352,8 +1455,9 @@ impl Server {
         kind: Option<WriteKind>,
         close_after: bool,
     ) {
-        self.last_proposed += 1;
-        let zxid = self.last_proposed;
+        let Some(zxid) = self.take_zxid() else {
+            return self.refuse_proposal();
+        };
         let record = TxnRecord {
             header: TxnHeader {
                 session_id: session,
@@ -1440,7 +1544,6 @@ impl Server {
             }
         };
         self.last_applied = hdr.zxid;
-        self.last_proposed = self.last_proposed.max(hdr.zxid);
         self.outstanding.applied(hdr.zxid);
         self.stats.txns_applied += 1;
         match txn {

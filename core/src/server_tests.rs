@@ -112,7 +112,7 @@ impl Harness {
                     }
                     Output::Close { conn } => self.closed.push(conn),
                     Output::Snapshot(_) => {}
-                    Output::Propose { .. } | Output::ToLeader(_) => {
+                    Output::Propose { .. } | Output::ToLeader(_) | Output::StepDown { .. } => {
                         panic!("a standalone member never replicates")
                     }
                 }

@@ -511,6 +511,7 @@ impl EnsembleCore {
             Output::Persist { .. } => {
                 bail!("the pipeline asked to persist directly in ensemble mode")
             }
+            Output::StepDown { .. } => self.peer.abdicate(self.clock.mono_ms() as u64),
         }
         Ok(())
     }

@@ -763,7 +763,7 @@ async fn core_loop(
                 Output::Snapshot(job) => {
                     start_snapshot(&cfg, *job, Arc::clone(&snapshot_busy));
                 }
-                Output::Propose { .. } | Output::ToLeader(_) => {
+                Output::Propose { .. } | Output::ToLeader(_) | Output::StepDown { .. } => {
                     tracing::error!("a standalone member was asked to replicate; ignoring");
                 }
             }

@@ -131,5 +131,7 @@ pub use codec::{DecodeError, WIRE_VERSION};
 pub use election::Vote;
 pub use history::{SyncKind, SyncPlan};
 pub use message::{Channel, Message, Notification};
-pub use peer::{Input, LeaderReport, Output, Peer, ProposeError, RoleChange, Stats, Status};
+pub use peer::{
+    Input, LeaderReport, Output, Peer, ProposalWindow, ProposeError, RoleChange, Stats, Status,
+};
 pub use types::{Config, Payload, Restored, ServerId, ServerState, Zxid};

@@ -157,6 +157,9 @@ impl Server {
                 session,
                 timeout_ms,
             } => {
+                if !self.can_propose() {
+                    return;
+                }
                 self.sessions.add(session, timeout_ms, self.mono_ms);
                 self.ens.owners.insert(session, from);
                 self.propose(
@@ -240,6 +243,9 @@ impl Server {
         }
         match req {
             Request::CloseSession => {
+                if !self.can_propose() {
+                    return;
+                }
                 self.sessions.set_closing(session);
                 let changes = self.close_session_changes(session);
                 self.propose(
@@ -455,7 +461,12 @@ impl Server {
             // ZooKeeper closes every client connection when a server stops
             // serving; clients reconnect (to this or another member) and
             // keep their sessions.
-            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            let conns: Vec<ConnId> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| !c.closing)
+                .map(|(id, _)| *id)
+                .collect();
             for c in conns {
                 self.close_conn(c);
             }
@@ -473,13 +484,8 @@ impl Server {
         for id in std::mem::take(&mut self.ro_sessions) {
             self.sessions.remove(id);
         }
-        self.last_proposed = self.last_applied;
-        if let Role::Leader { epoch } = role {
-            self.last_proposed = (epoch as i64) << 32;
-            assert!(
-                self.last_proposed > self.last_applied,
-                "a new epoch's zxids are above every applied zxid"
-            );
+        self.stepping_down = false;
+        if let Role::Leader { .. } = role {
             // Sessions get a full timeout from the new leader, as in
             // ZooKeeper (the old leader's deadlines are gone with it).
             let ids: Vec<(i64, i32)> = self

@@ -152,7 +152,7 @@ impl Server {
         if rt.is_empty() {
             // Read-only or failed: no txn. The reply waits until what the
             // step read is committed (every txn proposed before it).
-            let after = self.last_proposed;
+            let after = self.last_proposed();
             return self.push_deferred(
                 conn,
                 xid,
@@ -218,7 +218,7 @@ impl Server {
         step: Step<'_>,
     ) -> (RecipeTxn, Changes) {
         let mut engine = self.recipes.take();
-        let zxid = self.last_proposed + 1;
+        let zxid = self.prep_zxid();
         let mut host = PrepHost {
             cfg: &self.cfg,
             view: View {
