@@ -246,7 +246,9 @@ impl Member {
             Input::Zab { from, msg } => self.feed_peer(zab::Input::Message { from, msg }),
             Input::LinkDown { peer } => self.feed_peer(zab::Input::Disconnected { peer }),
             Input::App { from, payload } => match PeerMsg::decode(&payload) {
-                Ok(msg) if self.ens.is_some() => self.feed_server(server::Input::Peer { from, msg }),
+                Ok(msg) if self.ens.is_some() => {
+                    self.feed_server(server::Input::Peer { from, msg })
+                }
                 Ok(_) => tracing::warn!(from, "a pipeline message to a standalone member"),
                 Err(e) => tracing::warn!(from, "undecodable pipeline message: {e}"),
             },
