@@ -231,7 +231,7 @@ impl Member {
                 self.feed_server(server::Input::Tick);
             }
             Input::Client(server::Input::Durable { zxid }) => {
-                self.on_durable(Zxid::from_wire(zxid))
+                self.on_durable(zxid)
             }
             Input::Durable { zxid } => self.on_durable(zxid),
             Input::Client(
@@ -286,9 +286,7 @@ impl Member {
         if self.ens.is_some() {
             self.feed_peer(zab::Input::Durable { zxid });
         } else {
-            self.feed_server(server::Input::Durable {
-                zxid: zxid.to_wire(),
-            });
+            self.feed_server(server::Input::Durable { zxid });
         }
     }
 
@@ -360,7 +358,7 @@ impl Member {
                     unreachable!("an ensemble pipeline proposes, it never persists by itself");
                 }
                 self.out.push(Output::Persist {
-                    zxid: Zxid::from_wire(zxid),
+                    zxid,
                     record,
                 });
             }
@@ -372,7 +370,7 @@ impl Member {
                     .expect("only an ensemble pipeline proposes");
                 let given = e.peer.propose(zab::Payload::from(record), now);
                 assert_eq!(
-                    given.map(Zxid::to_wire),
+                    given,
                     Ok(zxid),
                     "consensus takes a proposal the pipeline numbered from its window, with that zxid"
                 );
@@ -432,16 +430,16 @@ impl Member {
                     loaded.tree,
                     loaded.sessions,
                     loaded.waits,
-                    loaded.zxid.to_wire(),
+                    loaded.zxid,
                 );
                 self.out.push(Output::InstallSnapshot { zxid, data });
                 self.drain_server();
             }
             zab::Output::SendSnapshot { to, zxid } => {
                 let job = self.server.snapshot_job();
-                if job.zxid != zxid.to_wire() {
+                if job.zxid != zxid {
                     tracing::warn!(
-                        "snapshot for {to} is at 0x{:x}, consensus asked for {zxid}",
+                        "snapshot for {to} is at {}, consensus asked for {zxid}",
                         job.zxid
                     );
                 }
@@ -452,7 +450,7 @@ impl Member {
                 });
             }
             zab::Output::Deliver { zxid, payload } => self.feed_server(server::Input::Committed {
-                zxid: zxid.to_wire(),
+                zxid,
                 record: payload.to_vec(),
             }),
             // The pipeline makes a sync a txn of its own (ZooKeeper's

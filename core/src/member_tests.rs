@@ -32,18 +32,18 @@ struct TestCodec;
 
 impl SnapshotCodec for TestCodec {
     fn encode(&self, job: &SnapshotJob) -> Vec<u8> {
-        let mut out = job.zxid.to_be_bytes().to_vec();
+        let mut out = job.zxid.0.to_be_bytes().to_vec();
         crate::snapshot::write_snapshot_body(job, &mut out).unwrap();
         out
     }
 
     fn decode(&self, bytes: &[u8]) -> Result<LoadedSnapshot, String> {
         let (zxid, body) = bytes.split_at_checked(8).ok_or("short")?;
-        let zxid = i64::from_be_bytes(zxid.try_into().unwrap());
+        let zxid = Zxid(u64::from_be_bytes(zxid.try_into().unwrap()));
         let (waits, tree) =
             crate::snapshot::read_snapshot_body(2, body).map_err(|e| e.to_string())?;
         Ok(LoadedSnapshot {
-            zxid: Zxid::from_wire(zxid),
+            zxid,
             sessions: Vec::new(),
             waits,
             tree,
@@ -399,7 +399,7 @@ fn a_leader_proposes_a_write_and_answers_it_once_a_quorum_has_it() {
             Out::Peer(1, Message::Commit { zxid: z(2, 2) }),
         ]
     );
-    assert_eq!(h.m.server().last_zxid(), z(2, 2).to_wire());
+    assert_eq!(h.m.server().last_zxid(), z(2, 2));
 }
 
 // ZooKeeper Internals, "Atomic Broadcast": a leader that cannot carry a
@@ -751,12 +751,12 @@ fn a_refused_txn_leaves_nothing_for_later_preps() {
     let outs = s.take_outputs();
     assert!(
         matches!(&outs[..], [server::Output::Propose { zxid, record }]
-            if *zxid == z(2, 1).to_wire() && *record == rec.encode()),
+            if *zxid == z(2, 1) && *record == rec.encode()),
         "{outs:?}"
     );
     s.handle(
         server::Input::Committed {
-            zxid: z(2, 1).to_wire(),
+            zxid: z(2, 1),
             record: rec.encode(),
         },
         at(3),
@@ -787,12 +787,12 @@ fn a_refused_txn_leaves_nothing_for_later_preps() {
     let outs = s.take_outputs();
     assert!(
         matches!(&outs[..], [server::Output::Propose { zxid, record }]
-            if *zxid == z(2, 2).to_wire() && *record == b.encode()),
+            if *zxid == z(2, 2) && *record == b.encode()),
         "{outs:?}"
     );
     s.handle(
         server::Input::Committed {
-            zxid: z(2, 2).to_wire(),
+            zxid: z(2, 2),
             record: b.encode(),
         },
         at(6),

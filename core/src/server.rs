@@ -195,9 +195,9 @@ pub enum Input {
     /// ([`Now`]), and timers compare its monotonic reading only.
     Tick,
     /// Every txn up to and including `zxid` is durable.
-    Durable { zxid: i64 },
+    Durable { zxid: Zxid },
     /// Ensemble: this txn is committed; apply it (in zxid order).
-    Committed { zxid: i64, record: Vec<u8> },
+    Committed { zxid: Zxid, record: Vec<u8> },
     /// Ensemble: a message from another member's pipeline.
     Peer { from: u64, msg: PeerMsg },
     /// Ensemble: consensus changed this member's role.
@@ -217,11 +217,11 @@ pub enum Output {
     /// Close the connection once what was sent before is flushed.
     Close { conn: ConnId },
     /// Append a txn to the log; answer with `Input::Durable` once synced.
-    Persist { zxid: i64, record: Vec<u8> },
+    Persist { zxid: Zxid, record: Vec<u8> },
     /// Write a snapshot of the state as of `zxid`.
     Snapshot(Box<SnapshotJob>),
     /// Ensemble leader: propose this txn (its zxid is the next one).
-    Propose { zxid: i64, record: Vec<u8> },
+    Propose { zxid: Zxid, record: Vec<u8> },
     /// Ensemble follower: send this to the leader's pipeline.
     ToLeader(PeerMsg),
     /// Ensemble leader: consensus refused a txn this member had to make
@@ -249,7 +249,7 @@ pub enum Numbering {
 /// A consistent snapshot, taken in O(1), for a background writer.
 #[derive(Debug)]
 pub struct SnapshotJob {
-    pub zxid: i64,
+    pub zxid: Zxid,
     pub tree: TreeSnapshot,
     /// The recipe wait table as of `zxid`.
     pub waits: RecipeWaits,
@@ -312,7 +312,7 @@ enum Queued {
     /// A write whose txn is in flight; `result` is filled at apply.
     Write {
         xid: i32,
-        zxid: i64,
+        zxid: Zxid,
         started_ms: i64,
         result: Option<Reply>,
         close_after: bool,
@@ -336,7 +336,7 @@ enum Deferred {
     /// A reply sent once every txn up to `zxid` is applied (a recipe call
     /// that changed nothing: what it read must be committed first).
     After {
-        zxid: i64,
+        zxid: Zxid,
         body: Response,
     },
     /// An opcode the server does not know: Unimplemented, then close.
@@ -361,6 +361,12 @@ struct Proposal {
     record: TxnRecord,
     origin: Origin,
     kind: Option<WriteKind>,
+}
+
+impl Proposal {
+    fn zxid(&self) -> Zxid {
+        Zxid::from_wire(self.record.header.zxid)
+    }
 }
 
 /// A connection as the pipeline sees it.
@@ -429,7 +435,7 @@ pub struct Server {
     /// A [`Output::StepDown`] was emitted in this role.
     stepping_down: bool,
     /// The zxid of the last txn applied to the tree.
-    last_applied: i64,
+    last_applied: Zxid,
     txns_since_snapshot: u64,
     /// When the next container and TTL check is due, on the monotonic clock.
     next_container_check_ms: i64,
@@ -469,7 +475,7 @@ pub struct Server {
     /// Leader: look for fired waits in the table (after a role change).
     rescan_waits: bool,
     /// Connections with a `Deferred::After` reply, by the zxid it awaits.
-    after_waiters: Vec<(i64, ConnId)>,
+    after_waiters: Vec<(Zxid, ConnId)>,
 }
 
 impl Server {
@@ -480,7 +486,7 @@ impl Server {
             DataTree::new(),
             Vec::new(),
             RecipeWaits::default(),
-            0,
+            Zxid::ZERO,
             now,
         )
     }
@@ -492,7 +498,7 @@ impl Server {
         tree: DataTree,
         sessions: Vec<(i64, i32)>,
         waits: RecipeWaits,
-        zxid: i64,
+        zxid: Zxid,
         now: Now,
     ) -> Server {
         // Session deadlines restart from this process's monotonic clock: a
@@ -540,7 +546,7 @@ impl Server {
     /// Applies a txn read back from the log during recovery: no replies, no
     /// watches (no connections exist yet).
     pub fn replay(&mut self, rec: &TxnRecord) -> Result<(), String> {
-        if rec.header.zxid <= self.last_applied {
+        if Zxid::from_wire(rec.header.zxid) <= self.last_applied {
             return Ok(());
         }
         // A txn the tree refuses was refused alike when it was first
@@ -575,7 +581,7 @@ impl Server {
         self.conns.iter()
     }
 
-    pub fn last_zxid(&self) -> i64 {
+    pub fn last_zxid(&self) -> Zxid {
         self.last_applied
     }
 
@@ -605,7 +611,7 @@ impl Server {
         tree: DataTree,
         sessions: Vec<(i64, i32)>,
         waits: RecipeWaits,
-        zxid: i64,
+        zxid: Zxid,
     ) {
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
         for c in conns {

@@ -3,6 +3,7 @@
 
 use super::server::*;
 use super::time::Now;
+use wazoo_proto::Zxid;
 
 mod apply_refusals;
 mod clock;
@@ -37,7 +38,7 @@ struct Harness {
     /// How far the wall clock is set from the monotonic one.
     wall_step_ms: i64,
     /// Txns persisted but not yet reported durable.
-    unsynced: Vec<i64>,
+    unsynced: Vec<Zxid>,
     /// Frames per connection, in order, and whether it was closed.
     sent: std::collections::HashMap<u64, Vec<Sent>>,
     closed: Vec<u64>,
@@ -668,7 +669,7 @@ fn set_watches_reports_what_was_missed_since_the_relative_zxid() {
     h.call(
         2,
         Request::SetWatches(wazoo_proto::SetWatches {
-            relative_zxid: z,
+            relative_zxid: z.to_wire(),
             data_watches: vec!["/a".into(), "/gone".into()],
             exist_watches: vec![],
             child_watches: vec![],

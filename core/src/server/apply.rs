@@ -61,7 +61,7 @@ impl Server {
             let mut pnew = pr.clone();
             pnew.stat.num_children -= 1;
             pnew.refresh_cversion();
-            pnew.stat.pzxid = self.prep_zxid();
+            pnew.stat.pzxid = self.prep_zxid().to_wire();
             let changes = vec![(path.clone(), None), (parent, Some(pnew))];
             tracing::debug!("reaping {path}");
             self.propose(
@@ -76,11 +76,8 @@ impl Server {
         }
     }
 
-    pub(super) fn on_durable(&mut self, zxid: i64) {
-        while self
-            .proposals
-            .front()
-            .is_some_and(|p| p.record.header.zxid <= zxid)
+    pub(super) fn on_durable(&mut self, zxid: Zxid) {
+        while self.proposals.front().is_some_and(|p| p.zxid() <= zxid)
         {
             let p = self.proposals.pop_front().expect("front exists");
             self.apply(p);
@@ -103,10 +100,11 @@ impl Server {
         hdr: &TxnHeader,
         txn: &Txn,
     ) -> Result<Option<ApplyError>, String> {
-        if hdr.zxid <= self.last_applied {
+        let zxid = Zxid::from_wire(hdr.zxid);
+        if zxid <= self.last_applied {
             return Err(format!(
-                "txn 0x{:x} arrived after 0x{:x}: txns apply in zxid order",
-                hdr.zxid, self.last_applied
+                "txn {zxid} arrived after {}: txns apply in zxid order",
+                self.last_applied
             ));
         }
         let (triggers, refused) = match self.tree.apply(hdr, txn) {
@@ -114,15 +112,15 @@ impl Server {
             Err(e) => {
                 self.stats.txns_refused += 1;
                 tracing::error!(
-                    zxid = format_args!("0x{:x}", hdr.zxid),
+                    zxid = %zxid,
                     "a committed txn does not fit the tree; it changes nothing and its \
                      request fails (prep should have refused it): {e}"
                 );
                 (Vec::new(), Some(e))
             }
         };
-        self.last_applied = hdr.zxid;
-        self.outstanding.applied(hdr.zxid);
+        self.last_applied = zxid;
+        self.outstanding.applied(zxid);
         self.stats.txns_applied += 1;
         match txn {
             Txn::CreateSession { timeout_ms } => {
@@ -183,6 +181,7 @@ impl Server {
     /// from, if it came from one of this member's connections.
     pub(super) fn apply(&mut self, p: Proposal) {
         let hdr = p.record.header.clone();
+        let zxid = p.zxid();
         let refused = match self.apply_txn(&hdr, &p.record.txn) {
             Ok(refused) => refused,
             Err(e) => return self.fail(format!("invariant broken by a prepped txn: {e}")),
@@ -201,7 +200,7 @@ impl Server {
             };
             if let Some(c) = self.conns.get_mut(&conn) {
                 let head = c.queue.iter_mut().find(
-                    |q| matches!(q, Queued::Write { zxid, result: None, .. } if *zxid == hdr.zxid),
+                    |q| matches!(q, Queued::Write { zxid: z, result: None, .. } if *z == zxid),
                 );
                 if let Some(Queued::Write { result: r, .. }) = head {
                     *r = result;

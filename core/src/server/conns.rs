@@ -129,7 +129,7 @@ impl Server {
             closing: false,
             packets_received: 1,
             packets_sent: 0,
-            last_zxid: self.last_applied,
+            last_zxid: self.last_applied.to_wire(),
             connected_at_ms: self.wall_ms,
             last_latency_ms: 0,
             min_latency_ms: i64::MAX,
@@ -144,7 +144,7 @@ impl Server {
             self.close_conn(conn);
             return;
         }
-        if req.last_zxid_seen > self.last_applied {
+        if Zxid::from_wire(req.last_zxid_seen) > self.last_applied {
             // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that has seen a newer zxid must not connect
             // to a server that is behind it. ZooKeeper closes without reply.
             tracing::info!(
@@ -411,7 +411,7 @@ impl Server {
     }
 
     pub(super) fn send_reply(&mut self, conn: ConnId, xid: i32, err: i32, body: &Response) {
-        self.send_reply_at(conn, xid, self.last_applied, err, body)
+        self.send_reply_at(conn, xid, self.last_applied.to_wire(), err, body)
     }
 
     pub(super) fn send_reply_at(

@@ -17,7 +17,7 @@
 use std::collections::HashSet;
 
 use wazoo_proto::jute::Reader;
-use wazoo_proto::{ConnectResponse, ErrorCode, OpCode, OpResult, Request, Response};
+use wazoo_proto::{ConnectResponse, ErrorCode, OpCode, OpResult, Request, Response, Zxid};
 
 use super::{
     session, AuthInfo, ConnId, DataTree, Origin, PeerMsg, PrepError, Queued, Reply, Role, Server,
@@ -79,7 +79,7 @@ impl Server {
             c.session = id;
             c.queue.push_back(Queued::Write {
                 xid: 0,
-                zxid: 0,
+                zxid: Zxid::ZERO,
                 started_ms: now,
                 result: None,
                 close_after: false,
@@ -115,7 +115,7 @@ impl Server {
         let auth = c.auth.ids.clone();
         c.queue.push_back(Queued::Write {
             xid,
-            zxid: 0,
+            zxid: Zxid::ZERO,
             started_ms: now,
             result: None,
             close_after: op == OpCode::CloseSession,
@@ -305,23 +305,19 @@ impl Server {
 
     /// A committed txn from ZAB. The leader's own proposals are at the
     /// front of its queue; anything else is decoded and applied here.
-    pub(super) fn on_committed(&mut self, zxid: i64, record: &[u8]) {
-        if self
-            .proposals
-            .front()
-            .is_some_and(|p| p.record.header.zxid == zxid)
-        {
+    pub(super) fn on_committed(&mut self, zxid: Zxid, record: &[u8]) {
+        if self.proposals.front().is_some_and(|p| p.zxid() == zxid) {
             let p = self.proposals.pop_front().expect("front exists");
             self.apply(p);
             return;
         }
         match TxnRecord::decode(record) {
-            Ok(rec) if rec.header.zxid == zxid => self.apply_committed(rec),
+            Ok(rec) if Zxid::from_wire(rec.header.zxid) == zxid => self.apply_committed(rec),
             Ok(rec) => self.fail(format!(
-                "committed txn 0x{zxid:x} carries zxid 0x{:x}",
+                "committed txn {zxid} carries zxid 0x{:x}",
                 rec.header.zxid
             )),
-            Err(e) => self.fail(format!("committed txn 0x{zxid:x} does not decode: {e}")),
+            Err(e) => self.fail(format!("committed txn {zxid} does not decode: {e}")),
         }
     }
 
@@ -336,7 +332,7 @@ impl Server {
     /// local client whose forwarded request it carries.
     fn apply_committed(&mut self, rec: TxnRecord) {
         let hdr = rec.header.clone();
-        if hdr.zxid <= self.last_applied {
+        if Zxid::from_wire(hdr.zxid) <= self.last_applied {
             return;
         }
         let pre = matches!(rec.txn, Txn::Multi(_)).then(|| self.tree.clone());
@@ -529,7 +525,7 @@ impl Server {
             if let Some(mut parent) = view.get(parent_path) {
                 parent.stat.num_children -= 1;
                 parent.refresh_cversion();
-                parent.stat.pzxid = zxid;
+                parent.stat.pzxid = zxid.to_wire();
                 view.set(parent_path, Some(parent));
             }
             view.set(&p, None);

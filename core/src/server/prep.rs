@@ -42,8 +42,8 @@ pub(super) type Changes = Vec<(String, Option<Record>)>;
 /// applied, consulted before the tree.
 #[derive(Debug, Default)]
 pub(super) struct Outstanding {
-    pub(super) map: HashMap<String, (i64, Option<Record>)>,
-    pub(super) order: VecDeque<(i64, Vec<String>)>,
+    pub(super) map: HashMap<String, (Zxid, Option<Record>)>,
+    pub(super) order: VecDeque<(Zxid, Vec<String>)>,
 }
 
 impl Outstanding {
@@ -60,7 +60,7 @@ impl Outstanding {
         })
     }
 
-    pub(super) fn commit(&mut self, zxid: i64, changes: Vec<(String, Option<Record>)>) {
+    pub(super) fn commit(&mut self, zxid: Zxid, changes: Vec<(String, Option<Record>)>) {
         let mut paths = Vec::with_capacity(changes.len());
         for (p, r) in changes {
             paths.push(p.clone());
@@ -70,7 +70,7 @@ impl Outstanding {
     }
 
     /// Forgets changes that the tree now reflects.
-    pub(super) fn applied(&mut self, zxid: i64) {
+    pub(super) fn applied(&mut self, zxid: Zxid) {
         while let Some((z, _)) = self.order.front() {
             if *z > zxid {
                 break;
@@ -93,7 +93,7 @@ pub(super) struct View<'a> {
     pub(super) outstanding: &'a Outstanding,
     pub(super) local: Vec<(String, Option<Record>)>,
     /// The zxid and leader time the txn being prepped will carry.
-    pub(super) zxid: i64,
+    pub(super) zxid: Zxid,
     pub(super) time_ms: i64,
 }
 
@@ -160,33 +160,33 @@ impl Server {
 
     /// The zxid of the last txn this member made that is not applied yet,
     /// or else of the last txn applied.
-    pub(super) fn last_proposed(&self) -> i64 {
+    pub(super) fn last_proposed(&self) -> Zxid {
         self.proposals
             .back()
-            .map_or(self.last_applied, |p| p.record.header.zxid)
+            .map_or(self.last_applied, |p| Zxid::from_wire(p.record.header.zxid))
     }
 
     /// The zxid the next txn gets, if consensus takes one now.
-    pub(super) fn next_zxid(&self) -> Option<i64> {
+    pub(super) fn next_zxid(&self) -> Option<Zxid> {
         match &self.numbering {
-            Numbering::Own => Some(self.last_proposed() + 1),
-            Numbering::Granted { next, room } if *room > 0 => Some(next.to_wire()),
+            Numbering::Own => Some(self.last_proposed().next()),
+            Numbering::Granted { next, room } if *room > 0 => Some(*next),
             Numbering::Granted { .. } | Numbering::Refused(_) => None,
         }
     }
 
     /// The zxid a prep stamps into what it changes: the next txn's. Without
     /// one, the txn prepped is refused in `propose` and the prep discarded.
-    pub(super) fn prep_zxid(&self) -> i64 {
-        self.next_zxid().unwrap_or(self.last_proposed() + 1)
+    pub(super) fn prep_zxid(&self) -> Zxid {
+        self.next_zxid().unwrap_or(self.last_proposed().next())
     }
 
     /// Takes the next txn's zxid, if consensus takes one now.
-    pub(super) fn take_zxid(&mut self) -> Option<i64> {
+    pub(super) fn take_zxid(&mut self) -> Option<Zxid> {
         let zxid = self.next_zxid()?;
         assert!(
             zxid > self.last_proposed(),
-            "txns are numbered in order: 0x{zxid:x} after 0x{:x}",
+            "txns are numbered in order: {zxid} after {}",
             self.last_proposed()
         );
         if let Numbering::Granted { next, room } = &mut self.numbering {
@@ -296,7 +296,7 @@ impl Server {
             header: TxnHeader {
                 session_id: session,
                 cxid: xid,
-                zxid,
+                zxid: zxid.to_wire(),
                 time_ms: self.wall_ms,
             },
             txn,
@@ -516,11 +516,11 @@ pub(super) fn prep_create(
     parent.stored_cversion = new_cversion;
     parent.stat.num_children += 1;
     parent.refresh_cversion();
-    parent.stat.pzxid = view.zxid;
+    parent.stat.pzxid = view.zxid.to_wire();
     view.set(parent_path, Some(parent));
     let stat = Stat {
-        czxid: view.zxid,
-        mzxid: view.zxid,
+        czxid: view.zxid.to_wire(),
+        mzxid: view.zxid.to_wire(),
         ctime: view.time_ms,
         mtime: view.time_ms,
         version: 0,
@@ -530,7 +530,7 @@ pub(super) fn prep_create(
         ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
         data_length: c.data.len() as i32,
         num_children: 0,
-        pzxid: view.zxid,
+        pzxid: view.zxid.to_wire(),
     };
     view.set(
         &final_path,
@@ -594,7 +594,7 @@ pub(super) fn prep_delete(
     // A delete moves pzxid but not the stored (sequence) counter.
     parent.stat.num_children -= 1;
     parent.refresh_cversion();
-    parent.stat.pzxid = view.zxid;
+    parent.stat.pzxid = view.zxid.to_wire();
     view.set(parent_path, Some(parent));
     view.set(path, None);
     Ok(())
@@ -623,7 +623,7 @@ pub(super) fn prep_set_data(
         version: v,
     })?;
     r.stat.version = v;
-    r.stat.mzxid = view.zxid;
+    r.stat.mzxid = view.zxid.to_wire();
     r.stat.mtime = view.time_ms;
     r.stat.data_length = data.len() as i32;
     r.data = recipes::record_data(data);
@@ -653,7 +653,7 @@ pub(super) fn prep_multi(
     view: &mut View<'_>,
     auth: &AuthInfo,
     session: i64,
-    _zxid: i64,
+    _zxid: Zxid,
     ops: &[Request],
 ) -> Result<(Txn, Vec<MultiKind>), PrepError> {
     let mut txns = Vec::with_capacity(ops.len());

@@ -411,7 +411,7 @@ impl Server {
             .collect();
         let zxid = self.last_applied;
         for p in payloads {
-            wazoo_proto::frame::write_recipe_notification(self.send_buf(conn), zxid, &p);
+            wazoo_proto::frame::write_recipe_notification(self.send_buf(conn), zxid.to_wire(), &p);
             self.stats.packets_sent += 1;
         }
     }
