@@ -230,9 +230,7 @@ impl Member {
                 }
                 self.feed_server(server::Input::Tick);
             }
-            Input::Client(server::Input::Durable { zxid }) => {
-                self.on_durable(zxid)
-            }
+            Input::Client(server::Input::Durable { zxid }) => self.on_durable(zxid),
             Input::Durable { zxid } => self.on_durable(zxid),
             Input::Client(
                 i @ (server::Input::Committed { .. }
@@ -357,10 +355,7 @@ impl Member {
                 if self.ens.is_some() {
                     unreachable!("an ensemble pipeline proposes, it never persists by itself");
                 }
-                self.out.push(Output::Persist {
-                    zxid,
-                    record,
-                });
+                self.out.push(Output::Persist { zxid, record });
             }
             server::Output::Propose { zxid, record } => {
                 let now = mono(self.now);

@@ -68,7 +68,7 @@ pub(crate) fn durable_callback(
 ) -> impl FnMut(wazoo_storage::DurabilityReport<'_>) + Send + 'static {
     move |report| {
         let ev = match report {
-            Ok(zxid) => Event::Durable(Zxid(zxid)),
+            Ok(zxid) => Event::Durable(zxid),
             Err(e) => Event::LogFailed(e.to_string()),
         };
         // The core may be gone at shutdown; nothing to do then.
@@ -95,7 +95,7 @@ impl LogFeed {
     /// Hands a record to the writer, or keeps it while the writer is behind.
     pub(crate) fn append(&mut self, log: &GroupCommitLog, zxid: Zxid, body: Vec<u8>) -> Result<()> {
         if self.backlog.is_empty() {
-            match log.try_append(zxid.0, body) {
+            match log.try_append(zxid, body) {
                 Ok(()) => return Ok(()),
                 Err(TryAppendError::Full(body)) => {
                     tracing::debug!("the log writer is behind; holding {zxid}");
@@ -112,7 +112,7 @@ impl LogFeed {
     /// Moves held records to the writer while its queue has room.
     pub(crate) fn pump(&mut self, log: &GroupCommitLog) -> Result<()> {
         while let Some((zxid, body)) = self.backlog.pop_front() {
-            match log.try_append(zxid.0, body) {
+            match log.try_append(zxid, body) {
                 Ok(()) => {}
                 Err(TryAppendError::Full(body)) => {
                     self.backlog.push_front((zxid, body));
@@ -128,7 +128,7 @@ impl LogFeed {
     /// writer is stopped; it never waits for this thread, so this ends).
     pub(crate) fn flush(&mut self, log: &GroupCommitLog) -> Result<()> {
         while let Some((zxid, body)) = self.backlog.pop_front() {
-            log.append(zxid.0, body)?;
+            log.append(zxid, body)?;
         }
         Ok(())
     }
@@ -372,16 +372,16 @@ impl Driver {
                     .append(log, zxid, record)
                     .context("cannot append to the transaction log")?
             }
-            Output::Truncate { after } => self.with_log(|log| log.truncate_after(after.0))?,
+            Output::Truncate { after } => self.with_log(|log| log.truncate_after(after))?,
             Output::StoreAcceptedEpoch { epoch } => write_epoch(&sdir, "acceptedEpoch", epoch)
                 .with_context(|| format!("cannot store acceptedEpoch in {}", sdir.display()))?,
             Output::StoreCurrentEpoch { epoch } => write_epoch(&sdir, "currentEpoch", epoch)
                 .with_context(|| format!("cannot store currentEpoch in {}", sdir.display()))?,
             Output::InstallSnapshot { zxid, data } => {
-                wazoo_storage::write_snapshot(&sdir, zxid.0, |w| {
+                wazoo_storage::write_snapshot(&sdir, zxid, |w| {
                     std::io::Write::write_all(w, &data)
                 })?;
-                self.with_log(|log| log.truncate_after(0))?;
+                self.with_log(|log| log.truncate_after(Zxid::ZERO))?;
             }
             Output::WriteSnapshot(job) => {
                 start_snapshot(&self.cfg, *job, Arc::clone(&self.snapshot_busy))
@@ -405,16 +405,15 @@ fn start_snapshot(cfg: &Config, job: SnapshotJob, busy: Arc<AtomicBool>) {
         .name("wazoo-snapshot".into())
         .spawn(move || {
             let started = std::time::Instant::now();
-            let r = wazoo_storage::write_snapshot(&dir, Zxid::from_wire(job.zxid).0, |w| {
-                write_snapshot_payload(&job, w)
-            });
+            let r =
+                wazoo_storage::write_snapshot(&dir, job.zxid, |w| write_snapshot_payload(&job, w));
             match r {
                 Ok(p) => tracing::info!(
                     path = %p.display(),
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "snapshot written"
                 ),
-                Err(e) => tracing::error!("snapshot at 0x{:x} failed: {e}", job.zxid),
+                Err(e) => tracing::error!("snapshot at {} failed: {e}", job.zxid),
             }
             busy.store(false, Ordering::Release);
         });
@@ -455,7 +454,7 @@ mod tests {
         // The member keeps pumping as a core loop does after every batch,
         // but does not read a single report until the end.
         let deadline = Instant::now() + Duration::from_secs(60);
-        while group.durable_zxid() < 40 {
+        while group.durable_zxid() < Zxid(40) {
             assert!(
                 Instant::now() < deadline,
                 "the writer stopped making progress"

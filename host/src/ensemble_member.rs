@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::config::Config;
 use crate::core::member::Member as CoreMember;
-use crate::core::zab::{self, Peer, Zxid};
+use crate::core::zab::{self, Peer};
 use crate::driver::{durable_callback, read_epoch, Driver, LogFeed};
 use crate::member::{
     load_newest_snapshot, log_dir, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
@@ -95,9 +95,9 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
         tracing::warn!("log repaired at startup: {r:?}");
     }
     let mut restored_log = Vec::new();
-    for rec in log.read_from(snap_zxid.0)? {
+    for rec in log.read_from(snap_zxid)? {
         let rec = rec?;
-        restored_log.push((Zxid(rec.zxid), zab::Payload::from(rec.body)));
+        restored_log.push((rec.zxid, zab::Payload::from(rec.body)));
     }
     let restored = zab::Restored {
         accepted_epoch: read_epoch(&sdir, "acceptedEpoch")?,

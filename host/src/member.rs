@@ -178,7 +178,7 @@ pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
     let envelope = wazoo_storage::read_snapshot_envelope(bytes)?;
     let (waits, tree) = crate::core::snapshot::read_snapshot_body(envelope.version, envelope.body)?;
     Ok(LoadedSnapshot {
-        zxid: Zxid::from_wire(envelope.zxid),
+        zxid: envelope.zxid,
         sessions: envelope.sessions,
         waits,
         tree,
@@ -208,7 +208,6 @@ pub(crate) fn load_newest_snapshot(cfg: &Config, now: Now) -> Result<(Server, Zx
     let Some((zxid, path)) = wazoo_storage::latest_valid_snapshot(snap_dir(cfg))? else {
         return Ok((Server::new(scfg, now), Zxid::ZERO));
     };
-    let zxid = Zxid(zxid);
     let bytes = wazoo_storage::read_snapshot(&path)?;
     let snap = read_snapshot_payload(&bytes)
         .with_context(|| format!("cannot load snapshot {}", path.display()))?;
@@ -224,14 +223,7 @@ pub(crate) fn load_newest_snapshot(cfg: &Config, now: Now) -> Result<(Server, Zx
         nodes = snap.tree.node_count(),
         "loaded snapshot"
     );
-    let server = Server::recovered(
-        scfg,
-        snap.tree,
-        snap.sessions,
-        snap.waits,
-        zxid.to_wire(),
-        now,
-    );
+    let server = Server::recovered(scfg, snap.tree, snap.sessions, snap.waits, zxid, now);
     Ok((server, zxid))
 }
 
@@ -245,40 +237,35 @@ pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
         .with_context(|| format!("cannot create data log directory {}", ldir.display()))?;
     let started = std::time::Instant::now();
     let (mut server, snap_zxid) = load_newest_snapshot(cfg, now)?;
-    let snap_zxid = snap_zxid.0;
     let (mut log, recovered) = TxnLog::open(&ldir, LogOptions::default())
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
     for r in &recovered.repairs {
         tracing::warn!("log repaired at startup: {r:?}");
     }
     if let Some(first) = recovered.first_zxid {
-        if snap_zxid > 0 && first > snap_zxid + 1 {
+        if snap_zxid > Zxid::ZERO && first > snap_zxid.next() {
             bail!(
-                "the log starts at zxid 0x{first:x} but the newest snapshot is 0x{snap_zxid:x}: txns in between are missing"
+                "the log starts at zxid {first} but the newest snapshot is {snap_zxid}: txns in between are missing"
             );
         }
-        if snap_zxid == 0 && first > 1 {
-            bail!("the log starts at zxid 0x{first:x} and there is no snapshot: txns before it are missing");
+        if snap_zxid == Zxid::ZERO && first > Zxid(1) {
+            bail!("the log starts at zxid {first} and there is no snapshot: txns before it are missing");
         }
     }
     let mut replayed = 0u64;
     for rec in log.read_from(snap_zxid)? {
         let rec = rec?;
         let txn = TxnRecord::decode(&rec.body)
-            .map_err(|e| anyhow!("log record 0x{:x} does not decode: {e}", rec.zxid))?;
-        if txn.header.zxid as u64 != rec.zxid {
-            bail!(
-                "log record 0x{:x} holds txn 0x{:x}",
-                rec.zxid,
-                txn.header.zxid
-            );
+            .map_err(|e| anyhow!("log record {} does not decode: {e}", rec.zxid))?;
+        if Zxid::from_wire(txn.header.zxid) != rec.zxid {
+            bail!("log record {} holds txn 0x{:x}", rec.zxid, txn.header.zxid);
         }
         server.replay(&txn).map_err(|e| anyhow!("{e}"))?;
         replayed += 1;
     }
     server.finish_recovery();
     tracing::info!(
-        zxid = format!("0x{:x}", server.last_zxid()),
+        zxid = %server.last_zxid(),
         replayed,
         nodes = server.tree().node_count(),
         sessions = server.sessions().len(),

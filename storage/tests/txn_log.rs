@@ -7,6 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use common::*;
+use wazoo_storage::Zxid;
 use wazoo_storage::{
     read_log, CorruptReason, LogOptions, Repair, StorageError, TailDefect, TxnLog,
 };
@@ -45,10 +46,10 @@ fn assert_corrupt_at(dir: &Path, file: &Path, offset: u64) -> CorruptReason {
 fn appended_records_read_back_identically_before_and_after_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, recovered) = open(dir.path(), opts());
-    assert_eq!(recovered.last_zxid, 0);
-    assert_eq!(log.last_zxid(), 0);
+    assert_eq!(recovered.last_zxid.0, 0);
+    assert_eq!(log.last_zxid().0, 0);
     append_all(&mut log, 1..=100);
-    log.append(101, b"").unwrap(); // an empty body is a valid record
+    log.append(Zxid(101), b"").unwrap(); // an empty body is a valid record
     log.sync().unwrap();
     let mut want = expected(1..=100);
     want.push((101, Vec::new()));
@@ -56,8 +57,8 @@ fn appended_records_read_back_identically_before_and_after_reopen() {
     drop(log);
 
     let (mut log, recovered) = open(dir.path(), opts());
-    assert_eq!(recovered.last_zxid, 101);
-    assert_eq!(recovered.first_zxid, Some(1));
+    assert_eq!(recovered.last_zxid.0, 101);
+    assert_eq!(recovered.first_zxid.map(|z| z.0), Some(1));
     assert_eq!(recovered.records, 101);
     assert!(recovered.repairs.is_empty());
     assert_eq!(records(&mut log), want);
@@ -81,8 +82,8 @@ fn reopened_log_continues_after_the_last_zxid_in_a_new_segment() {
     append_all(&mut log, 1..=10);
     drop(log);
     let (mut log, _) = open(dir.path(), opts());
-    assert_eq!(log.last_zxid(), 10);
-    let err = log.append(10, b"again").unwrap_err();
+    assert_eq!(log.last_zxid().0, 10);
+    let err = log.append(Zxid(10), b"again").unwrap_err();
     assert!(matches!(
         err,
         StorageError::ZxidNotIncreasing { last: 10, zxid: 10 }
@@ -112,12 +113,12 @@ fn append_rejects_a_non_increasing_or_zero_zxid_without_writing() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open(dir.path(), opts());
     assert!(matches!(
-        log.append(0, b"x"),
+        log.append(Zxid(0), b"x"),
         Err(StorageError::ZxidNotIncreasing { last: 0, zxid: 0 })
     ));
     append_all(&mut log, [5]);
     assert!(matches!(
-        log.append(4, b"x"),
+        log.append(Zxid(4), b"x"),
         Err(StorageError::ZxidNotIncreasing { last: 5, zxid: 4 })
     ));
     // The log is still usable after a rejected append.
@@ -133,13 +134,13 @@ fn append_rejects_a_body_above_max_record_bytes() {
         ..LogOptions::default()
     };
     let (mut log, _) = open(dir.path(), opts);
-    log.append(1, &[7; 10]).unwrap();
-    let err = log.append(2, &[7; 11]).unwrap_err();
+    log.append(Zxid(1), &[7; 10]).unwrap();
+    let err = log.append(Zxid(2), &[7; 11]).unwrap_err();
     assert!(matches!(
         err,
         StorageError::RecordTooLarge { len: 11, max: 10 }
     ));
-    log.append(2, &[8; 3]).unwrap();
+    log.append(Zxid(2), &[8; 3]).unwrap();
     log.sync().unwrap();
     assert_eq!(records(&mut log), vec![(1, vec![7; 10]), (2, vec![8; 3])]);
 }
@@ -149,7 +150,7 @@ fn segments_roll_over_at_the_configured_size_and_are_named_after_their_first_zxi
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open(dir.path(), small_segments());
     append_all(&mut log, 1..=40);
-    log.append(41, &[1; 500]).unwrap(); // larger than a segment: gets its own
+    log.append(Zxid(41), &[1; 500]).unwrap(); // larger than a segment: gets its own
     append_all(&mut log, 42..=43);
     let files = segment_files(dir.path());
     assert!(files.len() > 5, "rolled into several segments: {files:?}");
@@ -191,12 +192,12 @@ fn sync_issues_one_commit_per_batch_and_none_when_nothing_is_pending() {
     assert_eq!(stats.appends(), 50);
     log.sync().unwrap();
     assert_eq!(stats.commits(), 1);
-    assert_eq!(log.durable_zxid(), 50);
-    log.append(51, b"x").unwrap();
-    assert_eq!(log.durable_zxid(), 50);
+    assert_eq!(log.durable_zxid().0, 50);
+    log.append(Zxid(51), b"x").unwrap();
+    assert_eq!(log.durable_zxid().0, 50);
     log.sync().unwrap();
     assert_eq!(stats.commits(), 2);
-    assert_eq!(log.durable_zxid(), 51);
+    assert_eq!(log.durable_zxid().0, 51);
 }
 
 #[test]
@@ -206,9 +207,9 @@ fn read_from_returns_only_records_after_the_given_zxid_across_segments() {
     append_all(&mut log, (1..=60).map(|z| z * 2));
     for from in [0, 1, 2, 3, 57, 58, 100, 119, 120, 1000] {
         let got: Vec<u64> = log
-            .read_from(from)
+            .read_from(Zxid(from))
             .unwrap()
-            .map(|r| r.unwrap().zxid)
+            .map(|r| r.unwrap().zxid.0)
             .collect();
         let want: Vec<u64> = (1..=60).map(|z| z * 2).filter(|&z| z > from).collect();
         assert_eq!(got, want, "from {from}");
@@ -220,7 +221,7 @@ fn read_from_includes_buffered_unsynced_records() {
     let dir = tempfile::tempdir().unwrap();
     let (mut log, _) = open(dir.path(), opts());
     append_all(&mut log, 1..=3);
-    log.append(4, &body(4)).unwrap();
+    log.append(Zxid(4), &body(4)).unwrap();
     assert_eq!(records(&mut log), expected(1..=4));
 }
 
@@ -230,22 +231,22 @@ fn read_log_stops_at_up_to_zxid_while_later_records_are_still_buffered() {
     let (mut log, _) = open(dir.path(), small_segments());
     append_all(&mut log, 1..=30);
     for z in 31..=35 {
-        log.append(z, &body(z)).unwrap();
+        log.append(Zxid(z), &body(z)).unwrap();
     }
     // A roll-over syncs the finished segment, so a few of 31..=35 may be durable.
-    let durable = log.durable_zxid();
+    let durable = log.durable_zxid().0;
     assert!((30..35).contains(&durable), "durable {durable}");
-    let all: Vec<_> = read_log(dir.path(), 0, durable)
+    let all: Vec<_> = read_log(dir.path(), Zxid(0), Zxid(durable))
         .unwrap()
-        .map(|r| r.map(|r| (r.zxid, r.body)).unwrap())
+        .map(|r| r.map(|r| (r.zxid.0, r.body)).unwrap())
         .collect();
     assert_eq!(all, expected(1..=durable));
-    let middle: Vec<u64> = read_log(dir.path(), 10, 20)
+    let middle: Vec<u64> = read_log(dir.path(), Zxid(10), Zxid(20))
         .unwrap()
-        .map(|r| r.unwrap().zxid)
+        .map(|r| r.unwrap().zxid.0)
         .collect();
     assert_eq!(middle, (11..=20).collect::<Vec<_>>());
-    assert_eq!(read_log(dir.path(), 20, 20).unwrap().count(), 0);
+    assert_eq!(read_log(dir.path(), Zxid(20), Zxid(20)).unwrap().count(), 0);
 }
 
 #[test]
@@ -276,10 +277,10 @@ fn truncate_after_drops_later_records_durably_and_appending_continues() {
     for t in points {
         let dir = copy_dir(source.path());
         let (mut log, _) = open(dir.path(), small_segments());
-        log.truncate_after(t).unwrap();
+        log.truncate_after(Zxid(t)).unwrap();
         let kept = t.min(30);
-        assert_eq!(log.last_zxid(), kept, "truncate_after({t})");
-        assert_eq!(log.durable_zxid(), kept);
+        assert_eq!(log.last_zxid().0, kept, "truncate_after({t})");
+        assert_eq!(log.durable_zxid().0, kept);
         assert_eq!(records(&mut log), expected(1..=kept), "truncate_after({t})");
         for file in segment_files(dir.path()) {
             let first = u64::from_str_radix(&file.file_name().unwrap().to_str().unwrap()[4..], 16);
@@ -287,7 +288,7 @@ fn truncate_after_drops_later_records_durably_and_appending_continues() {
         }
         // Appends continue, with new zxids and new bodies, after the cut.
         for z in kept + 1..=kept + 3 {
-            log.append(z, b"new history").unwrap();
+            log.append(Zxid(z), b"new history").unwrap();
         }
         log.sync().unwrap();
         drop(log);
@@ -309,9 +310,9 @@ fn truncate_after_discards_buffered_records_above_the_cut_too() {
     let (mut log, _) = open(dir.path(), opts());
     append_all(&mut log, 1..=5);
     for z in 6..=9 {
-        log.append(z, &body(z)).unwrap();
+        log.append(Zxid(z), &body(z)).unwrap();
     }
-    log.truncate_after(7).unwrap();
+    log.truncate_after(Zxid(7)).unwrap();
     assert_eq!(records(&mut log), expected(1..=7));
     drop(log);
     let (mut log, _) = open(dir.path(), opts());
@@ -359,7 +360,7 @@ fn torn_tail_cut_at_every_byte_offset_of_the_last_segment_is_repaired_keeping_ev
             .unwrap_or_else(|e| panic!("cut at {cut}: open failed: {e}"));
         let want = surviving(n, &last, cut);
         assert_eq!(records(&mut log), expected(want.clone()), "cut at {cut}");
-        assert_eq!(log.last_zxid(), *want.last().unwrap());
+        assert_eq!(log.last_zxid().0, *want.last().unwrap());
         let at_record_end = record_offsets(&last).contains(&cut);
         if !at_record_end {
             assert!(
@@ -482,7 +483,7 @@ fn log_with_large_records(
         if z == 4 {
             body.extend_from_slice(tail);
         }
-        log.append(z, &body).unwrap();
+        log.append(Zxid(z), &body).unwrap();
     }
     log.sync().unwrap();
     drop(log);
@@ -885,9 +886,21 @@ fn after_an_io_failure_the_log_refuses_further_operations() {
     let log_dir = dir.path().join("log");
     let (mut log, _) = open(&log_dir, opts());
     fs::remove_dir_all(&log_dir).unwrap();
-    assert!(matches!(log.append(1, b"x"), Err(StorageError::Io { .. })));
-    assert!(matches!(log.append(2, b"x"), Err(StorageError::Poisoned)));
+    assert!(matches!(
+        log.append(Zxid(1), b"x"),
+        Err(StorageError::Io { .. })
+    ));
+    assert!(matches!(
+        log.append(Zxid(2), b"x"),
+        Err(StorageError::Poisoned)
+    ));
     assert!(matches!(log.sync(), Err(StorageError::Poisoned)));
-    assert!(matches!(log.truncate_after(0), Err(StorageError::Poisoned)));
-    assert!(matches!(log.read_from(0), Err(StorageError::Poisoned)));
+    assert!(matches!(
+        log.truncate_after(Zxid(0)),
+        Err(StorageError::Poisoned)
+    ));
+    assert!(matches!(
+        log.read_from(Zxid(0)),
+        Err(StorageError::Poisoned)
+    ));
 }

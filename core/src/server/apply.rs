@@ -77,8 +77,7 @@ impl Server {
     }
 
     pub(super) fn on_durable(&mut self, zxid: Zxid) {
-        while self.proposals.front().is_some_and(|p| p.zxid() <= zxid)
-        {
+        while self.proposals.front().is_some_and(|p| p.zxid() <= zxid) {
             let p = self.proposals.pop_front().expect("front exists");
             self.apply(p);
         }
