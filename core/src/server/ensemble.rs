@@ -1,4 +1,5 @@
-//! The pipeline's ensemble roles (issue 4, item 5).
+//! The pipeline's ensemble roles (docs/ARCHITECTURE.md, "The ensemble";
+//! ZooKeeper Internals, "Atomic Broadcast").
 //!
 //! - The **leader** preps every write of the ensemble, its own clients' and
 //!   those followers forward, against one view (committed tree + every

@@ -1,4 +1,5 @@
-//! Recipe calls and callbacks in the pipeline (issue 5, items 3, 4 and 7).
+//! Recipe calls and callbacks in the pipeline (docs/ARCHITECTURE.md,
+//! "Recipes"; docs/RECIPES.md, "Watches and callbacks").
 //!
 //! - A call runs in prep on the leader (or the standalone member),
 //!   serialized with every other write, against the prep view. Its writes,

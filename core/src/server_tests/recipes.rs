@@ -1,6 +1,6 @@
-//! Recipe calls and callbacks through the pipeline (issue 5, items 3, 4, 7),
-//! with a recipe engine written in plain Rust (the core never sees wasm):
-//! ../shared/DESIGN.md "Recipes".
+//! Recipe calls and callbacks through the pipeline (docs/ARCHITECTURE.md,
+//! "Recipes"), with a recipe engine written in plain Rust (the core never
+//! sees wasm).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
