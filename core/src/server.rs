@@ -39,6 +39,7 @@ mod prep;
 mod reads;
 mod recipes;
 
+use conns::SendBufs;
 pub use peer_msg::PeerMsg;
 use prep::*;
 
@@ -428,12 +429,9 @@ pub struct Server {
     watches: WatchManager,
     conns: HashMap<ConnId, Conn>,
     session_conn: HashMap<i64, ConnId>,
-    outstanding: Outstanding,
-    proposals: VecDeque<Proposal>,
-    /// Where the next txn's zxid comes from.
-    numbering: Numbering,
-    /// A [`Output::StepDown`] was emitted in this role.
-    stepping_down: bool,
+    /// What prep keeps between txns: the outstanding changes, the txns
+    /// made and not applied, where their zxids come from.
+    prep: PrepState,
     /// The zxid of the last txn applied to the tree.
     last_applied: Zxid,
     txns_since_snapshot: u64,
@@ -446,8 +444,7 @@ pub struct Server {
     wall_ms: i64,
     out: Vec<Output>,
     /// Bytes queued per connection during one step, flushed as one send.
-    sendbuf: HashMap<ConnId, (Vec<u8>, u32)>,
-    send_order: Vec<ConnId>,
+    sends: SendBufs,
     pub stats: Stats,
     /// Packets received and sent when `srst` last reset the server's
     /// statistics: the four-letter words count from there, the metrics
@@ -516,17 +513,13 @@ impl Server {
             watches: WatchManager::new(),
             conns: HashMap::new(),
             session_conn: HashMap::new(),
-            outstanding: Outstanding::default(),
-            proposals: VecDeque::new(),
-            numbering: Numbering::Own,
-            stepping_down: false,
+            prep: PrepState::default(),
             last_applied: zxid,
             txns_since_snapshot: 0,
             mono_ms: now.mono_ms,
             wall_ms: now.wall_ms,
             out: Vec::new(),
-            sendbuf: HashMap::new(),
-            send_order: Vec::new(),
+            sends: SendBufs::default(),
             stats: Stats::default(),
             packets_at_reset: (0, 0),
             role: Role::Standalone,
@@ -624,8 +617,8 @@ impl Server {
         }
         self.waits = waits;
         self.last_applied = zxid;
-        self.proposals.clear();
-        self.outstanding = Outstanding::default();
+        self.prep.proposals.clear();
+        self.prep.outstanding = Outstanding::default();
     }
 
     /// ZooKeeper's `srst`: the latency figures and packet counts the
@@ -668,7 +661,7 @@ impl Server {
 
     /// Txns proposed but not yet durable.
     pub fn pending_txns(&self) -> usize {
-        self.proposals.len()
+        self.prep.proposals.len()
     }
 
     /// Handles one input at time `now`; outputs accumulate until

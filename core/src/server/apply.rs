@@ -48,14 +48,14 @@ impl Server {
         let candidates = self.tree.reapable(self.wall_ms);
         let limit = self.cfg.container_max_per_minute.max(1) as usize;
         for path in candidates.into_iter().take(limit) {
-            let Some(r) = self.outstanding.get(&self.tree, &path) else {
+            let Some(r) = self.prep.outstanding.get(&self.tree, &path) else {
                 continue;
             };
             if r.stat.num_children != 0 {
                 continue;
             }
             let parent = wazoo_proto::path::parent(&path).to_string();
-            let Some(pr) = self.outstanding.get(&self.tree, &parent) else {
+            let Some(pr) = self.prep.outstanding.get(&self.tree, &parent) else {
                 continue;
             };
             let mut pnew = pr.clone();
@@ -77,8 +77,13 @@ impl Server {
     }
 
     pub(super) fn on_durable(&mut self, zxid: Zxid) {
-        while self.proposals.front().is_some_and(|p| p.zxid() <= zxid) {
-            let p = self.proposals.pop_front().expect("front exists");
+        while self
+            .prep
+            .proposals
+            .front()
+            .is_some_and(|p| p.zxid() <= zxid)
+        {
+            let p = self.prep.proposals.pop_front().expect("front exists");
             self.apply(p);
         }
     }
@@ -119,7 +124,7 @@ impl Server {
             }
         };
         self.last_applied = zxid;
-        self.outstanding.applied(zxid);
+        self.prep.outstanding.applied(zxid);
         self.stats.txns_applied += 1;
         match txn {
             Txn::CreateSession { timeout_ms } => {

@@ -4,14 +4,22 @@
 
 use super::*;
 
+/// Bytes queued per connection during one input, flushed as one send per
+/// connection, in the order connections were first written to.
+#[derive(Debug, Default)]
+pub(super) struct SendBufs {
+    pub(super) bufs: HashMap<ConnId, (Vec<u8>, u32)>,
+    pub(super) order: Vec<ConnId>,
+}
+
 impl Server {
     /// Turns the bytes queued this step into sends, counting them as
     /// unsent; a connection they would take past
     /// [`ServerConfig::max_outbound_bytes`] is closed instead.
     pub(super) fn flush_sends(&mut self) {
         let mut over = Vec::new();
-        for conn in std::mem::take(&mut self.send_order) {
-            let Some((bytes, replies)) = self.sendbuf.remove(&conn) else {
+        for conn in std::mem::take(&mut self.sends.order) {
+            let Some((bytes, replies)) = self.sends.bufs.remove(&conn) else {
                 continue;
             };
             if bytes.is_empty() {
@@ -87,10 +95,10 @@ impl Server {
     }
 
     pub(super) fn send_entry(&mut self, conn: ConnId) -> &mut (Vec<u8>, u32) {
-        if !self.sendbuf.contains_key(&conn) {
-            self.send_order.push(conn);
+        if !self.sends.bufs.contains_key(&conn) {
+            self.sends.order.push(conn);
         }
-        self.sendbuf.entry(conn).or_default()
+        self.sends.bufs.entry(conn).or_default()
     }
 
     pub(super) fn close_conn(&mut self, conn: ConnId) {
@@ -283,7 +291,7 @@ impl Server {
             return;
         };
         self.watches.remove_conn(conn);
-        self.sendbuf.remove(&conn);
+        self.sends.bufs.remove(&conn);
         if c.session != 0 && self.session_conn.get(&c.session) == Some(&conn) {
             self.session_conn.remove(&c.session);
         }
@@ -465,7 +473,11 @@ impl Server {
             if c.closing {
                 return;
             }
-            let this_step = self.sendbuf.get(&conn).map_or(0, |(b, _)| b.len() as u64);
+            let this_step = self
+                .sends
+                .bufs
+                .get(&conn)
+                .map_or(0, |(b, _)| b.len() as u64);
             if c.unsent_bytes + this_step >= self.cfg.max_unsent_reply_bytes {
                 return;
             }

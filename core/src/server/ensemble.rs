@@ -307,8 +307,13 @@ impl Server {
     /// A committed txn from ZAB. The leader's own proposals are at the
     /// front of its queue; anything else is decoded and applied here.
     pub(super) fn on_committed(&mut self, zxid: Zxid, record: &[u8]) {
-        if self.proposals.front().is_some_and(|p| p.zxid() == zxid) {
-            let p = self.proposals.pop_front().expect("front exists");
+        if self
+            .prep
+            .proposals
+            .front()
+            .is_some_and(|p| p.zxid() == zxid)
+        {
+            let p = self.prep.proposals.pop_front().expect("front exists");
             self.apply(p);
             return;
         }
@@ -468,8 +473,8 @@ impl Server {
                 self.close_conn(c);
             }
         }
-        self.proposals.clear();
-        self.outstanding = Default::default();
+        self.prep.proposals.clear();
+        self.prep.outstanding = Default::default();
         self.ens = EnsembleState::default();
         // Callbacks the old role proposed may be lost: a leader looks at
         // the whole (replicated) table again.
@@ -481,7 +486,7 @@ impl Server {
         for id in std::mem::take(&mut self.ro_sessions) {
             self.sessions.remove(id);
         }
-        self.stepping_down = false;
+        self.prep.stepping_down = false;
         if let Role::Leader { .. } = role {
             // Sessions get a full timeout from the new leader, as in
             // ZooKeeper (the old leader's deadlines are gone with it).
@@ -508,7 +513,7 @@ impl Server {
         let zxid = view.zxid;
         let mut paths: std::collections::BTreeSet<String> =
             self.tree.ephemerals(session).into_iter().collect();
-        for (p, (_, r)) in &self.outstanding.map {
+        for (p, (_, r)) in &self.prep.outstanding.map {
             if r.as_ref()
                 .is_some_and(|r| r.stat.ephemeral_owner == session)
             {

@@ -85,6 +85,30 @@ impl Outstanding {
     }
 }
 
+/// Prep's state between txns.
+#[derive(Debug)]
+pub(super) struct PrepState {
+    /// The changes of txns made and not applied yet, seen by later preps.
+    pub(super) outstanding: Outstanding,
+    /// Txns made here and not applied yet, in zxid order.
+    pub(super) proposals: VecDeque<Proposal>,
+    /// Where the next txn's zxid comes from.
+    pub(super) numbering: Numbering,
+    /// A [`Output::StepDown`] was emitted in this role.
+    pub(super) stepping_down: bool,
+}
+
+impl Default for PrepState {
+    fn default() -> Self {
+        PrepState {
+            outstanding: Outstanding::default(),
+            proposals: VecDeque::new(),
+            numbering: Numbering::Own,
+            stepping_down: false,
+        }
+    }
+}
+
 /// A scratch view for prepping one request (or one whole multi): reads go
 /// through it to the outstanding changes and the tree; writes stay in it
 /// until the request as a whole succeeds.
@@ -151,7 +175,7 @@ impl Server {
     pub(super) fn prep_view(&self) -> View<'_> {
         View {
             tree: &self.tree,
-            outstanding: &self.outstanding,
+            outstanding: &self.prep.outstanding,
             local: Vec::new(),
             zxid: self.prep_zxid(),
             time_ms: self.wall_ms,
@@ -161,14 +185,15 @@ impl Server {
     /// The zxid of the last txn this member made that is not applied yet,
     /// or else of the last txn applied.
     pub(super) fn last_proposed(&self) -> Zxid {
-        self.proposals
+        self.prep
+            .proposals
             .back()
             .map_or(self.last_applied, |p| Zxid::from_wire(p.record.header.zxid))
     }
 
     /// The zxid the next txn gets, if consensus takes one now.
     pub(super) fn next_zxid(&self) -> Option<Zxid> {
-        match &self.numbering {
+        match &self.prep.numbering {
             Numbering::Own => Some(self.last_proposed().next()),
             Numbering::Granted { next, room } if *room > 0 => Some(*next),
             Numbering::Granted { .. } | Numbering::Refused(_) => None,
@@ -189,7 +214,7 @@ impl Server {
             "txns are numbered in order: {zxid} after {}",
             self.last_proposed()
         );
-        if let Numbering::Granted { next, room } = &mut self.numbering {
+        if let Numbering::Granted { next, room } = &mut self.prep.numbering {
             *next = next.next();
             *room -= 1;
         }
@@ -199,7 +224,7 @@ impl Server {
     /// Ensemble: where the next txns' zxids come from (see [`Numbering`]).
     /// The join sets it from consensus before every input.
     pub fn set_numbering(&mut self, numbering: Numbering) {
-        self.numbering = numbering;
+        self.prep.numbering = numbering;
     }
 
     /// Whether a txn can be made now; if not, the leader steps down (see
@@ -216,11 +241,11 @@ impl Server {
     /// Consensus takes no more txns: nothing of the one at hand becomes
     /// visible, and the member asks to stop leading (once per role).
     pub(super) fn refuse_proposal(&mut self) {
-        if self.stepping_down {
+        if self.prep.stepping_down {
             return;
         }
-        self.stepping_down = true;
-        let why = match &self.numbering {
+        self.prep.stepping_down = true;
+        let why = match &self.prep.numbering {
             Numbering::Refused(why) => why.clone(),
             Numbering::Granted { .. } => "consensus takes no more proposals now".to_string(),
             Numbering::Own => unreachable!("a member that numbers its own txns never refuses"),
@@ -302,7 +327,7 @@ impl Server {
             txn,
         };
         self.find_prefired(&changes);
-        self.outstanding.commit(zxid, changes);
+        self.prep.outstanding.commit(zxid, changes);
         if matches!(self.role, Role::Leader { .. }) {
             self.out.push(Output::Propose {
                 zxid,
@@ -327,7 +352,7 @@ impl Server {
                 });
             }
         }
-        self.proposals.push_back(Proposal {
+        self.prep.proposals.push_back(Proposal {
             record,
             origin,
             kind,

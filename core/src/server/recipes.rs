@@ -224,7 +224,7 @@ impl Server {
             cfg: &self.cfg,
             view: View {
                 tree: &self.tree,
-                outstanding: &self.outstanding,
+                outstanding: &self.prep.outstanding,
                 local: Vec::new(),
                 zxid,
                 time_ms: self.wall_ms,
@@ -482,7 +482,7 @@ impl Server {
         }
         let mut events: Vec<(String, E)> = Vec::new();
         for (path, new) in changes {
-            let old = self.outstanding.get(&self.tree, path);
+            let old = self.prep.outstanding.get(&self.tree, path);
             let parent = || wazoo_proto::path::parent(path).to_string();
             match (&old, new) {
                 (None, Some(_)) => {
