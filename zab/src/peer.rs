@@ -561,11 +561,10 @@ impl Peer {
         }
     }
 
-    /// The shell could not hand a proposal the pipeline had already
-    /// numbered to consensus ([`Peer::propose`] refused it): the leader
-    /// steps down and an election starts, so the pipeline (which resets on
-    /// the role change) and consensus agree on zxids again, rather than the
-    /// next proposal finding them apart. Does nothing unless leading.
+    /// The leader steps down and an election starts: the state machine
+    /// above it had a txn to make that [`Peer::proposal_window`] would not
+    /// take (too many proposals await a quorum), and a ZooKeeper leader
+    /// that cannot propose stops leading. Does nothing unless leading.
     pub fn abdicate(&mut self, mono_ms: u64) {
         self.mono_ms = self.mono_ms.max(mono_ms);
         if matches!(self.role, Role::Leading(_)) {

@@ -669,11 +669,10 @@ fn members_answer_looking_voters_with_the_established_vote() {
 }
 
 // ZooKeeper Internals, "Atomic Broadcast": a leader that cannot carry a
-// proposal (too many await a quorum) refuses it; the shell then has the
-// leader step down, so the pipeline, which had numbered that proposal,
-// starts again from the next leader's epoch instead of numbering apart.
+// proposal (too many await a quorum) refuses it; the member above then has
+// it step down (it abdicates), and an election starts.
 #[test]
-fn a_leader_that_refuses_a_proposal_steps_down_when_the_shell_abdicates() {
+fn a_leader_that_refuses_a_proposal_steps_down_when_it_abdicates() {
     let mut l = leader_with_follower();
     l.cfg.outstanding_proposals_max = 2;
     assert_eq!(l.propose(p(b"a"), 10), Ok(z(2, 1)));
