@@ -391,6 +391,8 @@ pub struct Conn {
     pub closing: bool,
     pub packets_received: u64,
     pub packets_sent: u64,
+    /// The zxid of the last reply header sent, as it went on the wire
+    /// (jute's `long`: -1 after an unimplemented request), for `cons`.
     pub last_zxid: i64,
     pub connected_at_ms: i64,
     pub last_latency_ms: i64,
