@@ -149,3 +149,70 @@ fn a_follower_that_loses_its_leader_closes_its_clients() {
         vec![Out::CloseLink(3), Out::Close(5), looking(2), looking(3)]
     );
 }
+
+/// Member 1 of {1,2,3} that acknowledged leader 3's epoch 2 and now awaits
+/// its sync.
+fn follower_awaiting_sync() -> Harness {
+    let mut h = member(1, 100);
+    h.zab(2, vote(3, ServerState::Following));
+    h.zab(3, vote(3, ServerState::Leading));
+    let info = Message::LeaderInfo {
+        epoch: 2,
+        confirmed: false,
+    };
+    h.zab(3, info);
+    h
+}
+
+// ZooKeeper Internals, "Atomic Broadcast": a learner too far behind gets a
+// SNAP. The member loads it before anything after it (the pipeline holds
+// the leader's state at once), and the shell stores it durably, with the
+// log dropped, before the next output.
+#[test]
+fn a_snapshot_from_the_leader_becomes_the_state_before_the_next_output() {
+    let mut h = follower_awaiting_sync();
+    let mut leader = Server::new(ServerConfig::default(), at(0));
+    leader.replay(&create_txn(0, 0, z(1, 7), "/x", 1)).unwrap();
+    let data = zab::Payload::from(TestCodec.encode(&leader.snapshot_job()));
+    let outs = h.step(Input::Zab {
+        from: 3,
+        msg: Message::Snap {
+            zxid: z(1, 7),
+            data: data.clone(),
+        },
+    });
+    assert_eq!(
+        outs,
+        vec![Out::Other(format!(
+            "{:?}",
+            Output::InstallSnapshot {
+                zxid: z(1, 7),
+                data
+            }
+        ))]
+    );
+    assert_eq!(h.m.server().last_zxid(), z(1, 7));
+    assert!(h.m.server().tree().node("/x").is_some());
+    assert!(h.m.fatal().is_none());
+}
+
+// A snapshot that does not load (or holds another zxid than announced)
+// leaves the member nothing to serve from: it stops, saying why, rather
+// than serve a state it does not have.
+#[test]
+fn a_snapshot_that_does_not_load_stops_the_member() {
+    let mut h = follower_awaiting_sync();
+    h.step(Input::Zab {
+        from: 3,
+        msg: Message::Snap {
+            zxid: z(1, 7),
+            data: zab::Payload::from(&b"not a snapshot"[..]),
+        },
+    });
+    assert!(
+        h.m.fatal()
+            .is_some_and(|why| why.starts_with("the leader's snapshot does not load")),
+        "{:?}",
+        h.m.fatal()
+    );
+}
