@@ -296,6 +296,11 @@ impl Driver {
                     next = try_next_event(rx, durable_rx, &self.feed);
                 }
             }
+            // A member whose state can no longer be trusted sends, stores
+            // and answers nothing more.
+            if let Some(why) = self.member.fatal() {
+                bail!("{why}");
+            }
             // Held records first: they come before anything proposed now.
             let log = self.log.as_ref().expect("the log is running");
             self.feed.pump(log)?;
@@ -306,9 +311,6 @@ impl Driver {
                 .update(self.member.server_mut(), self.conns.len(), &ctx.log_stats);
             if let Some(peer) = self.member.peer() {
                 ctx.metrics.set_elections(peer.stats().elections);
-            }
-            if let Some(why) = self.member.fatal() {
-                bail!("{why}");
             }
         }
         Ok(())
