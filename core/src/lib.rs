@@ -2,12 +2,15 @@
 //! randomness. Time and randomness come in as inputs.
 //!
 //! Layout: [`tree`], [`txn`], [`session`], [`watch`], [`acl`], [`recipe`]
-//! (engine trait, wait table), [`server`] (pipeline), [`snapshot`], [`time`]
-//! (the two clocks the shell passes in).
+//! (engine trait, wait table), [`server`] (pipeline), [`member`] (the
+//! pipeline joined with ZAB's `Peer`: one member's whole state machine,
+//! with its driving contract), [`snapshot`], [`time`] (the two clocks the
+//! shell passes in).
 
 #![forbid(unsafe_code)]
 
 pub mod acl;
+pub mod member;
 pub mod recipe;
 pub mod server;
 pub mod session;
@@ -17,5 +20,7 @@ pub mod tree;
 pub mod txn;
 pub mod watch;
 
+#[cfg(test)]
+mod member_tests;
 #[cfg(test)]
 mod server_tests;

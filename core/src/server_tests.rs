@@ -3,11 +3,13 @@
 
 use super::server::*;
 use super::time::Now;
+use wazoo_proto::Zxid;
 
 mod apply_refusals;
 mod clock;
 mod outbound;
 mod recipes;
+mod sessions_watches;
 mod zk_divergences;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{
@@ -36,7 +38,7 @@ struct Harness {
     /// How far the wall clock is set from the monotonic one.
     wall_step_ms: i64,
     /// Txns persisted but not yet reported durable.
-    unsynced: Vec<i64>,
+    unsynced: Vec<Zxid>,
     /// Frames per connection, in order, and whether it was closed.
     sent: std::collections::HashMap<u64, Vec<Sent>>,
     closed: Vec<u64>,
@@ -112,7 +114,7 @@ impl Harness {
                     }
                     Output::Close { conn } => self.closed.push(conn),
                     Output::Snapshot(_) => {}
-                    Output::Propose { .. } | Output::ToLeader(_) => {
+                    Output::Propose { .. } | Output::ToLeader(_) | Output::StepDown { .. } => {
                         panic!("a standalone member never replicates")
                     }
                 }
@@ -485,145 +487,6 @@ fn tree_rules_give_zookeepers_errors() {
     );
 }
 
-// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "ZooKeeper Watches": set on read, fired once, before the data
-// can be read.
-#[test]
-fn a_data_watch_fires_once_before_the_write_reply() {
-    let mut h = Harness::default();
-    h.connect(1);
-    h.connect(2);
-    ok(h.call(1, create("/w", b"", CreateMode::Persistent)));
-    ok(h.call(
-        2,
-        Request::GetData {
-            path: "/w".into(),
-            watch: true,
-        },
-    ));
-    ok(h.call(
-        1,
-        Request::SetData {
-            path: "/w".into(),
-            data: b"1".to_vec(),
-            version: -1,
-        },
-    ));
-    ok(h.call(
-        1,
-        Request::SetData {
-            path: "/w".into(),
-            data: b"2".to_vec(),
-            version: -1,
-        },
-    ));
-    assert_eq!(h.events(2), vec![(EventType::NodeDataChanged, "/w".into())]);
-}
-
-#[test]
-fn exists_watch_on_a_missing_node_fires_on_create() {
-    let mut h = Harness::default();
-    h.connect(1);
-    h.connect(2);
-    assert_eq!(
-        err(h.call(
-            2,
-            Request::Exists {
-                path: "/n".into(),
-                watch: true
-            }
-        )),
-        ErrorCode::NoNode
-    );
-    ok(h.call(1, create("/n", b"", CreateMode::Persistent)));
-    assert_eq!(h.events(2), vec![(EventType::NodeCreated, "/n".into())]);
-}
-
-#[test]
-fn child_watch_fires_on_create_and_delete_of_a_child() {
-    let mut h = Harness::default();
-    h.connect(1);
-    ok(h.call(1, create("/p", b"", CreateMode::Persistent)));
-    ok(h.call(
-        1,
-        Request::GetChildren {
-            path: "/p".into(),
-            watch: true,
-        },
-    ));
-    ok(h.call(1, create("/p/a", b"", CreateMode::Persistent)));
-    assert_eq!(
-        h.events(1),
-        vec![(EventType::NodeChildrenChanged, "/p".into())]
-    );
-}
-
-// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": expiry deletes the ephemerals and fires
-// their watches.
-#[test]
-fn session_expiry_removes_ephemerals_and_fires_watches() {
-    let mut h = Harness::default();
-    let s = h.connect_with(1, 0, vec![0; 16], 4000);
-    h.connect_with(2, 0, vec![0; 16], 40_000);
-    ok(h.call(1, create("/eph", b"", CreateMode::Ephemeral)));
-    ok(h.call(
-        2,
-        Request::Exists {
-            path: "/eph".into(),
-            watch: true,
-        },
-    ));
-    h.step(Input::Closed { conn: 1 });
-    h.now += 3000;
-    h.step(Input::Tick);
-    assert!(h.events(2).is_empty(), "not expired yet");
-    h.now += 10_000;
-    h.step(Input::Tick);
-    assert_eq!(h.events(2), vec![(EventType::NodeDeleted, "/eph".into())]);
-    // Re-attaching to the expired session is refused the ZooKeeper way.
-    let r = h.connect_with(3, s.session_id, s.passwd.clone(), 4000);
-    assert_eq!((r.session_id, r.timeout_ms), (0, 0));
-    assert!(h.closed.contains(&3));
-}
-
-#[test]
-fn reattach_with_a_wrong_password_is_refused_and_the_session_survives() {
-    let mut h = Harness::default();
-    let s = h.connect(1);
-    let r = h.connect_with(2, s.session_id, vec![1; 16], 30_000);
-    assert_eq!(r.timeout_ms, 0);
-    assert!(h.closed.contains(&2));
-    assert!(
-        !h.closed.contains(&1),
-        "a bad password does not kick the owner out"
-    );
-    let r = h.connect_with(3, s.session_id, s.passwd.clone(), 30_000);
-    assert_eq!(r.session_id, s.session_id);
-    assert!(
-        h.closed.contains(&1),
-        "the session moved: its old connection is closed"
-    );
-}
-
-#[test]
-fn close_session_deletes_ephemerals_replies_then_closes() {
-    let mut h = Harness::default();
-    h.connect(1);
-    h.connect(2);
-    ok(h.call(1, create("/e", b"", CreateMode::Ephemeral)));
-    h.call(1, Request::CloseSession);
-    assert!(h.closed.contains(&1));
-    assert_eq!(
-        err(h.call(
-            2,
-            Request::Exists {
-                path: "/e".into(),
-                watch: false
-            }
-        )),
-        ErrorCode::NoNode
-    );
-}
-
 #[test]
 fn multi_is_all_or_nothing_with_zookeepers_per_op_results() {
     let mut h = Harness::default();
@@ -806,7 +669,7 @@ fn set_watches_reports_what_was_missed_since_the_relative_zxid() {
     h.call(
         2,
         Request::SetWatches(wazoo_proto::SetWatches {
-            relative_zxid: z,
+            relative_zxid: z.to_wire(),
             data_watches: vec!["/a".into(), "/gone".into()],
             exist_watches: vec![],
             child_watches: vec![],

@@ -58,7 +58,7 @@ mod tests {
 
     fn job(tree: &DataTree) -> SnapshotJob {
         SnapshotJob {
-            zxid: 7,
+            zxid: wazoo_proto::Zxid(7),
             tree: tree.snapshot(),
             waits: RecipeWaits::default(),
             sessions: vec![(1, 4000)],

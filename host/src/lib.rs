@@ -20,6 +20,7 @@
 
 pub mod admin;
 pub mod config;
+mod driver;
 pub mod ensemble_member;
 pub mod logging;
 pub mod member;

@@ -1,14 +1,17 @@
-//! One standalone member: recovery, the core loop, the group-commit log,
-//! background snapshots and purges. The I/O shell around [`crate::core`].
+//! A member's process side: its thread, clocks, recovery of a standalone
+//! member, the snapshot payload format, recipe plugins, metrics and the
+//! shell's tokio tasks. The I/O shell around [`crate::core`].
 //!
 //! Threads:
 //! - the *member thread* runs a single-threaded tokio runtime: the tasks
-//!   that own the sockets (see [`crate::net`]) and the *core loop*, which
-//!   owns the [`Server`] state machine. It takes events from one channel
-//!   (client input from the connection tasks, durability reports from the
-//!   log writer, ticks, admin queries), handles a batch, then carries out
-//!   the outputs in order: txns to the log, bytes to connections,
-//!   snapshots to a writer thread.
+//!   that own the sockets (see [`crate::net`]) and the *core loop*
+//!   ([`crate::driver`]), which owns the member's state machine
+//!   ([`crate::core::member::Member`], standalone or in an ensemble). It
+//!   takes events from one channel (client input from the connection
+//!   tasks, durability reports from the log writer, quorum links, ticks,
+//!   admin queries), handles a batch, then carries out the outputs in the
+//!   order the machine gives them: txns to the log, bytes to connections,
+//!   messages to other members, snapshots to a writer thread.
 //! - the *log writer* (`wazoo_storage::GroupCommitLog`) fsyncs batches and
 //!   reports the durable zxid back to the core loop, which only then
 //!   applies the txns and replies: persist before acknowledging.
@@ -24,15 +27,14 @@ use anyhow::{anyhow, bail, Context, Result};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
-use crate::core::recipe::RecipeWaits;
-use crate::core::server::{Input, Output, Server, ServerConfig, SnapshotJob};
+use crate::core::member::{LoadedSnapshot, Member as CoreMember, SnapshotCodec};
+use crate::core::server::{Input, Server, ServerConfig, SnapshotJob};
 use crate::core::time::Now;
-use crate::core::tree::DataTree;
 use crate::core::txn::TxnRecord;
 use crate::core::watch::ConnId;
-use wazoo_storage::{
-    GroupCommitLog, GroupCommitOptions, LogOptions, LogStats, TryAppendError, TxnLog,
-};
+use crate::driver::{durable_callback, Driver, LogFeed};
+use wazoo_proto::Zxid;
+use wazoo_storage::{GroupCommitLog, GroupCommitOptions, LogOptions, LogStats, TxnLog};
 
 /// Bytes or a close for one connection's writer task.
 #[derive(Debug)]
@@ -52,6 +54,8 @@ pub enum Event {
     /// Several inputs from one connection, in order (a reader found more
     /// than one whole frame buffered).
     Inputs(Vec<Input>),
+    /// The log writer's report: every record up to this zxid is durable.
+    Durable(Zxid),
     /// A four-letter word to answer.
     Admin {
         word: String,
@@ -133,34 +137,6 @@ impl std::fmt::Debug for Clock {
     }
 }
 
-/// The time for a batch of events: read once per 32 events rather than per
-/// event (reading the clock was 1.5 % of a member's time under write load);
-/// a new batch starts with a fresh reading.
-pub(crate) struct BatchClock<'c> {
-    clock: &'c Clock,
-    now: Now,
-    left: u32,
-}
-
-impl<'c> BatchClock<'c> {
-    pub(crate) fn new(clock: &'c Clock) -> Self {
-        BatchClock {
-            clock,
-            now: Now::default(),
-            left: 0,
-        }
-    }
-
-    pub(crate) fn now(&mut self) -> Now {
-        if self.left == 0 {
-            self.now = self.clock.now();
-            self.left = 32;
-        }
-        self.left -= 1;
-        self.now
-    }
-}
-
 pub fn server_config(cfg: &Config) -> ServerConfig {
     ServerConfig {
         server_id: cfg.my_id.unwrap_or(0),
@@ -197,14 +173,58 @@ pub fn write_snapshot_payload(job: &SnapshotJob, w: &mut dyn Write) -> std::io::
     crate::core::snapshot::write_snapshot_body(job, w)
 }
 
-/// A snapshot read back: its zxid, the sessions, the recipe waits and the tree.
-pub type LoadedSnapshot = (i64, Vec<(i64, i32)>, RecipeWaits, DataTree);
-
 /// Reads a snapshot payload written by [`write_snapshot_payload`].
 pub fn read_snapshot_payload(bytes: &[u8]) -> Result<LoadedSnapshot> {
     let envelope = wazoo_storage::read_snapshot_envelope(bytes)?;
     let (waits, tree) = crate::core::snapshot::read_snapshot_body(envelope.version, envelope.body)?;
-    Ok((envelope.zxid, envelope.sessions, waits, tree))
+    Ok(LoadedSnapshot {
+        zxid: envelope.zxid,
+        sessions: envelope.sessions,
+        waits,
+        tree,
+    })
+}
+
+/// The snapshot payload format (storage's envelope, the core's body), for
+/// the snapshots members send each other.
+pub(crate) struct PayloadCodec;
+
+impl SnapshotCodec for PayloadCodec {
+    fn encode(&self, job: &SnapshotJob) -> Vec<u8> {
+        let mut data = Vec::new();
+        write_snapshot_payload(job, &mut data).expect("writing to memory does not fail");
+        data
+    }
+
+    fn decode(&self, bytes: &[u8]) -> std::result::Result<LoadedSnapshot, String> {
+        read_snapshot_payload(bytes).map_err(|e| format!("{e:#}"))
+    }
+}
+
+/// The pipeline as the newest valid snapshot left it (a fresh tree
+/// without one), and that snapshot's zxid.
+pub(crate) fn load_newest_snapshot(cfg: &Config, now: Now) -> Result<(Server, Zxid)> {
+    let scfg = server_config(cfg);
+    let Some((zxid, path)) = wazoo_storage::latest_valid_snapshot(snap_dir(cfg))? else {
+        return Ok((Server::new(scfg, now), Zxid::ZERO));
+    };
+    let bytes = wazoo_storage::read_snapshot(&path)?;
+    let snap = read_snapshot_payload(&bytes)
+        .with_context(|| format!("cannot load snapshot {}", path.display()))?;
+    if snap.zxid != zxid {
+        bail!(
+            "snapshot {} holds zxid {}, its name says {zxid}",
+            path.display(),
+            snap.zxid
+        );
+    }
+    tracing::info!(
+        zxid = %zxid,
+        nodes = snap.tree.node_count(),
+        "loaded snapshot"
+    );
+    let server = Server::recovered(scfg, snap.tree, snap.sessions, snap.waits, zxid, now);
+    Ok((server, zxid))
 }
 
 /// Rebuilds the state from the newest valid snapshot plus the log after it.
@@ -215,61 +235,37 @@ pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
         .with_context(|| format!("cannot create data directory {}", sdir.display()))?;
     std::fs::create_dir_all(&ldir)
         .with_context(|| format!("cannot create data log directory {}", ldir.display()))?;
-    let scfg = server_config(cfg);
     let started = std::time::Instant::now();
-    let (mut server, snap_zxid) = match wazoo_storage::latest_valid_snapshot(&sdir)? {
-        Some((zxid, path)) => {
-            let bytes = wazoo_storage::read_snapshot(&path)?;
-            let (z, sessions, waits, tree) = read_snapshot_payload(&bytes)
-                .with_context(|| format!("cannot load snapshot {}", path.display()))?;
-            if z as u64 != zxid {
-                bail!(
-                    "snapshot {} holds zxid 0x{z:x}, its name says 0x{zxid:x}",
-                    path.display()
-                );
-            }
-            tracing::info!(
-                zxid = format!("0x{z:x}"),
-                nodes = tree.node_count(),
-                "loaded snapshot"
-            );
-            (Server::recovered(scfg, tree, sessions, waits, z, now), zxid)
-        }
-        None => (Server::new(scfg, now), 0),
-    };
+    let (mut server, snap_zxid) = load_newest_snapshot(cfg, now)?;
     let (mut log, recovered) = TxnLog::open(&ldir, LogOptions::default())
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
     for r in &recovered.repairs {
         tracing::warn!("log repaired at startup: {r:?}");
     }
     if let Some(first) = recovered.first_zxid {
-        if snap_zxid > 0 && first > snap_zxid + 1 {
+        if snap_zxid > Zxid::ZERO && first > snap_zxid.next() {
             bail!(
-                "the log starts at zxid 0x{first:x} but the newest snapshot is 0x{snap_zxid:x}: txns in between are missing"
+                "the log starts at zxid {first} but the newest snapshot is {snap_zxid}: txns in between are missing"
             );
         }
-        if snap_zxid == 0 && first > 1 {
-            bail!("the log starts at zxid 0x{first:x} and there is no snapshot: txns before it are missing");
+        if snap_zxid == Zxid::ZERO && first > Zxid(1) {
+            bail!("the log starts at zxid {first} and there is no snapshot: txns before it are missing");
         }
     }
     let mut replayed = 0u64;
     for rec in log.read_from(snap_zxid)? {
         let rec = rec?;
         let txn = TxnRecord::decode(&rec.body)
-            .map_err(|e| anyhow!("log record 0x{:x} does not decode: {e}", rec.zxid))?;
-        if txn.header.zxid as u64 != rec.zxid {
-            bail!(
-                "log record 0x{:x} holds txn 0x{:x}",
-                rec.zxid,
-                txn.header.zxid
-            );
+            .map_err(|e| anyhow!("log record {} does not decode: {e}", rec.zxid))?;
+        if Zxid::from_wire(txn.header.zxid) != rec.zxid {
+            bail!("log record {} holds txn 0x{:x}", rec.zxid, txn.header.zxid);
         }
         server.replay(&txn).map_err(|e| anyhow!("{e}"))?;
         replayed += 1;
     }
     server.finish_recovery();
     tracing::info!(
-        zxid = format!("0x{:x}", server.last_zxid()),
+        zxid = %server.last_zxid(),
         replayed,
         nodes = server.tree().node_count(),
         sessions = server.sessions().len(),
@@ -381,118 +377,6 @@ pub struct Member {
     core: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
-/// The group-commit callback: durability reports go to the core loop, on a
-/// channel of their own that never blocks the writer. The writer thus never
-/// waits for the member thread (which may be waiting for room in the
-/// writer's queue: the two would deadlock); reports come at most one per
-/// fsync and the core loop takes them before anything else.
-pub(crate) fn durable_callback(
-    tx: mpsc::UnboundedSender<Event>,
-) -> impl FnMut(wazoo_storage::DurabilityReport<'_>) + Send + 'static {
-    move |report| {
-        let ev = match report {
-            Ok(zxid) => Event::Input(Input::Durable { zxid: zxid as i64 }),
-            Err(e) => Event::LogFailed(e.to_string()),
-        };
-        // The core may be gone at shutdown; nothing to do then.
-        let _ = tx.send(ev);
-    }
-}
-
-/// Records the writer's queue had no room for, beyond which the core loop
-/// stops taking new events (client work) and only takes the writer's
-/// reports until it is back under.
-pub(crate) const LOG_BACKLOG_MAX: usize = 65536;
-
-/// The member thread's side of the hand-off to the log writer. The member
-/// never blocks on the writer's queue: a slow disk must not stop it from
-/// answering reads and pings, nor deadlock it against the writer. A record
-/// the queue has no room for waits here, in zxid order, and moves on when
-/// the writer reports progress ([`LogFeed::pump`]).
-#[derive(Default)]
-pub(crate) struct LogFeed {
-    backlog: std::collections::VecDeque<(u64, Vec<u8>)>,
-}
-
-impl LogFeed {
-    /// Hands a record to the writer, or keeps it while the writer is behind.
-    pub(crate) fn append(&mut self, log: &GroupCommitLog, zxid: u64, body: Vec<u8>) -> Result<()> {
-        if self.backlog.is_empty() {
-            match log.try_append(zxid, body) {
-                Ok(()) => return Ok(()),
-                Err(TryAppendError::Full(body)) => {
-                    tracing::debug!("the log writer is behind; holding 0x{zxid:x}");
-                    self.backlog.push_back((zxid, body));
-                    return Ok(());
-                }
-                Err(TryAppendError::Refused(e)) => return Err(e.into()),
-            }
-        }
-        self.backlog.push_back((zxid, body));
-        Ok(())
-    }
-
-    /// Moves held records to the writer while its queue has room.
-    pub(crate) fn pump(&mut self, log: &GroupCommitLog) -> Result<()> {
-        while let Some((zxid, body)) = self.backlog.pop_front() {
-            match log.try_append(zxid, body) {
-                Ok(()) => {}
-                Err(TryAppendError::Full(body)) => {
-                    self.backlog.push_front((zxid, body));
-                    break;
-                }
-                Err(TryAppendError::Refused(e)) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-
-    /// Hands every held record to the writer, waiting for room (before the
-    /// writer is stopped; it never waits for this thread, so this ends).
-    pub(crate) fn flush(&mut self, log: &GroupCommitLog) -> Result<()> {
-        while let Some((zxid, body)) = self.backlog.pop_front() {
-            log.append(zxid, body)?;
-        }
-        Ok(())
-    }
-
-    /// Whether the core loop should stop taking client work until the
-    /// writer catches up.
-    pub(crate) fn over_limit(&self) -> bool {
-        self.backlog.len() >= LOG_BACKLOG_MAX
-    }
-}
-
-/// The next event for a core loop: the writer's reports first; other
-/// events only while the log is not too far behind. None: stop.
-pub(crate) async fn next_event(
-    rx: &mut mpsc::Receiver<Event>,
-    durable_rx: &mut mpsc::UnboundedReceiver<Event>,
-    feed: &LogFeed,
-) -> Option<Event> {
-    tokio::select! {
-        biased;
-        Some(ev) = durable_rx.recv() => Some(ev),
-        ev = rx.recv(), if !feed.over_limit() => ev,
-        else => None,
-    }
-}
-
-/// The next event of a batch already started, without waiting.
-pub(crate) fn try_next_event(
-    rx: &mut mpsc::Receiver<Event>,
-    durable_rx: &mut mpsc::UnboundedReceiver<Event>,
-    feed: &LogFeed,
-) -> Option<Event> {
-    if let Ok(ev) = durable_rx.try_recv() {
-        return Some(ev);
-    }
-    if feed.over_limit() {
-        return None;
-    }
-    rx.try_recv().ok()
-}
-
 /// What joining the member's thread says about how it ended.
 fn joined(r: Result<std::thread::Result<Result<()>>, tokio::task::JoinError>) -> Result<()> {
     match r {
@@ -522,7 +406,11 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
     let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
-    let group = GroupCommitLog::start(log, group_commit, durable_callback(durable_tx))?;
+    let group = GroupCommitLog::start(
+        log,
+        group_commit.clone(),
+        durable_callback(durable_tx.clone()),
+    )?;
     let listener = tokio::net::TcpListener::bind(cfg.client_addr())
         .await
         .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
@@ -530,16 +418,28 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
     let ctx = Arc::new(AdminContext {
         cfg: cfg.clone(),
         log_stats,
-        clock,
+        clock: clock.clone(),
         metrics: start_metrics(&cfg).await?,
         plugins,
     });
     spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
+    let driver = Driver {
+        member: CoreMember::standalone(server),
+        log: Some(group),
+        links: None,
+        cfg,
+        clock,
+        durable_tx,
+        group_commit,
+        feed: LogFeed::default(),
+        conns: HashMap::new(),
+        snapshot_busy: Arc::default(),
+    };
     Ok(Started {
         client_addr,
         events: tx,
-        core: Box::pin(core_loop(server, rx, durable_rx, group, ctx, cfg)),
+        core: Box::pin(driver.run(rx, durable_rx, ctx)),
     })
 }
 
@@ -676,191 +576,3 @@ pub(crate) fn spawn_shell_tasks(
     Ok(())
 }
 
-async fn core_loop(
-    mut server: Server,
-    mut rx: mpsc::Receiver<Event>,
-    mut durable_rx: mpsc::UnboundedReceiver<Event>,
-    log: GroupCommitLog,
-    ctx: Arc<AdminContext>,
-    cfg: Config,
-) -> Result<()> {
-    let mut conns: HashMap<ConnId, crate::net::ConnTx> = HashMap::new();
-    let snapshot_busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut feed = LogFeed::default();
-    let mut result = Ok(());
-    'outer: while let Some(ev) = next_event(&mut rx, &mut durable_rx, &feed).await {
-        let mut clock = BatchClock::new(&ctx.clock);
-        let mut next = Some(ev);
-        let mut handled = 0;
-        while let Some(ev) = next.take() {
-            let now = clock.now();
-            match ev {
-                Event::Register { conn, tx } => {
-                    conns.insert(conn, tx);
-                }
-                Event::Input(input) => {
-                    if let Input::Closed { conn } = &input {
-                        conns.remove(conn);
-                    }
-                    server.handle(input, now);
-                }
-                Event::Inputs(inputs) => {
-                    for input in inputs {
-                        server.handle(input, now);
-                    }
-                }
-                Event::Admin { word, reply } => {
-                    crate::admin::resets_stats(&word, &mut server);
-                    let text = crate::admin::four_letter(&word, &server, &ctx, conns.len(), None);
-                    let _ = reply.send(text);
-                }
-                Event::LogFailed(e) => {
-                    tracing::error!("the transaction log failed, stopping: {e}");
-                    result = Err(anyhow!("transaction log failed: {e}"));
-                    break 'outer;
-                }
-                Event::Shutdown => break 'outer,
-                Event::Link(_) => {}
-            }
-            handled += 1;
-            if handled < 4096 {
-                next = try_next_event(&mut rx, &mut durable_rx, &feed);
-            }
-        }
-        if let Some(why) = server.fatal() {
-            tracing::error!("stopping: {why}");
-            result = Err(anyhow!("stopping: {why}"));
-            break 'outer;
-        }
-        let outputs = server.take_outputs();
-        ctx.metrics.update(&mut server, conns.len(), &ctx.log_stats);
-        if let Err(e) = feed.pump(&log) {
-            tracing::error!("cannot append to the transaction log, stopping: {e}");
-            result = Err(anyhow!("transaction log append failed: {e}"));
-            break 'outer;
-        }
-        for out in outputs {
-            match out {
-                Output::Persist { zxid, record } => {
-                    if let Err(e) = feed.append(&log, zxid as u64, record) {
-                        tracing::error!("cannot append to the transaction log, stopping: {e}");
-                        result = Err(anyhow!("transaction log append failed: {e}"));
-                        break 'outer;
-                    }
-                }
-                Output::Send {
-                    conn,
-                    bytes,
-                    replies,
-                } => {
-                    if let Some(tx) = conns.get(&conn) {
-                        let _ = tx.send(ConnMsg::Bytes { bytes, replies });
-                    }
-                }
-                Output::Close { conn } => {
-                    if let Some(tx) = conns.get(&conn) {
-                        let _ = tx.send(ConnMsg::Close);
-                    }
-                }
-                Output::Snapshot(job) => {
-                    start_snapshot(&cfg, *job, Arc::clone(&snapshot_busy));
-                }
-                Output::Propose { .. } | Output::ToLeader(_) => {
-                    tracing::error!("a standalone member was asked to replicate; ignoring");
-                }
-            }
-        }
-    }
-    for tx in conns.values() {
-        let _ = tx.send(ConnMsg::Close);
-    }
-    if result.is_ok() {
-        if let Err(e) = feed.flush(&log) {
-            tracing::warn!("closing the transaction log: {e}");
-        }
-    }
-    if let Err(e) = log.shutdown() {
-        tracing::warn!("closing the transaction log: {e}");
-    }
-    result
-}
-
-/// Writes a snapshot on a background thread; skipped if one is running.
-fn start_snapshot(cfg: &Config, job: SnapshotJob, busy: Arc<std::sync::atomic::AtomicBool>) {
-    use std::sync::atomic::Ordering;
-    if busy.swap(true, Ordering::AcqRel) {
-        tracing::warn!("a snapshot is still being written; skipping this one");
-        return;
-    }
-    let dir = snap_dir(cfg);
-    let spawned = std::thread::Builder::new()
-        .name("wazoo-snapshot".into())
-        .spawn(move || {
-            let started = std::time::Instant::now();
-            let r = wazoo_storage::write_snapshot(&dir, job.zxid as u64, |w| {
-                write_snapshot_payload(&job, w)
-            });
-            match r {
-                Ok(p) => tracing::info!(
-                    path = %p.display(),
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "snapshot written"
-                ),
-                Err(e) => tracing::error!("snapshot at 0x{:x} failed: {e}", job.zxid),
-            }
-            busy.store(false, Ordering::Release);
-        });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the snapshot thread: {e}");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A slow disk: the member thread hands records over without ever
-    /// waiting for the writer, and the writer commits them all while the
-    /// member reads none of its reports (it never waits for the member).
-    #[test]
-    fn a_slow_log_writer_neither_blocks_the_member_nor_waits_for_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let (log, _) = TxnLog::open(dir.path(), LogOptions::default()).unwrap();
-        let (tx, mut reports) = mpsc::unbounded_channel();
-        let opts = GroupCommitOptions {
-            queue_capacity: 2,
-            sync_delay: Some(Duration::from_millis(100)),
-            ..GroupCommitOptions::default()
-        };
-        let group = GroupCommitLog::start(log, opts, durable_callback(tx)).unwrap();
-        let mut feed = LogFeed::default();
-        for zxid in 1..=40u64 {
-            feed.append(&group, zxid, vec![7; 16]).unwrap();
-        }
-        assert!(
-            !feed.backlog.is_empty(),
-            "a queue of 2 behind a 100 ms fsync cannot have taken 40 records"
-        );
-        // The member keeps pumping as a core loop does after every batch,
-        // but does not read a single report until the end.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while group.durable_zxid() < 40 {
-            assert!(
-                Instant::now() < deadline,
-                "the writer stopped making progress"
-            );
-            feed.pump(&group).unwrap();
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(feed.backlog.is_empty());
-        let mut last = 0;
-        while let Ok(ev) = reports.try_recv() {
-            match ev {
-                Event::Input(Input::Durable { zxid }) => last = zxid,
-                _ => panic!("unexpected report"),
-            }
-        }
-        assert_eq!(last, 40, "the last report covers every record");
-        group.shutdown().unwrap();
-    }
-}

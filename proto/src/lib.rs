@@ -9,6 +9,7 @@
 //! - [`error`]: [`ErrorCode`], `KeeperException.Code` with wire numbers.
 //! - [`consts`]: opcodes, xids, create modes, permissions, event types.
 //! - [`path`]: the path rules of the data model.
+//! - [`Zxid`]: the transaction id every wazoo crate uses.
 
 #![forbid(unsafe_code)]
 
@@ -18,8 +19,10 @@ pub mod frame;
 pub mod jute;
 pub mod path;
 pub mod records;
+mod zxid;
 
 pub use consts::*;
 pub use error::ErrorCode;
 pub use jute::{DecodeError, Jute, Reader, Writer};
 pub use records::*;
+pub use zxid::Zxid;

@@ -14,6 +14,7 @@
 //! from bytes that came off disk or from another member, so every length is
 //! checked against what is left before anything is allocated.
 
+use crate::Zxid;
 use std::io::{self, Write};
 
 /// The first four bytes of every snapshot payload.
@@ -30,7 +31,7 @@ pub struct SnapshotEnvelope<'a> {
     /// The format version: [`SNAPSHOT_VERSION`] or 1.
     pub version: u32,
     /// The last zxid the snapshot holds.
-    pub zxid: i64,
+    pub zxid: Zxid,
     /// (session id, timeout in ms) of every live session.
     pub sessions: Vec<(i64, i32)>,
     /// The state machine's bytes after the envelope.
@@ -53,13 +54,13 @@ pub enum EnvelopeError {
 /// Writes the envelope of a snapshot at `zxid` (version
 /// [`SNAPSHOT_VERSION`]); the caller writes the body after it.
 pub fn write_snapshot_envelope(
-    zxid: i64,
+    zxid: Zxid,
     sessions: &[(i64, i32)],
     w: &mut dyn Write,
 ) -> io::Result<()> {
     w.write_all(SNAPSHOT_MAGIC)?;
     w.write_all(&SNAPSHOT_VERSION.to_be_bytes())?;
-    w.write_all(&zxid.to_be_bytes())?;
+    w.write_all(&zxid.0.to_be_bytes())?;
     w.write_all(&(sessions.len() as u64).to_be_bytes())?;
     for (id, timeout) in sessions {
         w.write_all(&id.to_be_bytes())?;
@@ -79,7 +80,7 @@ pub fn read_snapshot_envelope(bytes: &[u8]) -> Result<SnapshotEnvelope<'_>, Enve
     if version != SNAPSHOT_VERSION && version != 1 {
         return Err(EnvelopeError::UnsupportedVersion(version));
     }
-    let zxid = i64::from_be_bytes(take(&mut r)?);
+    let zxid = Zxid(u64::from_be_bytes(take(&mut r)?));
     let n = u64::from_be_bytes(take(&mut r)?);
     if n > (r.len() / SESSION_BYTES) as u64 {
         return Err(EnvelopeError::TooManySessions(n));
@@ -108,9 +109,9 @@ fn take<const N: usize>(r: &mut &[u8]) -> Result<[u8; N], EnvelopeError> {
 mod tests {
     use super::*;
 
-    fn written(zxid: i64, sessions: &[(i64, i32)], body: &[u8]) -> Vec<u8> {
+    fn written(zxid: u64, sessions: &[(i64, i32)], body: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        write_snapshot_envelope(zxid, sessions, &mut out).unwrap();
+        write_snapshot_envelope(Zxid(zxid), sessions, &mut out).unwrap();
         out.extend_from_slice(body);
         out
     }
@@ -123,7 +124,7 @@ mod tests {
             env,
             SnapshotEnvelope {
                 version: SNAPSHOT_VERSION,
-                zxid: 0x1_0000_0007,
+                zxid: Zxid(0x1_0000_0007),
                 sessions: vec![(5, 4000), (-3, 30000)],
                 body: b"tree",
             }

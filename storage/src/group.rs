@@ -25,6 +25,7 @@ use std::thread::{self, JoinHandle};
 
 use crate::error::{Result, StorageError};
 use crate::log::{LogStats, TxnLog};
+use crate::Zxid;
 
 /// Tuning of a [`GroupCommitLog`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +56,7 @@ impl Default for GroupCommitOptions {
 /// What the writer thread reports after each batch: `Ok(zxid)` when every
 /// record up to `zxid` is durable, or `Err` once, when the writer failed and
 /// stopped (nothing queued after the last `Ok` is durable then).
-pub type DurabilityReport<'a> = std::result::Result<u64, &'a StorageError>;
+pub type DurabilityReport<'a> = std::result::Result<Zxid, &'a StorageError>;
 
 /// Why [`GroupCommitLog::try_append`] did not queue a record.
 #[derive(Debug, thiserror::Error)]
@@ -103,10 +104,10 @@ impl GroupCommitLog {
         F: FnMut(DurabilityReport<'_>) + Send + 'static,
     {
         let (tx, rx) = mpsc::sync_channel(opts.queue_capacity);
-        let last = log.last_zxid();
+        let last = log.last_zxid().0;
         let max_record_bytes = log.options().max_record_bytes;
         let stats = log.stats();
-        let durable = Arc::new(AtomicU64::new(log.durable_zxid()));
+        let durable = Arc::new(AtomicU64::new(log.durable_zxid().0));
         let writer = Writer {
             log,
             rx,
@@ -138,7 +139,8 @@ impl GroupCommitLog {
     /// Fails with [`StorageError::ZxidNotIncreasing`] or
     /// [`StorageError::RecordTooLarge`] for a caller bug (the writer keeps
     /// running), or [`StorageError::WriterStopped`] once the writer has failed.
-    pub fn append(&self, zxid: u64, body: Vec<u8>) -> Result<()> {
+    pub fn append(&self, zxid: Zxid, body: Vec<u8>) -> Result<()> {
+        let zxid = zxid.0;
         let mut queue = self.lock_queue();
         let tx = self.admit(&queue, zxid, body.len())?;
         tx.send((zxid, body))
@@ -150,7 +152,8 @@ impl GroupCommitLog {
     /// Like [`GroupCommitLog::append`] but never blocks: a full queue gives
     /// the body back in [`TryAppendError::Full`]. For callers on an async
     /// runtime that must not block a worker thread.
-    pub fn try_append(&self, zxid: u64, body: Vec<u8>) -> Result<(), TryAppendError> {
+    pub fn try_append(&self, zxid: Zxid, body: Vec<u8>) -> Result<(), TryAppendError> {
+        let zxid = zxid.0;
         let mut queue = self.lock_queue();
         let tx = self.admit(&queue, zxid, body.len())?;
         match tx.try_send((zxid, body)) {
@@ -164,8 +167,8 @@ impl GroupCommitLog {
     }
 
     /// The highest zxid known to be durable (as last reported to the callback).
-    pub fn durable_zxid(&self) -> u64 {
-        self.durable.load(Ordering::Acquire)
+    pub fn durable_zxid(&self) -> Zxid {
+        Zxid(self.durable.load(Ordering::Acquire))
     }
 
     /// The log's counters (fsyncs, commits), readable while the writer runs.
@@ -250,7 +253,7 @@ impl Writer {
                 return Err(error);
             }
             let durable = self.log.durable_zxid();
-            self.durable.store(durable, Ordering::Release);
+            self.durable.store(durable.0, Ordering::Release);
             on_durable(Ok(durable));
         }
         Ok(self.log)
@@ -259,13 +262,13 @@ impl Writer {
     /// Appends `first` and everything already queued behind it, then syncs once.
     fn commit_batch(&mut self, first: Append) -> Result<()> {
         let mut bytes = first.1.len();
-        self.log.append(first.0, &first.1)?;
+        self.log.append(Zxid(first.0), &first.1)?;
         while bytes < self.max_batch_bytes {
             let Ok((zxid, body)) = self.rx.try_recv() else {
                 break;
             };
             bytes += body.len();
-            self.log.append(zxid, &body)?;
+            self.log.append(Zxid(zxid), &body)?;
         }
         #[cfg(feature = "fault-hooks")]
         if let Some(delay) = self.sync_delay {

@@ -26,11 +26,11 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), wazoo_storage::StorageError> {
-//! use wazoo_storage::{latest_valid_snapshot, read_snapshot, LogOptions, TxnLog};
+//! use wazoo_storage::{latest_valid_snapshot, read_snapshot, LogOptions, TxnLog, Zxid};
 //! let (mut log, _recovered) = TxnLog::open("/var/lib/wazoo/log", LogOptions::default())?;
 //! let (snap_zxid, state) = match latest_valid_snapshot("/var/lib/wazoo/data")? {
 //!     Some((zxid, path)) => (zxid, read_snapshot(path)?),
-//!     None => (0, Vec::new()),
+//!     None => (Zxid::ZERO, Vec::new()),
 //! };
 //! # let _ = state;
 //! for record in log.read_from(snap_zxid)? {
@@ -127,3 +127,6 @@ pub use recovery::{Recovered, Repair, TailDefect};
 pub use snapshot::{
     latest_valid_snapshot, list_snapshots, read_snapshot, verify_snapshot, write_snapshot,
 };
+/// The transaction id records and snapshots are keyed by (on disk, its
+/// 64 bits as the format says; everywhere else, this type).
+pub use wazoo_proto::Zxid;

@@ -29,6 +29,7 @@ use crate::segment::{
     file_header, open_segment, record_header, Frame, HeaderState, RecordReader, FILE_HEADER_LEN,
     RECORD_HEADER_LEN, SEGMENT_PREFIX,
 };
+use crate::Zxid;
 
 /// Tuning of a [`TxnLog`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,7 +156,7 @@ impl TxnLog {
         let recovered = recover(&dir)?;
         let stats = Arc::new(LogStats::default());
         stats.count_fsyncs(recovered.fsyncs);
-        let last_zxid = recovered.report.last_zxid;
+        let last_zxid = recovered.report.last_zxid.0;
         let log = TxnLog {
             dir,
             opts,
@@ -180,19 +181,19 @@ impl TxnLog {
     }
 
     /// Zxid of the last record appended (durable or not); 0 if the log is empty.
-    pub fn last_zxid(&self) -> u64 {
-        self.last_zxid
+    pub fn last_zxid(&self) -> Zxid {
+        Zxid(self.last_zxid)
     }
 
     /// Zxid of the last record known to be on disk; 0 if none.
-    pub fn durable_zxid(&self) -> u64 {
-        self.durable_zxid
+    pub fn durable_zxid(&self) -> Zxid {
+        Zxid(self.durable_zxid)
     }
 
     /// Zxid of the oldest record in the log, if any (as known to this handle:
     /// a concurrent [`crate::purge`] may have removed older segments since).
-    pub fn first_zxid(&self) -> Option<u64> {
-        self.segments.first().map(|s| s.zxid)
+    pub fn first_zxid(&self) -> Option<Zxid> {
+        self.segments.first().map(|s| Zxid(s.zxid))
     }
 
     /// Paths of the segment files, oldest first.
@@ -212,7 +213,8 @@ impl TxnLog {
     /// if `zxid` is not above [`TxnLog::last_zxid`] (zxid 0 never is), and with
     /// [`StorageError::RecordTooLarge`] if the body exceeds
     /// [`LogOptions::max_record_bytes`].
-    pub fn append(&mut self, zxid: u64, body: &[u8]) -> Result<()> {
+    pub fn append(&mut self, zxid: Zxid, body: &[u8]) -> Result<()> {
+        let zxid = zxid.0;
         self.check_usable()?;
         self.check_append(zxid, body.len())?;
         self.guarded(|log| log.append_unchecked(zxid, body))
@@ -231,7 +233,8 @@ impl TxnLog {
     /// `zxid` is cut after it and fsynced. Records up to `zxid` are durable
     /// afterwards (when nothing is above `zxid` this is just a [`TxnLog::sync`]).
     /// Appends continue in a new segment.
-    pub fn truncate_after(&mut self, zxid: u64) -> Result<()> {
+    pub fn truncate_after(&mut self, zxid: Zxid) -> Result<()> {
+        let zxid = zxid.0;
         self.check_usable()?;
         if zxid >= self.last_zxid {
             return self.sync();
@@ -243,13 +246,13 @@ impl TxnLog {
     /// [`TxnLog::last_zxid`] as of this call, in order. Buffered records are
     /// written out (not fsynced) first so that they are included. Recovery
     /// replays `read_from(snapshot_zxid)`.
-    pub fn read_from(&mut self, from_zxid: u64) -> Result<LogIter> {
+    pub fn read_from(&mut self, from_zxid: Zxid) -> Result<LogIter> {
         self.check_usable()?;
         self.guarded(|log| match &mut log.active {
             Some(active) => active.out.flush().at(&active.path),
             None => Ok(()),
         })?;
-        LogIter::over(&self.segments, from_zxid, self.last_zxid)
+        LogIter::over(&self.segments, from_zxid.0, self.last_zxid)
     }
 
     fn check_usable(&self) -> Result<()> {

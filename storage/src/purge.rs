@@ -21,6 +21,7 @@ use crate::error::{IoContext, Result, StorageError};
 use crate::fsutil::{fsync_dir, parse_zxid_file_name};
 use crate::recovery::list_segments;
 use crate::snapshot::{is_skippable, list_snapshots, verify_snapshot, SNAPSHOT_PREFIX, TMP_SUFFIX};
+use crate::Zxid;
 
 /// The smallest `keep_count` [`purge`] accepts, as ZooKeeper's
 /// `autopurge.snapRetainCount`.
@@ -30,7 +31,7 @@ pub const MIN_SNAP_RETAIN_COUNT: usize = 3;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PurgeReport {
     /// Zxid of the oldest snapshot kept, if enough valid snapshots existed to purge.
-    pub oldest_kept_snapshot: Option<u64>,
+    pub oldest_kept_snapshot: Option<Zxid>,
     /// Snapshot files deleted (valid or not), including stale `.tmp` leftovers.
     pub removed_snapshots: Vec<PathBuf>,
     /// Log segments deleted.
@@ -67,7 +68,7 @@ pub fn purge(
     report.removed_snapshots = remove_snapshots_before(snap_dir, oldest_kept)?;
     report.removed_segments = remove_segments_before(log_dir, oldest_kept)?;
     tracing::info!(
-        oldest_kept,
+        oldest_kept = %oldest_kept,
         snapshots = report.removed_snapshots.len(),
         segments = report.removed_segments.len(),
         "purged old snapshots and log segments"
@@ -76,7 +77,7 @@ pub fn purge(
 }
 
 /// Zxid of the `keep_count`-th newest valid snapshot, if there are that many.
-fn oldest_kept_snapshot(snap_dir: &Path, keep_count: usize) -> Result<Option<u64>> {
+fn oldest_kept_snapshot(snap_dir: &Path, keep_count: usize) -> Result<Option<Zxid>> {
     let mut valid = 0;
     for (zxid, path) in list_snapshots(snap_dir)?.into_iter().rev() {
         match verify_snapshot(&path) {
@@ -94,13 +95,13 @@ fn oldest_kept_snapshot(snap_dir: &Path, keep_count: usize) -> Result<Option<u64
 }
 
 /// Deletes snapshots (and `.tmp` leftovers) with a zxid below `oldest_kept`.
-fn remove_snapshots_before(snap_dir: &Path, oldest_kept: u64) -> Result<Vec<PathBuf>> {
+fn remove_snapshots_before(snap_dir: &Path, oldest_kept: Zxid) -> Result<Vec<PathBuf>> {
     let mut doomed: Vec<PathBuf> = list_snapshots(snap_dir)?
         .into_iter()
         .filter(|(zxid, _)| *zxid < oldest_kept)
         .map(|(_, path)| path)
         .collect();
-    doomed.extend(stale_tmp_files(snap_dir, oldest_kept)?);
+    doomed.extend(stale_tmp_files(snap_dir, oldest_kept.0)?);
     remove_all(snap_dir, doomed)
 }
 
@@ -124,7 +125,8 @@ fn stale_tmp_files(snap_dir: &Path, oldest_kept: u64) -> Result<Vec<PathBuf>> {
 
 /// Deletes the segments older than the newest one starting at or before
 /// `snapshot_zxid`.
-fn remove_segments_before(log_dir: &Path, snapshot_zxid: u64) -> Result<Vec<PathBuf>> {
+fn remove_segments_before(log_dir: &Path, snapshot_zxid: Zxid) -> Result<Vec<PathBuf>> {
+    let snapshot_zxid = snapshot_zxid.0;
     let segments = list_segments(log_dir)?;
     let needed_from = segments
         .iter()

@@ -12,12 +12,13 @@ use crate::recovery::{corrupt, list_segments};
 use crate::segment::{
     open_segment, Frame, HeaderState, OpenSegment, RecordReader, FILE_HEADER_LEN,
 };
+use crate::Zxid;
 
 /// One log record: its zxid and the opaque body appended with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
     /// The record's zxid.
-    pub zxid: u64,
+    pub zxid: Zxid,
     /// The body, byte for byte as appended.
     pub body: Vec<u8>,
 }
@@ -46,8 +47,8 @@ pub struct LogIter {
 /// durable as `up_to_zxid`, so that the reader stops before the records still
 /// being written. Records are expected to be complete up to `up_to_zxid`; a
 /// partial record before it is reported as corruption.
-pub fn read_log(dir: &Path, from_zxid: u64, up_to_zxid: u64) -> Result<LogIter> {
-    LogIter::over(&list_segments(dir)?, from_zxid, up_to_zxid)
+pub fn read_log(dir: &Path, from_zxid: Zxid, up_to_zxid: Zxid) -> Result<LogIter> {
+    LogIter::over(&list_segments(dir)?, from_zxid.0, up_to_zxid.0)
 }
 
 impl LogIter {
@@ -97,7 +98,10 @@ impl LogIter {
                     self.done = zxid == self.up_to_zxid;
                     if zxid > self.from_zxid {
                         let body = reader.take_body();
-                        return Ok(Some(LogRecord { zxid, body }));
+                        return Ok(Some(LogRecord {
+                            zxid: Zxid(zxid),
+                            body,
+                        }));
                     }
                     if self.done {
                         return Ok(None);

@@ -88,6 +88,7 @@ use crate::segment::{
     valid_record_follows, Frame, HeaderProblem, HeaderState, OpenSegment, RecordReader,
     FILE_HEADER_LEN, RECORD_HEADER_LEN, SEGMENT_PREFIX,
 };
+use crate::Zxid;
 
 /// The smallest unit a disk writes all or nothing of (512 bytes, the
 /// smallest sector size in use; pages and file system blocks are multiples
@@ -99,9 +100,9 @@ const SECTOR_BYTES: u64 = 512;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovered {
     /// Zxid of the oldest record in the log, if any.
-    pub first_zxid: Option<u64>,
+    pub first_zxid: Option<Zxid>,
     /// Zxid of the newest record in the log, 0 if the log is empty.
-    pub last_zxid: u64,
+    pub last_zxid: Zxid,
     /// Number of valid records.
     pub records: u64,
     /// Number of segment files holding them.
@@ -216,8 +217,8 @@ pub(crate) fn recover(dir: &Path) -> Result<RecoveredLog> {
         fsync_file(&last.path)?;
         log.fsyncs += 1;
     }
-    log.report.first_zxid = log.segments.first().map(|s| s.zxid);
-    log.report.last_zxid = prev_zxid;
+    log.report.first_zxid = log.segments.first().map(|s| Zxid(s.zxid));
+    log.report.last_zxid = Zxid(prev_zxid);
     log.report.segments = log.segments.len();
     Ok(log)
 }

@@ -41,6 +41,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result, SnapshotDefect, StorageError};
 use crate::fsutil::{fsync_dir, list_zxid_files, parse_zxid_file_name, read_full, zxid_file_name};
+use crate::Zxid;
 
 /// File name prefix of snapshots: `snapshot.<zxid, 16 hex digits>`.
 pub(crate) const SNAPSHOT_PREFIX: &str = "snapshot.";
@@ -57,12 +58,13 @@ const TRAILER_LEN: u64 = 16;
 /// `write_payload` streams the serialized state into the writer it is given.
 /// If it (or any write) fails, no snapshot appears and the temporary file is
 /// removed. An existing snapshot with the same zxid is replaced atomically.
-pub fn write_snapshot<F>(dir: impl AsRef<Path>, zxid: u64, write_payload: F) -> Result<PathBuf>
+pub fn write_snapshot<F>(dir: impl AsRef<Path>, zxid: Zxid, write_payload: F) -> Result<PathBuf>
 where
     F: FnOnce(&mut dyn Write) -> io::Result<()>,
 {
     let dir = dir.as_ref();
     fs::create_dir_all(dir).at(dir)?;
+    let zxid = zxid.0;
     let name = zxid_file_name(SNAPSHOT_PREFIX, zxid);
     let path = dir.join(&name);
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
@@ -125,7 +127,7 @@ pub fn read_snapshot(path: impl AsRef<Path>) -> Result<Vec<u8>> {
 
 /// Verifies a snapshot without keeping it in memory; returns its zxid.
 /// Fails with [`StorageError::InvalidSnapshot`] if it is torn or damaged.
-pub fn verify_snapshot(path: impl AsRef<Path>) -> Result<u64> {
+pub fn verify_snapshot(path: impl AsRef<Path>) -> Result<Zxid> {
     let path = path.as_ref();
     let invalid = |defect| invalid(path, defect);
     let mut file = File::open(path).at(path)?;
@@ -145,13 +147,13 @@ pub fn verify_snapshot(path: impl AsRef<Path>) -> Result<u64> {
     file.seek(SeekFrom::Start(0)).at(path)?;
     let computed = crc_of_prefix(file, len - TRAILER_LEN).at(path)?;
     check_crc(stored_crc, computed).map_err(invalid)?;
-    Ok(zxid)
+    Ok(Zxid(zxid))
 }
 
 /// The valid snapshot with the highest zxid in `dir`, if any. Invalid ones
 /// are skipped with a `tracing::warn!`, falling back to older snapshots;
 /// `.tmp` leftovers are ignored. A missing directory has no snapshot.
-pub fn latest_valid_snapshot(dir: impl AsRef<Path>) -> Result<Option<(u64, PathBuf)>> {
+pub fn latest_valid_snapshot(dir: impl AsRef<Path>) -> Result<Option<(Zxid, PathBuf)>> {
     for (zxid, path) in list_snapshots(dir)?.into_iter().rev() {
         match verify_snapshot(&path) {
             Ok(_) => return Ok(Some((zxid, path))),
@@ -166,9 +168,9 @@ pub fn latest_valid_snapshot(dir: impl AsRef<Path>) -> Result<Option<(u64, PathB
 
 /// The snapshot files in `dir` (valid or not), oldest first, with the zxids
 /// their names carry.
-pub fn list_snapshots(dir: impl AsRef<Path>) -> Result<Vec<(u64, PathBuf)>> {
+pub fn list_snapshots(dir: impl AsRef<Path>) -> Result<Vec<(Zxid, PathBuf)>> {
     let files = list_zxid_files(dir.as_ref(), SNAPSHOT_PREFIX, |_| {})?;
-    Ok(files.into_iter().map(|f| (f.zxid, f.path)).collect())
+    Ok(files.into_iter().map(|f| (Zxid(f.zxid), f.path)).collect())
 }
 
 /// Errors that make one snapshot unusable without making the others suspect:

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use common::*;
+use wazoo_storage::Zxid;
 use wazoo_storage::{
     DurabilityReport, GroupCommitLog, GroupCommitOptions, LogOptions, StorageError, TryAppendError,
 };
@@ -18,7 +19,7 @@ use wazoo_storage::{
 /// A callback that forwards reports as owned values.
 fn forward(tx: mpsc::Sender<Result<u64, String>>) -> impl FnMut(DurabilityReport<'_>) + Send {
     move |report| {
-        let _ = tx.send(report.map_err(|e| e.to_string()));
+        let _ = tx.send(report.map(|z| z.0).map_err(|e| e.to_string()));
     }
 }
 
@@ -39,7 +40,9 @@ fn appends_from_several_threads_are_committed_in_at_most_two_fsync_batches() {
             first = false;
             release_rx.recv().unwrap();
         }
-        report_tx.send(report.map_err(|e| e.to_string())).unwrap();
+        report_tx
+            .send(report.map(|z| z.0).map_err(|e| e.to_string()))
+            .unwrap();
     };
     let gc_opts = GroupCommitOptions {
         queue_capacity: TOTAL as usize,
@@ -58,7 +61,7 @@ fn appends_from_several_threads_are_committed_in_at_most_two_fsync_batches() {
                 for _ in 0..PER_THREAD {
                     let mut z = next_zxid.lock().unwrap();
                     *z += 1;
-                    gcl.append(*z, body(*z)).unwrap();
+                    gcl.append(Zxid(*z), body(*z)).unwrap();
                 }
             })
         })
@@ -76,7 +79,7 @@ fn appends_from_several_threads_are_committed_in_at_most_two_fsync_batches() {
     assert!(reported.len() <= 2, "batches reported: {reported:?}");
     assert!(stats.commits() <= 2, "commits: {}", stats.commits());
     assert_eq!(stats.appends(), TOTAL);
-    assert_eq!(gcl.durable_zxid(), TOTAL);
+    assert_eq!(gcl.durable_zxid().0, TOTAL);
 
     let gcl = Arc::into_inner(gcl).unwrap();
     let mut log = gcl.shutdown().unwrap();
@@ -93,7 +96,7 @@ fn every_append_is_reported_durable_in_increasing_order() {
     let (tx, rx) = mpsc::channel();
     let gcl = GroupCommitLog::start(log, GroupCommitOptions::default(), forward(tx)).unwrap();
     for z in 1..=300 {
-        gcl.append(z, body(z)).unwrap();
+        gcl.append(Zxid(z), body(z)).unwrap();
     }
     let mut last = 0;
     while last < 300 {
@@ -111,10 +114,10 @@ fn shutdown_commits_everything_still_queued() {
     let (log, _) = open(dir.path(), opts());
     let gcl = GroupCommitLog::start(log, GroupCommitOptions::default(), |_| {}).unwrap();
     for z in 1..=100 {
-        gcl.append(z, body(z)).unwrap();
+        gcl.append(Zxid(z), body(z)).unwrap();
     }
     let log = gcl.shutdown().unwrap();
-    assert_eq!(log.durable_zxid(), 100);
+    assert_eq!(log.durable_zxid().0, 100);
     drop(log);
     let (mut log, _) = open(dir.path(), opts());
     assert_eq!(records(&mut log), expected(1..=100));
@@ -131,23 +134,23 @@ fn caller_contract_violations_are_refused_at_append_and_the_writer_keeps_running
     append_all(&mut log, [1, 2]);
     let gcl = GroupCommitLog::start(log, GroupCommitOptions::default(), |_| {}).unwrap();
     assert!(matches!(
-        gcl.append(2, vec![1]),
+        gcl.append(Zxid(2), vec![1]),
         Err(StorageError::ZxidNotIncreasing { last: 2, zxid: 2 })
     ));
-    gcl.append(3, body(3)).unwrap();
+    gcl.append(Zxid(3), body(3)).unwrap();
     assert!(matches!(
-        gcl.append(3, vec![1]),
+        gcl.append(Zxid(3), vec![1]),
         Err(StorageError::ZxidNotIncreasing { last: 3, zxid: 3 })
     ));
     assert!(matches!(
-        gcl.append(4, vec![0; 65]),
+        gcl.append(Zxid(4), vec![0; 65]),
         Err(StorageError::RecordTooLarge { len: 65, max: 64 })
     ));
     assert!(matches!(
-        gcl.try_append(4, vec![0; 65]),
+        gcl.try_append(Zxid(4), vec![0; 65]),
         Err(TryAppendError::Refused(StorageError::RecordTooLarge { .. }))
     ));
-    gcl.try_append(4, body(4)).unwrap();
+    gcl.try_append(Zxid(4), body(4)).unwrap();
     let mut log = gcl.shutdown().unwrap();
     assert_eq!(records(&mut log), expected(1..=4));
 }
@@ -171,16 +174,16 @@ fn try_append_hands_the_body_back_when_the_queue_is_full() {
         ..GroupCommitOptions::default()
     };
     let gcl = GroupCommitLog::start(log, gc_opts, on_durable).unwrap();
-    gcl.append(1, body(1)).unwrap();
+    gcl.append(Zxid(1), body(1)).unwrap();
     entered_rx.recv().unwrap(); // the writer is parked in its callback
-    gcl.try_append(2, body(2)).unwrap();
-    gcl.try_append(3, body(3)).unwrap();
-    match gcl.try_append(4, body(4)) {
+    gcl.try_append(Zxid(2), body(2)).unwrap();
+    gcl.try_append(Zxid(3), body(3)).unwrap();
+    match gcl.try_append(Zxid(4), body(4)) {
         Err(TryAppendError::Full(b)) => assert_eq!(b, body(4)),
         other => panic!("expected Full, got {other:?}"),
     }
     release_tx.send(()).unwrap();
-    gcl.append(4, body(4)).unwrap(); // zxid 4 was not consumed by the failed try
+    gcl.append(Zxid(4), body(4)).unwrap(); // zxid 4 was not consumed by the failed try
     let mut log = gcl.shutdown().unwrap();
     assert_eq!(records(&mut log), expected(1..=4));
 }
@@ -194,16 +197,16 @@ fn writer_io_failure_is_reported_to_the_callback_and_later_appends_fail() {
     fs::remove_dir_all(&log_dir).unwrap();
     let (tx, rx) = mpsc::channel();
     let gcl = GroupCommitLog::start(log, GroupCommitOptions::default(), forward(tx)).unwrap();
-    gcl.append(1, body(1)).unwrap();
+    gcl.append(Zxid(1), body(1)).unwrap();
     let report = rx.recv().unwrap();
     let message = report.expect_err("the writer reports its failure");
     assert!(message.contains("I/O error"), "{message}");
     assert!(matches!(
-        gcl.append(2, body(2)),
+        gcl.append(Zxid(2), body(2)),
         Err(StorageError::WriterStopped)
     ));
     assert!(matches!(
-        gcl.try_append(2, body(2)),
+        gcl.try_append(Zxid(2), body(2)),
         Err(TryAppendError::Refused(StorageError::WriterStopped))
     ));
     assert!(matches!(gcl.shutdown(), Err(StorageError::Io { .. })));
@@ -217,7 +220,7 @@ fn a_panicking_callback_surfaces_as_writer_panicked() {
         panic!("callback bug (expected by this test)")
     })
     .unwrap();
-    gcl.append(1, body(1)).unwrap();
+    gcl.append(Zxid(1), body(1)).unwrap();
     assert!(matches!(gcl.shutdown(), Err(StorageError::WriterPanicked)));
 }
 
@@ -238,7 +241,7 @@ fn dropping_the_last_handle_inside_the_callback_neither_deadlocks_nor_panics() {
     let gcl =
         Arc::new(GroupCommitLog::start(log, GroupCommitOptions::default(), on_durable).unwrap());
     *slot.lock().unwrap() = Some(Arc::clone(&gcl));
-    gcl.append(1, body(1)).unwrap();
+    gcl.append(Zxid(1), body(1)).unwrap();
     drop(gcl);
     go_tx.send(()).unwrap();
     done_rx

@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use common::*;
+use wazoo_storage::Zxid;
 use wazoo_storage::{
     latest_valid_snapshot, list_snapshots, purge, read_log, read_snapshot, verify_snapshot,
     write_snapshot, SnapshotDefect, StorageError, TxnLog, MIN_SNAP_RETAIN_COUNT,
@@ -18,7 +19,7 @@ fn payload(zxid: u64) -> Vec<u8> {
 }
 
 fn snap(dir: &Path, zxid: u64) -> std::path::PathBuf {
-    write_snapshot(dir, zxid, |w| w.write_all(&payload(zxid))).unwrap()
+    write_snapshot(dir, Zxid(zxid), |w| w.write_all(&payload(zxid))).unwrap()
 }
 
 #[test]
@@ -28,19 +29,19 @@ fn snapshot_round_trips_its_payload_and_is_named_after_its_zxid() {
     let path = snap(dir.path(), zxid);
     assert_eq!(path.file_name().unwrap(), "snapshot.0000000300000011");
     assert_eq!(read_snapshot(&path).unwrap(), payload(zxid));
-    assert_eq!(verify_snapshot(&path).unwrap(), zxid);
+    assert_eq!(verify_snapshot(&path).unwrap().0, zxid);
     assert_eq!(
         latest_valid_snapshot(dir.path()).unwrap(),
-        Some((zxid, path))
+        Some((Zxid(zxid), path))
     );
 }
 
 #[test]
 fn empty_payload_and_payload_written_in_many_pieces_round_trip() {
     let dir = tempfile::tempdir().unwrap();
-    let empty = write_snapshot(dir.path(), 1, |_| Ok(())).unwrap();
+    let empty = write_snapshot(dir.path(), Zxid(1), |_| Ok(())).unwrap();
     assert_eq!(read_snapshot(&empty).unwrap(), Vec::<u8>::new());
-    let pieces = write_snapshot(dir.path(), 2, |w| {
+    let pieces = write_snapshot(dir.path(), Zxid(2), |w| {
         for i in 0..10_000u32 {
             w.write_all(&i.to_be_bytes())?;
         }
@@ -65,7 +66,7 @@ fn missing_or_empty_snapshot_directory_has_no_snapshot() {
 fn failed_snapshot_writer_leaves_neither_snapshot_nor_temp_file() {
     let dir = tempfile::tempdir().unwrap();
     snap(dir.path(), 5);
-    let err = write_snapshot(dir.path(), 9, |w| {
+    let err = write_snapshot(dir.path(), Zxid(9), |w| {
         w.write_all(b"half of the state")?;
         Err(io::Error::other("serializer failed"))
     })
@@ -76,7 +77,10 @@ fn failed_snapshot_writer_leaves_neither_snapshot_nor_temp_file() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names, vec!["snapshot.0000000000000005"]);
-    assert_eq!(latest_valid_snapshot(dir.path()).unwrap().unwrap().0, 5);
+    assert_eq!(
+        latest_valid_snapshot(dir.path()).unwrap().unwrap().0,
+        Zxid(5)
+    );
 }
 
 #[test]
@@ -89,7 +93,10 @@ fn leftover_temp_file_of_a_crashed_snapshot_is_ignored() {
         b"WZSN partial",
     )
     .unwrap();
-    assert_eq!(latest_valid_snapshot(dir.path()).unwrap(), Some((5, good)));
+    assert_eq!(
+        latest_valid_snapshot(dir.path()).unwrap(),
+        Some((Zxid(5), good))
+    );
     assert_eq!(list_snapshots(dir.path()).unwrap().len(), 1);
 }
 
@@ -106,7 +113,10 @@ fn corrupted_newest_snapshot_falls_back_to_the_previous_valid_one() {
             ..
         })
     ));
-    assert_eq!(latest_valid_snapshot(dir.path()).unwrap(), Some((5, older)));
+    assert_eq!(
+        latest_valid_snapshot(dir.path()).unwrap(),
+        Some((Zxid(5), older))
+    );
 }
 
 #[test]
@@ -124,13 +134,13 @@ fn snapshot_torn_at_any_length_is_detected_as_invalid() {
         assert!(read_snapshot(&path).is_err(), "cut {cut}");
     }
     fs::write(&path, &full).unwrap();
-    assert_eq!(verify_snapshot(&path).unwrap(), 9);
+    assert_eq!(verify_snapshot(&path).unwrap().0, 9);
 }
 
 #[test]
 fn snapshot_with_any_flipped_bit_is_detected_as_invalid() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_snapshot(dir.path(), 9, |w| w.write_all(b"small state")).unwrap();
+    let path = write_snapshot(dir.path(), Zxid(9), |w| w.write_all(b"small state")).unwrap();
     let len = fs::metadata(&path).unwrap().len();
     for offset in 0..len {
         for bit in 0..8 {
@@ -175,14 +185,17 @@ fn garbage_file_named_like_a_snapshot_is_skipped() {
     )
     .unwrap();
     fs::write(dir.path().join("snapshot.000000000000000a"), b"").unwrap();
-    assert_eq!(latest_valid_snapshot(dir.path()).unwrap(), Some((5, good)));
+    assert_eq!(
+        latest_valid_snapshot(dir.path()).unwrap(),
+        Some((Zxid(5), good))
+    );
 }
 
 #[test]
 fn rewriting_a_snapshot_with_the_same_zxid_replaces_it() {
     let dir = tempfile::tempdir().unwrap();
-    write_snapshot(dir.path(), 5, |w| w.write_all(b"first")).unwrap();
-    let path = write_snapshot(dir.path(), 5, |w| w.write_all(b"second")).unwrap();
+    write_snapshot(dir.path(), Zxid(5), |w| w.write_all(b"first")).unwrap();
+    let path = write_snapshot(dir.path(), Zxid(5), |w| w.write_all(b"second")).unwrap();
     assert_eq!(read_snapshot(path).unwrap(), b"second");
 }
 
@@ -224,11 +237,11 @@ fn check_purge_keeps_what_recovery_needs(snap_dir: &Path, log_dir: &Path) {
 
     let report = purge(snap_dir, log_dir, 3).unwrap();
 
-    assert_eq!(report.oldest_kept_snapshot, Some(30));
+    assert_eq!(report.oldest_kept_snapshot, Some(Zxid(30)));
     let kept: Vec<u64> = list_snapshots(snap_dir)
         .unwrap()
         .iter()
-        .map(|s| s.0)
+        .map(|s| s.0 .0)
         .collect();
     assert_eq!(kept, vec![30, 40, 50]);
     assert!(!snap_dir.join("snapshot.0000000000000003.tmp").exists());
@@ -248,9 +261,9 @@ fn check_purge_keeps_what_recovery_needs(snap_dir: &Path, log_dir: &Path) {
     assert_eq!(report.removed_segments.len(), firsts.len() - want.len());
     assert!(!report.removed_segments.is_empty());
     // Recovery from the oldest kept snapshot still replays every later record.
-    let replay: Vec<u64> = read_log(log_dir, 30, 60)
+    let replay: Vec<u64> = read_log(log_dir, Zxid(30), Zxid(60))
         .unwrap()
-        .map(|r| r.unwrap().zxid)
+        .map(|r| r.unwrap().zxid.0)
         .collect();
     assert_eq!(replay, (31..=60).collect::<Vec<_>>());
     let (mut log, _) = open(log_dir, small_segments());
@@ -278,11 +291,11 @@ fn purge_does_not_count_invalid_snapshots_towards_the_retain_count() {
     let newest = snap_dir.join("snapshot.0000000000000032"); // zxid 50
     flip_bit(&newest, 20, 0);
     let report = purge(&snap_dir, &log_dir, 3).unwrap();
-    assert_eq!(report.oldest_kept_snapshot, Some(20));
+    assert_eq!(report.oldest_kept_snapshot, Some(Zxid(20)));
     let kept: Vec<u64> = list_snapshots(&snap_dir)
         .unwrap()
         .iter()
-        .map(|s| s.0)
+        .map(|s| s.0 .0)
         .collect();
     assert_eq!(kept, vec![20, 30, 40, 50]);
 }
@@ -306,15 +319,15 @@ fn purge_while_a_log_is_open_leaves_it_appendable_and_readable() {
     let (snap_dir, log_dir) = (dir.path().join("data"), dir.path().join("log"));
     build_data(&snap_dir, &log_dir);
     let (mut log, _) = open(&log_dir, small_segments());
-    let iter = log.read_from(0).unwrap(); // opened before the purge
+    let iter = log.read_from(Zxid(0)).unwrap(); // opened before the purge
     purge(&snap_dir, &log_dir, 3).unwrap();
-    let before: Vec<u64> = iter.map(|r| r.unwrap().zxid).collect();
+    let before: Vec<u64> = iter.map(|r| r.unwrap().zxid.0).collect();
     assert_eq!(before, (1..=60).collect::<Vec<_>>());
     append_all(&mut log, 61..=70);
     let after: Vec<u64> = log
-        .read_from(30)
+        .read_from(Zxid(30))
         .unwrap()
-        .map(|r| r.unwrap().zxid)
+        .map(|r| r.unwrap().zxid.0)
         .collect();
     assert_eq!(after, (31..=70).collect::<Vec<_>>());
 }
@@ -353,7 +366,7 @@ fn recovery_from_newest_valid_fuzzy_snapshot_plus_replay_rebuilds_the_state() {
     let (mut log, _) = open(&log_dir, small_segments());
     let mut live = Machine::default();
     for z in 1..=100u64 {
-        log.append(z, &body(z)).unwrap();
+        log.append(Zxid(z), &body(z)).unwrap();
         live.apply(z, &body(z));
         if z == 40 {
             // Fuzzy: named after 40 but taken after 43 was applied.
@@ -361,10 +374,10 @@ fn recovery_from_newest_valid_fuzzy_snapshot_plus_replay_rebuilds_the_state() {
             for y in 1..=43 {
                 fuzzy.apply(y, &body(y));
             }
-            write_snapshot(&snap_dir, 40, |w| w.write_all(&fuzzy.encode())).unwrap();
+            write_snapshot(&snap_dir, Zxid(40), |w| w.write_all(&fuzzy.encode())).unwrap();
         }
         if z == 70 {
-            write_snapshot(&snap_dir, 70, |w| w.write_all(&live.encode())).unwrap();
+            write_snapshot(&snap_dir, Zxid(70), |w| w.write_all(&live.encode())).unwrap();
         }
     }
     log.sync().unwrap();
@@ -374,11 +387,11 @@ fn recovery_from_newest_valid_fuzzy_snapshot_plus_replay_rebuilds_the_state() {
 
     let (mut log, _) = TxnLog::open(&log_dir, small_segments()).unwrap();
     let (snap_zxid, path) = latest_valid_snapshot(&snap_dir).unwrap().unwrap();
-    assert_eq!(snap_zxid, 40);
+    assert_eq!(snap_zxid, Zxid(40));
     let mut recovered = Machine::decode(&read_snapshot(path).unwrap());
     for record in log.read_from(snap_zxid).unwrap() {
         let record = record.unwrap();
-        recovered.apply(record.zxid, &record.body);
+        recovered.apply(record.zxid.0, &record.body);
     }
     assert_eq!(recovered, live);
 }
@@ -419,16 +432,17 @@ fn after_purge_every_fallback_snapshot_is_covered_by_the_log_and_none_left_is_de
     for (rotten, fallback) in [(50, Some(40)), (40, Some(30)), (30, None)] {
         flip_bit(&snap_dir.join(format!("snapshot.{rotten:016x}")), 30, 2);
         let (mut log, recovered) = open(&log_dir, small_segments());
-        let first = recovered.first_zxid.unwrap();
+        let first = recovered.first_zxid.map(|z| z.0).unwrap();
         match latest_valid_snapshot(&snap_dir).unwrap() {
             Some((zxid, path)) => {
+                let zxid = zxid.0;
                 assert_eq!(Some(zxid), fallback, "after {rotten} rotted");
                 assert_eq!(read_snapshot(&path).unwrap(), payload(zxid));
                 assert!(first <= zxid + 1, "log starts at {first}, snapshot {zxid}");
                 let replay: Vec<u64> = log
-                    .read_from(zxid)
+                    .read_from(Zxid(zxid))
                     .unwrap()
-                    .map(|r| r.unwrap().zxid)
+                    .map(|r| r.unwrap().zxid.0)
                     .collect();
                 assert_eq!(replay, (zxid + 1..=60).collect::<Vec<_>>());
             }

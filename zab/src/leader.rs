@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::history::SyncKind;
 use super::message::Message;
-use super::peer::{Output, Peer, ProposeError, Role, RoleChange};
+use super::peer::{Output, Peer, ProposalWindow, ProposeError, Role, RoleChange};
 use super::types::{Payload, ServerId, Zxid};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -665,19 +665,39 @@ impl Peer {
         self.answer_syncs();
     }
 
-    pub(super) fn leader_propose(&mut self, payload: Payload) -> Result<Zxid, ProposeError> {
+    /// What `leader_propose` would do now (see [`Peer::proposal_window`]);
+    /// `leader_propose` decides by it, so the two cannot disagree.
+    pub(super) fn leader_window(&self) -> Result<ProposalWindow, ProposeError> {
         let l = self.leading_ref();
         if l.phase != Phase::Broadcast {
             return Err(ProposeError::NotReady);
         }
-        if self.history.uncommitted_len() >= self.cfg.outstanding_proposals_max {
+        let room = self
+            .cfg
+            .outstanding_proposals_max
+            .saturating_sub(self.history.uncommitted_len());
+        if room == 0 {
             return Err(ProposeError::Backpressure);
         }
         if l.next_counter > COUNTER_MAX {
-            self.start_looking_after(None);
             return Err(ProposeError::EpochExhausted);
         }
-        let zxid = Zxid::new(l.epoch, l.next_counter);
+        let counters_left = (COUNTER_MAX - l.next_counter) as usize + 1;
+        Ok(ProposalWindow {
+            next: Zxid::new(l.epoch, l.next_counter),
+            room: room.min(counters_left),
+        })
+    }
+
+    pub(super) fn leader_propose(&mut self, payload: Payload) -> Result<Zxid, ProposeError> {
+        let zxid = match self.leader_window() {
+            Ok(w) => w.next,
+            Err(ProposeError::EpochExhausted) => {
+                self.start_looking_after(None);
+                return Err(ProposeError::EpochExhausted);
+            }
+            Err(e) => return Err(e),
+        };
         self.leading().next_counter += 1;
         let sizes = &mut self.leading().proposal_sizes;
         let n = payload.len();

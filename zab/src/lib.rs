@@ -10,7 +10,7 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `types.rs` | `Zxid` (`epoch << 32 \| counter`), `ServerId`, `Config`, `Restored` |
+//! | `types.rs` | `ServerId`, `Config`, `Restored`; `Zxid` (`epoch << 32 \| counter`) is `wazoo_proto::Zxid`, shared by every crate |
 //! | `message.rs`, `codec.rs` | the messages and their versioned wire encoding |
 //! | `history.rs` | the in-memory log (uncommitted tail + bounded committed log) and DIFF/TRUNC/SNAP choice |
 //! | `election.rs` | fast leader election for one LOOKING member |
@@ -65,7 +65,9 @@
 //! some may never have been committed.
 //!
 //! Proposals: `propose` works on the leader of an established epoch and
-//! returns the zxid; the txn is committed when `Deliver` for that zxid
+//! returns the zxid; `proposal_window` says beforehand which zxids the next
+//! proposals get and how many `propose` takes in a row (a pipeline that
+//! stamps the zxid into a txn before proposing it numbers from there); the txn is committed when `Deliver` for that zxid
 //! comes out. Outputs of many proposals accumulate until `take_outputs`,
 //! so the shell can batch a group commit and coalesce the sends to each
 //! follower into one write: throughput grows with load. ACKs and COMMITs
@@ -131,5 +133,7 @@ pub use codec::{DecodeError, WIRE_VERSION};
 pub use election::Vote;
 pub use history::{SyncKind, SyncPlan};
 pub use message::{Channel, Message, Notification};
-pub use peer::{Input, LeaderReport, Output, Peer, ProposeError, RoleChange, Stats, Status};
+pub use peer::{
+    Input, LeaderReport, Output, Peer, ProposalWindow, ProposeError, RoleChange, Stats, Status,
+};
 pub use types::{Config, Payload, Restored, ServerId, ServerState, Zxid};

@@ -146,6 +146,16 @@ impl fmt::Display for ProposeError {
 
 impl std::error::Error for ProposeError {}
 
+/// What [`Peer::propose`] would do now, when it would take a proposal:
+/// the zxid it gives the next one and how many in a row it takes (at
+/// least one). A pipeline that numbers its txns before proposing them
+/// takes its zxids from here, so consensus stays their one owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProposalWindow {
+    pub next: Zxid,
+    pub room: usize,
+}
+
 /// Counters for metrics and for the simulation's checks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -290,6 +300,21 @@ impl Peer {
         self.mono_ms = self.mono_ms.max(mono_ms);
         match &self.role {
             Role::Leading(_) => self.leader_propose(payload),
+            Role::Learning(l) => Err(ProposeError::NotLeader {
+                leader: Some(l.leader),
+            }),
+            Role::Looking(_) => Err(ProposeError::NotLeader { leader: None }),
+        }
+    }
+
+    /// The zxids the next proposals get and how many `propose` takes in a
+    /// row from now, or why it refuses the next one. Nothing changes
+    /// between this answer and those proposals unless an input comes in
+    /// between: proposing `room` payloads right after returns `next`,
+    /// `next + 1`, ... in order.
+    pub fn proposal_window(&self) -> Result<ProposalWindow, ProposeError> {
+        match &self.role {
+            Role::Leading(_) => self.leader_window(),
             Role::Learning(l) => Err(ProposeError::NotLeader {
                 leader: Some(l.leader),
             }),
@@ -536,11 +561,10 @@ impl Peer {
         }
     }
 
-    /// The shell could not hand a proposal the pipeline had already
-    /// numbered to consensus ([`Peer::propose`] refused it): the leader
-    /// steps down and an election starts, so the pipeline (which resets on
-    /// the role change) and consensus agree on zxids again, rather than the
-    /// next proposal finding them apart. Does nothing unless leading.
+    /// The leader steps down and an election starts: the state machine
+    /// above it had a txn to make that [`Peer::proposal_window`] would not
+    /// take (too many proposals await a quorum), and a ZooKeeper leader
+    /// that cannot propose stops leading. Does nothing unless leading.
     pub fn abdicate(&mut self, mono_ms: u64) {
         self.mono_ms = self.mono_ms.max(mono_ms);
         if matches!(self.role, Role::Leading(_)) {

@@ -669,11 +669,10 @@ fn members_answer_looking_voters_with_the_established_vote() {
 }
 
 // ZooKeeper Internals, "Atomic Broadcast": a leader that cannot carry a
-// proposal (too many await a quorum) refuses it; the shell then has the
-// leader step down, so the pipeline, which had numbered that proposal,
-// starts again from the next leader's epoch instead of numbering apart.
+// proposal (too many await a quorum) refuses it; the member above then has
+// it step down (it abdicates), and an election starts.
 #[test]
-fn a_leader_that_refuses_a_proposal_steps_down_when_the_shell_abdicates() {
+fn a_leader_that_refuses_a_proposal_steps_down_when_it_abdicates() {
     let mut l = leader_with_follower();
     l.cfg.outstanding_proposals_max = 2;
     assert_eq!(l.propose(p(b"a"), 10), Ok(z(2, 1)));
@@ -697,5 +696,31 @@ fn a_leader_that_refuses_a_proposal_steps_down_when_the_shell_abdicates() {
             .iter()
             .any(|o| matches!(o, Output::Role(_))),
         "no second role change"
+    );
+}
+
+// A pipeline numbers its txns before it proposes them: the window it takes
+// the numbers from is exactly what `propose` then does, and a full window
+// (ZooKeeper Internals, "Atomic Broadcast": proposals awaiting a quorum)
+// opens again once a quorum acknowledges.
+#[test]
+fn the_proposal_window_is_what_propose_then_does() {
+    let mut l = leader_with_follower();
+    l.cfg.outstanding_proposals_max = 2;
+    let window = |next, room| Ok(ProposalWindow { next, room });
+    assert_eq!(l.proposal_window(), window(z(2, 1), 2));
+    assert_eq!(l.propose(p(b"a"), 4), Ok(z(2, 1)));
+    assert_eq!(l.proposal_window(), window(z(2, 2), 1));
+    assert_eq!(l.propose(p(b"b"), 4), Ok(z(2, 2)));
+    assert_eq!(l.proposal_window(), Err(ProposeError::Backpressure));
+    l.take_outputs();
+    msg(&mut l, 1, Message::Ack { zxid: z(2, 2) }, 5);
+    l.handle(Input::Durable { zxid: z(2, 2) }, 5);
+    assert_eq!(l.proposal_window(), window(z(2, 3), 2));
+
+    let f = follower_of_3(Restored::empty());
+    assert_eq!(
+        f.proposal_window(),
+        Err(ProposeError::NotLeader { leader: Some(3) })
     );
 }

@@ -2,7 +2,6 @@
 //! payloads, server states, the configuration and the durable state a
 //! member restarts from.
 
-use std::fmt;
 use std::sync::Arc;
 
 /// A member's `myid` (the N of `server.N=` in zoo.cfg).
@@ -12,42 +11,8 @@ pub type ServerId = u64;
 /// to every follower and to the state machine.
 pub type Payload = Arc<[u8]>;
 
-/// A ZooKeeper transaction id: `epoch << 32 | counter`.
-///
-/// The leader of epoch `e` numbers its proposals `e:1`, `e:2`, ... so the
-/// numeric order of zxids is the total order of txns. Counter 0 is never the
-/// zxid of a txn; `Zxid::ZERO` means "nothing yet".
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Zxid(pub u64);
-
-impl Zxid {
-    pub const ZERO: Zxid = Zxid(0);
-
-    pub const fn new(epoch: u32, counter: u32) -> Zxid {
-        Zxid(((epoch as u64) << 32) | counter as u64)
-    }
-
-    pub const fn epoch(self) -> u32 {
-        (self.0 >> 32) as u32
-    }
-
-    pub const fn counter(self) -> u32 {
-        self.0 as u32
-    }
-}
-
-impl fmt::Debug for Zxid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.epoch(), self.counter())
-    }
-}
-
-impl fmt::Display for Zxid {
-    /// ZooKeeper's spelling: `0x500000003`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
+/// The transaction id, shared with every other crate (`wazoo_proto::Zxid`).
+pub use wazoo_proto::Zxid;
 
 /// The four server states of ZooKeeper Internals, "Leader Election", as carried in notifications and
 /// reported by `mntr`/`srvr`.
@@ -220,18 +185,6 @@ impl Restored {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn zxid_packs_epoch_and_counter() {
-        let z = Zxid::new(5, 3);
-        assert_eq!(z.0, 0x5_0000_0003);
-        assert_eq!((z.epoch(), z.counter()), (5, 3));
-        assert_eq!(z.to_string(), "0x500000003");
-        assert!(
-            Zxid::new(4, u32::MAX) < Zxid::new(5, 1),
-            "a later epoch orders after"
-        );
-    }
 
     #[test]
     fn config_checks() {

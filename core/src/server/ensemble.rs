@@ -1,4 +1,5 @@
-//! The pipeline's ensemble roles (issue 4, item 5).
+//! The pipeline's ensemble roles (docs/ARCHITECTURE.md, "The ensemble";
+//! ZooKeeper Internals, "Atomic Broadcast").
 //!
 //! - The **leader** preps every write of the ensemble, its own clients' and
 //!   those followers forward, against one view (committed tree + every
@@ -17,7 +18,7 @@
 use std::collections::HashSet;
 
 use wazoo_proto::jute::Reader;
-use wazoo_proto::{ConnectResponse, ErrorCode, OpCode, OpResult, Request, Response};
+use wazoo_proto::{ConnectResponse, ErrorCode, OpCode, OpResult, Request, Response, Zxid};
 
 use super::{
     session, AuthInfo, ConnId, DataTree, Origin, PeerMsg, PrepError, Queued, Reply, Role, Server,
@@ -79,7 +80,7 @@ impl Server {
             c.session = id;
             c.queue.push_back(Queued::Write {
                 xid: 0,
-                zxid: 0,
+                zxid: Zxid::ZERO,
                 started_ms: now,
                 result: None,
                 close_after: false,
@@ -115,7 +116,7 @@ impl Server {
         let auth = c.auth.ids.clone();
         c.queue.push_back(Queued::Write {
             xid,
-            zxid: 0,
+            zxid: Zxid::ZERO,
             started_ms: now,
             result: None,
             close_after: op == OpCode::CloseSession,
@@ -157,6 +158,9 @@ impl Server {
                 session,
                 timeout_ms,
             } => {
+                if !self.can_propose() {
+                    return;
+                }
                 self.sessions.add(session, timeout_ms, self.mono_ms);
                 self.ens.owners.insert(session, from);
                 self.propose(
@@ -240,6 +244,9 @@ impl Server {
         }
         match req {
             Request::CloseSession => {
+                if !self.can_propose() {
+                    return;
+                }
                 self.sessions.set_closing(session);
                 let changes = self.close_session_changes(session);
                 self.propose(
@@ -299,23 +306,24 @@ impl Server {
 
     /// A committed txn from ZAB. The leader's own proposals are at the
     /// front of its queue; anything else is decoded and applied here.
-    pub(super) fn on_committed(&mut self, zxid: i64, record: &[u8]) {
+    pub(super) fn on_committed(&mut self, zxid: Zxid, record: &[u8]) {
         if self
+            .prep
             .proposals
             .front()
-            .is_some_and(|p| p.record.header.zxid == zxid)
+            .is_some_and(|p| p.zxid() == zxid)
         {
-            let p = self.proposals.pop_front().expect("front exists");
+            let p = self.prep.proposals.pop_front().expect("front exists");
             self.apply(p);
             return;
         }
         match TxnRecord::decode(record) {
-            Ok(rec) if rec.header.zxid == zxid => self.apply_committed(rec),
+            Ok(rec) if Zxid::from_wire(rec.header.zxid) == zxid => self.apply_committed(rec),
             Ok(rec) => self.fail(format!(
-                "committed txn 0x{zxid:x} carries zxid 0x{:x}",
+                "committed txn {zxid} carries zxid 0x{:x}",
                 rec.header.zxid
             )),
-            Err(e) => self.fail(format!("committed txn 0x{zxid:x} does not decode: {e}")),
+            Err(e) => self.fail(format!("committed txn {zxid} does not decode: {e}")),
         }
     }
 
@@ -330,7 +338,7 @@ impl Server {
     /// local client whose forwarded request it carries.
     fn apply_committed(&mut self, rec: TxnRecord) {
         let hdr = rec.header.clone();
-        if hdr.zxid <= self.last_applied {
+        if Zxid::from_wire(hdr.zxid) <= self.last_applied {
             return;
         }
         let pre = matches!(rec.txn, Txn::Multi(_)).then(|| self.tree.clone());
@@ -455,13 +463,18 @@ impl Server {
             // ZooKeeper closes every client connection when a server stops
             // serving; clients reconnect (to this or another member) and
             // keep their sessions.
-            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            let conns: Vec<ConnId> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| !c.closing)
+                .map(|(id, _)| *id)
+                .collect();
             for c in conns {
                 self.close_conn(c);
             }
         }
-        self.proposals.clear();
-        self.outstanding = Default::default();
+        self.prep.proposals.clear();
+        self.prep.outstanding = Default::default();
         self.ens = EnsembleState::default();
         // Callbacks the old role proposed may be lost: a leader looks at
         // the whole (replicated) table again.
@@ -473,13 +486,8 @@ impl Server {
         for id in std::mem::take(&mut self.ro_sessions) {
             self.sessions.remove(id);
         }
-        self.last_proposed = self.last_applied;
-        if let Role::Leader { epoch } = role {
-            self.last_proposed = (epoch as i64) << 32;
-            assert!(
-                self.last_proposed > self.last_applied,
-                "a new epoch's zxids are above every applied zxid"
-            );
+        self.prep.stepping_down = false;
+        if let Role::Leader { .. } = role {
             // Sessions get a full timeout from the new leader, as in
             // ZooKeeper (the old leader's deadlines are gone with it).
             let ids: Vec<(i64, i32)> = self
@@ -505,7 +513,7 @@ impl Server {
         let zxid = view.zxid;
         let mut paths: std::collections::BTreeSet<String> =
             self.tree.ephemerals(session).into_iter().collect();
-        for (p, (_, r)) in &self.outstanding.map {
+        for (p, (_, r)) in &self.prep.outstanding.map {
             if r.as_ref()
                 .is_some_and(|r| r.stat.ephemeral_owner == session)
             {
@@ -523,7 +531,7 @@ impl Server {
             if let Some(mut parent) = view.get(parent_path) {
                 parent.stat.num_children -= 1;
                 parent.refresh_cversion();
-                parent.stat.pzxid = zxid;
+                parent.stat.pzxid = zxid.to_wire();
                 view.set(parent_path, Some(parent));
             }
             view.set(&p, None);

@@ -1,4 +1,5 @@
-//! Recipe calls and callbacks in the pipeline (issue 5, items 3, 4 and 7).
+//! Recipe calls and callbacks in the pipeline (docs/ARCHITECTURE.md,
+//! "Recipes"; docs/RECIPES.md, "Watches and callbacks").
 //!
 //! - A call runs in prep on the leader (or the standalone member),
 //!   serialized with every other write, against the prep view. Its writes,
@@ -152,7 +153,7 @@ impl Server {
         if rt.is_empty() {
             // Read-only or failed: no txn. The reply waits until what the
             // step read is committed (every txn proposed before it).
-            let after = self.last_proposed;
+            let after = self.last_proposed();
             return self.push_deferred(
                 conn,
                 xid,
@@ -218,12 +219,12 @@ impl Server {
         step: Step<'_>,
     ) -> (RecipeTxn, Changes) {
         let mut engine = self.recipes.take();
-        let zxid = self.last_proposed + 1;
+        let zxid = self.prep_zxid();
         let mut host = PrepHost {
             cfg: &self.cfg,
             view: View {
                 tree: &self.tree,
-                outstanding: &self.outstanding,
+                outstanding: &self.prep.outstanding,
                 local: Vec::new(),
                 zxid,
                 time_ms: self.wall_ms,
@@ -411,7 +412,7 @@ impl Server {
             .collect();
         let zxid = self.last_applied;
         for p in payloads {
-            wazoo_proto::frame::write_recipe_notification(self.send_buf(conn), zxid, &p);
+            wazoo_proto::frame::write_recipe_notification(self.send_buf(conn), zxid.to_wire(), &p);
             self.stats.packets_sent += 1;
         }
     }
@@ -481,7 +482,7 @@ impl Server {
         }
         let mut events: Vec<(String, E)> = Vec::new();
         for (path, new) in changes {
-            let old = self.outstanding.get(&self.tree, path);
+            let old = self.prep.outstanding.get(&self.tree, path);
             let parent = || wazoo_proto::path::parent(path).to_string();
             match (&old, new) {
                 (None, Some(_)) => {

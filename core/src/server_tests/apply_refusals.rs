@@ -162,7 +162,7 @@ fn replaying_a_txn_the_tree_refuses_changes_nothing_and_recovery_goes_on() {
     assert!(s.tree().exists("/ok"));
     assert!(!s.tree().exists("/t"));
     assert_eq!(s.stats.txns_refused, 2);
-    assert_eq!(s.last_zxid(), 4);
+    assert_eq!(s.last_zxid(), Zxid(4));
     s.tree().check_invariants().unwrap();
 }
 
@@ -180,6 +180,7 @@ fn a_follower_applies_a_refused_committed_txn_as_an_error_and_keeps_going() {
     let session = 0x0200_0000_0000_0001;
     let commit = |s: &mut Server, zxid: i64, txn: Txn| {
         let record = record(zxid, session, txn).encode();
+        let zxid = Zxid::from_wire(zxid);
         s.handle(Input::Committed { zxid, record }, Now::same(1_000_000));
         let _ = s.take_outputs();
     };
@@ -210,7 +211,7 @@ fn a_sequential_create_at_the_counters_overflow_is_named_and_applies() {
     h.connect(1);
     ok(h.call(1, create("/p", b"", CreateMode::Persistent)));
     // A child whose create left the parent's counter at i32::MAX.
-    let next = h.server.last_zxid() + 1;
+    let next = h.server.last_zxid().next().to_wire();
     let mut parent_at_max = create_txn("/p/last", NodeKind::Regular);
     if let Txn::Create(c) = &mut parent_at_max {
         c.parent_cversion = i32::MAX;

@@ -99,7 +99,7 @@ fn restored_sessions_get_a_full_timeout_from_this_process_clock() {
         DataTree::new(),
         vec![(0x0100_0000_0000_0007, 4000)],
         RecipeWaits::default(),
-        0,
+        Zxid::ZERO,
         h.clocks(),
     );
     h.connect_with(9, 0, vec![0; 16], 40_000);

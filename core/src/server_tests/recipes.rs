@@ -1,6 +1,6 @@
-//! Recipe calls and callbacks through the pipeline (issue 5, items 3, 4, 7),
-//! with a recipe engine written in plain Rust (the core never sees wasm):
-//! ../shared/DESIGN.md "Recipes".
+//! Recipe calls and callbacks through the pipeline (docs/ARCHITECTURE.md,
+//! "Recipes"), with a recipe engine written in plain Rust (the core never
+//! sees wasm).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -171,7 +171,11 @@ fn a_recipe_call_applies_its_writes_as_one_txn_and_replies_with_the_result() {
     let before = h.server.last_zxid();
     let r = reply_of(h.call(1, rcall("t", "make", "/locks")));
     assert_eq!(r, Reply::Done(b"/locks/n-0000000000".to_vec()));
-    assert_eq!(h.server.last_zxid(), before + 1, "both creates in one txn");
+    assert_eq!(
+        h.server.last_zxid(),
+        before.next(),
+        "both creates in one txn"
+    );
     assert!(exists(&mut h, 1, "/locks/n-0000000000"));
 }
 

@@ -2,6 +2,7 @@
 //! crash (losing unsynced bytes, possibly tearing a record), truncate and
 //! read are checked against a `Vec` of records.
 
+use crate::Zxid;
 use std::fs::{self, OpenOptions};
 use std::path::Path;
 
@@ -87,9 +88,9 @@ impl Model {
 }
 
 fn read_all(log: &mut TxnLog, from: u64) -> Vec<(u64, Vec<u8>)> {
-    log.read_from(from)
+    log.read_from(Zxid(from))
         .expect("read_from")
-        .map(|r| r.map(|r| (r.zxid, r.body)).expect("valid record"))
+        .map(|r| r.map(|r| (r.zxid.0, r.body)).expect("valid record"))
         .collect()
 }
 
@@ -121,13 +122,13 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let zxid = model.last() + gap;
                 model.salt = model.salt.wrapping_add(1);
                 let body: Vec<u8> = (0..len).map(|i| model.salt.wrapping_add(i as u8)).collect();
-                log.append(zxid, &body).expect("append");
+                log.append(Zxid(zxid), &body).expect("append");
                 model.records.push((zxid, body));
             }
             Op::Sync => {
                 log.sync().expect("sync");
                 model.durable = model.records.len();
-                prop_assert_eq!(log.durable_zxid(), model.last());
+                prop_assert_eq!(log.durable_zxid().0, model.last());
             }
             Op::Reopen => {
                 drop(log);
@@ -147,17 +148,17 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::TruncateAfter { pick } => {
                 let zxid = model.zxid_at(pick);
-                log.truncate_after(zxid).expect("truncate_after");
+                log.truncate_after(Zxid(zxid)).expect("truncate_after");
                 model.records.retain(|r| r.0 <= zxid);
                 model.durable = model.records.len();
-                prop_assert_eq!(log.durable_zxid(), model.last());
+                prop_assert_eq!(log.durable_zxid().0, model.last());
             }
             Op::ReadFrom { pick } => {
                 let from = model.zxid_at(pick);
                 prop_assert_eq!(read_all(&mut log, from), model.after(from));
             }
         }
-        prop_assert_eq!(log.last_zxid(), model.last());
+        prop_assert_eq!(log.last_zxid().0, model.last());
     }
     drop(log);
     let mut log = reopen(dir.path());

@@ -4,6 +4,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use wazoo_storage::Zxid;
 use wazoo_storage::{LogOptions, Recovered, StorageError, TxnLog};
 
 /// A deterministic body for `zxid`, of a length that varies with it.
@@ -33,16 +34,16 @@ pub fn open(dir: &Path, opts: LogOptions) -> (TxnLog, Recovered) {
 /// Appends `body(z)` for each zxid, then syncs.
 pub fn append_all(log: &mut TxnLog, zxids: impl IntoIterator<Item = u64>) {
     for z in zxids {
-        log.append(z, &body(z)).expect("append");
+        log.append(Zxid(z), &body(z)).expect("append");
     }
     log.sync().expect("sync");
 }
 
 /// Every record of the log, in order.
 pub fn records(log: &mut TxnLog) -> Vec<(u64, Vec<u8>)> {
-    log.read_from(0)
+    log.read_from(Zxid(0))
         .expect("read_from")
-        .map(|r| r.map(|r| (r.zxid, r.body)))
+        .map(|r| r.map(|r| (r.zxid.0, r.body)))
         .collect::<Result<_, StorageError>>()
         .expect("records read back")
 }

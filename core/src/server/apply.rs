@@ -1,0 +1,338 @@
+//! Apply: committed txns change the tree and the session table in zxid
+//! order, fire watches and recipe waits, and fill in the replies waiting
+//! for them; ticks expire sessions and reap containers and TTL nodes
+//! through txns like any write.
+
+use super::*;
+
+impl Server {
+    pub(super) fn on_tick(&mut self) {
+        self.end_waits_of_unloaded_modules();
+        if self.role.forwards() {
+            self.report_touches();
+            return;
+        }
+        if !self.role.decides() {
+            return;
+        }
+        for id in self.sessions.expire(self.mono_ms) {
+            self.stats.sessions_expired += 1;
+            tracing::info!("expiring session 0x{id:x}");
+            let changes = self.close_session_changes(id);
+            self.propose(
+                Origin::Internal,
+                ensemble::INTERNAL_CXID,
+                id,
+                Txn::CloseSession,
+                changes,
+                None,
+                false,
+            );
+        }
+        if self.mono_ms >= self.next_container_check_ms {
+            self.next_container_check_ms =
+                self.mono_ms + self.cfg.container_check_interval_ms as i64;
+            self.reap_containers();
+        }
+    }
+
+    /// ZooKeeper's ContainerManager: delete empty containers (that once had
+    /// children) and expired TTL nodes, through the pipeline like any write.
+    ///
+    /// A TTL node's age is the wall time a txn would be stamped with now
+    /// minus its mtime, as ZooKeeper's `getElapsed` computes it: a step of
+    /// the wall clock forward ages TTL nodes as it does in ZooKeeper (no
+    /// more: the check's interval runs on the monotonic clock), a step back
+    /// delays their expiry until the wall clock passes the last stamp.
+    pub(super) fn reap_containers(&mut self) {
+        let candidates = self.tree.reapable(self.wall_ms);
+        let limit = self.cfg.container_max_per_minute.max(1) as usize;
+        for path in candidates.into_iter().take(limit) {
+            let Some(r) = self.prep.outstanding.get(&self.tree, &path) else {
+                continue;
+            };
+            if r.stat.num_children != 0 {
+                continue;
+            }
+            let parent = wazoo_proto::path::parent(&path).to_string();
+            let Some(pr) = self.prep.outstanding.get(&self.tree, &parent) else {
+                continue;
+            };
+            let mut pnew = pr.clone();
+            pnew.stat.num_children -= 1;
+            pnew.refresh_cversion();
+            pnew.stat.pzxid = self.prep_zxid().to_wire();
+            let changes = vec![(path.clone(), None), (parent, Some(pnew))];
+            tracing::debug!("reaping {path}");
+            self.propose(
+                Origin::Internal,
+                ensemble::INTERNAL_CXID,
+                0,
+                Txn::Delete { path },
+                changes,
+                None,
+                false,
+            );
+        }
+    }
+
+    pub(super) fn on_durable(&mut self, zxid: Zxid) {
+        while self
+            .prep
+            .proposals
+            .front()
+            .is_some_and(|p| p.zxid() <= zxid)
+        {
+            let p = self.prep.proposals.pop_front().expect("front exists");
+            self.apply(p);
+        }
+    }
+
+    /// Applies a committed txn to the tree and the session table and fires
+    /// its watches: what every member does with every txn, in zxid order.
+    ///
+    /// A txn the tree refuses ([`ApplyError`]) changes no node, fires no
+    /// watch and registers no recipe wait, and its outcome is that error,
+    /// as ZooKeeper's `DataTree.processTxn` records one in its result:
+    /// every member applies the same txns to the same tree, so every member
+    /// refuses it alike and the replicas stay equal. It never stops the
+    /// member, nor a restart that replays it from the log. Prep refuses
+    /// everything apply would (`check_txn`), so this is a prep bug showing,
+    /// logged as one; the returned error is what the client is answered.
+    pub(super) fn apply_txn(
+        &mut self,
+        hdr: &TxnHeader,
+        txn: &Txn,
+    ) -> Result<Option<ApplyError>, String> {
+        let zxid = Zxid::from_wire(hdr.zxid);
+        if zxid <= self.last_applied {
+            return Err(format!(
+                "txn {zxid} arrived after {}: txns apply in zxid order",
+                self.last_applied
+            ));
+        }
+        let (triggers, refused) = match self.tree.apply(hdr, txn) {
+            Ok(triggers) => (triggers, None),
+            Err(e) => {
+                self.stats.txns_refused += 1;
+                tracing::error!(
+                    zxid = %zxid,
+                    "a committed txn does not fit the tree; it changes nothing and its \
+                     request fails (prep should have refused it): {e}"
+                );
+                (Vec::new(), Some(e))
+            }
+        };
+        self.last_applied = zxid;
+        self.prep.outstanding.applied(zxid);
+        self.stats.txns_applied += 1;
+        match txn {
+            Txn::CreateSession { timeout_ms } => {
+                tracing::debug!(
+                    "session 0x{:x} opened, timeout {timeout_ms} ms",
+                    hdr.session_id
+                );
+                self.sessions.add(hdr.session_id, *timeout_ms, self.mono_ms);
+            }
+            Txn::CloseSession => {
+                tracing::debug!("session 0x{:x} closed", hdr.session_id);
+                self.sessions.remove(hdr.session_id);
+                self.ens.forget_owner(hdr.session_id);
+            }
+            _ => {}
+        }
+        let decides = self.role.decides();
+        for t in triggers {
+            self.notify(&t.path, t.event, &t.acl);
+            let fired = self.waits.trigger(&t.path, t.event);
+            if decides {
+                self.owed_callbacks.extend(fired);
+            }
+        }
+        match txn {
+            // The session's waits end with it (its own ephemerals' deletes
+            // fired other sessions' waits above).
+            Txn::CloseSession => self.waits.drop_session(hdr.session_id),
+            Txn::Recipe(r) => match &refused {
+                None => self.apply_recipe_effects(hdr.session_id, hdr.zxid, r),
+                Some(e) => {
+                    let failed = recipes::refused_step(r, e);
+                    self.apply_recipe_effects(hdr.session_id, hdr.zxid, &failed)
+                }
+            },
+            _ => {}
+        }
+        Ok(refused)
+    }
+
+    /// The answer to a write whose committed txn the tree refused (see
+    /// `apply_txn`): the error, in the shape the request's answer takes.
+    pub(super) fn refused_reply(txn: &Txn, e: &ApplyError) -> Reply {
+        match (txn, e) {
+            (Txn::Multi(ops), ApplyError::Multi { index, error }) => Reply::Frame(
+                ErrorCode::Ok,
+                Response::Multi(multi_failure(ops.len(), *index, error.code())),
+            ),
+            (Txn::Recipe(r), e) => Reply::Frame(
+                ErrorCode::Ok,
+                Response::Recipe(recipes::refused_step(r, e).reply),
+            ),
+            (_, e) => Reply::Frame(e.code(), Response::Empty),
+        }
+    }
+
+    /// Applies a txn this member proposed and answers the request it came
+    /// from, if it came from one of this member's connections.
+    pub(super) fn apply(&mut self, p: Proposal) {
+        let hdr = p.record.header.clone();
+        let zxid = p.zxid();
+        let refused = match self.apply_txn(&hdr, &p.record.txn) {
+            Ok(refused) => refused,
+            Err(e) => return self.fail(format!("invariant broken by a prepped txn: {e}")),
+        };
+        if matches!(p.record.txn, Txn::CloseSession) {
+            if let Some(conn) = self.session_conn.remove(&hdr.session_id) {
+                if !matches!(p.origin, Origin::Conn(c) if c == conn) {
+                    self.close_conn(conn);
+                }
+            }
+        }
+        if let Origin::Conn(conn) = p.origin {
+            let result = match &refused {
+                None => p.kind.map(|k| self.result_of(k)),
+                Some(e) => p.kind.map(|_| Self::refused_reply(&p.record.txn, e)),
+            };
+            if let Some(c) = self.conns.get_mut(&conn) {
+                let head = c.queue.iter_mut().find(
+                    |q| matches!(q, Queued::Write { zxid: z, result: None, .. } if *z == zxid),
+                );
+                if let Some(Queued::Write { result: r, .. }) = head {
+                    *r = result;
+                }
+            }
+            self.drain(conn);
+        }
+        self.after_apply();
+    }
+
+    /// Counts txns towards the next snapshot; sends replies that waited
+    /// for this txn.
+    pub(super) fn after_apply(&mut self) {
+        if !self.after_waiters.is_empty() {
+            let applied = self.last_applied;
+            let (ready, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.after_waiters)
+                .into_iter()
+                .partition(|(z, _)| *z <= applied);
+            self.after_waiters = rest;
+            for (_, conn) in ready {
+                self.drain(conn);
+            }
+        }
+        self.txns_since_snapshot += 1;
+        if self.txns_since_snapshot >= self.cfg.snap_count {
+            self.txns_since_snapshot = 0;
+            self.out
+                .push(Output::Snapshot(Box::new(self.snapshot_job())));
+        }
+    }
+
+    /// A consistent snapshot of the applied state.
+    pub fn snapshot_job(&self) -> SnapshotJob {
+        SnapshotJob {
+            zxid: self.last_applied,
+            tree: self.tree.snapshot(),
+            waits: self.waits.clone(),
+            sessions: self
+                .sessions
+                .all()
+                .iter()
+                .map(|s| (s.id, s.timeout_ms))
+                .collect(),
+        }
+    }
+
+    /// Sends `event` on `path` to the connections watching it that may
+    /// READ `acl` (the node's, or the parent's for children-changed), as
+    /// ZooKeeper checks each watcher's auth info before it delivers. A super
+    /// user reads everything; a gone connection reads nothing.
+    pub(super) fn notify(&mut self, path: &str, event: EventType, acl: &[Acl]) {
+        let conns_now = &self.conns;
+        let conns = self.watches.trigger(path, event, |conn| {
+            conns_now
+                .get(&conn)
+                .is_some_and(|c| acl::check(acl, perms::READ, &c.auth).is_ok())
+        });
+        if conns.is_empty() {
+            return;
+        }
+        let ev = WatcherEvent {
+            event_type: event as i32,
+            state: KeeperState::SyncConnected as i32,
+            path: path.to_string(),
+        };
+        for conn in conns {
+            if !self.conns.contains_key(&conn) {
+                continue;
+            }
+            frame::write_notification(self.send_buf(conn), NOTIFICATION_ZXID, &ev);
+            self.stats.packets_sent += 1;
+        }
+    }
+
+    pub(super) fn stat_or_default(&self, path: &str) -> Stat {
+        self.tree.stat(path).unwrap_or_default()
+    }
+
+    pub(super) fn created_result(&self, op: OpCode, path: &str) -> Response {
+        match op {
+            OpCode::Create => Response::Create {
+                path: path.to_string(),
+            },
+            _ => Response::Create2 {
+                path: path.to_string(),
+                stat: self.stat_or_default(path),
+            },
+        }
+    }
+
+    pub(super) fn result_of(&self, kind: WriteKind) -> Reply {
+        let r = match kind {
+            WriteKind::Connect {
+                session,
+                timeout_ms,
+                read_only_byte,
+            } => {
+                return Reply::Connect(ConnectResponse {
+                    protocol_version: 0,
+                    timeout_ms,
+                    session_id: session,
+                    passwd: session::password(session).to_vec(),
+                    read_only: read_only_byte.then_some(false),
+                })
+            }
+            WriteKind::Create { op, path } => self.created_result(op, &path),
+            WriteKind::Delete | WriteKind::CloseSession => Response::Empty,
+            WriteKind::Recipe(reply) => Response::Recipe(reply),
+            WriteKind::SetData { path } | WriteKind::SetAcl { path } => {
+                Response::Stat(self.stat_or_default(&path))
+            }
+            WriteKind::Multi(kinds) => Response::Multi(
+                kinds
+                    .into_iter()
+                    .map(|k| match k {
+                        // ZooKeeper answers a create2 inside a multi as a
+                        // create: the path without a stat.
+                        MultiKind::Create { op, path, stat } => match op {
+                            OpCode::Create | OpCode::Create2 => OpResult::Create { path },
+                            _ => OpResult::Create2 { path, stat },
+                        },
+                        MultiKind::Delete => OpResult::Delete,
+                        MultiKind::SetData { stat } => OpResult::SetData { stat },
+                        MultiKind::Check => OpResult::Check,
+                    })
+                    .collect(),
+            ),
+        };
+        Reply::Frame(ErrorCode::Ok, r)
+    }
+}

@@ -1,0 +1,565 @@
+//! Connections: handshakes and sessions, requests as they arrive, the
+//! per-connection FIFO of replies, and the bytes handed to the shell
+//! (bounded per connection: a client that does not read is closed).
+
+use super::*;
+
+/// Bytes queued per connection during one input, flushed as one send per
+/// connection, in the order connections were first written to.
+#[derive(Debug, Default)]
+pub(super) struct SendBufs {
+    pub(super) bufs: HashMap<ConnId, (Vec<u8>, u32)>,
+    pub(super) order: Vec<ConnId>,
+}
+
+impl Server {
+    /// Turns the bytes queued this step into sends, counting them as
+    /// unsent; a connection they would take past
+    /// [`ServerConfig::max_outbound_bytes`] is closed instead.
+    pub(super) fn flush_sends(&mut self) {
+        let mut over = Vec::new();
+        for conn in std::mem::take(&mut self.sends.order) {
+            let Some((bytes, replies)) = self.sends.bufs.remove(&conn) else {
+                continue;
+            };
+            if bytes.is_empty() {
+                continue;
+            }
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.unsent_bytes += bytes.len() as u64;
+                if c.unsent_bytes > self.cfg.max_outbound_bytes {
+                    over.push((conn, c.unsent_bytes));
+                    continue;
+                }
+            }
+            self.out.push(Output::Send {
+                conn,
+                bytes,
+                replies,
+            });
+        }
+        for (conn, unsent) in over {
+            self.close_slow_reader(conn, unsent);
+        }
+    }
+
+    /// A client that does not take what it is sent (its watch events keep
+    /// coming while it does not read): its connection is closed and its
+    /// state dropped now, so nothing more is queued for it. What it was
+    /// sent before stays sent; what pushed it over the bound is dropped.
+    pub(super) fn close_slow_reader(&mut self, conn: ConnId, unsent: u64) {
+        tracing::warn!(
+            conn,
+            unsent,
+            max = self.cfg.max_outbound_bytes,
+            "closing a connection whose client does not read what it is sent"
+        );
+        self.out.push(Output::Close { conn });
+        self.on_closed(conn);
+    }
+
+    /// The shell wrote some of a connection's bytes: replies that waited
+    /// for room go out, and the session is touched.
+    pub(super) fn on_written(&mut self, conn: ConnId, bytes: u64) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        debug_assert!(
+            bytes <= c.unsent_bytes,
+            "connection {conn}: {bytes} bytes reported written, only {} unsent",
+            c.unsent_bytes
+        );
+        if bytes > c.unsent_bytes {
+            tracing::error!(
+                conn,
+                bytes,
+                unsent = c.unsent_bytes,
+                "more bytes reported written than were sent; counting none unsent"
+            );
+        }
+        c.unsent_bytes = c.unsent_bytes.saturating_sub(bytes);
+        // A client taking what it is sent is alive, also while its own
+        // requests (pings too) wait unread behind the bound.
+        let session = c.session;
+        if session != 0 && bytes > 0 {
+            self.sessions.touch(session, self.mono_ms);
+            if self.role.forwards() {
+                self.ens.touched(session);
+            }
+        }
+        self.drain(conn);
+    }
+
+    pub(super) fn send_buf(&mut self, conn: ConnId) -> &mut Vec<u8> {
+        &mut self.send_entry(conn).0
+    }
+
+    pub(super) fn send_entry(&mut self, conn: ConnId) -> &mut (Vec<u8>, u32) {
+        if !self.sends.bufs.contains_key(&conn) {
+            self.sends.order.push(conn);
+        }
+        self.sends.bufs.entry(conn).or_default()
+    }
+
+    pub(super) fn close_conn(&mut self, conn: ConnId) {
+        self.flush_sends();
+        self.out.push(Output::Close { conn });
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.closing = true;
+        }
+    }
+
+    pub(super) fn count_received(&mut self, conn: ConnId) {
+        self.stats.packets_received += 1;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.packets_received += 1;
+        }
+    }
+
+    pub(super) fn on_connect(
+        &mut self,
+        conn: ConnId,
+        peer: Option<SocketAddr>,
+        req: ConnectRequest,
+    ) {
+        self.stats.packets_received += 1;
+        let read_only_byte = req.read_only.is_some();
+        let mut c = Conn {
+            session: 0,
+            timeout_ms: 0,
+            auth: AuthInfo::for_addr(peer.map(|p| p.ip())),
+            peer,
+            read_only_byte,
+            read_only: false,
+            queue: VecDeque::new(),
+            unsent_bytes: 0,
+            established: false,
+            closing: false,
+            packets_received: 1,
+            packets_sent: 0,
+            last_zxid: self.last_applied.to_wire(),
+            connected_at_ms: self.wall_ms,
+            last_latency_ms: 0,
+            min_latency_ms: i64::MAX,
+            max_latency_ms: 0,
+            total_latency_ms: 0,
+        };
+        if !self.role.serves_clients() {
+            if self.cfg.read_only_enabled && req.read_only == Some(true) {
+                return self.connect_read_only(conn, c, &req);
+            }
+            self.conns.insert(conn, c);
+            self.close_conn(conn);
+            return;
+        }
+        if Zxid::from_wire(req.last_zxid_seen) > self.last_applied {
+            // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that has seen a newer zxid must not connect
+            // to a server that is behind it. ZooKeeper closes without reply.
+            tracing::info!(
+                "refusing session for client that has seen zxid 0x{:x}, our last zxid is 0x{:x}",
+                req.last_zxid_seen,
+                self.last_applied
+            );
+            self.conns.insert(conn, c);
+            self.close_conn(conn);
+            return;
+        }
+        let timeout = (req.timeout_ms.max(0) as u32).clamp(
+            self.cfg.min_session_timeout_ms,
+            self.cfg.max_session_timeout_ms,
+        ) as i32;
+        c.timeout_ms = timeout;
+        if req.session_id == 0 && self.role.forwards() {
+            self.conns.insert(conn, c);
+            self.follower_new_session(conn, timeout);
+            return;
+        }
+        if req.session_id == 0 {
+            if !self.can_propose() {
+                self.conns.insert(conn, c);
+                self.close_conn(conn);
+                return;
+            }
+            let id = self.sessions.next_session_id();
+            c.session = id;
+            self.conns.insert(conn, c);
+            self.session_conn.insert(id, conn);
+            self.sessions.add(id, timeout, self.mono_ms);
+            self.ens.owned_here(id, self.cfg.server_id);
+            let kind = WriteKind::Connect {
+                session: id,
+                timeout_ms: timeout,
+                read_only_byte,
+            };
+            self.propose(
+                Origin::Conn(conn),
+                0,
+                id,
+                Txn::CreateSession {
+                    timeout_ms: timeout,
+                },
+                Vec::new(),
+                Some(kind),
+                false,
+            );
+            return;
+        }
+        let id = req.session_id;
+        let valid = req.passwd.as_slice() == session::password(id)
+            && self.sessions.is_live(id)
+            && self.sessions.touch(id, self.mono_ms);
+        if valid && self.role.forwards() {
+            // Tell the leader now: the claim must reach it before any write
+            // this connection forwards (the link is FIFO).
+            self.ens.claim(id);
+            self.report_touches();
+        } else if valid {
+            self.ens.owned_here(id, self.cfg.server_id);
+        }
+        c.session = if valid { id } else { 0 };
+        self.conns.insert(conn, c);
+        if !valid {
+            self.push_deferred(conn, 0, Deferred::InvalidConnect { read_only_byte });
+            return;
+        }
+        // Re-attach: the session moves here; its old connection is closed.
+        if let Some(old) = self.session_conn.insert(id, conn) {
+            if old != conn && self.conns.contains_key(&old) {
+                tracing::debug!("session 0x{id:x} moved from connection {old} to {conn}");
+                self.close_conn(old);
+            }
+        }
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: timeout,
+            session_id: id,
+            passwd: session::password(id).to_vec(),
+            read_only: read_only_byte.then_some(false),
+        };
+        self.send_connect_response(conn, &resp);
+        self.redeliver_recipe_results(id, conn);
+    }
+
+    /// ZooKeeper Programmer's Guide, "ZooKeeper Sessions" / ZooKeeper's read-only mode: a member without a quorum
+    /// serves reads to clients that allow it. Its sessions are local (not
+    /// replicated) and every write gets NotReadOnly; when the quorum is
+    /// back, the connection is closed and the client finds a read-write
+    /// server.
+    pub(super) fn connect_read_only(&mut self, conn: ConnId, mut c: Conn, req: &ConnectRequest) {
+        let timeout = c.timeout_ms;
+        let id = if req.session_id != 0
+            && req.passwd.as_slice() == session::password(req.session_id)
+            && self.sessions.get(req.session_id).is_some()
+        {
+            req.session_id
+        } else {
+            let id = self.sessions.next_session_id();
+            self.sessions.add(id, timeout, self.mono_ms);
+            self.ro_sessions.insert(id);
+            id
+        };
+        c.session = id;
+        c.read_only = true;
+        self.conns.insert(conn, c);
+        self.session_conn.insert(id, conn);
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: timeout,
+            session_id: id,
+            passwd: session::password(id).to_vec(),
+            read_only: Some(true),
+        };
+        self.send_connect_response(conn, &resp);
+    }
+
+    /// Whether this member serves read-only clients now.
+    pub fn in_read_only_mode(&self) -> bool {
+        self.role == Role::Looking && self.cfg.read_only_enabled
+    }
+
+    pub(super) fn send_connect_response(&mut self, conn: ConnId, resp: &ConnectResponse) {
+        frame::write_record(self.send_buf(conn), resp);
+        self.stats.packets_sent += 1;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.established = true;
+            c.packets_sent += 1;
+        }
+    }
+
+    pub(super) fn on_closed(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        self.watches.remove_conn(conn);
+        self.sends.bufs.remove(&conn);
+        if c.session != 0 && self.session_conn.get(&c.session) == Some(&conn) {
+            self.session_conn.remove(&c.session);
+        }
+    }
+
+    pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, req: Request) {
+        self.count_received(conn);
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        // Requests pipelined behind the handshake queue behind its reply.
+        if c.session == 0 || c.closing {
+            return;
+        }
+        let session = c.session;
+        self.sessions.touch(session, self.mono_ms);
+        if self.role.forwards() {
+            self.ens.touched(session);
+        }
+        match req {
+            Request::Auth(pkt) => self.on_auth(conn, xid, pkt),
+            Request::CloseSession if self.conns.get(&conn).is_some_and(|c| c.read_only) => {
+                // A read-only session is local: it just ends.
+                self.ro_sessions.remove(&session);
+                self.sessions.remove(session);
+                self.session_conn.remove(&session);
+                self.send_reply(conn, xid, 0, &Response::Empty);
+                self.close_conn(conn);
+            }
+            Request::CloseSession if self.role.forwards() => {
+                self.forward_write(conn, xid, session, Request::CloseSession)
+            }
+            Request::Sync { .. } if self.role.forwards() => {
+                self.forward_write(conn, xid, session, req)
+            }
+            Request::CloseSession => {
+                if !self.can_propose() {
+                    return;
+                }
+                self.sessions.set_closing(session);
+                let changes = self.close_session_changes(session);
+                self.propose(
+                    Origin::Conn(conn),
+                    xid,
+                    session,
+                    Txn::CloseSession,
+                    changes,
+                    Some(WriteKind::CloseSession),
+                    true,
+                );
+            }
+            req if self.conns.get(&conn).is_some_and(|c| c.read_only)
+                && (req.opcode().is_write()
+                    || matches!(req, Request::Check { .. } | Request::Sync { .. })) =>
+            {
+                self.push_deferred(conn, xid, Deferred::Error(ErrorCode::NotReadOnly))
+            }
+            req if req.opcode().is_write() || matches!(req, Request::Check { .. }) => {
+                self.on_write(conn, xid, session, req)
+            }
+            req => self.push_deferred(conn, xid, Deferred::Read(req)),
+        }
+    }
+
+    /// Auth is handled at once, as ZooKeeper's connection thread does; the
+    /// reply echoes the request's xid (clients send -4 or an ordinary xid).
+    pub(super) fn on_auth(&mut self, conn: ConnId, xid: i32, pkt: wazoo_proto::AuthPacket) {
+        let super_digest = self.cfg.super_digest.clone();
+        let ids = if pkt.scheme == "ip" {
+            // ZooKeeper's IPAuthenticationProvider accepts `addauth ip`
+            // whatever it carries, and adds the address the connection
+            // comes from (an identity every connection already has).
+            let peer = self.conns.get(&conn).and_then(|c| c.peer);
+            Ok(peer
+                .map(|p| wazoo_proto::Id::new("ip", &p.ip().to_string()))
+                .into_iter()
+                .collect())
+        } else {
+            acl::authenticate(&pkt.scheme, &pkt.auth, super_digest.as_deref())
+        };
+        match ids {
+            Ok(ids) => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    for id in ids {
+                        c.auth.add(id);
+                    }
+                }
+                // ZooKeeper's auth reply carries zxid 0.
+                self.send_reply_at(conn, xid, 0, 0, &Response::Empty);
+            }
+            Err(code) => {
+                tracing::info!("authentication with scheme {:?} failed", pkt.scheme);
+                self.send_reply_at(conn, xid, 0, code.code(), &Response::Empty);
+                self.close_conn(conn);
+            }
+        }
+    }
+
+    pub(super) fn enqueue_error(&mut self, conn: ConnId, xid: i32, err: ErrorCode) {
+        if self
+            .conns
+            .get(&conn)
+            .is_some_and(|c| c.session != 0 && !c.closing)
+        {
+            self.push_deferred(conn, xid, Deferred::Error(err));
+        }
+    }
+
+    pub(super) fn push_deferred(&mut self, conn: ConnId, xid: i32, req: Deferred) {
+        let now = self.mono_ms;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if let Deferred::After { zxid, .. } = &req {
+            if *zxid > self.last_applied {
+                self.after_waiters.push((*zxid, conn));
+            }
+        }
+        c.queue.push_back(Queued::Deferred {
+            xid,
+            started_ms: now,
+            req,
+        });
+        self.drain(conn);
+    }
+
+    pub(super) fn send_reply(&mut self, conn: ConnId, xid: i32, err: i32, body: &Response) {
+        self.send_reply_at(conn, xid, self.last_applied.to_wire(), err, body)
+    }
+
+    pub(super) fn send_reply_at(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        zxid: i64,
+        err: i32,
+        body: &Response,
+    ) {
+        let entry = self.send_entry(conn);
+        frame::write_reply(&mut entry.0, xid, zxid, err, body);
+        entry.1 += 1;
+        self.stats.packets_sent += 1;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.packets_sent += 1;
+            c.last_zxid = zxid;
+        }
+    }
+
+    pub(super) fn record_latency(&mut self, conn: ConnId, started_ms: i64) {
+        let l = (self.mono_ms - started_ms).max(0);
+        let s = &mut self.stats;
+        if s.requests_completed == 0 || l < s.min_latency_ms {
+            s.min_latency_ms = l;
+        }
+        s.max_latency_ms = s.max_latency_ms.max(l);
+        s.total_latency_ms += l;
+        s.requests_completed += 1;
+        if s.latency_samples_ms.len() < LATENCY_SAMPLES_MAX {
+            s.latency_samples_ms.push(l);
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.last_latency_ms = l;
+            c.min_latency_ms = c.min_latency_ms.min(l);
+            c.max_latency_ms = c.max_latency_ms.max(l);
+            c.total_latency_ms += l;
+        }
+    }
+
+    /// Sends every reply at the head of the connection's queue that is
+    /// ready, while the connection's unsent bytes (including this step's)
+    /// are under [`ServerConfig::max_unsent_reply_bytes`]; past that the
+    /// rest waits for [`Input::Written`].
+    pub(super) fn drain(&mut self, conn: ConnId) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            // Nothing queued after a close would be written.
+            if c.closing {
+                return;
+            }
+            let this_step = self
+                .sends
+                .bufs
+                .get(&conn)
+                .map_or(0, |(b, _)| b.len() as u64);
+            if c.unsent_bytes + this_step >= self.cfg.max_unsent_reply_bytes {
+                return;
+            }
+            let ready = match c.queue.front() {
+                None => return,
+                Some(Queued::Write { result, .. }) => result.is_some(),
+                Some(Queued::Deferred {
+                    req: Deferred::After { zxid, .. },
+                    ..
+                }) => *zxid <= self.last_applied,
+                Some(Queued::Deferred { .. }) => true,
+            };
+            if !ready {
+                return;
+            }
+            let item = c.queue.pop_front().expect("front exists");
+            match item {
+                Queued::Write {
+                    xid,
+                    result,
+                    started_ms,
+                    close_after,
+                    zxid,
+                    meta: _,
+                } => {
+                    let _ = zxid;
+                    let (err, body) = match result.expect("ready") {
+                        Reply::Connect(resp) => {
+                            self.send_connect_response(conn, &resp);
+                            continue;
+                        }
+                        Reply::Frame(err, body) => (err, body),
+                    };
+                    self.send_reply(conn, xid, err.code(), &body);
+                    self.record_latency(conn, started_ms);
+                    if close_after {
+                        self.close_conn(conn);
+                        return;
+                    }
+                }
+                Queued::Deferred {
+                    xid,
+                    started_ms,
+                    req,
+                } => match req {
+                    Deferred::Error(code) => {
+                        self.send_reply(conn, xid, code.code(), &Response::Empty);
+                        self.record_latency(conn, started_ms);
+                    }
+                    Deferred::Unimplemented => {
+                        // ZooKeeper's UnimplementedRequestProcessor: the
+                        // reply carries zxid -1, then the connection closes.
+                        let code = ErrorCode::Unimplemented.code();
+                        self.send_reply_at(conn, xid, -1, code, &Response::Empty);
+                        self.record_latency(conn, started_ms);
+                        self.close_conn(conn);
+                        return;
+                    }
+                    Deferred::Reply(body) | Deferred::After { body, .. } => {
+                        self.send_reply(conn, xid, 0, &body);
+                        self.record_latency(conn, started_ms);
+                    }
+                    Deferred::InvalidConnect { read_only_byte } => {
+                        let resp = ConnectResponse {
+                            protocol_version: 0,
+                            timeout_ms: 0,
+                            session_id: 0,
+                            passwd: vec![0; session::PASSWORD_LEN],
+                            read_only: read_only_byte.then_some(false),
+                        };
+                        frame::write_record(self.send_buf(conn), &resp);
+                        self.stats.packets_sent += 1;
+                        self.close_conn(conn);
+                        return;
+                    }
+                    Deferred::Read(req) => {
+                        let (err, body) = self.read(conn, req);
+                        self.send_reply(conn, xid, err.code(), &body);
+                        self.record_latency(conn, started_ms);
+                    }
+                },
+            }
+        }
+    }
+}

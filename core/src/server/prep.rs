@@ -1,0 +1,716 @@
+//! Prep: a write becomes a txn, checked against the committed tree plus
+//! the outstanding changes of txns proposed and not applied yet (ZooKeeper's
+//! PrepRequestProcessor and its ChangeRecords), numbered by the member's
+//! zxid source ([`Numbering`]) and proposed or persisted.
+
+use super::*;
+
+/// A node's state as prep sees it: committed, or as outstanding changes
+/// will leave it.
+///
+/// Like ZooKeeper's ChangeRecord it carries the full client-visible Stat, so
+/// prep can also compute the per-op results of a multi (a setData's Stat
+/// right after that op, not after the whole multi).
+///
+/// ZooKeeper stores a create-only child counter (the sequence counter) and
+/// shows clients `2 * stored - numChildren` as cversion, so that deletes
+/// count too; `stored_cversion` is that counter.
+#[derive(Debug, Clone)]
+pub(super) struct Record {
+    pub(super) stat: Stat,
+    pub(super) stored_cversion: i32,
+    pub(super) acl: Vec<Acl>,
+    /// The data outstanding writes leave, for recipe reads (`None`: the
+    /// tree's data is current).
+    pub(super) data: Option<std::sync::Arc<[u8]>>,
+}
+
+impl Record {
+    /// Recomputes the client-visible cversion after a child count change.
+    pub(super) fn refresh_cversion(&mut self) {
+        self.stat.cversion = self
+            .stored_cversion
+            .wrapping_mul(2)
+            .wrapping_sub(self.stat.num_children);
+    }
+}
+
+/// Records a prep changed, by path (`None`: deleted).
+pub(super) type Changes = Vec<(String, Option<Record>)>;
+
+/// ZooKeeper's outstanding changes: the effect of txns proposed but not yet
+/// applied, consulted before the tree.
+#[derive(Debug, Default)]
+pub(super) struct Outstanding {
+    pub(super) map: HashMap<String, (Zxid, Option<Record>)>,
+    pub(super) order: VecDeque<(Zxid, Vec<String>)>,
+}
+
+impl Outstanding {
+    pub(super) fn get(&self, tree: &DataTree, path: &str) -> Option<Record> {
+        if let Some((_, r)) = self.map.get(path) {
+            return r.clone();
+        }
+        let node = tree.node(path)?;
+        Some(Record {
+            stat: node.stat.clone(),
+            stored_cversion: node.stored_cversion,
+            acl: node.acl.to_vec(),
+            data: None,
+        })
+    }
+
+    pub(super) fn commit(&mut self, zxid: Zxid, changes: Vec<(String, Option<Record>)>) {
+        let mut paths = Vec::with_capacity(changes.len());
+        for (p, r) in changes {
+            paths.push(p.clone());
+            self.map.insert(p, (zxid, r));
+        }
+        self.order.push_back((zxid, paths));
+    }
+
+    /// Forgets changes that the tree now reflects.
+    pub(super) fn applied(&mut self, zxid: Zxid) {
+        while let Some((z, _)) = self.order.front() {
+            if *z > zxid {
+                break;
+            }
+            let (z, paths) = self.order.pop_front().expect("front exists");
+            for p in paths {
+                if self.map.get(&p).is_some_and(|(pz, _)| *pz == z) {
+                    self.map.remove(&p);
+                }
+            }
+        }
+    }
+}
+
+/// Prep's state between txns.
+#[derive(Debug)]
+pub(super) struct PrepState {
+    /// The changes of txns made and not applied yet, seen by later preps.
+    pub(super) outstanding: Outstanding,
+    /// Txns made here and not applied yet, in zxid order.
+    pub(super) proposals: VecDeque<Proposal>,
+    /// Where the next txn's zxid comes from.
+    pub(super) numbering: Numbering,
+    /// A [`Output::StepDown`] was emitted in this role.
+    pub(super) stepping_down: bool,
+}
+
+impl Default for PrepState {
+    fn default() -> Self {
+        PrepState {
+            outstanding: Outstanding::default(),
+            proposals: VecDeque::new(),
+            numbering: Numbering::Own,
+            stepping_down: false,
+        }
+    }
+}
+
+/// A scratch view for prepping one request (or one whole multi): reads go
+/// through it to the outstanding changes and the tree; writes stay in it
+/// until the request as a whole succeeds.
+pub(super) struct View<'a> {
+    pub(super) tree: &'a DataTree,
+    pub(super) outstanding: &'a Outstanding,
+    pub(super) local: Vec<(String, Option<Record>)>,
+    /// The zxid and leader time the txn being prepped will carry.
+    pub(super) zxid: Zxid,
+    pub(super) time_ms: i64,
+}
+
+impl View<'_> {
+    pub(super) fn get(&self, path: &str) -> Option<Record> {
+        if let Some((_, r)) = self.local.iter().rev().find(|(p, _)| p == path) {
+            return r.clone();
+        }
+        self.outstanding.get(self.tree, path)
+    }
+
+    pub(super) fn set(&mut self, path: &str, r: Option<Record>) {
+        self.local.push((path.to_string(), r));
+    }
+
+    pub(super) fn into_changes(self) -> Vec<(String, Option<Record>)> {
+        // The last write to a path wins.
+        let mut out: Vec<(String, Option<Record>)> = Vec::new();
+        for (p, r) in self.local {
+            if let Some(e) = out.iter_mut().find(|(q, _)| *q == p) {
+                e.1 = r;
+            } else {
+                out.push((p, r));
+            }
+        }
+        out
+    }
+}
+
+pub(super) fn check_version(current: i32, expected: i32) -> Result<i32, ErrorCode> {
+    if expected != -1 && expected != current {
+        return Err(ErrorCode::BadVersion);
+    }
+    Ok(current.wrapping_add(1))
+}
+
+/// Reads look the path up as given (an invalid one is simply not there),
+/// refusing only NUL, as ZooKeeper's FinalRequestProcessor does.
+/// Reads do not validate their path in ZooKeeper: a path no node can
+/// have is NoNode. One with a NUL is answered here, before any lookup.
+pub(super) fn check_read_path(path: &str) -> Result<(), ErrorCode> {
+    if path.contains('\0') {
+        return Err(ErrorCode::NoNode);
+    }
+    Ok(())
+}
+
+pub(super) fn validate_path(path: &str) -> Result<(), ErrorCode> {
+    wazoo_proto::path::validate(path, false).map_err(|_| ErrorCode::BadArguments)
+}
+
+impl Server {
+    /// A view for prepping the next txn: the committed tree plus the
+    /// outstanding changes, at the zxid after the last one proposed.
+    pub(super) fn prep_view(&self) -> View<'_> {
+        View {
+            tree: &self.tree,
+            outstanding: &self.prep.outstanding,
+            local: Vec::new(),
+            zxid: self.prep_zxid(),
+            time_ms: self.wall_ms,
+        }
+    }
+
+    /// The zxid of the last txn this member made that is not applied yet,
+    /// or else of the last txn applied.
+    pub(super) fn last_proposed(&self) -> Zxid {
+        self.prep
+            .proposals
+            .back()
+            .map_or(self.last_applied, |p| Zxid::from_wire(p.record.header.zxid))
+    }
+
+    /// The zxid the next txn gets, if consensus takes one now.
+    pub(super) fn next_zxid(&self) -> Option<Zxid> {
+        match &self.prep.numbering {
+            Numbering::Own => Some(self.last_proposed().next()),
+            Numbering::Granted { next, room } if *room > 0 => Some(*next),
+            Numbering::Granted { .. } | Numbering::Refused(_) => None,
+        }
+    }
+
+    /// The zxid a prep stamps into what it changes: the next txn's. Without
+    /// one, the txn prepped is refused in `propose` and the prep discarded.
+    pub(super) fn prep_zxid(&self) -> Zxid {
+        self.next_zxid().unwrap_or(self.last_proposed().next())
+    }
+
+    /// Takes the next txn's zxid, if consensus takes one now.
+    pub(super) fn take_zxid(&mut self) -> Option<Zxid> {
+        let zxid = self.next_zxid()?;
+        assert!(
+            zxid > self.last_proposed(),
+            "txns are numbered in order: {zxid} after {}",
+            self.last_proposed()
+        );
+        if let Numbering::Granted { next, room } = &mut self.prep.numbering {
+            *next = next.next();
+            *room -= 1;
+        }
+        Some(zxid)
+    }
+
+    /// Ensemble: where the next txns' zxids come from (see [`Numbering`]).
+    /// The join sets it from consensus before every input.
+    pub fn set_numbering(&mut self, numbering: Numbering) {
+        self.prep.numbering = numbering;
+    }
+
+    /// Whether a txn can be made now; if not, the leader steps down (see
+    /// [`Output::StepDown`]). Checked before a write has effects of its own
+    /// beside its txn (a new session in the table, a closing session).
+    pub(super) fn can_propose(&mut self) -> bool {
+        if self.next_zxid().is_some() {
+            return true;
+        }
+        self.refuse_proposal();
+        false
+    }
+
+    /// Consensus takes no more txns: nothing of the one at hand becomes
+    /// visible, and the member asks to stop leading (once per role).
+    pub(super) fn refuse_proposal(&mut self) {
+        if self.prep.stepping_down {
+            return;
+        }
+        self.prep.stepping_down = true;
+        let why = match &self.prep.numbering {
+            Numbering::Refused(why) => why.clone(),
+            Numbering::Granted { .. } => "consensus takes no more proposals now".to_string(),
+            Numbering::Own => unreachable!("a member that numbers its own txns never refuses"),
+        };
+        tracing::warn!("a txn was refused ({why}): leaving leadership for an election");
+        self.out.push(Output::StepDown { why });
+    }
+
+    pub(super) fn on_write(&mut self, conn: ConnId, xid: i32, session: i64, req: Request) {
+        if self.role.forwards() {
+            self.forward_write(conn, xid, session, req);
+            return;
+        }
+        if !self.sessions.is_live(session) {
+            self.push_deferred(conn, xid, Deferred::Error(ErrorCode::SessionExpired));
+            return;
+        }
+        let auth = self
+            .conns
+            .get(&conn)
+            .map(|c| c.auth.clone())
+            .unwrap_or_default();
+        if let Request::RecipeCall {
+            module,
+            method,
+            args,
+        } = &req
+        {
+            let call = recipes::RecipeCall {
+                module,
+                method,
+                args,
+            };
+            return self.local_recipe_call(conn, xid, session, &auth, call);
+        }
+        let prepped = self.prep_write(&auth, session, &req);
+        match prepped {
+            Ok((txn, changes, kind)) => {
+                self.propose(
+                    Origin::Conn(conn),
+                    xid,
+                    session,
+                    txn,
+                    changes,
+                    Some(kind),
+                    false,
+                );
+            }
+            Err(PrepError::Code(code)) => self.push_deferred(conn, xid, Deferred::Error(code)),
+            Err(PrepError::Done) => self.push_deferred(conn, xid, Deferred::Reply(Response::Empty)),
+            // A failed multi is answered with per-op results and no txn.
+            Err(PrepError::MultiFailed(results)) => {
+                self.push_deferred(conn, xid, Deferred::Reply(Response::Multi(results)))
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn propose(
+        &mut self,
+        origin: Origin,
+        xid: i32,
+        session: i64,
+        txn: Txn,
+        changes: Vec<(String, Option<Record>)>,
+        kind: Option<WriteKind>,
+        close_after: bool,
+    ) {
+        let Some(zxid) = self.take_zxid() else {
+            return self.refuse_proposal();
+        };
+        let record = TxnRecord {
+            header: TxnHeader {
+                session_id: session,
+                cxid: xid,
+                zxid: zxid.to_wire(),
+                time_ms: self.wall_ms,
+            },
+            txn,
+        };
+        self.find_prefired(&changes);
+        self.prep.outstanding.commit(zxid, changes);
+        if matches!(self.role, Role::Leader { .. }) {
+            self.out.push(Output::Propose {
+                zxid,
+                record: record.encode(),
+            });
+        } else {
+            self.out.push(Output::Persist {
+                zxid,
+                record: record.encode(),
+            });
+        }
+        if let Origin::Conn(conn) = origin {
+            let now = self.mono_ms;
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.queue.push_back(Queued::Write {
+                    xid,
+                    zxid,
+                    started_ms: now,
+                    result: None,
+                    close_after,
+                    meta: None,
+                });
+            }
+        }
+        self.prep.proposals.push_back(Proposal {
+            record,
+            origin,
+            kind,
+        });
+    }
+}
+
+/// Preps one write request against `view` (ZooKeeper's pRequest2Txn).
+pub(super) fn prep_request(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    session: i64,
+    req: &Request,
+) -> Result<(Txn, WriteKind), PrepError> {
+    match req {
+        Request::Multi(ops) => {
+            let zxid = view.zxid;
+            prep_multi(cfg, view, auth, session, zxid, ops).map(|(t, k)| (t, WriteKind::Multi(k)))
+        }
+        Request::Reconfig(_) => Err(PrepError::Code(if cfg.reconfig_enabled {
+            ErrorCode::Unimplemented
+        } else {
+            ErrorCode::ReconfigDisabled
+        })),
+        Request::Check { path, version } => match prep_check(view, auth, path, *version) {
+            Ok(_) => Err(PrepError::Done),
+            Err(e) => Err(PrepError::Code(e)),
+        },
+        op => prep_single(cfg, view, auth, session, op)
+            .map_err(PrepError::Code)
+            .and_then(|(t, k)| match k {
+                Some(k) => Ok((t, k)),
+                None => Err(PrepError::Done),
+            }),
+    }
+}
+
+pub(super) enum PrepError {
+    Code(ErrorCode),
+    /// Nothing to write; answer OK (a lone check that passed).
+    Done,
+    MultiFailed(Vec<OpResult>),
+}
+
+pub(super) fn prep_check(
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    path: &str,
+    version: i32,
+) -> Result<(), ErrorCode> {
+    validate_path(path)?;
+    let r = view.get(path).ok_or(ErrorCode::NoNode)?;
+    acl::check(&r.acl, perms::READ, auth)?;
+    check_version(r.stat.version, version)?;
+    Ok(())
+}
+
+/// Preps one write. `Ok((txn, None))` never happens; a kind is always given.
+pub(super) fn prep_single(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    session: i64,
+    req: &Request,
+) -> Result<(Txn, Option<WriteKind>), ErrorCode> {
+    match req {
+        Request::Create(c)
+        | Request::Create2(c)
+        | Request::CreateContainer(c)
+        | Request::CreateTtl(c) => {
+            let op = req.opcode();
+            let (txn, path) = prep_create(cfg, view, auth, session, c)?;
+            Ok((txn, Some(WriteKind::Create { op, path })))
+        }
+        Request::Delete { path, version } => {
+            prep_delete(view, auth, path, *version)?;
+            Ok((Txn::Delete { path: path.clone() }, Some(WriteKind::Delete)))
+        }
+        // ZooKeeper reads a deleteContainer's body as a bare path (servers
+        // send it so); a client's jute string starts with its length, whose
+        // NUL bytes make the path BadArguments. Its reaper does not come
+        // this way in wazoo, so a client's deleteContainer deletes nothing.
+        Request::DeleteContainer { .. } => Err(ErrorCode::BadArguments),
+        Request::SetData {
+            path,
+            data,
+            version,
+        } => {
+            let txn = prep_set_data(cfg, view, auth, path, data, *version)?;
+            Ok((txn, Some(WriteKind::SetData { path: path.clone() })))
+        }
+        Request::SetAcl { path, acl, version } => {
+            validate_path(path)?;
+            let fixed = acl::fixup(acl, auth)?;
+            let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
+            acl::check(&r.acl, perms::ADMIN, auth)?;
+            let aversion = check_version(r.stat.aversion, *version)?;
+            let txn = checked(Txn::SetAcl {
+                path: path.clone(),
+                acl: fixed.clone(),
+                aversion,
+            })?;
+            r.stat.aversion = aversion;
+            r.acl = fixed;
+            view.set(path, Some(r));
+            Ok((txn, Some(WriteKind::SetAcl { path: path.clone() })))
+        }
+        _ => Err(ErrorCode::Unimplemented),
+    }
+}
+
+pub(super) fn prep_create(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    session: i64,
+    c: &wazoo_proto::CreateRequest,
+) -> Result<(Txn, String), ErrorCode> {
+    let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
+    let ttl = c.ttl.unwrap_or(-1);
+    if mode.is_ttl() && !cfg.extended_types_enabled {
+        return Err(ErrorCode::Unimplemented);
+    }
+    // ZooKeeper's validateTTL: a TTL mode needs 0 < ttl <= max; any other
+    // mode must not carry one.
+    if mode.is_ttl() {
+        if !crate::tree::ttl_in_range(ttl) {
+            return Err(ErrorCode::BadArguments);
+        }
+    } else if ttl >= 0 {
+        return Err(ErrorCode::BadArguments);
+    }
+    let path = &c.path;
+    let last_slash = path.rfind('/').ok_or(ErrorCode::BadArguments)?;
+    if path.contains('\0') {
+        return Err(ErrorCode::BadArguments);
+    }
+    let acl = acl::fixup(&c.acl, auth)?;
+    let parent_path = if last_slash == 0 {
+        "/"
+    } else {
+        &path[..last_slash]
+    };
+    if parent_path.is_empty() {
+        return Err(ErrorCode::BadArguments);
+    }
+    let mut parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
+    acl::check(&parent.acl, perms::CREATE, auth)?;
+    let final_path = if mode.is_sequential() {
+        crate::tree::sequential_path(path, parent.stored_cversion)
+    } else {
+        path.clone()
+    };
+    validate_path(&final_path)?;
+    if final_path == "/" {
+        return Err(ErrorCode::NodeExists);
+    }
+    if view.get(&final_path).is_some() {
+        return Err(ErrorCode::NodeExists);
+    }
+    if parent.stat.ephemeral_owner != 0 {
+        return Err(ErrorCode::NoChildrenForEphemerals);
+    }
+    check_data_size(cfg, &c.data)?;
+    if cfg.enforce_quota {
+        view.tree.check_quota(&final_path, c.data.len() as i64, 1)?;
+    }
+    let new_cversion = parent.stored_cversion.wrapping_add(1);
+    let kind = if mode.is_container() {
+        NodeKind::Container
+    } else if mode.is_ttl() {
+        NodeKind::Ttl { ttl_ms: ttl }
+    } else {
+        NodeKind::Regular
+    };
+    let txn = checked(Txn::Create(CreateTxn {
+        path: final_path.clone(),
+        data: c.data.clone(),
+        acl: acl.clone(),
+        ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
+        parent_cversion: new_cversion,
+        kind,
+    }))?;
+    // Nothing below fails: the view changes only for a create that passed.
+    parent.stored_cversion = new_cversion;
+    parent.stat.num_children += 1;
+    parent.refresh_cversion();
+    parent.stat.pzxid = view.zxid.to_wire();
+    view.set(parent_path, Some(parent));
+    let stat = Stat {
+        czxid: view.zxid.to_wire(),
+        mzxid: view.zxid.to_wire(),
+        ctime: view.time_ms,
+        mtime: view.time_ms,
+        version: 0,
+        cversion: 0,
+        aversion: 0,
+        // Clients see containers and TTL nodes as owned by no one.
+        ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
+        data_length: c.data.len() as i32,
+        num_children: 0,
+        pzxid: view.zxid.to_wire(),
+    };
+    view.set(
+        &final_path,
+        Some(Record {
+            stat,
+            stored_cversion: 0,
+            acl: acl.clone(),
+            data: recipes::record_data(&c.data),
+        }),
+    );
+    Ok((txn, final_path))
+}
+
+/// Prep's half of the rules prep and apply share ([`check_txn`]): a txn
+/// apply would refuse is refused here, with the code ZooKeeper answers.
+pub(super) fn checked(txn: Txn) -> Result<Txn, ErrorCode> {
+    check_txn(&txn).map_err(|e| e.code())?;
+    Ok(txn)
+}
+
+/// Node data over `jute.maxbuffer` is refused: no client can send it, and
+/// no recipe may write it (no client could read it back).
+pub(super) fn check_data_size(cfg: &ServerConfig, data: &[u8]) -> Result<(), ErrorCode> {
+    if data.len() > cfg.max_buffer_bytes {
+        return Err(ErrorCode::BadArguments);
+    }
+    Ok(())
+}
+
+pub(super) fn prep_delete(
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    path: &str,
+    version: i32,
+) -> Result<(), ErrorCode> {
+    // ZooKeeper checks a delete's path only for a '/' and a NUL (its
+    // getParentPathAndValidate): any other invalid path names no node, so
+    // it is NoNode (or NoAuth on the parent), not BadArguments. No node
+    // with an invalid path exists, so nothing invalid gets past the lookup.
+    let Some(last_slash) = path.rfind('/') else {
+        return Err(ErrorCode::BadArguments);
+    };
+    if path.contains('\0') || SPECIAL_PATHS.contains(&path) {
+        return Err(ErrorCode::BadArguments);
+    }
+    let parent_path = if last_slash == 0 {
+        "/"
+    } else {
+        &path[..last_slash]
+    };
+    let mut parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
+    acl::check(&parent.acl, perms::DELETE, auth)?;
+    let node = view.get(path).ok_or(ErrorCode::NoNode)?;
+    check_version(node.stat.version, version)?;
+    if node.stat.num_children > 0 {
+        return Err(ErrorCode::NotEmpty);
+    }
+    checked(Txn::Delete {
+        path: path.to_string(),
+    })?;
+    // A delete moves pzxid but not the stored (sequence) counter.
+    parent.stat.num_children -= 1;
+    parent.refresh_cversion();
+    parent.stat.pzxid = view.zxid.to_wire();
+    view.set(parent_path, Some(parent));
+    view.set(path, None);
+    Ok(())
+}
+
+pub(super) fn prep_set_data(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    path: &str,
+    data: &[u8],
+    version: i32,
+) -> Result<Txn, ErrorCode> {
+    validate_path(path)?;
+    let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
+    acl::check(&r.acl, perms::WRITE, auth)?;
+    if cfg.enforce_quota {
+        let old = view.tree.stat(path).map(|s| s.data_length).unwrap_or(0) as i64;
+        view.tree.check_quota(path, data.len() as i64 - old, 0)?;
+    }
+    check_data_size(cfg, data)?;
+    let v = check_version(r.stat.version, version)?;
+    let txn = checked(Txn::SetData {
+        path: path.to_string(),
+        data: data.to_vec(),
+        version: v,
+    })?;
+    r.stat.version = v;
+    r.stat.mzxid = view.zxid.to_wire();
+    r.stat.mtime = view.time_ms;
+    r.stat.data_length = data.len() as i32;
+    r.data = recipes::record_data(data);
+    view.set(path, Some(r));
+    Ok(txn)
+}
+
+/// ZooKeeper's per-op results of a multi whose op `failed` failed with
+/// `code`: OK for the ops before it, its error, then RuntimeInconsistency.
+pub(super) fn multi_failure(ops: usize, failed: usize, code: ErrorCode) -> Vec<OpResult> {
+    (0..ops)
+        .map(|j| OpResult::Error {
+            err: match j.cmp(&failed) {
+                std::cmp::Ordering::Less => 0,
+                std::cmp::Ordering::Equal => code.code(),
+                std::cmp::Ordering::Greater => ErrorCode::RuntimeInconsistency.code(),
+            },
+        })
+        .collect()
+}
+
+/// Preps a multi: every op against the state the previous ops leave. On
+/// failure, ZooKeeper's per-op results: OK for ops before the failing one,
+/// its error, then RuntimeInconsistency for the rest.
+pub(super) fn prep_multi(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    auth: &AuthInfo,
+    session: i64,
+    _zxid: Zxid,
+    ops: &[Request],
+) -> Result<(Txn, Vec<MultiKind>), PrepError> {
+    let mut txns = Vec::with_capacity(ops.len());
+    let mut kinds = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        let res = match op {
+            Request::Check { path, version } => prep_check(view, auth, path, *version)
+                .map(|_| (Txn::Check { path: path.clone() }, MultiKind::Check)),
+            _ => prep_single(cfg, view, auth, session, op).map(|(t, k)| {
+                // The op's result as of right after it, as ZooKeeper reports it.
+                let stat_now = |p: &str| view.get(p).map(|r| r.stat).unwrap_or_default();
+                let mk = match k {
+                    Some(WriteKind::Create { op, path }) => MultiKind::Create {
+                        op,
+                        stat: stat_now(&path),
+                        path,
+                    },
+                    Some(WriteKind::SetData { path }) => MultiKind::SetData {
+                        stat: stat_now(&path),
+                    },
+                    _ => MultiKind::Delete,
+                };
+                (t, mk)
+            }),
+        };
+        match res {
+            Ok((t, k)) => {
+                txns.push(t);
+                kinds.push(k);
+            }
+            Err(code) => return Err(PrepError::MultiFailed(multi_failure(ops.len(), i, code))),
+        }
+    }
+    Ok((Txn::Multi(txns), kinds))
+}

@@ -1,0 +1,299 @@
+//! Reads, answered from the committed tree when they reach the head of
+//! their connection's queue (ZooKeeper's FinalRequestProcessor), and
+//! setWatches after a reconnect.
+
+use super::*;
+
+impl Server {
+    pub(super) fn read(&mut self, conn: ConnId, req: Request) -> (ErrorCode, Response) {
+        match self.try_read(conn, req) {
+            Ok(r) => (ErrorCode::Ok, r),
+            Err(e) => (e, Response::Empty),
+        }
+    }
+
+    pub(super) fn auth_of(&self, conn: ConnId) -> AuthInfo {
+        self.conns
+            .get(&conn)
+            .map(|c| c.auth.clone())
+            .unwrap_or_default()
+    }
+
+    pub(super) fn check_acl(&self, conn: ConnId, path: &str, perm: i32) -> Result<(), ErrorCode> {
+        let acl = self.tree.acl(path).ok_or(ErrorCode::NoNode)?;
+        let c = self.conns.get(&conn).ok_or(ErrorCode::ConnectionLoss)?;
+        acl::check(&acl, perm, &c.auth)
+    }
+
+    pub(super) fn get_children(
+        &mut self,
+        conn: ConnId,
+        path: &str,
+        watch: bool,
+    ) -> Result<Vec<String>, ErrorCode> {
+        check_read_path(path)?;
+        self.check_acl(conn, path, perms::READ)?;
+        let children = self.tree.children(path).ok_or(ErrorCode::NoNode)?;
+        if watch {
+            self.watches.add(conn, path, Kind::Child);
+        }
+        Ok(children)
+    }
+
+    pub(super) fn try_read(&mut self, conn: ConnId, req: Request) -> Result<Response, ErrorCode> {
+        if let Some(r) = self.recipes_node_read(&req) {
+            return r;
+        }
+        match req {
+            Request::Ping => Ok(Response::Empty),
+            Request::Exists { path, watch } => {
+                // The one read ZooKeeper checks: a NUL is BadArguments.
+                if path.contains('\0') {
+                    return Err(ErrorCode::BadArguments);
+                }
+                match self.tree.stat(&path) {
+                    Some(stat) => {
+                        if watch {
+                            self.watches.add(conn, &path, Kind::Data);
+                        }
+                        Ok(Response::Stat(stat))
+                    }
+                    None => {
+                        if watch {
+                            self.watches.add(conn, &path, Kind::Data);
+                        }
+                        Err(ErrorCode::NoNode)
+                    }
+                }
+            }
+            Request::GetData { path, watch } => {
+                check_read_path(&path)?;
+                self.check_acl(conn, &path, perms::READ)?;
+                let (data, stat) = self.tree.get_data(&path).ok_or(ErrorCode::NoNode)?;
+                if watch {
+                    self.watches.add(conn, &path, Kind::Data);
+                }
+                Ok(Response::GetData { data, stat })
+            }
+            Request::GetChildren { path, watch } => {
+                let children = self.get_children(conn, &path, watch)?;
+                Ok(Response::GetChildren { children })
+            }
+            Request::GetChildren2 { path, watch } => {
+                let children = self.get_children(conn, &path, watch)?;
+                Ok(Response::GetChildren2 {
+                    children,
+                    stat: self.stat_or_default(&path),
+                })
+            }
+            Request::GetAcl { path } => {
+                check_read_path(&path)?;
+                let acl = self.tree.acl(&path).ok_or(ErrorCode::NoNode)?;
+                let auth = self.auth_of(conn);
+                acl::check(&acl, perms::READ | perms::ADMIN, &auth)?;
+                let stat = self.stat_or_default(&path);
+                if acl::check(&acl, perms::ADMIN, &auth).is_ok() {
+                    return Ok(Response::GetAcl { acl, stat });
+                }
+                // Without ADMIN, digest hashes are masked, as ZooKeeper does.
+                let masked = acl
+                    .into_iter()
+                    .map(|mut a| {
+                        if a.id.scheme == "digest" {
+                            if let Some((user, _)) = a.id.id.split_once(':') {
+                                a.id.id = format!("{user}:x");
+                            }
+                        }
+                        a
+                    })
+                    .collect();
+                Ok(Response::GetAcl { acl: masked, stat })
+            }
+            Request::Sync { path } => Ok(Response::Sync { path }),
+            Request::GetAllChildrenNumber { path } => {
+                check_read_path(&path)?;
+                self.check_acl(conn, &path, perms::READ)?;
+                let n = self
+                    .tree
+                    .all_children_number(&path)
+                    .ok_or(ErrorCode::NoNode)?;
+                Ok(Response::AllChildrenNumber(n))
+            }
+            Request::GetEphemerals { prefix } => {
+                let session = self.conns.get(&conn).map(|c| c.session).unwrap_or(0);
+                // As ZooKeeper: a blank prefix, or one that trims (Java's
+                // String.trim, up to U+0020) to "/", lists them all; any
+                // other is matched as sent, untrimmed.
+                let java_blank = |c: char| {
+                    (c.is_whitespace()
+                        && !matches!(c, '\u{85}' | '\u{a0}' | '\u{2007}' | '\u{202f}'))
+                        || ('\u{1c}'..='\u{1f}').contains(&c)
+                };
+                let all = self.tree.ephemerals(session);
+                Ok(Response::Ephemerals(
+                    if prefix.chars().all(java_blank)
+                        || prefix.trim_matches(|c: char| c <= ' ') == "/"
+                    {
+                        all
+                    } else {
+                        all.into_iter().filter(|e| e.starts_with(&prefix)).collect()
+                    },
+                ))
+            }
+            Request::WhoAmI => {
+                let auth = self.auth_of(conn);
+                Ok(Response::WhoAmI(
+                    auth.ids
+                        .iter()
+                        .map(|id| ClientInfo {
+                            auth_scheme: id.scheme.clone(),
+                            user: match id.scheme.as_str() {
+                                "digest" => id.id.split(':').next().unwrap_or("").to_string(),
+                                _ => id.id.clone(),
+                            },
+                        })
+                        .collect(),
+                ))
+            }
+            Request::AddWatch { path, mode } => {
+                // An unknown mode is a MarshallingError in ZooKeeper (its
+                // mode conversion throws), checked before the path.
+                let kind = match AddWatchMode::from_i32(mode) {
+                    Some(AddWatchMode::Persistent) => Kind::Persistent,
+                    Some(AddWatchMode::PersistentRecursive) => Kind::Recursive,
+                    None => return Err(ErrorCode::MarshallingError),
+                };
+                // ZooKeeper does not check the path: a watch on a path no
+                // node can have never fires.
+                self.watches.add(conn, &path, kind);
+                // ZooKeeper answers addWatch with an ErrorResponse(0) body.
+                Ok(Response::ErrorResponse(0))
+            }
+            Request::CheckWatches { path, watcher_type } => {
+                let t = client_watcher_type(watcher_type)?;
+                if self.watches.contains(conn, &path, t) {
+                    Ok(Response::Empty)
+                } else {
+                    Err(ErrorCode::NoWatcher)
+                }
+            }
+            Request::RemoveWatches { path, watcher_type } => {
+                let t = client_watcher_type(watcher_type)?;
+                if self.watches.remove(conn, &path, t) {
+                    Ok(Response::Empty)
+                } else {
+                    Err(ErrorCode::NoWatcher)
+                }
+            }
+            Request::SetWatches(s) => {
+                self.set_watches(
+                    conn,
+                    SetWatches2 {
+                        relative_zxid: s.relative_zxid,
+                        data_watches: s.data_watches,
+                        exist_watches: s.exist_watches,
+                        child_watches: s.child_watches,
+                        persistent_watches: Vec::new(),
+                        persistent_recursive_watches: Vec::new(),
+                    },
+                );
+                Ok(Response::Empty)
+            }
+            Request::SetWatches2(s) => {
+                self.set_watches(conn, s);
+                Ok(Response::Empty)
+            }
+            // ZooKeeper rebuilds each read of a multiRead without its
+            // watch flag: a multiRead sets no watches.
+            Request::MultiRead(ops) => Ok(Response::Multi(
+                ops.into_iter()
+                    .map(|op| match op {
+                        Request::GetChildren { path, .. } => {
+                            Request::GetChildren { path, watch: false }
+                        }
+                        Request::GetData { path, .. } => Request::GetData { path, watch: false },
+                        other => other,
+                    })
+                    .map(|op| match op {
+                        Request::GetChildren { .. } => match self.try_read(conn, op) {
+                            Ok(Response::GetChildren { children }) => {
+                                OpResult::GetChildren { children }
+                            }
+                            Ok(_) => OpResult::Error {
+                                err: ErrorCode::SystemError.code(),
+                            },
+                            Err(e) => OpResult::Error { err: e.code() },
+                        },
+                        Request::GetData { .. } => match self.try_read(conn, op) {
+                            Ok(Response::GetData { data, stat }) => {
+                                OpResult::GetData { data, stat }
+                            }
+                            Ok(_) => OpResult::Error {
+                                err: ErrorCode::SystemError.code(),
+                            },
+                            Err(e) => OpResult::Error { err: e.code() },
+                        },
+                        _ => OpResult::Error {
+                            err: ErrorCode::BadArguments.code(),
+                        },
+                    })
+                    .collect(),
+            )),
+            // A failed multi arrives here with its results precomputed.
+            Request::Multi(_) => Ok(Response::Multi(Vec::new())),
+            _ => Err(ErrorCode::Unimplemented),
+        }
+    }
+
+    /// setWatches after a reconnect: events the client missed since
+    /// `relative_zxid` are delivered now; the rest are re-armed.
+    pub(super) fn set_watches(&mut self, conn: ConnId, s: SetWatches2) {
+        let rz = s.relative_zxid;
+        let mut events: Vec<(String, EventType)> = Vec::new();
+        for p in s.data_watches {
+            match self.tree.stat(&p) {
+                None => events.push((p, EventType::NodeDeleted)),
+                Some(st) if st.mzxid > rz => events.push((p, EventType::NodeDataChanged)),
+                Some(_) => self.watches.add(conn, &p, Kind::Data),
+            }
+        }
+        for p in s.exist_watches {
+            match self.tree.stat(&p) {
+                Some(_) => events.push((p, EventType::NodeCreated)),
+                None => self.watches.add(conn, &p, Kind::Data),
+            }
+        }
+        for p in s.child_watches {
+            match self.tree.stat(&p) {
+                None => events.push((p, EventType::NodeDeleted)),
+                Some(st) if st.pzxid > rz => events.push((p, EventType::NodeChildrenChanged)),
+                Some(_) => self.watches.add(conn, &p, Kind::Child),
+            }
+        }
+        for p in s.persistent_watches {
+            self.watches.add(conn, &p, Kind::Persistent);
+        }
+        for p in s.persistent_recursive_watches {
+            self.watches.add(conn, &p, Kind::Recursive);
+        }
+        for (path, event) in events {
+            let ev = WatcherEvent {
+                event_type: event as i32,
+                state: KeeperState::SyncConnected as i32,
+                path,
+            };
+            frame::write_notification(self.send_buf(conn), NOTIFICATION_ZXID, &ev);
+            self.stats.packets_sent += 1;
+        }
+    }
+}
+
+/// The watcher type of a checkWatches or removeWatches: ZooKeeper 3.8
+/// takes Children (1), Data (2) and Any (3) and answers MarshallingError
+/// for anything else, the persistent types (4, 5) included.
+pub(super) fn client_watcher_type(t: i32) -> Result<WatcherType, ErrorCode> {
+    match WatcherType::from_i32(t) {
+        Some(t @ (WatcherType::Children | WatcherType::Data | WatcherType::Any)) => Ok(t),
+        _ => Err(ErrorCode::MarshallingError),
+    }
+}
