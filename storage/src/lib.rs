@@ -113,6 +113,7 @@ mod reader;
 mod recovery;
 mod segment;
 mod snapshot;
+pub mod zookeeper;
 
 pub use envelope::{
     read_snapshot_envelope, write_snapshot_envelope, EnvelopeError, SnapshotEnvelope,
