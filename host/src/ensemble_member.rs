@@ -47,7 +47,7 @@ fn read_epoch(dir: &Path, name: &str) -> Result<u32> {
 }
 
 /// Writes an epoch file durably (temp file, fsync, rename, fsync dir).
-fn write_epoch(dir: &Path, name: &str, epoch: u32) -> std::io::Result<()> {
+pub(crate) fn write_epoch(dir: &Path, name: &str, epoch: u32) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = dir.join(format!("{name}.tmp"));
     let mut f = std::fs::File::create(&tmp)?;

@@ -13,6 +13,8 @@
 //! - [`metrics`]: the Prometheus endpoint.
 //! - [`config`]: reading zoo.cfg.
 //! - [`logging`]: reading `WAZOO_LOG`.
+//! - [`import`]: `wazoo import` (an Apache ZooKeeper data directory) and
+//!   the installing of a snapshot that it shares with `wazoo restore`.
 //! - [`builtin`]: the built-in recipe modules embedded by build.rs.
 //! - [`core`], [`plugin`]: re-exports of the crates that used to be these
 //!   modules, so their old paths keep working.
@@ -20,6 +22,7 @@
 pub mod admin;
 pub mod config;
 pub mod ensemble_member;
+pub mod import;
 pub mod logging;
 pub mod member;
 pub mod metrics;

@@ -1,4 +1,5 @@
-//! The `wazoo` command: `serve`, `dev` and `cli`.
+//! The `wazoo` command: `serve`, `dev`, `cli`, and `import`, `backup`,
+//! `restore` (docs/MIGRATION.md).
 
 use std::path::PathBuf;
 
@@ -52,6 +53,20 @@ enum Cmd {
         /// Run one command, print its result and exit (non-zero on error).
         #[arg(short = 'c', long = "command")]
         command: Option<String>,
+    },
+    /// Write this member's data directory from an Apache ZooKeeper (3.5 to
+    /// 3.9) data directory: its newest valid snapshot plus the logs after
+    /// it (docs/MIGRATION.md).
+    Import {
+        /// ZooKeeper's dataDir (or its version-2 directory).
+        #[arg(long)]
+        zookeeper_data: PathBuf,
+        /// ZooKeeper's dataLogDir, if the logs are not in dataDir.
+        #[arg(long)]
+        zookeeper_log: Option<PathBuf>,
+        /// zoo.cfg of the wazoo member to write (its dataDir must be empty).
+        #[arg(long)]
+        config: PathBuf,
     },
 }
 
@@ -220,6 +235,12 @@ fn main() -> std::process::ExitCode {
                 init_tracing()?;
                 dev(&data_dir).await.map(|_| 0)
             }
+            Cmd::Import {
+                zookeeper_data,
+                zookeeper_log,
+                config,
+            } => wazoo::import::run_import(&config, &zookeeper_data, zookeeper_log.as_deref())
+                .map(|_| 0),
             Cmd::Cli { server, command } => {
                 wazoo_client::shell::run(&server, command.as_deref()).await
             }
