@@ -327,6 +327,9 @@ impl EnsembleCore {
                         );
                         let _ = reply.send(text);
                     }
+                    Event::Backup { reply } => {
+                        let _ = reply.send(self.server.snapshot_job());
+                    }
                     Event::LogFailed(e) => bail!("transaction log failed: {e}"),
                     Event::Shutdown => return Ok(()),
                 }

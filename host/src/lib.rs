@@ -10,6 +10,8 @@
 //! - [`quorum`]: the links between members.
 //! - [`net`]: the client port (framing, backpressure, four-letter words).
 //! - [`admin`]: four-letter word answers.
+//! - [`backup`]: `wazoo backup` / `wazoo restore`, and a member's side of
+//!   a backup (a consistent snapshot sent over the client port).
 //! - [`metrics`]: the Prometheus endpoint.
 //! - [`config`]: reading zoo.cfg.
 //! - [`logging`]: reading `WAZOO_LOG`.
@@ -20,6 +22,7 @@
 //!   modules, so their old paths keep working.
 
 pub mod admin;
+pub mod backup;
 pub mod config;
 pub mod ensemble_member;
 pub mod import;

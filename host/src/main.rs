@@ -68,6 +68,29 @@ enum Cmd {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Take a consistent snapshot of a running member over its client port
+    /// (the super user's credentials are needed).
+    Backup {
+        /// The member's client address, host:port.
+        #[arg(long)]
+        server: String,
+        /// The file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// The super user's user:password (default: $WAZOO_BACKUP_AUTH).
+        #[arg(long)]
+        auth: Option<String>,
+    },
+    /// Write a member's data directory from a backup (for an ensemble,
+    /// restore every member from the same file).
+    Restore {
+        /// The backup file.
+        #[arg(long)]
+        from: PathBuf,
+        /// zoo.cfg of the member to write (its dataDir must be empty).
+        #[arg(long)]
+        config: PathBuf,
+    },
 }
 
 /// Logs at `WAZOO_LOG`'s levels (info when unset); a value that names no
@@ -241,6 +264,10 @@ fn main() -> std::process::ExitCode {
                 config,
             } => wazoo::import::run_import(&config, &zookeeper_data, zookeeper_log.as_deref())
                 .map(|_| 0),
+            Cmd::Backup { server, out, auth } => {
+                wazoo::backup::run_backup(&server, &out, auth).map(|_| 0)
+            }
+            Cmd::Restore { from, config } => wazoo::backup::run_restore(&from, &config).map(|_| 0),
             Cmd::Cli { server, command } => {
                 wazoo_client::shell::run(&server, command.as_deref()).await
             }

@@ -57,6 +57,10 @@ pub enum Event {
         word: String,
         reply: oneshot::Sender<String>,
     },
+    /// A backup wants a consistent copy of the state (`crate::backup`).
+    Backup {
+        reply: oneshot::Sender<SnapshotJob>,
+    },
     /// The log writer stopped: the member can no longer make writes durable.
     LogFailed(String),
     /// Ensemble: something from another member.
@@ -711,6 +715,9 @@ async fn core_loop(
                     crate::admin::resets_stats(&word, &mut server);
                     let text = crate::admin::four_letter(&word, &server, &ctx, conns.len(), None);
                     let _ = reply.send(text);
+                }
+                Event::Backup { reply } => {
+                    let _ = reply.send(server.snapshot_job());
                 }
                 Event::LogFailed(e) => {
                     tracing::error!("the transaction log failed, stopping: {e}");
