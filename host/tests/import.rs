@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use wazoo_client::{Acl, Client, ClientOptions, CreateMode, Id, Op, Stat};
-use wazoo_testkit::{Flavor, WazooServer, ZkServer};
+use wazoo_testkit::{Flavor, TestEnsemble, WazooEnsemble, WazooServer, ZkServer};
 
 /// Data, ACL and Stat of one node.
 type Seen = (Vec<u8>, Vec<Acl>, Stat);
@@ -202,6 +202,7 @@ fn zookeeper() -> ZkServer {
 
 /// A zoo.cfg for a wazoo member with its data in `data_dir`.
 fn member_cfg(dir: &Path, data_dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
     let cfg = dir.join("zoo.cfg");
     std::fs::write(
         &cfg,
@@ -343,6 +344,38 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
     // An import refuses a member that already has data.
     let (ok, _, stderr) = import(&zk_copy, &cfg);
     assert!(!ok && stderr.contains("not empty"), "{stderr}");
+    drop(back);
+    drop(wazoo);
+
+    // An ensemble, as docs/MIGRATION.md says to move one: every member
+    // imports the same ZooKeeper data directory, then all start.
+    let opts = common::ensemble_options(Flavor::Wazoo)
+        .cfg("DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=");
+    let mut ensemble = WazooEnsemble::start(3, opts).unwrap();
+    for i in 0..3 {
+        ensemble.kill(i);
+        let dir = ensemble.data_dir(i).to_path_buf();
+        let _ = std::fs::remove_dir_all(dir.join("wazoo-v1"));
+        let cfg = member_cfg(&work.path().join(format!("m{i}")), &dir);
+        let (ok, _, stderr) = import(&zk_copy, &cfg);
+        assert!(ok, "import into member {}: {stderr}", i + 1);
+    }
+    ensemble.restart_all().unwrap();
+    for i in 0..3 {
+        let served = walk(&ensemble.addr(i).to_string()).await;
+        assert_eq!(
+            served.keys().collect::<Vec<_>>(),
+            before.keys().collect::<Vec<_>>(),
+            "member {}: the same paths",
+            i + 1
+        );
+        for (path, (data, acl, stat)) in &before {
+            let (d, a, s) = &served[path];
+            assert!(d == data, "member {}: {path}: data differs", i + 1);
+            assert_eq!(a, acl, "member {}: {path}: ACL", i + 1);
+            assert_eq!(s, stat, "member {}: {path}: Stat", i + 1);
+        }
+    }
 }
 
 /// Only files named `prefix.*` in ZooKeeper's version-2 directory.
