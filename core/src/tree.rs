@@ -56,6 +56,7 @@
 //!   from one that kept running).
 
 mod acl_table;
+mod build;
 mod node;
 mod quota;
 mod snapshot;
@@ -73,6 +74,7 @@ use super::txn::{CreateTxn, NodeKind, Txn, TxnHeader};
 use acl_table::AclTable;
 use node::{decode_key, key_name, plain, Header, Node, Probe};
 
+pub use build::NodeSpec;
 pub use node::{
     ttl_in_range, ZnodeType, CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_EPHEMERAL_OWNER_MASK,
 };

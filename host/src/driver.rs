@@ -184,7 +184,7 @@ pub(crate) fn read_epoch(dir: &Path, name: &str) -> Result<u32> {
 }
 
 /// Writes an epoch file durably (temp file, fsync, rename, fsync dir).
-fn write_epoch(dir: &Path, name: &str, epoch: u32) -> std::io::Result<()> {
+pub(crate) fn write_epoch(dir: &Path, name: &str, epoch: u32) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = dir.join(format!("{name}.tmp"));
     let mut f = std::fs::File::create(&tmp)?;
@@ -287,6 +287,9 @@ impl Driver {
                             leader,
                         );
                         let _ = reply.send(text);
+                    }
+                    Event::Backup { reply } => {
+                        let _ = reply.send(self.member.server().snapshot_job());
                     }
                     Event::LogFailed(e) => bail!("transaction log failed: {e}"),
                     Event::Shutdown => return Ok(()),

@@ -11,17 +11,23 @@
 //! - [`net`]: the client port (framing, backpressure, four-letter words).
 //! - [`tls`]: TLS for the secure client port and the quorum links.
 //! - [`admin`]: four-letter word answers.
+//! - [`backup`]: `wazoo backup` / `wazoo restore`, and a member's side of
+//!   a backup (a consistent snapshot sent over the client port).
 //! - [`metrics`]: the Prometheus endpoint.
 //! - [`config`]: reading zoo.cfg.
 //! - [`logging`]: reading `WAZOO_LOG`.
+//! - [`import`]: `wazoo import` (an Apache ZooKeeper data directory) and
+//!   the installing of a snapshot that it shares with `wazoo restore`.
 //! - [`builtin`]: the built-in recipe modules embedded by build.rs.
 //! - [`core`], [`plugin`]: re-exports of the crates that used to be these
 //!   modules, so their old paths keep working.
 
 pub mod admin;
+pub mod backup;
 pub mod config;
 mod driver;
 pub mod ensemble_member;
+pub mod import;
 pub mod logging;
 pub mod member;
 pub mod metrics;

@@ -1,4 +1,5 @@
-//! The `wazoo` command: `serve`, `dev` and `cli`.
+//! The `wazoo` command: `serve`, `dev`, `cli`, and `import`, `backup`,
+//! `restore` (docs/MIGRATION.md).
 
 use std::path::PathBuf;
 
@@ -52,6 +53,43 @@ enum Cmd {
         /// Run one command, print its result and exit (non-zero on error).
         #[arg(short = 'c', long = "command")]
         command: Option<String>,
+    },
+    /// Write this member's data directory from an Apache ZooKeeper (3.5 to
+    /// 3.9) data directory: its newest valid snapshot plus the logs after
+    /// it (docs/MIGRATION.md).
+    Import {
+        /// ZooKeeper's dataDir (or its version-2 directory).
+        #[arg(long)]
+        zookeeper_data: PathBuf,
+        /// ZooKeeper's dataLogDir, if the logs are not in dataDir.
+        #[arg(long)]
+        zookeeper_log: Option<PathBuf>,
+        /// zoo.cfg of the wazoo member to write (its dataDir must be empty).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Take a consistent snapshot of a running member over its client port
+    /// (the super user's credentials are needed).
+    Backup {
+        /// The member's client address, host:port.
+        #[arg(long)]
+        server: String,
+        /// The file to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// The super user's user:password (default: $WAZOO_BACKUP_AUTH).
+        #[arg(long)]
+        auth: Option<String>,
+    },
+    /// Write a member's data directory from a backup (for an ensemble,
+    /// restore every member from the same file).
+    Restore {
+        /// The backup file.
+        #[arg(long)]
+        from: PathBuf,
+        /// zoo.cfg of the member to write (its dataDir must be empty).
+        #[arg(long)]
+        config: PathBuf,
     },
 }
 
@@ -220,6 +258,16 @@ fn main() -> std::process::ExitCode {
                 init_tracing()?;
                 dev(&data_dir).await.map(|_| 0)
             }
+            Cmd::Import {
+                zookeeper_data,
+                zookeeper_log,
+                config,
+            } => wazoo::import::run_import(&config, &zookeeper_data, zookeeper_log.as_deref())
+                .map(|_| 0),
+            Cmd::Backup { server, out, auth } => {
+                wazoo::backup::run_backup(&server, &out, auth).map(|_| 0)
+            }
+            Cmd::Restore { from, config } => wazoo::backup::run_restore(&from, &config).map(|_| 0),
             Cmd::Cli { server, command } => {
                 wazoo_client::shell::run(&server, command.as_deref()).await
             }

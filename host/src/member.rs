@@ -61,6 +61,10 @@ pub enum Event {
         word: String,
         reply: oneshot::Sender<String>,
     },
+    /// A backup wants a consistent copy of the state (`crate::backup`).
+    Backup {
+        reply: oneshot::Sender<SnapshotJob>,
+    },
     /// The log writer stopped: the member can no longer make writes durable.
     LogFailed(String),
     /// Ensemble: something from another member.

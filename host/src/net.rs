@@ -389,6 +389,8 @@ async fn accept_loop(
 /// What a new connection opens with.
 enum Opening {
     Word(&'static str),
+    /// wazoo's backup request (`crate::backup`).
+    Backup,
     Connect(ConnectRequest),
 }
 
@@ -403,6 +405,9 @@ async fn read_opening(
     rd.read_exact(&mut head).await.ok()?;
     if let Some(word) = FOUR_LETTER_WORDS.iter().find(|w| w.as_bytes() == head) {
         return Some(Opening::Word(word));
+    }
+    if &head == crate::backup::WORD {
+        return Some(Opening::Backup);
     }
     let payload = read_payload(rd, head, max).await?;
     match ConnectRequest::from_bytes(&payload) {
@@ -452,6 +457,10 @@ async fn handle<R, W>(
             {
                 tracing::debug!(%peer, word, "four-letter word not taken in time; closing");
             }
+            return;
+        }
+        Ok(Some(Opening::Backup)) => {
+            crate::backup::serve(rd, wr, &core, &cfg, peer).await;
             return;
         }
         Ok(Some(Opening::Connect(req))) => req,

@@ -14,7 +14,11 @@
 //!   [`latest_valid_snapshot`], [`read_snapshot`]), and the envelope that
 //!   starts every snapshot payload (magic, version, zxid, sessions:
 //!   [`write_snapshot_envelope`], [`read_snapshot_envelope`]);
-//! - [`purge`] of old snapshots and of the log segments only they needed.
+//! - [`purge`] of old snapshots and of the log segments only they needed;
+//! - [`write_snapshot_to`]: a snapshot file's bytes sent to a stream (a
+//!   backup);
+//! - [`zookeeper`]: reading Apache ZooKeeper's snapshots and logs (an
+//!   import).
 //!
 //! Snapshots and logs may live in separate directories (ZooKeeper's
 //! `dataDir` and `dataLogDir`) or share one.
@@ -113,6 +117,8 @@ mod reader;
 mod recovery;
 mod segment;
 mod snapshot;
+mod stream;
+pub mod zookeeper;
 
 pub use envelope::{
     read_snapshot_envelope, write_snapshot_envelope, EnvelopeError, SnapshotEnvelope,
@@ -130,3 +136,4 @@ pub use snapshot::{
 /// The transaction id records and snapshots are keyed by (on disk, its
 /// 64 bits as the format says; everywhere else, this type).
 pub use wazoo_proto::Zxid;
+pub use stream::write_snapshot_to;

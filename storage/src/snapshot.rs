@@ -50,7 +50,7 @@ pub(crate) const TMP_SUFFIX: &str = ".tmp";
 const MAGIC: [u8; 4] = *b"WZSN";
 const END_MAGIC: [u8; 4] = *b"WZSE";
 const VERSION: u32 = 1;
-const HEADER_LEN: u64 = 16;
+pub(crate) const HEADER_LEN: u64 = 16;
 const TRAILER_LEN: u64 = 16;
 
 /// Writes `snapshot.<zxid>` in `dir` atomically; returns its path.
@@ -190,7 +190,7 @@ fn invalid(path: &Path, defect: SnapshotDefect) -> StorageError {
     }
 }
 
-fn header(zxid: u64) -> [u8; HEADER_LEN as usize] {
+pub(crate) fn header(zxid: u64) -> [u8; HEADER_LEN as usize] {
     let mut h = [0u8; HEADER_LEN as usize];
     h[..4].copy_from_slice(&MAGIC);
     h[4..8].copy_from_slice(&VERSION.to_be_bytes());
@@ -198,7 +198,7 @@ fn header(zxid: u64) -> [u8; HEADER_LEN as usize] {
     h
 }
 
-fn trailer(payload_len: u64, crc: u32) -> [u8; TRAILER_LEN as usize] {
+pub(crate) fn trailer(payload_len: u64, crc: u32) -> [u8; TRAILER_LEN as usize] {
     let mut t = [0u8; TRAILER_LEN as usize];
     t[..8].copy_from_slice(&payload_len.to_be_bytes());
     t[8..12].copy_from_slice(&crc.to_be_bytes());
@@ -283,14 +283,14 @@ fn crc_of_prefix(file: File, len: u64) -> io::Result<u32> {
 }
 
 /// A writer that checksums and counts what goes through it.
-struct CrcWriter<W> {
+pub(crate) struct CrcWriter<W> {
     inner: W,
     hasher: crc32fast::Hasher,
-    written: u64,
+    pub(crate) written: u64,
 }
 
 impl<W: Write> CrcWriter<W> {
-    fn new(inner: W) -> Self {
+    pub(crate) fn new(inner: W) -> Self {
         Self {
             inner,
             hasher: crc32fast::Hasher::new(),
@@ -298,7 +298,7 @@ impl<W: Write> CrcWriter<W> {
         }
     }
 
-    fn finish(self) -> (W, u32) {
+    pub(crate) fn finish(self) -> (W, u32) {
         (self.inner, self.hasher.finalize())
     }
 }

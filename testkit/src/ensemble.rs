@@ -236,6 +236,20 @@ impl WazooEnsemble {
     pub fn data_dir(&self, i: usize) -> &Path {
         &self.members[i].data_dir
     }
+
+    /// Starts every member again on its data directory (killing those that
+    /// run) and waits until all serve: for a test that rewrote the members'
+    /// data while they were down, where one member alone cannot serve.
+    pub fn restart_all(&mut self) -> anyhow::Result<()> {
+        for m in &mut self.members {
+            m.process.kill();
+        }
+        for m in &mut self.members {
+            m.process.respawn()?;
+        }
+        self.wait_all_serving()
+            .map_err(|e| anyhow::anyhow!(e.message))
+    }
 }
 
 impl TestEnsemble for WazooEnsemble {
