@@ -7,10 +7,13 @@
 //! and returns a non-zero exit code on failure (1: the command failed,
 //! 2: it was not understood), with the message on stderr.
 
+mod admin;
+pub mod complete;
 pub mod format;
 mod interactive;
 mod ops;
 mod parse;
+mod quota;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -136,6 +139,47 @@ pub enum Flow {
 
 type CmdResult = Result<Flow, CommandError>;
 
+/// How [`Shell::execute_until`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command ran to its end.
+    Done(Result<Flow, CommandError>),
+    /// The interrupt came first: the command was stopped (requests it had
+    /// sent may still take effect on the server, as when zkCli is stopped).
+    Interrupted,
+}
+
+/// How long the shell waits for a first connection before it checks
+/// whether the servers refuse connections.
+const REFUSED_CHECK_AFTER: Duration = Duration::from_millis(200);
+/// How long that check waits for one address.
+const REFUSED_CHECK_WAIT: Duration = Duration::from_millis(500);
+
+/// Whether every address of every server in the connection string refuses
+/// a TCP connection (nothing listens there). A name that does not resolve,
+/// an address that accepts or does not answer in time: not refused.
+async fn every_address_refuses(server: &str) -> bool {
+    let Ok(cs) = server.parse::<crate::connect_string::ConnectString>() else {
+        return false;
+    };
+    let mut tried = 0usize;
+    for h in &cs.hosts {
+        let lookup = tokio::net::lookup_host((h.host.as_str(), h.port));
+        let Ok(Ok(addrs)) = tokio::time::timeout(REFUSED_CHECK_WAIT, lookup).await else {
+            return false;
+        };
+        for a in addrs {
+            tried += 1;
+            match tokio::time::timeout(REFUSED_CHECK_WAIT, tokio::net::TcpStream::connect(a)).await
+            {
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                _ => return false,
+            }
+        }
+    }
+    tried > 0
+}
+
 /// The shell's state: one session (or none after `close`), the history.
 pub struct Shell {
     server: String,
@@ -174,40 +218,56 @@ impl Shell {
     /// Opens a session to `server` (closing the current one).
     pub async fn connect(&mut self, server: &str) -> Result<(), String> {
         self.close().await;
-        let opts = ClientOptions::default()
-            .session_timeout(self.options.session_timeout)
-            .initial_wait(self.options.connect_wait);
-        match Client::connect(server, opts).await {
-            Ok((client, mut events)) => {
-                self.server = server.to_string();
-                let notify = self.notifier.clone();
-                let print = self.print_watches.clone();
-                tokio::spawn(async move {
-                    // The first Connecting/Connected pair was the connect
-                    // itself; report what happens after.
-                    let mut seen_connected = false;
-                    while let Some(s) = events.recv().await {
-                        if !seen_connected {
-                            seen_connected = s.is_connected();
-                            continue;
-                        }
-                        if s == SessionState::Connecting {
-                            continue;
-                        }
-                        if *print.lock().unwrap_or_else(|e| e.into_inner()) {
-                            if let Some(ks) = s.keeper_state() {
-                                notify.send(format!(
-                                    "\nWATCHER::\n\nWatchedEvent state:{ks:?} type:None path:null\n"
-                                ));
-                            }
-                        }
-                    }
-                });
-                self.client = Some(client);
-                Ok(())
+        let opts = ClientOptions::default().session_timeout(self.options.session_timeout);
+        let fail = |why: String| format!("Unable to connect to {server}: {why}");
+        let (client, mut events) = Client::start(server, opts).map_err(|e| fail(e.to_string()))?;
+        let result = {
+            let wait = self.options.connect_wait;
+            let connected = async {
+                tokio::time::timeout(wait, client.wait_until_connected())
+                    .await
+                    .unwrap_or(Err(Error::ConnectionLoss))
+            };
+            tokio::pin!(connected);
+            // A server that is up answers at once. If none has yet, and every
+            // address refuses a connection, waiting out `connect_wait` would
+            // only hide that (zkCli fails at once there too).
+            match tokio::time::timeout(REFUSED_CHECK_AFTER, &mut connected).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) if every_address_refuses(server).await => Err("connection refused".into()),
+                Err(_) => connected.await.map_err(|e| e.to_string()),
             }
-            Err(e) => Err(format!("Unable to connect to {server}: {e}")),
+        };
+        if let Err(why) = result {
+            let _ = client.close().await;
+            return Err(fail(why));
         }
+        self.server = server.to_string();
+        let notify = self.notifier.clone();
+        let print = self.print_watches.clone();
+        tokio::spawn(async move {
+            // The first Connecting/Connected pair was the connect
+            // itself; report what happens after.
+            let mut seen_connected = false;
+            while let Some(s) = events.recv().await {
+                if !seen_connected {
+                    seen_connected = s.is_connected();
+                    continue;
+                }
+                if s == SessionState::Connecting {
+                    continue;
+                }
+                if *print.lock().unwrap_or_else(|e| e.into_inner()) {
+                    if let Some(ks) = s.keeper_state() {
+                        notify.send(format!(
+                            "\nWATCHER::\n\nWatchedEvent state:{ks:?} type:None path:null\n"
+                        ));
+                    }
+                }
+            }
+        });
+        self.client = Some(client);
+        Ok(())
     }
 
     /// Closes the session, if any.
@@ -221,6 +281,36 @@ impl Shell {
         self.client.as_ref().ok_or_else(|| {
             CommandError::Failed("not connected: the session is closed (use connect)".into())
         })
+    }
+
+    /// Runs one command line until it ends or `interrupt` completes, which
+    /// stops it (Ctrl-C in the interactive shell). A stopped `watch`
+    /// forgets its watch here, as one that fired does.
+    pub async fn execute_until(
+        &mut self,
+        line: &str,
+        out: &mut (dyn Write + Send),
+        interrupt: impl std::future::Future<Output = ()>,
+    ) -> Outcome {
+        let done = tokio::select! {
+            r = self.execute(line, out) => Some(r),
+            _ = interrupt => None,
+        };
+        match done {
+            Some(r) => Outcome::Done(r),
+            None => {
+                let words = tokenize(line).unwrap_or_default();
+                if let (Some("watch"), Some(path), Some(zk)) = (
+                    words.first().map(String::as_str),
+                    words.iter().skip(1).find(|w| !w.starts_with('-')),
+                    self.client.clone(),
+                ) {
+                    let forget = zk.remove_watches(path, wazoo_proto::WatcherType::Any, true);
+                    let _ = tokio::time::timeout(Duration::from_secs(1), forget).await;
+                }
+                Outcome::Interrupted
+            }
+        }
     }
 
     /// Runs one command line, writing its output to `out`.
@@ -290,7 +380,12 @@ impl Shell {
                 Ok(Flow::Continue)
             }
             _ => {
-                let path = args.pos.first().cloned().unwrap_or_default();
+                // zkCli names the path in most errors; config and
+                // reconfig have none (their words are options).
+                let path = match args.spec.name {
+                    "config" | "reconfig" => String::new(),
+                    _ => args.pos.first().cloned().unwrap_or_default(),
+                };
                 let zk = self.zk()?.clone();
                 match self.run_op(&zk, &args, out).await {
                     Ok(()) => Ok(Flow::Continue),
@@ -313,7 +408,7 @@ impl Shell {
         writeln!(out, "In -c mode the exit code is 0 on success, 1 if the command failed, 2 if it was not understood.")
     }
 
-    fn watch_printer(&self, w: WatchReceiver) {
+    pub(super) fn watch_printer(&self, w: WatchReceiver) {
         let notify = self.notifier.clone();
         let print = self.print_watches.clone();
         tokio::spawn(async move {

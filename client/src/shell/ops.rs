@@ -7,7 +7,7 @@ use wazoo_proto::{Acl, AddWatchMode, CreateMode, WatcherType};
 use wazoo_sdk::abi::{self, Notification, Reply};
 
 use super::parse::Args;
-use super::{cmd_failed, format, wr, OpError, Shell};
+use super::{admin, cmd_failed, format, quota, wr, OpError, Shell};
 use crate::client::Client;
 use crate::error::Error;
 
@@ -22,14 +22,27 @@ impl Shell {
         match a.spec.name {
             "ls" => {
                 if a.has('R') {
+                    // zkCli's order (`ZKUtil.visitSubTreeDFS`): a node's
+                    // children, sorted, all printed before the walk goes
+                    // down into the first of them.
+                    zk.exists(p).await?.ok_or(Error::NoNode)?;
+                    wr(writeln!(out, "{p}"))?;
                     let mut stack = vec![p.to_string()];
                     while let Some(node) = stack.pop() {
-                        let mut kids = zk.get_children(&node).await?;
+                        let mut kids = match zk.get_children(&node).await {
+                            // Deleted while the walk was on its way.
+                            Err(Error::NoNode) => continue,
+                            r => r?,
+                        };
                         kids.sort();
-                        wr(writeln!(out, "{node}"))?;
-                        for k in kids.iter().rev() {
-                            stack.push(wazoo_proto::path::join(&node, k));
+                        let paths: Vec<String> = kids
+                            .iter()
+                            .map(|k| wazoo_proto::path::join(&node, k))
+                            .collect();
+                        for child in &paths {
+                            wr(writeln!(out, "{child}"))?;
                         }
+                        stack.extend(paths.into_iter().rev());
                     }
                     return Ok(());
                 }
@@ -118,6 +131,11 @@ impl Shell {
                 wr(writeln!(out, "Created {created}"))?;
             }
             "delete" => zk.delete(p, a.version()?).await?,
+            "setquota" => quota::set_quota(zk, a, p).await?,
+            "listquota" => quota::list_quota(zk, p, out).await?,
+            "delquota" => quota::del_quota(zk, a, p, out).await?,
+            "config" => admin::config(self, zk, a, out).await?,
+            "reconfig" => admin::reconfig(zk, a, out).await?,
             "deleteall" => {
                 // Depth-first: children before their parent.
                 let mut order = Vec::new();
