@@ -104,6 +104,17 @@ const FLAGS: [(char, &str); 4] = [
     ('B', "byteHardLimit"),
 ];
 
+/// zkCli takes one of `-n`, `-b`, `-N`, `-B` per command (an option group).
+fn one_flag_at_most(a: &Args) -> Result<(), OpError> {
+    if FLAGS.iter().filter(|(f, _)| a.has(*f)).count() > 1 {
+        return Err(OpError::Cmd(super::CommandError::Usage(format!(
+            "only one of -n, -b, -N, -B at a time; usage: {}",
+            a.spec.usage
+        ))));
+    }
+    Ok(())
+}
+
 /// `setquota -n|-b|-N|-B val path`: prints nothing on success.
 pub(super) async fn set_quota(zk: &Client, a: &Args, path: &str) -> Result<(), OpError> {
     if path.starts_with(QUOTA_ROOT) {
@@ -115,6 +126,7 @@ pub(super) async fn set_quota(zk: &Client, a: &Args, path: &str) -> Result<(), O
     for (_, key) in FLAGS {
         quota.set(key, -1);
     }
+    one_flag_at_most(a)?;
     let mut any = false;
     for (flag, key) in FLAGS {
         let Some(v) = a.value(flag) else { continue };
@@ -296,6 +308,7 @@ pub(super) async fn del_quota(
     path: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<(), OpError> {
+    one_flag_at_most(a)?;
     let dir = quota_path(path);
     let limit = format!("{dir}/{LIMIT_NODE}");
     if zk.exists(&limit).await?.is_none() {
