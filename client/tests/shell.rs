@@ -23,6 +23,7 @@ flavored!(
     quota_commands_print_as_zkcli,
     config_and_reconfig_answer_as_zkcli,
     completion_reads_children_from_the_server,
+    reconfig_refusals_print_zookeepers_messages,
     an_interrupt_stops_the_running_command_not_the_shell,
 );
 
@@ -540,4 +541,29 @@ async fn a_refused_port_fails_at_once_naming_the_refusal() {
     // The default wait for a first connection is 15 s; a refusal is
     // known at once (generous bound for a loaded machine).
     assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+/// ZooKeeper Dynamic Reconfiguration, "Enabling Dynamic Reconfiguration":
+/// with `reconfigEnabled=true` a standalone server still cannot change its
+/// membership; the shell prints the server's refusal as zkCli does.
+async fn reconfig_refusals_print_zookeepers_messages(flavor: Flavor) {
+    let srv = wazoo_testkit::start_server_with(
+        flavor,
+        wazoo_testkit::ServerOptions::default().cfg("reconfigEnabled=true"),
+    )
+    .unwrap_or_else(|e| panic!("cannot start a {flavor} server: {e:#}"));
+    let cs = srv.addr().to_string();
+    let err = {
+        let (code, _, err) = cli(&cs, "reconfig -remove 3").await;
+        assert_eq!(code, 1, "{err}");
+        err
+    };
+    let (_, _, zk_err) = {
+        let cs = cs.clone();
+        tokio::task::spawn_blocking(move || zkcli(&cs, "reconfig -remove 3"))
+            .await
+            .unwrap()
+    };
+    assert_eq!(err, zk_err, "wazoo cli vs zkCli");
+    assert!(err.starts_with("KeeperErrorCode = "), "{err}");
 }

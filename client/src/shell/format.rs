@@ -304,6 +304,15 @@ mod tests {
             error(&Error::ConnectionLoss, "/x"),
             "KeeperErrorCode = ConnectionLoss for /x"
         );
+        // reconfig names no path: ZooKeeper's messages for its refusals.
+        assert_eq!(
+            error(&Error::ReconfigDisabled, ""),
+            "KeeperErrorCode = Reconfig is disabled"
+        );
+        assert_eq!(
+            error(&Error::Unimplemented, ""),
+            "KeeperErrorCode = Unimplemented"
+        );
     }
 
     #[test]
