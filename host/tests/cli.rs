@@ -1,7 +1,8 @@
 //! The `wazoo cli` command as a process: zkCli's `-server` form and
 //! command words, dates in the local time zone as zkCli prints them,
-//! Ctrl-C during a command, history written after every command, and a
-//! refused port. Against Apache ZooKeeper and wazoo alike.
+//! Ctrl-C during a command, history written after every command, tab
+//! completion on a terminal, and a refused port. Against Apache ZooKeeper
+//! and wazoo alike.
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -202,6 +203,82 @@ fn interrupt_and_history_zookeeper() {
 #[test]
 fn interrupt_and_history_wazoo() {
     interrupt_and_history(Flavor::Wazoo);
+}
+
+/// On a terminal (a pty from util-linux's `script`): Tab completes a path
+/// from the server's children, Ctrl-C typed while `watch` runs stops it,
+/// and the shell goes on.
+fn terminal_completion_and_ctrl_c(flavor: Flavor) {
+    let srv = server(flavor);
+    let addr = srv.addr().to_string();
+    let (code, _, err) = run(
+        &["cli", "-server", &addr, "create", "/complete_me", "x"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let home = tempfile::tempdir().unwrap();
+    let shell = format!("{} cli -server {addr}", env!("CARGO_BIN_EXE_wazoo"));
+    let mut child = Command::new("script")
+        .args(["-qfec", &shell, "/dev/null"])
+        .env("HOME", home.path())
+        .env("TERM", "xterm")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script (util-linux) for a pty");
+    let mut tty = child.stdin.take().unwrap();
+    let out = collect(child.stdout.take());
+    wait_text(&out, "the first prompt", |o| o.contains("(CONNECTED) 0]"));
+    tty.write_all(b"get /complete_m\t").unwrap();
+    wait_text(&out, "the completed path", |o| {
+        o.contains("get /complete_me")
+    });
+    tty.write_all(b"\r").unwrap();
+    wait_text(&out, "the data and the next prompt", |o| {
+        o.contains("\nx\r\n") && o.contains("(CONNECTED) 1]")
+    });
+    tty.write_all(b"watch /complete_me\r").unwrap();
+    // A Ctrl-C read at the prompt only clears the line: type it until the
+    // watch reports it was stopped.
+    let deadline = Instant::now() + WAIT;
+    while !text(&out).contains("^C (interrupted)") {
+        assert!(
+            Instant::now() < deadline,
+            "never interrupted: {:?}",
+            text(&out)
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "Ctrl-C ended the shell"
+        );
+        tty.write_all(b"\x03").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    tty.write_all(b"delete /complete_me\r").unwrap();
+    wait_text(&out, "the prompt after delete", |o| {
+        o.contains("(CONNECTED) 3]")
+    });
+    tty.write_all(b"quit\r").unwrap();
+    // `script` ends when its input does.
+    drop(tty);
+    let code = wait_exit(&mut child, "the shell on a pty");
+    assert_eq!(code, 0, "{}", text(&out));
+    let (code, _, err) = run(&["cli", "-server", &addr, "stat", "/complete_me"], &[]);
+    assert_eq!(
+        (code, err.as_str()),
+        (1, "Node does not exist: /complete_me\n")
+    );
+}
+
+#[test]
+fn terminal_completion_and_ctrl_c_zookeeper() {
+    terminal_completion_and_ctrl_c(Flavor::Zookeeper);
+}
+
+#[test]
+fn terminal_completion_and_ctrl_c_wazoo() {
+    terminal_completion_and_ctrl_c(Flavor::Wazoo);
 }
 
 #[test]
