@@ -35,7 +35,7 @@ fn wait_exit(child: &mut Child, what: &str) -> i32 {
 
 /// Runs `wazoo ARGS` with `env`: (exit code, stdout, stderr).
 fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut child = wazoo()
+    let child = wazoo()
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -43,9 +43,29 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (out, err) = (collect(child.stdout.take()), collect(child.stderr.take()));
-    let code = wait_exit(&mut child, &format!("wazoo {args:?}"));
-    (code, text(&out), text(&err))
+    let out = output_within(child, &format!("wazoo {args:?}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// All of a child's output, both streams read to their ends, once it has
+/// exited; killed if that takes longer than [`WAIT`].
+fn output_within(child: Child, what: &str) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(done) = rx.recv_timeout(WAIT) else {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("{what} did not exit within {WAIT:?}");
+    };
+    done.unwrap()
 }
 
 /// Reads a stream to its end in a thread, into a shared buffer that can be
@@ -86,7 +106,7 @@ fn wait_text(b: &Arc<Mutex<Vec<u8>>>, what: &str, cond: impl Fn(&str) -> bool) {
 
 /// Apache ZooKeeper's shell with `TZ=tz`: stdout after its connection lines.
 fn zkcli(addr: &str, tz: &str, args: &[&str]) -> String {
-    let mut child = Command::new("/usr/share/zookeeper/bin/zkCli.sh")
+    let child = Command::new("/usr/share/zookeeper/bin/zkCli.sh")
         .arg("-server")
         .arg(addr)
         .args(args)
@@ -97,11 +117,7 @@ fn zkcli(addr: &str, tz: &str, args: &[&str]) -> String {
         .stderr(Stdio::null())
         .spawn()
         .expect("zkCli.sh (Debian's zookeeper package)");
-    let out = collect(child.stdout.take());
-    wait_exit(&mut child, "zkCli");
-    // Let the reader thread drain the pipe.
-    std::thread::sleep(Duration::from_millis(100));
-    let out = text(&out);
+    let out = String::from_utf8_lossy(&output_within(child, "zkCli").stdout).into_owned();
     let banner = "WatchedEvent state:SyncConnected type:None path:null\n";
     match out.find(banner) {
         Some(i) => out[i + banner.len()..].to_string(),
