@@ -2,10 +2,19 @@
 //! zkCli: the same commands, flags and output formats, plus `watch` (wait
 //! for one event) and `call` (a wazoo recipe call).
 //!
-//! Interactive mode has line editing and history (kept in
-//! `~/.wazoo_cli_history`); `-c COMMAND` runs one command, prints its result
-//! and returns a non-zero exit code on failure (1: the command failed,
-//! 2: it was not understood), with the message on stderr.
+//! Interactive mode has line editing, tab completion of commands and paths,
+//! and history (kept in `~/.wazoo_cli_history`, written after every
+//! command); Ctrl-C stops the running command, not the shell. `-c COMMAND`
+//! runs one command, prints its result and returns a non-zero exit code on
+//! failure (1: the command failed, 2: it was not understood), with the
+//! message on stderr. A server that refuses connections is reported at
+//! once ("connection refused"), not after the connect wait.
+//!
+//! Layout: `parse` (the command table, words, flags), `ops` (the commands
+//! on nodes), `quota` (setquota, listquota, delquota), `admin` (config,
+//! reconfig), [`format`] (zkCli's output formats), [`complete`] (tab
+//! completion), `interactive` (the line editor loop); this module holds the
+//! session and runs a command line.
 
 mod admin;
 pub mod complete;
@@ -33,7 +42,8 @@ use parse::{parse, SPECS};
 pub struct ShellOptions {
     /// The session timeout to ask for (zkCli: 30 s).
     pub session_timeout: Duration,
-    /// How long to wait for the first connection before giving up.
+    /// How long to wait for the first connection before giving up (a
+    /// refused connection fails sooner, see [`Shell::connect`]).
     pub connect_wait: Duration,
 }
 
@@ -215,7 +225,9 @@ impl Shell {
             .unwrap_or("CLOSED")
     }
 
-    /// Opens a session to `server` (closing the current one).
+    /// Opens a session to `server` (closing the current one). Fails after
+    /// `connect_wait` without a server, or at once (well within a second)
+    /// when every address refuses the connection.
     pub async fn connect(&mut self, server: &str) -> Result<(), String> {
         self.close().await;
         let opts = ClientOptions::default().session_timeout(self.options.session_timeout);
