@@ -12,7 +12,7 @@
 //!
 //! Layout: `parse` (the command table, words, flags), `ops` (the commands
 //! on nodes), `quota` (setquota, listquota, delquota), `admin` (config,
-//! reconfig), [`format`](self::format) (zkCli's output formats), [`complete`] (tab
+//! reconfig), [`format`](mod@format) (zkCli's output formats), [`complete`] (tab
 //! completion), `interactive` (the line editor loop); this module holds the
 //! session and runs a command line.
 
