@@ -2,7 +2,9 @@
 //! and embeds them, so `wazoo dev` serves the built-in recipes from a fresh
 //! checkout with one command. When the wasm target is missing (or
 //! `WAZOO_NO_BUILTIN_RECIPES` is set) the binary is built without them and
-//! `wazoo dev` says so.
+//! `wazoo dev` says so. Installing the target later (`rustup target add
+//! wasm32-unknown-unknown`) makes the next build run this script again and
+//! embed them: it watches the toolchain's installed targets.
 
 use std::env;
 use std::fmt::Write as _;
@@ -21,6 +23,7 @@ fn main() {
         sdk.join("Cargo.toml").display()
     );
     println!("cargo:rerun-if-env-changed=WAZOO_NO_BUILTIN_RECIPES");
+    watch_wasm_target();
     let out = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
     let modules = if env::var_os("WAZOO_NO_BUILTIN_RECIPES").is_some() {
         Vec::new()
@@ -41,6 +44,39 @@ fn main() {
     }
     code.push_str("];\n");
     std::fs::write(out.join("builtin_recipes.rs"), code).expect("write builtin_recipes.rs");
+}
+
+/// Asks cargo to run this script again when the wasm32 target is installed,
+/// updated or removed. Cargo reruns a build script only for what it names,
+/// so without this a binary built before `rustup target add` keeps its
+/// empty module list for good. The target lives in
+/// `<sysroot>/lib/rustlib/wasm32-unknown-unknown`; rustup also rewrites
+/// `<sysroot>/lib/rustlib/components` on every target or component change.
+/// Watching a path that does not exist would rerun the script on every
+/// build, so a missing target directory is noticed through its parent.
+fn watch_wasm_target() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Some(sysroot) = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+    else {
+        println!("cargo:warning=cannot ask rustc for its sysroot: a wasm32 target installed later will need `touch host/build.rs`");
+        return;
+    };
+    let rustlib = Path::new(sysroot.trim()).join("lib").join("rustlib");
+    let wasm = rustlib.join("wasm32-unknown-unknown");
+    let components = rustlib.join("components");
+    if wasm.is_dir() {
+        println!("cargo:rerun-if-changed={}", wasm.display());
+    }
+    if components.is_file() {
+        println!("cargo:rerun-if-changed={}", components.display());
+    } else if rustlib.is_dir() {
+        println!("cargo:rerun-if-changed={}", rustlib.display());
+    }
 }
 
 /// `target/recipes-build` of the workspace, shared with

@@ -23,6 +23,9 @@ use crate::watch::{PersistentWatch, WatchKind, WatchReceiver, WatchSink};
 /// its reply header and stat fits.
 pub const DEFAULT_MAX_FRAME_LEN: usize = 4 << 20;
 
+/// ZooKeeper's `ZooDefs.CONFIG_NODE`: the ensemble's configuration.
+const CONFIG_NODE: &str = "/zookeeper/config";
+
 /// How a [`Client`] connects. `ClientOptions::default()` asks for a 30 s
 /// session (zkCli's default), read-write.
 #[derive(Debug, Clone)]
@@ -820,6 +823,59 @@ impl Client {
             return Err(self.dead());
         }
         rx.await.unwrap_or_else(|_| Err(self.dead()))
+    }
+
+    // ---- dynamic configuration ----------------------------------------------
+
+    /// The ensemble's configuration: the data of `/zookeeper/config`
+    /// (`server.N=...` lines and `version=...`; empty on a standalone
+    /// server) and its stat. Read at that path whatever the chroot, as
+    /// ZooKeeper's `getConfig` does.
+    pub async fn get_config(&self) -> Result<(Vec<u8>, Stat)> {
+        let path = CONFIG_NODE.to_string();
+        let resp = self.call(Request::GetData { path, watch: false }).await?;
+        expect!(resp, Response::GetData { data, stat } => (data, stat))
+    }
+
+    /// [`Client::get_config`] and a watch that fires when the configuration
+    /// changes.
+    pub async fn get_config_w(&self) -> Result<(Vec<u8>, Stat, WatchReceiver)> {
+        let (tx, rx) = WatchReceiver::new();
+        let reg = WatchReg {
+            kind: WatchKind::Data,
+            path: CONFIG_NODE.to_string(),
+            sink: WatchSink::Once(tx),
+        };
+        let req = Request::GetData {
+            path: CONFIG_NODE.to_string(),
+            watch: true,
+        };
+        let resp = self.submit(req, Some(reg), None).await?;
+        expect!(resp, Response::GetData { data, stat } => (data, stat, rx))
+    }
+
+    /// Asks the ensemble to change its membership (ZooKeeper 3.5+'s
+    /// `reconfig`, `ZooKeeperAdmin.reconfigure`): `joining` and `leaving`
+    /// for an incremental change (`server.N=host:port:port[:role];client`
+    /// entries and server ids, comma separated), or `members` for the whole
+    /// new membership; `from_config` the configuration version it applies
+    /// to, -1 for any. Returns the new configuration and its stat. A server
+    /// with reconfiguration off answers [`Error::ReconfigDisabled`].
+    pub async fn reconfig(
+        &self,
+        joining: Option<&str>,
+        leaving: Option<&str>,
+        members: Option<&str>,
+        from_config: i64,
+    ) -> Result<(Vec<u8>, Stat)> {
+        let req = Request::Reconfig(wazoo_proto::ReconfigRequest {
+            joining_servers: joining.unwrap_or_default().to_string(),
+            leaving_servers: leaving.unwrap_or_default().to_string(),
+            new_members: members.unwrap_or_default().to_string(),
+            cur_config_id: from_config,
+        });
+        let resp = self.call(req).await?;
+        expect!(resp, Response::GetData { data, stat } => (data, stat))
     }
 
     // ---- recipes (wazoo only) -----------------------------------------------

@@ -5,8 +5,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{connect, fresh_root, opts, within};
-use wazoo_client::shell::{run_command, ShellOptions};
+use common::{connect, delete_all, fresh_root, opts, server, within};
+use wazoo_client::shell::{run_command, Notifier, Outcome, Shell, ShellOptions};
 use wazoo_client::{Acl, CreateMode};
 use wazoo_testkit::Flavor;
 
@@ -19,6 +19,12 @@ flavored!(
     create_flags_choose_the_mode,
     session_commands_report_the_session,
     watch_waits_for_one_event_and_prints_it,
+    ls_r_prints_each_nodes_children_before_theirs_as_zkcli,
+    quota_commands_print_as_zkcli,
+    config_and_reconfig_answer_as_zkcli,
+    completion_reads_children_from_the_server,
+    reconfig_refusals_print_zookeepers_messages,
+    an_interrupt_stops_the_running_command_not_the_shell,
 );
 
 /// Runs `wazoo cli --server cs -c cmd`: (exit code, stdout, stderr).
@@ -56,7 +62,8 @@ async fn create_get_set_ls_print_like_zkcli(flavor: Flavor) {
     assert_eq!(ok(&cs, "get /a").await, "world\n");
     assert_eq!(ok(&cs, "ls /").await, "[a, c]\n");
     assert_eq!(ok(&cs, "ls /a/b").await, "[]\n");
-    assert_eq!(ok(&cs, "ls -R /").await, "/\n/a\n/a/b\n/c\n");
+    // zkCli's order: a node's children before their own children.
+    assert_eq!(ok(&cs, "ls -R /").await, "/\n/a\n/c\n/a/b\n");
     assert_eq!(ok(&cs, "getAllChildrenNumber /").await, "3\n");
     assert_eq!(ok(&cs, "sync /").await, "Sync is OK\n");
 }
@@ -94,10 +101,11 @@ async fn stat_and_get_s_print_zkcli_stat_lines(flavor: Flavor) {
     assert!(out.contains("\ndataLength = 3\n"), "{out}");
     assert!(out.contains("\nephemeralOwner = 0x0\n"), "{out}");
     let ctime = out.lines().nth(1).unwrap();
-    // Java's Date.toString(): "Sat Nov 21 22:35:04 UTC 2026".
+    // Java's Date.toString() in the local zone: "Sat Nov 21 22:35:04 UTC 2026".
     let parts: Vec<&str> = ctime["ctime = ".len()..].split(' ').collect();
     assert_eq!(parts.len(), 6, "{ctime}");
-    assert_eq!(parts[4], "UTC", "{ctime}");
+    let zone = wazoo_client::shell::format::java_date(0);
+    assert_eq!(parts[4], zone.split(' ').nth(4).unwrap(), "{ctime}");
 
     let get_s = ok(&cs, "get -s /n").await;
     assert!(get_s.starts_with("abc\ncZxid = 0x"), "{get_s}");
@@ -263,4 +271,299 @@ async fn unreachable_server_is_a_clear_failure() {
     assert_eq!(code, 1);
     let err = String::from_utf8(err).unwrap();
     assert!(err.starts_with("Unable to connect to 127.0.0.1:1"), "{err}");
+}
+
+/// Runs Apache ZooKeeper's own shell, `zkCli.sh -server cs WORDS...`, to
+/// compare outputs: (exit code, stdout without the connection lines,
+/// stderr without the JVM's logging noise). Bounded in time.
+fn zkcli(cs: &str, cmd: &str) -> (i32, String, String) {
+    const ZKCLI: &str = "/usr/share/zookeeper/bin/zkCli.sh";
+    let words = wazoo_client::shell::tokenize(cmd).unwrap();
+    let dir = std::env::temp_dir().join(format!("wazoo-zkcli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut child = std::process::Command::new(ZKCLI)
+        .arg("-server")
+        .arg(cs)
+        .args(&words)
+        .env("ZOO_LOG_DIR", &dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {ZKCLI} (Debian's zookeeper package): {e}"));
+    let deadline = std::time::Instant::now() + common::WAIT;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("zkCli {cmd:?} did not finish within {:?}", common::WAIT);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let mut stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if stdout.starts_with("Connecting to ") {
+        stdout = stdout
+            .split_once('\n')
+            .map(|(_, r)| r.to_string())
+            .unwrap_or_default();
+    }
+    let banner = "\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n";
+    if let Some(i) = stdout.find(banner) {
+        stdout.replace_range(i..i + banner.len(), "");
+    }
+    let stderr: String = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !l.starts_with("SLF4J:") && !l.starts_with("log4j:"))
+        // Informational, printed before every listquota's answer.
+        .filter(|l| !l.starts_with("absolute path is "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// Output of a command through this shell and through zkCli, on the same
+/// server: stdout must match; both fail or both succeed; an error says
+/// the same thing.
+async fn same_as_zkcli(cs: &str, cmd: &str) -> String {
+    let (code, out, err) = cli(cs, cmd).await;
+    let (zk_code, zk_out, zk_err) = {
+        let (cs, cmd) = (cs.to_string(), cmd.to_string());
+        tokio::task::spawn_blocking(move || zkcli(&cs, &cmd))
+            .await
+            .unwrap()
+    };
+    assert_eq!(out, zk_out, "stdout of {cmd:?}: wazoo cli vs zkCli");
+    if zk_err.is_empty() {
+        assert_eq!((code, err.as_str()), (0, ""), "{cmd:?}: zkCli succeeded");
+    } else {
+        assert_ne!(code, 0, "{cmd:?}: zkCli failed with {zk_err}");
+        assert_eq!(err, zk_err, "stderr of {cmd:?}: wazoo cli vs zkCli");
+    }
+    let _ = zk_code;
+    out
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Command Line Tools": `ls -R`.
+async fn ls_r_prints_each_nodes_children_before_theirs_as_zkcli(flavor: Flavor) {
+    let (_srv, cs) = fresh_root(flavor, "cli_ls_r").await;
+    for p in [
+        "/r", "/r/b", "/r/a", "/r/a/y", "/r/a/x", "/r/a/y/z", "/r/b/w",
+    ] {
+        ok(&cs, &format!("create {p}")).await;
+    }
+    let out = same_as_zkcli(&cs, "ls -R /r").await;
+    assert_eq!(out, "/r\n/r/a\n/r/b\n/r/a/x\n/r/a/y\n/r/a/y/z\n/r/b/w\n");
+    same_as_zkcli(&cs, "ls -R /r/missing").await;
+}
+
+/// ZooKeeper Administrator's Guide, "Quotas": zkCli's quota commands. The
+/// quota nodes live at the real /zookeeper/quota, so no chroot here; two
+/// sibling trees, one driven by each shell, must answer alike.
+async fn quota_commands_print_as_zkcli(flavor: Flavor) {
+    let srv = server(flavor);
+    let cs = srv.addr.to_string();
+    let (zk, _e) = connect(&cs, opts()).await;
+    let steps = [
+        "setquota -n 10 {}",
+        "listquota {}",
+        "setquota -b 100 {}",
+        "setquota -N 20 {}",
+        "listquota {}",
+        "setquota -n 5 {}/x",
+        "setquota -n 0 {}",
+        "setquota -b x {}",
+        "setquota -n 3 {}/nope",
+        "delquota -n {}",
+        "listquota {}",
+        "delquota {}",
+        "listquota {}",
+        "delquota {}",
+    ];
+    let mut outputs = Vec::new();
+    for who in ["wazoo", "zkcli"] {
+        let base = format!("/cli_quota_{who}");
+        delete_all(&zk, &base).await;
+        let _ = run_command(
+            &cs,
+            &format!("delquota {base}"),
+            ShellOptions::default(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+        )
+        .await;
+        zk.create(&base, b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .await
+            .unwrap();
+        zk.create(
+            &format!("{base}/x"),
+            b"12345",
+            &Acl::open_unsafe(),
+            CreateMode::Persistent,
+        )
+        .await
+        .unwrap();
+        let mut mine = Vec::new();
+        for step in steps {
+            let cmd = step.replace("{}", &base);
+            let got = if who == "wazoo" {
+                let (code, out, err) = cli(&cs, &cmd).await;
+                (code == 0, out, err)
+            } else {
+                let (c, cmd2) = (cs.clone(), cmd.clone());
+                let (code, out, err) = tokio::task::spawn_blocking(move || zkcli(&c, &cmd2))
+                    .await
+                    .unwrap();
+                (code == 0 && err.is_empty(), out, err)
+            };
+            mine.push((
+                cmd.replace(&base, "BASE"),
+                got.0,
+                got.1.replace(&base, "BASE"),
+                got.2.replace(&base, "BASE"),
+            ));
+        }
+        delete_all(&zk, &base).await;
+        outputs.push(mine);
+    }
+    for (w, z) in outputs[0].iter().zip(&outputs[1]) {
+        assert_eq!(w.2, z.2, "stdout of {}: wazoo cli vs zkCli", w.0);
+        assert_eq!(w.3, z.3, "stderr of {}: wazoo cli vs zkCli", w.0);
+        assert_eq!(w.1, z.1, "success of {}: wazoo cli vs zkCli", w.0);
+    }
+    let listed: Vec<&str> = outputs[0].iter().map(|s| s.2.as_str()).collect();
+    assert_eq!(listed[1], "Output quota for BASE count=10,bytes=-1=;byteHardLimit=-1;countHardLimit=-1\nOutput stat for BASE count=2,bytes=5\n");
+    assert_eq!(listed[4], "Output quota for BASE count=10,bytes=100=;byteHardLimit=-1;countHardLimit=20\nOutput stat for BASE count=2,bytes=5\n");
+    assert_eq!(
+        outputs[0][5].3,
+        "BASE/x has a parent BASE which has a quota\n"
+    );
+    assert_eq!(listed[13], "Quota does not exist for BASE\n");
+    // zkCli's options are a group: one limit per command.
+    let (code, _, err) = cli(&cs, "setquota -n 1 -b 1 /cli_quota_wazoo").await;
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("only one of -n, -b, -N, -B at a time"),
+        "{err}"
+    );
+    zk.close().await.unwrap();
+}
+
+/// ZooKeeper Dynamic Reconfiguration, "Retrieving the current dynamic
+/// configuration" and "Changing the membership": on a standalone server
+/// with reconfiguration off, both shells get the same answers.
+async fn config_and_reconfig_answer_as_zkcli(flavor: Flavor) {
+    let (_srv, cs) = fresh_root(flavor, "cli_config").await;
+    // getConfig reads /zookeeper/config whatever the chroot.
+    same_as_zkcli(&cs, "config").await;
+    same_as_zkcli(&cs, "config -c").await;
+    same_as_zkcli(&cs, "reconfig -remove 3").await;
+    same_as_zkcli(&cs, "reconfig -add server.5=127.0.0.1:1234:1235;1236").await;
+    let (code, _, err) = cli(&cs, "reconfig -members server.1=a:1:2;3 -remove 2").await;
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("Can't use -file or -members together with -add or -remove"),
+        "{err}"
+    );
+}
+
+async fn completion_reads_children_from_the_server(flavor: Flavor) {
+    let (_srv, cs) = fresh_root(flavor, "cli_complete").await;
+    for p in ["/alpha", "/alps", "/beta", "/alpha/one"] {
+        ok(&cs, &format!("create {p}")).await;
+    }
+    let (zk, _e) = connect(&cs, opts()).await;
+    let complete = wazoo_client::shell::complete::complete;
+    assert_eq!(
+        complete(Some(&zk), "ls -s /al", 9).await,
+        (6, vec!["/alpha".to_string(), "/alps".to_string()])
+    );
+    assert_eq!(
+        complete(Some(&zk), "get /alpha/", 11).await,
+        (4, vec!["/alpha/one".to_string()])
+    );
+    assert_eq!(complete(Some(&zk), "get /nope/", 10).await, (4, vec![]));
+    assert_eq!(
+        complete(Some(&zk), "setq", 4).await,
+        (0, vec!["setquota".to_string()])
+    );
+    zk.close().await.unwrap();
+}
+
+async fn an_interrupt_stops_the_running_command_not_the_shell(flavor: Flavor) {
+    let (_srv, cs) = fresh_root(flavor, "cli_interrupt").await;
+    let mut shell = Shell::new(&cs, ShellOptions::default(), Notifier::silent());
+    within("connect", shell.connect(&cs)).await.unwrap();
+    let mut out = Vec::new();
+    assert_eq!(
+        within(
+            "create",
+            shell.execute_until("create /w", &mut out, std::future::pending())
+        )
+        .await,
+        Outcome::Done(Ok(wazoo_client::shell::Flow::Continue))
+    );
+    // `watch` waits for an event that never comes, until interrupted.
+    let stop = tokio::time::sleep(Duration::from_millis(300));
+    assert_eq!(
+        within("watch /w", shell.execute_until("watch /w", &mut out, stop)).await,
+        Outcome::Interrupted
+    );
+    // The same session goes on.
+    let mut out = Vec::new();
+    let r = within(
+        "ls",
+        shell.execute_until("ls /", &mut out, std::future::pending()),
+    )
+    .await;
+    assert_eq!(r, Outcome::Done(Ok(wazoo_client::shell::Flow::Continue)));
+    assert_eq!(String::from_utf8(out).unwrap(), "[w]\n");
+    shell.close().await;
+}
+
+#[tokio::test]
+async fn a_refused_port_fails_at_once_naming_the_refusal() {
+    // Nothing listens on a port just handed out and released.
+    let port = wazoo_testkit::free_port();
+    let cs = format!("127.0.0.1:{port}");
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let started = std::time::Instant::now();
+    let code = run_command(&cs, "ls /", ShellOptions::default(), &mut out, &mut err)
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(code, 1);
+    let err = String::from_utf8(err).unwrap();
+    assert_eq!(
+        err,
+        format!("Unable to connect to {cs}: connection refused\n")
+    );
+    // The default wait for a first connection is 15 s; a refusal is
+    // known at once (generous bound for a loaded machine).
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+/// ZooKeeper Dynamic Reconfiguration, "Enabling Dynamic Reconfiguration":
+/// with `reconfigEnabled=true` a standalone server still cannot change its
+/// membership; the shell prints the server's refusal as zkCli does.
+async fn reconfig_refusals_print_zookeepers_messages(flavor: Flavor) {
+    let srv = wazoo_testkit::start_server_with(
+        flavor,
+        wazoo_testkit::ServerOptions::default().cfg("reconfigEnabled=true"),
+    )
+    .unwrap_or_else(|e| panic!("cannot start a {flavor} server: {e:#}"));
+    let cs = srv.addr().to_string();
+    let err = {
+        let (code, _, err) = cli(&cs, "reconfig -remove 3").await;
+        assert_eq!(code, 1, "{err}");
+        err
+    };
+    let (_, _, zk_err) = {
+        let cs = cs.clone();
+        tokio::task::spawn_blocking(move || zkcli(&cs, "reconfig -remove 3"))
+            .await
+            .unwrap()
+    };
+    assert_eq!(err, zk_err, "wazoo cli vs zkCli");
+    assert!(err.starts_with("KeeperErrorCode = "), "{err}");
 }

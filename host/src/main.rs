@@ -53,6 +53,14 @@ enum Cmd {
         /// Run one command, print its result and exit (non-zero on error).
         #[arg(short = 'c', long = "command")]
         command: Option<String>,
+        /// The command as words after the options, as zkCli takes it:
+        /// `wazoo cli -server HOST:PORT ls /`.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            conflicts_with = "command"
+        )]
+        words: Vec<String>,
     },
     /// Write this member's data directory from an Apache ZooKeeper (3.5 to
     /// 3.9) data directory: its newest valid snapshot plus the logs after
@@ -218,8 +226,49 @@ async fn dev(data_dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// zkCli's options as `wazoo cli` takes them: its single-dash `-server
+/// HOST:PORT` becomes `--server` (only among the options, not in the
+/// command words after them).
+fn zkcli_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<std::ffi::OsString> = args.into_iter().collect();
+    if v.get(1).is_some_and(|a| a == "cli") {
+        let mut i = 2;
+        while i < v.len() {
+            let a = v[i].to_string_lossy().into_owned();
+            if a == "-server" {
+                v[i] = "--server".into();
+            }
+            match a.as_str() {
+                "-server" | "--server" | "-c" | "--command" => i += 2,
+                a if a.starts_with('-') => i += 1,
+                _ => break,
+            }
+        }
+    }
+    v
+}
+
+/// Command words given after the options, joined into one command line
+/// (a word with spaces quoted, so that the shell splits it back the same).
+fn join_words(words: &[String]) -> String {
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| {
+            match (
+                w.is_empty() || w.contains(char::is_whitespace),
+                w.contains('\''),
+            ) {
+                (false, _) => w.clone(),
+                (true, false) => format!("'{w}'"),
+                (true, true) => format!("\"{w}\""),
+            }
+        })
+        .collect();
+    quoted.join(" ")
+}
+
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(zkcli_args(std::env::args_os()));
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -268,7 +317,12 @@ fn main() -> std::process::ExitCode {
                 wazoo::backup::run_backup(&server, &out, auth).map(|_| 0)
             }
             Cmd::Restore { from, config } => wazoo::backup::run_restore(&from, &config).map(|_| 0),
-            Cmd::Cli { server, command } => {
+            Cmd::Cli {
+                server,
+                command,
+                words,
+            } => {
+                let command = command.or_else(|| (!words.is_empty()).then(|| join_words(&words)));
                 wazoo_client::shell::run(&server, command.as_deref()).await
             }
         }
@@ -280,5 +334,56 @@ fn main() -> std::process::ExitCode {
             eprintln!("wazoo: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &[&str]) -> Vec<String> {
+        zkcli_args(s.iter().map(std::ffi::OsString::from))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn cli_takes_zkclis_single_dash_server_among_its_options_only() {
+        assert_eq!(
+            args(&["wazoo", "cli", "-server", "h:1", "ls", "-server"]),
+            ["wazoo", "cli", "--server", "h:1", "ls", "-server"]
+        );
+        assert_eq!(
+            args(&["wazoo", "cli", "-c", "-server", "-server", "h:1"]),
+            ["wazoo", "cli", "-c", "-server", "--server", "h:1"]
+        );
+        assert_eq!(
+            args(&["wazoo", "serve", "-server"]),
+            ["wazoo", "serve", "-server"]
+        );
+        let cli = Cli::parse_from(args(&["wazoo", "cli", "-server", "h:1", "get", "-s", "/a"]));
+        let Cmd::Cli {
+            server,
+            command,
+            words,
+        } = cli.cmd
+        else {
+            panic!("not cli")
+        };
+        assert_eq!(
+            (server.as_str(), command, words),
+            ("h:1", None, vec!["get".into(), "-s".into(), "/a".into()])
+        );
+    }
+
+    #[test]
+    fn command_words_join_into_a_line_the_shell_splits_back() {
+        let words: Vec<String> = ["create", "/a", "two words", "it's here", ""]
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        let line = join_words(&words);
+        assert_eq!(wazoo_client::shell::tokenize(&line).unwrap(), words);
     }
 }

@@ -777,7 +777,8 @@ impl Response {
                 stat: Stat::read(r)?,
             },
             O::Exists | O::SetData | O::SetAcl => Response::Stat(Stat::read(r)?),
-            O::GetData => Response::GetData {
+            // A reconfig answers with the new configuration's data and stat.
+            O::GetData | O::Reconfig => Response::GetData {
                 data: r.read_buffer()?,
                 stat: Stat::read(r)?,
             },

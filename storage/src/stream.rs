@@ -33,14 +33,14 @@ mod tests {
     fn a_streamed_snapshot_is_the_file_write_snapshot_writes() {
         let dir = tempfile::tempdir().unwrap();
         let path =
-            crate::write_snapshot(dir.path(), 0x1_0000_0002, |w| w.write_all(b"state")).unwrap();
+            crate::write_snapshot(dir.path(), Zxid(0x1_0000_0002), |w| w.write_all(b"state")).unwrap();
         let mut streamed = Vec::new();
-        write_snapshot_to(&mut streamed, 0x1_0000_0002, |w| w.write_all(b"state")).unwrap();
+        write_snapshot_to(&mut streamed, Zxid(0x1_0000_0002), |w| w.write_all(b"state")).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), streamed);
         // Stored under any name, it verifies and reads back.
         let copy = dir.path().join("backup.bin");
         std::fs::write(&copy, &streamed).unwrap();
-        assert_eq!(crate::verify_snapshot(&copy).unwrap(), 0x1_0000_0002);
+        assert_eq!(crate::verify_snapshot(&copy).unwrap(), Zxid(0x1_0000_0002));
         assert_eq!(crate::read_snapshot(&copy).unwrap(), b"state");
     }
 }

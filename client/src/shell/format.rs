@@ -23,43 +23,24 @@ pub fn stat(s: &Stat) -> String {
     out
 }
 
-/// Java's `new Date(ms).toString()` in UTC: `Sat Nov 21 22:35:04 UTC 2026`.
+/// Java's `new Date(ms).toString()`, which zkCli's `StatPrinter` prints:
+/// `Sat Nov 21 22:35:04 UTC 2026`, in the local time zone (`TZ`, else
+/// `/etc/localtime`) with its abbreviation, as Java shows it.
 pub fn java_date(ms: i64) -> String {
-    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let tod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    // 1970-01-01 was a Thursday.
-    let wd = (days + 4).rem_euclid(7) as usize;
-    format!(
-        "{} {} {:02} {:02}:{:02}:{:02} UTC {}",
-        DAYS[wd],
-        MONTHS[(m - 1) as usize],
-        d,
-        tod / 3600,
-        tod % 3600 / 60,
-        tod % 60,
-        y
-    )
+    java_date_in(ms, &jiff::tz::TimeZone::system())
 }
 
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
-/// (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
+/// [`java_date`] in the time zone `tz`. A time outside the range the
+/// calendar library handles prints as Java's epoch milliseconds would not:
+/// as the raw number, never a panic.
+pub fn java_date_in(ms: i64, tz: &jiff::tz::TimeZone) -> String {
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(t) => t
+            .to_zoned_datetime(tz.clone())
+            .strftime("%a %b %d %H:%M:%S %Z %Y")
+            .to_string(),
+        Err(_) => ms.to_string(),
+    }
 }
 
 /// zkCli's `getPermString`: `cdrwa` order.
@@ -248,11 +229,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_print_like_java_date_to_string_in_utc() {
-        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+    fn dates_print_like_java_date_to_string() {
+        let utc = jiff::tz::TimeZone::UTC;
+        assert_eq!(java_date_in(0, &utc), "Thu Jan 01 00:00:00 UTC 1970");
         // 2026-11-21T22:35:04Z
-        assert_eq!(java_date(1_795_300_504_000), "Sat Nov 21 22:35:04 UTC 2026");
-        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+        assert_eq!(
+            java_date_in(1_795_300_504_000, &utc),
+            "Sat Nov 21 22:35:04 UTC 2026"
+        );
+        assert_eq!(
+            java_date_in(951_782_400_000, &utc),
+            "Tue Feb 29 00:00:00 UTC 2000"
+        );
+        // Local time with the zone's abbreviation, summer time included.
+        let paris = jiff::tz::TimeZone::get("Europe/Paris").unwrap();
+        assert_eq!(
+            java_date_in(1_795_300_504_000, &paris),
+            "Sat Nov 21 23:35:04 CET 2026"
+        );
+        assert_eq!(
+            java_date_in(1_783_000_000_000, &paris),
+            "Thu Jul 02 15:46:40 CEST 2026"
+        );
+        let kolkata = jiff::tz::TimeZone::get("Asia/Kolkata").unwrap();
+        assert_eq!(java_date_in(0, &kolkata), "Thu Jan 01 05:30:00 IST 1970");
+        // Out of range: a number, not a panic.
+        assert_eq!(java_date_in(i64::MAX, &utc), i64::MAX.to_string());
     }
 
     #[test]
@@ -270,10 +272,13 @@ mod tests {
             num_children: 6,
             pzxid: 0x1a,
         };
-        let want = "cZxid = 0x2\nctime = Thu Jan 01 00:00:00 UTC 1970\nmZxid = 0x3\n\
-                    mtime = Thu Jan 01 00:00:00 UTC 1970\npZxid = 0x1a\ncversion = 4\n\
+        let epoch = java_date(0);
+        let want = format!(
+            "cZxid = 0x2\nctime = {epoch}\nmZxid = 0x3\n\
+                    mtime = {epoch}\npZxid = 0x1a\ncversion = 4\n\
                     dataVersion = 1\naclVersion = 0\nephemeralOwner = 0xffffffffffffffff\n\
-                    dataLength = 5\nnumChildren = 6\n";
+                    dataLength = 5\nnumChildren = 6\n"
+        );
         assert_eq!(stat(&s), want);
     }
 
@@ -298,6 +303,15 @@ mod tests {
         assert_eq!(
             error(&Error::ConnectionLoss, "/x"),
             "KeeperErrorCode = ConnectionLoss for /x"
+        );
+        // reconfig names no path: ZooKeeper's messages for its refusals.
+        assert_eq!(
+            error(&Error::ReconfigDisabled, ""),
+            "KeeperErrorCode = Reconfig is disabled"
+        );
+        assert_eq!(
+            error(&Error::Unimplemented, ""),
+            "KeeperErrorCode = Unimplemented"
         );
     }
 

@@ -2,31 +2,48 @@
 //! zkCli: the same commands, flags and output formats, plus `watch` (wait
 //! for one event) and `call` (a wazoo recipe call).
 //!
-//! Interactive mode has line editing and history (kept in
-//! `~/.wazoo_cli_history`); `-c COMMAND` runs one command, prints its result
-//! and returns a non-zero exit code on failure (1: the command failed,
-//! 2: it was not understood), with the message on stderr.
+//! Interactive mode has line editing, tab completion of commands and paths,
+//! and history (kept in `~/.wazoo_cli_history`, written after every
+//! command); Ctrl-C stops the running command, not the shell. `-c COMMAND`
+//! runs one command, prints its result and returns a non-zero exit code on
+//! failure (1: the command failed, 2: it was not understood), with the
+//! message on stderr. A server that refuses connections is reported at
+//! once ("connection refused"), not after the connect wait.
+//!
+//! Layout: `parse` (the command table, words, flags), `ops` (the commands
+//! on nodes), `quota` (setquota, listquota, delquota), `admin` (config,
+//! reconfig), [`format`](mod@format) (zkCli's output formats), [`complete`] (tab
+//! completion), `interactive` (the line editor loop); this module holds the
+//! session and runs a command line.
 
+mod admin;
+pub mod complete;
 pub mod format;
+mod interactive;
+mod ops;
+mod parse;
+mod quota;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use wazoo_proto::{Acl, AddWatchMode, CreateMode, WatcherType};
-use wazoo_sdk::abi::{self, Notification, Reply};
 
 use crate::client::{Client, ClientOptions};
 use crate::error::Error;
 use crate::session::SessionState;
 use crate::watch::{PersistentWatch, WatchReceiver};
 
+use interactive::run_interactive;
+pub use parse::tokenize;
+use parse::{parse, SPECS};
+
 /// How the shell connects.
 #[derive(Debug, Clone)]
 pub struct ShellOptions {
     /// The session timeout to ask for (zkCli: 30 s).
     pub session_timeout: Duration,
-    /// How long to wait for the first connection before giving up.
+    /// How long to wait for the first connection before giving up (a
+    /// refused connection fails sooner, see [`Shell::connect`]).
     pub connect_wait: Duration,
 }
 
@@ -132,156 +149,45 @@ pub enum Flow {
 
 type CmdResult = Result<Flow, CommandError>;
 
-struct Spec {
-    name: &'static str,
-    usage: &'static str,
-    help: &'static str,
-    /// Flags without a value.
-    switches: &'static str,
-    /// Flags with a value.
-    valued: &'static str,
-    min: usize,
-    max: usize,
+/// How [`Shell::execute_until`] ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command ran to its end.
+    Done(Result<Flow, CommandError>),
+    /// The interrupt came first: the command was stopped (requests it had
+    /// sent may still take effect on the server, as when zkCli is stopped).
+    Interrupted,
 }
 
-const SPECS: &[Spec] = &[
-    Spec { name: "addWatch", usage: "addWatch [-m mode] path", help: "persistent watch; mode PERSISTENT or PERSISTENT_RECURSIVE (default)", switches: "", valued: "m", min: 1, max: 1 },
-    Spec { name: "addauth", usage: "addauth scheme auth", help: "add credentials to the session, e.g. addauth digest user:password", switches: "", valued: "", min: 2, max: 2 },
-    Spec { name: "call", usage: "call module method [args]", help: "call a wazoo recipe; args are JSON (sent as MessagePack) or raw MessagePack as 0x-hex; waits when the recipe waits; prints the result as JSON (or 0x-hex)", switches: "", valued: "", min: 2, max: 3 },
-    Spec { name: "close", usage: "close", help: "close the session", switches: "", valued: "", min: 0, max: 0 },
-    Spec { name: "connect", usage: "connect [host:port,...[/chroot]]", help: "open a new session (to the same servers if none given)", switches: "", valued: "", min: 0, max: 1 },
-    Spec { name: "create", usage: "create [-s] [-e] [-c] [-t ttl] path [data] [acl]", help: "create a node: -s sequential, -e ephemeral, -c container, -t ttl in ms", switches: "sec", valued: "t", min: 1, max: 3 },
-    Spec { name: "delete", usage: "delete [-v version] path", help: "delete a node", switches: "", valued: "v", min: 1, max: 1 },
-    Spec { name: "deleteall", usage: "deleteall path [-b batch size]", help: "delete a node and everything below it", switches: "", valued: "b", min: 1, max: 1 },
-    Spec { name: "get", usage: "get [-s] [-w] path", help: "print the data (-s with the stat, -w set a watch)", switches: "sw", valued: "", min: 1, max: 1 },
-    Spec { name: "getAcl", usage: "getAcl [-s] path", help: "print the ACL", switches: "s", valued: "", min: 1, max: 1 },
-    Spec { name: "getAllChildrenNumber", usage: "getAllChildrenNumber path", help: "count the nodes below a node", switches: "", valued: "", min: 1, max: 1 },
-    Spec { name: "getEphemerals", usage: "getEphemerals [path]", help: "list this session's ephemeral nodes", switches: "", valued: "", min: 0, max: 1 },
-    Spec { name: "help", usage: "help", help: "this list", switches: "", valued: "", min: 0, max: 1 },
-    Spec { name: "history", usage: "history", help: "the last commands", switches: "", valued: "", min: 0, max: 0 },
-    Spec { name: "ls", usage: "ls [-s] [-w] [-R] path", help: "list children (-s with the stat, -w set a watch, -R the whole subtree)", switches: "swR", valued: "", min: 1, max: 1 },
-    Spec { name: "printwatches", usage: "printwatches on|off", help: "print watch events as they come", switches: "", valued: "", min: 0, max: 1 },
-    Spec { name: "quit", usage: "quit", help: "leave the shell", switches: "", valued: "", min: 0, max: 0 },
-    Spec { name: "redo", usage: "redo cmdno", help: "run a command of the history again", switches: "", valued: "", min: 1, max: 1 },
-    Spec { name: "removewatches", usage: "removewatches path [-c|-d|-a] [-l]", help: "remove watches (-c child, -d data, -a any; -l locally only)", switches: "cdal", valued: "", min: 1, max: 1 },
-    Spec { name: "set", usage: "set [-s] [-v version] path data", help: "set the data", switches: "s", valued: "v", min: 2, max: 2 },
-    Spec { name: "setAcl", usage: "setAcl [-s] [-v version] [-R] path acl", help: "set the ACL, e.g. world:anyone:cdrwa,digest:user:hash:r", switches: "sR", valued: "v", min: 2, max: 2 },
-    Spec { name: "stat", usage: "stat [-w] path", help: "print the stat", switches: "w", valued: "", min: 1, max: 1 },
-    Spec { name: "sync", usage: "sync path", help: "make the server catch up with the leader", switches: "", valued: "", min: 1, max: 1 },
-    Spec { name: "version", usage: "version", help: "the client's version", switches: "", valued: "", min: 0, max: 0 },
-    Spec { name: "watch", usage: "watch [-R] path", help: "wait for one event on the node (-R: or below it) and print it", switches: "R", valued: "", min: 1, max: 1 },
-    Spec { name: "whoami", usage: "whoami", help: "the identities of the session", switches: "", valued: "", min: 0, max: 0 },
-];
+/// How long the shell waits for a first connection before it checks
+/// whether the servers refuse connections.
+const REFUSED_CHECK_AFTER: Duration = Duration::from_millis(200);
+/// How long that check waits for one address.
+const REFUSED_CHECK_WAIT: Duration = Duration::from_millis(500);
 
-/// A parsed command line.
-struct Args {
-    spec: &'static Spec,
-    flags: Vec<(char, Option<String>)>,
-    pos: Vec<String>,
-}
-
-impl Args {
-    fn has(&self, f: char) -> bool {
-        self.flags.iter().any(|(c, _)| *c == f)
-    }
-
-    fn value(&self, f: char) -> Option<&str> {
-        self.flags
-            .iter()
-            .find(|(c, _)| *c == f)
-            .and_then(|(_, v)| v.as_deref())
-    }
-
-    fn usage(&self) -> CommandError {
-        CommandError::Usage(format!("usage: {}", self.spec.usage))
-    }
-
-    fn int(&self, f: char) -> Result<Option<i64>, CommandError> {
-        match self.value(f) {
-            None => Ok(None),
-            Some(v) => v.parse().map(Some).map_err(|_| {
-                CommandError::Usage(format!(
-                    "-{f} needs a number, got {v:?}; usage: {}",
-                    self.spec.usage
-                ))
-            }),
-        }
-    }
-
-    fn version(&self) -> Result<Option<i32>, CommandError> {
-        Ok(self.int('v')?.map(|v| v as i32))
-    }
-}
-
-/// Splits a command line into words; `"..."` and `'...'` quote.
-pub fn tokenize(line: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut quote: Option<char> = None;
-    for c in line.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                in_word = true;
-            }
-            None if c.is_whitespace() => {
-                if in_word {
-                    out.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            None => {
-                cur.push(c);
-                in_word = true;
-            }
-        }
-    }
-    if quote.is_some() {
-        return Err("unclosed quote".into());
-    }
-    if in_word {
-        out.push(cur);
-    }
-    Ok(out)
-}
-
-fn parse(words: &[String]) -> Result<Args, CommandError> {
-    let name = &words[0];
-    let Some(spec) = SPECS.iter().find(|s| s.name == name.as_str()) else {
-        return Err(CommandError::Usage(format!(
-            "unknown command: {name} (try help)"
-        )));
+/// Whether every address of every server in the connection string refuses
+/// a TCP connection (nothing listens there). A name that does not resolve,
+/// an address that accepts or does not answer in time: not refused.
+async fn every_address_refuses(server: &str) -> bool {
+    let Ok(cs) = server.parse::<crate::connect_string::ConnectString>() else {
+        return false;
     };
-    let mut flags = Vec::new();
-    let mut pos = Vec::new();
-    let mut it = words[1..].iter();
-    while let Some(w) = it.next() {
-        let flag = w
-            .strip_prefix('-')
-            .filter(|f| f.chars().count() == 1)
-            .and_then(|f| f.chars().next());
-        match flag {
-            Some(f) if spec.switches.contains(f) => flags.push((f, None)),
-            Some(f) if spec.valued.contains(f) => match it.next() {
-                Some(v) => flags.push((f, Some(v.clone()))),
-                None => {
-                    return Err(CommandError::Usage(format!(
-                        "-{f} needs a value; usage: {}",
-                        spec.usage
-                    )))
-                }
-            },
-            _ => pos.push(w.clone()),
+    let mut tried = 0usize;
+    for h in &cs.hosts {
+        let lookup = tokio::net::lookup_host((h.host.as_str(), h.port));
+        let Ok(Ok(addrs)) = tokio::time::timeout(REFUSED_CHECK_WAIT, lookup).await else {
+            return false;
+        };
+        for a in addrs {
+            tried += 1;
+            match tokio::time::timeout(REFUSED_CHECK_WAIT, tokio::net::TcpStream::connect(a)).await
+            {
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {}
+                _ => return false,
+            }
         }
     }
-    let args = Args { spec, flags, pos };
-    if args.pos.len() < spec.min || args.pos.len() > spec.max {
-        return Err(args.usage());
-    }
-    Ok(args)
+    tried > 0
 }
 
 /// The shell's state: one session (or none after `close`), the history.
@@ -319,43 +225,61 @@ impl Shell {
             .unwrap_or("CLOSED")
     }
 
-    /// Opens a session to `server` (closing the current one).
+    /// Opens a session to `server` (closing the current one). Fails after
+    /// `connect_wait` without a server, or at once (well within a second)
+    /// when every address refuses the connection.
     pub async fn connect(&mut self, server: &str) -> Result<(), String> {
         self.close().await;
-        let opts = ClientOptions::default()
-            .session_timeout(self.options.session_timeout)
-            .initial_wait(self.options.connect_wait);
-        match Client::connect(server, opts).await {
-            Ok((client, mut events)) => {
-                self.server = server.to_string();
-                let notify = self.notifier.clone();
-                let print = self.print_watches.clone();
-                tokio::spawn(async move {
-                    // The first Connecting/Connected pair was the connect
-                    // itself; report what happens after.
-                    let mut seen_connected = false;
-                    while let Some(s) = events.recv().await {
-                        if !seen_connected {
-                            seen_connected = s.is_connected();
-                            continue;
-                        }
-                        if s == SessionState::Connecting {
-                            continue;
-                        }
-                        if *print.lock().unwrap_or_else(|e| e.into_inner()) {
-                            if let Some(ks) = s.keeper_state() {
-                                notify.send(format!(
-                                    "\nWATCHER::\n\nWatchedEvent state:{ks:?} type:None path:null\n"
-                                ));
-                            }
-                        }
-                    }
-                });
-                self.client = Some(client);
-                Ok(())
+        let opts = ClientOptions::default().session_timeout(self.options.session_timeout);
+        let fail = |why: String| format!("Unable to connect to {server}: {why}");
+        let (client, mut events) = Client::start(server, opts).map_err(|e| fail(e.to_string()))?;
+        let result = {
+            let wait = self.options.connect_wait;
+            let connected = async {
+                tokio::time::timeout(wait, client.wait_until_connected())
+                    .await
+                    .unwrap_or(Err(Error::ConnectionLoss))
+            };
+            tokio::pin!(connected);
+            // A server that is up answers at once. If none has yet, and every
+            // address refuses a connection, waiting out `connect_wait` would
+            // only hide that (zkCli fails at once there too).
+            match tokio::time::timeout(REFUSED_CHECK_AFTER, &mut connected).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) if every_address_refuses(server).await => Err("connection refused".into()),
+                Err(_) => connected.await.map_err(|e| e.to_string()),
             }
-            Err(e) => Err(format!("Unable to connect to {server}: {e}")),
+        };
+        if let Err(why) = result {
+            let _ = client.close().await;
+            return Err(fail(why));
         }
+        self.server = server.to_string();
+        let notify = self.notifier.clone();
+        let print = self.print_watches.clone();
+        tokio::spawn(async move {
+            // The first Connecting/Connected pair was the connect
+            // itself; report what happens after.
+            let mut seen_connected = false;
+            while let Some(s) = events.recv().await {
+                if !seen_connected {
+                    seen_connected = s.is_connected();
+                    continue;
+                }
+                if s == SessionState::Connecting {
+                    continue;
+                }
+                if *print.lock().unwrap_or_else(|e| e.into_inner()) {
+                    if let Some(ks) = s.keeper_state() {
+                        notify.send(format!(
+                            "\nWATCHER::\n\nWatchedEvent state:{ks:?} type:None path:null\n"
+                        ));
+                    }
+                }
+            }
+        });
+        self.client = Some(client);
+        Ok(())
     }
 
     /// Closes the session, if any.
@@ -369,6 +293,36 @@ impl Shell {
         self.client.as_ref().ok_or_else(|| {
             CommandError::Failed("not connected: the session is closed (use connect)".into())
         })
+    }
+
+    /// Runs one command line until it ends or `interrupt` completes, which
+    /// stops it (Ctrl-C in the interactive shell). A stopped `watch`
+    /// forgets its watch here, as one that fired does.
+    pub async fn execute_until(
+        &mut self,
+        line: &str,
+        out: &mut (dyn Write + Send),
+        interrupt: impl std::future::Future<Output = ()>,
+    ) -> Outcome {
+        let done = tokio::select! {
+            r = self.execute(line, out) => Some(r),
+            _ = interrupt => None,
+        };
+        match done {
+            Some(r) => Outcome::Done(r),
+            None => {
+                let words = tokenize(line).unwrap_or_default();
+                if let (Some("watch"), Some(path), Some(zk)) = (
+                    words.first().map(String::as_str),
+                    words.iter().skip(1).find(|w| !w.starts_with('-')),
+                    self.client.clone(),
+                ) {
+                    let forget = zk.remove_watches(path, wazoo_proto::WatcherType::Any, true);
+                    let _ = tokio::time::timeout(Duration::from_secs(1), forget).await;
+                }
+                Outcome::Interrupted
+            }
+        }
     }
 
     /// Runs one command line, writing its output to `out`.
@@ -438,7 +392,12 @@ impl Shell {
                 Ok(Flow::Continue)
             }
             _ => {
-                let path = args.pos.first().cloned().unwrap_or_default();
+                // zkCli names the path in most errors; config and
+                // reconfig have none (their words are options).
+                let path = match args.spec.name {
+                    "config" | "reconfig" => String::new(),
+                    _ => args.pos.first().cloned().unwrap_or_default(),
+                };
                 let zk = self.zk()?.clone();
                 match self.run_op(&zk, &args, out).await {
                     Ok(()) => Ok(Flow::Continue),
@@ -461,7 +420,7 @@ impl Shell {
         writeln!(out, "In -c mode the exit code is 0 on success, 1 if the command failed, 2 if it was not understood.")
     }
 
-    fn watch_printer(&self, w: WatchReceiver) {
+    pub(super) fn watch_printer(&self, w: WatchReceiver) {
         let notify = self.notifier.clone();
         let print = self.print_watches.clone();
         tokio::spawn(async move {
@@ -482,273 +441,6 @@ impl Shell {
                 }
             }
         });
-    }
-
-    async fn run_op(
-        &self,
-        zk: &Client,
-        a: &Args,
-        out: &mut (dyn Write + Send),
-    ) -> Result<(), OpError> {
-        let p = a.pos.first().map(String::as_str).unwrap_or("/");
-        match a.spec.name {
-            "ls" => {
-                if a.has('R') {
-                    let mut stack = vec![p.to_string()];
-                    while let Some(node) = stack.pop() {
-                        let mut kids = zk.get_children(&node).await?;
-                        kids.sort();
-                        wr(writeln!(out, "{node}"))?;
-                        for k in kids.iter().rev() {
-                            stack.push(wazoo_proto::path::join(&node, k));
-                        }
-                    }
-                    return Ok(());
-                }
-                let (mut kids, stat) = if a.has('w') {
-                    let (k, s, watch) = zk.get_children2_w(p).await?;
-                    self.watch_printer(watch);
-                    (k, s)
-                } else {
-                    zk.get_children2(p).await?
-                };
-                kids.sort();
-                wr(writeln!(out, "{}", format::list(&kids)))?;
-                if a.has('s') {
-                    wr(write!(out, "{}", format::stat(&stat)))?;
-                }
-            }
-            "get" => {
-                let (data, stat) = if a.has('w') {
-                    let (d, s, watch) = zk.get_data_w(p).await?;
-                    self.watch_printer(watch);
-                    (d, s)
-                } else {
-                    zk.get_data(p).await?
-                };
-                wr(writeln!(out, "{}", format::data(&data)))?;
-                if a.has('s') {
-                    wr(write!(out, "{}", format::stat(&stat)))?;
-                }
-            }
-            "stat" => {
-                let stat = if a.has('w') {
-                    let (s, watch) = zk.exists_w(p).await?;
-                    self.watch_printer(watch);
-                    s
-                } else {
-                    zk.exists(p).await?
-                };
-                let stat = stat.ok_or(Error::NoNode)?;
-                wr(write!(out, "{}", format::stat(&stat)))?;
-            }
-            "set" => {
-                let stat = zk.set_data(p, a.pos[1].as_bytes(), a.version()?).await?;
-                if a.has('s') {
-                    wr(write!(out, "{}", format::stat(&stat)))?;
-                }
-            }
-            "create" => {
-                let (s, e, c) = (a.has('s'), a.has('e'), a.has('c'));
-                let ttl = a.int('t')?;
-                if c && (s || e) {
-                    return Err(cmd_failed(
-                        "-c cannot be combined with -s or -e. Containers cannot be ephemeral or sequential.",
-                    ));
-                }
-                if ttl.is_some() && e {
-                    return Err(cmd_failed("TTLs cannot be used with Ephemeral znodes"));
-                }
-                if ttl.is_some() && c {
-                    return Err(cmd_failed("TTLs cannot be used with Container znodes"));
-                }
-                let mode = match (s, e, c, ttl.is_some()) {
-                    (_, _, true, _) => CreateMode::Container,
-                    (true, _, _, true) => CreateMode::PersistentSequentialWithTtl,
-                    (false, _, _, true) => CreateMode::PersistentWithTtl,
-                    (true, true, _, _) => CreateMode::EphemeralSequential,
-                    (false, true, _, _) => CreateMode::Ephemeral,
-                    (true, false, _, _) => CreateMode::PersistentSequential,
-                    (false, false, _, _) => CreateMode::Persistent,
-                };
-                let data = a.pos.get(1).map(|d| d.as_bytes()).unwrap_or(b"");
-                let acl = match a.pos.get(2) {
-                    Some(s) => format::parse_acl(s).map_err(cmd_failed)?,
-                    None => Acl::open_unsafe(),
-                };
-                let created = match ttl {
-                    Some(t) if t <= 0 => {
-                        return Err(cmd_failed(format!("ttl must be positive, got {t}")))
-                    }
-                    Some(t) => {
-                        zk.create_ttl(p, data, &acl, mode, Duration::from_millis(t as u64))
-                            .await?
-                            .0
-                    }
-                    None => zk.create(p, data, &acl, mode).await?,
-                };
-                wr(writeln!(out, "Created {created}"))?;
-            }
-            "delete" => zk.delete(p, a.version()?).await?,
-            "deleteall" => {
-                // Depth-first: children before their parent.
-                let mut order = Vec::new();
-                let mut stack = vec![p.to_string()];
-                while let Some(node) = stack.pop() {
-                    for k in zk.get_children(&node).await? {
-                        stack.push(wazoo_proto::path::join(&node, &k));
-                    }
-                    order.push(node);
-                }
-                for node in order.iter().rev() {
-                    match zk.delete(node, None).await {
-                        Ok(()) | Err(Error::NoNode) => {}
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-            }
-            "getAcl" => {
-                let (acl, stat) = zk.get_acl(p).await?;
-                for entry in &acl {
-                    wr(write!(out, "{}", format::acl_entry(entry)))?;
-                }
-                if a.has('s') {
-                    wr(write!(out, "{}", format::stat(&stat)))?;
-                }
-            }
-            "setAcl" => {
-                let acl = format::parse_acl(&a.pos[1]).map_err(cmd_failed)?;
-                let version = a.version()?;
-                if a.has('R') {
-                    let mut stack = vec![p.to_string()];
-                    while let Some(node) = stack.pop() {
-                        zk.set_acl(&node, &acl, None).await?;
-                        for k in zk.get_children(&node).await? {
-                            stack.push(wazoo_proto::path::join(&node, &k));
-                        }
-                    }
-                } else {
-                    let stat = zk.set_acl(p, &acl, version).await?;
-                    if a.has('s') {
-                        wr(write!(out, "{}", format::stat(&stat)))?;
-                    }
-                }
-            }
-            "addauth" => zk.add_auth(&a.pos[0], a.pos[1].as_bytes()).await?,
-            "sync" => {
-                zk.sync(p).await?;
-                wr(writeln!(out, "Sync is OK"))?;
-            }
-            "getEphemerals" => {
-                let mut eph = zk.get_ephemerals(p).await?;
-                eph.sort();
-                wr(writeln!(out, "{}", format::list(&eph)))?;
-            }
-            "getAllChildrenNumber" => {
-                let n = zk.get_all_children_number(p).await?;
-                wr(writeln!(out, "{n}"))?;
-            }
-            "whoami" => {
-                let who = zk.who_am_i().await?;
-                wr(writeln!(out, "Auth scheme: User"))?;
-                for c in who {
-                    wr(writeln!(out, "{}: {}", c.auth_scheme, c.user))?;
-                }
-            }
-            "removewatches" => {
-                let ty = if a.has('c') {
-                    WatcherType::Children
-                } else if a.has('d') {
-                    WatcherType::Data
-                } else {
-                    WatcherType::Any
-                };
-                zk.remove_watches(p, ty, a.has('l')).await?;
-            }
-            "addWatch" => {
-                let mode = match a.value('m') {
-                    None | Some("PERSISTENT_RECURSIVE") => AddWatchMode::PersistentRecursive,
-                    Some("PERSISTENT") => AddWatchMode::Persistent,
-                    Some(_) => return Err(OpError::Cmd(a.usage())),
-                };
-                let w = zk.add_watch(p, mode).await?;
-                self.stream_printer(w);
-            }
-            "watch" => {
-                let mode = if a.has('R') {
-                    AddWatchMode::PersistentRecursive
-                } else {
-                    AddWatchMode::Persistent
-                };
-                let mut w = zk.add_watch(p, mode).await?;
-                let ev = loop {
-                    match w.recv().await {
-                        Some(ev) if ev.is_node_event() => break ev,
-                        Some(ev) if !ev.state_is_alive() => {
-                            return Err(cmd_failed(format!("no event: session {:?}", ev.state)))
-                        }
-                        Some(_) => continue,
-                        None => return Err(cmd_failed("no event: the watch is gone")),
-                    }
-                };
-                wr(writeln!(out, "{ev}"))?;
-                // Forget it here; the server's copy dies with the session
-                // or its events are dropped.
-                let _ = zk.remove_watches(p, WatcherType::Any, true).await;
-            }
-            "call" => {
-                let args = match a.pos.get(2) {
-                    None => Vec::new(),
-                    Some(s) if s.starts_with("0x") => format::parse_hex(s).map_err(cmd_failed)?,
-                    Some(s) => format::json_to_msgpack(s).map_err(cmd_failed)?,
-                };
-                // Subscribe first: the notification ending a wait may come
-                // right behind the reply.
-                let mut notes = zk.recipe_notifications();
-                let body = zk.recipe_call(&a.pos[0], &a.pos[1], &args).await?;
-                let reply: Reply = abi::decode(&body)
-                    .map_err(|e| cmd_failed(format!("malformed recipe reply: {e}")))?;
-                let reply = match reply {
-                    Reply::Wait { token } => {
-                        wr(writeln!(out, "waiting (token {token})..."))?;
-                        loop {
-                            let Some(n) = notes.recv().await else {
-                                return Err(cmd_failed("the session ended while waiting"));
-                            };
-                            match abi::decode::<Notification>(&n.payload) {
-                                Ok(Notification::Finished {
-                                    module,
-                                    token: t,
-                                    reply,
-                                }) if module == a.pos[0] && t == token => break reply,
-                                _ => continue,
-                            }
-                        }
-                    }
-                    r => r,
-                };
-                match reply {
-                    Reply::Done(v) => wr(writeln!(out, "{}", format::msgpack_display(&v)))?,
-                    Reply::Error { code, message } => {
-                        return Err(cmd_failed(format!("recipe error {code}: {message}")))
-                    }
-                    Reply::Wait { token } => wr(writeln!(out, "still waiting (token {token})"))?,
-                }
-            }
-            other => return Err(cmd_failed(format!("{other}: not implemented"))),
-        }
-        Ok(())
-    }
-}
-
-impl crate::watch::WatchedEvent {
-    fn state_is_alive(&self) -> bool {
-        !matches!(
-            self.state,
-            wazoo_proto::KeeperState::Expired
-                | wazoo_proto::KeeperState::AuthFailed
-                | wazoo_proto::KeeperState::Closed
-        )
     }
 }
 
@@ -775,119 +467,4 @@ fn cmd_failed(msg: impl Into<String>) -> OpError {
 
 fn wr(r: std::io::Result<()>) -> Result<(), OpError> {
     r.map_err(|e| cmd_failed(format!("output: {e}")))
-}
-
-/// The interactive loop: rustyline editing and history, background events
-/// printed above the prompt.
-async fn run_interactive(server: &str, options: ShellOptions) -> anyhow::Result<i32> {
-    use rustyline::error::ReadlineError;
-    use rustyline::ExternalPrinter as _;
-
-    let mut editor = rustyline::DefaultEditor::new()?;
-    let history_file =
-        std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".wazoo_cli_history"));
-    if let Some(f) = &history_file {
-        let _ = editor.load_history(f);
-    }
-    let notifier = match editor.create_external_printer() {
-        Ok(printer) => {
-            let printer = Mutex::new(printer);
-            Notifier::new(move |msg| {
-                let mut p = printer.lock().unwrap_or_else(|e| e.into_inner());
-                if p.print(msg.clone()).is_err() {
-                    println!("{msg}");
-                }
-            })
-        }
-        Err(_) => Notifier::new(|msg| println!("{msg}")),
-    };
-    println!("Connecting to {server}");
-    let mut shell = Shell::new(server, options, notifier);
-    if let Err(e) = shell.connect(server).await {
-        eprintln!("{e}");
-    } else {
-        println!("\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null");
-    }
-    let mut n = 0usize;
-    loop {
-        let prompt = format!("[wazoo: {}({}) {n}] ", shell.server, shell.state_name());
-        let (ed, line) = tokio::task::spawn_blocking(move || {
-            let line = editor.readline(&prompt);
-            (editor, line)
-        })
-        .await?;
-        editor = ed;
-        match line {
-            Ok(line) => {
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let _ = editor.add_history_entry(line.as_str());
-                n += 1;
-                let mut out = std::io::stdout();
-                match shell.execute(&line, &mut out).await {
-                    Ok(Flow::Continue) => {}
-                    Ok(Flow::Quit) => break,
-                    Err(e) => eprintln!("{}", e.message()),
-                }
-                let _ = out.flush();
-            }
-            Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if let Some(f) = &history_file {
-        let _ = editor.save_history(f);
-    }
-    shell.close().await;
-    Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn words(s: &str) -> Vec<String> {
-        tokenize(s).unwrap()
-    }
-
-    #[test]
-    fn tokenize_splits_on_spaces_and_honours_quotes() {
-        assert_eq!(words("  ls   /a "), vec!["ls", "/a"]);
-        assert_eq!(
-            words(r#"create /a "hello world" 'x y'"#),
-            vec!["create", "/a", "hello world", "x y"]
-        );
-        assert_eq!(words(r#"set /a """#), vec!["set", "/a", ""]);
-        assert!(tokenize("get \"/a").is_err());
-    }
-
-    #[test]
-    fn flags_may_come_anywhere_and_values_follow_their_flag() {
-        let a = parse(&words("create -e /a data -s")).unwrap();
-        assert!(a.has('e') && a.has('s') && !a.has('c'));
-        assert_eq!(a.pos, vec!["/a", "data"]);
-        let a = parse(&words("set /a -v 3 data")).unwrap();
-        assert_eq!(a.version().unwrap(), Some(3));
-        assert_eq!(a.pos, vec!["/a", "data"]);
-        // A negative number is data, not a flag.
-        let a = parse(&words("set /a -1")).unwrap();
-        assert_eq!(a.pos, vec!["/a", "-1"]);
-    }
-
-    #[test]
-    fn bad_usage_names_the_usage() {
-        let e = parse(&words("get")).err().unwrap();
-        assert_eq!(e, CommandError::Usage("usage: get [-s] [-w] path".into()));
-        assert_eq!(e.exit_code(), 2);
-        let e = parse(&words("frobnicate /")).err().unwrap();
-        assert!(e.message().contains("unknown command"), "{e:?}");
-        let e = parse(&words("delete -v")).err().unwrap();
-        assert!(e.message().contains("-v needs a value"), "{e:?}");
-        assert!(parse(&words("set /a -v x data"))
-            .unwrap()
-            .version()
-            .is_err());
-    }
 }

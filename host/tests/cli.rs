@@ -1,0 +1,316 @@
+//! The `wazoo cli` command as a process: zkCli's `-server` form and
+//! command words, dates in the local time zone as zkCli prints them,
+//! Ctrl-C during a command, history written after every command, tab
+//! completion on a terminal, and a refused port. Against Apache ZooKeeper
+//! and wazoo alike.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wazoo_testkit::{start_server, Flavor, TestServer};
+
+/// Every wait here is bounded by this.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn wazoo() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wazoo"))
+}
+
+/// Waits for `child` to exit within [`WAIT`]; kills it and panics otherwise.
+fn wait_exit(child: &mut Child, what: &str) -> i32 {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not exit within {WAIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `wazoo ARGS` with `env`: (exit code, stdout, stderr).
+fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let child = wazoo()
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = output_within(child, &format!("wazoo {args:?}"));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// All of a child's output, both streams read to their ends, once it has
+/// exited; killed if that takes longer than [`WAIT`].
+fn output_within(child: Child, what: &str) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(done) = rx.recv_timeout(WAIT) else {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("{what} did not exit within {WAIT:?}");
+    };
+    done.unwrap()
+}
+
+/// Reads a stream to its end in a thread, into a shared buffer that can be
+/// looked at meanwhile.
+fn collect(r: Option<impl Read + Send + 'static>) -> Arc<Mutex<Vec<u8>>> {
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let sink = buf.clone();
+    if let Some(mut r) = r {
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = r.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+    }
+    buf
+}
+
+fn text(b: &Arc<Mutex<Vec<u8>>>) -> String {
+    String::from_utf8_lossy(&b.lock().unwrap()).into_owned()
+}
+
+/// Waits until `cond` holds on the text of `b`.
+fn wait_text(b: &Arc<Mutex<Vec<u8>>>, what: &str, cond: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond(&text(b)) {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; got {:?}",
+            text(b)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Apache ZooKeeper's shell with `TZ=tz`: stdout after its connection lines.
+fn zkcli(addr: &str, tz: &str, args: &[&str]) -> String {
+    let child = Command::new("/usr/share/zookeeper/bin/zkCli.sh")
+        .arg("-server")
+        .arg(addr)
+        .args(args)
+        .env("TZ", tz)
+        .env("ZOO_LOG_DIR", std::env::temp_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("zkCli.sh (Debian's zookeeper package)");
+    let out = String::from_utf8_lossy(&output_within(child, "zkCli").stdout).into_owned();
+    let banner = "WatchedEvent state:SyncConnected type:None path:null\n";
+    match out.find(banner) {
+        Some(i) => out[i + banner.len()..].to_string(),
+        None => out,
+    }
+}
+
+fn server(flavor: Flavor) -> Box<dyn TestServer> {
+    start_server(flavor).unwrap_or_else(|e| panic!("cannot start a {flavor} server: {e:#}"))
+}
+
+fn zkcli_form_and_local_dates(flavor: Flavor) {
+    let srv = server(flavor);
+    let addr = srv.addr().to_string();
+    // zkCli's form: -server, then the command as words.
+    let (code, out, err) = run(
+        &["cli", "-server", &addr, "create", "/tz", "two words"],
+        &[],
+    );
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "Created /tz\n", ""));
+    let (code, out, _) = run(&["cli", "-server", &addr, "get", "/tz"], &[]);
+    assert_eq!((code, out.as_str()), (0, "two words\n"));
+    // Dates in the local zone, summer time and abbreviation as Java's.
+    for tz in ["Asia/Kolkata", "Europe/Paris", "America/New_York", "UTC"] {
+        let (code, ours, err) = run(&["cli", "--server", &addr, "stat", "/tz"], &[("TZ", tz)]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(ours, zkcli(&addr, tz, &["stat", "/tz"]), "stat in TZ={tz}");
+    }
+}
+
+#[test]
+fn zkcli_form_and_local_dates_zookeeper() {
+    zkcli_form_and_local_dates(Flavor::Zookeeper);
+}
+
+#[test]
+fn zkcli_form_and_local_dates_wazoo() {
+    zkcli_form_and_local_dates(Flavor::Wazoo);
+}
+
+/// Ctrl-C (SIGINT) while `watch` waits stops the watch, and the shell goes
+/// on with the same session; the history file has every command at once.
+fn interrupt_and_history(flavor: Flavor) {
+    let srv = server(flavor);
+    let addr = srv.addr().to_string();
+    let home = tempfile::tempdir().unwrap();
+    let mut child = wazoo()
+        .args(["cli", "--server", &addr])
+        .env("HOME", home.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (out, err) = (collect(child.stdout.take()), collect(child.stderr.take()));
+    stdin.write_all(b"create /cc\nls /\n").unwrap();
+    wait_text(&out, "ls to list /cc", |o| o.contains("[cc"));
+    stdin.write_all(b"watch /cc\n").unwrap();
+    // SIGINT until the watch says it was stopped: one that comes while
+    // the shell waits for a line is ignored.
+    let deadline = Instant::now() + WAIT;
+    while !text(&err).contains("^C (interrupted)") {
+        assert!(
+            Instant::now() < deadline,
+            "the watch was never interrupted; stderr {:?}",
+            text(&err)
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "SIGINT ended the shell"
+        );
+        let kill = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    stdin.write_all(b"stat /cc\n").unwrap();
+    wait_text(&out, "stat after the interrupt", |o| {
+        o.contains("numChildren = 0")
+    });
+    // Written after each command, while the shell still runs.
+    let history = std::fs::read_to_string(home.path().join(".wazoo_cli_history")).unwrap();
+    for cmd in ["create /cc", "ls /", "watch /cc", "stat /cc"] {
+        assert!(history.contains(cmd), "history lacks {cmd:?}: {history:?}");
+    }
+    stdin.write_all(b"delete /cc\nquit\n").unwrap();
+    drop(stdin);
+    assert_eq!(wait_exit(&mut child, "wazoo cli"), 0, "{}", text(&err));
+}
+
+#[test]
+fn interrupt_and_history_zookeeper() {
+    interrupt_and_history(Flavor::Zookeeper);
+}
+
+#[test]
+fn interrupt_and_history_wazoo() {
+    interrupt_and_history(Flavor::Wazoo);
+}
+
+/// On a terminal (a pty from util-linux's `script`): Tab completes a path
+/// from the server's children, Ctrl-C typed while `watch` runs stops it,
+/// and the shell goes on.
+fn terminal_completion_and_ctrl_c(flavor: Flavor) {
+    let srv = server(flavor);
+    let addr = srv.addr().to_string();
+    let (code, _, err) = run(
+        &["cli", "-server", &addr, "create", "/complete_me", "x"],
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let home = tempfile::tempdir().unwrap();
+    let shell = format!("{} cli -server {addr}", env!("CARGO_BIN_EXE_wazoo"));
+    let mut child = Command::new("script")
+        .args(["-qfec", &shell, "/dev/null"])
+        .env("HOME", home.path())
+        .env("TERM", "xterm")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script (util-linux) for a pty");
+    let mut tty = child.stdin.take().unwrap();
+    let out = collect(child.stdout.take());
+    wait_text(&out, "the first prompt", |o| o.contains("(CONNECTED) 0]"));
+    tty.write_all(b"get /complete_m\t").unwrap();
+    wait_text(&out, "the completed path", |o| {
+        o.contains("get /complete_me")
+    });
+    tty.write_all(b"\r").unwrap();
+    wait_text(&out, "the data and the next prompt", |o| {
+        o.contains("\nx\r\n") && o.contains("(CONNECTED) 1]")
+    });
+    tty.write_all(b"watch /complete_me\r").unwrap();
+    // A Ctrl-C read at the prompt only clears the line: type it until the
+    // watch reports it was stopped.
+    let deadline = Instant::now() + WAIT;
+    while !text(&out).contains("^C (interrupted)") {
+        assert!(
+            Instant::now() < deadline,
+            "never interrupted: {:?}",
+            text(&out)
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "Ctrl-C ended the shell"
+        );
+        tty.write_all(b"\x03").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    tty.write_all(b"delete /complete_me\r").unwrap();
+    wait_text(&out, "the prompt after delete", |o| {
+        o.contains("(CONNECTED) 3]")
+    });
+    tty.write_all(b"quit\r").unwrap();
+    // `script` ends when its input does.
+    drop(tty);
+    let code = wait_exit(&mut child, "the shell on a pty");
+    assert_eq!(code, 0, "{}", text(&out));
+    let (code, _, err) = run(&["cli", "-server", &addr, "stat", "/complete_me"], &[]);
+    assert_eq!(
+        (code, err.as_str()),
+        (1, "Node does not exist: /complete_me\n")
+    );
+}
+
+#[test]
+fn terminal_completion_and_ctrl_c_zookeeper() {
+    terminal_completion_and_ctrl_c(Flavor::Zookeeper);
+}
+
+#[test]
+fn terminal_completion_and_ctrl_c_wazoo() {
+    terminal_completion_and_ctrl_c(Flavor::Wazoo);
+}
+
+#[test]
+fn a_refused_port_fails_at_once_with_connection_refused() {
+    let addr = format!("127.0.0.1:{}", wazoo_testkit::free_port());
+    let started = Instant::now();
+    let (code, out, err) = run(&["cli", "-server", &addr, "ls", "/"], &[]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!("Unable to connect to {addr}: connection refused\n")
+    );
+    // Generous bound: the default wait for a connection is 15 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
