@@ -41,8 +41,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
 use crate::core::server::SnapshotJob;
-use wazoo_proto::Zxid;
 use crate::member::{read_snapshot_payload, write_snapshot_payload, Event};
+use wazoo_proto::Zxid;
 
 /// The opening word of a backup request on the client port.
 pub const WORD: &[u8; 4] = b"bkup";
@@ -295,7 +295,8 @@ pub fn run_restore(from: &Path, config: &Path) -> Result<()> {
         .with_context(|| format!("{} does not load", from.display()))?;
     let zxid = loaded.zxid;
     drop(bytes);
-    let installed = crate::import::install(&cfg, zxid, loaded.tree, loaded.sessions, loaded.waits, 0)?;
+    let installed =
+        crate::import::install(&cfg, zxid, loaded.tree, loaded.sessions, loaded.waits, 0)?;
     println!(
         "restored {} (zxid 0x{zxid:x}): {} znodes, {} session(s) into {}; start the member with: wazoo serve --config {}",
         from.display(),

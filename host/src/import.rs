@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::config::Config;
-use crate::core::recipe::RecipeWaits;
 use crate::core::member::LoadedSnapshot;
+use crate::core::recipe::RecipeWaits;
 use crate::core::server::SnapshotJob;
 use crate::core::tree::{DataTree, NodeSpec, ZnodeType};
 use crate::member::{log_dir, read_snapshot_payload, snap_dir, write_snapshot_payload};
@@ -84,7 +84,12 @@ pub fn install(
             .with_context(|| format!("cannot write {}/{name}", sdir.display()))?;
     }
     let back = wazoo_storage::read_snapshot(&path)?;
-    let LoadedSnapshot { zxid: z, sessions: s, tree: t, .. } = read_snapshot_payload(&back).with_context(|| {
+    let LoadedSnapshot {
+        zxid: z,
+        sessions: s,
+        tree: t,
+        ..
+    } = read_snapshot_payload(&back).with_context(|| {
         format!(
             "the snapshot just written ({}) does not load",
             path.display()

@@ -535,13 +535,7 @@ pub(crate) fn spawn_shell_tasks(
     metrics: Arc<crate::metrics::Metrics>,
 ) -> Result<()> {
     let secure = crate::tls::bind_secure_client_port(cfg)?;
-    crate::net::spawn_accept_loops(
-        listener,
-        secure,
-        tx.clone(),
-        Arc::new(cfg.clone()),
-        metrics,
-    );
+    crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics);
     let tick_tx = tx.clone();
     let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 200));
     tokio::spawn(async move {
@@ -579,4 +573,3 @@ pub(crate) fn spawn_shell_tasks(
     }
     Ok(())
 }
-

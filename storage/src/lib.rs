@@ -133,7 +133,7 @@ pub use recovery::{Recovered, Repair, TailDefect};
 pub use snapshot::{
     latest_valid_snapshot, list_snapshots, read_snapshot, verify_snapshot, write_snapshot,
 };
+pub use stream::write_snapshot_to;
 /// The transaction id records and snapshots are keyed by (on disk, its
 /// 64 bits as the format says; everywhere else, this type).
 pub use wazoo_proto::Zxid;
-pub use stream::write_snapshot_to;

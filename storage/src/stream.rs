@@ -33,9 +33,13 @@ mod tests {
     fn a_streamed_snapshot_is_the_file_write_snapshot_writes() {
         let dir = tempfile::tempdir().unwrap();
         let path =
-            crate::write_snapshot(dir.path(), Zxid(0x1_0000_0002), |w| w.write_all(b"state")).unwrap();
+            crate::write_snapshot(dir.path(), Zxid(0x1_0000_0002), |w| w.write_all(b"state"))
+                .unwrap();
         let mut streamed = Vec::new();
-        write_snapshot_to(&mut streamed, Zxid(0x1_0000_0002), |w| w.write_all(b"state")).unwrap();
+        write_snapshot_to(&mut streamed, Zxid(0x1_0000_0002), |w| {
+            w.write_all(b"state")
+        })
+        .unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), streamed);
         // Stored under any name, it verifies and reads back.
         let copy = dir.path().join("backup.bin");
