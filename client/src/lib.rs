@@ -31,7 +31,8 @@
 //! Layout:
 //! - `client`: [`Client`], its options and every ZooKeeper operation.
 //! - `session`: the connection task that owns the socket, reconnects and
-//!   keeps the session.
+//!   keeps the session (`session/handshake.rs` opens a connection,
+//!   `session/connected.rs` and `session/incoming.rs` serve a live one).
 //! - `watch`: watches as the application holds them, and their registry.
 //! - `connect_string`, [`hosts`]: connection strings and chroots; which
 //!   server to try next.
