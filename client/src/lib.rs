@@ -37,7 +37,8 @@
 //! - `connect_string`, [`hosts`]: connection strings and chroots; which
 //!   server to try next.
 //! - `ops`, `error`: typed `multi` ops and results; the error type.
-//! - [`recipes`]: typed handles for wazoo's built-in recipes.
+//! - [`recipes`]: typed handles for wazoo's built-in recipes (one file per
+//!   recipe family under `recipes/`).
 //! - [`shell`]: the interactive shell of `wazoo cli`.
 
 mod client;
