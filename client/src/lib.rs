@@ -29,7 +29,8 @@
 //! batches, so a single client can drive a server at full speed.
 //!
 //! Layout:
-//! - `client`: [`Client`], its options and every ZooKeeper operation.
+//! - `client`: [`Client`] (`client.rs`), its options (`client/options.rs`)
+//!   and every ZooKeeper operation (`client/operations.rs`).
 //! - `session`: the connection task that owns the socket, reconnects and
 //!   keeps the session (`session/handshake.rs` opens a connection,
 //!   `session/connected.rs` and `session/incoming.rs` serve a live one).
