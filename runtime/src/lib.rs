@@ -1,7 +1,10 @@
 //! The WebAssembly recipe runtime: wasmtime engine, module registry, compiled
 //! module cache, hot reload, the guest ABI and the sandbox limits.
 //!
-//! Layout: `runtime` (limits, linker, loading, calls), `engine` (the core's
+//! Layout: `runtime` (the engine, the module registry, loading; under it
+//! `runtime/limits.rs`, `runtime/linker.rs` (imports and exports checked at
+//! load), `runtime/guest_imports.rs` (the host functions), `runtime/calls.rs`
+//! (calls, and traps mapped to typed errors)), `engine` (the core's
 //! `RecipeEngine` trait over it), `wasm` (manifest), `cache`, `reload`.
 //!
 //! What a recipe may do to the tree goes through [`RecipeHost`], which the
