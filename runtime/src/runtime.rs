@@ -5,7 +5,7 @@
 
 use super::cache::{content_hash, hex, ContentHash, ModuleCache};
 use super::error::{LoadError, RecipeError};
-use super::wasm;
+use super::manifest;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -232,7 +232,7 @@ impl Runtime {
     ) -> Result<ModuleInfo, LoadError> {
         let started = Instant::now();
         // The manifest first: nothing is compiled for a module we would refuse.
-        let manifest = wasm::read_manifest(bytes)?;
+        let manifest = manifest::read_manifest(bytes)?;
         let hash = content_hash(bytes);
         let (module, cached) = self
             .inner
