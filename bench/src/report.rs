@@ -7,7 +7,7 @@ use crate::client_bench::ClientResult;
 use crate::failover::{fmt_ms, FailoverRun, Spread};
 use crate::load::{LoadSpec, RunResult, Workload};
 use crate::memory::mib;
-use crate::{
+use crate::results::{
     ChurnBlock, ContendBlock, EnsembleBlock, FanoutBlock, RecipesBlock, Results, WorkloadResult,
 };
 
