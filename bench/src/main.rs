@@ -16,6 +16,20 @@
 //!
 //! Markdown tables go to stdout (and `--report`), raw figures to `--out`
 //! (JSON, rewritten after every phase), progress to stderr.
+//!
+//! Layout:
+//! - `main.rs`: the run, phase by phase; `args` (the command line),
+//!   `phases` (the phases `run` calls), `results` (the raw figures, as
+//!   `--out` writes them).
+//! - `servers`, `ensembles`: the systems under test, standalone and as
+//!   ensembles, and what the kernel says about their processes.
+//! - `load` (with `load/nodes.rs`, `load/sample.rs`): the load generator;
+//!   `stats`: latency histograms.
+//! - One module per other workload: `client_bench`, `sweep`, `fanout`,
+//!   `churn`, `failover`, `memory`, `recovery`, `recipes` (with
+//!   `recipes/call.rs`, `recipes/contend.rs`).
+//! - `report` (with `report/recipes.rs`, `report/ensemble.rs`,
+//!   `report/scale.rs`): the Markdown report; `plots`, `svg`: the SVG plots.
 
 mod args;
 mod churn;
