@@ -1,6 +1,6 @@
-//! The recipe workloads (issues 5 and 6): wazoo's server-side recipes
-//! (WebAssembly modules loaded with `--plugins`) against kazoo's client-side
-//! ones on Apache ZooKeeper.
+//! The recipe workloads (docs/RECIPES.md, docs/BUILTIN_RECIPES.md): wazoo's
+//! server-side recipes (WebAssembly modules loaded with `--plugins`) against
+//! kazoo's client-side ones on Apache ZooKeeper.
 //!
 //! * `recipe-call`: on a standalone wazoo with the `echo` module, ONE
 //!   connection alternates a no-op recipe call (`echo.noop`) and a getData

@@ -257,7 +257,7 @@ pub fn markdown(r: &Results) -> String {
 
     let _ = writeln!(
         md,
-        "Targets (issues 2, 4, 5 and 6): wazoo/zookeeper ops/s ≥ 2×, p99 < 1×, RSS ≤ 0.25×; \
+        "Targets: wazoo/zookeeper ops/s ≥ 2×, p99 < 1×, RSS ≤ 0.25×; \
          failover well under ZooKeeper's; recovery of 1,000,000 znodes under 5 s; a no-op \
          recipe call at most 1.5× a getData and instantiate + call under 50 µs; lock and \
          queue cycles/s with wazoo's recipes ≥ 3× kazoo's on ZooKeeper."
@@ -446,7 +446,7 @@ fn run_row(name: &str, run: &RunResult) -> String {
 fn client_section(md: &mut String, spec: &crate::client_bench::ClientSpec, c: &ClientResult) {
     let _ = writeln!(
         md,
-        "## client — one connection pipelining getData against wazoo (issue 3)\n\n\
+        "## client — one connection pipelining getData against wazoo\n\n\
          One session on loopback, {} getData of a 100-byte znode in flight, {} measured round(s) of {} s \
          per crate, rounds alternating between the crates. Client CPU is this process's CPU per request.\n",
         spec.inflight, spec.rounds, spec.duration_secs

@@ -319,8 +319,9 @@ mod tests {
 
     #[tokio::test]
     async fn calls_before_any_server_answers_fail_with_connection_loss() {
-        // Seed: an operation while the client cannot reach any server
-        // fails with connectionloss. Port 1 on loopback refuses at once.
+        // ZooKeeper Programmer's Guide ("ZooKeeper Sessions"): an operation
+        // while the client cannot reach any server fails with connectionloss.
+        // Port 1 on loopback refuses at once.
         let opts = ClientOptions::default()
             .reconnect_delay(Duration::from_millis(1), Duration::from_millis(5));
         let (c, mut events) = Client::start("127.0.0.1:1", opts).unwrap();

@@ -3,12 +3,12 @@
 //! It connects to a server of the list, establishes or re-establishes the
 //! session (id + password, last zxid seen), re-sends credentials and
 //! re-registers watches, then pipelines requests (many in flight, replies
-//! matched in order by xid), routes watch notifications, pings when idle
-//! and notices a dead connection. On loss it fails what was pending with
-//! ConnectionLoss and tries the next server after a jittered backoff, until
-//! the session is expired, authentication fails or the client is closed
-//! (seed: "Session re-establishment", "Client Heartbeat", "Session
-//! Expiration").
+//! matched in order by xid), routes watch notifications, pings when idle and
+//! notices a dead connection. On loss it fails what was pending with
+//! ConnectionLoss and tries the next server after a jittered backoff, until the
+//! session is expired, authentication fails or the client is closed (ZooKeeper
+//! Programmer's Guide, "ZooKeeper Sessions": "Session re-establishment",
+//! "Client Heartbeat", "Session Expiration").
 //!
 //! Reads and writes are non-blocking on one socket in one task: every frame
 //! queued while the socket was busy goes out in one write.
@@ -431,8 +431,9 @@ impl Session {
                 Ok(Err(e)) => {
                     debug!(server = %host, error = %e, "connection attempt failed");
                     failures += 1;
-                    // Seed: requests made while no server can be reached
-                    // fail with ConnectionLoss.
+                    // ZooKeeper Programmer's Guide ("ZooKeeper Sessions"):
+                    // requests made while no server can be reached fail with
+                    // ConnectionLoss.
                     self.fail_waiting(Error::ConnectionLoss);
                     self.set_state(SessionState::Disconnected, false);
                     continue;
@@ -440,8 +441,9 @@ impl Session {
                 Ok(Ok(est)) => est,
             };
             if est.resp.timeout_ms <= 0 {
-                // Seed "Session Expiration": the client learns of the
-                // expiry only once it reaches the ensemble again.
+                // ZooKeeper Programmer's Guide, "Session Expiration": the
+                // client learns of the expiry only once it reaches the ensemble
+                // again.
                 info!(server = %host, session = format_args!("0x{:x}", self.session_id), "session expired");
                 return Terminal::Expired;
             }

@@ -1,4 +1,5 @@
-//! Recipes as the deterministic core sees them (issue 5, items 3 and 4).
+//! Recipes as the deterministic core sees them (docs/ARCHITECTURE.md,
+//! "Recipes"; docs/RECIPES.md).
 //!
 //! The core never runs WebAssembly. Prep asks a [`RecipeEngine`] (the wasm
 //! runtime in the shell, plain Rust in tests) for one recipe step against a

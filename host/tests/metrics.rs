@@ -1,5 +1,6 @@
-//! The Prometheus endpoint (issue 4, item 7): `metricsProvider.httpPort`
-//! in zoo.cfg, as ZooKeeper's PrometheusMetricsProvider reads it.
+//! The Prometheus endpoint (docs/ARCHITECTURE.md, "Metrics"):
+//! `metricsProvider.httpPort` in zoo.cfg, as ZooKeeper's
+//! PrometheusMetricsProvider reads it.
 
 mod common;
 

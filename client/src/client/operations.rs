@@ -448,8 +448,9 @@ impl Client {
     // ---- servers ------------------------------------------------------------
 
     /// Replaces the server list (a connection string; a chroot in it must be
-    /// the client's own or absent). Runs the seed's probabilistic
-    /// load-balancing: returns whether the client dropped its connection to
+    /// the client's own or absent). Runs the probabilistic
+    /// load-balancing of ZooKeeper Programmer's Guide ("Updating the List of
+    /// Servers"): returns whether the client dropped its connection to
     /// move to another server.
     pub async fn update_server_list(&self, connect_string: &str) -> Result<bool> {
         let cs: ConnectString = connect_string.parse()?;

@@ -104,8 +104,9 @@ impl Session {
 
         let end = self.serve_loop(&mut c, &mut rb).await;
 
-        // Seed: pending operations fail with ConnectionLoss when the
-        // connection drops (with the terminal error if the client is dead).
+        // ZooKeeper Programmer's Guide ("ZooKeeper Sessions"): pending
+        // operations fail with ConnectionLoss when the connection drops (with
+        // the terminal error if the client is dead).
         let err = match &end {
             End::Lost(_) => Error::ConnectionLoss,
             End::Terminal(t) => terminal_error(*t),
@@ -314,9 +315,10 @@ impl Session {
         });
     }
 
-    /// Re-registers every watch the application still holds, relative to
-    /// the last zxid seen, so that the server fires at once those whose
-    /// node changed while the client was away (seed: nothing is missed).
+    /// Re-registers every watch the application still holds, relative to the
+    /// last zxid seen, so that the server fires at once those whose node
+    /// changed while the client was away (ZooKeeper Programmer's Guide,
+    /// "ZooKeeper Watches": nothing is missed).
     fn send_set_watches(&mut self, c: &mut Conn) {
         let paths = self.watches.paths();
         if paths.is_empty() {

@@ -99,7 +99,8 @@ impl Session {
                     }
                     Ok(None)
                 } else {
-                    // Seed: authentication failure is unrecoverable.
+                    // ZooKeeper Programmer's Guide ("ZooKeeper Sessions"):
+                    // authentication failure is unrecoverable.
                     warn!(err = h.err, "authentication failed");
                     if let Some(w) = waiter {
                         let _ = w.send(Err(Error::AuthFailed));
@@ -192,9 +193,10 @@ impl Session {
                 let moved = matches!(result, Err(Error::SessionMoved));
                 let _ = reply.send(result);
                 if moved {
-                    // Seed "SessionMovedException": this connection is stale
-                    // (the session lives on another server); the old server
-                    // closes it, and the client reconnects.
+                    // ZooKeeper Programmer's Guide, "SessionMovedException":
+                    // this connection is stale (the session lives on another
+                    // server); the old server closes it, and the client
+                    // reconnects.
                     return Ok(Some(End::Lost("session moved to another server".into())));
                 }
                 Ok(None)

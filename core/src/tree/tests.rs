@@ -1,6 +1,6 @@
-//! Tests of the data tree, each citing the section of ZooKeeper Programmer's Guide, "Data Model" ("Data
-//! Model") whose rule it checks; ZooKeeper 3.8's `DataTree` is the oracle
-//! for the details the seed leaves open.
+//! Tests of the data tree, each citing the section of ZooKeeper Programmer's
+//! Guide, "Data Model" ("Data Model") whose rule it checks; ZooKeeper 3.8's
+//! `DataTree` is the oracle for the details the Programmer's Guide leaves open.
 
 use super::*;
 use crate::txn::{CreateTxn, NodeKind, Txn, TxnHeader};
@@ -216,8 +216,9 @@ fn a_fresh_tree_is_zookeeper_3_8_standalone() {
 
 #[test]
 fn create_stamps_the_stat_from_the_header_and_txn() {
-    // ZooKeeper Programmer's Guide, "Data Model", "Time in ZooKeeper" and "ZooKeeper Stat Structure": czxid,
-    // mzxid, ctime, mtime come from the create; cversion counts children.
+    // ZooKeeper Programmer's Guide, "Data Model", "Time in ZooKeeper" and
+    // "ZooKeeper Stat Structure": czxid, mzxid, ctime, mtime come from the
+    // create; cversion counts children.
     let mut f = Fixture::new();
     let tr = f.create("/app", b"hello");
     assert_eq!(
@@ -260,8 +261,9 @@ fn create_stamps_the_stat_from_the_header_and_txn() {
 
 #[test]
 fn set_data_replaces_the_data_and_takes_the_version_from_the_txn() {
-    // ZooKeeper Programmer's Guide, "Data Model", "ZNodes": a write replaces all the data; each change of the
-    // data increases the version. "Time in ZooKeeper": mzxid/mtime move.
+    // ZooKeeper Programmer's Guide, "Data Model", "ZNodes": a write replaces
+    // all the data; each change of the data increases the version. "Time in
+    // ZooKeeper": mzxid/mtime move.
     let mut f = Fixture::new();
     f.create("/n", b"one");
     let tr = f.set_data("/n", b"second value");
@@ -292,8 +294,9 @@ fn set_data_replaces_the_data_and_takes_the_version_from_the_txn() {
 
 #[test]
 fn set_acl_changes_the_acl_and_aversion_only() {
-    // ZooKeeper Programmer's Guide, "Data Model", "Time in ZooKeeper": aversion counts ACL changes; ACL
-    // changes are not data changes (mzxid/mtime/version stay) and fire no watch.
+    // ZooKeeper Programmer's Guide, "Data Model", "Time in ZooKeeper": aversion
+    // counts ACL changes; ACL changes are not data changes (mzxid/mtime/version
+    // stay) and fire no watch.
     let mut f = Fixture::new();
     f.create("/n", b"x");
     let acl = vec![Acl::new(perms::READ | perms::WRITE, "digest", "u:h")];
@@ -343,8 +346,9 @@ fn delete_moves_the_parent_pzxid_but_not_its_cversion() {
 
 #[test]
 fn sequence_names_come_from_the_parent_cversion() {
-    // ZooKeeper Programmer's Guide, "Data Model", "Sequence Nodes -- Unique Naming": %010d of a counter kept
-    // by the parent, which overflows past 2147483647 to -2147483648.
+    // ZooKeeper Programmer's Guide, "Data Model", "Sequence Nodes -- Unique
+    // Naming": %010d of a counter kept by the parent, which overflows past
+    // 2147483647 to -2147483648.
     let mut f = Fixture::new();
     f.create("/q", b"");
     let mut names = Vec::new();
@@ -400,7 +404,8 @@ fn sequence_names_come_from_the_parent_cversion() {
 
 #[test]
 fn children_are_sorted_and_counted_at_every_depth() {
-    // ZooKeeper Programmer's Guide, "Data Model", "ZooKeeper Stat Structure": numChildren; getAllChildrenNumber.
+    // ZooKeeper Programmer's Guide, "Data Model", "ZooKeeper Stat Structure":
+    // numChildren; getAllChildrenNumber.
     let mut f = Fixture::new();
     for p in ["/b", "/a", "/a/z", "/a/y", "/a/y/1", "/a.b", "/a0", "/ab"] {
         f.create(p, b"");

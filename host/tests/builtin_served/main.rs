@@ -1,11 +1,11 @@
 //! The built-in recipes (recipes-wasm/: lock, rwlock, semaphore, queue,
 //! double_barrier, twophase, election, group) served by a LIVE wazoo, driven
-//! through the client's typed handles (`wazoo_client::recipes`), one
-//! session per simulated process (issue 6, "How it is tested"): contention,
-//! session expiry of holders and waiters, a leader killed while callers
-//! wait. Sessions are made to expire by blackholing their connection with
-//! the testkit's Proxy (no byte passes, the server's session timer runs).
-//! Every test is bounded by tokio timeouts; loopback only, free ports.
+//! through the client's typed handles (`wazoo_client::recipes`), one session
+//! per simulated process (docs/BUILTIN_RECIPES.md, "Testing"): contention,
+//! session expiry of holders and waiters, a leader killed while callers wait.
+//! Sessions are made to expire by blackholing their connection with the
+//! testkit's Proxy (no byte passes, the server's session timer runs). Every
+//! test is bounded by tokio timeouts; loopback only, free ports.
 
 // Shared with the runtime's own tests, which it mostly serves.
 #[path = "../../../runtime/tests/plugin_support/mod.rs"]
