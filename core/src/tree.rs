@@ -54,6 +54,12 @@
 //! - loading a snapshot does not recompute quota stats nodes (they were
 //!   exact when written; recomputing would make a restarted member differ
 //!   from one that kept running).
+//!
+//! Layout: this file holds the tree, its reads, quotas and `set_node`;
+//! `check` the rules a txn meets whatever the tree holds ([`check_txn`],
+//! [`ApplyError`]); `apply` applying txns; `invariants` the whole-state
+//! check; `node` the node encoding and keys; `acl_table` the shared ACL
+//! lists; `quota` ZooKeeper's quota nodes; `snapshot` the snapshot codec.
 
 mod acl_table;
 mod apply;
