@@ -59,7 +59,7 @@ impl ApplyError {
 }
 
 /// The rules a txn must meet whatever the tree holds: everything
-/// [`DataTree::apply`] checks before it looks at a node (path rules, the
+/// [`DataTree::apply`](super::DataTree::apply) checks before it looks at a node (path rules, the
 /// node kind and its owner, the TTL range, a non-empty ACL list, what may
 /// stand inside a multi). The pipeline's prep calls this on every txn it
 /// produces, for clients and recipes alike, so a committed txn can only be
