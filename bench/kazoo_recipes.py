@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """kazoo's client-side recipes under contention, for wazoo-bench's `lock` and
-`queue` workloads (issue 6): SESSIONS threads, each with its own KazooClient
+`queue` workloads (bench/README.md): SESSIONS threads, each with its own KazooClient
 (its own session), loop on one recipe path for a warm-up and then a measured
 window, and the figures go to stdout as one JSON object.
 

@@ -1,8 +1,8 @@
-//! The client-throughput figure (issue 3): ONE connection to wazoo on
-//! loopback pipelining getData of a 100-byte node, `inflight` requests
-//! outstanding, once through the `zookeeper-client` crate and once through
-//! our own `wazoo-client`. Rounds alternate A B B A ... so that drift on the
-//! shared machine hits both crates alike.
+//! The client-throughput figure (docs/BENCHMARKS.md): ONE connection to wazoo
+//! on loopback pipelining getData of a 100-byte node, `inflight` requests
+//! outstanding, once through the `zookeeper-client` crate and once through our
+//! own `wazoo-client`. Rounds alternate A B B A ... so that drift on the shared
+//! machine hits both crates alike.
 
 use std::future::Future;
 use std::net::SocketAddr;

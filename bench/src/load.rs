@@ -2,6 +2,9 @@
 //! per session each with one request in flight (so K requests pipelined on
 //! every connection), for a warm-up and then a measured window.
 
+mod nodes;
+mod sample;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,8 +18,11 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use zookeeper_client as zk;
 
-use crate::servers::{cpu_secs, machine_busy_secs};
 use crate::stats::{new_histogram, record, Latency, Rng};
+
+pub use nodes::create_many;
+use nodes::{prepare, Prepared};
+use sample::{cpu_sample, member_modes, sessions_per_member};
 
 /// Session timeout the load generator asks for (the crate's default is 6 s,
 /// short enough for a GC pause under load to expire a session).
@@ -363,157 +369,6 @@ pub fn error_kind(e: &zk::Error) -> String {
     s.split(['(', ' ', '{']).next().unwrap_or(&s).to_string()
 }
 
-/// Outcome of [`create_many`].
-#[derive(Debug)]
-pub struct CreateMany {
-    pub created: u64,
-}
-
-/// Creates `count` nodes, `path_of(i)` for i in `0..count`, as fast as
-/// possible: `inflight` tasks per session pull the next index from a shared
-/// counter. Fails on the first error (a node that already exists counts as
-/// created when `existing_ok`) or after `timeout`; prints progress to stderr
-/// every 2 s when `label` is given.
-#[allow(clippy::too_many_arguments)]
-pub async fn create_many(
-    clients: &[zk::Client],
-    inflight: usize,
-    count: u64,
-    path_of: Arc<dyn Fn(u64) -> String + Send + Sync>,
-    data: Arc<Vec<u8>>,
-    timeout: Duration,
-    label: Option<String>,
-    existing_ok: bool,
-) -> Result<CreateMany> {
-    let next = Arc::new(AtomicU64::new(0));
-    let created = Arc::new(AtomicU64::new(0));
-    let start = Instant::now();
-    let mut set = JoinSet::new();
-    for client in clients {
-        for _ in 0..inflight {
-            let (client, next, created, path_of, data) = (
-                client.clone(),
-                next.clone(),
-                created.clone(),
-                path_of.clone(),
-                data.clone(),
-            );
-            set.spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= count {
-                        return Ok(());
-                    }
-                    let path = path_of(i);
-                    match client.create(&path, &data, &persistent()).await {
-                        Ok(_) | Err(zk::Error::NodeExists) if existing_ok => {
-                            created.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Ok(_) => {
-                            created.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(e) => {
-                            next.store(count, Ordering::Relaxed);
-                            return Err(anyhow::anyhow!("create {path}: {e}"));
-                        }
-                    }
-                }
-            });
-        }
-    }
-    let progress = label.map(|label| {
-        let created = created.clone();
-        tokio::spawn(async move {
-            let mut last = 0;
-            loop {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                let now = created.load(Ordering::Relaxed);
-                eprintln!(
-                    "  {label}: {now}/{count} created ({:.0}/s, {:.0} s)",
-                    (now - last) as f64 / 2.0,
-                    start.elapsed().as_secs_f64()
-                );
-                last = now;
-            }
-        })
-    });
-    let result = tokio::time::timeout(timeout, async {
-        while let Some(r) = set.join_next().await {
-            r.context("create task panicked")??;
-        }
-        Ok::<(), anyhow::Error>(())
-    })
-    .await;
-    if let Some(p) = progress {
-        p.abort();
-    }
-    let done = created.load(Ordering::Relaxed);
-    match result {
-        Ok(Ok(())) => Ok(CreateMany { created: done }),
-        Ok(Err(e)) => Err(e.context(format!("after {done} of {count} creates"))),
-        Err(_) => bail!("timed out after {timeout:?} with {done} of {count} nodes created"),
-    }
-}
-
-/// The nodes a workload works on, created before it starts.
-struct Prepared {
-    parent: String,
-    keys: Arc<Vec<String>>,
-}
-
-async fn prepare(clients: &[zk::Client], workload: Workload, spec: &LoadSpec) -> Result<Prepared> {
-    // create gets a fresh parent every round (a round never meets the nodes
-    // of an earlier one); the others share one set of keys per server.
-    static CREATE_RUNS: AtomicU64 = AtomicU64::new(0);
-    let parent = match workload {
-        Workload::Create => format!(
-            "/bench-create-{}",
-            CREATE_RUNS.fetch_add(1, Ordering::Relaxed)
-        ),
-        _ => format!("/bench-{}", workload.name()),
-    };
-    match clients[0].create(&parent, b"", &persistent()).await {
-        Ok(_) | Err(zk::Error::NodeExists) => {}
-        Err(e) => bail!("create {parent}: {e}"),
-    }
-    let n_keys = match workload {
-        Workload::Create => 0,
-        Workload::ExistsWatch => spec.watch_paths,
-        _ => spec.keys,
-    };
-    let keys: Vec<String> = if n_keys == 0 {
-        Vec::new()
-    } else {
-        (0..n_keys).map(|i| format!("{parent}/k{i:07}")).collect()
-    };
-    if !keys.is_empty() {
-        let k = Arc::new(keys.clone());
-        create_many(
-            clients,
-            spec.inflight,
-            keys.len() as u64,
-            Arc::new(move |i| k[i as usize].clone()),
-            Arc::new(vec![b'x'; spec.payload]),
-            Duration::from_secs(120),
-            None,
-            true,
-        )
-        .await
-        .context("pre-creating the workload's nodes")?;
-    }
-    // In an ensemble a session may sit on a member that has not applied the
-    // last creates yet: sync every session before the load starts.
-    for (i, c) in clients.iter().enumerate() {
-        c.sync(&parent)
-            .await
-            .with_context(|| format!("sync {parent} on session {i}"))?;
-    }
-    Ok(Prepared {
-        parent,
-        keys: Arc::new(keys),
-    })
-}
-
 /// exists-watch: the watchers a session holds, the newest per path. A
 /// replaced watcher is dropped while the newer one on the same path is
 /// registered, so the client sends nothing to the server for it.
@@ -651,86 +506,6 @@ pub async fn run_workload(
     }
 }
 
-/// CPU seconds so far.
-struct CpuSample {
-    /// Each server process (one, or every member).
-    servers: Vec<f64>,
-    client: f64,
-    idle: f64,
-    /// Every task on the machine.
-    busy: f64,
-    /// irq + softirq.
-    irq: f64,
-}
-
-fn cpu_sample(target: &Target) -> Result<CpuSample> {
-    let (busy, irq) = machine_busy_secs()?;
-    let mut idle = 0.0;
-    for &p in &target.idle_pids {
-        idle += cpu_secs(Some(p)).unwrap_or(0.0);
-    }
-    let servers = target
-        .server_pids
-        .iter()
-        .map(|&p| cpu_secs(Some(p)).with_context(|| format!("server process {p} is gone")))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(CpuSample {
-        servers,
-        client: cpu_secs(None)?,
-        idle,
-        busy,
-        irq,
-    })
-}
-
-/// How many of `sessions` each member holds, from the `sid=0x...` of its
-/// `cons` (-1 when a member does not answer).
-async fn sessions_per_member(members: &[SocketAddr], sessions: &[zk::Client]) -> Vec<i64> {
-    let members = members.to_vec();
-    let ids: Vec<i64> = sessions.iter().map(|c| c.session_id().0).collect();
-    tokio::task::spawn_blocking(move || {
-        members
-            .iter()
-            .map(|&a| match wazoo_testkit::four_letter_word(a, "cons") {
-                Ok(text) => {
-                    let held = cons_session_ids(&text);
-                    ids.iter().filter(|id| held.contains(id)).count() as i64
-                }
-                Err(_) => -1,
-            })
-            .collect()
-    })
-    .await
-    .unwrap_or_default()
-}
-
-/// The session ids (`sid=0x...`) in a `cons` answer.
-pub fn cons_session_ids(cons: &str) -> Vec<i64> {
-    cons.split("sid=0x")
-        .skip(1)
-        .filter_map(|rest| {
-            let hex: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
-            u64::from_str_radix(&hex, 16).ok().map(|v| v as i64)
-        })
-        .collect()
-}
-
-/// Each member's `srvr` mode.
-async fn member_modes(members: &[SocketAddr]) -> Vec<String> {
-    let members = members.to_vec();
-    tokio::task::spawn_blocking(move || {
-        members
-            .iter()
-            .map(|&a| {
-                crate::ensembles::quick_mode(a, Duration::from_secs(2))
-                    .unwrap_or_else(|| "not serving".to_string())
-            })
-            .collect()
-    })
-    .await
-    .unwrap_or_default()
-}
-
 async fn run_workload_inner(
     target: &Target,
     workload: Workload,
@@ -844,19 +619,4 @@ async fn run_workload_inner(
         .max(0.0);
     round.softirq_secs = c1.irq - c0.irq;
     Ok(round)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn session_ids_from_cons() {
-        // ZooKeeper's and wazoo's `cons` lines look alike.
-        let cons =
-            " /127.0.0.1:50012[1](queued=0,recved=5,sent=5,sid=0x100012ab0000,lop=PING,est=1)\n \
-                    /127.0.0.1:50014[1](queued=0,recved=1,sent=1,sid=0xff,est=2)\n \
-                    /127.0.0.1:50016[0](queued=0,recved=1,sent=0)\n";
-        assert_eq!(cons_session_ids(cons), vec![0x100012ab0000, 0xff]);
-    }
 }

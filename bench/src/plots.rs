@@ -5,8 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::results::{Results, WorkloadResult};
 use crate::svg::{figure, Panel};
-use crate::{Results, WorkloadResult};
 
 const SYSTEMS: [&str; 2] = ["zookeeper", "wazoo"];
 

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::load::{LoadSpec, RunResult, Workload};
+use crate::results::WorkloadResult;
 use crate::svg::Panel;
-use crate::WorkloadResult;
 
 const SYSTEMS: [&str; 2] = ["zookeeper", "wazoo"];
 

@@ -1,5 +1,5 @@
 //! Connection strings (`host:port,host:port/chroot`) and chroot path mapping
-//! (seed "How to Create A Client Session").
+//! (ZooKeeper Programmer's Guide, "How to Create A Client Session").
 
 use std::fmt;
 use std::str::FromStr;
@@ -186,8 +186,8 @@ mod tests {
 
     #[test]
     fn connect_string_lists_servers_and_an_optional_chroot() {
-        // Seed "How to Create A Client Session": comma separated host:port
-        // pairs, then an optional chroot suffix.
+        // ZooKeeper Programmer's Guide, "How to Create A Client Session": comma
+        // separated host:port pairs, then an optional chroot suffix.
         let cs: ConnectString = "127.0.0.1:3000,127.0.0.1:3001,127.0.0.1:3002/app/a"
             .parse()
             .unwrap();

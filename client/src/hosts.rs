@@ -1,7 +1,7 @@
 //! Which server to connect to next: a shuffled list tried in turn, and the
 //! probabilistic load-balancing algorithm run when the list is updated
-//! (seed "What Happens in Session Creation" and "Updating the List of
-//! Servers"; ZooKeeper's `StaticHostProvider`).
+//! (ZooKeeper Programmer's Guide, "What Happens in Session Creation" and
+//! "Updating the List of Servers"; ZooKeeper's `StaticHostProvider`).
 //!
 //! Everything here is pure: randomness comes in through [`RandomSource`], so
 //! tests drive it with a seeded generator.
@@ -80,8 +80,8 @@ pub enum Rebalance {
     Move { p_new: f64 },
 }
 
-/// The load-balancing decision of the seed ("Updating the List of
-/// Servers"), for a client currently on `my_server`.
+/// The load-balancing decision of ZooKeeper Programmer's Guide ("Updating the
+/// List of Servers"), for a client currently on `my_server`.
 ///
 /// * The list grew and my server is still in it: move with probability
 ///   `1 - old_len / new_len` (3 -> 5 servers: 0.4), then to a new server.
@@ -152,8 +152,8 @@ pub struct HostList {
 }
 
 impl HostList {
-    /// Shuffles `servers` (seed: "pick an arbitrary server", not the local
-    /// one first). Duplicates are dropped.
+    /// Shuffles `servers` (ZooKeeper Programmer's Guide: "pick an arbitrary
+    /// server", not the local one first). Duplicates are dropped.
     pub fn new(mut servers: Vec<HostPort>, rng: &mut dyn RandomSource) -> HostList {
         dedup(&mut servers);
         shuffle(&mut servers, rng);
@@ -297,8 +297,8 @@ mod tests {
 
     #[test]
     fn the_list_is_shuffled_and_every_server_is_tried_in_turn() {
-        // Seed "What Happens in Session Creation": pick an arbitrary server,
-        // on failure try the next one.
+        // ZooKeeper Programmer's Guide, "What Happens in Session Creation":
+        // pick an arbitrary server, on failure try the next one.
         let mut rng = SplitMix64::new(7);
         let mut firsts = std::collections::HashSet::new();
         for _ in 0..50 {
@@ -327,9 +327,9 @@ mod tests {
         );
     }
 
-    /// Seed "Updating the List of Servers", first example: 3 servers become
-    /// 5; 40% of the clients of each old server move, each to one of the 2
-    /// new servers chosen at random.
+    /// ZooKeeper Programmer's Guide, "Updating the List of Servers", first
+    /// example: 3 servers become 5; 40% of the clients of each old server move,
+    /// each to one of the 2 new servers chosen at random.
     #[test]
     fn growing_from_3_to_5_servers_moves_40_percent_of_clients_to_the_new_ones() {
         let mut rng = SplitMix64::new(0x5eed);
@@ -369,7 +369,7 @@ mod tests {
     }
 
     #[test]
-    fn the_growth_decision_is_exactly_the_probability_of_the_seed() {
+    fn the_growth_decision_is_exactly_the_probability_of_the_guide() {
         // The move decision alone: 1 - 3/5 = 0.4.
         let mut rng = SplitMix64::new(99);
         let (old, new) = (hosts(1..4), hosts(1..6));
@@ -387,9 +387,9 @@ mod tests {
         );
     }
 
-    /// Seed "Updating the List of Servers", second example: 5 servers become
-    /// 3; clients of the 3 remaining servers stay, clients of the 2 removed
-    /// ones move to one of the 3, chosen at random.
+    /// ZooKeeper Programmer's Guide, "Updating the List of Servers", second
+    /// example: 5 servers become 3; clients of the 3 remaining servers stay,
+    /// clients of the 2 removed ones move to one of the 3, chosen at random.
     #[test]
     fn shrinking_from_5_to_3_servers_moves_only_clients_of_removed_servers() {
         let mut rng = SplitMix64::new(0xfeed);
@@ -424,10 +424,10 @@ mod tests {
 
     #[test]
     fn moving_client_falls_back_to_old_servers_then_round_robin() {
-        // Seed: "only if it cannot connect to any of the new servers will it
-        // try to connect to the old ones. After ... trying all servers in the
-        // new list and failing to connect, the client moves back to the
-        // normal mode".
+        // ZooKeeper Programmer's Guide: "only if it cannot connect to any of
+        // the new servers will it try to connect to the old ones. After ...
+        // trying all servers in the new list and failing to connect, the client
+        // moves back to the normal mode".
         let mut rng = SplitMix64::new(3);
         let old = hosts(1..4);
         let new = hosts(1..6);

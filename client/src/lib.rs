@@ -29,14 +29,17 @@
 //! batches, so a single client can drive a server at full speed.
 //!
 //! Layout:
-//! - `client`: [`Client`], its options and every ZooKeeper operation.
+//! - `client`: [`Client`] (`client.rs`), its options (`client/options.rs`)
+//!   and every ZooKeeper operation (`client/operations.rs`).
 //! - `session`: the connection task that owns the socket, reconnects and
-//!   keeps the session.
+//!   keeps the session (`session/handshake.rs` opens a connection,
+//!   `session/connected.rs` and `session/incoming.rs` serve a live one).
 //! - `watch`: watches as the application holds them, and their registry.
 //! - `connect_string`, [`hosts`]: connection strings and chroots; which
 //!   server to try next.
 //! - `ops`, `error`: typed `multi` ops and results; the error type.
-//! - [`recipes`]: typed handles for wazoo's built-in recipes.
+//! - [`recipes`]: typed handles for wazoo's built-in recipes (one file per
+//!   recipe family under `recipes/`).
 //! - [`shell`]: the interactive shell of `wazoo cli`.
 
 mod client;

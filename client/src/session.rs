@@ -3,38 +3,45 @@
 //! It connects to a server of the list, establishes or re-establishes the
 //! session (id + password, last zxid seen), re-sends credentials and
 //! re-registers watches, then pipelines requests (many in flight, replies
-//! matched in order by xid), routes watch notifications, pings when idle
-//! and notices a dead connection. On loss it fails what was pending with
-//! ConnectionLoss and tries the next server after a jittered backoff, until
-//! the session is expired, authentication fails or the client is closed
-//! (seed: "Session re-establishment", "Client Heartbeat", "Session
-//! Expiration").
+//! matched in order by xid), routes watch notifications, pings when idle and
+//! notices a dead connection. On loss it fails what was pending with
+//! ConnectionLoss and tries the next server after a jittered backoff, until the
+//! session is expired, authentication fails or the client is closed (ZooKeeper
+//! Programmer's Guide, "ZooKeeper Sessions": "Session re-establishment",
+//! "Client Heartbeat", "Session Expiration").
 //!
 //! Reads and writes are non-blocking on one socket in one task: every frame
 //! queued while the socket was busy goes out in one write.
+//!
+//! Here: the session's state and the loop between connections. The live
+//! connection is in `connected` (sending, pings, setWatches, the socket's
+//! writes) and `incoming` (frames, replies, events); opening one is in
+//! `handshake`.
+
+mod connected;
+mod handshake;
+mod incoming;
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tracing::{debug, info, warn};
-use wazoo_proto::jute::{Jute, Reader};
+use tracing::{debug, info};
 use wazoo_proto::{
-    frame, xid, AuthPacket, ConnectRequest, ConnectResponse, EventType, KeeperState, OpCode,
-    ReplyHeader, Request, Response, SetWatches, SetWatches2, WatcherEvent, WatcherType,
+    ConnectRequest, ConnectResponse, KeeperState, OpCode, Request, Response, WatcherType,
 };
 
-use crate::connect_string::{to_client, Chroot, HostPort};
+use crate::connect_string::{Chroot, HostPort};
 use crate::error::{Error, Result};
 use crate::hosts::{HostList, RandomSource, SplitMix64};
 use crate::watch::{WatchKind, WatchPaths, WatchRegistry, WatchSink};
+
+use handshake::establish;
 
 /// Total length of the paths in one setWatches packet (ZooKeeper's
 /// `SET_WATCHES_MAX_LENGTH`).
@@ -424,8 +431,9 @@ impl Session {
                 Ok(Err(e)) => {
                     debug!(server = %host, error = %e, "connection attempt failed");
                     failures += 1;
-                    // Seed: requests made while no server can be reached
-                    // fail with ConnectionLoss.
+                    // ZooKeeper Programmer's Guide ("ZooKeeper Sessions"):
+                    // requests made while no server can be reached fail with
+                    // ConnectionLoss.
                     self.fail_waiting(Error::ConnectionLoss);
                     self.set_state(SessionState::Disconnected, false);
                     continue;
@@ -433,8 +441,9 @@ impl Session {
                 Ok(Ok(est)) => est,
             };
             if est.resp.timeout_ms <= 0 {
-                // Seed "Session Expiration": the client learns of the
-                // expiry only once it reaches the ensemble again.
+                // ZooKeeper Programmer's Guide, "Session Expiration": the
+                // client learns of the expiry only once it reaches the ensemble
+                // again.
                 info!(server = %host, session = format_args!("0x{:x}", self.session_id), "session expired");
                 return Terminal::Expired;
             }
@@ -551,551 +560,6 @@ impl Session {
         x
     }
 
-    async fn serve(&mut self, est: Established, host: HostPort) -> End {
-        let timeout = Duration::from_millis(est.resp.timeout_ms as u64);
-        let read_only = est.resp.read_only == Some(true);
-        self.negotiated = Some(timeout);
-        self.session_id = est.resp.session_id;
-        self.passwd = est.resp.passwd.clone();
-        if !read_only {
-            self.seen_rw = true;
-        }
-        {
-            let mut info = self.shared.info.lock().unwrap_or_else(|e| e.into_inner());
-            info.session_id = self.session_id;
-            info.password = self.passwd.clone();
-            info.timeout = timeout;
-            info.server = Some(host.clone());
-        }
-        info!(
-            server = %host,
-            session = format_args!("0x{:x}", self.session_id),
-            timeout_ms = est.resp.timeout_ms,
-            read_only,
-            "session established"
-        );
-        // ZooKeeper's client: read timeout 2/3 of the session timeout, a
-        // ping when nothing was sent for half of that (a third of the
-        // timeout), so a dead connection is noticed and replaced well
-        // within the session timeout.
-        let read_timeout = timeout * 2 / 3;
-        let now = Instant::now();
-        let mut c = Conn {
-            stream: est.stream,
-            host,
-            wbuf: Vec::with_capacity(64 * 1024),
-            wpos: 0,
-            pending: VecDeque::new(),
-            auth_pending: VecDeque::new(),
-            last_send: now,
-            last_recv: now,
-            read_timeout,
-            ping_interval: read_timeout / 2,
-            read_only,
-        };
-        let mut rb = ReadBuf {
-            buf: vec![0; READ_BUF.max(est.leftover.len())],
-            start: 0,
-            end: est.leftover.len(),
-        };
-        rb.buf[..est.leftover.len()].copy_from_slice(&est.leftover);
-
-        // Credentials first, then the watches, then what was queued.
-        let mut waiters: Vec<Option<oneshot::Sender<Result<()>>>> =
-            (0..self.auth.len()).map(|_| None).collect();
-        for (i, w) in self.auth_waiters.drain(..) {
-            if let Some(slot) = waiters.get_mut(i) {
-                if let Some(old) = slot.replace(w) {
-                    let _ = old.send(Ok(()));
-                }
-            }
-        }
-        for ((scheme, auth), waiter) in self.auth.iter().zip(waiters) {
-            write_auth(&mut c.wbuf, scheme, auth);
-            c.auth_pending.push_back(waiter);
-        }
-        self.send_set_watches(&mut c);
-        while let Some(o) = self.queued.pop_front() {
-            self.send(&mut c, o);
-        }
-
-        let state = if read_only {
-            SessionState::ConnectedReadOnly
-        } else {
-            SessionState::Connected
-        };
-        self.set_state(state, true);
-        self.watches.state_change(
-            state.keeper_state().unwrap_or(KeeperState::SyncConnected),
-            false,
-        );
-
-        let end = self.serve_loop(&mut c, &mut rb).await;
-
-        // Seed: pending operations fail with ConnectionLoss when the
-        // connection drops (with the terminal error if the client is dead).
-        let err = match &end {
-            End::Lost(_) => Error::ConnectionLoss,
-            End::Terminal(t) => terminal_error(*t),
-        };
-        for p in c.pending.drain(..) {
-            if let PendingKind::User { reply, .. } = p.kind {
-                let _ = reply.send(Err(err.clone()));
-            }
-        }
-        for w in c.auth_pending.drain(..).flatten() {
-            let _ = w.send(Err(err.clone()));
-        }
-        let _ = c.stream.shutdown().await;
-        match end {
-            End::Lost(_) if self.closing => End::Terminal(Terminal::Closed),
-            e => e,
-        }
-    }
-
-    async fn serve_loop(&mut self, c: &mut Conn, rb: &mut ReadBuf) -> End {
-        let mut probe: Option<Probe> = None;
-        let mut probe_wait = RO_PROBE_MIN;
-        let mut probe_at = Instant::now() + probe_wait;
-        let mut probe_next = 0usize;
-        let can_probe = c.read_only && self.hosts.len() > 1;
-
-        let timer = tokio::time::sleep_until(next_deadline(c, can_probe.then_some(probe_at)));
-        tokio::pin!(timer);
-
-        // Frames that arrived with the handshake.
-        match self.parse_frames(c, rb) {
-            Ok(Some(end)) => return end,
-            Ok(None) => {}
-            Err(e) => return End::Lost(e),
-        }
-        loop {
-            if let Err(e) = flush(c) {
-                return End::Lost(format!("write failed: {e}"));
-            }
-            let accepting = !self.closing
-                && c.wbuf.len() - c.wpos < WRITE_HIGH_WATER
-                && c.pending.len() < MAX_IN_FLIGHT;
-            let want_write = c.wpos < c.wbuf.len();
-            tokio::select! {
-                biased;
-                r = c.stream.readable() => {
-                    if let Err(e) = r {
-                        return End::Lost(format!("read failed: {e}"));
-                    }
-                    match self.read(c, rb) {
-                        Ok(None) => {}
-                        Ok(Some(end)) => return end,
-                        Err(e) => return End::Lost(e),
-                    }
-                }
-                r = c.stream.writable(), if want_write => {
-                    if let Err(e) = r {
-                        return End::Lost(format!("write failed: {e}"));
-                    }
-                }
-                cmd = self.rx.recv(), if accepting => {
-                    let mut cmd = cmd;
-                    let mut n = 0;
-                    let mut yielded = false;
-                    loop {
-                        match cmd {
-                            None => {
-                                // Every handle was dropped: close the session.
-                                self.begin_close(c);
-                                break;
-                            }
-                            Some(cmd) => {
-                                if let Some(end) = self.command_connected(c, cmd) {
-                                    return end;
-                                }
-                            }
-                        }
-                        n += 1;
-                        if n >= BATCH || self.closing || c.wbuf.len() - c.wpos >= WRITE_HIGH_WATER {
-                            break;
-                        }
-                        cmd = match self.rx.try_recv() {
-                            Ok(x) => Some(x),
-                            Err(_) if !yielded && c.wbuf.len() - c.wpos < COALESCE => {
-                                // Let the callers that are running queue
-                                // more before this batch is written: one
-                                // write for many requests.
-                                yielded = true;
-                                tokio::task::yield_now().await;
-                                match self.rx.try_recv() {
-                                    Ok(x) => Some(x),
-                                    Err(_) => break,
-                                }
-                            }
-                            Err(_) => break,
-                        };
-                    }
-                }
-                found = poll_probe(&mut probe), if probe.is_some() => {
-                    probe = None;
-                    if let Some(rw) = found {
-                        info!(server = %rw, "found a read-write server; moving to it");
-                        self.rw_server = Some(rw);
-                        return End::Lost("leaving the read-only server".into());
-                    }
-                    probe_wait = (probe_wait * 2).min(RO_PROBE_MAX);
-                    probe_at = Instant::now() + probe_wait;
-                    timer.as_mut().reset(next_deadline(c, Some(probe_at)));
-                }
-                () = &mut timer => {
-                    let now = Instant::now();
-                    if now.duration_since(c.last_recv) >= c.read_timeout {
-                        return End::Lost(format!(
-                            "no answer from {} for {} ms",
-                            c.host,
-                            now.duration_since(c.last_recv).as_millis()
-                        ));
-                    }
-                    if now.duration_since(c.last_send) >= c.ping_interval {
-                        frame::write_request(&mut c.wbuf, xid::PING, &Request::Ping);
-                        // Counts as sent: the deadline moves on.
-                        c.last_send = now;
-                    }
-                    if can_probe && probe.is_none() && now >= probe_at {
-                        let others: Vec<HostPort> = self
-                            .hosts
-                            .servers()
-                            .iter()
-                            .filter(|h| **h != c.host)
-                            .cloned()
-                            .collect();
-                        if !others.is_empty() {
-                            let h = others[probe_next % others.len()].clone();
-                            probe_next += 1;
-                            probe = Some(Box::pin(probe_read_write(h, self.connect_timeout())));
-                        }
-                        probe_at = now + RO_PROBE_MAX;
-                    }
-                    let probe_deadline = (can_probe && probe.is_none()).then_some(probe_at);
-                    timer.as_mut().reset(next_deadline(c, probe_deadline));
-                }
-            }
-        }
-    }
-
-    fn command_connected(&mut self, c: &mut Conn, cmd: Command) -> Option<End> {
-        match cmd {
-            Command::Request(o) => {
-                if let Some(o) = self.precheck(o) {
-                    self.send(c, o);
-                }
-            }
-            Command::Auth {
-                scheme,
-                auth,
-                reply,
-            } => {
-                self.add_auth_entry(scheme.clone(), auth.clone());
-                write_auth(&mut c.wbuf, &scheme, &auth);
-                c.auth_pending.push_back(Some(reply));
-            }
-            Command::UpdateServers { hosts, reply } => {
-                let moved = self.hosts.update(hosts, Some(&c.host), &mut self.rng);
-                let _ = reply.send(Ok(moved));
-                if moved {
-                    return Some(End::Lost(
-                        "server list updated: rebalancing to another server".into(),
-                    ));
-                }
-            }
-            Command::RemoveWatchesLocal { removal, reply } => self.remove_local(removal, reply),
-            Command::SubscribeRecipe(tx) => self.recipe_subs.push(tx),
-            Command::Close { reply } => {
-                self.close_replies.push(reply);
-                self.begin_close(c);
-            }
-        }
-        None
-    }
-
-    fn begin_close(&mut self, c: &mut Conn) {
-        if self.closing {
-            return;
-        }
-        self.closing = true;
-        let xid = self.next_xid();
-        frame::write_request(&mut c.wbuf, xid, &Request::CloseSession);
-        c.pending.push_back(Pending {
-            xid,
-            op: OpCode::CloseSession,
-            kind: PendingKind::Close,
-        });
-    }
-
-    fn send(&mut self, c: &mut Conn, o: Outgoing) {
-        let xid = self.next_xid();
-        frame::write_request(&mut c.wbuf, xid, &o.req);
-        c.pending.push_back(Pending {
-            xid,
-            op: o.req.opcode(),
-            kind: PendingKind::User {
-                reply: o.reply,
-                watch: o.watch,
-                removal: o.removal,
-            },
-        });
-    }
-
-    /// Re-registers every watch the application still holds, relative to
-    /// the last zxid seen, so that the server fires at once those whose
-    /// node changed while the client was away (seed: nothing is missed).
-    fn send_set_watches(&mut self, c: &mut Conn) {
-        let paths = self.watches.paths();
-        if paths.is_empty() {
-            return;
-        }
-        let with_persistent = !paths.persistent.is_empty() || !paths.recursive.is_empty();
-        let mut batch = WatchPaths::default();
-        let mut len = 0usize;
-        let lists: [(PathField, Vec<String>); 5] = [
-            (|b| &mut b.data, paths.data),
-            (|b| &mut b.exist, paths.exist),
-            (|b| &mut b.child, paths.child),
-            (|b| &mut b.persistent, paths.persistent),
-            (|b| &mut b.recursive, paths.recursive),
-        ];
-        for (field, list) in lists {
-            for p in list {
-                if len + p.len() > SET_WATCHES_MAX_LENGTH && !batch.is_empty() {
-                    let full = std::mem::take(&mut batch);
-                    self.write_set_watches(c, full, with_persistent);
-                    len = 0;
-                }
-                len += p.len();
-                field(&mut batch).push(p);
-            }
-        }
-        if !batch.is_empty() {
-            self.write_set_watches(c, batch, with_persistent);
-        }
-    }
-
-    fn write_set_watches(&mut self, c: &mut Conn, b: WatchPaths, with_persistent: bool) {
-        let req = if with_persistent {
-            Request::SetWatches2(SetWatches2 {
-                relative_zxid: self.last_zxid,
-                data_watches: b.data,
-                exist_watches: b.exist,
-                child_watches: b.child,
-                persistent_watches: b.persistent,
-                persistent_recursive_watches: b.recursive,
-            })
-        } else {
-            Request::SetWatches(SetWatches {
-                relative_zxid: self.last_zxid,
-                data_watches: b.data,
-                exist_watches: b.exist,
-                child_watches: b.child,
-            })
-        };
-        frame::write_request(&mut c.wbuf, xid::SET_WATCHES, &req);
-        c.pending.push_back(Pending {
-            xid: xid::SET_WATCHES,
-            op: req.opcode(),
-            kind: PendingKind::SetWatches,
-        });
-    }
-
-    /// Reads what the socket has and handles every whole frame.
-    fn read(&mut self, c: &mut Conn, rb: &mut ReadBuf) -> std::result::Result<Option<End>, String> {
-        let mut got = false;
-        loop {
-            if rb.end == rb.buf.len() {
-                if rb.start > 0 {
-                    rb.buf.copy_within(rb.start..rb.end, 0);
-                    rb.end -= rb.start;
-                    rb.start = 0;
-                } else {
-                    let n = rb.buf.len() * 2;
-                    rb.buf.resize(n, 0);
-                }
-            }
-            match c.stream.try_read(&mut rb.buf[rb.end..]) {
-                Ok(0) => return Err(format!("{} closed the connection", c.host)),
-                Ok(n) => {
-                    got = true;
-                    rb.end += n;
-                    if rb.end < rb.buf.len() {
-                        break;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(format!("read failed: {e}")),
-            }
-        }
-        if got {
-            c.last_recv = Instant::now();
-        }
-        self.parse_frames(c, rb)
-    }
-
-    fn parse_frames(
-        &mut self,
-        c: &mut Conn,
-        rb: &mut ReadBuf,
-    ) -> std::result::Result<Option<End>, String> {
-        loop {
-            match frame::check(&rb.buf[rb.start..rb.end], self.cfg.max_frame_len) {
-                Ok(Some(n)) => {
-                    let payload = &rb.buf[rb.start + 4..rb.start + n];
-                    rb.start += n;
-                    if let Some(end) = self.on_frame(c, payload)? {
-                        return Ok(Some(end));
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => return Err(format!("bad frame from the server: {e}")),
-            }
-        }
-        if rb.start == rb.end {
-            rb.start = 0;
-            rb.end = 0;
-            if rb.buf.len() > 4 * READ_BUF {
-                rb.buf = vec![0; READ_BUF];
-            }
-        }
-        Ok(None)
-    }
-
-    fn on_frame(
-        &mut self,
-        c: &mut Conn,
-        payload: &[u8],
-    ) -> std::result::Result<Option<End>, String> {
-        let mut r = Reader::new(payload);
-        let h = ReplyHeader::read(&mut r).map_err(|e| format!("bad reply header: {e}"))?;
-        match h.xid {
-            xid::PING => Ok(None),
-            xid::AUTH => {
-                let waiter = c.auth_pending.pop_front().flatten();
-                if h.err == 0 {
-                    if let Some(w) = waiter {
-                        let _ = w.send(Ok(()));
-                    }
-                    Ok(None)
-                } else {
-                    // Seed: authentication failure is unrecoverable.
-                    warn!(err = h.err, "authentication failed");
-                    if let Some(w) = waiter {
-                        let _ = w.send(Err(Error::AuthFailed));
-                    }
-                    Ok(Some(End::Terminal(Terminal::AuthFailed)))
-                }
-            }
-            xid::NOTIFICATION => {
-                let ev = WatcherEvent::read(&mut r).map_err(|e| format!("bad watch event: {e}"))?;
-                self.on_notification(ev);
-                Ok(None)
-            }
-            xid::RECIPE_NOTIFICATION => {
-                let payload = r
-                    .read_buffer()
-                    .map_err(|e| format!("bad recipe notification: {e}"))?;
-                let n = RecipeNotification {
-                    zxid: h.zxid,
-                    payload,
-                };
-                self.recipe_subs.retain(|tx| tx.send(n.clone()).is_ok());
-                Ok(None)
-            }
-            _ => {
-                let Some(p) = c.pending.pop_front() else {
-                    return Err(format!("reply with xid {} but nothing is pending", h.xid));
-                };
-                if p.xid != h.xid {
-                    let expected = p.xid;
-                    c.pending.push_front(p);
-                    return Err(format!(
-                        "xid out of order: got {}, expected {expected}",
-                        h.xid
-                    ));
-                }
-                if h.zxid > self.last_zxid {
-                    self.last_zxid = h.zxid;
-                }
-                self.on_reply(p, h.err, &mut r)
-            }
-        }
-    }
-
-    fn on_reply(
-        &mut self,
-        p: Pending,
-        err: i32,
-        r: &mut Reader<'_>,
-    ) -> std::result::Result<Option<End>, String> {
-        match p.kind {
-            PendingKind::SetWatches => {
-                if err != 0 {
-                    warn!(err, "the server refused to re-register watches");
-                }
-                Ok(None)
-            }
-            PendingKind::Close => Ok(Some(End::Terminal(Terminal::Closed))),
-            PendingKind::User {
-                reply,
-                watch,
-                removal,
-            } => {
-                let result = match Error::from_code(err) {
-                    Some(e) => Err(e),
-                    None => match Response::read_body(p.op, r) {
-                        Ok(resp) => Ok(resp),
-                        Err(e) => {
-                            let _ = reply.send(Err(Error::MarshallingError));
-                            return Err(format!("undecodable {:?} reply: {e}", p.op));
-                        }
-                    },
-                };
-                if let Some(w) = watch {
-                    // ZooKeeper's client: exists registers a data watch if
-                    // the node exists, an exist watch if it does not; other
-                    // reads register only on success.
-                    let kind = match (&result, w.kind) {
-                        (Ok(_), WatchKind::Exist) => Some(WatchKind::Data),
-                        (Ok(_), k) => Some(k),
-                        (Err(Error::NoNode), WatchKind::Exist) => Some(WatchKind::Exist),
-                        _ => None,
-                    };
-                    if let Some(kind) = kind {
-                        self.watches.add(kind, w.path, w.sink);
-                    }
-                }
-                if let (Some(rm), Ok(_)) = (removal, &result) {
-                    self.watches.remove(&rm.path, rm.ty, &rm.client_path);
-                }
-                let moved = matches!(result, Err(Error::SessionMoved));
-                let _ = reply.send(result);
-                if moved {
-                    // Seed "SessionMovedException": this connection is stale
-                    // (the session lives on another server); the old server
-                    // closes it, and the client reconnects.
-                    return Ok(Some(End::Lost("session moved to another server".into())));
-                }
-                Ok(None)
-            }
-        }
-    }
-
-    fn on_notification(&mut self, ev: WatcherEvent) {
-        let Some(et) = EventType::from_i32(ev.event_type) else {
-            warn!(event_type = ev.event_type, "unknown watch event type");
-            return;
-        };
-        if et == EventType::None {
-            return;
-        }
-        let client_path = to_client(self.cfg.chroot.as_ref(), &ev.path);
-        self.watches.trigger(et, &ev.path, client_path);
-    }
-
     /// The client is dead: tell everyone, fail everything, forever.
     fn shutdown(&mut self, t: Terminal) {
         let err = terminal_error(t);
@@ -1150,131 +614,6 @@ fn terminal_error(t: Terminal) -> Error {
         Terminal::Expired => Error::SessionExpired,
         Terminal::AuthFailed => Error::AuthFailed,
         Terminal::Closed => Error::Closed,
-    }
-}
-
-fn write_auth(out: &mut Vec<u8>, scheme: &str, auth: &[u8]) {
-    frame::write_request(
-        out,
-        xid::AUTH,
-        &Request::Auth(AuthPacket {
-            auth_type: 0,
-            scheme: scheme.to_string(),
-            auth: auth.to_vec(),
-        }),
-    );
-}
-
-/// Writes what the socket takes now; never waits.
-fn flush(c: &mut Conn) -> io::Result<()> {
-    let mut wrote = false;
-    while c.wpos < c.wbuf.len() {
-        match c.stream.try_write(&c.wbuf[c.wpos..]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => {
-                c.wpos += n;
-                wrote = true;
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    if wrote {
-        c.last_send = Instant::now();
-    }
-    if c.wpos == c.wbuf.len() {
-        c.wbuf.clear();
-        c.wpos = 0;
-        if c.wbuf.capacity() > 2 * WRITE_HIGH_WATER {
-            c.wbuf = Vec::with_capacity(64 * 1024);
-        }
-    }
-    Ok(())
-}
-
-fn next_deadline(c: &Conn, probe_at: Option<Instant>) -> Instant {
-    let d = (c.last_send + c.ping_interval).min(c.last_recv + c.read_timeout);
-    match probe_at {
-        Some(p) => d.min(p),
-        None => d,
-    }
-}
-
-async fn poll_probe(p: &mut Option<Probe>) -> Option<HostPort> {
-    match p.as_mut() {
-        Some(f) => f.await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Asks a server whether it serves writes (`isro` answers `rw` or `ro`), as
-/// ZooKeeper's client does while it is connected read-only.
-async fn probe_read_write(host: HostPort, timeout: Duration) -> Option<HostPort> {
-    let ask = async {
-        let mut s = TcpStream::connect((host.host.as_str(), host.port))
-            .await
-            .ok()?;
-        s.write_all(b"isro").await.ok()?;
-        let mut answer = Vec::new();
-        s.read_to_end(&mut answer).await.ok()?;
-        Some(answer == b"rw")
-    };
-    match tokio::time::timeout(timeout, ask).await {
-        Ok(Some(true)) => Some(host),
-        _ => None,
-    }
-}
-
-/// Connects and does the session handshake (ConnectRequest / Response).
-async fn establish(
-    host: HostPort,
-    req: ConnectRequest,
-    timeout: Duration,
-    max_frame: usize,
-) -> io::Result<Established> {
-    let attempt = async {
-        let mut stream = TcpStream::connect((host.host.as_str(), host.port)).await?;
-        stream.set_nodelay(true)?;
-        let mut out = Vec::with_capacity(64);
-        frame::write_record(&mut out, &req);
-        stream.write_all(&out).await?;
-        let mut buf = vec![0u8; 256];
-        let mut len = 0;
-        loop {
-            match frame::check(&buf[..len], max_frame) {
-                Ok(Some(n)) => {
-                    let resp = ConnectResponse::from_bytes(&buf[4..n])
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                    let leftover = buf[n..len].to_vec();
-                    return Ok(Established {
-                        stream,
-                        resp,
-                        leftover,
-                    });
-                }
-                Ok(None) => {}
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-            }
-            if len == buf.len() {
-                buf.resize(len * 2, 0);
-            }
-            let n = stream.read(&mut buf[len..]).await?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the server closed the connection during the handshake",
-                ));
-            }
-            len += n;
-        }
-    };
-    match tokio::time::timeout(timeout, attempt).await {
-        Ok(r) => r,
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            format!("no handshake within {} ms", timeout.as_millis()),
-        )),
     }
 }
 

@@ -1,7 +1,7 @@
-//! Every ZooKeeper operation through the client, against a real server
-//! (Apache ZooKeeper 3.8; wazoo with `--ignored` once it serves clients).
-//! Each test works under its own chroot (seed "How to Create A Client
-//! Session": paths relative to the chroot).
+//! Every ZooKeeper operation through the client, against a real server (Apache
+//! ZooKeeper 3.8; wazoo with `--ignored` once it serves clients). Each test
+//! works under its own chroot (ZooKeeper Programmer's Guide, "How to Create A
+//! Client Session": paths relative to the chroot).
 
 mod common;
 
@@ -87,8 +87,9 @@ async fn create_get_set_delete_follow_versions(flavor: Flavor) {
 }
 
 async fn chroot_applies_to_every_path_sent_and_received(flavor: Flavor) {
-    // Seed: "getting/setting/etc... /foo/bar would result in operations
-    // being run on /app/a/foo/bar (from the server perspective)".
+    // ZooKeeper Programmer's Guide: "getting/setting/etc... /foo/bar would
+    // result in operations being run on /app/a/foo/bar (from the server
+    // perspective)".
     let (srv, cs) = fresh_root(flavor, "chroot").await;
     let addr = srv.addr;
     let (root, _e1) = connect(&addr.to_string(), opts()).await;
@@ -315,8 +316,8 @@ async fn acl_and_digest_auth_guard_nodes(flavor: Flavor) {
 }
 
 async fn unknown_auth_scheme_is_fatal_auth_failure(flavor: Flavor) {
-    // Seed "Session States": authentication failure is unrecoverable; the
-    // handle moves to a final state.
+    // ZooKeeper Programmer's Guide, "Session States": authentication failure is
+    // unrecoverable; the handle moves to a final state.
     let (_srv, cs) = fresh_root(flavor, "authfail").await;
     let (zk, mut events) = connect(&cs, opts()).await;
     assert_eq!(
@@ -380,8 +381,8 @@ async fn containers_and_ttl_nodes_are_created_with_their_modes(flavor: Flavor) {
 }
 
 async fn ephemeral_nodes_go_when_the_session_is_closed(flavor: Flavor) {
-    // Seed "Session States": closing the handle moves it to CLOSED; the
-    // session's ephemeral nodes are deleted.
+    // ZooKeeper Programmer's Guide, "Session States": closing the handle moves
+    // it to CLOSED; the session's ephemeral nodes are deleted.
     let (_srv, cs) = fresh_root(flavor, "ephemeral").await;
     let (watcher, _e1) = connect(&cs, opts()).await;
     let (zk, mut events) = connect(&cs, opts()).await;

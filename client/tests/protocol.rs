@@ -124,8 +124,9 @@ async fn serve(mut s: TcpStream, fake: Arc<Fake>) -> anyhow::Result<()> {
                     reply(&mut out, xid, 0, &Response::Recipe(back));
                 }
                 Request::Exists { path, .. } if path == "/moved" => {
-                    // Seed "SessionMovedException": the old server answers
-                    // SessionMoved and closes the connection.
+                    // ZooKeeper Programmer's Guide, "SessionMovedException":
+                    // the old server answers SessionMoved and closes the
+                    // connection.
                     reply(&mut out, xid, -118, &Response::Empty);
                     s.write_all(&out).await?;
                     return Ok(());
@@ -184,8 +185,8 @@ async fn recipe_call_returns_the_reply_after_the_notifications_it_caused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_moved_fails_the_call_and_the_client_reconnects_with_its_session() {
-    // Seed "SessionMovedException": the request fails, the old connection
-    // is closed, the client re-establishes the session.
+    // ZooKeeper Programmer's Guide, "SessionMovedException": the request fails,
+    // the old connection is closed, the client re-establishes the session.
     let (addr, fake) = start_fake(false, true).await;
     let (zk, mut events) = within("connect", Client::connect(&addr.to_string(), quick()))
         .await
@@ -208,10 +209,10 @@ async fn session_moved_fails_the_call_and_the_client_reconnects_with_its_session
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_server_gives_connected_read_only_until_a_read_write_server_is_found() {
-    // Seed "Session States" / issue: the connected read-only state; the
-    // client keeps looking for a read-write server and moves to it. A
-    // session made on a read-only server is not presented to the
-    // read-write one (session id 0), as in ZooKeeper's client.
+    // ZooKeeper Programmer's Guide, "Session States": the connected read-only
+    // state; the client keeps looking for a read-write server and moves to it.
+    // A session made on a read-only server is not presented to the read-write
+    // one (session id 0), as in ZooKeeper's client.
     let (ro, _ro_fake) = start_fake(true, true).await;
     let (rw, rw_fake) = start_fake(false, false).await;
     let cs = format!("{ro},{rw}");
@@ -240,7 +241,8 @@ async fn read_only_server_gives_connected_read_only_until_a_read_write_server_is
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_client_sends_pings() {
-    // Seed "Client Heartbeat": the client sends PINGs when idle.
+    // ZooKeeper Programmer's Guide, "Client Heartbeat": the client sends PINGs
+    // when idle.
     let (addr, fake) = start_fake(false, true).await;
     let (zk, _e) = within(
         "connect",

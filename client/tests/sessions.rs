@@ -1,5 +1,5 @@
-//! Sessions and watches as the seed (ZooKeeper Programmer's Guide,
-//! "Sessions") describes them, against a real server; connection loss and
+//! Sessions and watches as ZooKeeper Programmer's Guide ("ZooKeeper
+//! Sessions") describes them, against a real server; connection loss and
 //! partitions are made with the testkit's TCP proxy.
 
 mod common;
@@ -35,9 +35,9 @@ fn via(proxy: &Proxy, chroot_cs: &str) -> String {
 }
 
 async fn default_watcher_sees_connecting_then_connected(flavor: Flavor) {
-    // Seed "Default Watcher": the initial state is disconnected; the first
-    // event of a new connection is the connection event (preceded here by
-    // Connecting, the handle state of "Session States").
+    // ZooKeeper Programmer's Guide, "Default Watcher": the initial state is
+    // disconnected; the first event of a new connection is the connection event
+    // (preceded here by Connecting, the handle state of "Session States").
     let (_srv, cs) = fresh_root(flavor, "states").await;
     let (zk, mut events) = Client::start(&cs, opts()).unwrap();
     assert_eq!(
@@ -221,12 +221,12 @@ async fn persistent_and_recursive_watches_deliver_every_event_in_order(flavor: F
 async fn connection_loss_fails_pending_calls_and_the_session_survives_with_its_watches(
     flavor: Flavor,
 ) {
-    // Seed: "The ZooKeeper client disconnects from a server when there are
-    // pending operations to that server" -> connectionloss; "the client
-    // will automatically try the next server ... until a connection is
-    // (re-)established"; the session survives when reconnected within the
-    // timeout; watches are re-registered so a change made meanwhile is
-    // delivered after the reconnect.
+    // ZooKeeper Programmer's Guide: "The ZooKeeper client disconnects from a
+    // server when there are pending operations to that server" ->
+    // connectionloss; "the client will automatically try the next server ...
+    // until a connection is (re-)established"; the session survives when
+    // reconnected within the timeout; watches are re-registered so a change
+    // made meanwhile is delivered after the reconnect.
     let (srv, cs) = fresh_root(flavor, "connloss").await;
     let addr = srv.addr;
     let proxy = Proxy::start(addr).unwrap();
@@ -318,10 +318,10 @@ async fn connection_loss_fails_pending_calls_and_the_session_survives_with_its_w
 }
 
 async fn expiry_is_reported_only_once_the_client_reaches_the_ensemble_again(flavor: Flavor) {
-    // Seed "Session Expiration": the cluster expires the session; the
-    // client, still disconnected, sees nothing until it reconnects, "at
-    // which point the watcher of the expired session will receive the
-    // session expired notification".
+    // ZooKeeper Programmer's Guide, "Session Expiration": the cluster expires
+    // the session; the client, still disconnected, sees nothing until it
+    // reconnects, "at which point the watcher of the expired session will
+    // receive the session expired notification".
     let (srv, cs) = fresh_root(flavor, "expiry").await;
     let addr = srv.addr;
     let proxy = Proxy::start(addr).unwrap();
@@ -371,7 +371,8 @@ async fn expiry_is_reported_only_once_the_client_reaches_the_ensemble_again(flav
 }
 
 async fn idle_session_is_kept_alive_by_pings(flavor: Flavor) {
-    // Seed "Client Heartbeat": an idle session is kept alive by PINGs.
+    // ZooKeeper Programmer's Guide, "Client Heartbeat": an idle session is kept
+    // alive by PINGs.
     let (_srv, cs) = fresh_root(flavor, "ping").await;
     let short = ClientOptions::default().session_timeout(Duration::from_millis(2000));
     let (zk, mut events) = connect(&cs, short).await;
@@ -391,9 +392,10 @@ async fn idle_session_is_kept_alive_by_pings(flavor: Flavor) {
 }
 
 async fn silent_partition_is_detected_by_the_read_timeout(flavor: Flavor) {
-    // Seed "Client Heartbeat": the PING also lets the client verify that its
-    // connection is alive, "conservative enough to ensure reasonable time to
-    // detect a dead connection and reconnect to a new server".
+    // ZooKeeper Programmer's Guide, "Client Heartbeat": the PING also lets the
+    // client verify that its connection is alive, "conservative enough to
+    // ensure reasonable time to detect a dead connection and reconnect to a new
+    // server".
     let (srv, cs) = fresh_root(flavor, "partition").await;
     let addr = srv.addr;
     let proxy = Proxy::start(addr).unwrap();
@@ -444,10 +446,11 @@ async fn credentials_are_sent_again_on_reconnect(flavor: Flavor) {
 }
 
 async fn session_can_be_resumed_with_its_id_and_password(flavor: Flavor) {
-    // Seed "Server creates password and send it to client": the client
-    // sends the session id and password to re-establish the session. The
-    // first client is cut off first: two live clients sharing a session
-    // would take it from each other (seed "SessionMovedException").
+    // ZooKeeper Programmer's Guide, "Server creates password and send it to
+    // client": the client sends the session id and password to re-establish the
+    // session. The first client is cut off first: two live clients sharing a
+    // session would take it from each other (ZooKeeper Programmer's Guide,
+    // "SessionMovedException").
     let (srv, cs) = fresh_root(flavor, "resume").await;
     let addr = srv.addr;
     let proxy = Proxy::start(addr).unwrap();
@@ -485,9 +488,9 @@ async fn session_can_be_resumed_with_its_id_and_password(flavor: Flavor) {
 }
 
 async fn update_server_list_moves_the_client_when_its_server_leaves(flavor: Flavor) {
-    // Seed "Updating the List of Servers": "In case the current host to
-    // which the client is connected is not in the new list this call will
-    // always cause the connection to be dropped."
+    // ZooKeeper Programmer's Guide, "Updating the List of Servers": "In case
+    // the current host to which the client is connected is not in the new list
+    // this call will always cause the connection to be dropped."
     let (srv, cs) = fresh_root(flavor, "rebalance").await;
     let addr = srv.addr;
     let p1 = Proxy::start(addr).unwrap();

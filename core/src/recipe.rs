@@ -1,4 +1,5 @@
-//! Recipes as the deterministic core sees them (issue 5, items 3 and 4).
+//! Recipes as the deterministic core sees them (docs/ARCHITECTURE.md,
+//! "Recipes"; docs/RECIPES.md).
 //!
 //! The core never runs WebAssembly. Prep asks a [`RecipeEngine`] (the wasm
 //! runtime in the shell, plain Rust in tests) for one recipe step against a
@@ -125,8 +126,31 @@ pub fn error_reply(code: ErrorCode, message: impl Into<String>) -> Reply {
     }
 }
 
-/// Identifies a pending recipe wait: (session, module, token).
-pub type WaitKey = (i64, String, String);
+/// Identifies a pending recipe wait: the session that waits, the module
+/// whose callback runs, and the token the module chose. Ordered by session
+/// first (then module, then token), so one session's waits are a range of
+/// the table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WaitKey {
+    pub session: i64,
+    pub module: String,
+    pub token: String,
+}
+
+impl WaitKey {
+    pub fn new(session: i64, module: impl Into<String>, token: impl Into<String>) -> WaitKey {
+        WaitKey {
+            session,
+            module: module.into(),
+            token: token.into(),
+        }
+    }
+
+    /// The smallest key of `session`: where its range of the table starts.
+    fn first_of(session: i64) -> WaitKey {
+        WaitKey::new(session, String::new(), String::new())
+    }
+}
 
 /// A watch a recipe registered with a callback, as every member keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,7 +169,7 @@ pub struct RecipeWait {
 
 impl RecipeWait {
     pub fn key(&self) -> WaitKey {
-        (self.session, self.module.clone(), self.token.clone())
+        WaitKey::new(self.session, self.module.clone(), self.token.clone())
     }
 
     fn fires_on(&self, event: EventType) -> Option<WatchEvent> {
@@ -254,8 +278,8 @@ impl RecipeWaits {
     /// How many waits `session` has (fired or not).
     pub fn count_for(&self, session: i64) -> usize {
         self.waits
-            .range((session, String::new(), String::new())..)
-            .take_while(|(k, _)| k.0 == session)
+            .range(WaitKey::first_of(session)..)
+            .take_while(|(k, _)| k.session == session)
             .count()
     }
 
@@ -328,8 +352,8 @@ impl RecipeWaits {
     pub fn drop_session(&mut self, session: i64) {
         let keys: Vec<WaitKey> = self
             .waits
-            .range((session, String::new(), String::new())..)
-            .take_while(|(k, _)| k.0 == session)
+            .range(WaitKey::first_of(session)..)
+            .take_while(|(k, _)| k.session == session)
             .map(|(k, _)| k.clone())
             .collect();
         for k in keys {
@@ -342,8 +366,8 @@ impl RecipeWaits {
 
     fn result_keys(&self, session: i64) -> Vec<WaitKey> {
         self.results
-            .range((session, String::new(), String::new())..)
-            .take_while(|(k, _)| k.0 == session)
+            .range(WaitKey::first_of(session)..)
+            .take_while(|(k, _)| k.session == session)
             .map(|(k, _)| k.clone())
             .collect()
     }
@@ -351,7 +375,7 @@ impl RecipeWaits {
     /// Keeps the `Finished` payload that ended wait `key` at `zxid`; a
     /// session keeps at most `max` (the oldest go first).
     pub fn keep_result(&mut self, key: WaitKey, zxid: i64, payload: Vec<u8>, max: usize) {
-        let session = key.0;
+        let session = key.session;
         self.results.insert(key, (zxid, payload));
         let mut keys = self.result_keys(session);
         if keys.len() > max {
@@ -367,8 +391,8 @@ impl RecipeWaits {
     pub fn results_of(&self, session: i64) -> Vec<&[u8]> {
         let mut v: Vec<(i64, &[u8])> = self
             .results
-            .range((session, String::new(), String::new())..)
-            .take_while(|(k, _)| k.0 == session)
+            .range(WaitKey::first_of(session)..)
+            .take_while(|(k, _)| k.session == session)
             .map(|(_, (z, p))| (*z, p.as_slice()))
             .collect();
         v.sort_by_key(|(z, _)| *z);
@@ -386,14 +410,14 @@ impl RecipeWaits {
 
     /// The modules that have waits, in order.
     pub fn modules(&self) -> BTreeSet<&str> {
-        self.waits.keys().map(|k| k.1.as_str()).collect()
+        self.waits.keys().map(|k| k.module.as_str()).collect()
     }
 
     /// Keys of the waits of `module`, in key order.
     pub fn of_module(&self, module: &str) -> Vec<WaitKey> {
         self.waits
             .iter()
-            .filter(|(k, _)| k.1 == module)
+            .filter(|(k, _)| k.module == module)
             .map(|(k, _)| k.clone())
             .collect()
     }
@@ -406,10 +430,10 @@ impl RecipeWaits {
             wait.write(w);
         }
         w.write_i32(self.results.len() as i32);
-        for ((s, m, t), (z, p)) in &self.results {
-            w.write_i64(*s);
-            w.write_string(m);
-            w.write_string(t);
+        for (key, (z, p)) in &self.results {
+            w.write_i64(key.session);
+            w.write_string(&key.module);
+            w.write_string(&key.token);
             w.write_i64(*z);
             w.write_buffer(p);
         }
@@ -428,7 +452,7 @@ impl RecipeWaits {
         }
         let n = read_count(r, "result")?;
         for _ in 0..n {
-            let key = (r.read_i64()?, r.read_string()?, r.read_string()?);
+            let key = WaitKey::new(r.read_i64()?, r.read_string()?, r.read_string()?);
             let zxid = r.read_i64()?;
             t.results.insert(key, (zxid, r.read_buffer()?));
         }
@@ -579,18 +603,19 @@ mod tests {
         let mut t = RecipeWaits::default();
         t.register(wait(1, "a", "/x", false));
         t.register(wait(2, "b", "/x", true));
-        assert!(
-            t.trigger("/x", EventType::NodeChildrenChanged) == vec![(2, "m".into(), "b".into())]
+        assert_eq!(
+            t.trigger("/x", EventType::NodeChildrenChanged),
+            vec![WaitKey::new(2, "m", "b")]
         );
         assert_eq!(
             t.trigger("/x", EventType::NodeDataChanged),
-            vec![(1, "m".to_string(), "a".to_string())]
+            vec![WaitKey::new(1, "m", "a")]
         );
         // One-shot: fired waits do not fire again.
         assert!(t.trigger("/x", EventType::NodeDeleted).is_empty());
         assert_eq!(t.fired().len(), 2);
         assert_eq!(
-            t.get(&(1, "m".into(), "a".into())).unwrap().fired,
+            t.get(&WaitKey::new(1, "m", "a")).unwrap().fired,
             Some(("/x".into(), WatchEvent::DataChanged))
         );
     }
@@ -620,7 +645,7 @@ mod tests {
     #[test]
     fn results_are_kept_per_wait_bounded_and_forgotten_on_a_new_round() {
         let mut t = RecipeWaits::default();
-        let k = |tok: &str| (1i64, "m".to_string(), tok.to_string());
+        let k = |tok: &str| WaitKey::new(1, "m", tok);
         t.keep_result(k("a"), 10, b"A".to_vec(), 2);
         t.keep_result(k("b"), 11, b"B".to_vec(), 2);
         t.keep_result(k("c"), 12, b"C".to_vec(), 2);
@@ -645,7 +670,7 @@ mod tests {
         t.register(wait(1, "a", "/x", false));
         t.register(wait(3, "c", "/z", true));
         t.trigger("/z", EventType::NodeDeleted);
-        t.keep_result((3, "m".into(), "r".into()), 7, b"done".to_vec(), 10);
+        t.keep_result(WaitKey::new(3, "m", "r"), 7, b"done".to_vec(), 10);
         let mut b = Vec::new();
         t.write(&mut b);
         let back = RecipeWaits::read(&mut Reader::new(&b)).unwrap();

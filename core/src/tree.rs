@@ -2,7 +2,7 @@
 //! the ephemeral index, containers and TTL nodes, quotas, and snapshots.
 //!
 //! The write pipeline validates requests against the tree plus its
-//! outstanding changes and turns them into [`Txn`]s that carry absolute
+//! outstanding changes and turns them into [`Txn`](crate::txn::Txn)s that carry absolute
 //! values; [`DataTree::apply`] applies them, deterministically, on every
 //! member, and answers with the watch events they trigger. Reads answer from
 //! the applied state.
@@ -54,9 +54,18 @@
 //! - loading a snapshot does not recompute quota stats nodes (they were
 //!   exact when written; recomputing would make a restarted member differ
 //!   from one that kept running).
+//!
+//! Layout: this file holds the tree, its reads, quotas and `set_node`;
+//! `check` the rules a txn meets whatever the tree holds ([`check_txn`],
+//! [`ApplyError`]); `apply` applying txns; `invariants` the whole-state
+//! check; `node` the node encoding and keys; `acl_table` the shared ACL
+//! lists; `quota` ZooKeeper's quota nodes; `snapshot` the snapshot codec.
 
 mod acl_table;
+mod apply;
 mod build;
+mod check;
+mod invariants;
 mod node;
 mod quota;
 mod snapshot;
@@ -70,11 +79,11 @@ use std::sync::Arc;
 use wazoo_proto::path;
 use wazoo_proto::{Acl, ErrorCode, EventType, Stat};
 
-use super::txn::{CreateTxn, NodeKind, Txn, TxnHeader};
 use acl_table::AclTable;
-use node::{decode_key, key_name, plain, Header, Node, Probe};
+use node::{key_name, plain, Header, Node, Probe};
 
 pub use build::NodeSpec;
+pub use check::{check_txn, ApplyError};
 pub use node::{
     ttl_in_range, ZnodeType, CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS, TTL_EPHEMERAL_OWNER_MASK,
 };
@@ -110,136 +119,6 @@ impl Trigger {
             event,
             acl,
         }
-    }
-}
-
-/// A txn that does not fit the tree; the tree is left exactly as it was.
-/// The pipeline checked it against the same state, so this is a prep bug:
-/// the pipeline answers the write with [`ApplyError::code`] and goes on.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ApplyError {
-    #[error("invalid path {path:?}: {reason}")]
-    InvalidPath { path: String, reason: String },
-    #[error("create {0}: the node already exists")]
-    NodeExists(String),
-    #[error("{0}: no such node")]
-    NoNode(String),
-    #[error("{0}: the parent does not exist")]
-    NoParent(String),
-    #[error("create {0}: the parent is ephemeral and cannot have children")]
-    EphemeralParent(String),
-    #[error("delete {0}: the node has children")]
-    NotEmpty(String),
-    #[error("the root cannot be deleted")]
-    DeleteRoot,
-    #[error("create {path}: {reason}")]
-    BadCreate { path: String, reason: String },
-    #[error("a {0} txn cannot be part of a multi")]
-    NotInMulti(&'static str),
-    #[error("{0}: an ACL list cannot be empty")]
-    EmptyAcl(String),
-    #[error("op {index} of a multi: {error}")]
-    Multi {
-        index: usize,
-        error: Box<ApplyError>,
-    },
-}
-
-impl ApplyError {
-    /// The error code a client gets for a write whose txn this refuses,
-    /// the one ZooKeeper's prep answers for the same fault.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            ApplyError::InvalidPath { .. }
-            | ApplyError::DeleteRoot
-            | ApplyError::BadCreate { .. }
-            | ApplyError::NotInMulti(_) => ErrorCode::BadArguments,
-            ApplyError::NodeExists(_) => ErrorCode::NodeExists,
-            ApplyError::NoNode(_) | ApplyError::NoParent(_) => ErrorCode::NoNode,
-            ApplyError::EphemeralParent(_) => ErrorCode::NoChildrenForEphemerals,
-            ApplyError::NotEmpty(_) => ErrorCode::NotEmpty,
-            ApplyError::EmptyAcl(_) => ErrorCode::InvalidAcl,
-            ApplyError::Multi { error, .. } => error.code(),
-        }
-    }
-}
-
-/// The rules a txn must meet whatever the tree holds: everything
-/// [`DataTree::apply`] checks before it looks at a node (path rules, the
-/// node kind and its owner, the TTL range, a non-empty ACL list, what may
-/// stand inside a multi). The pipeline's prep calls this on every txn it
-/// produces, for clients and recipes alike, so a committed txn can only be
-/// refused by apply where the tree itself disagrees with prep's view.
-pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
-    match txn {
-        Txn::Multi(ops) => check_ops(ops),
-        Txn::Recipe(r) => check_ops(&r.ops),
-        Txn::CreateSession { .. } | Txn::CloseSession | Txn::Error { .. } | Txn::Noop => Ok(()),
-        op => check_op(op),
-    }
-}
-
-fn check_ops(ops: &[Txn]) -> Result<(), ApplyError> {
-    for (index, op) in ops.iter().enumerate() {
-        check_op(op).map_err(|e| ApplyError::Multi {
-            index,
-            error: Box::new(e),
-        })?;
-    }
-    Ok(())
-}
-
-/// One op of a multi, or a single txn (see [`check_txn`]).
-fn check_op(op: &Txn) -> Result<(), ApplyError> {
-    match op {
-        Txn::Create(c) => {
-            check_path(&c.path)?;
-            if c.path == "/" {
-                return Err(ApplyError::NodeExists(c.path.clone()));
-            }
-            if c.acl.is_empty() {
-                return Err(ApplyError::EmptyAcl(c.path.clone()));
-            }
-            created_kind(c).map(|_| ())
-        }
-        Txn::Delete { path } => {
-            check_path(path)?;
-            if path == "/" {
-                return Err(ApplyError::DeleteRoot);
-            }
-            Ok(())
-        }
-        Txn::SetAcl { path, acl, .. } => {
-            check_path(path)?;
-            if acl.is_empty() {
-                return Err(ApplyError::EmptyAcl(path.clone()));
-            }
-            Ok(())
-        }
-        Txn::SetData { path, .. } | Txn::Check { path } => check_path(path),
-        Txn::CreateSession { .. } => Err(ApplyError::NotInMulti("createSession")),
-        Txn::CloseSession => Err(ApplyError::NotInMulti("closeSession")),
-        Txn::Multi(_) => Err(ApplyError::NotInMulti("multi")),
-        Txn::Error { .. } => Err(ApplyError::NotInMulti("error")),
-        Txn::Noop => Err(ApplyError::NotInMulti("noop")),
-        Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
-    }
-}
-
-/// The kind of node a create makes: a container or a TTL node has no
-/// owner, and a TTL is within ZooKeeper's range.
-fn created_kind(c: &CreateTxn) -> Result<ZnodeType, ApplyError> {
-    let bad = |reason: &str| ApplyError::BadCreate {
-        path: c.path.clone(),
-        reason: reason.to_string(),
-    };
-    match (c.kind, c.ephemeral_owner) {
-        (NodeKind::Regular, 0) => Ok(ZnodeType::Persistent),
-        (NodeKind::Regular, owner) => Ok(ZnodeType::Ephemeral { owner }),
-        (NodeKind::Container, 0) => Ok(ZnodeType::Container),
-        (NodeKind::Ttl { ttl_ms }, 0) if ttl_in_range(ttl_ms) => Ok(ZnodeType::Ttl { ttl_ms }),
-        (NodeKind::Ttl { .. }, 0) => Err(bad("the TTL is out of range")),
-        (_, _) => Err(bad("containers and TTL nodes cannot be ephemeral")),
     }
 }
 
@@ -330,14 +209,6 @@ impl PartialEq for DataTree {
                 a.key() == b.key() && ha == hb && a.data() == b.data() && same_acl
             })
     }
-}
-
-/// The check of a path a txn carries.
-fn check_path(p: &str) -> Result<(), ApplyError> {
-    path::validate(p, false).map_err(|reason| ApplyError::InvalidPath {
-        path: p.to_string(),
-        reason,
-    })
 }
 
 impl DataTree {
@@ -779,262 +650,6 @@ impl DataTree {
         }
     }
 
-    // ----- apply -------------------------------------------------------------
-
-    /// Applies a txn and returns the watch events it triggers, in order
-    /// (create: NodeCreated on the path, then NodeChildrenChanged on the
-    /// parent; delete: NodeDeleted, then NodeChildrenChanged on the parent;
-    /// setData: NodeDataChanged; setACL, check and session txns: none; a
-    /// multi: its ops' events in op order; closeSession: the deletes of the
-    /// session's ephemerals, in path order).
-    ///
-    /// A txn that does not fit leaves the tree unchanged; a multi applies all
-    /// of its ops or none.
-    pub fn apply(&mut self, hdr: &TxnHeader, txn: &Txn) -> Result<Vec<Trigger>, ApplyError> {
-        let mut triggers = Vec::new();
-        let result = match txn {
-            Txn::Multi(ops) => self.atomically(|t| t.apply_all(hdr, ops, &mut triggers)),
-            Txn::Recipe(r) => self.atomically(|t| t.apply_all(hdr, &r.ops, &mut triggers)),
-            Txn::CloseSession => self.atomically(|t| t.close_session(hdr, &mut triggers)),
-            Txn::CreateSession { .. } | Txn::Error { .. } | Txn::Noop => Ok(()),
-            op => self.apply_op(hdr, op, &mut triggers),
-        };
-        self.acls.purge();
-        result.map(|()| triggers)
-    }
-
-    /// The ops of a multi (or a recipe step), in order; the caller rolls
-    /// back on error.
-    fn apply_all(
-        &mut self,
-        hdr: &TxnHeader,
-        ops: &[Txn],
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<(), ApplyError> {
-        for (index, op) in ops.iter().enumerate() {
-            self.apply_op(hdr, op, triggers)
-                .map_err(|e| ApplyError::Multi {
-                    index,
-                    error: Box::new(e),
-                })?;
-        }
-        Ok(())
-    }
-
-    /// Runs `f` with an undo log; if it fails, rolls every change back.
-    fn atomically(
-        &mut self,
-        f: impl FnOnce(&mut DataTree) -> Result<(), ApplyError>,
-    ) -> Result<(), ApplyError> {
-        self.undo = Some(Vec::new());
-        let result = f(self);
-        let undo = self.undo.take().unwrap_or_default();
-        if result.is_err() {
-            for (p, old) in undo.into_iter().rev() {
-                self.set_node(&p, old);
-            }
-        }
-        result
-    }
-
-    /// One op of a multi, or a single txn. Checks everything before
-    /// changing anything, so a failing op changes nothing itself.
-    fn apply_op(
-        &mut self,
-        hdr: &TxnHeader,
-        op: &Txn,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<(), ApplyError> {
-        check_op(op)?;
-        match op {
-            Txn::Create(c) => self.create(hdr, c, triggers),
-            Txn::Delete { path } => self.delete(hdr, path, triggers),
-            Txn::SetData {
-                path,
-                data,
-                version,
-            } => self.set_data(hdr, path, data, *version, triggers),
-            Txn::SetAcl {
-                path,
-                acl,
-                aversion,
-            } => self.set_acl(path, acl, *aversion),
-            Txn::Check { path } => {
-                self.get(path)
-                    .ok_or_else(|| ApplyError::NoNode(path.clone()))?;
-                Ok(())
-            }
-            Txn::CreateSession { .. }
-            | Txn::CloseSession
-            | Txn::Multi(_)
-            | Txn::Error { .. }
-            | Txn::Noop
-            | Txn::Recipe(_) => unreachable!("check_op refuses {op:?} as an op"),
-        }
-    }
-
-    fn create(
-        &mut self,
-        hdr: &TxnHeader,
-        c: &CreateTxn,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<(), ApplyError> {
-        let p = c.path.as_str();
-        let kind = created_kind(c)?;
-        let parent_path = path::parent(p);
-        let parent = self
-            .get(parent_path)
-            .cloned()
-            .ok_or_else(|| ApplyError::NoParent(c.path.clone()))?;
-        if matches!(parent.kind(), ZnodeType::Ephemeral { .. }) {
-            return Err(ApplyError::EphemeralParent(c.path.clone()));
-        }
-
-        // (An ACL list interned for a create that then fails is purged.)
-        let acl = self.acls.intern(&c.acl);
-        let h = Header {
-            czxid: hdr.zxid,
-            mzxid: hdr.zxid,
-            pzxid: hdr.zxid,
-            ctime: hdr.time_ms,
-            mtime: hdr.time_ms,
-            version: 0,
-            cversion: 0,
-            aversion: 0,
-            acl,
-            num_children: 0,
-            kind,
-        };
-        if !self.insert_new(p, Node::for_path(&h, p, &c.data)) {
-            return Err(ApplyError::NodeExists(c.path.clone()));
-        }
-        let mut ph = parent.header();
-        ph.cversion = c.parent_cversion;
-        ph.pzxid = hdr.zxid;
-        ph.num_children = ph.num_children.saturating_add(1);
-        self.set_node(parent_path, Some(parent.with_header(&ph)));
-
-        if let Some(root) = quota::quota_target(parent_path, path::name(p), STAT_NODE) {
-            self.update_quota_for_path(root);
-        }
-        if let Some(root) = self.quota_root_of(p).map(str::to_string) {
-            self.update_quota_stat(&root, c.data.len() as i64, 1);
-        }
-        let parent_acl = self.acl_of(&parent);
-        triggers.push(Trigger::new(
-            p,
-            EventType::NodeCreated,
-            self.acl_shared(p)
-                .unwrap_or_else(|| Arc::from(c.acl.clone())),
-        ));
-        triggers.push(Trigger::new(
-            parent_path,
-            EventType::NodeChildrenChanged,
-            parent_acl,
-        ));
-        Ok(())
-    }
-
-    fn delete(
-        &mut self,
-        hdr: &TxnHeader,
-        p: &str,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<(), ApplyError> {
-        check_path(p)?;
-        if p == "/" {
-            return Err(ApplyError::DeleteRoot);
-        }
-        let node = self
-            .get(p)
-            .ok_or_else(|| ApplyError::NoNode(p.to_string()))?;
-        if node.num_children() > 0 {
-            return Err(ApplyError::NotEmpty(p.to_string()));
-        }
-        let data_len = node.data().len() as i64;
-        let node_acl = self.acl_of(node);
-        let parent_path = path::parent(p);
-        let parent = self
-            .get(parent_path)
-            .cloned()
-            .ok_or_else(|| ApplyError::NoParent(p.to_string()))?;
-
-        self.set_node(p, None);
-        // ZooKeeper 3.8 moves the parent's pzxid on a delete but not its
-        // cversion: only creates count for the sequence counter.
-        let mut ph = parent.header();
-        ph.pzxid = hdr.zxid;
-        ph.num_children = ph.num_children.saturating_sub(1);
-        self.set_node(parent_path, Some(parent.with_header(&ph)));
-
-        if let Some(root) = self.quota_root_of(p).map(str::to_string) {
-            self.update_quota_stat(&root, -data_len, -1);
-        }
-        let parent_acl = self.acl_of(&parent);
-        triggers.push(Trigger::new(p, EventType::NodeDeleted, node_acl));
-        triggers.push(Trigger::new(
-            parent_path,
-            EventType::NodeChildrenChanged,
-            parent_acl,
-        ));
-        Ok(())
-    }
-
-    fn set_data(
-        &mut self,
-        hdr: &TxnHeader,
-        p: &str,
-        data: &[u8],
-        version: i32,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<(), ApplyError> {
-        let node = self
-            .get(p)
-            .cloned()
-            .ok_or_else(|| ApplyError::NoNode(p.to_string()))?;
-        let mut h = node.header();
-        h.mzxid = hdr.zxid;
-        h.mtime = hdr.time_ms;
-        h.version = version;
-        let diff = data.len() as i64 - node.data().len() as i64;
-        self.set_node(p, Some(node.with_data(&h, data)));
-        if let Some(root) = self.quota_root_of(p).map(str::to_string) {
-            self.update_quota_stat(&root, diff, 0);
-        }
-        let acl = self.acl_of(&node);
-        triggers.push(Trigger::new(p, EventType::NodeDataChanged, acl));
-        Ok(())
-    }
-
-    fn set_acl(&mut self, p: &str, acl: &[Acl], aversion: i32) -> Result<(), ApplyError> {
-        let node = self
-            .get(p)
-            .cloned()
-            .ok_or_else(|| ApplyError::NoNode(p.to_string()))?;
-        let mut h = node.header();
-        h.acl = self.acls.intern(acl);
-        h.aversion = aversion;
-        self.set_node(p, Some(node.with_header(&h)));
-        Ok(())
-    }
-
-    /// Deletes every ephemeral of the session, in path order.
-    fn close_session(
-        &mut self,
-        hdr: &TxnHeader,
-        triggers: &mut Vec<Trigger>,
-    ) -> Result<(), ApplyError> {
-        let paths: Vec<Box<str>> = self
-            .ephemerals
-            .get(&hdr.session_id)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        for p in paths {
-            self.delete(hdr, &p, triggers)?;
-        }
-        Ok(())
-    }
-
     // ----- snapshots -----------------------------------------------------------
 
     /// The applied state as of now, in O(1): it shares every node with the
@@ -1047,110 +662,6 @@ impl DataTree {
     /// lengths are bounded, structure is checked, and the checksum must match.
     pub fn read_from(r: &mut dyn std::io::Read) -> Result<DataTree, SnapshotError> {
         snapshot::read(r)
-    }
-
-    // ----- invariants -------------------------------------------------------
-
-    /// Checks every invariant the tree keeps; the first violation is
-    /// described in the error. O(n log n): for tests and diagnostics.
-    pub fn check_invariants(&self) -> Result<(), String> {
-        if self.undo.is_some() {
-            return Err("an undo log is left over from an apply".into());
-        }
-        if self.get("/").is_none() {
-            return Err("the root is missing".into());
-        }
-        let mut prev: Option<&Node> = None;
-        let mut acl_refs: BTreeMap<u32, u64> = BTreeMap::new();
-        let mut data_size = 0i64;
-        let mut ephemerals: BTreeMap<i64, BTreeSet<Box<str>>> = BTreeMap::new();
-        let mut containers = BTreeSet::new();
-        let mut ttls = BTreeSet::new();
-        let mut quotas = BTreeSet::new();
-        for n in self.nodes.iter() {
-            if let Some(prev) = prev {
-                if prev.key() >= n.key() {
-                    return Err(format!("keys out of order: {prev:?} then {n:?}"));
-                }
-            }
-            prev = Some(n);
-            let p = decode_key(n.key());
-            check_path(&p).map_err(|e| e.to_string())?;
-            if node::encode_key(&p) != n.key() {
-                return Err(format!("{p}: key does not encode its path"));
-            }
-            if p != "/" {
-                let parent = self
-                    .get(path::parent(&p))
-                    .ok_or_else(|| format!("{p}: the parent is missing"))?;
-                if matches!(parent.kind(), ZnodeType::Ephemeral { .. }) {
-                    return Err(format!("{p}: the parent is ephemeral"));
-                }
-            }
-            let kids = self.child_nodes(plain(&p)).count();
-            if kids != n.num_children() as usize {
-                return Err(format!(
-                    "{p}: numChildren is {} but it has {kids} children",
-                    n.num_children()
-                ));
-            }
-            if self.acls.get(n.acl()).is_none() {
-                return Err(format!("{p}: ACL id {} is not in the table", n.acl()));
-            }
-            *acl_refs.entry(n.acl()).or_insert(0) += 1;
-            data_size += (p.len() + n.data().len()) as i64;
-            match n.kind() {
-                ZnodeType::Ephemeral { owner } => {
-                    ephemerals
-                        .entry(owner)
-                        .or_default()
-                        .insert(p.as_str().into());
-                }
-                ZnodeType::Container => {
-                    containers.insert(Box::<str>::from(p.as_str()));
-                }
-                ZnodeType::Ttl { .. } => {
-                    ttls.insert(Box::<str>::from(p.as_str()));
-                }
-                ZnodeType::Persistent => {}
-            }
-            if p != "/" {
-                if let Some(t) = quota::quota_target(path::parent(&p), path::name(&p), LIMIT_NODE) {
-                    quotas.insert(Box::<str>::from(t));
-                }
-            }
-        }
-        if data_size != self.data_size {
-            return Err(format!(
-                "approximate data size is {} but the nodes add up to {data_size}",
-                self.data_size
-            ));
-        }
-        if ephemerals != self.ephemerals {
-            return Err(format!(
-                "ephemeral index {:?} differs from the nodes' {ephemerals:?}",
-                self.ephemerals
-            ));
-        }
-        if containers != self.containers {
-            return Err(format!(
-                "container index {:?} differs from the nodes' {containers:?}",
-                self.containers
-            ));
-        }
-        if ttls != self.ttls {
-            return Err(format!(
-                "TTL index {:?} differs from the nodes' {ttls:?}",
-                self.ttls
-            ));
-        }
-        if quotas != self.quotas {
-            return Err(format!(
-                "quota index {:?} differs from the limit nodes' {quotas:?}",
-                self.quotas
-            ));
-        }
-        self.acls.check(&acl_refs)
     }
 
     /// Bytes of heap the nodes themselves hold (allocator slack and the

@@ -1,4 +1,5 @@
-//! `kill -9` at any moment loses no acknowledged write (issue 2, item 7),
+//! `kill -9` at any moment loses no acknowledged write (docs/ARCHITECTURE.md,
+//! "Durability and recovery"),
 //! and recovery (snapshot + log replay) brings back the same tree. Run
 //! against Apache ZooKeeper too, which makes the same promise.
 

@@ -1,7 +1,8 @@
-//! A 3-member ensemble, as processes on loopback (issue 4, "How it is
-//! tested"), against Apache ZooKeeper's ensemble and wazoo's: replication,
+//! A 3-member ensemble, as processes on loopback (docs/ARCHITECTURE.md, "The
+//! ensemble"), against Apache ZooKeeper's ensemble and wazoo's: replication,
 //! killing the leader under write load, a follower's death, restarts, and
-//! sessions that move between members. ZooKeeper Internals ("Leader Election", "Atomic Broadcast").
+//! sessions that move between members. ZooKeeper Internals ("Leader Election",
+//! "Atomic Broadcast").
 
 mod common;
 
@@ -117,8 +118,9 @@ async fn killing_the_leader_loses_no_acknowledged_write(flavor: Flavor) {
     }
 }
 
-/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that loses its server reconnects to another one and
-/// keeps its session, and with it its ephemeral node.
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that loses its
+/// server reconnects to another one and keeps its session, and with it its
+/// ephemeral node.
 async fn a_session_moves_to_another_member_with_its_ephemerals(flavor: Flavor) {
     let mut e = ensemble(flavor);
     let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
@@ -162,9 +164,10 @@ async fn a_session_moves_to_another_member_with_its_ephemerals(flavor: Flavor) {
     .unwrap();
 }
 
-/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that stops talking (a silent
-/// partition) loses its session after the timeout, decided by the leader
-/// for a session attached to a follower; its ephemerals go everywhere.
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that stops
+/// talking (a silent partition) loses its session after the timeout, decided by
+/// the leader for a session attached to a follower; its ephemerals go
+/// everywhere.
 async fn a_silent_client_on_a_follower_expires_everywhere(flavor: Flavor) {
     let e = ensemble(flavor);
     let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
@@ -200,9 +203,10 @@ async fn a_silent_client_on_a_follower_expires_everywhere(flavor: Flavor) {
     drop(zk);
 }
 
-/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions" / issue 4 item 6: a member cut off from its quorum serves reads
-/// to clients that asked for read-only, refuses their writes with
-/// NotReadOnly, and answers `isro` with `ro`.
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", and ZooKeeper
+/// Administrator's Guide, `readonlymode.enabled`: a member cut off from its
+/// quorum serves reads to clients that asked for read-only, refuses their
+/// writes with NotReadOnly, and answers `isro` with `ro`.
 async fn a_member_without_quorum_serves_read_only_clients(flavor: Flavor) {
     let opts = match flavor {
         Flavor::Wazoo => opts(flavor).cfg("readonlymode.enabled=true"),
@@ -231,8 +235,8 @@ async fn a_member_without_quorum_serves_read_only_clients(flavor: Flavor) {
     if flavor == Flavor::Zookeeper {
         // The oracle agrees on `isro` above. Neither the zookeeper-client
         // crate nor our client finishes a read-only handshake with
-        // ZooKeeper 3.8's read-only server here (an open question, noted on
-        // issue 4), so the client-side checks run on wazoo only.
+        // ZooKeeper 3.8's read-only server here (an open question), so the
+        // client-side checks run on wazoo only.
         return;
     }
     let ro = Client::connector()
@@ -266,7 +270,7 @@ async fn a_member_without_quorum_serves_read_only_clients(flavor: Flavor) {
     .unwrap();
 }
 
-/// Issue 4, "How it is tested": under write load, kill -9 the leader, then
+/// ZooKeeper Internals, "Atomic Broadcast": under write load, kill -9 the leader, then
 /// a follower (the ensemble loses its quorum), then restart both: no
 /// acknowledged write is lost and every member converges to the same tree.
 async fn leader_then_follower_killed_then_both_restarted_converge(flavor: Flavor) {
@@ -315,7 +319,7 @@ async fn leader_then_follower_killed_then_both_restarted_converge(flavor: Flavor
     assert_eq!(trees[1], trees[2], "{flavor}: members 1 and 2 converge");
 }
 
-/// Issue 4 item 6: an observer replicates and serves clients but does not
+/// "ZooKeeper Observers": an observer replicates and serves clients but does not
 /// vote; writes through it are committed by the participants.
 async fn an_observer_serves_clients_without_voting(flavor: Flavor) {
     let e = start_ensemble(flavor, 4, opts(flavor).observers(1)).unwrap();
@@ -345,9 +349,10 @@ async fn an_observer_serves_clients_without_voting(flavor: Flavor) {
     );
 }
 
-/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "SessionMovedException": a session re-attached through
-/// another server; a request still sent on the old connection fails with
-/// SessionMoved instead of acting for a session that now lives elsewhere.
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "SessionMovedException":
+/// a session re-attached through another server; a request still sent on the
+/// old connection fails with SessionMoved instead of acting for a session that
+/// now lives elsewhere.
 async fn a_write_on_the_old_connection_of_a_moved_session_gets_session_moved(flavor: Flavor) {
     let e = ensemble(flavor);
     let leader = e.wait_for_leader(Duration::from_secs(20)).unwrap();
@@ -387,8 +392,9 @@ async fn a_write_on_the_old_connection_of_a_moved_session_gets_session_moved(fla
             &CreateMode::Persistent.with_acls(Acls::anyone_all()),
         )
         .await;
-    // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the old server "closes the client connection", so the
-    // client sees its connection lost, not a reply.
+    // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the old server
+    // "closes the client connection", so the client sees its connection lost,
+    // not a reply.
     assert_eq!(
         r.unwrap_err(),
         zookeeper_client::Error::ConnectionLoss,

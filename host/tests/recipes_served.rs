@@ -1,4 +1,4 @@
-//! Recipe modules served by a running wazoo (issue 5): `wazoo serve
+//! Recipe modules served by a running wazoo (docs/RECIPES.md): `wazoo serve
 //! --plugins DIR`, recipe calls over the client port from the client crate,
 //! watch callbacks and notifications, sandbox errors reaching the caller,
 //! and on a 3-member ensemble a waiting recipe that keeps working after the

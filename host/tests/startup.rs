@@ -1,7 +1,7 @@
-//! What wazoo does with what it finds on disk at start (issue 2, items 7
-//! and 9): a torn tail from a crash is cut with a warning and the member
-//! serves; a corrupt record in the middle of the log stops the start with a
-//! message naming the file; nothing panics.
+//! What wazoo does with what it finds on disk at start (docs/ARCHITECTURE.md,
+//! "Durability and recovery"): a torn tail from a crash is cut with a warning
+//! and the member serves; a corrupt record in the middle of the log stops the
+//! start with a message naming the file; nothing panics.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Bad input on the wire, through raw sockets (issue 2, item 9): ZooKeeper's
+//! Bad input on the wire, through raw sockets: ZooKeeper's
 //! answer or a closed connection, never a crash. Each case runs on both.
 
 mod common;

@@ -3,8 +3,9 @@
 //!
 //! Layout:
 //! - [`jute`]: the binary encoding and the [`jute_record!`] macro.
-//! - [`records`]: the records of `zookeeper.jute` and the [`Request`] /
-//!   [`Response`] enums that pair bodies with opcodes.
+//! - [`records`]: the records of `zookeeper.jute`, and the [`Request`]
+//!   (`records/request.rs`) and [`Response`] (`records/response.rs`) enums
+//!   that pair bodies with opcodes.
 //! - [`frame`]: length-prefixed frames, checked before they are parsed.
 //! - [`error`]: [`ErrorCode`], `KeeperException.Code` with wire numbers.
 //! - [`consts`]: opcodes, xids, create modes, permissions, event types.

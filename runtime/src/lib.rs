@@ -1,8 +1,12 @@
 //! The WebAssembly recipe runtime: wasmtime engine, module registry, compiled
 //! module cache, hot reload, the guest ABI and the sandbox limits.
 //!
-//! Layout: `runtime` (limits, linker, loading, calls), `engine` (the core's
-//! `RecipeEngine` trait over it), `wasm` (manifest), `cache`, `reload`.
+//! Layout: `runtime` (the engine, the module registry, loading; under it
+//! `runtime/limits.rs`, `runtime/linker.rs` (imports and exports checked at
+//! load), `runtime/guest_imports.rs` (the host functions), `runtime/calls.rs`
+//! (calls, and traps mapped to typed errors)), `recipe_engine` (the core's
+//! `RecipeEngine` trait over it), `manifest` (reading and checking a module's
+//! manifest section), `cache`, `reload`, `host` (the core's `RecipeHost`).
 //!
 //! What a recipe may do to the tree goes through [`RecipeHost`], which the
 //! request pipeline implements against its prep view (committed state plus
@@ -22,12 +26,12 @@
 //! with the guest SDK; see docs/RECIPES.md.
 
 mod cache;
-mod engine;
 mod error;
 mod host;
+mod manifest;
+mod recipe_engine;
 mod reload;
 mod runtime;
-mod wasm;
 
 pub use error::{LoadError, RecipeError};
 pub use host::{path_within, RecipeHost};

@@ -1,8 +1,8 @@
 """wazoo's server-side lock recipe and kazoo's Lock on the same path exclude
-each other (issue 6: "a lock node layout that interoperates with kazoo's
-Lock on the same path, so clients of both kinds exclude each other during a
-migration"). Seed 001, "Locks": the lowest sequence number holds; each
-contender waits on its predecessor only.
+each other (docs/BUILTIN_RECIPES.md, "lock": its node layout interoperates
+with kazoo's Lock on the same path, so clients of both kinds exclude each
+other during a migration). ZooKeeper Recipes and Solutions, "Locks": the
+lowest sequence number holds; each contender waits on its predecessor only.
 
 The wazoo side is a `wazoo cli` process driven on stdin (`call lock acquire
 ...`), holding its session (and so its lock node) while it runs.

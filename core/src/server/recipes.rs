@@ -324,7 +324,7 @@ impl Server {
         staged: &[RecipeWait],
         step: &Step<'_>,
     ) -> Reply {
-        let key: WaitKey = (session, module.to_string(), token.to_string());
+        let key = WaitKey::new(session, module, token);
         let consumed_here = matches!(step, Step::Callback(w) if w.token == token);
         let existing = self
             .waits
@@ -357,14 +357,14 @@ impl Server {
     /// watch events, which `apply_txn` sent first).
     pub(super) fn apply_recipe_effects(&mut self, session: i64, zxid: i64, rt: &RecipeTxn) {
         for (s, token) in &rt.consumed {
-            let key = (*s, rt.module.clone(), token.clone());
+            let key = WaitKey::new(*s, rt.module.clone(), token.clone());
             self.running_callbacks.remove(&key);
             if self.waits.get(&key).is_some_and(|w| w.fired.is_some()) {
                 self.waits.remove(&key);
             }
         }
         for (s, token) in &rt.cancelled {
-            let key = (*s, rt.module.clone(), token.clone());
+            let key = WaitKey::new(*s, rt.module.clone(), token.clone());
             self.running_callbacks.remove(&key);
             self.waits.remove(&key);
         }
@@ -384,8 +384,12 @@ impl Server {
                 abi::decode::<Notification>(payload)
             {
                 let max = self.cfg.max_recipe_waits_per_session;
-                self.waits
-                    .keep_result((*to, module, token), zxid, payload.clone(), max);
+                self.waits.keep_result(
+                    WaitKey::new(*to, module, token),
+                    zxid,
+                    payload.clone(),
+                    max,
+                );
             }
             let Some(&conn) = self.session_conn.get(to) else {
                 continue;
@@ -536,7 +540,7 @@ impl Server {
             if self.running_callbacks.contains(&key) {
                 continue;
             }
-            let (session, _, token) = key.clone();
+            let WaitKey { session, token, .. } = key.clone();
             let note = Notification::Finished {
                 module: module.to_string(),
                 token: token.clone(),

@@ -6,7 +6,7 @@
 //! - `remove {path}` -> Done(bool): deletes it; false if it was not there.
 //! - `wait {path}` -> Done(()) when the node does not exist; else Wait
 //!   (token `wait:PATH`) on an exists watch; when it fires the step looks
-//!   again and waits again while the node exists (seed steps 1-4).
+//!   again and waits again while the node exists (the recipe's steps 1-4).
 use wazoo_sdk::prelude::*;
 
 #[path = "../../common/util.rs"]

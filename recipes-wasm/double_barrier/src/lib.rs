@@ -8,21 +8,21 @@
 //!
 //! - `enter {path, name, count}` -> Done(()) once `count` process nodes are
 //!   there; else Wait (token `enter:PATH/NAME`) on an exists watch on
-//!   `PATH/ready`. Seed "Enter" steps 1-6: the process node is created
+//!   `PATH/ready`. The recipe's "Enter" steps 1-6: the process node is created
 //!   (kept if the caller's session already made it: a retry), the children
-//!   counted (`ready` excluded) and, at `count`, `ready` created. The seed
+//!   counted (`ready` excluded) and, at `count`, `ready` created. The recipe
 //!   sets the watch on `ready` before counting; one step sees a consistent
 //!   tree, so the watch is registered only when the caller has to wait
 //!   (none is left behind). A watch fired by `ready`'s creation completes
 //!   the wait even if `ready` is gone again by then.
 //! - `leave {path, name}` -> Done(()) once no process node is left; else
-//!   Wait (token `leave:PATH/NAME`). Seed "Leave" steps 1-6: with no
+//!   Wait (token `leave:PATH/NAME`). The recipe's "Leave" steps 1-6: with no
 //!   process nodes, done; if the caller's node is the only one, delete it,
 //!   done; if it is the lowest (by name), watch the highest; otherwise
 //!   delete the caller's node (if still there) and watch the lowest. A
 //!   fired watch runs the steps again. Process nodes are ephemeral, so a
 //!   process that dies inside the barrier does not block the others.
-//!   Addition to the seed: the step in which the last process node goes
+//!   Addition to the recipe: the step in which the last process node goes
 //!   also deletes `ready`, so the barrier can be used again.
 use wazoo_sdk::prelude::*;
 

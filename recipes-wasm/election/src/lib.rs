@@ -1,12 +1,12 @@
 //! `election`: leader election (ZooKeeper recipes, "Leader Election"),
-//! with the acknowledgement the seed suggests ("Applications may consider
+//! with the acknowledgement the recipe suggests ("Applications may consider
 //! creating a separate znode to acknowledge that the leader has executed
 //! the leader procedure"). kazoo's `Election` is its `Lock`; this recipe
 //! uses the same node names, so kazoo elections and this one can share a
 //! path.
 //!
 //! Layout:
-//! - `PATH/<guid>__lock__<seq>`: a candidate (the seed's `guid-n_<seq>`),
+//! - `PATH/<guid>__lock__<seq>`: a candidate (the recipe's `guid-n_<seq>`),
 //!   ephemeral sequential, data = the candidate's id. The lowest sequence
 //!   leads.
 //! - `PATH/__ack__`: persistent, data = the name of the candidate node that

@@ -48,7 +48,7 @@ fn token(path: &str) -> String {
     format!("acquire:{path}")
 }
 
-/// Steps 1-5 of the seed's lock: create `guid__lock__` (reusing the caller's
+/// Steps 1-5 of the recipe's lock: create `guid__lock__` (reusing the caller's
 /// node if a lost reply made it already: the guid rule), then check.
 fn acquire(cx: &mut Ctx, a: Acquire) -> Result<Step<String>> {
     check_path(&a.path)?;

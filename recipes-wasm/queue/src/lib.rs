@@ -15,7 +15,7 @@
 //!   `take:PATH`) on a child watch on the queue node. Every waiting taker
 //!   registers its own child watch, so one `put` wakes all of them; each
 //!   retries, one gets the item and the others register again and keep
-//!   waiting (the seed's priority-queue rule: always use a fresh children
+//!   waiting (the recipe's priority-queue rule: always use a fresh children
 //!   list). That is a herd on an empty queue with many takers; accepted.
 //! - `len {path}` -> Done(u32): the number of items (0 if no queue node).
 //!

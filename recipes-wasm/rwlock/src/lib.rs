@@ -3,19 +3,19 @@
 //! `ReadLock`/`WriteLock` node names so both can share a lock path.
 //!
 //! Layout: `PATH/<guid>__rlock__<seq>` (read) and `PATH/<guid>__lock__<seq>`
-//! (write), ephemeral sequential, data = the caller's identifier. The seed's
+//! (write), ephemeral sequential, data = the caller's identifier. The recipe's
 //! `read-`/`write-` prefixes are kazoo's `__rlock__`/`__lock__` markers.
 //!
 //! - `read_acquire {path, id?}` -> Done(node path) when no `__lock__` node
 //!   has a lower sequence; else Wait (token `read:PATH`) on an exists watch
-//!   on the next lower `__lock__` node (seed: read lock step 4).
+//!   on the next lower `__lock__` node (the recipe's read lock step 4).
 //! - `write_acquire {path, id?}` -> Done(node path) when no contender of
 //!   either kind has a lower sequence; else Wait (token `write:PATH`) on the
-//!   next lower node of either kind (seed: write lock step 4).
+//!   next lower node of either kind (the recipe's write lock step 4).
 //! - `release {path}` -> Done(number of the caller's nodes deleted, read and
 //!   write).
 //! - `revoke {node}` -> Done(bool): writes "unlock" into a lock node (the
-//!   seed's revocation request); false if the node is gone.
+//!   recipe's revocation request); false if the node is gone.
 //! - `watch_revoke {node}` -> Done(true) once the node's data is "unlock",
 //!   Done(false) if the node is gone (released); else Wait (token
 //!   `revoke:NODE`) on a data watch on the node.

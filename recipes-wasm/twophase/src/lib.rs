@@ -1,11 +1,11 @@
 //! `twophase`: two-phase commit (ZooKeeper recipes, "Two-phased Commit"),
-//! with the seed's answers to both drawbacks it names.
+//! with the recipe's answers to both drawbacks it names.
 //!
 //! Layout:
 //! - `TX` (the transaction node, e.g. `/app/Tx`), persistent, data = the
-//!   transaction (the seed: "propagating the transaction can be done through
+//!   transaction (the recipe: "propagating the transaction can be done through
 //!   ZooKeeper by writing it in the transaction node");
-//! - `TX/SITE`, one per participating site (the seed's `/app/Tx/s_i`),
+//! - `TX/SITE`, one per participating site (the recipe's `/app/Tx/s_i`),
 //!   persistent, created by the coordinator with empty ("undefined")
 //!   content; then `joined` when the site joins, and its vote, `commit` or
 //!   `abort`;

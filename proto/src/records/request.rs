@@ -1,0 +1,370 @@
+//! Request bodies: [`Request`], one variant per opcode, and its codec.
+
+use super::{
+    Acl, AuthPacket, CreateRequest, MultiHeader, ReconfigRequest, SetWatches, SetWatches2,
+};
+use crate::jute::{DecodeError, Jute, Reader, Writer};
+
+/// One client request body, by opcode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Create(CreateRequest),
+    Create2(CreateRequest),
+    CreateContainer(CreateRequest),
+    CreateTtl(CreateRequest),
+    Delete {
+        path: String,
+        version: i32,
+    },
+    /// deleteContainer: sent by servers only; a client that sends it gets
+    /// BadArguments, as from ZooKeeper.
+    DeleteContainer {
+        path: String,
+    },
+    Exists {
+        path: String,
+        watch: bool,
+    },
+    GetData {
+        path: String,
+        watch: bool,
+    },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+        version: i32,
+    },
+    GetAcl {
+        path: String,
+    },
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
+        version: i32,
+    },
+    GetChildren {
+        path: String,
+        watch: bool,
+    },
+    GetChildren2 {
+        path: String,
+        watch: bool,
+    },
+    Sync {
+        path: String,
+    },
+    Ping,
+    Check {
+        path: String,
+        version: i32,
+    },
+    Multi(Vec<Request>),
+    MultiRead(Vec<Request>),
+    Reconfig(ReconfigRequest),
+    CheckWatches {
+        path: String,
+        watcher_type: i32,
+    },
+    RemoveWatches {
+        path: String,
+        watcher_type: i32,
+    },
+    Auth(AuthPacket),
+    SetWatches(SetWatches),
+    SetWatches2(SetWatches2),
+    GetEphemerals {
+        prefix: String,
+    },
+    GetAllChildrenNumber {
+        path: String,
+    },
+    AddWatch {
+        path: String,
+        mode: i32,
+    },
+    WhoAmI,
+    CloseSession,
+    /// wazoo's recipe call: module, method, MessagePack arguments.
+    RecipeCall {
+        module: String,
+        method: String,
+        args: Vec<u8>,
+    },
+}
+
+impl Request {
+    pub fn opcode(&self) -> crate::OpCode {
+        use crate::OpCode as O;
+        match self {
+            Request::Create(_) => O::Create,
+            Request::Create2(_) => O::Create2,
+            Request::CreateContainer(_) => O::CreateContainer,
+            Request::CreateTtl(_) => O::CreateTtl,
+            Request::Delete { .. } => O::Delete,
+            Request::DeleteContainer { .. } => O::DeleteContainer,
+            Request::Exists { .. } => O::Exists,
+            Request::GetData { .. } => O::GetData,
+            Request::SetData { .. } => O::SetData,
+            Request::GetAcl { .. } => O::GetAcl,
+            Request::SetAcl { .. } => O::SetAcl,
+            Request::GetChildren { .. } => O::GetChildren,
+            Request::GetChildren2 { .. } => O::GetChildren2,
+            Request::Sync { .. } => O::Sync,
+            Request::Ping => O::Ping,
+            Request::Check { .. } => O::Check,
+            Request::Multi(_) => O::Multi,
+            Request::MultiRead(_) => O::MultiRead,
+            Request::Reconfig(_) => O::Reconfig,
+            Request::CheckWatches { .. } => O::CheckWatches,
+            Request::RemoveWatches { .. } => O::RemoveWatches,
+            Request::Auth(_) => O::Auth,
+            Request::SetWatches(_) => O::SetWatches,
+            Request::SetWatches2(_) => O::SetWatches2,
+            Request::GetEphemerals { .. } => O::GetEphemerals,
+            Request::GetAllChildrenNumber { .. } => O::GetAllChildrenNumber,
+            Request::AddWatch { .. } => O::AddWatch,
+            Request::WhoAmI => O::WhoAmI,
+            Request::CloseSession => O::CloseSession,
+            Request::RecipeCall { .. } => O::RecipeCall,
+        }
+    }
+
+    /// The path the request names, if it names one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Request::Create(c)
+            | Request::Create2(c)
+            | Request::CreateContainer(c)
+            | Request::CreateTtl(c) => Some(&c.path),
+            Request::Delete { path, .. }
+            | Request::DeleteContainer { path }
+            | Request::Exists { path, .. }
+            | Request::GetData { path, .. }
+            | Request::SetData { path, .. }
+            | Request::GetAcl { path }
+            | Request::SetAcl { path, .. }
+            | Request::GetChildren { path, .. }
+            | Request::GetChildren2 { path, .. }
+            | Request::Sync { path }
+            | Request::Check { path, .. }
+            | Request::CheckWatches { path, .. }
+            | Request::RemoveWatches { path, .. }
+            | Request::GetAllChildrenNumber { path }
+            | Request::AddWatch { path, .. } => Some(path),
+            Request::GetEphemerals { prefix } => Some(prefix),
+            _ => None,
+        }
+    }
+
+    /// Encodes the body (without the request header).
+    pub fn write_body(&self, w: &mut Vec<u8>) {
+        match self {
+            Request::Create(c)
+            | Request::Create2(c)
+            | Request::CreateContainer(c)
+            | Request::CreateTtl(c) => c.write_into(w),
+            Request::Delete { path, version } | Request::Check { path, version } => {
+                w.write_string(path);
+                w.write_i32(*version);
+            }
+            Request::DeleteContainer { path }
+            | Request::GetAcl { path }
+            | Request::Sync { path }
+            | Request::GetAllChildrenNumber { path } => w.write_string(path),
+            Request::GetEphemerals { prefix } => w.write_string(prefix),
+            Request::Exists { path, watch }
+            | Request::GetData { path, watch }
+            | Request::GetChildren { path, watch }
+            | Request::GetChildren2 { path, watch } => {
+                w.write_string(path);
+                w.write_bool(*watch);
+            }
+            Request::SetData {
+                path,
+                data,
+                version,
+            } => {
+                w.write_string(path);
+                w.write_buffer(data);
+                w.write_i32(*version);
+            }
+            Request::SetAcl { path, acl, version } => {
+                w.write_string(path);
+                w.write_vec(acl);
+                w.write_i32(*version);
+            }
+            Request::Ping | Request::WhoAmI | Request::CloseSession => {}
+            Request::Multi(ops) | Request::MultiRead(ops) => {
+                for op in ops {
+                    MultiHeader {
+                        op: op.opcode().code(),
+                        done: false,
+                        err: -1,
+                    }
+                    .write(w);
+                    op.write_body(w);
+                }
+                MultiHeader {
+                    op: -1,
+                    done: true,
+                    err: -1,
+                }
+                .write(w);
+            }
+            Request::Reconfig(r) => r.write(w),
+            Request::CheckWatches { path, watcher_type }
+            | Request::RemoveWatches { path, watcher_type } => {
+                w.write_string(path);
+                w.write_i32(*watcher_type);
+            }
+            Request::AddWatch { path, mode } => {
+                w.write_string(path);
+                w.write_i32(*mode);
+            }
+            Request::Auth(a) => a.write(w),
+            Request::SetWatches(s) => s.write(w),
+            Request::SetWatches2(s) => s.write(w),
+            Request::RecipeCall {
+                module,
+                method,
+                args,
+            } => {
+                w.write_string(module);
+                w.write_string(method);
+                w.write_buffer(args);
+            }
+        }
+    }
+
+    /// Decodes a body for `op`. Unknown opcodes are `Ok(None)`; the caller
+    /// answers them (ZooKeeper replies `Unimplemented`).
+    pub fn read_body(op: i32, r: &mut Reader<'_>) -> Result<Option<Request>, DecodeError> {
+        use crate::OpCode as O;
+        let Some(opcode) = crate::OpCode::from_i32(op) else {
+            return Ok(None);
+        };
+        let path_watch = |r: &mut Reader<'_>| -> Result<(String, bool), DecodeError> {
+            Ok((r.read_string()?, r.read_bool()?))
+        };
+        Ok(Some(match opcode {
+            O::Create => Request::Create(CreateRequest::read_from(r, false)?),
+            O::Create2 => Request::Create2(CreateRequest::read_from(r, false)?),
+            O::CreateContainer => Request::CreateContainer(CreateRequest::read_from(r, false)?),
+            O::CreateTtl => Request::CreateTtl(CreateRequest::read_from(r, true)?),
+            O::Delete => Request::Delete {
+                path: r.read_string()?,
+                version: r.read_i32()?,
+            },
+            O::DeleteContainer => Request::DeleteContainer {
+                path: r.read_string()?,
+            },
+            O::Exists => {
+                let (path, watch) = path_watch(r)?;
+                Request::Exists { path, watch }
+            }
+            O::GetData => {
+                let (path, watch) = path_watch(r)?;
+                Request::GetData { path, watch }
+            }
+            O::GetChildren => {
+                let (path, watch) = path_watch(r)?;
+                Request::GetChildren { path, watch }
+            }
+            O::GetChildren2 => {
+                let (path, watch) = path_watch(r)?;
+                Request::GetChildren2 { path, watch }
+            }
+            O::SetData => Request::SetData {
+                path: r.read_string()?,
+                data: r.read_buffer()?,
+                version: r.read_i32()?,
+            },
+            O::GetAcl => Request::GetAcl {
+                path: r.read_string()?,
+            },
+            O::SetAcl => Request::SetAcl {
+                path: r.read_string()?,
+                acl: r.read_vec()?,
+                version: r.read_i32()?,
+            },
+            O::Sync => Request::Sync {
+                path: r.read_string()?,
+            },
+            O::Ping => Request::Ping,
+            O::Check => Request::Check {
+                path: r.read_string()?,
+                version: r.read_i32()?,
+            },
+            O::Multi => Request::Multi(read_multi(r, false)?),
+            O::MultiRead => Request::MultiRead(read_multi(r, true)?),
+            O::Reconfig => Request::Reconfig(ReconfigRequest::read(r)?),
+            O::CheckWatches => Request::CheckWatches {
+                path: r.read_string()?,
+                watcher_type: r.read_i32()?,
+            },
+            O::RemoveWatches => Request::RemoveWatches {
+                path: r.read_string()?,
+                watcher_type: r.read_i32()?,
+            },
+            O::Auth => Request::Auth(AuthPacket::read(r)?),
+            O::SetWatches => Request::SetWatches(SetWatches::read(r)?),
+            O::SetWatches2 => Request::SetWatches2(SetWatches2::read(r)?),
+            O::GetEphemerals => Request::GetEphemerals {
+                prefix: r.read_string()?,
+            },
+            O::GetAllChildrenNumber => Request::GetAllChildrenNumber {
+                path: r.read_string()?,
+            },
+            O::AddWatch => Request::AddWatch {
+                path: r.read_string()?,
+                mode: r.read_i32()?,
+            },
+            O::WhoAmI => Request::WhoAmI,
+            O::CloseSession => Request::CloseSession,
+            O::RecipeCall => Request::RecipeCall {
+                module: r.read_string()?,
+                method: r.read_string()?,
+                args: r.read_buffer()?,
+            },
+            O::Notification | O::Sasl | O::CreateSession | O::Error => return Ok(None),
+        }))
+    }
+}
+
+/// Reads the (header, op)* sequence of a multi or multiRead, up to the
+/// header marked done. Ops that may not appear in it are an error, as in
+/// ZooKeeper's MultiOperationRecord.
+fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, DecodeError> {
+    use crate::OpCode as O;
+    let mut ops = Vec::new();
+    loop {
+        let h = MultiHeader::read(r)?;
+        if h.done {
+            return Ok(ops);
+        }
+        let allowed = match O::from_i32(h.op) {
+            Some(O::GetChildren | O::GetData) => read_only,
+            Some(
+                O::Create
+                | O::Create2
+                | O::CreateTtl
+                | O::CreateContainer
+                | O::Delete
+                | O::SetData
+                | O::Check,
+            ) => !read_only,
+            _ => false,
+        };
+        if !allowed {
+            return Err(DecodeError::Invalid(format!(
+                "invalid type of op {} in {}",
+                h.op,
+                if read_only { "multiRead" } else { "multi" }
+            )));
+        }
+        match Request::read_body(h.op, r)? {
+            Some(op) => ops.push(op),
+            None => return Err(DecodeError::Invalid(format!("unknown op {}", h.op))),
+        }
+    }
+}

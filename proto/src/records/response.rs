@@ -1,0 +1,222 @@
+//! Reply bodies: [`Response`] and the [`OpResult`]s of a multi, and their
+//! codec.
+
+use super::{Acl, ClientInfo, MultiHeader, Stat};
+use crate::jute::{DecodeError, Jute, Reader, Writer};
+
+/// The result of one op inside a multi or multiRead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    Create { path: String },
+    Create2 { path: String, stat: Stat },
+    Delete,
+    SetData { stat: Stat },
+    Check,
+    GetChildren { children: Vec<String> },
+    GetData { data: Vec<u8>, stat: Stat },
+    Error { err: i32 },
+}
+
+impl OpResult {
+    fn write(&self, w: &mut Vec<u8>) {
+        use crate::OpCode as O;
+        let (op, err) = match self {
+            OpResult::Create { .. } => (O::Create, 0),
+            OpResult::Create2 { .. } => (O::Create2, 0),
+            OpResult::Delete => (O::Delete, 0),
+            OpResult::SetData { .. } => (O::SetData, 0),
+            OpResult::Check => (O::Check, 0),
+            OpResult::GetChildren { .. } => (O::GetChildren, 0),
+            OpResult::GetData { .. } => (O::GetData, 0),
+            OpResult::Error { err } => (O::Error, *err),
+        };
+        MultiHeader {
+            op: op.code(),
+            done: false,
+            err,
+        }
+        .write(w);
+        match self {
+            OpResult::Create { path } => w.write_string(path),
+            OpResult::Create2 { path, stat } => {
+                w.write_string(path);
+                stat.write(w);
+            }
+            OpResult::Delete | OpResult::Check => {}
+            OpResult::SetData { stat } => stat.write(w),
+            OpResult::GetChildren { children } => w.write_strings(children),
+            OpResult::GetData { data, stat } => {
+                w.write_buffer(data);
+                stat.write(w);
+            }
+            OpResult::Error { err } => w.write_i32(*err),
+        }
+    }
+
+    fn read_all(r: &mut Reader<'_>) -> Result<Vec<OpResult>, DecodeError> {
+        use crate::OpCode as O;
+        let mut out = Vec::new();
+        loop {
+            let h = MultiHeader::read(r)?;
+            if h.done {
+                return Ok(out);
+            }
+            out.push(match O::from_i32(h.op) {
+                Some(O::Create) => OpResult::Create {
+                    path: r.read_string()?,
+                },
+                Some(O::Create2 | O::CreateTtl | O::CreateContainer) => OpResult::Create2 {
+                    path: r.read_string()?,
+                    stat: Stat::read(r)?,
+                },
+                Some(O::Delete) => OpResult::Delete,
+                Some(O::Check) => OpResult::Check,
+                Some(O::SetData) => OpResult::SetData {
+                    stat: Stat::read(r)?,
+                },
+                Some(O::GetChildren) => OpResult::GetChildren {
+                    children: r.read_strings()?,
+                },
+                Some(O::GetData) => OpResult::GetData {
+                    data: r.read_buffer()?,
+                    stat: Stat::read(r)?,
+                },
+                Some(O::Error) => OpResult::Error { err: r.read_i32()? },
+                _ => {
+                    return Err(DecodeError::Invalid(format!(
+                        "unexpected op {} in multi response",
+                        h.op
+                    )))
+                }
+            });
+        }
+    }
+}
+
+/// One reply body. Error replies carry no body: only the header's `err`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    /// delete, check, ping, auth, setWatches, removeWatches, checkWatches,
+    /// addWatch, closeSession: nothing after the header.
+    Empty,
+    Create {
+        path: String,
+    },
+    Create2 {
+        path: String,
+        stat: Stat,
+    },
+    /// exists, setData, setACL.
+    Stat(Stat),
+    GetData {
+        data: Vec<u8>,
+        stat: Stat,
+    },
+    GetAcl {
+        acl: Vec<Acl>,
+        stat: Stat,
+    },
+    GetChildren {
+        children: Vec<String>,
+    },
+    GetChildren2 {
+        children: Vec<String>,
+        stat: Stat,
+    },
+    Sync {
+        path: String,
+    },
+    Multi(Vec<OpResult>),
+    AllChildrenNumber(i32),
+    Ephemerals(Vec<String>),
+    WhoAmI(Vec<ClientInfo>),
+    /// A recipe call's MessagePack reply.
+    Recipe(Vec<u8>),
+    /// addWatch: ZooKeeper answers with an `ErrorResponse` body holding 0.
+    ErrorResponse(i32),
+}
+
+impl Response {
+    pub fn write_body(&self, w: &mut Vec<u8>) {
+        match self {
+            Response::Empty => {}
+            Response::Create { path } | Response::Sync { path } => w.write_string(path),
+            Response::Create2 { path, stat } => {
+                w.write_string(path);
+                stat.write(w);
+            }
+            Response::Stat(s) => s.write(w),
+            Response::GetData { data, stat } => {
+                w.write_buffer(data);
+                stat.write(w);
+            }
+            Response::GetAcl { acl, stat } => {
+                w.write_vec(acl);
+                stat.write(w);
+            }
+            Response::GetChildren { children } | Response::Ephemerals(children) => {
+                w.write_strings(children)
+            }
+            Response::GetChildren2 { children, stat } => {
+                w.write_strings(children);
+                stat.write(w);
+            }
+            Response::Multi(results) => {
+                for res in results {
+                    res.write(w);
+                }
+                MultiHeader {
+                    op: -1,
+                    done: true,
+                    err: -1,
+                }
+                .write(w);
+            }
+            Response::AllChildrenNumber(n) => w.write_i32(*n),
+            Response::WhoAmI(infos) => w.write_vec(infos),
+            Response::Recipe(b) => w.write_buffer(b),
+            Response::ErrorResponse(e) => w.write_i32(*e),
+        }
+    }
+
+    /// Decodes the body of a successful reply to a request of type `op`.
+    pub fn read_body(op: crate::OpCode, r: &mut Reader<'_>) -> Result<Response, DecodeError> {
+        use crate::OpCode as O;
+        Ok(match op {
+            O::Create => Response::Create {
+                path: r.read_string()?,
+            },
+            O::Create2 | O::CreateContainer | O::CreateTtl => Response::Create2 {
+                path: r.read_string()?,
+                stat: Stat::read(r)?,
+            },
+            O::Exists | O::SetData | O::SetAcl => Response::Stat(Stat::read(r)?),
+            // A reconfig answers with the new configuration's data and stat.
+            O::GetData | O::Reconfig => Response::GetData {
+                data: r.read_buffer()?,
+                stat: Stat::read(r)?,
+            },
+            O::GetAcl => Response::GetAcl {
+                acl: r.read_vec()?,
+                stat: Stat::read(r)?,
+            },
+            O::GetChildren => Response::GetChildren {
+                children: r.read_strings()?,
+            },
+            O::GetChildren2 => Response::GetChildren2 {
+                children: r.read_strings()?,
+                stat: Stat::read(r)?,
+            },
+            O::Sync => Response::Sync {
+                path: r.read_string()?,
+            },
+            O::Multi | O::MultiRead => Response::Multi(OpResult::read_all(r)?),
+            O::GetAllChildrenNumber => Response::AllChildrenNumber(r.read_i32()?),
+            O::GetEphemerals => Response::Ephemerals(r.read_strings()?),
+            O::WhoAmI => Response::WhoAmI(r.read_vec()?),
+            O::RecipeCall => Response::Recipe(r.read_buffer()?),
+            O::AddWatch => Response::ErrorResponse(r.read_i32()?),
+            _ => Response::Empty,
+        })
+    }
+}
