@@ -1,0 +1,54 @@
+//! The whole-member simulation: seeds in the default suite, more on
+//! request (see the crate doc), and a replay check.
+
+use wazoo_sim::{env_u64, run_seed, Summary};
+
+const DEFAULT_SEEDS: u64 = 300;
+
+/// 300 seeds by default; `WAZOO_SIM_SEEDS` for more (from
+/// `WAZOO_SIM_FIRST`), `WAZOO_SIM_SEED` for one.
+#[test]
+fn whole_member_simulation() {
+    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
+    if let Some(seed) = env_u64("WAZOO_SIM_SEED") {
+        let s = run_seed(seed, trace);
+        eprintln!("seed {seed}: {s:?}");
+        return;
+    }
+    let count = env_u64("WAZOO_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
+    let first = env_u64("WAZOO_SIM_FIRST").unwrap_or(0);
+    let started = std::time::Instant::now();
+    let mut total = Summary::default();
+    for seed in first..first + count {
+        total.add(&run_seed(seed, false));
+    }
+    eprintln!(
+        "member simulation, seeds {first}..{}: {total:?} in {:.1?}",
+        first + count,
+        started.elapsed()
+    );
+    // The runs must exercise what the checkers check.
+    assert!(
+        total.crashes > 0 && total.lost_writes > 0 && total.partitions > 0 && total.snaps > 0,
+        "fault coverage: {total:?}"
+    );
+    assert!(
+        total.register_acked > 0
+            && total.events > 0
+            && total.expired > 0
+            && total.expiries_checked > 0
+            && total.wait_callbacks > 0
+            && total.recipe_finished > 0,
+        "workload coverage: {total:?}"
+    );
+}
+
+/// Same seed, same run: what makes `WAZOO_SIM_SEED` a replay.
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in [5, 17] {
+        let a = format!("{:?}", run_seed(seed, false));
+        let b = format!("{:?}", run_seed(seed, false));
+        assert_eq!(a, b, "seed {seed} ran differently twice");
+    }
+}
