@@ -6,6 +6,7 @@ use super::time::Now;
 
 mod apply_refusals;
 mod clock;
+mod expiry_across_roles;
 mod outbound;
 mod recipes;
 mod zk_divergences;

@@ -474,6 +474,9 @@ impl Server {
             self.sessions.remove(id);
         }
         self.last_proposed = self.last_applied;
+        // Closes (expiry or closeSession) went with the proposals: until
+        // one commits, the session lives, and a leader expires it anew.
+        self.sessions.reopen_closing(self.mono_ms);
         if let Role::Leader { epoch } = role {
             self.last_proposed = (epoch as i64) << 32;
             assert!(
