@@ -823,7 +823,25 @@ impl World {
                 for n in self.nodes.values() {
                     let m = n.member.as_ref().expect("up");
                     if let Err(e) = sessions::check_expired(n.id, m.server(), session) {
-                        panic!("{e}");
+                        let tables: Vec<String> = self
+                            .nodes
+                            .values()
+                            .filter_map(|n| {
+                                let m = n.member.as_ref()?;
+                                Some(format!(
+                                    "{}: {:?} (mono {})",
+                                    n.id,
+                                    m.server().sessions().get(session),
+                                    n.now(self.now_ms).mono_ms
+                                ))
+                            })
+                            .collect();
+                        panic!(
+                            "{e} (client {} left it at {at} ms; committed: created {}, closed at {:?}; tables: {tables:?})",
+                            c.id,
+                            self.shadow.opened.contains(&session),
+                            self.shadow.closed.get(&session)
+                        );
                     }
                 }
             }
