@@ -721,7 +721,8 @@ impl Server {
         waits: RecipeWaits,
         zxid: i64,
     ) {
-        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        conns.sort_unstable(); // the same inputs give the same outputs
         for c in conns {
             self.close_conn(c);
         }

@@ -455,7 +455,8 @@ impl Server {
             // ZooKeeper closes every client connection when a server stops
             // serving; clients reconnect (to this or another member) and
             // keep their sessions.
-            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            conns.sort_unstable(); // the same inputs give the same outputs
             for c in conns {
                 self.close_conn(c);
             }

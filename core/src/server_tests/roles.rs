@@ -1,11 +1,11 @@
-//! Session expiry across role changes (ZooKeeper Programmer's Guide,
-//! "ZooKeeper Sessions": a session whose client is gone expires). Found
-//! by the whole-member simulation (`sim/`): a leader that marked a session
-//! closing and lost its role before the close committed never expired it
-//! again when it led anew, so the session and its ephemerals stayed.
+//! Role changes, as the whole-member simulation (`sim/`) found them:
+//! session expiry across a lost leadership (ZooKeeper Programmer's Guide,
+//! "ZooKeeper Sessions": a session whose client is gone expires), and the
+//! same outputs for the same inputs when every connection is closed.
 
 use super::*;
 use crate::txn::{Txn, TxnHeader, TxnRecord};
+use wazoo_proto::ConnectRequest;
 
 const SESSION: i64 = 0x0200_0000_0000_0001;
 
@@ -70,4 +70,42 @@ fn a_session_whose_close_was_lost_with_the_leadership_expires_under_the_next_lea
         vec![0x3_0000_0001],
         "the next leader expires it again"
     );
+}
+
+// The connections a role change closes are closed in id order, not in a
+// hash map's order, so the same inputs give the same outputs and a seed
+// of the simulation replays exactly.
+#[test]
+fn a_role_change_closes_every_connection_in_id_order() {
+    let mut s = Server::new(ServerConfig::default(), at(1_000_000));
+    s.set_ensemble();
+    s.handle(Input::Role(Role::Follower { leader: 2 }), at(1_000_000));
+    let conns: Vec<u64> = (0..64).map(|i| (i * 7919) % 1000 + 1).collect();
+    for &conn in &conns {
+        s.handle(
+            Input::Connect {
+                conn,
+                peer: None,
+                req: ConnectRequest {
+                    timeout_ms: 4_000,
+                    passwd: vec![0; 16],
+                    ..ConnectRequest::default()
+                },
+            },
+            at(1_000_000),
+        );
+    }
+    let _ = s.take_outputs();
+    s.handle(Input::Role(Role::Looking), at(1_000_000));
+    let closed: Vec<u64> = s
+        .take_outputs()
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Close { conn } => Some(conn),
+            _ => None,
+        })
+        .collect();
+    let mut sorted = conns.clone();
+    sorted.sort_unstable();
+    assert_eq!(closed, sorted);
 }
