@@ -299,10 +299,17 @@ enum Deferred {
     /// A reply computed in prep (a failed multi, a lone check).
     Reply(Response),
     /// A reply sent once every txn up to `zxid` is applied (a recipe call
-    /// that changed nothing: what it read must be committed first).
+    /// that changed nothing, or a write prep refused: what it read must be
+    /// committed first).
     After {
         zxid: i64,
         body: Response,
+    },
+    /// An error sent once every txn up to `zxid` is applied (a write prep
+    /// refused while txns were outstanding, see `on_write`).
+    ErrorAfter {
+        zxid: i64,
+        code: ErrorCode,
     },
     /// An opcode the server does not know: Unimplemented, then close.
     Unimplemented,
@@ -1280,7 +1287,7 @@ impl Server {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if let Deferred::After { zxid, .. } = &req {
+        if let Deferred::After { zxid, .. } | Deferred::ErrorAfter { zxid, .. } = &req {
             if *zxid > self.last_applied {
                 self.after_waiters.push((*zxid, conn));
             }
@@ -1333,12 +1340,41 @@ impl Server {
                     false,
                 );
             }
-            Err(PrepError::Code(code)) => self.push_deferred(conn, xid, Deferred::Error(code)),
-            Err(PrepError::Done) => self.push_deferred(conn, xid, Deferred::Reply(Response::Empty)),
+            // A refusal (or a lone check that passed) may rest on changes
+            // proposed and not yet applied: its answer waits until they
+            // are, as ZooKeeper's does behind the error txn it logs.
+            // Answered at once, it could tell of a change that a leader's
+            // fall then loses, and the client would have seen a state the
+            // ensemble never had (found by the whole-member simulation).
+            Err(PrepError::Code(code)) => {
+                let d = match self.last_outstanding() {
+                    Some(zxid) => Deferred::ErrorAfter { zxid, code },
+                    None => Deferred::Error(code),
+                };
+                self.push_deferred(conn, xid, d)
+            }
+            Err(PrepError::Done) => {
+                let d = self.reply_after_outstanding(Response::Empty);
+                self.push_deferred(conn, xid, d)
+            }
             // A failed multi is answered with per-op results and no txn.
             Err(PrepError::MultiFailed(results)) => {
-                self.push_deferred(conn, xid, Deferred::Reply(Response::Multi(results)))
+                let d = self.reply_after_outstanding(Response::Multi(results));
+                self.push_deferred(conn, xid, d)
             }
+        }
+    }
+
+    /// The last txn proposed and not yet applied, if any.
+    fn last_outstanding(&self) -> Option<i64> {
+        self.proposals.back().map(|p| p.record.header.zxid)
+    }
+
+    /// `body` now, or once every txn proposed so far is applied.
+    fn reply_after_outstanding(&self, body: Response) -> Deferred {
+        match self.last_outstanding() {
+            Some(zxid) => Deferred::After { zxid, body },
+            None => Deferred::Reply(body),
         }
     }
 
@@ -1711,7 +1747,7 @@ impl Server {
                 None => return,
                 Some(Queued::Write { result, .. }) => result.is_some(),
                 Some(Queued::Deferred {
-                    req: Deferred::After { zxid, .. },
+                    req: Deferred::After { zxid, .. } | Deferred::ErrorAfter { zxid, .. },
                     ..
                 }) => *zxid <= self.last_applied,
                 Some(Queued::Deferred { .. }) => true,
@@ -1749,7 +1785,7 @@ impl Server {
                     started_ms,
                     req,
                 } => match req {
-                    Deferred::Error(code) => {
+                    Deferred::Error(code) | Deferred::ErrorAfter { code, .. } => {
                         self.send_reply(conn, xid, code.code(), &Response::Empty);
                         self.record_latency(conn, started_ms);
                     }

@@ -6,9 +6,9 @@ use super::time::Now;
 
 mod apply_refusals;
 mod clock;
+mod failover;
 mod outbound;
 mod recipes;
-mod roles;
 mod zk_divergences;
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{

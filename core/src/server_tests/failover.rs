@@ -1,7 +1,8 @@
-//! Role changes, as the whole-member simulation (`sim/`) found them:
-//! session expiry across a lost leadership (ZooKeeper Programmer's Guide,
-//! "ZooKeeper Sessions": a session whose client is gone expires), and the
-//! same outputs for the same inputs when every connection is closed.
+//! What clients see across a failover, as the whole-member simulation
+//! (`sim/`) found it: session expiry across a lost leadership (ZooKeeper
+//! Programmer's Guide, "ZooKeeper Sessions": a session whose client is
+//! gone expires), refusals that rest on txns a fallen leader may lose,
+//! and the same outputs for the same inputs when every connection closes.
 
 use super::*;
 use crate::txn::{Txn, TxnHeader, TxnRecord};
@@ -108,4 +109,41 @@ fn a_role_change_closes_every_connection_in_id_order() {
     let mut sorted = conns.clone();
     sorted.sort_unstable();
     assert_eq!(closed, sorted);
+}
+
+// ZooKeeper Programmer's Guide, "Consistency Guarantees": writes are
+// linearizable. A create refused because of another client's create that
+// is proposed but not committed must not be answered before that create
+// commits: if the leader fell first and the create were lost, the client
+// would have been told NodeExists of a node that never existed. ZooKeeper
+// logs the refusal as an error txn behind it; here the answer waits.
+#[test]
+fn a_refusal_resting_on_an_outstanding_write_waits_for_it() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.connect(2);
+    h.auto_sync = false;
+    h.send(1, 1, create("/a", b"", CreateMode::Persistent));
+    h.send(2, 1, create("/a", b"", CreateMode::Persistent));
+    h.send(
+        2,
+        2,
+        Request::Multi(vec![create("/a", b"", CreateMode::Persistent)]),
+    );
+    let replies = |h: &Harness| {
+        h.sent[&2]
+            .iter()
+            .filter(|s| matches!(s, Sent::Reply { .. }))
+            .count()
+    };
+    assert_eq!(replies(&h), 0, "nothing answered before /a is durable");
+    h.sync();
+    assert_eq!(replies(&h), 2);
+    assert!(matches!(
+        h.sent[&2][1],
+        Sent::Reply { xid: 1, err, .. } if err == ErrorCode::NodeExists.code()
+    ));
+    // With nothing outstanding, a refusal is answered at once.
+    h.send(2, 3, create("/a", b"", CreateMode::Persistent));
+    assert_eq!(replies(&h), 3);
 }
