@@ -131,7 +131,8 @@ pub struct Client {
     finished: BTreeMap<(String, String), Reply>,
     /// Sessions this client walked away from without closing: (id, when, timeout).
     pub abandoned: Vec<(i64, u64, i32)>,
-    pub stopped: bool,
+    /// Once false, the client only keeps its session (connects, pings).
+    pub working: bool,
     pub stats: ClientStats,
 }
 
@@ -158,13 +159,23 @@ impl Client {
             lock: None,
             finished: BTreeMap::new(),
             abandoned: Vec::new(),
-            stopped: false,
+            working: true,
             stats: ClientStats::default(),
         }
     }
 
     pub fn session_id(&self) -> Option<i64> {
         self.session.as_ref().map(|s| s.id)
+    }
+
+    /// Connected, with every request answered.
+    pub fn settled(&self) -> bool {
+        self.conn.as_ref().is_some_and(|c| c.established) && self.pending.is_empty()
+    }
+
+    /// Requests not answered yet: (xid, opcode).
+    pub fn pending(&self) -> Vec<(i32, OpCode)> {
+        self.pending.iter().map(|(x, (op, _))| (*x, *op)).collect()
     }
 
     pub fn conn_id(&self) -> Option<ConnId> {
@@ -198,9 +209,6 @@ impl Client {
 
     /// One step of the client's own: connect, time out, ping, or work.
     pub fn poll(&mut self, ctx: &mut Ctx<'_>) {
-        if self.stopped {
-            return;
-        }
         let now = ctx.now_ms;
         let timeout = self
             .session
@@ -226,7 +234,7 @@ impl Client {
         if now.saturating_sub(conn.last_send_ms) > timeout / 3 {
             self.send(ctx, Request::Ping, Kind::Other);
         }
-        if self.pending.len() < 4 {
+        if self.working && self.pending.len() < 4 {
             self.work(ctx);
         }
     }

@@ -136,6 +136,9 @@ pub struct Summary {
     pub partitions: u64,
     pub resets: u64,
     pub snaps: u64,
+    /// A digest of the committed sequence and of what clients were told
+    /// (summed over seeds): two runs of a seed must agree on it.
+    pub digest: u64,
 }
 
 impl Summary {
@@ -167,6 +170,7 @@ impl Summary {
             resets,
             snaps
         );
+        self.digest = self.digest.wrapping_add(o.digest);
     }
 }
 

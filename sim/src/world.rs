@@ -554,14 +554,11 @@ impl World {
                 self.log("heal".into());
             }
             Event::Client(c) => {
-                if self.clients_work {
-                    self.with_client(c, |cl, ctx| {
-                        cl.poll(ctx);
-                        Ok(())
-                    });
-                } else {
-                    self.clients[c].stopped = true;
-                }
+                self.clients[c].working = self.clients_work;
+                self.with_client(c, |cl, ctx| {
+                    cl.poll(ctx);
+                    Ok(())
+                });
                 let gap = self.draw(self.params.client_gap_ms);
                 self.schedule(gap, Event::Client(c));
             }
@@ -745,6 +742,15 @@ impl World {
 
     fn describe(&self) -> String {
         let mut out = String::new();
+        for c in &self.clients {
+            out.push_str(&format!(
+                "\n  client {}: session {:?} on {:?}, waiting for {:?}",
+                c.id,
+                c.session_id(),
+                c.conn_id().and_then(|conn| self.net.member_of(conn)),
+                c.pending()
+            ));
+        }
         for n in self.nodes.values() {
             match &n.member {
                 Some(m) => out.push_str(&format!(
@@ -780,14 +786,15 @@ impl World {
         {
             return false;
         }
-        self.nodes.values().all(|n| {
-            n.member.as_ref().is_some_and(|m| {
-                let s = m.peer().status();
-                s.serving
-                    && s.leader == Some(leader.id)
-                    && m.server().last_zxid() as u64 == ls.committed_zxid.0
+        self.clients.iter().all(Client::settled)
+            && self.nodes.values().all(|n| {
+                n.member.as_ref().is_some_and(|m| {
+                    let s = m.peer().status();
+                    s.serving
+                        && s.leader == Some(leader.id)
+                        && m.server().last_zxid() as u64 == ls.committed_zxid.0
+                })
             })
-        })
     }
 
     fn final_checks(&mut self) {
@@ -872,6 +879,21 @@ impl World {
             Ok(inconclusive) => self.summary.linear_inconclusive += inconclusive as u64,
             Err(e) => panic!("{e}"),
         }
+        // FNV-1a over the committed sequence and the register history.
+        let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                digest = (digest ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for (zxid, payload) in &self.shadow.seq {
+            eat(&zxid.0.to_be_bytes());
+            eat(payload);
+        }
+        for op in &self.history.ops {
+            eat(format!("{:?}{:?}{}{}", op.op, op.result, op.invoke, op.respond).as_bytes());
+        }
+        self.summary.digest = digest;
         self.summary.committed = self.shadow.seq.len() as u64;
         self.summary.register_ops = self.history.ops.len() as u64;
         self.summary.register_acked = self
