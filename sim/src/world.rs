@@ -19,7 +19,7 @@ use wazoo_core::watch::ConnId;
 use wazoo_proto::frame;
 use wazoo_zab::{self as zab, Channel, Message, ServerId, ServerState, Zxid};
 
-use crate::check::{converge, sessions, Shadow};
+use crate::check::{sessions, Shadow};
 use crate::client::{Act, Client, Ctx};
 use crate::disk::Disk;
 use crate::member::{Applied, In, Io, Member, MemberConfig, Stored};
@@ -27,6 +27,9 @@ use crate::net::{Delivery, Down, Net, Up};
 use crate::recipes::SimRecipes;
 use crate::rng::Rng;
 use crate::{Params, Summary};
+
+mod end;
+mod faults;
 
 const TICK_MS: u64 = 100;
 /// The wall clock's reading at simulated time zero.
@@ -565,78 +568,6 @@ impl World {
         }
     }
 
-    fn fault(&mut self) {
-        let ids: Vec<ServerId> = self.nodes.keys().copied().collect();
-        let at = self.now_ms + self.rng.range(1, 20);
-        match self.rng.below(12) {
-            0..=2 => {
-                let id = *self.rng.pick(&ids);
-                if self.nodes[&id].member.is_some() {
-                    self.crash(id);
-                    let after = self.rng.range(50, 3_000);
-                    self.schedule(after, Event::Restart(id));
-                }
-            }
-            3 | 4 => {
-                let (a, b) = (*self.rng.pick(&ids), *self.rng.pick(&ids));
-                if a != b {
-                    self.log(format!("reset link {a}-{b}"));
-                    self.net.reset(a, b, [true, true], at);
-                }
-            }
-            5 | 6 => {
-                let id = *self.rng.pick(&ids);
-                self.log(format!("isolate {id}"));
-                for &other in ids.iter().filter(|&&o| o != id) {
-                    self.net.cut(id, other);
-                }
-                self.summary.partitions += 1;
-                let after = self.rng.range(200, 3_000);
-                self.schedule(after, Event::Heal);
-            }
-            7 => {
-                let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(500)).collect();
-                self.log(format!("split {side:?}"));
-                for (i, &a) in ids.iter().enumerate() {
-                    for (j, &b) in ids.iter().enumerate() {
-                        if i < j && side[i] != side[j] {
-                            self.net.cut(a, b);
-                        }
-                    }
-                }
-                self.summary.partitions += 1;
-                let after = self.rng.range(200, 3_000);
-                self.schedule(after, Event::Heal);
-            }
-            8 | 9 => {
-                // A client connection breaks.
-                let id = *self.rng.pick(&ids);
-                let conns = self.net.conns_of(id);
-                if !conns.is_empty() {
-                    let conn = *self.rng.pick(&conns);
-                    self.log(format!("reset client connection {conn} to {id}"));
-                    self.net.reset_client(conn, at);
-                }
-            }
-            10 => {
-                // The wall clock steps (NTP, an operator).
-                let id = *self.rng.pick(&ids);
-                let step = self.rng.range(0, 60_000) as i64 - 30_000;
-                self.log(format!("wall clock of {id} steps {step} ms"));
-                self.nodes.get_mut(&id).expect("node").wall_offset_ms += step;
-            }
-            _ => {
-                let (a, b) = (*self.rng.pick(&ids), *self.rng.pick(&ids));
-                if a != b {
-                    self.log(format!("cut {a}-{b}"));
-                    self.net.cut(a, b);
-                    let after = self.rng.range(100, 2_000);
-                    self.schedule(after, Event::Heal);
-                }
-            }
-        }
-    }
-
     // ---- the loop ----------------------------------------------------------
 
     /// Runs the next event; false when nothing is left.
@@ -795,129 +726,5 @@ impl World {
                         && m.server().last_zxid() as u64 == ls.committed_zxid.0
                 })
             })
-    }
-
-    fn final_checks(&mut self) {
-        let last = self.shadow.last_zxid();
-        for n in self.nodes.values() {
-            let m = n.member.as_ref().expect("everybody is up");
-            let at = m.server().last_zxid();
-            assert_eq!(
-                at as u64, last.0,
-                "convergence: member {} at 0x{at:x}, the committed sequence at {last:?}",
-                n.id
-            );
-            if let Err(e) = converge::compare(
-                &format!("member {}", n.id),
-                m.server().tree(),
-                &self.shadow.tree,
-            ) {
-                panic!("{e}");
-            }
-        }
-        if let Err(e) = self.shadow.recipes.check_quiet() {
-            panic!("{e}");
-        }
-        // Abandoned sessions have expired everywhere, once the leader that
-        // took over last has had a session timeout and then some.
-        for c in &self.clients {
-            for &(session, at, timeout) in &c.abandoned {
-                let from = at.max(self.leader_since_ms);
-                if self.now_ms < from + timeout as u64 * 11 / 10 + 4 * TICK_MS {
-                    continue;
-                }
-                self.summary.expiries_checked += 1;
-                for n in self.nodes.values() {
-                    let m = n.member.as_ref().expect("up");
-                    if let Err(e) = sessions::check_expired(n.id, m.server(), session) {
-                        let tables: Vec<String> = self
-                            .nodes
-                            .values()
-                            .filter_map(|n| {
-                                let m = n.member.as_ref()?;
-                                Some(format!(
-                                    "{}: {:?} (mono {})",
-                                    n.id,
-                                    m.server().sessions().get(session),
-                                    n.now(self.now_ms).mono_ms
-                                ))
-                            })
-                            .collect();
-                        panic!(
-                            "{e} (client {} left it at {at} ms; committed: created {}, closed at {:?}; tables: {tables:?})",
-                            c.id,
-                            self.shadow.opened.contains(&session),
-                            self.shadow.closed.get(&session)
-                        );
-                    }
-                }
-            }
-        }
-        // A multi applies all of its ops or none.
-        let names: Vec<String> = self
-            .shadow
-            .tree
-            .children("/")
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        for name in &names {
-            if let Some(tag) = name.strip_prefix("ma-") {
-                assert!(
-                    names.contains(&format!("mb-{tag}")),
-                    "multi: /ma-{tag} exists without /mb-{tag}"
-                );
-            }
-            if let Some(tag) = name.strip_prefix("mb-") {
-                assert!(
-                    names.contains(&format!("ma-{tag}")),
-                    "multi: /mb-{tag} exists without /ma-{tag}"
-                );
-            }
-        }
-        match self.history.check() {
-            Ok(inconclusive) => self.summary.linear_inconclusive += inconclusive as u64,
-            Err(e) => panic!("{e}"),
-        }
-        // FNV-1a over the committed sequence and the register history.
-        let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |bytes: &[u8]| {
-            for b in bytes {
-                digest = (digest ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
-            }
-        };
-        for (zxid, payload) in &self.shadow.seq {
-            eat(&zxid.0.to_be_bytes());
-            eat(payload);
-        }
-        for op in &self.history.ops {
-            eat(format!("{:?}{:?}{}{}", op.op, op.result, op.invoke, op.respond).as_bytes());
-        }
-        self.summary.digest = digest;
-        self.summary.committed = self.shadow.seq.len() as u64;
-        self.summary.register_ops = self.history.ops.len() as u64;
-        self.summary.register_acked = self
-            .history
-            .ops
-            .iter()
-            .filter(|o| o.result.is_some())
-            .count() as u64;
-        self.summary.wait_callbacks = self.shadow.recipes.called_back;
-        self.summary.refused += self.shadow.refused;
-        self.summary.resets += self.net.resets;
-        self.summary.sim_ms = self.now_ms;
-        for c in &self.clients {
-            self.summary.sessions += c.stats.sessions;
-            self.summary.expired += c.stats.expired;
-            self.summary.events += c.stats.events;
-            self.summary.replies += c.stats.replies;
-            self.summary.recipe_waits += c.stats.recipe_waits;
-            self.summary.recipe_finished += c.stats.recipe_finished;
-        }
-        for n in self.nodes.values() {
-            if let Some(m) = &n.member {
-                self.summary.elections += m.peer().stats().elections;
-            }
-        }
     }
 }

@@ -152,3 +152,62 @@ impl Shadow {
         list.get(i).copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wazoo_core::txn::TxnHeader;
+
+    fn record(zxid: u64, session: i64, txn: Txn) -> Payload {
+        Payload::from(
+            TxnRecord {
+                header: TxnHeader {
+                    session_id: session,
+                    cxid: 1,
+                    zxid: zxid as i64,
+                    time_ms: 0,
+                },
+                txn,
+            }
+            .encode(),
+        )
+    }
+
+    #[test]
+    fn two_members_applying_different_txns_at_one_position_fail() {
+        let mut s = Shadow::default();
+        let a = record(1, 7, Txn::CreateSession { timeout_ms: 1000 });
+        let b = record(1, 8, Txn::CreateSession { timeout_ms: 1000 });
+        s.applied(1, Zxid(1), &a).unwrap();
+        s.applied(2, Zxid(1), &a).unwrap();
+        assert!(s.applied(3, Zxid(1), &b).is_err(), "agreement");
+        assert!(
+            s.applied(1, Zxid(1), &a).is_err(),
+            "total order: nothing after 1 may be 1 again"
+        );
+        assert!(
+            s.member_at(4, Zxid(9)).is_err(),
+            "a state at a zxid never committed"
+        );
+    }
+
+    #[test]
+    fn a_session_closed_and_created_again_fails() {
+        let mut s = Shadow::default();
+        s.applied(
+            1,
+            Zxid(1),
+            &record(1, 7, Txn::CreateSession { timeout_ms: 1000 }),
+        )
+        .unwrap();
+        s.applied(1, Zxid(2), &record(2, 7, Txn::CloseSession))
+            .unwrap();
+        assert!(s
+            .applied(
+                1,
+                Zxid(3),
+                &record(3, 7, Txn::CreateSession { timeout_ms: 1000 })
+            )
+            .is_err());
+    }
+}
