@@ -131,6 +131,10 @@ pub struct Client {
     finished: BTreeMap<(String, String), Reply>,
     /// Sessions this client walked away from without closing: (id, when, timeout).
     pub abandoned: Vec<(i64, u64, i32)>,
+    /// Sessions a member's handshake said were expired, with the time the
+    /// client asked (for the world to check against the leader); taken by
+    /// the world after each step.
+    pub told_expired: Vec<(i64, u64)>,
     /// Once false, the client only keeps its session (connects, pings).
     pub working: bool,
     pub stats: ClientStats,
@@ -159,6 +163,7 @@ impl Client {
             lock: None,
             finished: BTreeMap::new(),
             abandoned: Vec::new(),
+            told_expired: Vec::new(),
             working: true,
             stats: ClientStats::default(),
         }
@@ -328,7 +333,9 @@ impl Client {
                 // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the
                 // session expired; the client must start a new one.
                 if let Some(s) = &self.session {
-                    self.abandoned.push((s.id, ctx.now_ms, 0));
+                    // It may expire only now (if it was not expired yet).
+                    self.abandoned.push((s.id, ctx.now_ms, s.timeout_ms));
+                    self.told_expired.push((s.id, c.opened_ms));
                 }
                 self.stats.expired += 1;
                 self.lose_session(ctx);
@@ -424,7 +431,7 @@ impl Client {
     ) -> Result<(), String> {
         if code(err) == Some(ErrorCode::SessionExpired) {
             if let Some(s) = &self.session {
-                self.abandoned.push((s.id, ctx.now_ms, 0));
+                self.abandoned.push((s.id, ctx.now_ms, s.timeout_ms));
             }
             self.stats.expired += 1;
             self.lose_session(ctx);

@@ -38,7 +38,8 @@
 //! WAZOO_SIM_SEEDS=10000 cargo test -p wazoo-sim --release --test sim -- --nocapture
 //! ```
 //!
-//! `WAZOO_SIM_FIRST=<n>` starts at seed n. A failing seed prints itself;
+//! `WAZOO_SIM_FIRST=<n>` starts at seed n; `WAZOO_SIM_KEEP_GOING=1` runs
+//! every seed and then lists the failures. A failing seed prints itself;
 //! `WAZOO_SIM_SEED=<n>` replays exactly that run, and `WAZOO_SIM_TRACE=1`
 //! with it prints every input and output.
 

@@ -467,6 +467,9 @@ impl World {
             panic!("{e}");
         }
         let acts = std::mem::take(&mut ctx.acts);
+        for (session, asked_ms) in std::mem::take(&mut self.clients[c].told_expired) {
+            self.check_told_expired(c, session, asked_ms);
+        }
         for act in acts {
             let at = self.now_ms + self.draw(self.params.client_delay_ms);
             match act {
@@ -479,6 +482,31 @@ impl World {
                 Act::Send { conn, up } => self.net.to_member(conn, up, at),
                 Act::Close { conn } => self.net.client_close(conn, at),
             }
+        }
+    }
+
+    /// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a session
+    /// expires when the ensemble has not heard from its client within the
+    /// timeout, and the leader decides it (a follower asks the leader about
+    /// a session it does not know). So a client must not be told its
+    /// session expired while the leader that has led since before the
+    /// client asked holds the session live.
+    fn check_told_expired(&mut self, client: usize, session: i64, asked_ms: u64) {
+        let Some((leader, _)) = self.leader else {
+            return;
+        };
+        if self.leader_since_ms >= asked_ms {
+            return;
+        }
+        let Some(m) = self.nodes[&leader].member.as_ref() else {
+            return;
+        };
+        if m.peer().state() == ServerState::Leading && m.server().sessions().is_live(session) {
+            panic!(
+                "sessions: client {client} was told session 0x{session:x} expired (asked at {asked_ms} ms) while leader {leader} holds it live; committed: created {}, closed at {:?}",
+                self.shadow.opened.contains(&session),
+                self.shadow.closed.get(&session)
+            );
         }
     }
 

@@ -18,15 +18,36 @@ fn whole_member_simulation() {
     let count = env_u64("WAZOO_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let first = env_u64("WAZOO_SIM_FIRST").unwrap_or(0);
     let started = std::time::Instant::now();
+    // WAZOO_SIM_KEEP_GOING=1: run every seed, then list the failures.
+    let keep_going = std::env::var("WAZOO_SIM_KEEP_GOING").is_ok_and(|v| v == "1");
     let mut total = Summary::default();
+    let mut failed: Vec<(u64, String)> = Vec::new();
     for seed in first..first + count {
-        total.add(&run_seed(seed, false));
+        if !keep_going {
+            total.add(&run_seed(seed, false));
+            continue;
+        }
+        match std::panic::catch_unwind(|| run_seed(seed, false)) {
+            Ok(s) => total.add(&s),
+            Err(p) => {
+                let why = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .unwrap_or_else(|| "(no message)".into());
+                failed.push((seed, why.lines().next().unwrap_or("").to_string()));
+            }
+        }
     }
     eprintln!(
-        "member simulation, seeds {first}..{}: {total:?} in {:.1?}",
+        "member simulation, seeds {first}..{}: {} failed; {total:?} in {:.1?}",
         first + count,
+        failed.len(),
         started.elapsed()
     );
+    for (_, why) in &failed {
+        eprintln!("  {why}");
+    }
+    assert!(failed.is_empty(), "{} seeds failed", failed.len());
     // The runs must exercise what the checkers check.
     assert!(
         total.crashes > 0 && total.lost_writes > 0 && total.partitions > 0 && total.snaps > 0,
