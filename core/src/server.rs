@@ -1018,6 +1018,15 @@ impl Server {
             return;
         }
         let id = req.session_id;
+        if self.role.forwards()
+            && req.passwd.as_slice() == session::password(id)
+            && self.sessions.get(id).is_none()
+        {
+            c.session = id;
+            self.conns.insert(conn, c);
+            self.follower_revalidate(conn, id);
+            return;
+        }
         let valid = req.passwd.as_slice() == session::password(id)
             && self.sessions.is_live(id)
             && self.sessions.touch(id, self.mono_ms);
@@ -1769,6 +1778,13 @@ impl Server {
                     let (err, body) = match result.expect("ready") {
                         Reply::Connect(resp) => {
                             self.send_connect_response(conn, &resp);
+                            if resp.timeout_ms == 0 {
+                                // A re-attach the leader refused: closed,
+                                // as `Deferred::InvalidConnect` is.
+                                self.close_conn(conn);
+                                return;
+                            }
+                            self.redeliver_recipe_results(resp.session_id, conn);
                             continue;
                         }
                         Reply::Frame(err, body) => (err, body),

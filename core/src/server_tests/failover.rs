@@ -1,12 +1,15 @@
 //! What clients see across a failover, as the whole-member simulation
 //! (`sim/`) found it: session expiry across a lost leadership (ZooKeeper
 //! Programmer's Guide, "ZooKeeper Sessions": a session whose client is
-//! gone expires), refusals that rest on txns a fallen leader may lose,
-//! and the same outputs for the same inputs when every connection closes.
+//! gone expires), a re-attach to a member that has not applied the
+//! session's creation yet, refusals that rest on txns a fallen leader may
+//! lose, and the same outputs for the same inputs when every connection
+//! closes.
 
 use super::*;
 use crate::txn::{Txn, TxnHeader, TxnRecord};
-use wazoo_proto::ConnectRequest;
+use wazoo_proto::jute::{Jute, Reader};
+use wazoo_proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode};
 
 const SESSION: i64 = 0x0200_0000_0000_0001;
 
@@ -146,4 +149,99 @@ fn a_refusal_resting_on_an_outstanding_write_waits_for_it() {
     // With nothing outstanding, a refusal is answered at once.
     h.send(2, 3, create("/a", b"", CreateMode::Persistent));
     assert_eq!(replies(&h), 3);
+}
+
+/// A follower gets a re-attach for `SESSION`, which it has not applied;
+/// returns the frames it sends the client and what it asks of the leader.
+fn reattach_to_a_follower_behind(s: &mut Server) -> Vec<PeerMsg> {
+    s.set_ensemble();
+    s.handle(Input::Role(Role::Follower { leader: 2 }), at(1_000_000));
+    let _ = s.take_outputs();
+    s.handle(
+        Input::Connect {
+            conn: 5,
+            peer: None,
+            req: ConnectRequest {
+                timeout_ms: 4_000,
+                session_id: SESSION,
+                passwd: crate::session::password(SESSION).to_vec(),
+                ..ConnectRequest::default()
+            },
+        },
+        at(1_000_000),
+    );
+    s.take_outputs()
+        .into_iter()
+        .map(|o| match o {
+            Output::ToLeader(m) => m,
+            other => panic!("nothing for the client before the leader answers: {other:?}"),
+        })
+        .collect()
+}
+
+fn commit(s: &mut Server, zxid: i64, cxid: i32, txn: Txn) -> Vec<Output> {
+    let record = TxnRecord {
+        header: TxnHeader {
+            session_id: SESSION,
+            cxid,
+            zxid,
+            time_ms: 0,
+        },
+        txn,
+    }
+    .encode();
+    s.handle(Input::Committed { zxid, record }, at(1_000_000));
+    s.take_outputs()
+}
+
+fn handshake(out: &[Output]) -> Option<ConnectResponse> {
+    out.iter().find_map(|o| match o {
+        Output::Send { conn: 5, bytes, .. } => {
+            ConnectResponse::read(&mut Reader::new(&bytes[4..])).ok()
+        }
+        _ => None,
+    })
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client that moves
+// to another server keeps its session. The session was created through
+// another member a moment ago and this follower has not applied it yet:
+// it asks the leader (ZooKeeper's follower revalidates with its leader)
+// instead of telling the client its session expired, and answers once the
+// leader's answer, and the session's creation before it, are applied.
+#[test]
+fn a_reattach_to_a_follower_that_has_not_applied_the_session_yet_keeps_it() {
+    let mut s = Server::new(ServerConfig::default(), at(1_000_000));
+    let asked = reattach_to_a_follower_behind(&mut s);
+    assert!(matches!(&asked[0], PeerMsg::Touch { claimed, .. } if claimed == &[SESSION]));
+    assert!(matches!(
+        &asked[1],
+        PeerMsg::Forward { session: SESSION, cxid: 0, op, .. } if *op == OpCode::Sync.code()
+    ));
+    let out = commit(
+        &mut s,
+        0x1_0000_0001,
+        0,
+        Txn::CreateSession { timeout_ms: 4_000 },
+    );
+    let r = handshake(&out).expect("the creation answers the re-attach");
+    assert_eq!((r.session_id, r.timeout_ms), (SESSION, 4_000));
+    assert!(!out.iter().any(|o| matches!(o, Output::Close { .. })));
+}
+
+#[test]
+fn a_reattach_the_leader_refuses_is_told_the_session_expired() {
+    let mut s = Server::new(ServerConfig::default(), at(1_000_000));
+    reattach_to_a_follower_behind(&mut s);
+    let out = commit(
+        &mut s,
+        0x1_0000_0001,
+        0,
+        Txn::Error {
+            errs: vec![ErrorCode::SessionExpired.code()],
+        },
+    );
+    let r = handshake(&out).expect("an answer");
+    assert_eq!((r.session_id, r.timeout_ms), (0, 0));
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 5 })));
 }
