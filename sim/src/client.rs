@@ -477,13 +477,12 @@ impl Client {
                             let v = String::from_utf8_lossy(&v).into_owned();
                             if (module.as_str(), method.as_str()) == ("counter", "incr") {
                                 let value: i64 = v.parse().unwrap_or(-1);
-                                let key = ("c".to_string(), value);
-                                if let Some(other) = ctx.counter_values.insert(key, self.id) {
-                                    return Err(format!(
-                                        "recipes: counter value {value} answered to clients {other} and {}",
-                                        self.id
-                                    ));
-                                }
+                                crate::check::recipes::record_counter(
+                                    ctx.counter_values,
+                                    "c",
+                                    value,
+                                    self.id,
+                                )?;
                             }
                             if (module.as_str(), method.as_str()) == ("lock", "acquire") {
                                 self.lock = Some(v);

@@ -485,25 +485,22 @@ impl World {
         }
     }
 
-    /// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a session
-    /// expires when the ensemble has not heard from its client within the
-    /// timeout, and the leader decides it (a follower asks the leader about
-    /// a session it does not know). So a client must not be told its
-    /// session expired while the leader that has led since before the
-    /// client asked holds the session live.
+    /// A member's handshake told a client its session expired: the leader
+    /// must not hold it live (see `sessions::check_told_expired`).
     fn check_told_expired(&mut self, client: usize, session: i64, asked_ms: u64) {
         let Some((leader, _)) = self.leader else {
             return;
         };
-        if self.leader_since_ms >= asked_ms {
-            return;
-        }
         let Some(m) = self.nodes[&leader].member.as_ref() else {
             return;
         };
-        if m.peer().state() == ServerState::Leading && m.server().sessions().is_live(session) {
+        if m.peer().state() != ServerState::Leading {
+            return;
+        }
+        let before = self.leader_since_ms < asked_ms;
+        if let Err(e) = sessions::check_told_expired(leader, m.server(), before, session) {
             panic!(
-                "sessions: client {client} was told session 0x{session:x} expired (asked at {asked_ms} ms) while leader {leader} holds it live; committed: created {}, closed at {:?}",
+                "{e} (client {client}, asked at {asked_ms} ms); committed: created {}, closed at {:?}",
                 self.shadow.opened.contains(&session),
                 self.shadow.closed.get(&session)
             );

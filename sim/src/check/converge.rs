@@ -50,6 +50,23 @@ pub fn compare(who: &str, tree: &DataTree, reference: &DataTree) -> Result<(), S
     Ok(())
 }
 
+/// A multi applies all of its ops or none: the clients' multis create
+/// `/ma-<tag>` and `/mb-<tag>` together (or fail as a whole), so one never
+/// exists without the other.
+pub fn check_multis(tree: &DataTree) -> Result<(), String> {
+    let names = tree.children("/").unwrap_or_default();
+    for name in &names {
+        for (mine, other) in [("ma-", "mb-"), ("mb-", "ma-")] {
+            if let Some(tag) = name.strip_prefix(mine) {
+                if !names.contains(&format!("{other}{tag}")) {
+                    return Err(format!("multi: /{name} exists without /{other}{tag}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +93,31 @@ mod tests {
         )
         .unwrap();
         assert!(compare("a", &a, &b).is_err());
+    }
+
+    #[test]
+    fn half_a_multi_fails() {
+        let mut t = DataTree::new();
+        let hdr = |zxid| TxnHeader {
+            session_id: 1,
+            cxid: 1,
+            zxid,
+            time_ms: 0,
+        };
+        let create = |path: &str| {
+            Txn::Create(wazoo_core::txn::CreateTxn {
+                path: path.into(),
+                data: vec![],
+                acl: wazoo_proto::Acl::open_unsafe(),
+                ephemeral_owner: 0,
+                parent_cversion: 1,
+                kind: wazoo_core::txn::NodeKind::Regular,
+            })
+        };
+        t.apply(&hdr(1), &create("/ma-1")).unwrap();
+        assert!(check_multis(&t).is_err());
+        t.apply(&hdr(2), &Txn::Multi(vec![create("/mb-1")]))
+            .unwrap();
+        check_multis(&t).unwrap();
     }
 }

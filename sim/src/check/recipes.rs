@@ -113,6 +113,22 @@ impl RecipeWaitsCheck {
     }
 }
 
+/// The counter recipe's increments are linearizable: no value is
+/// answered twice. Records `value` answered to `client`.
+pub fn record_counter(
+    seen: &mut BTreeMap<(String, i64), usize>,
+    counter: &str,
+    value: i64,
+    client: usize,
+) -> Result<(), String> {
+    match seen.insert((counter.to_string(), value), client) {
+        Some(other) => Err(format!(
+            "recipes: counter {counter} answered {value} to clients {other} and {client}"
+        )),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,5 +224,13 @@ mod tests {
         assert!(c
             .on_txn(&rec(2, 7, recipe(vec![], vec![(7, "t")])), &[])
             .is_err());
+    }
+
+    #[test]
+    fn one_counter_value_answered_twice_fails() {
+        let mut seen = BTreeMap::new();
+        record_counter(&mut seen, "c", 1, 0).unwrap();
+        record_counter(&mut seen, "c", 2, 1).unwrap();
+        assert!(record_counter(&mut seen, "c", 2, 0).is_err());
     }
 }

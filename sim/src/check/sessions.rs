@@ -25,6 +25,25 @@ pub fn check_member(id: u64, server: &Server) -> Result<(), String> {
     Ok(())
 }
 
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a session expires
+/// when the ensemble has not heard from its client within the timeout,
+/// and the leader decides it (a follower asks the leader about a session
+/// it does not know). So a client must not be told its session expired
+/// while `leader`, leading since before the client asked, holds it live.
+pub fn check_told_expired(
+    leader: u64,
+    server: &Server,
+    leading_before_the_ask: bool,
+    session: i64,
+) -> Result<(), String> {
+    if leading_before_the_ask && server.sessions().is_live(session) {
+        return Err(format!(
+            "sessions: a client was told session 0x{session:x} expired while leader {leader} holds it live"
+        ));
+    }
+    Ok(())
+}
+
 /// At the end: `session`, abandoned by its client, is gone from `server`.
 pub fn check_expired(id: u64, server: &Server, session: i64) -> Result<(), String> {
     let left = server.tree().ephemerals(session);
@@ -96,6 +115,9 @@ mod tests {
             now,
         );
         check_member(1, &owned).unwrap();
+        assert!(check_told_expired(1, &owned, true, 0x55).is_err());
+        check_told_expired(1, &owned, false, 0x55).unwrap();
+        check_told_expired(1, &owned, true, 0x66).unwrap();
         assert!(check_expired(1, &owned, 0x55).is_err());
         check_expired(1, &owned, 0x66).unwrap();
     }

@@ -60,27 +60,8 @@ impl World {
                 }
             }
         }
-        // A multi applies all of its ops or none.
-        let names: Vec<String> = self
-            .shadow
-            .tree
-            .children("/")
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        for name in &names {
-            if let Some(tag) = name.strip_prefix("ma-") {
-                assert!(
-                    names.contains(&format!("mb-{tag}")),
-                    "multi: /ma-{tag} exists without /mb-{tag}"
-                );
-            }
-            if let Some(tag) = name.strip_prefix("mb-") {
-                assert!(
-                    names.contains(&format!("ma-{tag}")),
-                    "multi: /mb-{tag} exists without /ma-{tag}"
-                );
-            }
+        if let Err(e) = converge::check_multis(&self.shadow.tree) {
+            panic!("{e}");
         }
         match self.history.check() {
             Ok(inconclusive) => self.summary.linear_inconclusive += inconclusive as u64,
