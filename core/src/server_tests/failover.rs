@@ -245,3 +245,73 @@ fn a_reattach_the_leader_refuses_is_told_the_session_expired() {
     assert_eq!((r.session_id, r.timeout_ms), (0, 0));
     assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 5 })));
 }
+
+// A recipe call that changes nothing is answered once what it read is
+// committed: every txn proposed before it. Right after an election no txn
+// of the new epoch is proposed yet, and there is nothing to wait for; the
+// answer must not wait for the epoch's first write.
+#[test]
+fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
+    let mut s = Server::new(ServerConfig::default(), at(1_000_000));
+    s.set_ensemble();
+    s.handle(Input::Role(Role::Leader { epoch: 1 }), at(1_000_000));
+    let _ = s.take_outputs();
+    let connect = |s: &mut Server, conn: u64, session_id: i64| {
+        s.handle(
+            Input::Connect {
+                conn,
+                peer: None,
+                req: ConnectRequest {
+                    timeout_ms: 4_000,
+                    session_id,
+                    passwd: crate::session::password(session_id).to_vec(),
+                    ..ConnectRequest::default()
+                },
+            },
+            at(1_000_000),
+        );
+        s.take_outputs()
+    };
+    // A session, committed in epoch 1.
+    let out = connect(&mut s, 1, 0);
+    let (zxid, record) = out
+        .into_iter()
+        .find_map(|o| match o {
+            Output::Propose { zxid, record } => Some((zxid, record)),
+            _ => None,
+        })
+        .expect("createSession proposed");
+    s.handle(Input::Committed { zxid, record }, at(1_000_000));
+    let session = s.sessions().all()[0].id;
+    // A new epoch, and the client back.
+    s.handle(Input::Role(Role::Looking), at(1_000_000));
+    s.handle(Input::Role(Role::Leader { epoch: 2 }), at(1_000_000));
+    let _ = s.take_outputs();
+    assert!(handshake_on(&connect(&mut s, 2, session), 2).is_some());
+    s.handle(
+        Input::Request {
+            conn: 2,
+            xid: 1,
+            req: wazoo_proto::Request::RecipeCall {
+                module: "none".into(),
+                method: "m".into(),
+                args: Vec::new(),
+            },
+        },
+        at(1_000_000),
+    );
+    let answered = s
+        .take_outputs()
+        .iter()
+        .any(|o| matches!(o, Output::Send { conn: 2, .. }));
+    assert!(answered, "the call is answered without waiting for a write");
+}
+
+fn handshake_on(out: &[Output], conn: u64) -> Option<ConnectResponse> {
+    out.iter().find_map(|o| match o {
+        Output::Send { conn: c, bytes, .. } if *c == conn => {
+            ConnectResponse::read(&mut Reader::new(&bytes[4..])).ok()
+        }
+        _ => None,
+    })
+}
