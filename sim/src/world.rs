@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use wazoo_core::member::{Input as In, Output};
 use wazoo_core::server::{Input, ServerConfig};
 use wazoo_core::time::Now;
 use wazoo_core::watch::ConnId;
@@ -22,7 +23,7 @@ use wazoo_zab::{self as zab, Channel, Message, ServerId, ServerState, Zxid};
 use crate::check::{sessions, Shadow};
 use crate::client::{Act, Client, Ctx};
 use crate::disk::Disk;
-use crate::member::{Applied, In, Io, Member, MemberConfig, Stored};
+use crate::member::{encode_snapshot, Applied, Member, MemberConfig, Stored};
 use crate::net::{Delivery, Down, Net, Up};
 use crate::recipes::SimRecipes;
 use crate::rng::Rng;
@@ -325,19 +326,22 @@ impl World {
         }
     }
 
-    fn io(&mut self, id: ServerId, out: Io, follow: &mut std::collections::VecDeque<In>) {
+    /// Carries out one output of member `id`, as the shell's driver does:
+    /// epochs, truncation and an installed snapshot are on the disk before
+    /// the next output; a `Persist` becomes durable when its fsync ends.
+    fn io(&mut self, id: ServerId, out: Output, follow: &mut std::collections::VecDeque<In>) {
         let now_ms = self.now_ms;
         match out {
-            Io::Zab { to, msg } => self.send_zab(id, to, msg),
-            Io::App { to, bytes } => {
+            Output::SendPeer { to, msg } => self.send_zab(id, to, msg),
+            Output::SendApp { to, msg } => {
                 let at = now_ms + self.draw(self.params.quorum_delay_ms);
-                self.net.send_quorum(id, to, true, bytes, at);
+                self.net.send_quorum(id, to, true, msg.encode(), at);
             }
-            Io::CloseLink { peer } => {
+            Output::CloseLink { peer } => {
                 let at = now_ms + self.rng.range(1, 20);
                 self.net.reset(id, peer, [false, true], at);
             }
-            Io::SetAcceptedEpoch { epoch } => {
+            Output::StoreAcceptedEpoch { epoch } => {
                 let d = &mut self.nodes.get_mut(&id).expect("node").disk;
                 assert!(
                     epoch > d.accepted_epoch,
@@ -345,7 +349,7 @@ impl World {
                 );
                 d.accepted_epoch = epoch;
             }
-            Io::SetCurrentEpoch { epoch } => {
+            Output::StoreCurrentEpoch { epoch } => {
                 let d = &mut self.nodes.get_mut(&id).expect("node").disk;
                 assert!(
                     epoch > d.current_epoch && epoch <= d.accepted_epoch,
@@ -353,29 +357,30 @@ impl World {
                 );
                 d.current_epoch = epoch;
             }
-            Io::Persist { zxid, payload } => {
+            Output::Persist { zxid, record } => {
                 self.nodes
                     .get_mut(&id)
                     .expect("node")
                     .disk
-                    .append(zxid, payload);
+                    .append(zxid, record.into());
                 self.start_fsync(id);
             }
-            Io::Truncate { after } => self
+            Output::Truncate { after } => self
                 .nodes
                 .get_mut(&id)
                 .expect("node")
                 .disk
                 .truncate_after(after),
-            Io::InstallSnapshot { zxid, data } => {
+            Output::InstallSnapshot { zxid, data } => {
                 self.summary.snaps += 1;
                 self.nodes
                     .get_mut(&id)
                     .expect("node")
                     .disk
-                    .install_snapshot(zxid, data)
+                    .install_snapshot(zxid, data.to_vec())
             }
-            Io::WriteSnapshot { zxid, data } => {
+            Output::WriteSnapshot(job) => {
+                let (zxid, data) = (job.zxid, encode_snapshot(&job));
                 let incarnation = self.nodes[&id].incarnation;
                 let after = self.rng.range(5, 200);
                 self.schedule(
@@ -388,11 +393,11 @@ impl World {
                     },
                 );
             }
-            Io::ClientSend { conn, bytes } => {
+            Output::Send { conn, bytes, .. } => {
                 let at = now_ms + self.draw(self.params.client_delay_ms);
                 self.net.to_client(conn, Down::Bytes(bytes), at);
             }
-            Io::ClientClose { conn } => {
+            Output::Close { conn } => {
                 let at = now_ms + self.draw(self.params.client_delay_ms);
                 self.net.to_client(conn, Down::Closed, at);
                 // The shell tells its core once the connection is gone.
@@ -624,7 +629,13 @@ impl World {
                 let msg = Message::decode(&bytes).expect("our own encoding decodes");
                 self.input(to, In::Zab { from, msg });
             }
-            Some(Delivery::App { from, to, bytes }) => self.input(to, In::App { from, bytes }),
+            Some(Delivery::App { from, to, bytes }) => self.input(
+                to,
+                In::App {
+                    from,
+                    payload: bytes,
+                },
+            ),
             Some(Delivery::Disconnected { to, peer }) => self.input(to, In::LinkDown { peer }),
             Some(Delivery::Notification { from, to, bytes }) => {
                 let msg = Message::decode(&bytes).expect("our own encoding decodes");
@@ -710,7 +721,7 @@ impl World {
         for n in self.nodes.values() {
             match &n.member {
                 Some(m) => out.push_str(&format!(
-                    "\n  {}: {:?} applied 0x{:x}",
+                    "\n  {}: {:?} applied {:?}",
                     n.id,
                     m.peer().status(),
                     m.server().last_zxid()
@@ -738,7 +749,7 @@ impl World {
         if !ls.serving
             || ls.committed_zxid != ls.last_zxid
             || lm.server().pending_txns() != 0
-            || lm.server().last_zxid() as u64 != ls.committed_zxid.0
+            || lm.server().last_zxid() != ls.committed_zxid
         {
             return false;
         }
@@ -748,7 +759,7 @@ impl World {
                     let s = m.peer().status();
                     s.serving
                         && s.leader == Some(leader.id)
-                        && m.server().last_zxid() as u64 == ls.committed_zxid.0
+                        && m.server().last_zxid() == ls.committed_zxid
                 })
             })
     }

@@ -30,7 +30,7 @@ use wazoo_zab::{Payload, ServerId, Zxid};
 /// One watch trigger of the committed sequence: (zxid, path, event code).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fired {
-    pub zxid: i64,
+    pub zxid: Zxid,
     pub path: String,
     pub event: i32,
 }
@@ -48,7 +48,7 @@ pub struct Shadow {
     /// Positions in `fired` by (path, event).
     fired_at: BTreeMap<(String, i32), Vec<usize>>,
     /// Sessions ended (close or expiry), with the zxid that ended them.
-    pub closed: BTreeMap<i64, i64>,
+    pub closed: BTreeMap<i64, Zxid>,
     pub opened: BTreeSet<i64>,
     pub recipes: recipes::RecipeWaitsCheck,
     /// Txns the tree refused (a prep bug would show here).
@@ -112,7 +112,7 @@ impl Shadow {
             let key = (t.path.clone(), t.event as i32);
             self.fired_at.entry(key).or_default().push(self.fired.len());
             self.fired.push(Fired {
-                zxid: zxid.0 as i64,
+                zxid,
                 path: t.path.clone(),
                 event: t.event as i32,
             });
@@ -122,13 +122,13 @@ impl Shadow {
             Txn::CreateSession { .. } => {
                 if let Some(at) = self.closed.get(&session) {
                     return Err(format!(
-                        "sessions: session 0x{session:x}, closed at 0x{at:x}, created again at {zxid:?}"
+                        "sessions: session 0x{session:x}, closed at {at:?}, created again at {zxid:?}"
                     ));
                 }
                 self.opened.insert(session);
             }
             Txn::CloseSession => {
-                self.closed.insert(session, zxid.0 as i64);
+                self.closed.insert(session, zxid);
             }
             _ => {}
         }
@@ -137,7 +137,7 @@ impl Shadow {
             let left = self.tree.ephemerals(session);
             if !left.is_empty() {
                 return Err(format!(
-                    "sessions: at {zxid:?} session 0x{session:x}, closed at 0x{at:x}, owns ephemerals {left:?}"
+                    "sessions: at {zxid:?} session 0x{session:x}, closed at {at:?}, owns ephemerals {left:?}"
                 ));
             }
         }
@@ -164,7 +164,7 @@ mod tests {
                 header: TxnHeader {
                     session_id: session,
                     cxid: 1,
-                    zxid: zxid as i64,
+                    zxid: Zxid(zxid).to_wire(),
                     time_ms: 0,
                 },
                 txn,

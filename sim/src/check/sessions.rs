@@ -101,7 +101,7 @@ mod tests {
             tree_with_ephemeral_of(0x55),
             Vec::new(),
             RecipeWaits::default(),
-            1,
+            wazoo_zab::Zxid(1),
             now,
         );
         assert!(check_member(1, &orphan).is_err());
@@ -111,7 +111,7 @@ mod tests {
             tree_with_ephemeral_of(0x55),
             vec![(0x55, 4000)],
             RecipeWaits::default(),
-            1,
+            wazoo_zab::Zxid(1),
             now,
         );
         check_member(1, &owned).unwrap();

@@ -106,7 +106,7 @@ mod tests {
                 header: TxnHeader {
                     session_id: 1,
                     cxid: 1,
-                    zxid: zxid as i64,
+                    zxid: Zxid(zxid).to_wire(),
                     time_ms: 0,
                 },
                 txn,

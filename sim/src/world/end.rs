@@ -10,8 +10,8 @@ impl World {
             let m = n.member.as_ref().expect("everybody is up");
             let at = m.server().last_zxid();
             assert_eq!(
-                at as u64, last.0,
-                "convergence: member {} at 0x{at:x}, the committed sequence at {last:?}",
+                at, last,
+                "convergence: member {} at {at:?}, the committed sequence at {last:?}",
                 n.id
             );
             if let Err(e) = converge::compare(
