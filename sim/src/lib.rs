@@ -1,12 +1,14 @@
 //! A seeded simulation of whole wazoo members.
 //!
-//! Three or five members run in one thread on simulated time, each a ZAB
-//! `Peer` joined to the request pipeline `Server` (see [`member`], the one
-//! file to replace when the core gets its own member state machine), with
-//! a simulated disk ([`disk`]: a crash keeps only what was reported
-//! durable), a network ([`net`]: quorum links, election datagrams, client
-//! connections) and clocks of their own (skewed rates, stepping wall
-//! clocks). Simulated clients ([`client`]) speak ZooKeeper's protocol to
+//! Three or five members run in one thread on simulated time, each the
+//! core's `wazoo_core::member::Member` (ZAB's `Peer` joined to the request
+//! pipeline `Server`, the machine the binary runs; [`member`] starts one
+//! from a simulated disk and turns on its journal of what it applied, for
+//! the checkers), its ordered outputs carried out by [`world`] as the
+//! shell's driver carries them out against real I/O, with a simulated
+//! disk ([`disk`]: a crash keeps only what was reported durable), a
+//! network ([`net`]: quorum links, election datagrams, client connections)
+//! and clocks of their own (skewed rates, stepping wall clocks). Simulated clients ([`client`]) speak ZooKeeper's protocol to
 //! the pipeline: sessions that move between members and expire,
 //! ephemerals, standard and persistent watches, multis, and recipe calls
 //! served by a plain-Rust recipe engine ([`recipes`]). Faults: message
@@ -23,7 +25,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`world`] | the event loop, members, faults, end-of-run checks |
-//! | [`member`] | the adapter joining `Peer` and `Server` (to replace) |
+//! | [`member`] | the core's `Member` started from a simulated disk, with its applied journal |
 //! | [`disk`], [`net`] | simulated storage and network |
 //! | [`client`] | simulated ZooKeeper clients and their workload |
 //! | [`recipes`] | the plain-Rust recipe engine (lock, counter) |
