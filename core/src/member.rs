@@ -101,6 +101,17 @@ pub trait SnapshotCodec {
     fn decode(&self, bytes: &[u8]) -> Result<LoadedSnapshot, String>;
 }
 
+/// One entry of the journal [`Member::observe_applied`] keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// Consensus delivered this committed txn and the pipeline was handed
+    /// it to apply (consensus delivers each txn once, in zxid order).
+    Txn { zxid: Zxid, record: zab::Payload },
+    /// The pipeline's state was replaced by the leader's snapshot at
+    /// `zxid` (it loaded; the outputs carry `InstallSnapshot`).
+    Snapshot { zxid: Zxid },
+}
+
 /// What happens to a member.
 #[derive(Debug)]
 pub enum Input {
@@ -180,6 +191,9 @@ pub struct Member {
     /// Set when the member can no longer go on (a snapshot from the leader
     /// that does not load); the shell stops it.
     fatal: Option<String>,
+    /// The journal of what was applied, while an observer asked for it
+    /// ([`Member::observe_applied`]); `None` otherwise, so it cannot grow.
+    applied: Option<Vec<Applied>>,
 }
 
 impl Member {
@@ -191,6 +205,7 @@ impl Member {
             out: Vec::new(),
             now: Now::default(),
             fatal: None,
+            applied: None,
         }
     }
 
@@ -210,6 +225,7 @@ impl Member {
             out: Vec::new(),
             now,
             fatal: None,
+            applied: None,
         };
         m.take_peer_outputs();
         m.settle();
@@ -278,6 +294,24 @@ impl Member {
     /// Why this member must stop, if it must.
     pub fn fatal(&self) -> Option<&str> {
         self.fatal.as_deref().or(self.server.fatal())
+    }
+
+    /// From now on, keeps a journal of every committed txn consensus hands
+    /// the pipeline and every snapshot of the leader's that replaces its
+    /// state, in order, for [`Member::take_applied`] (see the module doc,
+    /// "Observing what a member applies"). Only an ensemble member has
+    /// entries: a standalone one applies its own `Persist`ed txns.
+    pub fn observe_applied(&mut self) {
+        self.applied.get_or_insert_with(Vec::new);
+    }
+
+    /// The journal's entries since the last call, oldest first; empty
+    /// unless [`Member::observe_applied`] was called.
+    pub fn take_applied(&mut self) -> Vec<Applied> {
+        self.applied
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     fn on_durable(&mut self, zxid: Zxid) {
@@ -427,6 +461,9 @@ impl Member {
                     loaded.waits,
                     loaded.zxid,
                 );
+                if let Some(j) = &mut self.applied {
+                    j.push(Applied::Snapshot { zxid });
+                }
                 self.out.push(Output::InstallSnapshot { zxid, data });
                 self.drain_server();
             }
@@ -444,10 +481,16 @@ impl Member {
                     msg: Message::Snap { zxid, data },
                 });
             }
-            zab::Output::Deliver { zxid, payload } => self.feed_server(server::Input::Committed {
-                zxid,
-                record: payload.to_vec(),
-            }),
+            zab::Output::Deliver { zxid, payload } => {
+                let record = payload.to_vec();
+                if let Some(j) = &mut self.applied {
+                    j.push(Applied::Txn {
+                        zxid,
+                        record: payload,
+                    });
+                }
+                self.feed_server(server::Input::Committed { zxid, record });
+            }
             // The pipeline makes a sync a txn of its own (ZooKeeper's
             // leader answers it in order with the writes); consensus'
             // sync is not used.

@@ -10,7 +10,7 @@ use wazoo_proto::{
 };
 use wazoo_zab::{self as zab, Message, Notification, Peer, Restored, ServerState};
 
-use crate::member::{Input, LoadedSnapshot, Member, Output, SnapshotCodec};
+use crate::member::{Applied, Input, LoadedSnapshot, Member, Output, SnapshotCodec};
 use crate::server::{self, Numbering, PeerMsg, Role, Server, ServerConfig, SnapshotJob};
 use crate::session;
 use crate::time::Now;
@@ -402,6 +402,35 @@ fn a_leader_proposes_a_write_and_answers_it_once_a_quorum_has_it() {
         ]
     );
     assert_eq!(h.m.server().last_zxid(), z(2, 2));
+}
+
+// The journal an observer asks for (the simulation's checkers) lists each
+// txn consensus delivered, once, when it is delivered, and changes no
+// output: the same steps give the same outputs as in the test above.
+#[test]
+fn the_applied_journal_lists_each_delivered_txn_once_and_changes_no_output() {
+    let (mut h, session) = leader_with_session(100);
+    assert!(h.m.take_applied().is_empty(), "no journal until asked for");
+    h.m.observe_applied();
+    let create_a = create_txn(session, 7, z(2, 2), "/a", 1);
+    assert_eq!(
+        h.request(1, 7, create("/a")),
+        vec![
+            Out::Persist(create_a.clone()),
+            Out::Proposal(1, create_a.clone())
+        ]
+    );
+    assert!(h.zab(1, Message::Ack { zxid: z(2, 2) }).is_empty());
+    assert!(h.m.take_applied().is_empty(), "proposed, not delivered yet");
+    assert_eq!(h.step(Input::Durable { zxid: z(2, 2) }).len(), 2);
+    assert_eq!(
+        h.m.take_applied(),
+        vec![Applied::Txn {
+            zxid: z(2, 2),
+            record: zab::Payload::from(create_a.encode()),
+        }]
+    );
+    assert!(h.m.take_applied().is_empty(), "taken once");
 }
 
 // ZooKeeper Internals, "Atomic Broadcast": a leader that cannot carry a

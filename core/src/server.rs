@@ -343,10 +343,17 @@ enum Deferred {
     /// A reply computed in prep (a failed multi, a lone check).
     Reply(Response),
     /// A reply sent once every txn up to `zxid` is applied (a recipe call
-    /// that changed nothing: what it read must be committed first).
+    /// that changed nothing, or a write prep refused: what it read must be
+    /// committed first).
     After {
         zxid: Zxid,
         body: Response,
+    },
+    /// An error sent once every txn up to `zxid` is applied (a write prep
+    /// refused while txns were outstanding, see `on_write`).
+    ErrorAfter {
+        zxid: Zxid,
+        code: ErrorCode,
     },
     /// An opcode the server does not know: Unimplemented, then close.
     Unimplemented,
@@ -616,7 +623,8 @@ impl Server {
         waits: RecipeWaits,
         zxid: Zxid,
     ) {
-        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        let mut conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        conns.sort_unstable(); // the same inputs give the same outputs
         for c in conns {
             self.close_conn(c);
         }

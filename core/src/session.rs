@@ -192,6 +192,41 @@ impl SessionTracker {
         out
     }
 
+    /// Every session marked closing is live again with a full timeout
+    /// from `mono_ms`: the role changed, so the closes in flight were
+    /// dropped with the proposals and may never commit. ZooKeeper's new
+    /// leader likewise starts from a fresh session tracker, in which no
+    /// session is closing. (Without this, a session whose close was lost
+    /// stays closing on a member that leads again: expiry never picks it
+    /// again and its ephemerals stay for good.)
+    pub fn reopen_closing(&mut self, mono_ms: i64) {
+        let mut ids: Vec<i64> = self
+            .sessions
+            .values()
+            .filter(|s| s.closing)
+            .map(|s| s.id)
+            .collect();
+        ids.sort_unstable();
+        for id in ids {
+            let Some(s) = self.sessions.get_mut(&id) else {
+                continue;
+            };
+            s.closing = false;
+            let (old, timeout) = (s.expires_at_ms, s.timeout_ms);
+            if let Some(b) = self.buckets.get_mut(&old) {
+                b.remove(&id);
+                if b.is_empty() {
+                    self.buckets.remove(&old);
+                }
+            }
+            let at = self.bucket_for(mono_ms, timeout);
+            self.buckets.entry(at).or_default().insert(id);
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.expires_at_ms = at;
+            }
+        }
+    }
+
     pub fn remove(&mut self, id: i64) -> Option<Session> {
         let s = self.sessions.remove(&id)?;
         if let Some(b) = self.buckets.get_mut(&s.expires_at_ms) {
@@ -265,6 +300,22 @@ mod tests {
         assert!(t.touch(8, 14_000));
         assert!(t.expire(16_000).is_empty(), "a touch pushed the deadline");
         assert_eq!(t.expire(20_000), vec![8]);
+    }
+
+    #[test]
+    fn reopened_sessions_expire_again_after_a_full_timeout() {
+        let mut t = SessionTracker::new(1, 0, 1000);
+        t.add(7, 5000, 0);
+        t.add(8, 5000, 0);
+        assert_eq!(t.expire(6000), vec![7, 8]);
+        t.set_closing(8);
+        t.reopen_closing(10_000);
+        assert!(t.is_live(7) && t.is_live(8));
+        assert!(
+            t.expire(15_000).is_empty(),
+            "a full timeout from the reopen"
+        );
+        assert_eq!(t.expire(16_000), vec![7, 8], "and they expire again");
     }
 
     #[test]

@@ -196,6 +196,47 @@ fn a_snapshot_from_the_leader_becomes_the_state_before_the_next_output() {
     assert!(h.m.fatal().is_none());
 }
 
+// The observer's journal: the leader's snapshot where it replaced the
+// state, then each txn delivered after it, in zxid order.
+#[test]
+fn the_applied_journal_shows_a_snapshot_in_its_place_among_txns() {
+    let mut h = follower_awaiting_sync();
+    h.m.observe_applied();
+    let mut leader = Server::new(ServerConfig::default(), at(0));
+    leader.replay(&create_txn(0, 0, z(1, 7), "/x", 1)).unwrap();
+    let data = zab::Payload::from(TestCodec.encode(&leader.snapshot_job()));
+    h.zab(
+        3,
+        Message::Snap {
+            zxid: z(1, 7),
+            data,
+        },
+    );
+    h.zab(
+        3,
+        Message::NewLeader {
+            epoch: 2,
+            zxid: z(1, 7),
+        },
+    );
+    h.zab(3, Message::UpToDate);
+    assert_eq!(h.m.server().role(), Role::Follower { leader: 3 });
+    let rec = create_txn(0, 0, z(2, 1), "/y", 2);
+    commit_from_leader(&mut h, &rec);
+    h.zab(3, Message::Commit { zxid: z(2, 1) });
+    assert!(h.m.server().tree().node("/y").is_some());
+    assert_eq!(
+        h.m.take_applied(),
+        vec![
+            Applied::Snapshot { zxid: z(1, 7) },
+            Applied::Txn {
+                zxid: z(2, 1),
+                record: zab::Payload::from(rec.encode()),
+            },
+        ]
+    );
+}
+
 // A snapshot that does not load (or holds another zxid than announced)
 // leaves the member nothing to serve from: it stops, saying why, rather
 // than serve a state it does not have.

@@ -205,6 +205,15 @@ impl Server {
             return;
         }
         let id = req.session_id;
+        if self.role.forwards()
+            && req.passwd.as_slice() == session::password(id)
+            && self.sessions.get(id).is_none()
+        {
+            c.session = id;
+            self.conns.insert(conn, c);
+            self.follower_revalidate(conn, id);
+            return;
+        }
         let valid = req.passwd.as_slice() == session::password(id)
             && self.sessions.is_live(id)
             && self.sessions.touch(id, self.mono_ms);
@@ -405,7 +414,7 @@ impl Server {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if let Deferred::After { zxid, .. } = &req {
+        if let Deferred::After { zxid, .. } | Deferred::ErrorAfter { zxid, .. } = &req {
             if *zxid > self.last_applied {
                 self.after_waiters.push((*zxid, conn));
             }
@@ -485,7 +494,7 @@ impl Server {
                 None => return,
                 Some(Queued::Write { result, .. }) => result.is_some(),
                 Some(Queued::Deferred {
-                    req: Deferred::After { zxid, .. },
+                    req: Deferred::After { zxid, .. } | Deferred::ErrorAfter { zxid, .. },
                     ..
                 }) => *zxid <= self.last_applied,
                 Some(Queued::Deferred { .. }) => true,
@@ -507,6 +516,13 @@ impl Server {
                     let (err, body) = match result.expect("ready") {
                         Reply::Connect(resp) => {
                             self.send_connect_response(conn, &resp);
+                            if resp.timeout_ms == 0 {
+                                // A re-attach the leader refused: closed,
+                                // as `Deferred::InvalidConnect` is.
+                                self.close_conn(conn);
+                                return;
+                            }
+                            self.redeliver_recipe_results(resp.session_id, conn);
                             continue;
                         }
                         Reply::Frame(err, body) => (err, body),
@@ -523,7 +539,7 @@ impl Server {
                     started_ms,
                     req,
                 } => match req {
-                    Deferred::Error(code) => {
+                    Deferred::Error(code) | Deferred::ErrorAfter { code, .. } => {
                         self.send_reply(conn, xid, code.code(), &Response::Empty);
                         self.record_latency(conn, started_ms);
                     }

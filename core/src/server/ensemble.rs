@@ -36,6 +36,9 @@ pub(crate) struct WriteMeta {
     /// The opcode of each op of a multi (create vs create2 results differ).
     sub_ops: Vec<OpCode>,
     path: String,
+    /// A re-attach to a session this member did not know, asked of the
+    /// leader (see `follower_revalidate`): answered with a handshake.
+    revalidate: bool,
 }
 
 #[derive(Debug, Default)]
@@ -88,6 +91,7 @@ impl Server {
                     op: OpCode::CreateSession,
                     sub_ops: Vec::new(),
                     path: String::new(),
+                    revalidate: false,
                 }),
             });
         }
@@ -96,6 +100,48 @@ impl Server {
                 session: id,
                 timeout_ms: timeout,
             }));
+    }
+
+    /// A client re-attaches with the right password to a session this
+    /// member does not know: it may not have applied the session's
+    /// creation yet (the client was just on another member), so the leader
+    /// decides, as ZooKeeper's follower revalidates a session with its
+    /// leader. A `sync` for the session goes to the leader, which answers
+    /// with a no-op txn if the session lives, an error txn if not; once it
+    /// is applied here (and with it every txn before, the session's
+    /// creation included) the handshake is answered.
+    pub(super) fn follower_revalidate(&mut self, conn: ConnId, session: i64) {
+        self.session_conn.insert(session, conn);
+        // The claim reaches the leader before the sync (the link is FIFO).
+        self.ens.claim(session);
+        self.report_touches();
+        let now = self.mono_ms;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let auth = c.auth.ids.clone();
+        c.queue.push_back(Queued::Write {
+            xid: 0,
+            zxid: Zxid::ZERO,
+            started_ms: now,
+            result: None,
+            close_after: false,
+            meta: Some(WriteMeta {
+                op: OpCode::Sync,
+                sub_ops: Vec::new(),
+                path: "/".into(),
+                revalidate: true,
+            }),
+        });
+        let mut body = Vec::new();
+        Request::Sync { path: "/".into() }.write_body(&mut body);
+        self.out.push(super::Output::ToLeader(PeerMsg::Forward {
+            session,
+            cxid: 0,
+            auth,
+            op: OpCode::Sync.code(),
+            body,
+        }));
     }
 
     /// Sends a client's write (or sync, or close) to the leader and queues
@@ -120,7 +166,12 @@ impl Server {
             started_ms: now,
             result: None,
             close_after: op == OpCode::CloseSession,
-            meta: Some(WriteMeta { op, sub_ops, path }),
+            meta: Some(WriteMeta {
+                op,
+                sub_ops,
+                path,
+                revalidate: false,
+            }),
         });
         self.out.push(super::Output::ToLeader(PeerMsg::Forward {
             session,
@@ -177,8 +228,12 @@ impl Server {
                 for s in sessions {
                     self.sessions.touch(s, self.mono_ms);
                 }
+                // Only sessions the leader knows: a claim of an unknown id
+                // (a re-attach being revalidated, or junk) leaves nothing.
                 for s in claimed {
-                    self.ens.owners.insert(s, from);
+                    if self.sessions.get(s).is_some() {
+                        self.ens.owners.insert(s, from);
+                    }
                 }
             }
             PeerMsg::Forward {
@@ -393,6 +448,23 @@ impl Server {
         txn: &Txn,
         pre: Option<&DataTree>,
     ) -> Reply {
+        if meta.revalidate {
+            // Every txn the leader committed before its answer is applied.
+            let c = &self.conns[&conn];
+            let id = hdr.session_id;
+            let live = !matches!(txn, Txn::Error { .. }) && self.sessions.is_live(id);
+            return Reply::Connect(ConnectResponse {
+                protocol_version: 0,
+                timeout_ms: if live { c.timeout_ms } else { 0 },
+                session_id: if live { id } else { 0 },
+                passwd: if live {
+                    session::password(id).to_vec()
+                } else {
+                    vec![0; session::PASSWORD_LEN]
+                },
+                read_only: c.read_only_byte.then_some(false),
+            });
+        }
         if meta.op == OpCode::CreateSession {
             let c = &self.conns[&conn];
             return Reply::Connect(ConnectResponse {
@@ -463,12 +535,13 @@ impl Server {
             // ZooKeeper closes every client connection when a server stops
             // serving; clients reconnect (to this or another member) and
             // keep their sessions.
-            let conns: Vec<ConnId> = self
+            let mut conns: Vec<ConnId> = self
                 .conns
                 .iter()
                 .filter(|(_, c)| !c.closing)
                 .map(|(id, _)| *id)
                 .collect();
+            conns.sort_unstable(); // the same inputs give the same outputs
             for c in conns {
                 self.close_conn(c);
             }
@@ -487,6 +560,9 @@ impl Server {
             self.sessions.remove(id);
         }
         self.prep.stepping_down = false;
+        // Closes (expiry or closeSession) went with the proposals: until
+        // one commits, the session lives, and a leader expires it anew.
+        self.sessions.reopen_closing(self.mono_ms);
         if let Role::Leader { .. } = role {
             // Sessions get a full timeout from the new leader, as in
             // ZooKeeper (the old leader's deadlines are gone with it).

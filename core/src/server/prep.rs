@@ -294,12 +294,44 @@ impl Server {
                     false,
                 );
             }
-            Err(PrepError::Code(code)) => self.push_deferred(conn, xid, Deferred::Error(code)),
-            Err(PrepError::Done) => self.push_deferred(conn, xid, Deferred::Reply(Response::Empty)),
+            // A refusal (or a lone check that passed) may rest on changes
+            // proposed and not yet applied: its answer waits until they
+            // are, as ZooKeeper's does behind the error txn it logs.
+            // Answered at once, it could tell of a change that a leader's
+            // fall then loses, and the client would have seen a state the
+            // ensemble never had (found by the whole-member simulation).
+            Err(PrepError::Code(code)) => {
+                let d = match self.last_outstanding() {
+                    Some(zxid) => Deferred::ErrorAfter { zxid, code },
+                    None => Deferred::Error(code),
+                };
+                self.push_deferred(conn, xid, d)
+            }
+            Err(PrepError::Done) => {
+                let d = self.reply_after_outstanding(Response::Empty);
+                self.push_deferred(conn, xid, d)
+            }
             // A failed multi is answered with per-op results and no txn.
             Err(PrepError::MultiFailed(results)) => {
-                self.push_deferred(conn, xid, Deferred::Reply(Response::Multi(results)))
+                let d = self.reply_after_outstanding(Response::Multi(results));
+                self.push_deferred(conn, xid, d)
             }
+        }
+    }
+
+    /// The last txn proposed and not yet applied, if any.
+    pub(super) fn last_outstanding(&self) -> Option<Zxid> {
+        self.prep
+            .proposals
+            .back()
+            .map(|p| Zxid::from_wire(p.record.header.zxid))
+    }
+
+    /// `body` now, or once every txn proposed so far is applied.
+    pub(super) fn reply_after_outstanding(&self, body: Response) -> Deferred {
+        match self.last_outstanding() {
+            Some(zxid) => Deferred::After { zxid, body },
+            None => Deferred::Reply(body),
         }
     }
 

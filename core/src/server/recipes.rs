@@ -24,8 +24,8 @@ use wazoo_sdk::abi::{self, CallerInfo, CreateMode, NodeStat, Notification, Reply
 
 use super::{
     acl, check_read_path, prep_check, prep_create, prep_delete, prep_set_data, validate_path,
-    ApplyError, AuthInfo, Changes, ConnId, Deferred, Origin, Record, Server, ServerConfig, Stat,
-    Txn, View, WriteKind,
+    ApplyError, AuthInfo, Changes, ConnId, Origin, Record, Server, ServerConfig, Stat, Txn, View,
+    WriteKind,
 };
 use crate::recipe::{
     error_reply, render_report, ModuleReport, RecipeEngine, RecipeHost, RecipeTxn, RecipeWait,
@@ -152,16 +152,12 @@ impl Server {
         let (rt, changes) = self.prep_call(auth, session, call);
         if rt.is_empty() {
             // Read-only or failed: no txn. The reply waits until what the
-            // step read is committed (every txn proposed before it).
-            let after = self.last_proposed();
-            return self.push_deferred(
-                conn,
-                xid,
-                Deferred::After {
-                    zxid: after,
-                    body: Response::Recipe(rt.reply),
-                },
-            );
+            // step read is committed (every txn proposed before it, if any:
+            // right after an election `last_proposed` is the new epoch's
+            // base, which no txn carries, so waiting for it would wait for
+            // the epoch's first write).
+            let d = self.reply_after_outstanding(Response::Recipe(rt.reply));
+            return self.push_deferred(conn, xid, d);
         }
         let reply = rt.reply.clone();
         self.propose(

@@ -1,0 +1,75 @@
+//! The whole-member simulation: seeds in the default suite, more on
+//! request (see the crate doc), and a replay check.
+
+use wazoo_sim::{env_u64, run_seed, Summary};
+
+const DEFAULT_SEEDS: u64 = 300;
+
+/// 300 seeds by default; `WAZOO_SIM_SEEDS` for more (from
+/// `WAZOO_SIM_FIRST`), `WAZOO_SIM_SEED` for one.
+#[test]
+fn whole_member_simulation() {
+    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
+    if let Some(seed) = env_u64("WAZOO_SIM_SEED") {
+        let s = run_seed(seed, trace);
+        eprintln!("seed {seed}: {s:?}");
+        return;
+    }
+    let count = env_u64("WAZOO_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
+    let first = env_u64("WAZOO_SIM_FIRST").unwrap_or(0);
+    let started = std::time::Instant::now();
+    // WAZOO_SIM_KEEP_GOING=1: run every seed, then list the failures.
+    let keep_going = std::env::var("WAZOO_SIM_KEEP_GOING").is_ok_and(|v| v == "1");
+    let mut total = Summary::default();
+    let mut failed: Vec<(u64, String)> = Vec::new();
+    for seed in first..first + count {
+        if !keep_going {
+            total.add(&run_seed(seed, false));
+            continue;
+        }
+        match std::panic::catch_unwind(|| run_seed(seed, false)) {
+            Ok(s) => total.add(&s),
+            Err(p) => {
+                let why = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .unwrap_or_else(|| "(no message)".into());
+                failed.push((seed, why.lines().next().unwrap_or("").to_string()));
+            }
+        }
+    }
+    eprintln!(
+        "member simulation, seeds {first}..{}: {} failed; {total:?} in {:.1?}",
+        first + count,
+        failed.len(),
+        started.elapsed()
+    );
+    for (_, why) in &failed {
+        eprintln!("  {why}");
+    }
+    assert!(failed.is_empty(), "{} seeds failed", failed.len());
+    // The runs must exercise what the checkers check.
+    assert!(
+        total.crashes > 0 && total.lost_writes > 0 && total.partitions > 0 && total.snaps > 0,
+        "fault coverage: {total:?}"
+    );
+    assert!(
+        total.register_acked > 0
+            && total.events > 0
+            && total.expired > 0
+            && total.expiries_checked > 0
+            && total.wait_callbacks > 0
+            && total.recipe_finished > 0,
+        "workload coverage: {total:?}"
+    );
+}
+
+/// Same seed, same run: what makes `WAZOO_SIM_SEED` a replay.
+#[test]
+fn a_seed_replays_exactly() {
+    for seed in [5, 17, 745] {
+        let a = format!("{:?}", run_seed(seed, false));
+        let b = format!("{:?}", run_seed(seed, false));
+        assert_eq!(a, b, "seed {seed} ran differently twice");
+    }
+}
