@@ -144,8 +144,19 @@ fn valid_id(id: &Id) -> bool {
         // ZooKeeper's X509AuthenticationProvider takes any X.500 name (it
         // matches ids by string equality): `attribute=value`, at least.
         "x509" => id.id.contains('='),
+        // ZooKeeper's SASLAuthenticationProvider.isValid: whatever parses
+        // as a Kerberos name (`user`, or `user[/host]@REALM`).
+        "sasl" => valid_sasl_name(&id.id),
         _ => false,
     }
+}
+
+fn valid_sasl_name(id: &str) -> bool {
+    let Some((name, realm)) = id.split_once('@') else {
+        return true;
+    };
+    // At most one `/` before the `@`, and none in the realm.
+    name.split('/').count() <= 2 && !realm.contains(['@', '/'])
 }
 
 /// Validates a supplied ACL and expands `auth` entries into the

@@ -59,6 +59,22 @@ const NOTIFICATION_ZXID: i64 = -1;
 /// Paths clients may not delete.
 const SPECIAL_PATHS: [&str; 4] = ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"];
 
+/// The outcome of one SASL step, as the shell ran it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SaslStep {
+    /// The exchange goes on: send this token.
+    Continue(Vec<u8>),
+    /// The client authenticated: send this token and add these
+    /// identities (`sasl:<user>`, and `super` for the super user).
+    Done {
+        token: Vec<u8>,
+        ids: Vec<wazoo_proto::Id>,
+    },
+    /// The exchange failed: the connection is answered with a failure and
+    /// closed.
+    Failed,
+}
+
 /// What the pipeline needs from the configuration.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -69,6 +85,12 @@ pub struct ServerConfig {
     pub extended_types_enabled: bool,
     pub enforce_quota: bool,
     pub super_digest: Option<String>,
+    /// Enforced authentication (ZooKeeper's `enforce.auth.schemes`, or
+    /// `sasl` for `sessionRequireClientSASLAuth`): a connection with no
+    /// identity of these schemes has any request but auth and SASL
+    /// refused with SessionClosedRequireSaslAuth, and is closed. Empty:
+    /// not enforced.
+    pub enforce_auth_schemes: Vec<String>,
     pub snap_count: u64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
@@ -104,6 +126,7 @@ impl Default for ServerConfig {
             extended_types_enabled: false,
             enforce_quota: false,
             super_digest: None,
+            enforce_auth_schemes: Vec::new(),
             snap_count: 100_000,
             container_check_interval_ms: 60_000,
             container_max_per_minute: 10_000,
@@ -182,6 +205,14 @@ pub enum Input {
     Authenticated {
         conn: ConnId,
         ids: Vec<wazoo_proto::Id>,
+    },
+    /// One step of a connection's SASL exchange (the sasl request), run
+    /// by the shell, which keeps the mechanism's state: the core sends its
+    /// reply and adds the identities it proved.
+    Sasl {
+        conn: ConnId,
+        xid: i32,
+        step: SaslStep,
     },
     /// A request on an established connection.
     Request {
@@ -703,6 +734,7 @@ impl Server {
                     }
                 }
             }
+            Input::Sasl { conn, xid, step } => self.on_sasl(conn, xid, step),
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req),
             Input::Unknown { conn, xid, .. } => {
                 self.count_received(conn);

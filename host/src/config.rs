@@ -82,6 +82,10 @@ pub struct Config {
     /// The secure client port and TLS between members (`secureClientPort`,
     /// `ssl.*`, `sslQuorum`, `ssl.quorum.*`).
     pub tls: tls::TlsConfig,
+    /// SASL and enforced authentication (`authProvider.N=...SASLAuthenticationProvider`,
+    /// `zookeeper.superUser`, `sessionRequireClientSASLAuth`, `enforce.auth.*`),
+    /// and the users of `wazoo serve --jaas`.
+    pub sasl: SaslConfig,
     /// Keys we read but do not act on, and keys we do not know: warned
     /// about at start. Secret values (see [`is_secret_key`]) are stored as
     /// `****`, so no log line, debug print or report can leak them.
@@ -89,6 +93,96 @@ pub struct Config {
 }
 
 pub const DEFAULT_TICK_TIME_MS: u32 = 3000;
+
+/// SASL and enforced client authentication, as ZooKeeper 3.8 reads them
+/// (ZooKeeper Administrator's Guide, "Encryption, Authentication,
+/// Authorization Options").
+#[derive(Debug, Clone, Default)]
+pub struct SaslConfig {
+    /// `authProvider.N=org.apache.zookeeper.server.auth.SASLAuthenticationProvider`:
+    /// the `sasl` ACL scheme is registered.
+    pub provider: bool,
+    /// `zookeeper.superUser`: the SASL user who is also `super`.
+    pub super_user: Option<String>,
+    /// The schemes a connection must have authenticated with before any
+    /// request but auth and SASL is served; empty when enforcement is off.
+    /// `sessionRequireClientSASLAuth=true` means `sasl`; otherwise
+    /// `enforce.auth.enabled=true` with `enforce.auth.schemes`.
+    pub enforce_schemes: Vec<String>,
+    /// The JAAS `Server` section's users (`wazoo serve --jaas`); without
+    /// it the SASL request is not served.
+    pub users: Option<std::sync::Arc<crate::sasl::SaslUsers>>,
+}
+
+/// The SASL provider class ZooKeeper's zoo.cfg names.
+const SASL_PROVIDER: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
+
+/// Takes the SASL and enforced-authentication keys, in either spelling
+/// (`key` or `zookeeper.key`) and any case, as [`security_refusal`]
+/// matches them: a key it lets through is always acted on here.
+fn take_sasl(kv: &mut BTreeMap<String, String>) -> Result<SaslConfig> {
+    let mut cfg = SaslConfig::default();
+    let mut require_sasl = false;
+    let mut enforce = false;
+    let mut schemes: Vec<String> = Vec::new();
+    for key in kv.keys().cloned().collect::<Vec<_>>() {
+        let lower = key.to_ascii_lowercase();
+        let k = lower.strip_prefix("zookeeper.").unwrap_or(&lower);
+        let flag = |v: &str| -> Result<bool> {
+            match v.trim() {
+                v if v.eq_ignore_ascii_case("true") => Ok(true),
+                v if v.eq_ignore_ascii_case("false") => Ok(false),
+                v => bail!("{key}={v:?} must be true or false"),
+            }
+        };
+        match k {
+            "sessionrequireclientsaslauth" => {
+                let v = kv.remove(&key).unwrap_or_default();
+                require_sasl |= flag(&v)?;
+            }
+            "enforce.auth.enabled" => {
+                let v = kv.remove(&key).unwrap_or_default();
+                enforce |= flag(&v)?;
+            }
+            "enforce.auth.schemes" => {
+                let v = kv.remove(&key).unwrap_or_default();
+                schemes.extend(
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from),
+                );
+            }
+            "superuser" => cfg.super_user = kv.remove(&key).map(|v| v.trim().to_string()),
+            _ if k.starts_with("authprovider.") && kv[&key].trim() == SASL_PROVIDER => {
+                kv.remove(&key);
+                cfg.provider = true;
+            }
+            _ => {}
+        }
+    }
+    // As ZooKeeper's AuthenticationHelper: sessionRequireClientSASLAuth
+    // wins over enforce.auth.*, and every enforced scheme must have its
+    // provider, or the server does not start.
+    if require_sasl {
+        cfg.enforce_schemes = vec!["sasl".to_string()];
+    } else if enforce {
+        if schemes.is_empty() {
+            bail!("enforce.auth.enabled is true: enforce.auth.schemes must be configured");
+        }
+        cfg.enforce_schemes = schemes;
+    }
+    for s in &cfg.enforce_schemes {
+        let known = matches!(s.as_str(), "digest" | "ip" | "x509") || (s == "sasl" && cfg.provider);
+        if !known {
+            bail!(
+                "authentication scheme {s} is not available (enforced authentication needs its \
+                 provider; `sasl` needs authProvider.N={SASL_PROVIDER})"
+            );
+        }
+    }
+    Ok(cfg)
+}
 
 /// The recipe sandbox's limits, from `recipe.*` keys; each has a default.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +254,7 @@ impl Config {
     fn from_map(mut kv: BTreeMap<String, String>) -> Result<Config> {
         check_security_keys(&kv)?;
         let tls = tls::take(&mut kv)?;
+        let sasl = take_sasl(&mut kv)?;
         let tick = take_num::<u32>(&mut kv, "tickTime")?.unwrap_or(DEFAULT_TICK_TIME_MS);
         if tick == 0 {
             bail!("tickTime must be positive");
@@ -300,6 +395,7 @@ impl Config {
                 .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
             tls,
+            sasl,
             unknown: kv
                 .into_iter()
                 .map(|(k, v)| {
@@ -420,9 +516,12 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
         "admin.portunification" | "admin.forcehttps" | "admin.needclientauth" => {
             unless_false("TLS for the AdminServer")
         }
-        "sessionrequireclientsaslauth" | "enforce.auth.enabled" => {
-            unless_false("enforced client authentication")
-        }
+        // Implemented (`take_sasl`): sessionRequireClientSASLAuth,
+        // enforce.auth.*, superUser, the SASL authProvider.
+        "sessionrequireclientsaslauth" | "enforce.auth.enabled" | "enforce.auth.schemes" => None,
+        // The JAAS section ZooKeeper's server reads; wazoo reads `Server`.
+        "sasl.serverconfig" => (v != "Server")
+            .then(|| "a JAAS section other than `Server` (only `Server` is accepted)".to_string()),
         "requireclientauthscheme" => always("enforced client authentication"),
         "allowsaslfailedclients" => unless_false("SASL authentication"),
         "quorum.auth.enablesasl"
@@ -433,17 +532,19 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
         _ if k.starts_with("sasl.") || k == "jaasloginrenew" || k.starts_with("java.security.") => {
             always("SASL authentication (JAAS)")
         }
-        "superuser" => always("a SASL super user"),
+        "superuser" => None,
         "ensembleauthname" => always("ensemble authentication"),
         _ if k.starts_with("authprovider.") => {
             // The digest, ip and x509 providers are built in (x509 serves
             // the secure client port); naming them again changes nothing.
-            // Any other provider (SASL, a custom class) is authentication
-            // wazoo does not have.
+            // The SASL provider registers the `sasl` scheme (`take_sasl`).
+            // Any other provider (a custom class) is authentication wazoo
+            // does not have.
             let builtin = [
                 "org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
                 "org.apache.zookeeper.server.auth.IPAuthenticationProvider",
                 "org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+                SASL_PROVIDER,
             ];
             (!builtin.contains(&v)).then(|| "an authentication provider".to_string())
         }
@@ -816,9 +917,6 @@ mod tests {
             "admin.portUnification=true",
             "admin.forceHttps=true",
             "admin.needClientAuth=true",
-            "sessionRequireClientSASLAuth=true",
-            "zookeeper.sessionRequireClientSASLAuth=true",
-            "enforce.auth.enabled=true",
             "requireClientAuthScheme=sasl",
             "allowSaslFailedClients=true",
             "quorum.auth.enableSasl=true",
@@ -831,11 +929,9 @@ mod tests {
             "kerberos.removeRealmFromPrincipal=true",
             "kerberos.canonicalizeHostNames=true",
             "jaasLoginRenew=3600000",
-            "zookeeper.sasl.serverconfig=Server",
+            "zookeeper.sasl.serverconfig=QuorumServer",
             "java.security.auth.login.config=/jaas.conf",
-            "zookeeper.superUser=admin",
             "ensembleAuthName=prod",
-            "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
             "zookeeper.authProvider.2=com.example.Custom",
             "DigestAuthenticationProvider.enabled=false",
             "DigestAuthenticationProvider.digestAlg=SHA3-256",
@@ -894,19 +990,61 @@ mod tests {
         Config::parse(&all).expect("all of them at once");
     }
 
+    // ZooKeeper Administrator's Guide, "Encryption, Authentication,
+    // Authorization Options", and ZooKeeper 3.8's AuthenticationHelper:
+    // sessionRequireClientSASLAuth means `sasl`, enforce.auth.* names the
+    // schemes, and an enforced scheme without its provider stops the start.
+    #[test]
+    fn sasl_and_enforced_authentication_keys_are_read_as_zookeeper_reads_them() {
+        let sasl = |text: &str| Config::parse(&format!("dataDir=/d\n{text}")).map(|c| c.sasl);
+        let provider =
+            "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n";
+        let off = sasl("").unwrap();
+        assert!(!off.provider && off.enforce_schemes.is_empty() && off.super_user.is_none());
+        let c = sasl(&format!(
+            "{provider}sessionRequireClientSASLAuth=true\nenforce.auth.schemes=digest\n"
+        ))
+        .unwrap();
+        assert!(c.provider);
+        assert_eq!(c.enforce_schemes, ["sasl"]);
+        let c = sasl(&format!("{provider}zookeeper.enforce.auth.enabled=TRUE\nenforce.auth.schemes=sasl, digest\nzookeeper.superUser=admin\n")).unwrap();
+        assert_eq!(c.enforce_schemes, ["sasl", "digest"]);
+        assert_eq!(c.super_user.as_deref(), Some("admin"));
+        let c = sasl("enforce.auth.enabled=false\nenforce.auth.schemes=sasl\n").unwrap();
+        assert!(c.enforce_schemes.is_empty());
+        for (bad, why) in [
+            (
+                "sessionRequireClientSASLAuth=true\n",
+                "scheme sasl is not available",
+            ),
+            (
+                "enforce.auth.enabled=true\n",
+                "enforce.auth.schemes must be configured",
+            ),
+            (
+                "enforce.auth.enabled=true\nenforce.auth.schemes=kerberos\n",
+                "scheme kerberos",
+            ),
+            ("enforce.auth.enabled=yes\n", "must be true or false"),
+        ] {
+            let err = format!("{:#}", sasl(bad).unwrap_err());
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn every_refused_key_is_named_in_one_error_without_its_value() {
         let err = format!(
             "{:#}",
             Config::parse(
-                "dataDir=/d\nssl.keyStore.location=/etc/k.jks\nssl.trustStore.location=/etc/t.jks\nssl.keyStore.password=hunter2\nenforce.auth.enabled=true\n"
+                "dataDir=/d\nssl.keyStore.location=/etc/k.jks\nssl.trustStore.location=/etc/t.jks\nssl.keyStore.password=hunter2\njaasLoginRenew=1\n"
             )
             .unwrap_err()
         );
         for key in [
             "ssl.keyStore.location",
             "ssl.trustStore.location",
-            "enforce.auth.enabled",
+            "jaasLoginRenew",
         ] {
             assert!(err.contains(key), "{key} named: {err}");
         }

@@ -150,6 +150,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         extended_types_enabled: cfg.extended_types_enabled,
         enforce_quota: cfg.enforce_quota,
         super_digest: cfg.super_digest.clone(),
+        enforce_auth_schemes: cfg.sasl.enforce_schemes.clone(),
         snap_count: cfg.snap_count,
         container_check_interval_ms: cfg.container_check_interval_ms,
         container_max_per_minute: cfg.container_max_per_minute,

@@ -36,9 +36,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::config::Config;
-use crate::core::server::Input;
+use crate::core::server::{Input, SaslStep};
 use crate::member::{ConnMsg, Event};
 use crate::metrics::Metrics;
+use crate::sasl::{DigestServer, SaslUsers, Step};
 use crate::tls::ClientTls;
 use wazoo_proto::frame::{self, ClientFrame};
 use wazoo_proto::{ConnectRequest, Jute, OpCode};
@@ -503,7 +504,8 @@ async fn handle<R, W>(
         core.clone(),
         bounds,
     ));
-    let reader = read_loop(conn, rd, &core, bounds, &unanswered, &shared);
+    let mut sasl = SaslConn::of(&cfg);
+    let reader = read_loop(conn, rd, &core, bounds, &unanswered, &shared, &mut sasl);
     let close_deadline = async {
         shared.close_requested.notified().await;
         tokio::time::sleep(CLOSE_FLUSH_TIMEOUT).await;
@@ -553,6 +555,7 @@ async fn read_loop(
     bounds: Bounds,
     unanswered: &Unanswered,
     shared: &ConnShared,
+    sasl: &mut SaslConn,
 ) {
     let max = bounds.max_frame;
     let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
@@ -576,7 +579,7 @@ async fn read_loop(
             over_request_bytes(conn);
             return;
         }
-        let Some(input) = decode_input(conn, &payload) else {
+        let Some(input) = decode_input(conn, &payload, sasl) else {
             return;
         };
         batch.push(input);
@@ -605,7 +608,7 @@ async fn read_loop(
                 let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
                 return;
             }
-            let input = decode_input(conn, &buffered[4..n]);
+            let input = decode_input(conn, &buffered[4..n], sasl);
             rd.consume(n);
             match input {
                 Some(i) => batch.push(i),
@@ -634,8 +637,85 @@ fn over_request_bytes(conn: u64) {
     );
 }
 
+/// A connection's side of SASL: the JAAS users (none: the SASL request is
+/// not served, as without `--jaas`), the super user, and the exchange.
+struct SaslConn {
+    users: Option<Arc<SaslUsers>>,
+    super_user: Option<String>,
+    server: DigestServer,
+}
+
+impl SaslConn {
+    fn of(cfg: &Config) -> SaslConn {
+        SaslConn {
+            users: cfg.sasl.users.clone(),
+            super_user: cfg.sasl.super_user.clone(),
+            server: DigestServer::new(),
+        }
+    }
+
+    /// Runs one SASL request (a `GetSASLRequest`: one jute buffer, the
+    /// client's token) through the exchange. Any failure (a malformed
+    /// body, a wrong password, a token after the end) fails the exchange;
+    /// the core answers it and closes the connection.
+    fn step(&mut self, conn: u64, body: &[u8], users: &SaslUsers) -> SaslStep {
+        let token = match body
+            .get(..4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        {
+            // jute's null buffer is an empty token.
+            Some(len) if len < 0 => &[][..],
+            Some(len) => match body.get(4..4 + len as usize) {
+                Some(t) => t,
+                None => {
+                    tracing::info!(conn, "SASL authentication failed: a malformed SASL request");
+                    return SaslStep::Failed;
+                }
+            },
+            None => {
+                tracing::info!(conn, "SASL authentication failed: a malformed SASL request");
+                return SaslStep::Failed;
+            }
+        };
+        let mut nonce_err = None;
+        let step = self.server.step(token, users, || {
+            crate::sasl::random_nonce().unwrap_or_else(|e| {
+                nonce_err = Some(e);
+                String::new()
+            })
+        });
+        if let Some(e) = nonce_err {
+            tracing::error!(conn, "SASL authentication failed: {e}");
+            return SaslStep::Failed;
+        }
+        match step {
+            Ok(Step::Challenge(token)) => SaslStep::Continue(token),
+            Ok(Step::Done { token, user }) => {
+                tracing::info!(conn, user, "SASL authentication succeeded");
+                let mut ids = vec![wazoo_proto::Id::new("sasl", &user)];
+                if self.super_user.as_deref() == Some(user.as_str()) {
+                    ids.push(wazoo_proto::Id::new("super", ""));
+                }
+                SaslStep::Done { token, ids }
+            }
+            Err(e) => {
+                tracing::info!(conn, "SASL authentication failed: {e}");
+                SaslStep::Failed
+            }
+        }
+    }
+}
+
 /// Decodes one request frame's payload; `None` closes the connection.
-fn decode_input(conn: u64, payload: &[u8]) -> Option<Input> {
+fn decode_input(conn: u64, payload: &[u8], sasl: &mut SaslConn) -> Option<Input> {
+    if let (Some(users), Some(head)) = (sasl.users.clone(), payload.get(..8)) {
+        let op = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if op == OpCode::Sasl as i32 {
+            let xid = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+            let step = sasl.step(conn, &payload[8..], &users);
+            return Some(Input::Sasl { conn, xid, step });
+        }
+    }
     Some(match frame::decode_client_frame(payload) {
         Ok(ClientFrame::Request { xid, req }) => Input::Request { conn, xid, req },
         Ok(ClientFrame::Unknown { xid, op }) => Input::Unknown { conn, xid, op },

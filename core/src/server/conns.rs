@@ -320,6 +320,9 @@ impl Server {
         if self.role.forwards() {
             self.ens.touched(session);
         }
+        if !matches!(req, Request::Auth(_)) && !self.auth_enforced_ok(conn, xid) {
+            return;
+        }
         match req {
             Request::Auth(pkt) => self.on_auth(conn, xid, pkt),
             Request::CloseSession if self.conns.get(&conn).is_some_and(|c| c.read_only) => {
@@ -362,6 +365,74 @@ impl Server {
                 self.on_write(conn, xid, session, req)
             }
             req => self.push_deferred(conn, xid, Deferred::Read(req)),
+        }
+    }
+
+    /// Whether the connection may be served under enforced authentication;
+    /// if not, it is answered and closed as ZooKeeper 3.8's
+    /// AuthenticationHelper.enforceAuthentication does: the reply carries
+    /// SessionClosedRequireSaslAuth and zxid 0, then the session closes.
+    fn auth_enforced_ok(&mut self, conn: ConnId, xid: i32) -> bool {
+        let schemes = &self.cfg.enforce_auth_schemes;
+        if schemes.is_empty() {
+            return true;
+        }
+        let Some(c) = self.conns.get(&conn) else {
+            return false;
+        };
+        if c.auth.ids.iter().any(|id| schemes.contains(&id.scheme)) {
+            return true;
+        }
+        tracing::info!(
+            conn,
+            "closing a connection not authenticated with any of the enforced schemes {schemes:?}"
+        );
+        let code = ErrorCode::SessionClosedRequireSaslAuth.code();
+        self.send_reply_at(conn, xid, 0, code, &Response::Empty);
+        self.close_conn(conn);
+        false
+    }
+
+    /// A SASL step the shell ran. ZooKeeper answers it at once, outside
+    /// the request pipeline, with zxid 0; a failure is AuthFailed (or
+    /// SessionClosedRequireSaslAuth when SASL is enforced) and closes the
+    /// connection (ZooKeeper Administrator's Guide, "Encryption,
+    /// Authentication, Authorization Options").
+    pub(super) fn on_sasl(&mut self, conn: ConnId, xid: i32, step: crate::server::SaslStep) {
+        use crate::server::SaslStep;
+        self.count_received(conn);
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        if c.session == 0 || c.closing {
+            return;
+        }
+        let session = c.session;
+        self.sessions.touch(session, self.mono_ms);
+        if self.role.forwards() {
+            self.ens.touched(session);
+        }
+        match step {
+            SaslStep::Continue(token) => {
+                self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(Some(token)))
+            }
+            SaslStep::Done { token, ids } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    for id in ids {
+                        c.auth.add(id);
+                    }
+                }
+                self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(Some(token)));
+            }
+            SaslStep::Failed => {
+                let code = if self.cfg.enforce_auth_schemes.iter().any(|s| s == "sasl") {
+                    ErrorCode::SessionClosedRequireSaslAuth
+                } else {
+                    ErrorCode::AuthFailed
+                };
+                self.send_reply_at(conn, xid, 0, code.code(), &Response::Sasl(None));
+                self.close_conn(conn);
+            }
         }
     }
 

@@ -251,3 +251,59 @@ fn addauth_ip_succeeds_and_keeps_the_connection() {
     );
     assert_eq!(h.closed, [1]);
 }
+
+// ZooKeeper Administrator's Guide, "Encryption, Authentication,
+// Authorization Options" (sessionRequireClientSASLAuth): a connection
+// without a SASL identity has its request refused with
+// SessionClosedRequireSaslAuth and is closed; one that authenticated
+// through the SASL exchange is served.
+#[test]
+fn enforced_sasl_refuses_unauthenticated_requests_and_serves_authenticated_ones() {
+    let mut h = Harness::new(ServerConfig {
+        enforce_auth_schemes: vec!["sasl".into()],
+        ..ServerConfig::default()
+    });
+    h.connect(1);
+    let r = h.call(
+        1,
+        Request::Exists {
+            path: "/".into(),
+            watch: false,
+        },
+    );
+    assert_eq!(r.0, ErrorCode::SessionClosedRequireSaslAuth.code());
+    assert_eq!(h.closed, [1]);
+
+    h.connect(2);
+    h.step(Input::Sasl {
+        conn: 2,
+        xid: 1,
+        step: crate::server::SaslStep::Done {
+            token: b"rspauth=x".to_vec(),
+            ids: vec![wazoo_proto::Id::new("sasl", "alice")],
+        },
+    });
+    let ids = &h.server.conns().find(|c| *c.0 == 2).unwrap().1.auth.ids;
+    assert!(
+        ids.iter().any(|i| i.scheme == "sasl" && i.id == "alice"),
+        "{ids:?}"
+    );
+    let r = h.call(
+        2,
+        Request::Exists {
+            path: "/".into(),
+            watch: false,
+        },
+    );
+    assert_eq!(r.0, 0);
+    assert_eq!(h.closed, [1]);
+
+    // A failed exchange is answered and closes the connection.
+    h.connect(3);
+    h.step(Input::Sasl {
+        conn: 3,
+        xid: 1,
+        step: crate::server::SaslStep::Failed,
+    });
+    assert_eq!(h.closed, [1, 3]);
+}

@@ -132,6 +132,9 @@ pub enum Response {
     WhoAmI(Vec<ClientInfo>),
     /// A recipe call's MessagePack reply.
     Recipe(Vec<u8>),
+    /// sasl: a `SetSASLResponse`, the server's SASL token; `None` is
+    /// jute's null buffer (length -1), which ZooKeeper sends with a failure.
+    Sasl(Option<Vec<u8>>),
     /// addWatch: ZooKeeper answers with an `ErrorResponse` body holding 0.
     ErrorResponse(i32),
 }
@@ -175,6 +178,8 @@ impl Response {
             Response::AllChildrenNumber(n) => w.write_i32(*n),
             Response::WhoAmI(infos) => w.write_vec(infos),
             Response::Recipe(b) => w.write_buffer(b),
+            Response::Sasl(Some(b)) => w.write_buffer(b),
+            Response::Sasl(None) => w.write_i32(-1),
             Response::ErrorResponse(e) => w.write_i32(*e),
         }
     }
