@@ -2,7 +2,8 @@
 //! module cache, hot reload, the guest ABI and the sandbox limits.
 //!
 //! Layout: `runtime` (limits, linker, loading, calls), `engine` (the core's
-//! `RecipeEngine` trait over it), `wasm` (manifest), `cache`, `reload`.
+//! `RecipeEngine` trait over it), `wasm` (manifest), `cache`, `reload`,
+//! `failure_log` (the rate-limited WARN line of a failed call).
 //!
 //! What a recipe may do to the tree goes through [`RecipeHost`], which the
 //! request pipeline implements against its prep view (committed state plus
@@ -24,6 +25,7 @@
 mod cache;
 mod engine;
 mod error;
+pub mod failure_log;
 mod host;
 mod reload;
 mod runtime;
