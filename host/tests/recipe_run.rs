@@ -103,3 +103,32 @@ fn a_module_that_loops_forever_runs_out_of_fuel_and_stages_nothing() {
     assert!(out.contains("staged ops: 0\n"), "{out}");
     assert!(err.contains("the call failed"), "{err}");
 }
+
+// wazoo's own four-letter word `recp` (README, "Four-letter words") answers
+// on every member of an ensemble, as ZooKeeper's words do (ZooKeeper
+// Administrator's Guide, "The Four Letter Words"): the modules each member
+// loaded, their counters and the pending waits.
+#[test]
+fn recp_answers_on_every_member_of_an_ensemble() {
+    use wazoo_testkit::{ServerOptions, TestEnsemble, WazooEnsemble};
+    let dir = tempfile::tempdir().unwrap();
+    if builtin("lock", dir.path()).is_none() {
+        eprintln!("skipped: this build has no built-in recipes (wasm target missing)");
+        return;
+    }
+    let opts = ServerOptions::default()
+        .binary(env!("CARGO_BIN_EXE_wazoo"))
+        .arg("--plugins")
+        .arg(dir.path().to_string_lossy().to_string());
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    ens.wait_for_leader(std::time::Duration::from_secs(30))
+        .expect("a leader");
+    for i in 0..3 {
+        let answer = wazoo_testkit::four_letter_word(ens.addr(i), "recp").expect("recp answers");
+        assert!(answer.contains("module=lock "), "member {i}: {answer:?}");
+        assert!(
+            answer.ends_with("pending_waits=0\n"),
+            "member {i}: {answer:?}"
+        );
+    }
+}
