@@ -193,7 +193,11 @@ impl Ctx {
     pub fn caller_session(&self) -> i64 {
         self.caller.session
     }
-    /// A unique id of this call (stable across the client's retries).
+    /// The caller's guid: its session id as 16 lowercase hex digits, the
+    /// same for every call and callback of the session, so stable across
+    /// the client's retries of a call within the session (ZooKeeper Recipes
+    /// and Solutions, the guid in lock node names). It is not unique per
+    /// call: two calls of one session share it.
     pub fn caller_guid(&self) -> &str {
         &self.caller.guid
     }
