@@ -42,6 +42,7 @@ mod recipes;
 use conns::SendBufs;
 pub use peer_msg::PeerMsg;
 use prep::*;
+pub use recipes::{dry_run_call, DryRun};
 
 use wazoo_proto::Zxid;
 

@@ -1,5 +1,5 @@
-//! The `wazoo` command: `serve`, `dev`, `cli`, and `import`, `backup`,
-//! `restore` (docs/MIGRATION.md).
+//! The `wazoo` command: `serve`, `dev`, `cli`, `import`, `backup`,
+//! `restore` (docs/MIGRATION.md), and `recipe run` (docs/RECIPES.md).
 
 use std::path::PathBuf;
 
@@ -99,6 +99,45 @@ enum Cmd {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Recipe authors' tools (docs/RECIPES.md).
+    Recipe {
+        #[command(subcommand)]
+        cmd: RecipeCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum RecipeCmd {
+    /// Run one call of a module against an in-memory tree (empty, or a
+    /// wazoo snapshot or backup file) with the real sandbox and limits;
+    /// print the reply, the staged ops and the waits. Nothing is written.
+    Run {
+        /// The module (.wasm).
+        file: PathBuf,
+        /// The method to call.
+        method: String,
+        /// The arguments, JSON (sent as MessagePack, as `wazoo cli` does).
+        #[arg(default_value = "null")]
+        args: String,
+        /// A wazoo snapshot file or a `wazoo backup` file to run against.
+        #[arg(long)]
+        tree: Option<PathBuf>,
+        /// The calling session id (hex with 0x, or decimal).
+        #[arg(long, default_value = "0x1")]
+        session: String,
+        /// Fuel per call (the server's `recipe.fuel` default unless given).
+        #[arg(long)]
+        fuel: Option<u64>,
+    },
+}
+
+/// A session id as `wazoo recipe run` takes it.
+fn parse_session(s: &str) -> Result<i64> {
+    let n = match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).map(|n| n as i64),
+        None => s.parse::<i64>(),
+    };
+    n.map_err(|_| anyhow::anyhow!("--session {s:?}: a session id is 0x-hex or decimal"))
 }
 
 /// Logs at `WAZOO_LOG`'s levels (info when unset); a value that names no
@@ -314,6 +353,32 @@ fn main() -> std::process::ExitCode {
                 wazoo::backup::run_backup(&server, &out, auth).map(|_| 0)
             }
             Cmd::Restore { from, config } => wazoo::backup::run_restore(&from, &config).map(|_| 0),
+            Cmd::Recipe {
+                cmd:
+                    RecipeCmd::Run {
+                        file,
+                        method,
+                        args,
+                        tree,
+                        session,
+                        fuel,
+                    },
+            } => {
+                init_tracing()?;
+                let d = wazoo::config::RecipeLimits::default();
+                let limits = wazoo::plugin::Limits {
+                    fuel: fuel.unwrap_or(d.fuel),
+                    deadline: std::time::Duration::from_millis(d.deadline_ms),
+                    memory_bytes: d.memory_bytes,
+                    max_ops: d.max_ops,
+                    max_reply_bytes: d.max_reply_bytes,
+                    max_notifications: d.max_notifications,
+                    ..Default::default()
+                };
+                let session = parse_session(&session)?;
+                wazoo::recipe_run::run_file(&file, &method, &args, tree.as_deref(), session, limits)
+                    .map(|_| 0)
+            }
             Cmd::Cli {
                 server,
                 command,

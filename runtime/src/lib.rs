@@ -6,7 +6,8 @@
 //! load), `runtime/guest_imports.rs` (the host functions), `runtime/calls.rs`
 //! (calls, and traps mapped to typed errors)), `recipe_engine` (the core's
 //! `RecipeEngine` trait over it), `manifest` (reading and checking a module's
-//! manifest section), `cache`, `reload`, `host` (the core's `RecipeHost`).
+//! manifest section), `cache`, `reload`, `host` (the core's `RecipeHost`),
+//! `failure_log` (the rate-limited WARN line of a failed call).
 //!
 //! What a recipe may do to the tree goes through [`RecipeHost`], which the
 //! request pipeline implements against its prep view (committed state plus
@@ -27,6 +28,7 @@
 
 mod cache;
 mod error;
+pub mod failure_log;
 mod host;
 mod manifest;
 mod recipe_engine;

@@ -3,13 +3,36 @@
 use wazoo_sdk::abi::{CallerInfo, Reply, WatchRequest};
 
 use super::{RecipeError, Runtime};
+use crate::failure_log::{log_failure, Failure};
 use wazoo_core::recipe::{error_reply, ModuleReport, RecipeEngine, RecipeHost};
 
-fn reply_of(r: Result<super::Outcome, RecipeError>) -> Reply {
-    match r {
-        Ok(o) => o.reply,
+/// The reply for the pipeline; a failure is logged (rate-limited, see
+/// [`crate::failure_log`]) with who called what.
+fn reply_of(
+    r: Result<super::Outcome, RecipeError>,
+    module: &str,
+    method: &str,
+    session: i64,
+) -> Reply {
+    let reply = match &r {
+        Ok(o) => o.reply.clone(),
         Err(e) => error_reply(e.code(), e.to_string()),
+    };
+    if let Reply::Error { code, message } = &reply {
+        let kind = match &r {
+            Err(e) => e.kind(),
+            Ok(_) => "recipe",
+        };
+        log_failure(&Failure {
+            module,
+            method,
+            session,
+            code: *code,
+            kind,
+            message,
+        });
     }
+    reply
 }
 
 impl RecipeEngine for Runtime {
@@ -21,11 +44,13 @@ impl RecipeEngine for Runtime {
         caller: &CallerInfo,
         host: &mut dyn RecipeHost,
     ) -> Reply {
-        reply_of(Runtime::call(self, module, method, args, caller, host))
+        let r = Runtime::call(self, module, method, args, caller, host);
+        reply_of(r, module, method, caller.session)
     }
 
     fn on_watch(&mut self, module: &str, req: &WatchRequest, host: &mut dyn RecipeHost) -> Reply {
-        reply_of(Runtime::on_watch(self, module, req, host))
+        let r = Runtime::on_watch(self, module, req, host);
+        reply_of(r, module, "on_watch", req.caller.session)
     }
 
     fn has_module(&self, module: &str) -> bool {

@@ -205,6 +205,107 @@ fn a_path_outside_the_prefixes_fails_the_call() {
     assert_eq!(t.data("/counters/free"), Some(&b"x"[..]));
 }
 
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions" names the errors a
+// client acts on; the message of a tree op's error names the path it failed
+// on, so the caller sees which node was missing or already there.
+#[test]
+fn a_tree_error_names_its_path() {
+    let rt = rt();
+    let mut t = MemTree::new(1);
+    call(&rt, &mut t, "counter", "escape", &mp("/counters")).unwrap();
+    call(&rt, &mut t, "counter", "escape", &mp("/counters/free")).unwrap();
+    let out = call(&rt, &mut t, "counter", "escape", &mp("/counters/free")).unwrap();
+    assert_eq!(
+        out.reply,
+        Reply::Error {
+            code: -110,
+            message: "NodeExists: /counters/free".into()
+        }
+    );
+}
+
+/// A writer the test reads back: what a subscriber formats lands here.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+// A failed call is visible at the default level (WARN) with the module, the
+// method, the session, the code and the message; a module failing in a loop
+// gets a bounded number of lines per second, then a count of the dropped ones.
+#[test]
+fn a_failed_call_is_logged_at_warn_with_who_called_what_and_rate_limited() {
+    use wazoo_core::recipe::RecipeEngine;
+    let mut rt = rt();
+    let out = Captured::default();
+    let writer = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let mut t = MemTree::new(1);
+    tracing::subscriber::with_default(subscriber, || {
+        let r = RecipeEngine::call(&mut rt, "echo", "boom", &mp("kaboom"), &caller(), &mut t);
+        assert!(matches!(r, Reply::Error { code: -1, .. }), "{r:?}");
+        let r = RecipeEngine::call(&mut rt, "echo", "nope", &mp(&()), &caller(), &mut t);
+        assert!(matches!(r, Reply::Error { code: -6, .. }), "{r:?}");
+        // A loop of failures: far more calls than lines.
+        for _ in 0..50 {
+            RecipeEngine::call(
+                &mut rt,
+                "counter",
+                "escape",
+                &mp("/elsewhere"),
+                &caller(),
+                &mut t,
+            );
+        }
+    });
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let boom = lines
+        .iter()
+        .find(|l| l.contains("method=\"boom\""))
+        .expect(&text);
+    for want in [
+        "WARN",
+        "module=\"echo\"",
+        "session=0x1234",
+        "code=-1",
+        "kind=\"panic\"",
+        "kaboom",
+    ] {
+        assert!(boom.contains(want), "{want} in {boom}");
+    }
+    let nope = lines
+        .iter()
+        .find(|l| l.contains("method=\"nope\""))
+        .expect(&text);
+    assert!(
+        nope.contains("code=-6") && nope.contains("kind=\"unknown_method\""),
+        "{nope}"
+    );
+    let escapes = lines
+        .iter()
+        .filter(|l| {
+            l.contains("module=\"counter\"") && l.contains("kind=\"path_outside_prefixes\"")
+        })
+        .count();
+    assert!(
+        (1..=wazoo_runtime::failure_log::LINES_PER_WINDOW_MAX as usize * 2).contains(&escapes),
+        "{escapes} lines for 50 failures:\n{text}"
+    );
+}
+
 #[derive(serde::Serialize)]
 struct WaitFor<'a> {
     name: &'a str,

@@ -79,8 +79,9 @@ pub struct Manifest {
     pub on_watch: bool,
 }
 
-/// Who is calling: the session whose identity the recipe runs with, and a
-/// unique id of this call (stable across a client's retries of the same call).
+/// Who is calling: the session whose identity the recipe runs with, and its
+/// guid (the session id as 16 lowercase hex digits: stable across a client's
+/// retries within the session, shared by all calls of that session).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CallerInfo {
     pub session: i64,

@@ -93,10 +93,17 @@ pub mod code {
 /// A recipe error: a ZooKeeper error code (or the recipe's own, conventionally
 /// positive) and a message. Returned to the caller; nothing the call staged is
 /// applied.
+///
+/// A tree op's error names the path it failed on: its message is
+/// ZooKeeper's name for the code, `": "`, then the path (`NoNode:
+/// /locks/x/lock-0000000003`), and [`path`](Self::path) holds the path. The
+/// caller sees that message (`recipe error -101: NoNode: /locks/x/...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub code: i32,
     pub message: String,
+    /// The path a tree op failed on (`None` for other errors).
+    pub path: Option<String>,
 }
 
 impl Error {
@@ -104,11 +111,24 @@ impl Error {
         Error {
             code,
             message: message.into(),
+            path: None,
         }
     }
     /// The error for a ZooKeeper code, with ZooKeeper's message.
     pub fn zk(code: i32) -> Error {
         Error::new(code, code::name(code))
+    }
+    /// The error of a tree op on `path`: ZooKeeper's message and the path.
+    pub fn tree(code: i32, path: &str) -> Error {
+        Error {
+            code,
+            message: format!("{}: {path}", code::name(code)),
+            path: Some(path.to_string()),
+        }
+    }
+    /// The path a tree op failed on, if this is a tree error.
+    pub fn path(&self) -> Option<&str> {
+        self.path.as_deref()
     }
     pub fn bad_arguments(message: impl Into<String>) -> Error {
         Error::new(code::BAD_ARGUMENTS, message)
@@ -173,7 +193,11 @@ impl Ctx {
     pub fn caller_session(&self) -> i64 {
         self.caller.session
     }
-    /// A unique id of this call (stable across the client's retries).
+    /// The caller's guid: its session id as 16 lowercase hex digits, the
+    /// same for every call and callback of the session, so stable across
+    /// the client's retries of a call within the session (ZooKeeper Recipes
+    /// and Solutions, the guid in lock node names). It is not unique per
+    /// call: two calls of one session share it.
     pub fn caller_guid(&self) -> &str {
         &self.caller.guid
     }
@@ -183,7 +207,11 @@ impl Ctx {
         let req = abi::encode(ops).expect("encode tree ops");
         let resp = sys::tree(&req);
         let results: Vec<abi::OpResult> = abi::decode(&resp).expect("decode tree results");
-        results.into_iter().map(|r| r.map_err(Error::zk)).collect()
+        results
+            .into_iter()
+            .zip(ops)
+            .map(|(r, op)| r.map_err(|code| Error::tree(code, op.path())))
+            .collect()
     }
 
     fn one(&mut self, op: TreeOp) -> Result<OpOk> {

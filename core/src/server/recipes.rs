@@ -785,3 +785,69 @@ impl View<'_> {
 pub(super) fn record_data(data: &[u8]) -> Option<Arc<[u8]>> {
     Some(Arc::from(data))
 }
+
+/// What one recipe call does to a tree, without a pipeline: the reply and
+/// what the step staged (`wazoo recipe run` prints it).
+#[derive(Debug, Clone)]
+pub struct DryRun {
+    pub reply: Reply,
+    /// The tree ops the step's txn would carry (empty when it failed).
+    pub ops: Vec<Txn>,
+    /// The watches it registered with a callback.
+    pub waits: Vec<RecipeWait>,
+    /// (session, encoded [`Notification`]) it would send.
+    pub notifications: Vec<(i64, Vec<u8>)>,
+}
+
+/// Runs `method` of `module` once against `tree` alone (no outstanding
+/// changes), as prep runs a call: the same host (ACLs with `auth`, the
+/// `jute.maxbuffer` bound on what is staged, sequence numbers, ephemeral
+/// owners), with `zxid` and `time_ms` as the txn's. The tree is not
+/// changed. What a failed step staged is discarded, as prep discards it.
+#[allow(clippy::too_many_arguments)]
+pub fn dry_run_call(
+    cfg: &ServerConfig,
+    tree: &crate::tree::DataTree,
+    engine: &mut dyn RecipeEngine,
+    auth: &AuthInfo,
+    caller: &CallerInfo,
+    module: &str,
+    method: &str,
+    args: &[u8],
+    zxid: wazoo_proto::Zxid,
+    time_ms: i64,
+) -> DryRun {
+    let outstanding = super::prep::Outstanding::default();
+    let mut host = PrepHost {
+        cfg,
+        view: View {
+            tree,
+            outstanding: &outstanding,
+            local: Vec::new(),
+            zxid,
+            time_ms,
+        },
+        auth,
+        session: caller.session,
+        module,
+        ops: Vec::new(),
+        waits: Vec::new(),
+        notes: Vec::new(),
+        staged_bytes: 0,
+    };
+    let reply = engine.call(module, method, args, caller, &mut host);
+    if matches!(reply, Reply::Error { .. }) {
+        return DryRun {
+            reply,
+            ops: Vec::new(),
+            waits: Vec::new(),
+            notifications: Vec::new(),
+        };
+    }
+    DryRun {
+        reply,
+        ops: host.ops,
+        waits: host.waits,
+        notifications: host.notes,
+    }
+}

@@ -1,0 +1,134 @@
+//! `wazoo recipe run` (docs/RECIPES.md, "Try a call without a server"): one
+//! call of a module against an in-memory tree, with the real sandbox and
+//! limits, printing the reply, the staged ops and the waits.
+
+#[path = "../../runtime/tests/plugin_support/mod.rs"]
+mod plugin_support;
+
+use std::path::Path;
+use std::process::Command;
+
+use plugin_support::{manifest, mp, wat_bytes};
+
+/// `wazoo recipe run ARGS...`: (success, stdout, stderr).
+fn recipe_run(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wazoo"))
+        .arg("recipe")
+        .arg("run")
+        .args(args)
+        .env("WAZOO_LOG", "error")
+        .output()
+        .expect("run wazoo");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn builtin(name: &str, dir: &Path) -> Option<String> {
+    let (_, bytes) = wazoo::builtin::BUILTIN_RECIPES
+        .iter()
+        .find(|(n, _)| *n == format!("{name}.wasm"))?;
+    let path = dir.join(format!("{name}.wasm"));
+    std::fs::write(&path, bytes).unwrap();
+    Some(path.to_string_lossy().into_owned())
+}
+
+// ZooKeeper Recipes and Solutions, "Locks", steps 1-2: the first acquirer
+// of an empty tree creates its ephemeral sequential node and holds the lock;
+// the run prints that create (owned by the calling session) and no wait.
+#[test]
+fn a_lock_acquire_on_an_empty_tree_prints_its_node_and_no_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lock) = builtin("lock", dir.path()) else {
+        eprintln!("skipped: this build has no built-in recipes (wasm target missing)");
+        return;
+    };
+    let (ok, out, err) = recipe_run(&[
+        &lock,
+        "acquire",
+        r#"{"path":"/locks/x"}"#,
+        "--session",
+        "0x5",
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("module lock "), "{out}");
+    assert!(out.contains("session 0x5"), "{out}");
+    let node = "/locks/x/0000000000000005__lock__0000000000";
+    assert!(out.contains(&format!("reply: done \"{node}\"")), "{out}");
+    assert!(
+        out.contains(&format!("create {node} \"\" (ephemeral, owner 0x5)")),
+        "{out}"
+    );
+    assert!(out.contains("waits: 0\n"), "{out}");
+    // A method the module does not have is an error with its reason.
+    let (ok, out, _) = recipe_run(&[&lock, "nope", "null"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("reply: error -6: recipe \"lock\" has no method \"nope\""),
+        "{out}"
+    );
+}
+
+/// Module "spin": `call` loops forever.
+fn spin_module() -> Vec<u8> {
+    let text = format!(
+        r#"(module
+  (memory (export "memory") 1)
+  (func (export "alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "call") (param i32 i32) (result i64)
+    (loop $l (br $l))
+    (i64.const 0))
+  (@custom "wazoo:recipe" "{manifest}"))"#,
+        manifest = wat_bytes(&mp(&manifest("spin", "1.0.0", &["spin"], &["/spin"]))),
+    );
+    wat::parse_str(&text).expect("valid WAT")
+}
+
+// A hostile module runs out of fuel under the real limits: the run ends,
+// prints the error and stages nothing.
+#[test]
+fn a_module_that_loops_forever_runs_out_of_fuel_and_stages_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spin.wasm");
+    std::fs::write(&path, spin_module()).unwrap();
+    let path = path.to_string_lossy().into_owned();
+    let (ok, out, err) = recipe_run(&[&path, "spin", "null", "--fuel", "100000"]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("reply: error -1: recipe ran out of fuel (budget 100000)"),
+        "{out}{err}"
+    );
+    assert!(out.contains("staged ops: 0\n"), "{out}");
+    assert!(err.contains("the call failed"), "{err}");
+}
+
+// wazoo's own four-letter word `recp` (README, "Four-letter words") answers
+// on every member of an ensemble, as ZooKeeper's words do (ZooKeeper
+// Administrator's Guide, "The Four Letter Words"): the modules each member
+// loaded, their counters and the pending waits.
+#[test]
+fn recp_answers_on_every_member_of_an_ensemble() {
+    use wazoo_testkit::{ServerOptions, TestEnsemble, WazooEnsemble};
+    let dir = tempfile::tempdir().unwrap();
+    if builtin("lock", dir.path()).is_none() {
+        eprintln!("skipped: this build has no built-in recipes (wasm target missing)");
+        return;
+    }
+    let opts = ServerOptions::default()
+        .binary(env!("CARGO_BIN_EXE_wazoo"))
+        .arg("--plugins")
+        .arg(dir.path().to_string_lossy().to_string());
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    ens.wait_for_leader(std::time::Duration::from_secs(30))
+        .expect("a leader");
+    for i in 0..3 {
+        let answer = wazoo_testkit::four_letter_word(ens.addr(i), "recp").expect("recp answers");
+        assert!(answer.contains("module=lock "), "member {i}: {answer:?}");
+        assert!(
+            answer.ends_with("pending_waits=0\n"),
+            "member {i}: {answer:?}"
+        );
+    }
+}
