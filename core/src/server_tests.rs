@@ -7,6 +7,7 @@ use wazoo_proto::Zxid;
 
 mod apply_refusals;
 mod clock;
+mod deploy;
 mod outbound;
 mod recipes;
 mod sessions_watches;

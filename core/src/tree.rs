@@ -174,7 +174,12 @@ pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
     match txn {
         Txn::Multi(ops) => check_ops(ops),
         Txn::Recipe(r) => check_ops(&r.ops),
-        Txn::CreateSession { .. } | Txn::CloseSession | Txn::Error { .. } | Txn::Noop => Ok(()),
+        Txn::CreateSession { .. }
+        | Txn::CloseSession
+        | Txn::Error { .. }
+        | Txn::Noop
+        | Txn::Deploy(_)
+        | Txn::Undeploy { .. } => Ok(()),
         op => check_op(op),
     }
 }
@@ -223,6 +228,7 @@ fn check_op(op: &Txn) -> Result<(), ApplyError> {
         Txn::Error { .. } => Err(ApplyError::NotInMulti("error")),
         Txn::Noop => Err(ApplyError::NotInMulti("noop")),
         Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
+        Txn::Deploy(_) | Txn::Undeploy { .. } => Err(ApplyError::NotInMulti("deploy")),
     }
 }
 
@@ -796,7 +802,13 @@ impl DataTree {
             Txn::Multi(ops) => self.atomically(|t| t.apply_all(hdr, ops, &mut triggers)),
             Txn::Recipe(r) => self.atomically(|t| t.apply_all(hdr, &r.ops, &mut triggers)),
             Txn::CloseSession => self.atomically(|t| t.close_session(hdr, &mut triggers)),
-            Txn::CreateSession { .. } | Txn::Error { .. } | Txn::Noop => Ok(()),
+            // The tree is not touched: the pipeline keeps the deployed
+            // modules (see `crate::recipe::DeployedModules`).
+            Txn::CreateSession { .. }
+            | Txn::Error { .. }
+            | Txn::Noop
+            | Txn::Deploy(_)
+            | Txn::Undeploy { .. } => Ok(()),
             op => self.apply_op(hdr, op, &mut triggers),
         };
         self.acls.purge();
@@ -869,7 +881,9 @@ impl DataTree {
             | Txn::Multi(_)
             | Txn::Error { .. }
             | Txn::Noop
-            | Txn::Recipe(_) => unreachable!("check_op refuses {op:?} as an op"),
+            | Txn::Recipe(_)
+            | Txn::Deploy(_)
+            | Txn::Undeploy { .. } => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 
