@@ -41,6 +41,7 @@
 
 mod client;
 mod connect_string;
+pub mod deploy;
 mod error;
 pub mod hosts;
 mod ops;
