@@ -266,7 +266,7 @@ impl Client {
         }
     }
 
-    async fn call(&self, req: Request) -> Result<Response> {
+    pub(crate) async fn call(&self, req: Request) -> Result<Response> {
         self.submit(req, None, None).await
     }
 

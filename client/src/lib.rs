@@ -44,6 +44,7 @@
 
 mod client;
 mod connect_string;
+pub mod deploy;
 mod error;
 pub mod hosts;
 mod ops;

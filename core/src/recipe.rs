@@ -11,6 +11,7 @@
 //! knows which callbacks it owes), and saved in snapshots.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
 use wazoo_proto::{ErrorCode, EventType, Id};
@@ -80,6 +81,119 @@ pub trait RecipeEngine: Send {
     /// What is loaded, with its counters (for `recp`, metrics and the
     /// /zookeeper/recipes node).
     fn modules(&self) -> Vec<ModuleReport>;
+    /// Leader, in prep: checks a module a client asks to deploy (the
+    /// runtime compiles and validates it) and says what it is. `Err` is the
+    /// reason it is refused; nothing changes then.
+    fn validate(&mut self, bytes: &[u8]) -> Result<ModuleMeta, String> {
+        let _ = bytes;
+        Err("this recipe engine cannot deploy modules".into())
+    }
+    /// Makes the engine serve `module` under `name` (`None`: serve nothing
+    /// under it). Driven by the replicated module set (see
+    /// [`DeployedModules`]): the pipeline calls it when the set it runs
+    /// steps against changes, so every member serves what its applied
+    /// state says. Compiling is the engine's business (cached by sha256).
+    /// An `Err` is logged by the pipeline; the member then has no module
+    /// under that name.
+    fn install(&mut self, name: &str, module: Option<&DeployedModule>) -> Result<(), String> {
+        let _ = (name, module);
+        Ok(())
+    }
+}
+
+/// What [`RecipeEngine::validate`] found in a module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleMeta {
+    pub name: String,
+    pub version: String,
+    /// SHA-256 of the module's bytes, hex.
+    pub sha256: String,
+}
+
+/// One deployed module, as every member keeps it: part of the replicated
+/// state (changed only by applying deploy and undeploy txns, saved in
+/// snapshots), so every member holds the same modules at the same zxid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeployedModule {
+    pub name: String,
+    pub version: String,
+    /// SHA-256 of `bytes`, hex (computed by the leader's engine).
+    pub sha256: String,
+    /// The module itself (shared: snapshots and the engine clone it).
+    pub bytes: Arc<[u8]>,
+    /// The zxid of the deploy.
+    pub zxid: i64,
+    /// Who asked: `client`, or `plugins:<file name>` for a module the
+    /// plugins directory of a member deployed (so deleting that file
+    /// undeploys only what it deployed).
+    pub source: String,
+}
+
+impl DeployedModule {
+    fn write(&self, w: &mut Vec<u8>) {
+        w.write_string(&self.name);
+        w.write_string(&self.version);
+        w.write_string(&self.sha256);
+        w.write_buffer(&self.bytes);
+        w.write_i64(self.zxid);
+        w.write_string(&self.source);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<DeployedModule, DecodeError> {
+        Ok(DeployedModule {
+            name: r.read_string()?,
+            version: r.read_string()?,
+            sha256: r.read_string()?,
+            bytes: Arc::from(r.read_buffer()?),
+            zxid: r.read_i64()?,
+            source: r.read_string()?,
+        })
+    }
+}
+
+/// The replicated set of deployed modules, by name.
+pub type DeployedModules = BTreeMap<String, DeployedModule>;
+
+/// A deploy txn: the module replaces any of the same name when applied.
+/// `zxid` is not carried (the txn's own zxid is the module's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeployTxn {
+    pub name: String,
+    pub version: String,
+    pub sha256: String,
+    pub bytes: Arc<[u8]>,
+    pub source: String,
+}
+
+impl DeployTxn {
+    pub(crate) fn write(&self, w: &mut Vec<u8>) {
+        w.write_string(&self.name);
+        w.write_string(&self.version);
+        w.write_string(&self.sha256);
+        w.write_buffer(&self.bytes);
+        w.write_string(&self.source);
+    }
+
+    pub(crate) fn read(r: &mut Reader<'_>) -> Result<DeployTxn, DecodeError> {
+        Ok(DeployTxn {
+            name: r.read_string()?,
+            version: r.read_string()?,
+            sha256: r.read_string()?,
+            bytes: Arc::from(r.read_buffer()?),
+            source: r.read_string()?,
+        })
+    }
+
+    pub fn module(&self, zxid: i64) -> DeployedModule {
+        DeployedModule {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            sha256: self.sha256.clone(),
+            bytes: self.bytes.clone(),
+            zxid,
+            source: self.source.clone(),
+        }
+    }
 }
 
 /// One loaded module and its counters.
@@ -256,6 +370,9 @@ pub struct RecipeWaits {
     /// notification pushed while the client was away is not lost). Dropped
     /// when the same wait is registered again, or with the session.
     results: BTreeMap<WaitKey, (i64, Vec<u8>)>,
+    /// The deployed modules (saved in snapshots after the waits, from
+    /// snapshot format 3 on; see [`RecipeWaits::write_modules`]).
+    pub modules: DeployedModules,
 }
 
 impl RecipeWaits {
@@ -437,6 +554,24 @@ impl RecipeWaits {
             w.write_i64(*z);
             w.write_buffer(p);
         }
+    }
+
+    /// The deployed modules' binary form (snapshot format 3): count, then
+    /// each module.
+    pub fn write_modules(&self, w: &mut Vec<u8>) {
+        w.write_i32(self.modules.len() as i32);
+        for m in self.modules.values() {
+            m.write(w);
+        }
+    }
+
+    pub fn read_modules(&mut self, r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        let n = read_count(r, "module")?;
+        for _ in 0..n {
+            let m = DeployedModule::read(r)?;
+            self.modules.insert(m.name.clone(), m);
+        }
+        Ok(())
     }
 
     pub fn read(r: &mut Reader<'_>) -> Result<RecipeWaits, DecodeError> {

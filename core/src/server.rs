@@ -33,6 +33,7 @@ use wazoo_proto::{
 
 mod apply;
 mod conns;
+mod deploy;
 mod ensemble;
 pub mod peer_msg;
 mod prep;
@@ -522,6 +523,8 @@ pub struct Server {
     rescan_waits: bool,
     /// Connections with a `Deferred::After` reply, by the zxid it awaits.
     after_waiters: Vec<(Zxid, ConnId)>,
+    /// Deploys in flight and what the engine serves (see `deploy.rs`).
+    deploys: deploy::DeployState,
 }
 
 impl Server {
@@ -582,6 +585,7 @@ impl Server {
             running_callbacks: Default::default(),
             rescan_waits: true,
             after_waiters: Vec::new(),
+            deploys: Default::default(),
         }
     }
 
@@ -669,6 +673,7 @@ impl Server {
         self.last_applied = zxid;
         self.prep.proposals.clear();
         self.prep.outstanding = Outstanding::default();
+        self.forget_deploys_in_flight();
     }
 
     /// ZooKeeper's `srst`: the latency figures and packet counts the

@@ -7,6 +7,7 @@ use wazoo_proto::Zxid;
 
 mod apply_refusals;
 mod clock;
+mod deploy;
 mod failover;
 mod outbound;
 mod recipes;

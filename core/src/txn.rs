@@ -12,7 +12,7 @@
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
 use wazoo_proto::Acl;
 
-pub use super::recipe::RecipeTxn;
+pub use super::recipe::{DeployTxn, RecipeTxn};
 
 /// Who asked, when, and where the txn sits in the total order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +91,12 @@ pub enum Txn {
     /// A recipe step's effects: its tree ops (all or none, like a multi),
     /// wait registrations, notifications and the caller's reply.
     Recipe(Box<RecipeTxn>),
+    /// Deploys a recipe module (replacing one of the same name).
+    Deploy(Box<DeployTxn>),
+    /// Undeploys the recipe module `name`.
+    Undeploy {
+        name: String,
+    },
 }
 
 mod tag {
@@ -105,6 +111,8 @@ mod tag {
     pub const ERROR: i32 = 9;
     pub const NOOP: i32 = 10;
     pub const RECIPE: i32 = 11;
+    pub const DEPLOY: i32 = 12;
+    pub const UNDEPLOY: i32 = 13;
 }
 
 mod kind_tag {
@@ -186,6 +194,14 @@ impl Txn {
             Txn::Recipe(r) => {
                 w.write_i32(tag::RECIPE);
                 r.write(w);
+            }
+            Txn::Deploy(d) => {
+                w.write_i32(tag::DEPLOY);
+                d.write(w);
+            }
+            Txn::Undeploy { name } => {
+                w.write_i32(tag::UNDEPLOY);
+                w.write_string(name);
             }
         }
     }
@@ -271,6 +287,10 @@ impl Txn {
                 }
                 Txn::Recipe(Box::new(r))
             }
+            tag::DEPLOY if depth == 0 => Txn::Deploy(Box::new(DeployTxn::read(r)?)),
+            tag::UNDEPLOY if depth == 0 => Txn::Undeploy {
+                name: r.read_string()?,
+            },
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }
@@ -345,6 +365,14 @@ mod tests {
                 errs: vec![0, -101, -2],
             },
             Txn::Noop,
+            Txn::Deploy(Box::new(crate::recipe::DeployTxn {
+                name: "m".into(),
+                version: "1.0.0".into(),
+                sha256: "ab".repeat(32),
+                bytes: std::sync::Arc::from(&b"\0asm"[..]),
+                source: "client".into(),
+            })),
+            Txn::Undeploy { name: "m".into() },
         ]
     }
 

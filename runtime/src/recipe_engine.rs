@@ -4,7 +4,9 @@ use wazoo_sdk::abi::{CallerInfo, Reply, WatchRequest};
 
 use super::{RecipeError, Runtime};
 use crate::failure_log::{log_failure, Failure};
-use wazoo_core::recipe::{error_reply, ModuleReport, RecipeEngine, RecipeHost};
+use wazoo_core::recipe::{
+    error_reply, DeployedModule, ModuleMeta, ModuleReport, RecipeEngine, RecipeHost,
+};
 
 /// The reply for the pipeline; a failure is logged (rate-limited, see
 /// [`crate::failure_log`]) with who called what.
@@ -71,5 +73,36 @@ impl RecipeEngine for Runtime {
                 loads: s.loads,
             })
             .collect()
+    }
+
+    fn validate(&mut self, bytes: &[u8]) -> Result<ModuleMeta, String> {
+        let info = self.validate_bytes(bytes).map_err(|e| e.to_string())?;
+        Ok(ModuleMeta {
+            name: info.name,
+            version: info.version,
+            sha256: info.hash,
+        })
+    }
+
+    /// Compiles (or takes from the cache, by sha256) and swaps in the
+    /// deployed module; calls already running finish on the old one.
+    fn install(&mut self, name: &str, module: Option<&DeployedModule>) -> Result<(), String> {
+        let Some(m) = module else {
+            self.unload(name);
+            return Ok(());
+        };
+        if self.module(name).is_some_and(|i| i.hash == m.sha256) {
+            return Ok(());
+        }
+        let info = self.load_bytes(&m.bytes).map_err(|e| e.to_string())?;
+        if info.name != name || info.hash != m.sha256 {
+            // Never served under another name than the one deployed.
+            self.unload(&info.name);
+            return Err(format!(
+                "deployed as {name:?} ({}), the module is {:?} ({})",
+                m.sha256, info.name, info.hash
+            ));
+        }
+        Ok(())
     }
 }

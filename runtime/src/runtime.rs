@@ -98,6 +98,8 @@ struct Loaded {
     call: ModuleExport,
     on_watch: Option<ModuleExport>,
     counters: Arc<Counters>,
+    /// Whether the compiled code came from the cache.
+    cached: bool,
 }
 
 impl Loaded {
@@ -225,12 +227,24 @@ impl Runtime {
         self.load(&bytes, Some(path.to_path_buf()))
     }
 
+    /// Validates and compiles a module (or takes it from the cache) as
+    /// [`load_bytes`](Self::load_bytes) does, without swapping it in.
+    pub fn validate_bytes(&self, bytes: &[u8]) -> Result<ModuleInfo, LoadError> {
+        self.prepare(bytes, None).map(|l| l.info())
+    }
+
     pub(crate) fn load(
         &self,
         bytes: &[u8],
         source: Option<PathBuf>,
     ) -> Result<ModuleInfo, LoadError> {
         let started = Instant::now();
+        let loaded = self.prepare(bytes, source)?;
+        let cached = loaded.cached;
+        self.swap_in(loaded, started, cached)
+    }
+
+    fn prepare(&self, bytes: &[u8], source: Option<PathBuf>) -> Result<Arc<Loaded>, LoadError> {
         // The manifest first: nothing is compiled for a module we would refuse.
         let manifest = manifest::read_manifest(bytes)?;
         let hash = content_hash(bytes);
@@ -278,7 +292,7 @@ impl Runtime {
             .entry(manifest.name.clone())
             .or_default()
             .clone();
-        let loaded = Arc::new(Loaded {
+        Ok(Arc::new(Loaded {
             hash_hex: hex(&hash),
             hash,
             source,
@@ -290,7 +304,16 @@ impl Runtime {
             on_watch,
             counters,
             manifest,
-        });
+            cached,
+        }))
+    }
+
+    fn swap_in(
+        &self,
+        loaded: Arc<Loaded>,
+        started: Instant,
+        cached: bool,
+    ) -> Result<ModuleInfo, LoadError> {
         let info = loaded.info();
         let old = self
             .inner

@@ -19,8 +19,9 @@ use std::io::{self, Write};
 
 /// The first four bytes of every snapshot payload.
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
-/// 2 adds the recipe wait table after the sessions; 1 is still read.
-pub const SNAPSHOT_VERSION: u32 = 2;
+/// 2 adds the recipe wait table after the sessions, 3 the deployed recipe
+/// modules after the wait table; 1 and 2 are still read.
+pub const SNAPSHOT_VERSION: u32 = 3;
 
 /// Bytes per session entry: id (i64) and timeout (i32).
 const SESSION_BYTES: usize = 12;
@@ -28,7 +29,7 @@ const SESSION_BYTES: usize = 12;
 /// A snapshot payload's envelope, read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotEnvelope<'a> {
-    /// The format version: [`SNAPSHOT_VERSION`] or 1.
+    /// The format version: [`SNAPSHOT_VERSION`], 2 or 1.
     pub version: u32,
     /// The last zxid the snapshot holds.
     pub zxid: Zxid,
@@ -77,7 +78,7 @@ pub fn read_snapshot_envelope(bytes: &[u8]) -> Result<SnapshotEnvelope<'_>, Enve
         return Err(EnvelopeError::BadMagic);
     }
     let version = u32::from_be_bytes(take(&mut r)?);
-    if version != SNAPSHOT_VERSION && version != 1 {
+    if !(1..=SNAPSHOT_VERSION).contains(&version) {
         return Err(EnvelopeError::UnsupportedVersion(version));
     }
     let zxid = Zxid(u64::from_be_bytes(take(&mut r)?));
@@ -141,10 +142,15 @@ mod tests {
     #[test]
     fn bad_magic_and_unknown_versions_are_refused() {
         let mut bytes = written(9, &[], b"");
-        bytes[4..8].copy_from_slice(&3u32.to_be_bytes());
+        bytes[4..8].copy_from_slice(&4u32.to_be_bytes());
         assert_eq!(
             read_snapshot_envelope(&bytes),
-            Err(EnvelopeError::UnsupportedVersion(3))
+            Err(EnvelopeError::UnsupportedVersion(4))
+        );
+        bytes[4..8].copy_from_slice(&0u32.to_be_bytes());
+        assert_eq!(
+            read_snapshot_envelope(&bytes),
+            Err(EnvelopeError::UnsupportedVersion(0))
         );
         bytes[0] = b'X';
         assert_eq!(read_snapshot_envelope(&bytes), Err(EnvelopeError::BadMagic));

@@ -281,6 +281,18 @@ impl Shell {
                     Reply::Wait { token } => wr(writeln!(out, "still waiting (token {token})"))?,
                 }
             }
+            "deploy" => {
+                let bytes = std::fs::read(&a.pos[0])
+                    .map_err(|e| cmd_failed(format!("{}: {e}", a.pos[0])))?;
+                let r = zk.deploy(&bytes).await?;
+                wr(writeln!(out, "{} {} {}", r.name, r.version, r.sha256))?;
+            }
+            "undeploy" => zk.undeploy(&a.pos[0]).await?,
+            "recipes" => {
+                for r in zk.deployed_recipes().await? {
+                    wr(writeln!(out, "{} {} {}", r.name, r.version, r.sha256))?;
+                }
+            }
             other => return Err(cmd_failed(format!("{other}: not implemented"))),
         }
         Ok(())

@@ -160,6 +160,7 @@ impl Server {
                     self.apply_recipe_effects(hdr.session_id, hdr.zxid, &failed)
                 }
             },
+            Txn::Deploy(_) | Txn::Undeploy { .. } => self.apply_deploy(hdr.zxid, txn),
             _ => {}
         }
         Ok(refused)

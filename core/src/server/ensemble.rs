@@ -488,6 +488,9 @@ impl Server {
                 Reply::Frame(code, Response::Empty)
             }
             Txn::Recipe(r) => ok(Response::Recipe(r.reply.clone())),
+            Txn::Deploy(_) => ok(Response::Stat(
+                self.stat_or_default(super::recipes::RECIPES_NODE),
+            )),
             Txn::Noop => ok(Response::Sync {
                 path: meta.path.clone(),
             }),
@@ -548,6 +551,7 @@ impl Server {
         }
         self.prep.proposals.clear();
         self.prep.outstanding = Default::default();
+        self.forget_deploys_in_flight();
         self.ens = EnsembleState::default();
         // Callbacks the old role proposed may be lost: a leader looks at
         // the whole (replicated) table again.
@@ -617,11 +621,14 @@ impl Server {
 
     /// The shared prep of a write (local or forwarded).
     pub(super) fn prep_write(
-        &self,
+        &mut self,
         auth: &AuthInfo,
         session: i64,
         req: &Request,
     ) -> Result<(Txn, super::Changes, WriteKind), PrepError> {
+        if let Some(r) = self.prep_deploy(auth, req) {
+            return r.map(|(t, k)| (t, Vec::new(), k)).map_err(PrepError::Code);
+        }
         let mut view = self.prep_view();
         let prepped = super::prep_request(&self.cfg, &mut view, auth, session, req);
         prepped.map(|(t, k)| (t, view.into_changes(), k))

@@ -384,6 +384,16 @@ impl Server {
                 });
             }
         }
+        let deploy = matches!(record.txn, Txn::Deploy(_) | Txn::Undeploy { .. });
+        if deploy {
+            let txn = record.txn.clone();
+            self.prep.proposals.push_back(Proposal {
+                record,
+                origin,
+                kind,
+            });
+            return self.deploy_proposed(zxid, &txn);
+        }
         self.prep.proposals.push_back(Proposal {
             record,
             origin,

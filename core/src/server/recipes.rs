@@ -94,6 +94,9 @@ impl Server {
     pub fn set_recipe_engine(&mut self, engine: Box<dyn RecipeEngine>) {
         self.recipes = Some(engine);
         self.rescan_waits = true;
+        // A new engine serves nothing yet: tell it the deployed modules.
+        self.deploys.installed.clear();
+        self.sync_engine();
     }
 
     /// The replicated table of recipe waits.

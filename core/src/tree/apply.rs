@@ -27,7 +27,13 @@ impl DataTree {
             Txn::Multi(ops) => self.atomically(|t| t.apply_all(hdr, ops, &mut triggers)),
             Txn::Recipe(r) => self.atomically(|t| t.apply_all(hdr, &r.ops, &mut triggers)),
             Txn::CloseSession => self.atomically(|t| t.close_session(hdr, &mut triggers)),
-            Txn::CreateSession { .. } | Txn::Error { .. } | Txn::Noop => Ok(()),
+            // The tree is not touched: the pipeline keeps the deployed
+            // modules (see `crate::recipe::DeployedModules`).
+            Txn::CreateSession { .. }
+            | Txn::Error { .. }
+            | Txn::Noop
+            | Txn::Deploy(_)
+            | Txn::Undeploy { .. } => Ok(()),
             op => self.apply_op(hdr, op, &mut triggers),
         };
         self.acls.purge();
@@ -100,7 +106,9 @@ impl DataTree {
             | Txn::Multi(_)
             | Txn::Error { .. }
             | Txn::Noop
-            | Txn::Recipe(_) => unreachable!("check_op refuses {op:?} as an op"),
+            | Txn::Recipe(_)
+            | Txn::Deploy(_)
+            | Txn::Undeploy { .. } => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 

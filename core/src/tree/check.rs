@@ -68,7 +68,12 @@ pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
     match txn {
         Txn::Multi(ops) => check_ops(ops),
         Txn::Recipe(r) => check_ops(&r.ops),
-        Txn::CreateSession { .. } | Txn::CloseSession | Txn::Error { .. } | Txn::Noop => Ok(()),
+        Txn::CreateSession { .. }
+        | Txn::CloseSession
+        | Txn::Error { .. }
+        | Txn::Noop
+        | Txn::Deploy(_)
+        | Txn::Undeploy { .. } => Ok(()),
         op => check_op(op),
     }
 }
@@ -117,6 +122,7 @@ pub(super) fn check_op(op: &Txn) -> Result<(), ApplyError> {
         Txn::Error { .. } => Err(ApplyError::NotInMulti("error")),
         Txn::Noop => Err(ApplyError::NotInMulti("noop")),
         Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
+        Txn::Deploy(_) | Txn::Undeploy { .. } => Err(ApplyError::NotInMulti("deploy")),
     }
 }
 

@@ -1,0 +1,236 @@
+//! Recipe modules deployed through the log (docs/RECIPES.md, "Deploy";
+//! docs/ARCHITECTURE.md, "Recipes").
+//!
+//! - A deploy is a write: `setData /zookeeper/recipes` with the module's
+//!   bytes, prepped by the leader (the engine validates and compiles the
+//!   module there; a refusal changes nothing and the old version keeps
+//!   serving), committed through ZAB as a [`Txn::Deploy`] and applied by
+//!   every member at its zxid. An undeploy is `delete
+//!   /zookeeper/recipes/NAME` ([`Txn::Undeploy`]). Both need ADMIN in the
+//!   ACL of /zookeeper/recipes ([`recipes_acl`]), which only the super
+//!   user has.
+//! - The deployed modules are replicated state ([`DeployedModules`], kept
+//!   beside the wait table and saved in snapshots with it), so every
+//!   member holds the same modules at the same zxid, a new leader runs
+//!   exactly the committed ones, and a member that syncs by SNAP, or
+//!   replays its log, has them.
+//! - Which version a step runs is decided by zxid order: the leader's
+//!   engine serves the module set of its prep view (committed modules plus
+//!   the deploys it proposed and has not applied yet), so a call prepped
+//!   after a deploy (a later zxid) runs the new version and one prepped
+//!   before it ran the old one. Every other member's engine follows its
+//!   applied state. A pending wait belongs to the module's name: its
+//!   callback runs on the version serving when the callback is prepped (a
+//!   replace keeps the wait; an undeploy ends it with an error).
+//! - Applying stays pure: it changes the module set only; the engine is
+//!   then told what to serve ([`RecipeEngine::install`]) and compiles what
+//!   it has not cached (by sha256).
+
+use std::collections::BTreeMap;
+
+use wazoo_proto::{perms, Acl, ErrorCode, Id, Request};
+
+use super::{acl, AuthInfo, Server, Txn, WriteKind, Zxid};
+use crate::recipe::{DeployTxn, DeployedModule, DeployedModules};
+
+use super::recipes::RECIPES_NODE;
+
+/// The ACL of /zookeeper/recipes: anyone may read it, no one but the super
+/// user (who passes every ACL check) may deploy (ADMIN).
+pub fn recipes_acl() -> Vec<Acl> {
+    vec![Acl {
+        perms: perms::READ,
+        id: Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }]
+}
+
+/// The source a client deploy is recorded with.
+pub const SOURCE_CLIENT: &str = "client";
+
+/// The leader's view of the deployed modules while deploys are in flight.
+#[derive(Debug, Default)]
+pub(super) struct DeployState {
+    /// Leader: deploys (`Some`) and undeploys (`None`) proposed and not
+    /// applied yet, in zxid order.
+    pub outstanding: Vec<(Zxid, String, Option<DeployedModule>)>,
+    /// What the engine was last told to serve: name -> sha256.
+    pub installed: BTreeMap<String, String>,
+}
+
+impl Server {
+    /// The deployed modules, as applied here.
+    pub fn deployed_modules(&self) -> &DeployedModules {
+        &self.waits.modules
+    }
+
+    /// A write that deploys or undeploys a module, if `req` is one: its txn
+    /// and how its reply is built, or the error it is refused with.
+    pub(super) fn prep_deploy(
+        &mut self,
+        auth: &AuthInfo,
+        req: &Request,
+    ) -> Option<Result<(Txn, WriteKind), ErrorCode>> {
+        match req {
+            Request::SetData { path, data, .. } if path == RECIPES_NODE => {
+                Some(self.prep_deploy_bytes(auth, data, SOURCE_CLIENT))
+            }
+            Request::Delete { path, .. } if is_module_path(path) => {
+                let name = &path[RECIPES_NODE.len() + 1..];
+                Some(self.prep_undeploy(auth, name))
+            }
+            _ => None,
+        }
+    }
+
+    fn prep_deploy_bytes(
+        &mut self,
+        auth: &AuthInfo,
+        bytes: &[u8],
+        source: &str,
+    ) -> Result<(Txn, WriteKind), ErrorCode> {
+        acl::check(&recipes_acl(), perms::ADMIN, auth)?;
+        if bytes.is_empty() || bytes.len() > self.cfg.max_buffer_bytes {
+            return Err(ErrorCode::BadArguments);
+        }
+        let Some(engine) = self.recipes.as_mut() else {
+            return Err(ErrorCode::Unimplemented);
+        };
+        let meta = engine.validate(bytes).map_err(|why| {
+            tracing::warn!(
+                source,
+                "recipe module refused, the old version keeps serving: {why}"
+            );
+            ErrorCode::BadArguments
+        })?;
+        let txn = Txn::Deploy(Box::new(DeployTxn {
+            name: meta.name,
+            version: meta.version,
+            sha256: meta.sha256,
+            bytes: bytes.into(),
+            source: source.to_string(),
+        }));
+        Ok((
+            txn,
+            WriteKind::SetData {
+                path: RECIPES_NODE.to_string(),
+            },
+        ))
+    }
+
+    fn prep_undeploy(
+        &mut self,
+        auth: &AuthInfo,
+        name: &str,
+    ) -> Result<(Txn, WriteKind), ErrorCode> {
+        acl::check(&recipes_acl(), perms::ADMIN, auth)?;
+        if self.prep_module(name).is_none() {
+            return Err(ErrorCode::NoNode);
+        }
+        Ok((
+            Txn::Undeploy {
+                name: name.to_string(),
+            },
+            WriteKind::Delete,
+        ))
+    }
+
+    /// The module `name` as prep sees it (committed, then in flight).
+    pub(super) fn prep_module(&self, name: &str) -> Option<&DeployedModule> {
+        match self
+            .deploys
+            .outstanding
+            .iter()
+            .rev()
+            .find(|(_, n, _)| n == name)
+        {
+            Some((_, _, m)) => m.as_ref(),
+            None => self.waits.modules.get(name),
+        }
+    }
+
+    /// Leader: a deploy or undeploy was just proposed (as `zxid`): steps
+    /// prepped from now on run what it leaves.
+    pub(super) fn deploy_proposed(&mut self, zxid: Zxid, txn: &Txn) {
+        let entry = match txn {
+            Txn::Deploy(d) => (zxid, d.name.clone(), Some(d.module(zxid.to_wire()))),
+            Txn::Undeploy { name } => (zxid, name.clone(), None),
+            _ => return,
+        };
+        self.deploys.outstanding.push(entry);
+        self.sync_engine();
+    }
+
+    /// Every member, applying a txn at `zxid`: the module set changes.
+    pub(super) fn apply_deploy(&mut self, zxid: i64, txn: &Txn) {
+        match txn {
+            Txn::Deploy(d) => {
+                tracing::info!(
+                    module = %d.name, version = %d.version, sha256 = %d.sha256,
+                    zxid = %Zxid::from_wire(zxid), source = %d.source, "recipe module deployed"
+                );
+                self.waits.modules.insert(d.name.clone(), d.module(zxid));
+            }
+            Txn::Undeploy { name } => {
+                tracing::info!(module = %name, zxid = %Zxid::from_wire(zxid), "recipe module undeployed");
+                self.waits.modules.remove(name);
+            }
+            _ => return,
+        }
+        self.deploys
+            .outstanding
+            .retain(|(z, _, _)| z.to_wire() > zxid);
+        self.sync_engine();
+    }
+
+    /// The leader's deploys in flight are gone (role change, SNAP): the
+    /// engine serves the applied set again.
+    pub(super) fn forget_deploys_in_flight(&mut self) {
+        if !self.deploys.outstanding.is_empty() {
+            self.deploys.outstanding.clear();
+        }
+        self.sync_engine();
+    }
+
+    /// Tells the engine what to serve where it differs from what it was
+    /// last told: the applied modules, overlaid with the deploys in flight.
+    pub(super) fn sync_engine(&mut self) {
+        let Some(engine) = self.recipes.as_mut() else {
+            return;
+        };
+        let mut want: BTreeMap<String, Option<DeployedModule>> = self
+            .waits
+            .modules
+            .iter()
+            .map(|(n, m)| (n.clone(), Some(m.clone())))
+            .collect();
+        for (_, name, m) in &self.deploys.outstanding {
+            want.insert(name.clone(), m.clone());
+        }
+        for name in self.deploys.installed.keys() {
+            want.entry(name.clone()).or_insert(None);
+        }
+        for (name, m) in want {
+            let sha = m.as_ref().map(|m| m.sha256.clone());
+            if self.deploys.installed.get(&name) == sha.as_ref() {
+                continue;
+            }
+            if let Err(e) = engine.install(&name, m.as_ref()) {
+                tracing::error!(module = %name, "this member cannot serve the deployed recipe module: {e}");
+            }
+            match sha {
+                Some(sha) => self.deploys.installed.insert(name, sha),
+                None => self.deploys.installed.remove(&name),
+            };
+        }
+    }
+}
+
+/// `/zookeeper/recipes/NAME` with a plain name.
+fn is_module_path(path: &str) -> bool {
+    path.strip_prefix(RECIPES_NODE)
+        .and_then(|r| r.strip_prefix('/'))
+        .is_some_and(|n| !n.is_empty() && !n.contains('/'))
+}

@@ -1,0 +1,269 @@
+//! Recipe modules deployed through the log (docs/RECIPES.md, "Deploy"),
+//! with a plain-Rust engine whose "modules" are the text `name:version`.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::recipe::{
+    error_reply, DeployedModule, ModuleMeta, ModuleReport, RecipeEngine, RecipeHost,
+};
+use wazoo_sdk::abi::{self, CallerInfo, Reply, WatchRequest};
+
+/// What the engine serves: name -> version, as the pipeline installed it.
+type Served = Arc<Mutex<std::collections::BTreeMap<String, String>>>;
+
+struct DeployEngine {
+    served: Served,
+}
+
+fn parse(bytes: &[u8]) -> Result<(String, String), String> {
+    let t = std::str::from_utf8(bytes).map_err(|_| "not text".to_string())?;
+    let (n, v) = t.split_once(':').ok_or("no manifest")?;
+    if n.is_empty() || v.is_empty() {
+        return Err("empty name or version".into());
+    }
+    Ok((n.into(), v.into()))
+}
+
+impl RecipeEngine for DeployEngine {
+    /// Every method answers the serving version.
+    fn call(
+        &mut self,
+        module: &str,
+        _: &str,
+        _: &[u8],
+        _: &CallerInfo,
+        _: &mut dyn RecipeHost,
+    ) -> Reply {
+        match self.served.lock().unwrap().get(module) {
+            Some(v) => Reply::Done(v.clone().into_bytes()),
+            None => error_reply(ErrorCode::Unimplemented, format!("no module {module}")),
+        }
+    }
+
+    fn on_watch(&mut self, _: &str, _: &WatchRequest, _: &mut dyn RecipeHost) -> Reply {
+        error_reply(ErrorCode::Unimplemented, "no callbacks here")
+    }
+
+    fn has_module(&self, module: &str) -> bool {
+        self.served.lock().unwrap().contains_key(module)
+    }
+
+    fn modules(&self) -> Vec<ModuleReport> {
+        Vec::new()
+    }
+
+    fn validate(&mut self, bytes: &[u8]) -> Result<ModuleMeta, String> {
+        let (name, version) = parse(bytes)?;
+        Ok(ModuleMeta {
+            name,
+            version,
+            sha256: format!("sha-of-{}", String::from_utf8_lossy(bytes)),
+        })
+    }
+
+    fn install(&mut self, name: &str, m: Option<&DeployedModule>) -> Result<(), String> {
+        let mut s = self.served.lock().unwrap();
+        match m {
+            Some(m) => s.insert(name.into(), parse(&m.bytes)?.1),
+            None => s.remove(name),
+        };
+        Ok(())
+    }
+}
+
+fn harness() -> (Harness, Served) {
+    let mut h = Harness::new(ServerConfig {
+        super_digest: Some(crate::acl::digest_id("super:pw")),
+        ..ServerConfig::default()
+    });
+    let served = Served::default();
+    h.server.set_recipe_engine(Box::new(DeployEngine {
+        served: served.clone(),
+    }));
+    (h, served)
+}
+
+fn deploy(bytes: &str) -> Request {
+    Request::SetData {
+        path: "/zookeeper/recipes".into(),
+        data: bytes.as_bytes().to_vec(),
+        version: -1,
+    }
+}
+
+fn undeploy(name: &str) -> Request {
+    Request::Delete {
+        path: format!("/zookeeper/recipes/{name}"),
+        version: -1,
+    }
+}
+
+fn rcall(module: &str) -> Request {
+    Request::RecipeCall {
+        module: module.into(),
+        method: "m".into(),
+        args: Vec::new(),
+    }
+}
+
+fn version_of(r: (i32, Option<Response>)) -> String {
+    match ok(r) {
+        Response::Recipe(b) => match abi::decode::<Reply>(&b).unwrap() {
+            Reply::Done(v) => String::from_utf8(v).unwrap(),
+            other => panic!("expected Done, got {other:?}"),
+        },
+        other => panic!("expected a recipe reply, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_deploy_is_a_txn_that_only_the_super_user_may_make() {
+    let (mut h, served) = harness();
+    h.connect(1);
+    assert_eq!(err(h.call(1, deploy("m:1"))), ErrorCode::NoAuth);
+    assert!(h.server.deployed_modules().is_empty());
+    h.digest_auth(1, "super:pw");
+    let before = h.server.last_zxid();
+    ok(h.call(1, deploy("m:1")));
+    assert_eq!(h.server.last_zxid(), before.next(), "one txn");
+    let m = &h.server.deployed_modules()["m"];
+    assert_eq!((m.version.as_str(), m.zxid), ("1", before.next().to_wire()));
+    assert_eq!(served.lock().unwrap()["m"], "1");
+    assert_eq!(version_of(h.call(1, rcall("m"))), "1");
+}
+
+#[test]
+fn a_second_module_of_the_same_name_replaces_it_and_an_invalid_one_is_refused() {
+    let (mut h, _) = harness();
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    ok(h.call(1, deploy("m:1")));
+    ok(h.call(1, deploy("m:2")));
+    assert_eq!(h.server.deployed_modules().len(), 1);
+    assert_eq!(version_of(h.call(1, rcall("m"))), "2");
+    let before = h.server.last_zxid();
+    assert_eq!(err(h.call(1, deploy("garbage"))), ErrorCode::BadArguments);
+    assert_eq!(
+        h.server.last_zxid(),
+        before,
+        "a refused deploy makes no txn"
+    );
+    assert_eq!(
+        version_of(h.call(1, rcall("m"))),
+        "2",
+        "the old version serves"
+    );
+}
+
+#[test]
+fn an_undeploy_removes_the_module_and_an_unknown_name_is_no_node() {
+    let (mut h, served) = harness();
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    ok(h.call(1, deploy("m:1")));
+    ok(h.call(1, undeploy("m")));
+    assert!(h.server.deployed_modules().is_empty());
+    assert!(served.lock().unwrap().is_empty());
+    assert_eq!(err(h.call(1, undeploy("m"))), ErrorCode::NoNode);
+    h.connect(2);
+    assert_eq!(err(h.call(2, undeploy("m"))), ErrorCode::NoAuth);
+}
+
+#[test]
+fn calls_prepped_after_a_deploy_in_flight_run_the_new_version_and_earlier_ones_the_old() {
+    let (mut h, _) = harness();
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    ok(h.call(1, deploy("m:1")));
+    ok(h.call(
+        1,
+        Request::Create(wazoo_proto::CreateRequest {
+            path: "/x".into(),
+            data: Vec::new(),
+            acl: wazoo_proto::Acl::open_unsafe(),
+            flags: 0,
+            ttl: None,
+        }),
+    ));
+    // Nothing is durable until `sync`: the deploy is in flight when the
+    // second call is prepped.
+    h.connect(2);
+    h.auto_sync = false;
+    h.send(
+        1,
+        1,
+        Request::SetData {
+            path: "/x".into(),
+            data: b"a".to_vec(),
+            version: -1,
+        },
+    );
+    h.send(2, 1, rcall("m"));
+    h.send(1, 2, deploy("m:2"));
+    h.send(2, 2, rcall("m"));
+    assert_eq!(
+        h.server.deployed_modules()["m"].version,
+        "1",
+        "not applied yet"
+    );
+    h.sync();
+    let replies: Vec<String> = h.sent[&2]
+        .iter()
+        .filter_map(|s| match s {
+            Sent::Reply {
+                xid,
+                body: Some(Response::Recipe(b)),
+                ..
+            } if *xid > 0 => match abi::decode::<Reply>(b).unwrap() {
+                Reply::Done(v) => Some(String::from_utf8(v).unwrap()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        replies,
+        vec!["1", "2"],
+        "each call runs the version of its zxid order"
+    );
+    assert_eq!(h.server.deployed_modules()["m"].version, "2");
+}
+
+#[test]
+fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
+    let (mut h, _) = harness();
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    ok(h.call(1, deploy("m:3")));
+    let job = SnapshotJob {
+        zxid: h.server.last_zxid(),
+        tree: h.server.tree().snapshot(),
+        waits: h.server.recipe_waits().clone(),
+        sessions: Vec::new(),
+    };
+    let mut body = Vec::new();
+    crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
+    let (waits, tree) = crate::snapshot::read_snapshot_body(3, &body).unwrap();
+    assert_eq!(waits.modules, *h.server.deployed_modules());
+    let mut s = Server::recovered(
+        ServerConfig::default(),
+        tree,
+        Vec::new(),
+        waits,
+        job.zxid,
+        Now::same(1),
+    );
+    let served = Served::default();
+    s.set_recipe_engine(Box::new(DeployEngine {
+        served: served.clone(),
+    }));
+    assert_eq!(
+        served.lock().unwrap()["m"],
+        "3",
+        "a loaded snapshot's modules are served"
+    );
+    for len in 0..body.len() {
+        assert!(crate::snapshot::read_snapshot_body(3, &body[..len]).is_err());
+    }
+}

@@ -1,0 +1,60 @@
+//! The runtime as the pipeline's engine for deployed modules
+//! (docs/RECIPES.md, "Deploy through the ensemble's log"): the leader
+//! validates without swapping in; every member serves what the replicated
+//! module set says.
+
+mod plugin_support;
+
+use plugin_support::*;
+use std::sync::Arc;
+use wazoo_core::recipe::{DeployedModule, RecipeEngine};
+use wazoo_runtime::{Runtime, RuntimeConfig};
+
+fn deployed(name: &str, bytes: &[u8], sha256: &str) -> DeployedModule {
+    DeployedModule {
+        name: name.into(),
+        version: "x".into(),
+        sha256: sha256.into(),
+        bytes: Arc::from(bytes),
+        zxid: 1,
+        source: "client".into(),
+    }
+}
+
+#[test]
+fn validating_a_module_says_what_it_is_without_serving_it() {
+    let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let bytes = good_module("m", "1.2.3", "one");
+    let meta = RecipeEngine::validate(&mut rt, &bytes).unwrap();
+    assert_eq!((meta.name.as_str(), meta.version.as_str()), ("m", "1.2.3"));
+    assert_eq!(meta.sha256.len(), 64);
+    assert!(!rt.has_module("m"), "validation swaps nothing in");
+    let why = RecipeEngine::validate(&mut rt, b"\0asm garbage").unwrap_err();
+    assert!(!why.is_empty());
+}
+
+#[test]
+fn install_serves_the_deployed_version_and_none_unloads_it() {
+    let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let v1 = good_module("m", "1.0.0", "one");
+    let v2 = good_module("m", "2.0.0", "two");
+    let s1 = RecipeEngine::validate(&mut rt, &v1).unwrap().sha256;
+    let s2 = RecipeEngine::validate(&mut rt, &v2).unwrap().sha256;
+    rt.install("m", Some(&deployed("m", &v1, &s1))).unwrap();
+    assert_eq!(rt.module("m").unwrap().hash, s1);
+    rt.install("m", Some(&deployed("m", &v2, &s2))).unwrap();
+    assert_eq!(rt.module("m").unwrap().version, "2.0.0");
+    rt.install("m", None).unwrap();
+    assert!(rt.module("m").is_none());
+}
+
+#[test]
+fn a_module_deployed_under_another_name_is_not_served() {
+    let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let bytes = good_module("real", "1.0.0", "one");
+    let sha = RecipeEngine::validate(&mut rt, &bytes).unwrap().sha256;
+    assert!(rt
+        .install("other", Some(&deployed("other", &bytes, &sha)))
+        .is_err());
+    assert!(rt.module("real").is_none() && rt.module("other").is_none());
+}
