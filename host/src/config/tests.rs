@@ -1,0 +1,323 @@
+use super::keys::KEYS_READ;
+use super::*;
+
+#[test]
+fn a_minimal_standalone_config_gets_zookeeper_defaults() {
+    let c = Config::parse("dataDir=/tmp/zk\nclientPort=2181\n").unwrap();
+    assert_eq!(c.tick_time_ms, 3000);
+    assert_eq!(c.min_session_timeout_ms, 6000, "2 x tickTime");
+    assert_eq!(c.max_session_timeout_ms, 60000, "20 x tickTime");
+    assert_eq!(c.max_client_cnxns, 60);
+    assert_eq!(c.data_log_dir, PathBuf::from("/tmp/zk"));
+    assert_eq!(c.four_letter_words, vec!["srvr"]);
+    assert!(!c.is_ensemble());
+    assert_eq!(c.max_buffer, 0xfffff);
+}
+
+#[test]
+fn session_timeouts_are_negotiated_into_the_configured_range() {
+    let c = Config::parse("tickTime=2000\ndataDir=/d\n").unwrap();
+    assert_eq!(c.negotiate_timeout(1000), 4000);
+    assert_eq!(c.negotiate_timeout(10_000), 10_000);
+    assert_eq!(c.negotiate_timeout(1_000_000), 40_000);
+    assert_eq!(c.negotiate_timeout(-5), 4000);
+}
+
+#[test]
+fn server_lines_parse_roles_and_client_ports() {
+    let c = Config::parse(
+        "dataDir=/d\nserver.1=127.0.0.1:2888:3888\nserver.3=h3:1:2:observer;2183\nserver.2=h2:1:2:participant;0.0.0.0:2182\n",
+    )
+    .unwrap();
+    assert_eq!(c.servers.len(), 3);
+    assert_eq!(c.servers[0].id, 1);
+    assert_eq!(
+        c.servers[1].client_addr,
+        Some((Some("0.0.0.0".into()), 2182))
+    );
+    assert!(c.servers[2].observer);
+    assert_eq!(c.servers[2].client_addr, Some((None, 2183)));
+}
+
+#[test]
+fn bad_values_are_named_in_the_error() {
+    let e = Config::parse("dataDir=/d\ntickTime=abc\n").unwrap_err();
+    assert!(format!("{e:#}").contains("tickTime"), "{e:#}");
+    let e = Config::parse("clientPort=1\n").unwrap_err();
+    assert!(format!("{e:#}").contains("dataDir"), "{e:#}");
+    let e = Config::parse("dataDir=/d\nserver.1=h:1\n").unwrap_err();
+    assert!(format!("{e:#}").contains("server.1"), "{e:#}");
+    let e = Config::parse("dataDir=/d\nkey=\\u00zz\n").unwrap_err();
+    assert!(format!("{e:#}").contains("line 2"), "{e:#}");
+}
+
+#[test]
+fn client_byte_bounds_default_to_multiples_of_jute_maxbuffer() {
+    let c = Config::parse("dataDir=/d\n").unwrap();
+    assert_eq!(c.max_unsent_reply_bytes, 2 * 0xfffff);
+    assert_eq!(c.max_outbound_bytes, 8 * 0xfffff);
+    let c = Config::parse("dataDir=/d\njute.maxbuffer=4000000\n").unwrap();
+    assert_eq!(c.max_outbound_bytes, 32_000_000);
+    let c = Config::parse(
+        "dataDir=/d\nwazoo.client.maxOutboundBytes=3000\nwazoo.client.maxUnsentReplyBytes=1000\n",
+    )
+    .unwrap();
+    assert_eq!(
+        (c.max_outbound_bytes, c.max_unsent_reply_bytes),
+        (3000, 1000)
+    );
+    assert!(!c.unknown.contains_key("wazoo.client.maxOutboundBytes"));
+    let e = Config::parse("dataDir=/d\nwazoo.client.maxOutboundBytes=1000\n").unwrap_err();
+    assert!(
+        format!("{e:#}").contains("wazoo.client.maxOutboundBytes"),
+        "{e:#}"
+    );
+}
+
+#[test]
+fn unknown_keys_are_kept_not_fatal() {
+    let c = Config::parse("dataDir=/d\nfoo.bar=1\n").unwrap();
+    assert_eq!(c.unknown.get("foo.bar").map(String::as_str), Some("1"));
+}
+
+// ZooKeeper Administrator's Guide, "Configuration Parameters": a
+// misspelled key is not an error, but the warning says what was meant.
+#[test]
+fn an_unknown_key_gets_the_closest_known_key() {
+    assert_eq!(
+        unused_key_note("tickTme"),
+        "zoo.cfg key tickTme is unknown; did you mean tickTime?"
+    );
+    assert_eq!(
+        unused_key_note("maxclientcnxns"),
+        "zoo.cfg key maxclientcnxns is unknown; did you mean maxClientCnxns?"
+    );
+    assert_eq!(
+        unused_key_note("autopurge.purgeIntreval"),
+        "zoo.cfg key autopurge.purgeIntreval is unknown; did you mean autopurge.purgeInterval?"
+    );
+    assert_eq!(
+        unused_key_note("admin.serverPort"),
+        "zoo.cfg key admin.serverPort is a ZooKeeper key that wazoo does not use"
+    );
+    assert_eq!(unused_key_note("zzz.qqq"), "zoo.cfg key zzz.qqq is unknown");
+    // Every key wazoo reads is one from_map takes: none is left over.
+    let text: String = KEYS_READ
+        .iter()
+        .map(|k| format!("{k}={}\n", sample_value(k)))
+        .collect();
+    let c = Config::parse(&text).unwrap();
+    assert!(c.unknown.is_empty(), "{:?}", c.unknown);
+}
+
+fn sample_value(key: &str) -> &'static str {
+    match key {
+        "dataDir" | "dataLogDir" | "plugins.dir" => "/d",
+        "clientPortAddress" | "metricsProvider.httpHost" => "127.0.0.1",
+        "DigestAuthenticationProvider.superDigest" => "super:x",
+        "recipe.memoryBytes" => "65536",
+        "wazoo.client.maxUnsentReplyBytes" => "2097152",
+        "wazoo.client.maxOutboundBytes" => "8388608",
+        _ if key.ends_with("Enabled") || key.ends_with("enabled") || key == "enforceQuota" => {
+            "false"
+        }
+        _ => "7",
+    }
+}
+
+/// `dataDir=/d` plus one line; the error text if it is refused.
+fn refusal(line: &str) -> Option<String> {
+    Config::parse(&format!("dataDir=/d\n{line}\n"))
+        .err()
+        .map(|e| format!("{e:#}"))
+}
+
+// ZooKeeper Administrator's Guide, "Encryption, Authentication,
+// Authorization Options": every key that configures TLS, SASL,
+// Kerberos, x509 or enforced authentication stops the start, and the
+// error names it.
+#[test]
+fn every_security_key_wazoo_does_not_implement_is_refused_by_name() {
+    let refused = [
+        // TLS that wazoo does not implement (config/tls.rs has the rest).
+        "client.secure=true",
+        "client.portUnification=true",
+        "portUnification=true",
+        "ssl.keyStore.location=/k.jks",
+        "ssl.keyStore.type=JKS",
+        "ssl.trustStore.location=/t.jks",
+        "ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA",
+        "ssl.enabledProtocols=TLSv1",
+        "ssl.authProvider=custom",
+        "ssl.sslProvider=OpenSSL",
+        "ssl.context.supplier.class=com.example.Supplier",
+        "ssl.quorum.keyStore.location=/k.jks",
+        "ssl.quorum.clientAuth=none",
+        "zookeeper.ssl.keyStore.location=/k.jks",
+        "admin.portUnification=true",
+        "admin.forceHttps=true",
+        "admin.needClientAuth=true",
+        "requireClientAuthScheme=sasl",
+        "allowSaslFailedClients=true",
+        "quorum.auth.enableSasl=true",
+        "quorum.auth.learnerRequireSasl=true",
+        "quorum.auth.serverRequireSasl=true",
+        "quorum.auth.learner.saslLoginContext=QuorumLearner",
+        "quorum.auth.server.saslLoginContext=QuorumServer",
+        "quorum.auth.kerberos.servicePrincipal=zkquorum/_HOST",
+        "kerberos.removeHostFromPrincipal=true",
+        "kerberos.removeRealmFromPrincipal=true",
+        "kerberos.canonicalizeHostNames=true",
+        "jaasLoginRenew=3600000",
+        "zookeeper.sasl.serverconfig=QuorumServer",
+        "java.security.auth.login.config=/jaas.conf",
+        "ensembleAuthName=prod",
+        "zookeeper.authProvider.2=com.example.Custom",
+        "DigestAuthenticationProvider.enabled=false",
+        "DigestAuthenticationProvider.digestAlg=SHA3-256",
+        "skipACL=yes",
+        // A value that is not the accepted "off" spelling is refused,
+        // not guessed at.
+        "client.portUnification=maybe",
+        "PORTUNIFICATION=true",
+    ];
+    for line in refused {
+        let key = line.split('=').next().unwrap();
+        let err = refusal(line).unwrap_or_else(|| panic!("{line} was accepted"));
+        assert!(err.contains(key), "{line}: the error names the key: {err}");
+        assert!(err.contains("docs/SECURITY.md"), "{err}");
+    }
+}
+
+// A typical zoo.cfg that turns the secure features off explicitly still
+// starts: those values are what wazoo does.
+#[test]
+fn security_switches_set_to_off_are_accepted() {
+    let accepted = [
+        "sslQuorum=false",
+        "portUnification=false",
+        "sslQuorumReloadCertFiles=false",
+        "client.secure=false",
+        "client.portUnification=false",
+        "client.certReload=false",
+        "admin.forceHttps=false",
+        "sessionRequireClientSASLAuth=false",
+        "enforce.auth.enabled=false",
+        "enforce.auth.enabled=FALSE",
+        "enforce.auth.schemes=sasl",
+        "allowSaslFailedClients=false",
+        "quorum.auth.enableSasl=false",
+        "quorum.auth.learnerRequireSasl=false",
+        "quorum.auth.serverRequireSasl=false",
+        "zookeeper.quorum.auth.enableSasl=false",
+        "authProvider.1=org.apache.zookeeper.server.auth.DigestAuthenticationProvider",
+        "authProvider.ip=org.apache.zookeeper.server.auth.IPAuthenticationProvider",
+        "DigestAuthenticationProvider.enabled=true",
+        "DigestAuthenticationProvider.digestAlg=SHA1",
+        "skipACL=no",
+        "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory",
+        "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider",
+        "X509AuthenticationProvider.superUser=CN=admin",
+        "ssl.authProvider=x509",
+        "ssl.quorum.hostnameVerification=false",
+    ];
+    for line in accepted {
+        if let Some(err) = refusal(line) {
+            panic!("{line} was refused: {err}");
+        }
+    }
+    let all = format!("dataDir=/d\n{}\n", accepted.join("\n"));
+    Config::parse(&all).expect("all of them at once");
+}
+
+// ZooKeeper Administrator's Guide, "Encryption, Authentication,
+// Authorization Options", and ZooKeeper 3.8's AuthenticationHelper:
+// sessionRequireClientSASLAuth means `sasl`, enforce.auth.* names the
+// schemes, and an enforced scheme without its provider stops the start.
+#[test]
+fn sasl_and_enforced_authentication_keys_are_read_as_zookeeper_reads_them() {
+    let sasl = |text: &str| Config::parse(&format!("dataDir=/d\n{text}")).map(|c| c.sasl);
+    let provider = "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n";
+    let off = sasl("").unwrap();
+    assert!(!off.provider && off.enforce_schemes.is_empty() && off.super_user.is_none());
+    let c = sasl(&format!(
+        "{provider}sessionRequireClientSASLAuth=true\nenforce.auth.schemes=digest\n"
+    ))
+    .unwrap();
+    assert!(c.provider);
+    assert_eq!(c.enforce_schemes, ["sasl"]);
+    let c = sasl(&format!("{provider}zookeeper.enforce.auth.enabled=TRUE\nenforce.auth.schemes=sasl, digest\nzookeeper.superUser=admin\n")).unwrap();
+    assert_eq!(c.enforce_schemes, ["sasl", "digest"]);
+    assert_eq!(c.super_user.as_deref(), Some("admin"));
+    let c = sasl("enforce.auth.enabled=false\nenforce.auth.schemes=sasl\n").unwrap();
+    assert!(c.enforce_schemes.is_empty());
+    for (bad, why) in [
+        (
+            "sessionRequireClientSASLAuth=true\n",
+            "scheme sasl is not available",
+        ),
+        (
+            "enforce.auth.enabled=true\n",
+            "enforce.auth.schemes must be configured",
+        ),
+        (
+            "enforce.auth.enabled=true\nenforce.auth.schemes=kerberos\n",
+            "scheme kerberos",
+        ),
+        ("enforce.auth.enabled=yes\n", "must be true or false"),
+    ] {
+        let err = format!("{:#}", sasl(bad).unwrap_err());
+        assert!(err.contains(why), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn every_refused_key_is_named_in_one_error_without_its_value() {
+    let err = format!(
+        "{:#}",
+        Config::parse(
+            "dataDir=/d\nssl.keyStore.location=/etc/k.jks\nssl.trustStore.location=/etc/t.jks\nssl.keyStore.password=hunter2\njaasLoginRenew=1\n"
+        )
+        .unwrap_err()
+    );
+    for key in [
+        "ssl.keyStore.location",
+        "ssl.trustStore.location",
+        "jaasLoginRenew",
+    ] {
+        assert!(err.contains(key), "{key} named: {err}");
+    }
+    assert!(!err.contains("hunter2"), "{err}");
+    assert!(!err.contains("/etc/k.jks"), "{err}");
+}
+
+// No secret in a log line or in `conf`: a key naming a password or a
+// secret keeps its value as `****` from the moment it is read.
+#[test]
+fn secret_values_are_redacted_everywhere_keys_are_echoed() {
+    let c = Config::parse("dataDir=/d\nmy.db.Password=hunter2\nclient.secret=s3cr3t\nfoo=bar\n")
+        .unwrap();
+    assert_eq!(c.unknown["my.db.Password"], "****");
+    assert_eq!(c.unknown["client.secret"], "****");
+    assert_eq!(c.unknown["foo"], "bar", "only secrets are hidden");
+    let shown = format!("{c:?}\n{}", c.conf_lines().join("\n"));
+    assert!(!shown.contains("hunter2"), "{shown}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    assert_eq!(redact("ssl.quorum.trustStore.PASSWORD", "x"), "****");
+    let e = format!(
+        "{:#}",
+        Config::parse("dataDir=/d\nssl.context.supplier.password hunter2\n").unwrap_err()
+    );
+    assert!(
+        e.contains("ssl.context.supplier.password") && !e.contains("hunter2"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        Config::parse("dataDir=/d\nssl.keyStore.password=hunter2\\u12\n").unwrap_err()
+    );
+    assert!(e.contains("line 2") && !e.contains("hunter2"), "{e}");
+    // `conf` says there is no secure port, as ZooKeeper does without one.
+    assert_eq!(c.conf_lines()[1], "secureClientPort=-1");
+    assert_eq!(redact("clientPort", "2181"), "2181");
+}
