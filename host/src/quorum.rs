@@ -77,9 +77,14 @@
 //!   below the bound). A peer that does not drain its link past the bound
 //!   has the link closed and the queue dropped; ZAB resynchronizes it when
 //!   it reconnects.
+//!
+//! # Layout
+//!
+//! This file holds the links and their tasks; `wire.rs` the hello and
+//! frame codec above, `outbox.rs` a link's bounded outbound queue, and
+//! `tests.rs` the tests.
 
-use std::collections::{HashMap, VecDeque};
-use std::fmt;
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -93,18 +98,12 @@ use tokio::time::Instant;
 use crate::core::zab::{Message, ServerId};
 use crate::tls::{MaybeTls, QuorumTls};
 
-const MAGIC: &[u8; 4] = b"WZQ1";
-/// Version 2 added the keepalive frame; a version 1 peer would close the
-/// link on it, so the versions do not mix.
-const VERSION: u8 = 2;
-/// The length of a hello.
-pub const HELLO_LEN: usize = 4 + 1 + 8 + 8;
-/// The largest frame a peer may send (a snapshot travels in one frame).
-pub const MAX_FRAME: usize = 1 << 30;
+mod outbox;
+mod wire;
 
-const KIND_ZAB: u8 = 1;
-const KIND_APP: u8 = 2;
-const KIND_KEEPALIVE: u8 = 3;
+use outbox::{Outbox, OutboxState, Take};
+pub use wire::{check_frame_len, decode_frame, Frame, Hello, LinkError, HELLO_LEN, MAX_FRAME};
+use wire::{put_frame, KIND_APP, KIND_KEEPALIVE, KIND_ZAB};
 
 /// A side that has written nothing for this long sends a keepalive.
 pub const KEEPALIVE: Duration = Duration::from_millis(500);
@@ -167,188 +166,6 @@ impl LinkCmd {
             LinkCmd::App(p) => 5 + p.len(),
             LinkCmd::Close => 0,
         }
-    }
-}
-
-/// Why a peer's bytes were refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LinkError {
-    BadMagic,
-    UnsupportedVersion(u8),
-    /// A frame length of 0 or over [`MAX_FRAME`].
-    BadLength(usize),
-    UnknownKind(u8),
-    /// A keepalive that carries bytes.
-    KeepaliveWithPayload(usize),
-    Zab(crate::core::zab::DecodeError),
-}
-
-impl fmt::Display for LinkError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LinkError::BadMagic => write!(f, "not a wazoo quorum hello"),
-            LinkError::UnsupportedVersion(v) => write!(f, "unsupported link version {v}"),
-            LinkError::BadLength(n) => {
-                write!(f, "frame length {n} is outside 1..={MAX_FRAME}")
-            }
-            LinkError::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
-            LinkError::KeepaliveWithPayload(n) => write!(f, "keepalive with {n} payload bytes"),
-            LinkError::Zab(e) => write!(f, "undecodable zab message: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for LinkError {}
-
-/// A decoded hello: who the sender claims to be.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Hello {
-    pub sender: ServerId,
-    pub link_epoch: u64,
-}
-
-impl Hello {
-    pub fn encode(&self) -> [u8; HELLO_LEN] {
-        let mut b = [0u8; HELLO_LEN];
-        b[..4].copy_from_slice(MAGIC);
-        b[4] = VERSION;
-        b[5..13].copy_from_slice(&self.sender.to_be_bytes());
-        b[13..21].copy_from_slice(&self.link_epoch.to_be_bytes());
-        b
-    }
-
-    pub fn decode(b: &[u8; HELLO_LEN]) -> Result<Hello, LinkError> {
-        if &b[..4] != MAGIC {
-            return Err(LinkError::BadMagic);
-        }
-        if b[4] != VERSION {
-            return Err(LinkError::UnsupportedVersion(b[4]));
-        }
-        Ok(Hello {
-            sender: u64::from_be_bytes(b[5..13].try_into().expect("8 bytes")),
-            link_epoch: u64::from_be_bytes(b[13..21].try_into().expect("8 bytes")),
-        })
-    }
-}
-
-/// One frame's content, after its length.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Frame {
-    Zab(Message),
-    App(Vec<u8>),
-    Keepalive,
-}
-
-/// Checks a frame length, before anything is read or allocated for it.
-pub fn check_frame_len(len: usize) -> Result<(), LinkError> {
-    if len == 0 || len > MAX_FRAME {
-        return Err(LinkError::BadLength(len));
-    }
-    Ok(())
-}
-
-/// Decodes one frame (`kind payload`, the bytes after the length).
-pub fn decode_frame(frame: &[u8]) -> Result<Frame, LinkError> {
-    check_frame_len(frame.len())?;
-    let payload = &frame[1..];
-    match frame[0] {
-        KIND_ZAB => Message::decode(payload)
-            .map(Frame::Zab)
-            .map_err(LinkError::Zab),
-        KIND_APP => Ok(Frame::App(payload.to_vec())),
-        KIND_KEEPALIVE if payload.is_empty() => Ok(Frame::Keepalive),
-        KIND_KEEPALIVE => Err(LinkError::KeepaliveWithPayload(payload.len())),
-        k => Err(LinkError::UnknownKind(k)),
-    }
-}
-
-/// Appends a whole frame (length, kind, payload).
-fn put_frame(buf: &mut Vec<u8>, kind: u8, payload: &[u8]) {
-    buf.extend_from_slice(&((payload.len() + 1) as u32).to_be_bytes());
-    buf.push(kind);
-    buf.extend_from_slice(payload);
-}
-
-/// One link's outbound queue, shared by the core (which pushes without
-/// waiting) and the link's task (which drains it into the socket).
-struct Outbox {
-    state: Mutex<OutboxState>,
-    wake: Notify,
-}
-
-#[derive(Default)]
-struct OutboxState {
-    queue: VecDeque<LinkCmd>,
-    /// The sum of `size()` over `queue`.
-    bytes: usize,
-    /// The peer did not drain the queue: the link must be reset.
-    overflowed: bool,
-    /// The [`Links`] are gone: the link's task ends.
-    closed: bool,
-}
-
-/// What the link's task takes from its queue.
-enum Take {
-    Cmds(Vec<LinkCmd>),
-    Overflowed,
-    Closed,
-}
-
-impl Outbox {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OutboxState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn push(&self, cmd: LinkCmd) {
-        let mut s = self.lock();
-        if s.overflowed || s.closed {
-            return;
-        }
-        if s.bytes >= QUEUE_BYTES_MAX {
-            s.queue.clear();
-            s.bytes = 0;
-            s.overflowed = true;
-        } else {
-            s.bytes += cmd.size();
-            s.queue.push_back(cmd);
-        }
-        drop(s);
-        self.wake.notify_one();
-    }
-
-    /// Takes commands worth up to [`WRITE_BATCH_MAX`] bytes (at least one).
-    fn take(&self) -> Take {
-        let mut s = self.lock();
-        if s.closed {
-            return Take::Closed;
-        }
-        if s.overflowed {
-            return Take::Overflowed;
-        }
-        let mut cmds = Vec::new();
-        let mut bytes = 0;
-        while bytes < WRITE_BATCH_MAX {
-            let Some(c) = s.queue.pop_front() else { break };
-            let n = c.size();
-            bytes += n;
-            s.bytes -= n;
-            cmds.push(c);
-        }
-        Take::Cmds(cmds)
-    }
-
-    /// Drops what is queued (the link it was for is gone); returns false
-    /// once the [`Links`] are gone.
-    fn discard(&self) -> bool {
-        let mut s = self.lock();
-        s.queue.clear();
-        s.bytes = 0;
-        s.overflowed = false;
-        !s.closed
-    }
-
-    fn is_overflowed(&self) -> bool {
-        self.lock().overflowed
     }
 }
 
@@ -881,72 +698,4 @@ async fn read_frames(peer: ServerId, rd: impl AsyncRead + Unpin, events: mpsc::S
 pub type SharedLinks = Arc<Links>;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_hello_round_trips_and_a_foreign_one_is_refused() {
-        let h = Hello {
-            sender: 3,
-            link_epoch: 9,
-        };
-        assert_eq!(Hello::decode(&h.encode()), Ok(h));
-        let mut b = h.encode();
-        b[0] = b'X';
-        assert_eq!(Hello::decode(&b), Err(LinkError::BadMagic));
-        let mut b = h.encode();
-        b[4] = 1;
-        assert_eq!(Hello::decode(&b), Err(LinkError::UnsupportedVersion(1)));
-    }
-
-    #[test]
-    fn frame_lengths_are_checked_before_anything_is_read() {
-        assert_eq!(check_frame_len(0), Err(LinkError::BadLength(0)));
-        assert_eq!(
-            check_frame_len(0xffff_ffff),
-            Err(LinkError::BadLength(0xffff_ffff))
-        );
-        assert_eq!(check_frame_len(MAX_FRAME), Ok(()));
-    }
-
-    #[test]
-    fn malformed_frames_are_errors_not_panics() {
-        assert_eq!(decode_frame(&[]), Err(LinkError::BadLength(0)));
-        assert_eq!(decode_frame(&[9]), Err(LinkError::UnknownKind(9)));
-        assert_eq!(decode_frame(&[KIND_KEEPALIVE]), Ok(Frame::Keepalive));
-        assert_eq!(
-            decode_frame(&[KIND_KEEPALIVE, 0]),
-            Err(LinkError::KeepaliveWithPayload(1))
-        );
-        assert!(matches!(decode_frame(&[KIND_ZAB]), Err(LinkError::Zab(_))));
-        assert_eq!(decode_frame(&[KIND_APP, 7]), Ok(Frame::App(vec![7])));
-        let mut f = vec![KIND_ZAB];
-        Message::Ping.encode(&mut f);
-        assert_eq!(decode_frame(&f), Ok(Frame::Zab(Message::Ping)));
-    }
-
-    #[test]
-    fn a_queue_past_its_bound_is_reset_not_grown() {
-        let o = Outbox {
-            state: Mutex::new(OutboxState::default()),
-            wake: Notify::new(),
-        };
-        let chunk = vec![0u8; 1 << 20];
-        // One message larger than the bound is admitted into a short queue.
-        o.push(LinkCmd::App(vec![0u8; QUEUE_BYTES_MAX + 1]));
-        assert!(!o.is_overflowed());
-        o.push(LinkCmd::App(chunk.clone()));
-        assert!(o.is_overflowed(), "the queue passed its bound");
-        assert!(o.lock().queue.is_empty(), "an overflowed queue is dropped");
-        o.push(LinkCmd::App(chunk.clone()));
-        assert!(o.lock().queue.is_empty(), "nothing queues until the reset");
-        assert!(matches!(o.take(), Take::Overflowed));
-        assert!(o.discard());
-        o.push(LinkCmd::App(chunk));
-        match o.take() {
-            Take::Cmds(c) => assert_eq!(c.len(), 1),
-            _ => panic!("a reset queue takes commands again"),
-        }
-        assert_eq!(o.lock().bytes, 0);
-    }
-}
+mod tests;
