@@ -24,12 +24,15 @@
 //! Whichever way a connection ends (end of stream, a reset, a failed write,
 //! a close the core asked for, no handshake in time), the task ends, the
 //! core gets [`Input::Closed`] and the per-address count is returned.
+//!
+//! Layout: this file holds the accept loops and a connection's reader and
+//! writer; `limits.rs` the per-address counts and the request bytes
+//! (`maxClientCnxns`, `largeRequestMaxBytes`), and `tests.rs` the tests.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -43,6 +46,10 @@ use crate::sasl::{DigestServer, SaslUsers, Step};
 use crate::tls::ClientTls;
 use wazoo_proto::frame::{self, ClientFrame};
 use wazoo_proto::{ConnectRequest, Jute, OpCode};
+
+mod limits;
+
+use limits::{ConnRequests, PerIp, RequestBytes};
 
 /// Requests one connection may have unanswered before we stop reading it.
 pub const MAX_IN_FLIGHT: usize = 1000;
@@ -72,179 +79,6 @@ pub const FOUR_LETTER_WORDS: [&str; 19] = [
 ];
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
-
-/// Per-address connection counts for maxClientCnxns.
-#[derive(Default)]
-struct PerIp(Mutex<HashMap<IpAddr, u32>>);
-
-impl PerIp {
-    /// Counts a connection from `ip`, unless that would exceed `max`; the
-    /// count is returned when the guard drops.
-    fn try_add(self: &Arc<Self>, ip: IpAddr, max: u32) -> Option<PerIpGuard> {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let n = m.entry(ip).or_insert(0);
-        if max > 0 && *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(PerIpGuard {
-            per_ip: Arc::clone(self),
-            ip,
-        })
-    }
-
-    fn remove(&self, ip: IpAddr) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&ip);
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn count(&self, ip: IpAddr) -> u32 {
-        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(&ip).copied().unwrap_or(0)
-    }
-}
-
-/// One connection's place in its address's count, given back on drop
-/// (even if the connection's task panics).
-struct PerIpGuard {
-    per_ip: Arc<PerIp>,
-    ip: IpAddr,
-}
-
-impl Drop for PerIpGuard {
-    fn drop(&mut self) {
-        self.per_ip.remove(self.ip);
-    }
-}
-
-/// Client requests read and not yet answered, in bytes, over every
-/// connection of the member: ZooKeeper's `largeRequestMaxBytes`. Each
-/// connection can hold [`MAX_IN_FLIGHT`] requests, each up to
-/// jute.maxbuffer, so without this sixty connections of one address could
-/// make the member hold sixty gigabytes of requests.
-struct RequestBytes {
-    in_flight: AtomicU64,
-    max: u64,
-    /// Requests smaller than this are not counted (-1: all are).
-    threshold: i64,
-}
-
-impl RequestBytes {
-    fn of(cfg: &Config) -> RequestBytes {
-        RequestBytes {
-            in_flight: AtomicU64::new(0),
-            max: cfg.large_request_max_bytes,
-            threshold: cfg.large_request_threshold,
-        }
-    }
-
-    /// The bytes a request of `len` bytes counts for.
-    fn counted(&self, len: usize) -> u64 {
-        if self.threshold < 0 || len as i64 >= self.threshold {
-            len as u64
-        } else {
-            0
-        }
-    }
-
-    /// Takes `n` bytes, unless that would pass the bound.
-    fn try_take(&self, n: u64) -> bool {
-        self.in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
-                cur.checked_add(n).filter(|&total| total <= self.max)
-            })
-            .is_ok()
-    }
-
-    fn give_back(&self, n: u64) {
-        let before = self.in_flight.fetch_sub(n, Ordering::AcqRel);
-        debug_assert!(before >= n, "request bytes given back twice");
-    }
-}
-
-/// One connection's part of [`RequestBytes`]: the counted bytes of each
-/// unanswered request, in order (replies come back in request order),
-/// with when its frame was read and whether it is a write, for the
-/// latency metrics. What is left is given back when the connection ends.
-struct ConnRequests {
-    global: Arc<RequestBytes>,
-    sizes: Mutex<std::collections::VecDeque<PendingRequest>>,
-    metrics: Arc<Metrics>,
-}
-
-/// One unanswered request.
-struct PendingRequest {
-    bytes: u64,
-    read_at: Instant,
-    update: bool,
-}
-
-impl ConnRequests {
-    fn new(global: Arc<RequestBytes>, metrics: Arc<Metrics>) -> ConnRequests {
-        ConnRequests {
-            global,
-            sizes: Mutex::default(),
-            metrics,
-        }
-    }
-
-    /// Counts a request frame (`payload`, after the length) just read;
-    /// false if the member's bound would be passed (ZooKeeper then closes
-    /// the connection).
-    fn admit(&self, payload: &[u8]) -> bool {
-        let n = self.global.counted(payload.len());
-        if !self.global.try_take(n) {
-            return false;
-        }
-        // The opcode follows the xid; an unreadable one counts as a read.
-        let update = payload
-            .get(4..8)
-            .and_then(|b| OpCode::from_i32(i32::from_be_bytes([b[0], b[1], b[2], b[3]])))
-            .is_some_and(OpCode::is_write);
-        self.sizes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(PendingRequest {
-                bytes: n,
-                read_at: Instant::now(),
-                update,
-            });
-        true
-    }
-
-    /// `replies` requests were answered (their replies are written): their
-    /// bytes go back, and their latencies go to the metrics.
-    fn answered(&self, replies: usize) {
-        if replies == 0 {
-            return;
-        }
-        let now = Instant::now();
-        let mut sizes = self.sizes.lock().unwrap_or_else(|e| e.into_inner());
-        let answered = replies.min(sizes.len());
-        let mut n = 0;
-        for r in sizes.drain(..answered) {
-            n += r.bytes;
-            self.metrics
-                .observe_request(r.update, now.saturating_duration_since(r.read_at));
-        }
-        drop(sizes);
-        self.global.give_back(n);
-    }
-}
-
-impl Drop for ConnRequests {
-    fn drop(&mut self) {
-        let sizes = self.sizes.get_mut().unwrap_or_else(|e| e.into_inner());
-        self.global
-            .give_back(sizes.drain(..).map(|r| r.bytes).sum());
-    }
-}
 
 /// A connection's unanswered requests, counted twice: at most
 /// [`MAX_IN_FLIGHT`] of them, and their bytes within the member's
@@ -829,101 +663,4 @@ async fn four_letter(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request_bytes(max: u64, threshold: i64) -> Arc<RequestBytes> {
-        Arc::new(RequestBytes {
-            in_flight: AtomicU64::new(0),
-            max,
-            threshold,
-        })
-    }
-
-    // ZooKeeper Administrator's Guide, "Advanced Configuration",
-    // largeRequestMaxBytes: the bytes of requests in flight over all
-    // connections are bounded; a request that would pass the bound is
-    // refused (its connection closes), and answered requests give theirs
-    // back, as does a connection that ends.
-    #[test]
-    fn request_bytes_are_bounded_over_connections_and_always_given_back() {
-        let global = request_bytes(1000, -1);
-        let a = ConnRequests::new(Arc::clone(&global), Metrics::new());
-        let b = ConnRequests::new(Arc::clone(&global), Metrics::new());
-        assert!(a.admit(&[0; 400]) && a.admit(&[0; 300]));
-        assert!(!b.admit(&[0; 301]), "700 + 301 would pass 1000");
-        assert!(b.admit(&[0; 300]));
-        assert_eq!(global.in_flight.load(Ordering::SeqCst), 1000);
-        a.answered(1);
-        assert_eq!(
-            global.in_flight.load(Ordering::SeqCst),
-            600,
-            "the first (400) went back"
-        );
-        drop(b);
-        assert_eq!(
-            global.in_flight.load(Ordering::SeqCst),
-            300,
-            "b's went back when it ended"
-        );
-        a.answered(5);
-        assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
-
-        // Below largeRequestThreshold a request is not counted.
-        let global = request_bytes(1000, 500);
-        let c = ConnRequests::new(Arc::clone(&global), Metrics::new());
-        assert!(c.admit(&[0; 499]) && c.admit(&[0; 999]));
-        assert!(!c.admit(&[0; 500]));
-        assert_eq!(global.in_flight.load(Ordering::SeqCst), 999);
-        c.answered(2);
-        assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
-    }
-
-    // ZooKeeper Administrator's Guide, maxClientCnxns: a limit per address.
-    #[test]
-    fn a_connections_place_in_its_address_count_is_returned_when_it_ends() {
-        let per_ip = Arc::new(PerIp::default());
-        let ip: IpAddr = "127.0.0.1".parse().unwrap();
-        let a = per_ip.try_add(ip, 2).expect("first");
-        let b = per_ip.try_add(ip, 2).expect("second");
-        assert!(per_ip.try_add(ip, 2).is_none(), "the third is refused");
-        assert!(per_ip.try_add("127.0.0.2".parse().unwrap(), 2).is_some());
-        drop(a);
-        assert_eq!(per_ip.count(ip), 1);
-        let c = per_ip.try_add(ip, 2).expect("room again");
-        drop((b, c));
-        assert_eq!(per_ip.count(ip), 0);
-        assert!(per_ip.try_add(ip, 0).is_some(), "0 means no limit");
-    }
-
-    #[test]
-    fn the_writer_report_never_exceeds_the_unsent_reply_bound() {
-        let mut cfg = Config::parse("dataDir=/d\n").unwrap();
-        assert_eq!(Bounds::of(&cfg).written_report_bytes, WRITTEN_REPORT_BYTES);
-        cfg.max_unsent_reply_bytes = 1000;
-        assert_eq!(Bounds::of(&cfg).written_report_bytes, 1000);
-        assert_eq!(Bounds::of(&cfg).unsent_reply_bytes, 1000);
-    }
-
-    #[tokio::test]
-    async fn bytes_sent_to_a_connection_count_as_queued_until_written() {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(ConnShared::default());
-        let conn = ConnTx {
-            tx,
-            shared: Arc::clone(&shared),
-        };
-        conn.send(ConnMsg::Bytes {
-            bytes: vec![0; 300],
-            replies: 1,
-        })
-        .unwrap();
-        conn.send(ConnMsg::Close).unwrap();
-        assert_eq!(shared.queued_bytes.load(Ordering::Acquire), 300);
-        // The close request is remembered for the connection's task.
-        shared.close_requested.notified().await;
-        assert!(matches!(rx.recv().await, Some(ConnMsg::Bytes { .. })));
-        drop(rx);
-        assert!(conn.send(ConnMsg::Close).is_err(), "the connection is gone");
-    }
-}
+mod tests;

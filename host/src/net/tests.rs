@@ -1,0 +1,98 @@
+use std::net::IpAddr;
+
+use super::*;
+
+fn request_bytes(max: u64, threshold: i64) -> Arc<RequestBytes> {
+    Arc::new(RequestBytes {
+        in_flight: AtomicU64::new(0),
+        max,
+        threshold,
+    })
+}
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration",
+// largeRequestMaxBytes: the bytes of requests in flight over all
+// connections are bounded; a request that would pass the bound is
+// refused (its connection closes), and answered requests give theirs
+// back, as does a connection that ends.
+#[test]
+fn request_bytes_are_bounded_over_connections_and_always_given_back() {
+    let global = request_bytes(1000, -1);
+    let a = ConnRequests::new(Arc::clone(&global), Metrics::new());
+    let b = ConnRequests::new(Arc::clone(&global), Metrics::new());
+    assert!(a.admit(&[0; 400]) && a.admit(&[0; 300]));
+    assert!(!b.admit(&[0; 301]), "700 + 301 would pass 1000");
+    assert!(b.admit(&[0; 300]));
+    assert_eq!(global.in_flight.load(Ordering::SeqCst), 1000);
+    a.answered(1);
+    assert_eq!(
+        global.in_flight.load(Ordering::SeqCst),
+        600,
+        "the first (400) went back"
+    );
+    drop(b);
+    assert_eq!(
+        global.in_flight.load(Ordering::SeqCst),
+        300,
+        "b's went back when it ended"
+    );
+    a.answered(5);
+    assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
+
+    // Below largeRequestThreshold a request is not counted.
+    let global = request_bytes(1000, 500);
+    let c = ConnRequests::new(Arc::clone(&global), Metrics::new());
+    assert!(c.admit(&[0; 499]) && c.admit(&[0; 999]));
+    assert!(!c.admit(&[0; 500]));
+    assert_eq!(global.in_flight.load(Ordering::SeqCst), 999);
+    c.answered(2);
+    assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
+}
+
+// ZooKeeper Administrator's Guide, maxClientCnxns: a limit per address.
+#[test]
+fn a_connections_place_in_its_address_count_is_returned_when_it_ends() {
+    let per_ip = Arc::new(PerIp::default());
+    let ip: IpAddr = "127.0.0.1".parse().unwrap();
+    let a = per_ip.try_add(ip, 2).expect("first");
+    let b = per_ip.try_add(ip, 2).expect("second");
+    assert!(per_ip.try_add(ip, 2).is_none(), "the third is refused");
+    assert!(per_ip.try_add("127.0.0.2".parse().unwrap(), 2).is_some());
+    drop(a);
+    assert_eq!(per_ip.count(ip), 1);
+    let c = per_ip.try_add(ip, 2).expect("room again");
+    drop((b, c));
+    assert_eq!(per_ip.count(ip), 0);
+    assert!(per_ip.try_add(ip, 0).is_some(), "0 means no limit");
+}
+
+#[test]
+fn the_writer_report_never_exceeds_the_unsent_reply_bound() {
+    let mut cfg = Config::parse("dataDir=/d\n").unwrap();
+    assert_eq!(Bounds::of(&cfg).written_report_bytes, WRITTEN_REPORT_BYTES);
+    cfg.max_unsent_reply_bytes = 1000;
+    assert_eq!(Bounds::of(&cfg).written_report_bytes, 1000);
+    assert_eq!(Bounds::of(&cfg).unsent_reply_bytes, 1000);
+}
+
+#[tokio::test]
+async fn bytes_sent_to_a_connection_count_as_queued_until_written() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(ConnShared::default());
+    let conn = ConnTx {
+        tx,
+        shared: Arc::clone(&shared),
+    };
+    conn.send(ConnMsg::Bytes {
+        bytes: vec![0; 300],
+        replies: 1,
+    })
+    .unwrap();
+    conn.send(ConnMsg::Close).unwrap();
+    assert_eq!(shared.queued_bytes.load(Ordering::Acquire), 300);
+    // The close request is remembered for the connection's task.
+    shared.close_requested.notified().await;
+    assert!(matches!(rx.recv().await, Some(ConnMsg::Bytes { .. })));
+    drop(rx);
+    assert!(conn.send(ConnMsg::Close).is_err(), "the connection is gone");
+}
