@@ -6,6 +6,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("election.rs", include_str!("election.rs")),
     ("history.rs", include_str!("history.rs")),
     ("leader.rs", include_str!("leader.rs")),
+    ("leader/broadcast.rs", include_str!("leader/broadcast.rs")),
     ("learner.rs", include_str!("learner.rs")),
     ("message.rs", include_str!("message.rs")),
     ("lib.rs", include_str!("lib.rs")),
