@@ -16,6 +16,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("sim/mod.rs", include_str!("sim/mod.rs")),
     ("sim/net.rs", include_str!("sim/net.rs")),
     ("sim/rng.rs", include_str!("sim/rng.rs")),
+    ("sim/shell.rs", include_str!("sim/shell.rs")),
 ];
 
 #[test]
