@@ -15,7 +15,7 @@
 //! | `history.rs` | the in-memory log (uncommitted tail + bounded committed log) and DIFF/TRUNC/SNAP choice |
 //! | `election.rs` | fast leader election for one LOOKING member |
 //! | `peer.rs` | `Peer`: inputs, outputs, dispatch, role changes |
-//! | `leader.rs`, `learner.rs` | the two sides of discovery, sync and broadcast |
+//! | `leader.rs` (with `leader/broadcast.rs`), `learner.rs` | the two sides of discovery, sync and broadcast |
 //! | `sim/` | (tests) the seeded whole-ensemble simulation |
 //! | `purity.rs` | (tests) fails if a source names an I/O, clock or randomness API |
 //!

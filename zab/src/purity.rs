@@ -6,6 +6,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("election.rs", include_str!("election.rs")),
     ("history.rs", include_str!("history.rs")),
     ("leader.rs", include_str!("leader.rs")),
+    ("leader/broadcast.rs", include_str!("leader/broadcast.rs")),
     ("learner.rs", include_str!("learner.rs")),
     ("message.rs", include_str!("message.rs")),
     ("lib.rs", include_str!("lib.rs")),
@@ -15,6 +16,7 @@ const SOURCES: &[(&str, &str)] = &[
     ("sim/mod.rs", include_str!("sim/mod.rs")),
     ("sim/net.rs", include_str!("sim/net.rs")),
     ("sim/rng.rs", include_str!("sim/rng.rs")),
+    ("sim/shell.rs", include_str!("sim/shell.rs")),
 ];
 
 #[test]

@@ -16,21 +16,26 @@
 //!   owes their callbacks and runs each as a step of its own, whose txn
 //!   consumes the wait. Which callbacks are owed is part of the replicated
 //!   wait table, so a new leader runs the ones the old one did not finish.
+//!
+//! `recipes/prep_host.rs` holds `PrepHost`, the
+//! [`RecipeHost`](crate::recipe::RecipeHost) a step runs against (the prep
+//! view, staging the step's writes, watches and notifications).
 
 use std::sync::Arc;
 
-use wazoo_proto::{perms, Acl, CreateRequest, ErrorCode, Request, Response};
-use wazoo_sdk::abi::{self, CallerInfo, CreateMode, NodeStat, Notification, Reply, WatchRequest};
+use wazoo_proto::{ErrorCode, Request, Response};
+use wazoo_sdk::abi::{self, CallerInfo, Notification, Reply, WatchRequest};
 
 use super::{
-    acl, check_read_path, prep_check, prep_create, prep_delete, prep_set_data, validate_path,
-    ApplyError, AuthInfo, Changes, ConnId, Origin, Record, Server, ServerConfig, Stat, Txn, View,
-    WriteKind,
+    ApplyError, AuthInfo, Changes, ConnId, Origin, Server, ServerConfig, Stat, Txn, View, WriteKind,
 };
 use crate::recipe::{
-    error_reply, render_report, ModuleReport, RecipeEngine, RecipeHost, RecipeTxn, RecipeWait,
-    WaitKey,
+    error_reply, render_report, ModuleReport, RecipeEngine, RecipeTxn, RecipeWait, WaitKey,
 };
+
+mod prep_host;
+
+use prep_host::PrepHost;
 
 /// The virtual node showing what recipe modules are loaded.
 pub const RECIPES_NODE: &str = "/zookeeper/recipes";
@@ -579,207 +584,6 @@ impl RecipeTxn {
             && self.cancelled.is_empty()
             && self.waits.is_empty()
             && self.notifications.is_empty()
-    }
-}
-
-/// The prep view as a recipe step sees it.
-struct PrepHost<'v, 'a> {
-    cfg: &'a ServerConfig,
-    view: View<'v>,
-    auth: &'a AuthInfo,
-    session: i64,
-    module: &'a str,
-    ops: Vec<Txn>,
-    waits: Vec<RecipeWait>,
-    notes: Vec<(i64, Vec<u8>)>,
-    /// Bytes of paths, data and payloads staged so far (see `stage`).
-    staged_bytes: usize,
-}
-
-impl PrepHost<'_, '_> {
-    /// A step's writes and notifications travel in one txn, which
-    /// `jute.maxbuffer` bounds as a client's frame bounds its multi: the
-    /// staged total after one more op of `path` and `data`, or
-    /// BadArguments if that passes the bound (the op is then not staged).
-    fn stage(&self, path: &str, data: &[u8]) -> Result<usize, ErrorCode> {
-        let total = self.staged_bytes + path.len() + data.len();
-        if total > self.cfg.max_buffer_bytes {
-            return Err(ErrorCode::BadArguments);
-        }
-        Ok(total)
-    }
-}
-
-fn node_stat(s: &Stat) -> NodeStat {
-    NodeStat {
-        czxid: s.czxid,
-        mzxid: s.mzxid,
-        ctime: s.ctime,
-        mtime: s.mtime,
-        version: s.version,
-        cversion: s.cversion,
-        aversion: s.aversion,
-        ephemeral_owner: s.ephemeral_owner,
-        data_length: s.data_length,
-        num_children: s.num_children,
-        pzxid: s.pzxid,
-    }
-}
-
-impl PrepHost<'_, '_> {
-    fn watch(&mut self, path: &str, token: Option<&str>, child: bool) {
-        if let Some(token) = token {
-            // One watch per token: a later registration replaces it.
-            self.waits.retain(|w| w.token != token);
-            self.waits.push(RecipeWait {
-                session: self.session,
-                module: self.module.to_string(),
-                token: token.to_string(),
-                path: path.to_string(),
-                child,
-                auth: self.auth.ids.clone(),
-                fired: None,
-            });
-        }
-    }
-
-    fn readable(&self, path: &str) -> Result<Record, ErrorCode> {
-        check_read_path(path)?;
-        validate_path(path)?;
-        let r = self.view.get(path).ok_or(ErrorCode::NoNode)?;
-        acl::check(&r.acl, perms::READ, self.auth)?;
-        Ok(r)
-    }
-}
-
-impl RecipeHost for PrepHost<'_, '_> {
-    fn get(&mut self, path: &str, watch: Option<&str>) -> Result<(Vec<u8>, NodeStat), ErrorCode> {
-        let r = self.readable(path)?;
-        self.watch(path, watch, false);
-        let data = match &r.data {
-            Some(d) => d.to_vec(),
-            None => self
-                .view
-                .tree
-                .get_data(path)
-                .map(|(d, _)| d)
-                .unwrap_or_default(),
-        };
-        Ok((data, node_stat(&r.stat)))
-    }
-
-    fn children(&mut self, path: &str, watch: Option<&str>) -> Result<Vec<String>, ErrorCode> {
-        self.readable(path)?;
-        self.watch(path, watch, true);
-        Ok(self.view.children(path))
-    }
-
-    fn exists(&mut self, path: &str, watch: Option<&str>) -> Result<Option<NodeStat>, ErrorCode> {
-        check_read_path(path)?;
-        validate_path(path)?;
-        // ZooKeeper registers an exists watch whether or not the node is there.
-        self.watch(path, watch, false);
-        Ok(self.view.get(path).map(|r| node_stat(&r.stat)))
-    }
-
-    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String, ErrorCode> {
-        let staged = self.stage(path, data)?;
-        let (flags, ttl) = match mode {
-            CreateMode::Persistent => (0, None),
-            CreateMode::Ephemeral => (1, None),
-            CreateMode::PersistentSequential => (2, None),
-            CreateMode::EphemeralSequential => (3, None),
-            CreateMode::Container => (4, None),
-            CreateMode::PersistentWithTtl(t) => (5, Some(t)),
-            CreateMode::PersistentSequentialWithTtl(t) => (6, Some(t)),
-        };
-        let req = CreateRequest {
-            path: path.to_string(),
-            data: data.to_vec(),
-            acl: Acl::open_unsafe(),
-            flags,
-            ttl,
-        };
-        let (txn, created) = prep_create(self.cfg, &mut self.view, self.auth, self.session, &req)?;
-        self.ops.push(txn);
-        self.staged_bytes = staged;
-        Ok(created)
-    }
-
-    fn set(&mut self, path: &str, data: &[u8], version: i32) -> Result<NodeStat, ErrorCode> {
-        let staged = self.stage(path, data)?;
-        let txn = prep_set_data(self.cfg, &mut self.view, self.auth, path, data, version)?;
-        self.ops.push(txn);
-        self.staged_bytes = staged;
-        let r = self.view.get(path).ok_or(ErrorCode::NoNode)?;
-        Ok(node_stat(&r.stat))
-    }
-
-    fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
-        let staged = self.stage(path, b"")?;
-        prep_delete(&mut self.view, self.auth, path, version)?;
-        self.ops.push(Txn::Delete {
-            path: path.to_string(),
-        });
-        self.staged_bytes = staged;
-        Ok(())
-    }
-
-    fn check(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
-        let staged = self.stage(path, b"")?;
-        prep_check(&mut self.view, self.auth, path, version)?;
-        self.ops.push(Txn::Check {
-            path: path.to_string(),
-        });
-        self.staged_bytes = staged;
-        Ok(())
-    }
-
-    fn notify(&mut self, session: i64, payload: &[u8]) -> Result<(), ErrorCode> {
-        self.staged_bytes = self.stage("", payload)?;
-        self.notes.push((
-            session,
-            encode(&Notification::Message {
-                module: self.module.to_string(),
-                payload: payload.to_vec(),
-            }),
-        ));
-        Ok(())
-    }
-}
-
-impl View<'_> {
-    /// The children of `path` as this view sees them, sorted by name.
-    pub(super) fn children(&self, path: &str) -> Vec<String> {
-        let mut names: std::collections::BTreeSet<String> = self
-            .tree
-            .children(path)
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
-        let changed = self
-            .outstanding
-            .map
-            .keys()
-            .map(String::as_str)
-            .chain(self.local.iter().map(|(p, _)| p.as_str()));
-        for p in changed {
-            if p != "/" && wazoo_proto::path::parent(p) == path {
-                let name = &p[p.rfind('/').map_or(0, |i| i + 1)..];
-                names.insert(name.to_string());
-            }
-        }
-        names
-            .into_iter()
-            .filter(|n| {
-                let child = if path == "/" {
-                    format!("/{n}")
-                } else {
-                    format!("{path}/{n}")
-                };
-                self.get(&child).is_some()
-            })
-            .collect()
     }
 }
 
