@@ -139,7 +139,13 @@ fn zxid_from_name(name: &str, prefix: &str) -> Option<(i64, Option<String>)> {
     if parts.next()? != prefix {
         return None;
     }
-    let zxid = u64::from_str_radix(parts.next()?, 16).ok()? as i64;
+    // As `Long.parseLong(hex, 16)`: a name past i64's range is no txn
+    // file's (not one wrapped to a negative zxid); nor is a signed one.
+    let hex = parts.next()?;
+    if hex.starts_with(['-', '+']) {
+        return None;
+    }
+    let zxid = i64::from_str_radix(hex, 16).ok()?;
     let suffix = parts.next_back().map(str::to_string);
     Some((zxid, suffix))
 }

@@ -230,3 +230,22 @@ mod mutations {
         }
     }
 }
+
+// ZooKeeper Administrator's Guide, "The Data Directory": snapshot and log
+// files are named by the hex zxid they start at, read as Java's
+// `Long.parseLong(hex, 16)` reads it.
+#[test]
+fn a_file_name_past_a_long_or_signed_is_no_txn_file() {
+    assert_eq!(
+        zxid_from_name("log.100000001", "log"),
+        Some((0x1_0000_0001, None))
+    );
+    assert_eq!(
+        zxid_from_name("snapshot.7fffffffffffffff.snap", "snapshot"),
+        Some((i64::MAX, Some("snap".to_string())))
+    );
+    assert_eq!(zxid_from_name("log.8000000000000000", "log"), None);
+    assert_eq!(zxid_from_name("log.-5", "log"), None);
+    assert_eq!(zxid_from_name("log.+5", "log"), None);
+    assert_eq!(zxid_from_name("snapshot.5", "log"), None);
+}
