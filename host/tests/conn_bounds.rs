@@ -281,8 +281,8 @@ async fn clients_that_go_away_mid_burst_give_back_their_connections() {
     }
     drop(fresh);
     drop(kept);
-    eventually("wazoo_connections", 0.0, move || {
-        metric(metrics_port, "wazoo_connections")
+    eventually("num_alive_connections", 0.0, move || {
+        metric(metrics_port, "num_alive_connections")
     })
     .await;
     eventually("connections listed by cons", 0, move || cons_count(addr)).await;
