@@ -123,7 +123,26 @@ pub fn check(acl: &[Acl], perm: i32, auth: &AuthInfo) -> Result<(), ErrorCode> {
     Err(ErrorCode::NoAuth)
 }
 
-fn valid_id(id: &Id) -> bool {
+/// The ACL schemes a member registers beyond ZooKeeper's built-in
+/// `world`, `auth`, `digest` and `ip`, as ZooKeeper's ProviderRegistry
+/// does: an ACL naming a scheme that is not registered is InvalidACL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Schemes {
+    /// `sasl`: `authProvider.N=...SASLAuthenticationProvider`.
+    pub sasl: bool,
+    /// `x509`: a secure client port (TLS client certificates).
+    pub x509: bool,
+}
+
+impl Schemes {
+    /// Every scheme wazoo has.
+    pub const ALL: Schemes = Schemes {
+        sasl: true,
+        x509: true,
+    };
+}
+
+fn valid_id(id: &Id, schemes: Schemes) -> bool {
     match id.scheme.as_str() {
         "world" => id.id == "anyone",
         "digest" => id.id.contains(':'),
@@ -143,10 +162,10 @@ fn valid_id(id: &Id) -> bool {
         "super" => true,
         // ZooKeeper's X509AuthenticationProvider takes any X.500 name (it
         // matches ids by string equality): `attribute=value`, at least.
-        "x509" => id.id.contains('='),
+        "x509" => schemes.x509 && id.id.contains('='),
         // ZooKeeper's SASLAuthenticationProvider.isValid: whatever parses
         // as a Kerberos name (`user`, or `user[/host]@REALM`).
-        "sasl" => valid_sasl_name(&id.id),
+        "sasl" => schemes.sasl && valid_sasl_name(&id.id),
         _ => false,
     }
 }
@@ -161,7 +180,7 @@ fn valid_sasl_name(id: &str) -> bool {
 
 /// Validates a supplied ACL and expands `auth` entries into the
 /// connection's authenticated identities (ZooKeeper's fixupACL).
-pub fn fixup(acl: &[Acl], auth: &AuthInfo) -> Result<Vec<Acl>, ErrorCode> {
+pub fn fixup(acl: &[Acl], auth: &AuthInfo, schemes: Schemes) -> Result<Vec<Acl>, ErrorCode> {
     if acl.is_empty() {
         return Err(ErrorCode::InvalidAcl);
     }
@@ -197,7 +216,7 @@ pub fn fixup(acl: &[Acl], auth: &AuthInfo) -> Result<Vec<Acl>, ErrorCode> {
             if !any {
                 return Err(ErrorCode::InvalidAcl);
             }
-        } else if valid_id(&a.id) {
+        } else if valid_id(&a.id, schemes) {
             push(a.clone());
         } else {
             return Err(ErrorCode::InvalidAcl);
@@ -257,7 +276,10 @@ mod tests {
     #[test]
     fn x509_acls_match_the_certificate_subject_exactly() {
         let acl = vec![Acl::new(perms::READ, "x509", "CN=alice,O=wazoo")];
-        assert_eq!(fixup(&acl, &AuthInfo::default()), Ok(acl.clone()));
+        assert_eq!(
+            fixup(&acl, &AuthInfo::default(), Schemes::ALL),
+            Ok(acl.clone())
+        );
         let mut alice = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
         alice.add(Id::new("x509", "CN=alice,O=wazoo"));
         assert!(check(&acl, perms::READ, &alice).is_ok());
@@ -265,10 +287,14 @@ mod tests {
         bob.add(Id::new("x509", "CN=bob,O=wazoo"));
         assert_eq!(check(&acl, perms::READ, &bob), Err(ErrorCode::NoAuth));
         assert_eq!(
-            fixup(&[Acl::new(perms::ALL, "x509", "not a name")], &alice),
+            fixup(
+                &[Acl::new(perms::ALL, "x509", "not a name")],
+                &alice,
+                Schemes::ALL
+            ),
             Err(ErrorCode::InvalidAcl)
         );
-        let expanded = fixup(&[Acl::new(perms::ALL, "auth", "")], &alice).unwrap();
+        let expanded = fixup(&[Acl::new(perms::ALL, "auth", "")], &alice, Schemes::ALL).unwrap();
         assert_eq!(
             expanded,
             vec![Acl::new(perms::ALL, "x509", "CN=alice,O=wazoo")]
@@ -294,23 +320,23 @@ mod tests {
     #[test]
     fn fixup_expands_auth_and_rejects_bad_acls() {
         let anon = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
-        assert_eq!(fixup(&[], &anon), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(&[], &anon, Schemes::ALL), Err(ErrorCode::InvalidAcl));
         assert_eq!(
-            fixup(&Acl::creator_all(), &anon),
+            fixup(&Acl::creator_all(), &anon, Schemes::ALL),
             Err(ErrorCode::InvalidAcl)
         );
         assert_eq!(
-            fixup(&[Acl::new(31, "world", "nobody")], &anon),
+            fixup(&[Acl::new(31, "world", "nobody")], &anon, Schemes::ALL),
             Err(ErrorCode::InvalidAcl)
         );
         assert_eq!(
-            fixup(&[Acl::new(31, "nope", "x")], &anon),
+            fixup(&[Acl::new(31, "nope", "x")], &anon, Schemes::ALL),
             Err(ErrorCode::InvalidAcl)
         );
         let mut me = anon.clone();
         me.add(Id::new("digest", "u:hash"));
         assert_eq!(
-            fixup(&Acl::creator_all(), &me).unwrap(),
+            fixup(&Acl::creator_all(), &me, Schemes::ALL).unwrap(),
             vec![Acl::new(31, "digest", "u:hash")]
         );
     }
@@ -323,14 +349,21 @@ mod tests {
         let anon = AuthInfo::for_addr(Some("127.0.0.1".parse().unwrap()));
         for perms in [32, 63, -1, i32::MAX, i32::MIN] {
             let acl = [Acl::new(perms, "world", "anyone")];
-            assert_eq!(fixup(&acl, &anon).unwrap(), acl.to_vec(), "perms {perms}");
+            assert_eq!(
+                fixup(&acl, &anon, Schemes::ALL).unwrap(),
+                acl.to_vec(),
+                "perms {perms}"
+            );
         }
         for id in ["127.0.0.1/32", "10.0.0.0/8", "::1/128", "127.0.0.1"] {
-            assert!(fixup(&[Acl::new(31, "ip", id)], &anon).is_ok(), "{id}");
+            assert!(
+                fixup(&[Acl::new(31, "ip", id)], &anon, Schemes::ALL).is_ok(),
+                "{id}"
+            );
         }
         for id in ["127.0.0.1/33", "::1/129", "10.0.0.0/x", "not-an-ip"] {
             assert_eq!(
-                fixup(&[Acl::new(31, "ip", id)], &anon),
+                fixup(&[Acl::new(31, "ip", id)], &anon, Schemes::ALL),
                 Err(ErrorCode::InvalidAcl),
                 "{id}"
             );
@@ -345,11 +378,14 @@ mod tests {
         me.add(Id::new("digest", "u:hash"));
         let u = Acl::new(31, "digest", "u:hash");
         assert_eq!(
-            fixup(&[u.clone(), u.clone()], &me).unwrap(),
+            fixup(&[u.clone(), u.clone()], &me, Schemes::ALL).unwrap(),
             vec![u.clone()]
         );
         let auth = Acl::new(31, "auth", "");
-        assert_eq!(fixup(&[u.clone(), auth], &me).unwrap(), vec![u.clone(), u]);
+        assert_eq!(
+            fixup(&[u.clone(), auth], &me, Schemes::ALL).unwrap(),
+            vec![u.clone(), u]
+        );
     }
 
     #[test]
@@ -358,5 +394,25 @@ mod tests {
             authenticate("kerberos", b"x", None),
             Err(ErrorCode::AuthFailed)
         );
+    }
+
+    // ZooKeeper Programmer's Guide, "Built-in ACL Schemes": the sasl and
+    // x509 schemes exist only where their providers are registered;
+    // elsewhere an ACL naming them is InvalidACL, as from ZooKeeper.
+    #[test]
+    fn sasl_and_x509_acls_are_invalid_where_their_provider_is_not_registered() {
+        let anon = AuthInfo::default();
+        let sasl = [Acl::new(perms::ALL, "sasl", "alice")];
+        let x509 = [Acl::new(perms::ALL, "x509", "CN=alice")];
+        let none = Schemes::default();
+        assert_eq!(fixup(&sasl, &anon, none), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(&x509, &anon, none), Err(ErrorCode::InvalidAcl));
+        let sasl_only = Schemes {
+            sasl: true,
+            x509: false,
+        };
+        assert_eq!(fixup(&sasl, &anon, sasl_only), Ok(sasl.to_vec()));
+        assert_eq!(fixup(&x509, &anon, sasl_only), Err(ErrorCode::InvalidAcl));
+        assert_eq!(fixup(&x509, &anon, Schemes::ALL), Ok(x509.to_vec()));
     }
 }

@@ -93,6 +93,9 @@ pub struct ServerConfig {
     /// refused with SessionClosedRequireSaslAuth, and is closed. Empty:
     /// not enforced.
     pub enforce_auth_schemes: Vec<String>,
+    /// The ACL schemes registered beyond the built-in ones (`sasl` with
+    /// the SASL provider, `x509` with a secure client port).
+    pub acl_schemes: crate::acl::Schemes,
     pub snap_count: u64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
@@ -129,6 +132,7 @@ impl Default for ServerConfig {
             enforce_quota: false,
             super_digest: None,
             enforce_auth_schemes: Vec::new(),
+            acl_schemes: crate::acl::Schemes::default(),
             snap_count: 100_000,
             container_check_interval_ms: 60_000,
             container_max_per_minute: 10_000,

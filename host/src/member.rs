@@ -151,6 +151,10 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         enforce_quota: cfg.enforce_quota,
         super_digest: cfg.super_digest.clone(),
         enforce_auth_schemes: cfg.sasl.enforce_schemes.clone(),
+        acl_schemes: crate::core::acl::Schemes {
+            sasl: cfg.sasl.provider,
+            x509: cfg.tls.secure_client_addr.is_some(),
+        },
         snap_count: cfg.snap_count,
         container_check_interval_ms: cfg.container_check_interval_ms,
         container_max_per_minute: cfg.container_max_per_minute,

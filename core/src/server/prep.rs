@@ -489,7 +489,7 @@ pub(super) fn prep_single(
         }
         Request::SetAcl { path, acl, version } => {
             validate_path(path)?;
-            let fixed = acl::fixup(acl, auth)?;
+            let fixed = acl::fixup(acl, auth, cfg.acl_schemes)?;
             let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
             acl::check(&r.acl, perms::ADMIN, auth)?;
             let aversion = check_version(r.stat.aversion, *version)?;
@@ -533,7 +533,7 @@ pub(super) fn prep_create(
     if path.contains('\0') {
         return Err(ErrorCode::BadArguments);
     }
-    let acl = acl::fixup(&c.acl, auth)?;
+    let acl = acl::fixup(&c.acl, auth, cfg.acl_schemes)?;
     let parent_path = if last_slash == 0 {
         "/"
     } else {
