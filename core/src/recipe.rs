@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
-use wazoo_proto::{ErrorCode, EventType, Id};
+use wazoo_proto::{ErrorCode, EventType, Id, Zxid};
 use wazoo_sdk::abi::{CallerInfo, CreateMode, NodeStat, Reply, WatchEvent, WatchRequest};
 
 use super::txn::Txn;
@@ -121,8 +121,8 @@ pub struct DeployedModule {
     pub sha256: String,
     /// The module itself (shared: snapshots and the engine clone it).
     pub bytes: Arc<[u8]>,
-    /// The zxid of the deploy.
-    pub zxid: i64,
+    /// The zxid of the deploy (saved as jute's `long`).
+    pub zxid: Zxid,
     /// Who asked: `client`, or `plugins:<file name>` for a module the
     /// plugins directory of a member deployed (so deleting that file
     /// undeploys only what it deployed).
@@ -135,7 +135,7 @@ impl DeployedModule {
         w.write_string(&self.version);
         w.write_string(&self.sha256);
         w.write_buffer(&self.bytes);
-        w.write_i64(self.zxid);
+        w.write_i64(self.zxid.to_wire());
         w.write_string(&self.source);
     }
 
@@ -145,7 +145,7 @@ impl DeployedModule {
             version: r.read_string()?,
             sha256: r.read_string()?,
             bytes: Arc::from(r.read_buffer()?),
-            zxid: r.read_i64()?,
+            zxid: Zxid::from_wire(r.read_i64()?),
             source: r.read_string()?,
         })
     }
@@ -184,7 +184,7 @@ impl DeployTxn {
         })
     }
 
-    pub fn module(&self, zxid: i64) -> DeployedModule {
+    pub fn module(&self, zxid: Zxid) -> DeployedModule {
         DeployedModule {
             name: self.name.clone(),
             version: self.version.clone(),
@@ -369,7 +369,7 @@ pub struct RecipeWaits {
     /// the zxid that ended it: sent again when the session re-attaches (a
     /// notification pushed while the client was away is not lost). Dropped
     /// when the same wait is registered again, or with the session.
-    results: BTreeMap<WaitKey, (i64, Vec<u8>)>,
+    results: BTreeMap<WaitKey, (Zxid, Vec<u8>)>,
     /// The deployed modules (saved in snapshots after the waits, from
     /// snapshot format 3 on; see [`RecipeWaits::write_modules`]).
     pub modules: DeployedModules,
@@ -491,7 +491,7 @@ impl RecipeWaits {
 
     /// Keeps the `Finished` payload that ended wait `key` at `zxid`; a
     /// session keeps at most `max` (the oldest go first).
-    pub fn keep_result(&mut self, key: WaitKey, zxid: i64, payload: Vec<u8>, max: usize) {
+    pub fn keep_result(&mut self, key: WaitKey, zxid: Zxid, payload: Vec<u8>, max: usize) {
         let session = key.session;
         self.results.insert(key, (zxid, payload));
         let mut keys = self.result_keys(session);
@@ -506,7 +506,7 @@ impl RecipeWaits {
 
     /// The kept `Finished` payloads of `session`, oldest first.
     pub fn results_of(&self, session: i64) -> Vec<&[u8]> {
-        let mut v: Vec<(i64, &[u8])> = self
+        let mut v: Vec<(Zxid, &[u8])> = self
             .results
             .range(WaitKey::first_of(session)..)
             .take_while(|(k, _)| k.session == session)
@@ -551,7 +551,7 @@ impl RecipeWaits {
             w.write_i64(key.session);
             w.write_string(&key.module);
             w.write_string(&key.token);
-            w.write_i64(*z);
+            w.write_i64(z.to_wire());
             w.write_buffer(p);
         }
     }
@@ -588,7 +588,7 @@ impl RecipeWaits {
         let n = read_count(r, "result")?;
         for _ in 0..n {
             let key = WaitKey::new(r.read_i64()?, r.read_string()?, r.read_string()?);
-            let zxid = r.read_i64()?;
+            let zxid = Zxid::from_wire(r.read_i64()?);
             t.results.insert(key, (zxid, r.read_buffer()?));
         }
         Ok(t)

@@ -16,7 +16,7 @@ fn deployed(name: &str, bytes: &[u8], sha256: &str) -> DeployedModule {
         version: "x".into(),
         sha256: sha256.into(),
         bytes: Arc::from(bytes),
-        zxid: 1,
+        zxid: wazoo_proto::Zxid(1),
         source: "client".into(),
     }
 }

@@ -154,13 +154,13 @@ impl Server {
             // fired other sessions' waits above).
             Txn::CloseSession => self.waits.drop_session(hdr.session_id),
             Txn::Recipe(r) => match &refused {
-                None => self.apply_recipe_effects(hdr.session_id, hdr.zxid, r),
+                None => self.apply_recipe_effects(hdr.session_id, zxid, r),
                 Some(e) => {
                     let failed = recipes::refused_step(r, e);
-                    self.apply_recipe_effects(hdr.session_id, hdr.zxid, &failed)
+                    self.apply_recipe_effects(hdr.session_id, zxid, &failed)
                 }
             },
-            Txn::Deploy(_) | Txn::Undeploy { .. } => self.apply_deploy(hdr.zxid, txn),
+            Txn::Deploy(_) | Txn::Undeploy { .. } => self.apply_deploy(zxid, txn),
             _ => {}
         }
         Ok(refused)

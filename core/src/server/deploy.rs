@@ -155,7 +155,7 @@ impl Server {
     /// prepped from now on run what it leaves.
     pub(super) fn deploy_proposed(&mut self, zxid: Zxid, txn: &Txn) {
         let entry = match txn {
-            Txn::Deploy(d) => (zxid, d.name.clone(), Some(d.module(zxid.to_wire()))),
+            Txn::Deploy(d) => (zxid, d.name.clone(), Some(d.module(zxid))),
             Txn::Undeploy { name } => (zxid, name.clone(), None),
             _ => return,
         };
@@ -164,24 +164,22 @@ impl Server {
     }
 
     /// Every member, applying a txn at `zxid`: the module set changes.
-    pub(super) fn apply_deploy(&mut self, zxid: i64, txn: &Txn) {
+    pub(super) fn apply_deploy(&mut self, zxid: Zxid, txn: &Txn) {
         match txn {
             Txn::Deploy(d) => {
                 tracing::info!(
                     module = %d.name, version = %d.version, sha256 = %d.sha256,
-                    zxid = %Zxid::from_wire(zxid), source = %d.source, "recipe module deployed"
+                    zxid = %zxid, source = %d.source, "recipe module deployed"
                 );
                 self.waits.modules.insert(d.name.clone(), d.module(zxid));
             }
             Txn::Undeploy { name } => {
-                tracing::info!(module = %name, zxid = %Zxid::from_wire(zxid), "recipe module undeployed");
+                tracing::info!(module = %name, zxid = %zxid, "recipe module undeployed");
                 self.waits.modules.remove(name);
             }
             _ => return,
         }
-        self.deploys
-            .outstanding
-            .retain(|(z, _, _)| z.to_wire() > zxid);
+        self.deploys.outstanding.retain(|(z, _, _)| *z > zxid);
         self.sync_engine();
     }
 

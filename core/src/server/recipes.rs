@@ -359,7 +359,12 @@ impl Server {
     /// Applies a recipe txn's wait table changes and delivers its
     /// notifications to the sessions held here (after its changes and their
     /// watch events, which `apply_txn` sent first).
-    pub(super) fn apply_recipe_effects(&mut self, session: i64, zxid: i64, rt: &RecipeTxn) {
+    pub(super) fn apply_recipe_effects(
+        &mut self,
+        session: i64,
+        zxid: wazoo_proto::Zxid,
+        rt: &RecipeTxn,
+    ) {
         for (s, token) in &rt.consumed {
             let key = WaitKey::new(*s, rt.module.clone(), token.clone());
             self.running_callbacks.remove(&key);
@@ -402,7 +407,7 @@ impl Server {
                 continue;
             }
             let buf = self.send_buf(conn);
-            wazoo_proto::frame::write_recipe_notification(buf, zxid, payload);
+            wazoo_proto::frame::write_recipe_notification(buf, zxid.to_wire(), payload);
             self.stats.packets_sent += 1;
         }
     }

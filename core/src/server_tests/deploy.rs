@@ -128,7 +128,7 @@ fn a_deploy_is_a_txn_that_only_the_super_user_may_make() {
     ok(h.call(1, deploy("m:1")));
     assert_eq!(h.server.last_zxid(), before.next(), "one txn");
     let m = &h.server.deployed_modules()["m"];
-    assert_eq!((m.version.as_str(), m.zxid), ("1", before.next().to_wire()));
+    assert_eq!((m.version.as_str(), m.zxid), ("1", before.next()));
     assert_eq!(served.lock().unwrap()["m"], "1");
     assert_eq!(version_of(h.call(1, rcall("m"))), "1");
 }
