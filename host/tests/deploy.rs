@@ -19,7 +19,7 @@ use plugin_support::{good_module, mp};
 use wazoo::plugin::abi::{self, Reply};
 use wazoo_client::deploy::sha256_hex;
 use wazoo_client::{Client, ClientOptions, Error};
-use wazoo_testkit::{Flavor, ServerOptions, TestEnsemble, WazooEnsemble};
+use wazoo_testkit::{Flavor, ServerOptions, TestEnsemble, WazooEnsemble, WazooServer};
 
 /// Ensemble options with a super user (`super:test`) and an empty plugins
 /// directory (a member has a recipe engine only with one).
@@ -229,4 +229,57 @@ async fn only_the_super_user_may_deploy_or_undeploy() {
         Err(Error::BadArguments(_))
     ));
     assert_eq!(served_version(&c).await.unwrap(), "1.0.0");
+}
+
+/// Every built-in module's sha256 (the binary embeds them; none when it was
+/// built without the wasm target).
+fn builtin_shas() -> Vec<String> {
+    wazoo::builtin::BUILTIN_RECIPES
+        .iter()
+        .map(|(_, bytes)| sha256_hex(bytes))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_loads_the_builtin_recipes_unless_turned_off() {
+    let want = builtin_shas();
+    if want.is_empty() {
+        eprintln!("skipped: this binary was built without the built-in recipes");
+        return;
+    }
+    // On (the default of `wazoo serve`; the testkit turns it off): no
+    // plugins directory, and every built-in is served once compiled.
+    let on = WazooServer::start(common::options(Flavor::Wazoo).cfg("wazoo.recipes.builtin=true"))
+        .expect("start wazoo");
+    let c = connect(&on.connect_string(), None).await;
+    let mut listed = Vec::new();
+    // Compiling twelve modules in a debug build takes tens of seconds.
+    for _ in 0..600 {
+        listed = c.deployed_recipes().await.expect("the recipes node");
+        if want.iter().all(|s| listed.iter().any(|r| &r.sha256 == s)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for s in &want {
+        assert!(
+            listed.iter().any(|r| &r.sha256 == s),
+            "built-in {s} not served: {listed:?}"
+        );
+    }
+    c.close().await.ok();
+
+    // Off: no recipe engine at all.
+    let off = WazooServer::start(common::options(Flavor::Wazoo).cfg("wazoo.recipes.builtin=false"))
+        .expect("start wazoo");
+    let recp = wazoo_testkit::four_letter_word(off.addr(), "recp").expect("recp");
+    assert!(recp.contains("not enabled"), "{recp}");
+    let c = connect(&off.connect_string(), None).await;
+    match c.recipe_call("echo", "echo", &mp(&())).await {
+        Err(_) => {}
+        Ok(body) => assert!(
+            !matches!(abi::decode::<Reply>(&body), Ok(Reply::Done(_))),
+            "no built-in is served when turned off"
+        ),
+    }
 }
