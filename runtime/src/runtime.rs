@@ -344,6 +344,11 @@ impl Runtime {
     /// recipes) that must never replace a module deployed or loaded from a
     /// file meanwhile.
     pub fn load_bytes_if_absent(&self, bytes: &[u8]) -> Result<Option<ModuleInfo>, LoadError> {
+        // Reading the manifest is cheap; compiling is not.
+        let name = manifest::read_manifest(bytes)?.name;
+        if self.inner.modules.read().unwrap().contains_key(&name) {
+            return Ok(None);
+        }
         let loaded = self.prepare(bytes, None)?;
         let info = loaded.info();
         {
