@@ -283,3 +283,71 @@ async fn serve_loads_the_builtin_recipes_unless_turned_off() {
         ),
     }
 }
+
+/// The largest zxid of the snapshots in a member's data directory.
+fn newest_snapshot(data_dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(data_dir.join("wazoo-v1"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    u64::from_str_radix(name.strip_prefix("snapshot.")?, 16).ok()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+// ZooKeeper Internals, "Atomic Broadcast" (a follower too far behind is
+// sent a snapshot): the snapshot carries the deployed modules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
+    let (_plugins, opts) = options();
+    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let (down, up) = (followers[0], followers[1]);
+    ens.kill(down);
+    let before = newest_snapshot(ens.data_dir(down));
+    let v1 = version_module("1.0.0");
+    let admin = connect(&ens.addr(up).to_string(), Some("super:test")).await;
+    let mut deployed = false;
+    for _ in 0..100 {
+        if admin.deploy(&v1).await.is_ok() {
+            deployed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(deployed, "a deploy with one member down");
+    // More txns than a leader keeps to send as a DIFF (500 committed).
+    let open = vec![wazoo_client::Acl {
+        perms: 31,
+        id: wazoo_client::Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }];
+    for i in 0..600 {
+        admin
+            .create(
+                &format!("/pad{i}"),
+                b"",
+                &open,
+                wazoo_client::CreateMode::Persistent,
+            )
+            .await
+            .expect("create");
+    }
+    admin.close().await.ok();
+    ens.restart(down).expect("restart the member that was down");
+    let (v, sha) = until_served(&ens.addr(down).to_string(), &sha256_hex(&v1)).await;
+    assert_eq!((v.as_str(), sha), ("1.0.0", sha256_hex(&v1)));
+    assert!(
+        newest_snapshot(ens.data_dir(down)) > before,
+        "the member was synced by a snapshot"
+    );
+}
