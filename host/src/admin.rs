@@ -108,7 +108,10 @@ pub fn four_letter(
         // wazoo's own: the recipe modules loaded and the pending waits.
         "recp" => match s.recipe_modules() {
             Some(m) => crate::core::recipe::render_report(&m, s.recipe_waits().len()),
-            None => "recipes are not enabled (no plugins directory)\n".to_string(),
+            None => {
+                "recipes are not enabled (no plugins directory, and wazoo.recipes.builtin=false)\n"
+                    .to_string()
+            }
         },
         "dirs" => format!(
             "datadir_size: {}\nlogdir_size: {}\n",

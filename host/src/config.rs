@@ -76,6 +76,9 @@ pub struct Config {
     pub servers: Vec<ServerSpec>,
     pub my_id: Option<u64>,
     pub plugins_dir: Option<PathBuf>,
+    /// `wazoo.recipes.builtin`: whether the member loads the built-in
+    /// recipe modules at start (default true).
+    pub builtin_recipes: bool,
     /// Recipe sandbox limits (`recipe.*` keys).
     pub recipe: RecipeLimits,
     /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`).
@@ -394,6 +397,7 @@ impl Config {
             servers,
             my_id: None,
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
+            builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
             metrics_port,
             metrics_host,
             reconfig_enabled: take_bool(&mut kv, "reconfigEnabled")?.unwrap_or(false),

@@ -296,21 +296,25 @@ pub struct AdminContext {
 }
 
 /// A member's recipe runtime and the watcher keeping it in step with the
-/// plugins directory (it stops when this is dropped).
+/// plugins directory, if one is configured (it stops when this is dropped).
 pub struct Plugins {
     pub runtime: crate::plugin::Runtime,
-    _watcher: std::sync::Mutex<crate::plugin::PluginWatcher>,
+    _watcher: Option<std::sync::Mutex<crate::plugin::PluginWatcher>>,
 }
 
-/// Starts the recipe runtime if a plugins directory is configured: loads
-/// every module in it, keeps watching it, and gives the pipeline the
-/// runtime as its recipe engine.
+/// Starts the recipe runtime if a plugins directory is configured or the
+/// built-in recipes are on (`wazoo.recipes.builtin`, the default): loads the
+/// built-in modules, then every module in the directory (a file declaring a
+/// built-in's name replaces it), keeps watching the directory, and gives the
+/// pipeline the runtime as its recipe engine.
 pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<Plugins>> {
-    let Some(dir) = &cfg.plugins_dir else {
+    if cfg.plugins_dir.is_none() && !cfg.builtin_recipes {
         return Ok(None);
-    };
-    if !dir.is_dir() {
-        bail!("plugins directory {} does not exist", dir.display());
+    }
+    if let Some(dir) = &cfg.plugins_dir {
+        if !dir.is_dir() {
+            bail!("plugins directory {} does not exist", dir.display());
+        }
     }
     let r = &cfg.recipe;
     let rcfg = crate::plugin::RuntimeConfig {
@@ -327,22 +331,70 @@ pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<
         ..Default::default()
     };
     let runtime = crate::plugin::Runtime::new(rcfg).context("cannot start the recipe runtime")?;
-    let (watcher, report) = runtime
-        .watch_dir(dir)
-        .with_context(|| format!("cannot watch plugins directory {}", dir.display()))?;
-    for (path, r) in report {
-        match r {
-            Ok(m) => {
-                tracing::info!(module = %m.name, version = %m.version, hash = %m.hash, file = %path.display(), "recipe module loaded")
+    let watcher = match &cfg.plugins_dir {
+        Some(dir) => {
+            let (watcher, report) = runtime
+                .watch_dir(dir)
+                .with_context(|| format!("cannot watch plugins directory {}", dir.display()))?;
+            for (path, r) in report {
+                match r {
+                    Ok(m) => {
+                        tracing::info!(module = %m.name, version = %m.version, hash = %m.hash, file = %path.display(), "recipe module loaded")
+                    }
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), "recipe module not loaded: {e}")
+                    }
+                }
             }
-            Err(e) => tracing::warn!(file = %path.display(), "recipe module not loaded: {e}"),
+            Some(std::sync::Mutex::new(watcher))
         }
-    }
+        None => None,
+    };
     server.set_recipe_engine(Box::new(runtime.clone()));
+    if cfg.builtin_recipes {
+        load_builtin_recipes(&runtime)?;
+    }
     Ok(Some(Plugins {
         runtime,
-        _watcher: std::sync::Mutex::new(watcher),
+        _watcher: watcher,
     }))
+}
+
+/// Loads the recipe modules built into this binary (`crate::builtin`) on a
+/// thread of their own: compiling them takes seconds the first time (the
+/// compiled code is cached under dataDir), and the member serves meanwhile.
+/// Each is a default: it is not loaded if a module of its name was
+/// deployed or loaded from the plugins directory first, and one that
+/// does not load is logged and skipped.
+fn load_builtin_recipes(runtime: &crate::plugin::Runtime) -> Result<()> {
+    let all = crate::builtin::BUILTIN_RECIPES;
+    if all.is_empty() {
+        tracing::warn!(
+            "this binary was built without the built-in recipes (the wasm32-unknown-unknown target was missing)"
+        );
+        return Ok(());
+    }
+    let runtime = runtime.clone();
+    std::thread::Builder::new()
+        .name("wazoo-builtin-recipes".into())
+        .spawn(move || {
+            let mut loaded = 0;
+            for (file, bytes) in all {
+                match runtime.load_bytes_if_absent(bytes) {
+                    Ok(Some(_)) => loaded += 1,
+                    Ok(None) => {
+                        tracing::debug!(
+                            file,
+                            "built-in recipe module not loaded: one of its name is served"
+                        )
+                    }
+                    Err(e) => tracing::warn!(file, "built-in recipe module not loaded: {e}"),
+                }
+            }
+            tracing::info!(loaded, of = all.len(), "built-in recipe modules loaded");
+        })
+        .context("cannot start the thread loading the built-in recipes")?;
+    Ok(())
 }
 
 /// Starts the metrics endpoint if zoo.cfg asks for one.

@@ -81,8 +81,23 @@ impl Reconciler {
             let r = self.runtime.load(&bytes, Some(path.clone()));
             let name = match &r {
                 Ok(info) => {
+                    if let Some(other) = self.provider_of(&info.name, path) {
+                        tracing::warn!(
+                            module = %info.name, file = %path.display(), also = %other.display(),
+                            "two files declare this recipe module; the one loaded last serves it"
+                        );
+                    }
                     if let Some(old) = prev_name.as_deref().filter(|n| *n != info.name) {
-                        self.runtime.unload_if_source(old, path);
+                        if self.runtime.unload_if_source(old, path) {
+                            self.files.insert(
+                                path.clone(),
+                                FileState {
+                                    hash,
+                                    name: Some(info.name.clone()),
+                                },
+                            );
+                            self.restore(old);
+                        }
                     }
                     Some(info.name.clone())
                 }
@@ -103,13 +118,50 @@ impl Reconciler {
             .filter(|p| !present.contains(p))
             .cloned()
             .collect();
+        // Forget every removed file before restoring from the others.
+        for path in &gone {
+            self.files.remove(path);
+        }
         for path in gone {
-            self.files.remove(&path);
             for name in self.runtime.unload_source(&path) {
                 tracing::info!(module = %name, file = %path.display(), "recipe module file removed");
+                self.restore(&name);
             }
         }
         results
+    }
+
+    /// Another file than `path` that provides module `name`, if any.
+    fn provider_of(&self, name: &str, path: &Path) -> Option<PathBuf> {
+        self.files
+            .iter()
+            .filter(|(p, f)| p.as_path() != path && f.name.as_deref() == Some(name))
+            .map(|(p, _)| p.clone())
+            .min()
+    }
+
+    /// Module `name` was just unloaded with the file that served it: a
+    /// file still in the directory that declares it serves it again, so
+    /// removing one of two copies never takes the module away.
+    fn restore(&mut self, name: &str) {
+        let Some(other) = self.provider_of(name, Path::new("")) else {
+            return;
+        };
+        let r = std::fs::read(&other)
+            .map_err(|e| LoadError::Io(format!("{}: {e}", other.display())))
+            .and_then(|bytes| self.runtime.load(&bytes, Some(other.clone())));
+        match r {
+            Ok(info) if info.name == name => {
+                tracing::info!(module = %name, file = %other.display(), "recipe module served from the file that still declares it")
+            }
+            Ok(info) => tracing::warn!(
+                module = %name, file = %other.display(), now = %info.name,
+                "the file that declared this recipe module now declares another; rescanning picks it up"
+            ),
+            Err(e) => {
+                tracing::warn!(module = %name, file = %other.display(), "recipe module not restored: {e}")
+            }
+        }
     }
 }
 

@@ -338,6 +338,30 @@ impl Runtime {
         Ok(info)
     }
 
+    /// Loads a module only if none of its name is loaded when it is ready
+    /// to swap in (compiling happens first, outside the lock): `Ok(None)`
+    /// when one was, and nothing changes. For defaults (the built-in
+    /// recipes) that must never replace a module deployed or loaded from a
+    /// file meanwhile.
+    pub fn load_bytes_if_absent(&self, bytes: &[u8]) -> Result<Option<ModuleInfo>, LoadError> {
+        // Reading the manifest is cheap; compiling is not.
+        let name = manifest::read_manifest(bytes)?.name;
+        if self.inner.modules.read().unwrap().contains_key(&name) {
+            return Ok(None);
+        }
+        let loaded = self.prepare(bytes, None)?;
+        let info = loaded.info();
+        {
+            let mut mods = self.inner.modules.write().unwrap();
+            if mods.contains_key(&info.name) {
+                return Ok(None);
+            }
+            mods.insert(info.name.clone(), loaded.clone());
+        }
+        loaded.counters.loads.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(info))
+    }
+
     /// Unloads a module; calls in flight finish on it. Returns whether it was loaded.
     pub fn unload(&self, name: &str) -> bool {
         let removed = self.inner.modules.write().unwrap().remove(name).is_some();

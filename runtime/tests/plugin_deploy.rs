@@ -58,3 +58,25 @@ fn a_module_deployed_under_another_name_is_not_served() {
         .is_err());
     assert!(rt.module("real").is_none() && rt.module("other").is_none());
 }
+
+// The built-in recipes are defaults: loading one never replaces a module of
+// its name that was deployed (or loaded from a file) first.
+#[test]
+fn a_default_module_never_replaces_one_already_served() {
+    let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let deployed_v = good_module("m", "2.0.0", "deployed");
+    let default_v = good_module("m", "1.0.0", "default");
+    let s2 = RecipeEngine::validate(&mut rt, &deployed_v).unwrap().sha256;
+    rt.install("m", Some(&deployed("m", &deployed_v, &s2)))
+        .unwrap();
+    assert!(rt.load_bytes_if_absent(&default_v).unwrap().is_none());
+    assert_eq!(rt.module("m").unwrap().version, "2.0.0");
+    // Once undeployed, the default loads.
+    rt.install("m", None).unwrap();
+    let info = rt
+        .load_bytes_if_absent(&default_v)
+        .unwrap()
+        .expect("loaded");
+    assert_eq!(info.version, "1.0.0");
+    assert!(rt.load_bytes_if_absent(b"\0asm garbage").is_err());
+}

@@ -279,3 +279,47 @@ fn compiled_cache_survives_restarts_and_a_stale_entry_is_a_miss() {
     rt.load_bytes(&module).unwrap();
     assert_eq!(answer(&rt, "c").unwrap().0, "cached");
 }
+
+// Two files declaring one module name: removing either leaves the module
+// served from the other (a copy of a module file must not be a way to
+// unload it), and the module is gone only with the last file.
+#[test]
+fn removing_one_of_two_files_of_a_module_keeps_it_served_from_the_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("latch.wasm");
+    let copy = dir.path().join("latch_copy.wasm");
+    std::fs::write(&first, good_module("latch", "1.0.0", "first")).unwrap();
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let (watcher, _) = rt.watch_dir(dir.path()).unwrap();
+    assert_eq!(answer(&rt, "latch").unwrap().0, "first");
+    std::fs::write(&copy, good_module("latch", "1.0.1", "copy")).unwrap();
+    watcher.rescan();
+    assert_eq!(answer(&rt, "latch").unwrap().0, "copy");
+    std::fs::remove_file(&copy).unwrap();
+    watcher.rescan();
+    assert_eq!(
+        answer(&rt, "latch").unwrap().0,
+        "first",
+        "latch.wasm still declares the module"
+    );
+    // The same with the copy back and the first file removed instead.
+    std::fs::write(&copy, good_module("latch", "1.0.1", "copy")).unwrap();
+    watcher.rescan();
+    assert_eq!(answer(&rt, "latch").unwrap().0, "copy");
+    std::fs::remove_file(&first).unwrap();
+    watcher.rescan();
+    assert_eq!(answer(&rt, "latch").unwrap().0, "copy");
+    // A file that changes its name gives the old name back to the other file.
+    std::fs::write(&first, good_module("latch", "1.0.0", "first")).unwrap();
+    watcher.rescan();
+    assert_eq!(answer(&rt, "latch").unwrap().0, "first");
+    std::fs::write(&first, good_module("other", "1.0.0", "o")).unwrap();
+    watcher.rescan();
+    assert_eq!(answer(&rt, "latch").unwrap().0, "copy");
+    assert_eq!(answer(&rt, "other").unwrap().0, "o");
+    // The last file gone, the module is.
+    std::fs::remove_file(&copy).unwrap();
+    watcher.rescan();
+    assert!(rt.module("latch").is_none());
+    assert!(rt.module("other").is_some());
+}

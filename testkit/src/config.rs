@@ -120,6 +120,13 @@ impl ZooCfg {
         cfg
     }
 
+    /// What a wazoo test server gets beside [`ZooCfg::base`]: no built-in
+    /// recipe modules (compiling them at every start would slow each test by
+    /// seconds; a test that wants them sets `wazoo.recipes.builtin=true`).
+    pub(crate) fn set_wazoo_defaults(&mut self) {
+        self.set("wazoo.recipes.builtin", "false");
+    }
+
     pub(crate) fn set(&mut self, key: impl Into<String>, value: impl Into<String>) {
         let (key, value) = (key.into(), value.into());
         match self.entries.iter_mut().find(|(k, _)| *k == key) {

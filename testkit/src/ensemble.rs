@@ -180,6 +180,7 @@ impl WazooEnsemble {
                 mut cfg,
                 ..
             } = m;
+            cfg.set_wazoo_defaults();
             cfg.apply_extra(&opts.extra_cfg)?;
             let cfg_path = member_dir.join("zoo.cfg");
             std::fs::write(&cfg_path, cfg.render())?;

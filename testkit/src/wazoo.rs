@@ -90,6 +90,7 @@ impl WazooServer {
             std::fs::create_dir(&data_dir)?;
             let port = free_port();
             let mut cfg = ZooCfg::base(&opts, &data_dir, port);
+            cfg.set_wazoo_defaults();
             cfg.apply_extra(&opts.extra_cfg)?;
             let cfg_path = dir.path().join("zoo.cfg");
             std::fs::write(&cfg_path, cfg.render())?;

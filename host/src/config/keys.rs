@@ -39,6 +39,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "tickTime",
     "wazoo.client.maxOutboundBytes",
     "wazoo.client.maxUnsentReplyBytes",
+    "wazoo.recipes.builtin",
     "znode.container.checkIntervalMs",
     "znode.container.maxPerMinute",
 ];

@@ -118,7 +118,11 @@ fn sample_value(key: &str) -> &'static str {
         "recipe.memoryBytes" => "65536",
         "wazoo.client.maxUnsentReplyBytes" => "2097152",
         "wazoo.client.maxOutboundBytes" => "8388608",
-        _ if key.ends_with("Enabled") || key.ends_with("enabled") || key == "enforceQuota" => {
+        _ if key.ends_with("Enabled")
+            || key.ends_with("enabled")
+            || key == "enforceQuota"
+            || key == "wazoo.recipes.builtin" =>
+        {
             "false"
         }
         _ => "7",

@@ -1,0 +1,353 @@
+//! Deploying recipe modules on a running 3-member wazoo ensemble
+//! (docs/RECIPES.md, "Deploying"): a deploy is a write committed through
+//! the ensemble's log, so a new leader serves exactly the committed
+//! version, a member that was down during a deploy has the module once it
+//! rejoins, and only the super user may deploy (the ACL of
+//! /zookeeper/recipes; ZooKeeper Programmer's Guide, "Builtin ACL Schemes"
+//! and ZooKeeper Administrator's Guide, "Authentication & Authorization
+//! Options", superDigest).
+
+mod common;
+
+// Shared with the runtime's own tests (the WAT module builders).
+#[path = "../../runtime/tests/plugin_support/mod.rs"]
+mod plugin_support;
+
+use std::time::Duration;
+
+use plugin_support::{good_module, mp};
+use wazoo::plugin::abi::{self, Reply};
+use wazoo_client::deploy::sha256_hex;
+use wazoo_client::{Client, ClientOptions, Error};
+use wazoo_testkit::{Flavor, ServerOptions, TestEnsemble, WazooEnsemble, WazooServer};
+
+/// Ensemble options with a super user (`super:test`) and an empty plugins
+/// directory (a member has a recipe engine only with one).
+fn options() -> (tempfile::TempDir, ServerOptions) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = common::ensemble_options(Flavor::Wazoo)
+        .cfg("DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU=")
+        .arg("--plugins")
+        .arg(dir.path().to_string_lossy().to_string());
+    (dir, opts)
+}
+
+async fn connect(hosts: &str, auth: Option<&str>) -> Client {
+    let mut opts = ClientOptions::new().session_timeout(Duration::from_secs(20));
+    if let Some(a) = auth {
+        opts = opts.auth("digest", a.as_bytes());
+    }
+    Client::connect(hosts, opts)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {hosts}: {e}"))
+        .0
+}
+
+/// A module "ver" whose one method (`get`) answers its own version.
+fn version_module(version: &str) -> Vec<u8> {
+    good_module("ver", version, version)
+}
+
+/// `ver.get` on `c`: the version string the serving module answers, or the
+/// client's or the recipe host's error.
+async fn served_version(c: &Client) -> Result<String, String> {
+    let body = c
+        .recipe_call("ver", "get", &mp(&()))
+        .await
+        .map_err(|e| e.to_string())?;
+    match abi::decode::<Reply>(&body).expect("a recipe reply is a MessagePack Reply") {
+        Reply::Done(v) => Ok(abi::decode(&v).expect("a string")),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+/// Retries `ver.get` on `hosts` (a new session each round, so a dropped
+/// connection during an election does not end the test) until it answers,
+/// for 30 s at most; returns the version and the sha256 the member lists.
+async fn until_served(hosts: &str, want_sha: &str) -> (String, String) {
+    let mut last = String::new();
+    for _ in 0..150 {
+        let c = connect(hosts, None).await;
+        let listed = c.deployed_recipes().await;
+        let got = served_version(&c).await;
+        c.close().await.ok();
+        match (listed, got) {
+            (Ok(listed), Ok(v)) => {
+                let sha = listed
+                    .iter()
+                    .find(|r| r.name == "ver")
+                    .map(|r| r.sha256.clone())
+                    .unwrap_or_default();
+                if sha == want_sha {
+                    return (v, sha);
+                }
+                last = format!("serves {v} with sha256 {sha}");
+            }
+            (l, g) => last = format!("listed {l:?}, call {g:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{hosts} never served sha256 {want_sha}: last {last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_leader_serves_the_version_that_was_committed() {
+    let (_plugins, opts) = options();
+    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let at = ens.addr(followers[0]).to_string();
+    let admin = connect(&at, Some("super:test")).await;
+    let v1 = version_module("1.0.0");
+    let v2 = version_module("2.0.0");
+    let d1 = admin.deploy(&v1).await.expect("deploy 1.0.0");
+    assert_eq!(
+        (d1.name.as_str(), d1.version.as_str(), d1.sha256.clone()),
+        ("ver", "1.0.0", sha256_hex(&v1))
+    );
+    // A second module of the same name replaces the first.
+    let d2 = admin.deploy(&v2).await.expect("deploy 2.0.0");
+    assert_eq!(d2.sha256, sha256_hex(&v2));
+    assert_eq!(served_version(&admin).await.unwrap(), "2.0.0");
+    let listed = admin.deployed_recipes().await.unwrap();
+    assert_eq!(
+        listed.iter().filter(|r| r.name == "ver").count(),
+        1,
+        "a replace, never a duplicate: {listed:?}"
+    );
+    admin.close().await.ok();
+
+    ens.kill(leader);
+    // Every survivor, the new leader among them, serves the committed bytes.
+    for &f in &followers {
+        let (v, sha) = until_served(&ens.addr(f).to_string(), &sha256_hex(&v2)).await;
+        assert_eq!((v.as_str(), sha), ("2.0.0", sha256_hex(&v2)), "member {f}");
+    }
+    let new_leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a new leader");
+    assert_ne!(new_leader, leader);
+    let (v, _) = until_served(&ens.addr(new_leader).to_string(), &sha256_hex(&v2)).await;
+    assert_eq!(v, "2.0.0", "the new leader runs the committed version");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_down_during_a_deploy_has_the_module_after_it_rejoins() {
+    let (_plugins, opts) = options();
+    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let (down, up) = (followers[0], followers[1]);
+    ens.kill(down);
+    let v1 = version_module("1.0.0");
+    let admin = connect(&ens.addr(up).to_string(), Some("super:test")).await;
+    let mut deployed = None;
+    for _ in 0..100 {
+        match admin.deploy(&v1).await {
+            Ok(d) => {
+                deployed = Some(d);
+                break;
+            }
+            // The two left may still be settling after the kill.
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let d = deployed.expect("a deploy with one member down");
+    assert_eq!(d.sha256, sha256_hex(&v1));
+    admin.close().await.ok();
+
+    ens.restart(down).expect("restart the member that was down");
+    let (v, sha) = until_served(&ens.addr(down).to_string(), &sha256_hex(&v1)).await;
+    assert_eq!((v.as_str(), sha), ("1.0.0", sha256_hex(&v1)));
+
+    // And an undeploy reaches it too.
+    let admin = connect(&ens.addr(up).to_string(), Some("super:test")).await;
+    admin.undeploy("ver").await.expect("undeploy");
+    admin.close().await.ok();
+    let c = connect(&ens.addr(down).to_string(), None).await;
+    let mut gone = false;
+    for _ in 0..100 {
+        c.sync("/").await.ok();
+        if !c
+            .deployed_recipes()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.name == "ver")
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the rejoined member unloads the undeployed module");
+    let err = served_version(&c).await.unwrap_err();
+    assert!(
+        err.contains("no recipe module"),
+        "no module, no call: {err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_super_user_may_deploy_or_undeploy() {
+    let (_plugins, opts) = options();
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    ens.wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let hosts = ens.addr(0).to_string();
+    let v1 = version_module("1.0.0");
+    for auth in [None, Some("super:wrong"), Some("alice:test")] {
+        let c = connect(&hosts, auth).await;
+        match c.deploy(&v1).await {
+            Err(Error::NoAuth) => {}
+            other => panic!("{auth:?}: a deploy without the super user is NoAuth, got {other:?}"),
+        }
+        c.close().await.ok();
+    }
+    let admin = connect(&hosts, Some("super:test")).await;
+    assert!(
+        !admin
+            .deployed_recipes()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.name == "ver"),
+        "a refused deploy deploys nothing"
+    );
+    admin.deploy(&v1).await.expect("the super user deploys");
+    let c = connect(&hosts, None).await;
+    assert!(matches!(c.undeploy("ver").await, Err(Error::NoAuth)));
+    // Calling needs no permission on the node; the module still serves.
+    assert_eq!(served_version(&c).await.unwrap(), "1.0.0");
+    // A module that fails validation is refused, and the old one keeps serving.
+    assert!(matches!(
+        admin.deploy(b"\0asm not a module").await,
+        Err(Error::BadArguments(_))
+    ));
+    assert_eq!(served_version(&c).await.unwrap(), "1.0.0");
+}
+
+/// Every built-in module's sha256 (the binary embeds them; none when it was
+/// built without the wasm target).
+fn builtin_shas() -> Vec<String> {
+    wazoo::builtin::BUILTIN_RECIPES
+        .iter()
+        .map(|(_, bytes)| sha256_hex(bytes))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_loads_the_builtin_recipes_unless_turned_off() {
+    let want = builtin_shas();
+    if want.is_empty() {
+        eprintln!("skipped: this binary was built without the built-in recipes");
+        return;
+    }
+    // On (the default of `wazoo serve`; the testkit turns it off): no
+    // plugins directory, and every built-in is served once compiled.
+    let on = WazooServer::start(common::options(Flavor::Wazoo).cfg("wazoo.recipes.builtin=true"))
+        .expect("start wazoo");
+    let c = connect(&on.connect_string(), None).await;
+    let mut listed = Vec::new();
+    // Compiling twelve modules in a debug build takes tens of seconds.
+    for _ in 0..600 {
+        listed = c.deployed_recipes().await.expect("the recipes node");
+        if want.iter().all(|s| listed.iter().any(|r| &r.sha256 == s)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for s in &want {
+        assert!(
+            listed.iter().any(|r| &r.sha256 == s),
+            "built-in {s} not served: {listed:?}"
+        );
+    }
+    c.close().await.ok();
+
+    // Off: no recipe engine at all.
+    let off = WazooServer::start(common::options(Flavor::Wazoo).cfg("wazoo.recipes.builtin=false"))
+        .expect("start wazoo");
+    let recp = wazoo_testkit::four_letter_word(off.addr(), "recp").expect("recp");
+    assert!(recp.contains("not enabled"), "{recp}");
+    let c = connect(&off.connect_string(), None).await;
+    match c.recipe_call("echo", "echo", &mp(&())).await {
+        Err(_) => {}
+        Ok(body) => assert!(
+            !matches!(abi::decode::<Reply>(&body), Ok(Reply::Done(_))),
+            "no built-in is served when turned off"
+        ),
+    }
+}
+
+/// The largest zxid of the snapshots in a member's data directory.
+fn newest_snapshot(data_dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(data_dir.join("wazoo-v1"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().to_string();
+                    u64::from_str_radix(name.strip_prefix("snapshot.")?, 16).ok()
+                })
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+// ZooKeeper Internals, "Atomic Broadcast" (a follower too far behind is
+// sent a snapshot): the snapshot carries the deployed modules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
+    let (_plugins, opts) = options();
+    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let (down, up) = (followers[0], followers[1]);
+    ens.kill(down);
+    let before = newest_snapshot(ens.data_dir(down));
+    let v1 = version_module("1.0.0");
+    let admin = connect(&ens.addr(up).to_string(), Some("super:test")).await;
+    let mut deployed = false;
+    for _ in 0..100 {
+        if admin.deploy(&v1).await.is_ok() {
+            deployed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(deployed, "a deploy with one member down");
+    // More txns than a leader keeps to send as a DIFF (500 committed).
+    let open = vec![wazoo_client::Acl {
+        perms: 31,
+        id: wazoo_client::Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }];
+    for i in 0..600 {
+        admin
+            .create(
+                &format!("/pad{i}"),
+                b"",
+                &open,
+                wazoo_client::CreateMode::Persistent,
+            )
+            .await
+            .expect("create");
+    }
+    admin.close().await.ok();
+    ens.restart(down).expect("restart the member that was down");
+    let (v, sha) = until_served(&ens.addr(down).to_string(), &sha256_hex(&v1)).await;
+    assert_eq!((v.as_str(), sha), ("1.0.0", sha256_hex(&v1)));
+    assert!(
+        newest_snapshot(ens.data_dir(down)) > before,
+        "the member was synced by a snapshot"
+    );
+}
