@@ -84,6 +84,32 @@ impl RecipeEngine for TestEngine {
                 h.create(&arg, b"", abi::CreateMode::Persistent, Some(&creator_all()))?
                     .into_bytes(),
             )),
+            // Creates `arg` with an ACL naming an unknown scheme, then with
+            // an empty ACL: both are refused as a client's create is.
+            "create_bad_acl" => {
+                let bad = [abi::AclEntry {
+                    perms: wazoo_proto::perms::ALL,
+                    scheme: "nope".into(),
+                    id: "x".into(),
+                }];
+                let unknown = h.create(&arg, b"", abi::CreateMode::Persistent, Some(&bad));
+                let empty = h.create(&arg, b"", abi::CreateMode::Persistent, Some(&[]));
+                assert_eq!(unknown, empty, "both refused alike");
+                unknown.map(|p| Reply::Done(p.into_bytes()))
+            }
+            // Creates `/big-acl` with `arg` distinct world-readable ip entries.
+            "create_many_acl" => {
+                let n: u32 = arg.parse().unwrap();
+                let acl: Vec<abi::AclEntry> = (0..n)
+                    .map(|i| abi::AclEntry {
+                        perms: wazoo_proto::perms::READ,
+                        scheme: "ip".into(),
+                        id: std::net::Ipv4Addr::from(i).to_string(),
+                    })
+                    .collect();
+                let p = h.create("/big-acl", b"", abi::CreateMode::Persistent, Some(&acl))?;
+                Ok(Reply::Done(p.into_bytes()))
+            }
             // The caller's ids as `scheme:id` lines.
             "ids" => Ok(Reply::Done(ids_text(caller).into_bytes())),
             "notify" => {
@@ -455,6 +481,46 @@ fn an_unauthenticated_callers_creator_all_create_is_invalid_acl() {
         Reply::Error { code, .. } if code == ErrorCode::InvalidAcl.code()
     ));
     assert!(!exists(&mut h, 1, "/mine"), "a failed step applies nothing");
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper access control using ACLs":
+// an ACL with an unknown scheme, or none at all, is InvalidACL.
+#[test]
+fn a_steps_create_with_an_invalid_acl_is_invalid_acl() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.digest_auth(1, "alice:secret");
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "create_bad_acl", "/bad"))),
+        Reply::Error { code, .. } if code == ErrorCode::InvalidAcl.code()
+    ));
+    assert!(!exists(&mut h, 1, "/bad"));
+}
+
+// The ACL travels in the step's txn: it counts toward the jute.maxbuffer
+// bound on what a step stages, as a client's create frame is bounded.
+#[test]
+fn a_steps_acl_counts_toward_the_staged_bytes_bound() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "create_many_acl", "3"))),
+        Reply::Done(b"/big-acl".to_vec())
+    );
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/big-acl".into(),
+            version: -1,
+        },
+    ));
+    // ~20 bytes an entry: well past the harness's bound.
+    let n = ServerConfig::default().max_buffer_bytes / 10;
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "create_many_acl", &n.to_string()))),
+        Reply::Error { code, .. } if code == ErrorCode::BadArguments.code()
+    ));
+    assert!(!exists(&mut h, 1, "/big-acl"));
 }
 
 #[test]
