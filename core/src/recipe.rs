@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
 use wazoo_proto::{ErrorCode, EventType, Id, Zxid};
-use wazoo_sdk::abi::{CallerInfo, CreateMode, NodeStat, Reply, WatchEvent, WatchRequest};
+use wazoo_sdk::abi::{AclEntry, CallerInfo, CreateMode, NodeStat, Reply, WatchEvent, WatchRequest};
 
 use super::txn::Txn;
 
@@ -42,7 +42,16 @@ pub trait RecipeHost {
     fn children(&mut self, path: &str, watch: Option<&str>) -> Result<Vec<String>, ErrorCode>;
     fn exists(&mut self, path: &str, watch: Option<&str>) -> Result<Option<NodeStat>, ErrorCode>;
     /// Returns the created path (with the sequence suffix when sequential).
-    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String, ErrorCode>;
+    /// `acl: None` creates the node open to everyone (world:anyone:cdrwa);
+    /// `Some` is checked and expanded with the caller's identities as a
+    /// client's create is (ZooKeeper's fixupACL: InvalidAcl when refused).
+    fn create(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: Option<&[AclEntry]>,
+    ) -> Result<String, ErrorCode>;
     /// `version` -1 matches any version.
     fn set(&mut self, path: &str, data: &[u8], version: i32) -> Result<NodeStat, ErrorCode>;
     fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode>;

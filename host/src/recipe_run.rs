@@ -61,6 +61,8 @@ pub fn run(spec: &RunSpec<'_>) -> Result<(String, bool)> {
     let caller = CallerInfo {
         session: spec.session,
         guid: format!("{:016x}", spec.session as u64),
+        // `dry_run_call` fills in the ids the step's ACL checks use.
+        ids: Vec::new(),
     };
     let mut engine = rt;
     let out = dry_run_call(

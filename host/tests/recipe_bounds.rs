@@ -26,6 +26,7 @@ fn grow_module() -> Vec<u8> {
         path: "/big/n-".into(),
         data: vec![7; NODE_BYTES],
         mode: RecipeMode::PersistentSequential,
+        acl: None,
     }]);
     let reply = mp(&Reply::Done(mp(&())));
     let reply_at = 1024 + ops.len() + 16;

@@ -37,6 +37,12 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
 /// Creates `path` and its missing ancestors as persistent nodes (kazoo's
 /// `ensure_path`). Returns whether `path` itself already existed.
 pub fn ensure_path(cx: &mut Ctx, path: &str) -> Result<bool> {
+    ensure_path_acl(cx, path, None)
+}
+
+/// [`ensure_path`], creating the missing nodes with `acl` (`None`: open
+/// to everyone), as kazoo's `ensure_path(path, acl)`.
+pub fn ensure_path_acl(cx: &mut Ctx, path: &str, acl: Option<&Acl>) -> Result<bool> {
     if cx.exists(path)?.is_some() {
         return Ok(true);
     }
@@ -45,10 +51,24 @@ pub fn ensure_path(cx: &mut Ctx, path: &str) -> Result<bool> {
         at.push('/');
         at.push_str(part);
         if cx.exists(&at)?.is_none() {
-            cx.create(&at, b"", CreateMode::Persistent)?;
+            create_node(cx, &at, b"", CreateMode::Persistent, acl)?;
         }
     }
     Ok(false)
+}
+
+/// Creates a node with `acl`, or open to everyone when `None`.
+pub fn create_node(
+    cx: &mut Ctx,
+    path: &str,
+    data: &[u8],
+    mode: CreateMode,
+    acl: Option<&Acl>,
+) -> Result<String> {
+    match acl {
+        Some(acl) => cx.create_with_acl(path, data, mode, acl),
+        None => cx.create(path, data, mode),
+    }
 }
 
 /// Children of a node, or none if it does not exist.
@@ -128,12 +148,26 @@ pub fn find_own(children: &[String], guid: &str, marker: &str) -> Option<String>
 /// sequential contender `dir/<guid><marker><seq>` (data `id`), created
 /// unless a retried call already made it.
 pub fn join_contenders(cx: &mut Ctx, dir: &str, marker: &str, id: &[u8]) -> Result<()> {
+    join_contenders_acl(cx, dir, marker, id, None)
+}
+
+/// [`join_contenders`], creating the caller's node with `acl` (`None`:
+/// open to everyone).
+pub fn join_contenders_acl(
+    cx: &mut Ctx,
+    dir: &str,
+    marker: &str,
+    id: &[u8],
+    acl: Option<&Acl>,
+) -> Result<()> {
     let g = guid(cx);
     if find_own(&cx.children(dir)?, &g, marker).is_none() {
-        cx.create(
+        create_node(
+            cx,
             &format!("{dir}/{g}{marker}"),
             id,
             CreateMode::EphemeralSequential,
+            acl,
         )?;
     }
     Ok(())

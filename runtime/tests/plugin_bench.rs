@@ -14,6 +14,7 @@ fn measure(rt: &Runtime, module: &str, method: &str, iters: u32) -> (Duration, D
     let caller = CallerInfo {
         session: 1,
         guid: "bench".into(),
+        ids: Vec::new(),
     };
     let mut tree = MemTree::new(1);
     for _ in 0..iters / 10 {

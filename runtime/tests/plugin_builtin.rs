@@ -70,6 +70,7 @@ fn caller(session: i64) -> CallerInfo {
     CallerInfo {
         session,
         guid: format!("{:016x}", session as u64),
+        ids: Vec::new(),
     }
 }
 
@@ -227,6 +228,29 @@ const B: i64 = 0xb;
 const C: i64 = 0xc;
 const D: i64 = 0xd;
 
+// The lock's `creator_acl` option: its nodes are created with ZooKeeper's
+// CREATOR_ALL_ACL (the `auth` scheme, which the host expands with the
+// caller's ids); without it, as before, with no ACL (world:anyone).
+#[test]
+fn lock_creates_its_nodes_with_the_callers_acl_when_asked() {
+    let mut sim = Sim::new();
+    let creator_all = Some(vec![abi::AclEntry {
+        perms: 31,
+        scheme: "auth".into(),
+        id: String::new(),
+    }]);
+    let mine = args(&[("path", s("/app/mine")), ("creator_acl", V::T(true))]);
+    let a: String = done(&sim.call(A, "lock", "acquire", &mine));
+    for node in ["/app", "/app/mine", a.as_str()] {
+        assert_eq!(sim.tree.acls.get(node), Some(&creator_all), "{node}");
+    }
+    let open = args(&[("path", s("/app/open"))]);
+    let b: String = done(&sim.call(B, "lock", "acquire", &open));
+    for node in ["/app/open", b.as_str()] {
+        assert_eq!(sim.tree.acls.get(node), Some(&None), "{node}");
+    }
+}
+
 #[test]
 fn lock_is_fair_watches_only_the_predecessor_and_survives_retries() {
     let mut sim = Sim::new();
@@ -271,6 +295,7 @@ fn lock_is_fair_watches_only_the_predecessor_and_survives_retries() {
             "/app/locks/x/ffffffffffffffffffffffffffffffff__rlock__",
             b"",
             wazoo_runtime::abi::CreateMode::EphemeralSequential,
+            None,
         )
         .unwrap();
     let td = token(&sim.call(D, "lock", "acquire", &p()));

@@ -24,6 +24,7 @@ fn caller() -> CallerInfo {
     CallerInfo {
         session: 7,
         guid: "g-1".into(),
+        ids: Vec::new(),
     }
 }
 
@@ -325,6 +326,7 @@ fn path_outside_prefixes_is_refused() {
         path: "/etc".into(),
         data: b"x".to_vec(),
         mode: CreateMode::Persistent,
+        acl: None,
     }];
     let body = "(drop (call $tree (i32.const 1024) (i32.const $DATA_LEN))) (i64.const 0)";
     let err = hostile(&rt, &wat_module(&m(), TREE_IMPORT, body, &mp(&ops)));
@@ -354,6 +356,7 @@ fn path_outside_prefixes_is_refused() {
         path: "/ok".into(),
         data: vec![],
         mode: CreateMode::PersistentSequential,
+        acl: None,
     }];
     let err = hostile(&rt, &wat_module(&m(), TREE_IMPORT, body, &mp(&ops)));
     assert!(
@@ -370,6 +373,7 @@ fn tree_ops_inside_prefixes_work_and_are_counted() {
             path: "/ok".into(),
             data: b"1".to_vec(),
             mode: CreateMode::Persistent,
+            acl: None,
         },
         TreeOp::Get {
             path: "/ok".into(),

@@ -16,6 +16,7 @@ fn caller() -> CallerInfo {
     CallerInfo {
         session: 1,
         guid: "g".into(),
+        ids: Vec::new(),
     }
 }
 

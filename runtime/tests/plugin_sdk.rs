@@ -27,6 +27,7 @@ fn caller() -> CallerInfo {
     CallerInfo {
         session: 0x1234,
         guid: "call-1".into(),
+        ids: Vec::new(),
     }
 }
 

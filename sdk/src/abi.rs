@@ -29,7 +29,9 @@ use serde::{Deserialize, Serialize};
 /// ABI major version: a module with another major is refused at load.
 pub const ABI_MAJOR: u16 = 1;
 /// ABI minor version: additions a host of the same major understands.
-pub const ABI_MINOR: u16 = 0;
+pub const ABI_MINOR: u16 = 1;
+// 1.1: `CallerInfo::ids` and `TreeOp::Create::acl` (both optional on the
+// wire: a 1.0 guest ignores the ids and creates with world:anyone).
 
 /// Name of the custom section that carries the [`Manifest`].
 pub const MANIFEST_SECTION: &str = "wazoo:recipe";
@@ -79,13 +81,40 @@ pub struct Manifest {
     pub on_watch: bool,
 }
 
-/// Who is calling: the session whose identity the recipe runs with, and its
+/// Who is calling: the session whose identity the recipe runs with, its
 /// guid (the session id as 16 lowercase hex digits: stable across a client's
-/// retries within the session, shared by all calls of that session).
+/// retries within the session, shared by all calls of that session), and
+/// its authenticated identities.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CallerInfo {
     pub session: i64,
     pub guid: String,
+    /// The identities the step runs with, as the server holds them for the
+    /// caller's connection (ZooKeeper's auth info): `ip`, and whatever it
+    /// authenticated as (`digest`, `sasl`, `x509`, `super`). A callback
+    /// runs with the identities of the call that registered its wait. The
+    /// host checks every read and write of the step against node ACLs with
+    /// these, as it checks the caller's own requests.
+    #[serde(default)]
+    pub ids: Vec<AuthId>,
+}
+
+/// One identity (ZooKeeper's `Id`): a scheme and an id in that scheme.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AuthId {
+    pub scheme: String,
+    pub id: String,
+}
+
+/// One entry of a node's ACL (ZooKeeper's `ACL`): the permission bits it
+/// grants (read 1, write 2, create 4, delete 8, admin 16) to the identity
+/// `scheme:id`. The `auth` scheme (id ignored) stands for every identity the
+/// caller authenticated as, as in a client's create.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AclEntry {
+    pub perms: i32,
+    pub scheme: String,
+    pub id: String,
 }
 
 /// Input of `call`.
@@ -236,6 +265,12 @@ pub enum TreeOp {
         #[serde(with = "bytes")]
         data: Vec<u8>,
         mode: CreateMode,
+        /// The node's ACL, checked and expanded as ZooKeeper does for a
+        /// client's create with the caller's identities (InvalidACL if it
+        /// is empty, names an unknown scheme, or uses `auth` for a caller
+        /// that authenticated as nothing). `None`: world:anyone:cdrwa.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        acl: Option<Vec<AclEntry>>,
     },
     Set {
         path: String,

@@ -33,7 +33,7 @@ pub mod manifest;
 pub mod rt;
 mod sys;
 
-use abi::{CallerInfo, NodeStat, OpOk, TreeOp};
+use abi::{AclEntry, AuthId, CallerInfo, NodeStat, OpOk, TreeOp};
 use serde::Serialize;
 use std::fmt;
 
@@ -43,8 +43,8 @@ pub use serde;
 
 /// The usual imports of a recipe crate.
 pub mod prelude {
-    pub use crate::abi::{CreateMode, NodeStat, WatchEvent};
-    pub use crate::{code, recipe, Ctx, Error, Fired, Result, Step};
+    pub use crate::abi::{AuthId, CreateMode, NodeStat, WatchEvent};
+    pub use crate::{code, perms, recipe, Acl, Ctx, Error, Fired, Result, Step};
     pub use serde::{Deserialize, Serialize};
 }
 
@@ -173,6 +173,61 @@ pub struct Fired {
     pub event: WatchEvent,
 }
 
+/// Permission bits of an ACL entry (ZooKeeper's `ZooDefs.Perms`).
+pub mod perms {
+    pub const READ: i32 = 1;
+    pub const WRITE: i32 = 2;
+    pub const CREATE: i32 = 4;
+    pub const DELETE: i32 = 8;
+    pub const ADMIN: i32 = 16;
+    pub const ALL: i32 = READ | WRITE | CREATE | DELETE | ADMIN;
+}
+
+/// The ACL a node is created with ([`Ctx::create_with_acl`]), as a client
+/// gives it to ZooKeeper's create. The host expands and checks it with the
+/// caller's identities exactly as for the caller's own create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acl {
+    entries: Vec<AclEntry>,
+}
+
+impl Acl {
+    /// Any list of entries.
+    pub fn new(entries: Vec<AclEntry>) -> Acl {
+        Acl { entries }
+    }
+    /// ZooKeeper's `CREATOR_ALL_ACL` (`auth` scheme, all permissions): every
+    /// identity the caller authenticated as (digest, sasl, x509; not its
+    /// address) gets all permissions. Refused with INVALID_ACL when the
+    /// caller authenticated as nothing, as ZooKeeper refuses it.
+    pub fn creator_all() -> Acl {
+        Acl::new(vec![AclEntry {
+            perms: perms::ALL,
+            scheme: "auth".into(),
+            id: String::new(),
+        }])
+    }
+    /// ZooKeeper's `OPEN_ACL_UNSAFE`: world:anyone, all permissions.
+    pub fn open_unsafe() -> Acl {
+        Acl::new(vec![AclEntry {
+            perms: perms::ALL,
+            scheme: "world".into(),
+            id: "anyone".into(),
+        }])
+    }
+    /// ZooKeeper's `READ_ACL_UNSAFE`: world:anyone, read only.
+    pub fn read_unsafe() -> Acl {
+        Acl::new(vec![AclEntry {
+            perms: perms::READ,
+            scheme: "world".into(),
+            id: "anyone".into(),
+        }])
+    }
+    pub fn entries(&self) -> &[AclEntry] {
+        &self.entries
+    }
+}
+
 /// The typed host API: the tree as the call sees it (committed state plus what
 /// the call itself has staged), notifications and logging. Writes are staged
 /// and become one atomic transaction when the step succeeds.
@@ -281,12 +336,41 @@ impl Ctx {
         }
     }
 
-    /// Creates a node; returns the created path (with the sequence suffix if sequential).
+    /// The caller's identities (`ip`, `digest`, `sasl`, `x509`, `super`),
+    /// the ones the host checks this step's reads and writes with.
+    pub fn caller_ids(&self) -> &[AuthId] {
+        &self.caller.ids
+    }
+
+    /// Creates a node open to everyone (world:anyone:cdrwa); returns the
+    /// created path (with the sequence suffix if sequential).
     pub fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String> {
+        self.create_inner(path, data, mode, None)
+    }
+    /// Creates a node with `acl`, as a client's create with that ACL would
+    /// (e.g. [`Acl::creator_all`]: only the caller's identities); fails with
+    /// INVALID_ACL where ZooKeeper would refuse the client's create.
+    pub fn create_with_acl(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &Acl,
+    ) -> Result<String> {
+        self.create_inner(path, data, mode, Some(acl.entries.clone()))
+    }
+    fn create_inner(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: Option<Vec<AclEntry>>,
+    ) -> Result<String> {
         match self.one(TreeOp::Create {
             path: path.into(),
             data: data.to_vec(),
             mode,
+            acl,
         })? {
             OpOk::Created { path } => Ok(path),
             _ => Err(Error::zk(code::SYSTEM_ERROR)),

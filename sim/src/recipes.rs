@@ -22,7 +22,7 @@ fn text(b: &[u8]) -> String {
 
 fn ensure(h: &mut dyn RecipeHost, path: &str) -> Result<(), ErrorCode> {
     if h.exists(path, None)?.is_none() {
-        h.create(path, b"", CreateMode::Persistent)?;
+        h.create(path, b"", CreateMode::Persistent, None)?;
     }
     Ok(())
 }
@@ -69,7 +69,7 @@ fn counter_await(h: &mut dyn RecipeHost, token: &str) -> Result<Reply, ErrorCode
     let path = counter_path(name);
     ensure(h, "/counters")?;
     if h.exists(&path, None)?.is_none() {
-        h.create(&path, b"0", CreateMode::Persistent)?;
+        h.create(&path, b"0", CreateMode::Persistent, None)?;
     }
     let (v, _) = counter_value(h, &path)?;
     if v >= target {
@@ -96,7 +96,12 @@ impl RecipeEngine for SimRecipes {
                 ensure(h, "/locks")?;
                 let dir = format!("/locks/{arg}");
                 ensure(h, &dir)?;
-                let me = h.create(&format!("{dir}/n-"), b"", CreateMode::EphemeralSequential)?;
+                let me = h.create(
+                    &format!("{dir}/n-"),
+                    b"",
+                    CreateMode::EphemeralSequential,
+                    None,
+                )?;
                 lock_decide(h, &me)
             }
             ("lock", "release") => {
@@ -107,7 +112,7 @@ impl RecipeEngine for SimRecipes {
                 ensure(h, "/counters")?;
                 let path = counter_path(&arg);
                 if h.exists(&path, None)?.is_none() {
-                    h.create(&path, b"0", CreateMode::Persistent)?;
+                    h.create(&path, b"0", CreateMode::Persistent, None)?;
                 }
                 let (v, version) = counter_value(h, &path)?;
                 let next = v + 1;

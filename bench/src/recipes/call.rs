@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use wazoo::plugin::abi::{CallerInfo, CreateMode, NodeStat, Reply};
+use wazoo::plugin::abi::{AclEntry, CallerInfo, CreateMode, NodeStat, Reply};
 use wazoo::plugin::{abi, RecipeHost, Runtime, RuntimeConfig};
 use wazoo_proto::ErrorCode;
 use zookeeper_client as zk;
@@ -201,7 +201,13 @@ impl RecipeHost for NoTree {
     fn exists(&mut self, _: &str, _: Option<&str>) -> Result<Option<NodeStat>, ErrorCode> {
         Err(ErrorCode::Unimplemented)
     }
-    fn create(&mut self, _: &str, _: &[u8], _: CreateMode) -> Result<String, ErrorCode> {
+    fn create(
+        &mut self,
+        _: &str,
+        _: &[u8],
+        _: CreateMode,
+        _: Option<&[AclEntry]>,
+    ) -> Result<String, ErrorCode> {
         Err(ErrorCode::Unimplemented)
     }
     fn set(&mut self, _: &str, _: &[u8], _: i32) -> Result<NodeStat, ErrorCode> {
@@ -230,6 +236,7 @@ fn inprocess(echo_wasm: &Path, calls: usize) -> Result<InProcess> {
     let caller = CallerInfo {
         session: 1,
         guid: "bench".into(),
+        ids: Vec::new(),
     };
     let mut tree = NoTree;
     let mut fuel = 0;

@@ -15,6 +15,17 @@ pub struct Lock {
     client: Client,
     path: String,
     id: Vec<u8>,
+    creator_acl: bool,
+}
+
+/// The lock's `acquire` arguments.
+#[derive(Serialize)]
+#[serde(crate = "wazoo_sdk::serde")]
+struct LockAcquire<'a> {
+    path: &'a str,
+    #[serde(with = "wazoo_sdk::abi::bytes")]
+    id: &'a [u8],
+    creator_acl: bool,
 }
 
 impl Lock {
@@ -23,7 +34,18 @@ impl Lock {
             client: client.clone(),
             path: path.to_string(),
             id: Vec::new(),
+            creator_acl: false,
         }
+    }
+
+    /// Creates the lock node (and the lock's directories the acquire
+    /// creates) with ZooKeeper's CREATOR_ALL_ACL: all permissions for the
+    /// identities this client authenticated as (`add_auth`, SASL, a client
+    /// certificate), none for anyone else. The acquire fails with
+    /// INVALID_ACL if the client authenticated as nothing.
+    pub fn with_creator_acl(mut self) -> Lock {
+        self.creator_acl = true;
+        self
     }
 
     /// The data written into the lock node (kazoo's `identifier`).
@@ -34,9 +56,10 @@ impl Lock {
 
     /// Waits until the lock is held; returns the lock node's path.
     pub async fn acquire(&self) -> RecipeResult<String> {
-        let a = PathId {
+        let a = LockAcquire {
             path: &self.path,
             id: &self.id,
+            creator_acl: self.creator_acl,
         };
         call(&self.client, "lock", "acquire", &a).await
     }

@@ -24,7 +24,7 @@
 use std::sync::Arc;
 
 use wazoo_proto::{ErrorCode, Request, Response};
-use wazoo_sdk::abi::{self, CallerInfo, Notification, Reply, WatchRequest};
+use wazoo_sdk::abi::{self, AuthId, CallerInfo, Notification, Reply, WatchRequest};
 
 use super::{
     ApplyError, AuthInfo, Changes, ConnId, Origin, Server, ServerConfig, Stat, Txn, View, WriteKind,
@@ -57,6 +57,24 @@ enum Step<'a> {
 /// across the client's retries within the session (the seed's guid rule).
 pub(crate) fn guid_of(session: i64) -> String {
     format!("{session:016x}")
+}
+
+/// What a step is told about its caller: the session, its guid, and the
+/// identities the step's ACL checks use (`auth`: the calling connection's,
+/// or for a callback those recorded with its wait).
+pub(crate) fn caller_info(session: i64, auth: &AuthInfo) -> CallerInfo {
+    CallerInfo {
+        session,
+        guid: guid_of(session),
+        ids: auth
+            .ids
+            .iter()
+            .map(|i| AuthId {
+                scheme: i.scheme.clone(),
+                id: i.id.clone(),
+            })
+            .collect(),
+    }
 }
 
 fn encode<T: serde::Serialize>(v: &T) -> Vec<u8> {
@@ -241,10 +259,7 @@ impl Server {
             notes: Vec::new(),
             staged_bytes: 0,
         };
-        let caller = CallerInfo {
-            session,
-            guid: guid_of(session),
-        };
+        let caller = caller_info(session, auth);
         let reply = match (&mut engine, &step) {
             (None, _) => error_reply(
                 ErrorCode::Unimplemented,
@@ -647,7 +662,12 @@ pub fn dry_run_call(
         notes: Vec::new(),
         staged_bytes: 0,
     };
-    let reply = engine.call(module, method, args, caller, &mut host);
+    // The step is told the identities its ACL checks use.
+    let caller = CallerInfo {
+        ids: caller_info(caller.session, auth).ids,
+        ..caller.clone()
+    };
+    let reply = engine.call(module, method, args, &caller, &mut host);
     if matches!(reply, Reply::Error { .. }) {
         return DryRun {
             reply,

@@ -14,6 +14,24 @@ struct TestEngine {
     loaded: Arc<AtomicBool>,
 }
 
+/// ZooKeeper's CREATOR_ALL_ACL, as a recipe gives it.
+fn creator_all() -> Vec<abi::AclEntry> {
+    vec![abi::AclEntry {
+        perms: wazoo_proto::perms::ALL,
+        scheme: "auth".into(),
+        id: String::new(),
+    }]
+}
+
+fn ids_text(caller: &CallerInfo) -> String {
+    let ids: Vec<String> = caller
+        .ids
+        .iter()
+        .map(|i| format!("{}:{}", i.scheme, i.id))
+        .collect();
+    ids.join("\n")
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8(b.to_vec()).unwrap()
 }
@@ -35,12 +53,13 @@ impl RecipeEngine for TestEngine {
             // Creates an ephemeral sequential node under `arg` (and the parent).
             "make" => {
                 if h.exists(&arg, None)?.is_none() {
-                    h.create(&arg, b"", abi::CreateMode::Persistent)?;
+                    h.create(&arg, b"", abi::CreateMode::Persistent, None)?;
                 }
                 let p = h.create(
                     &format!("{arg}/n-"),
                     b"v",
                     abi::CreateMode::EphemeralSequential,
+                    None,
                 )?;
                 Ok(Reply::Done(p.into_bytes()))
             }
@@ -51,15 +70,48 @@ impl RecipeEngine for TestEngine {
             },
             // Writes, then fails: nothing may be applied.
             "fail_after_write" => {
-                h.create(&arg, b"", abi::CreateMode::Persistent)?;
+                h.create(&arg, b"", abi::CreateMode::Persistent, None)?;
                 Ok(error_reply(ErrorCode::BadArguments, "changed my mind"))
             }
             "children" => Ok(Reply::Done(h.children(&arg, None)?.join(",").into_bytes())),
             "get" => Ok(Reply::Done(h.get(&arg, None)?.0)),
             "create" => Ok(Reply::Done(
-                h.create(&arg, b"", abi::CreateMode::Persistent)?
+                h.create(&arg, b"", abi::CreateMode::Persistent, None)?
                     .into_bytes(),
             )),
+            // Creates `arg` with ZooKeeper's CREATOR_ALL_ACL.
+            "create_creator" => Ok(Reply::Done(
+                h.create(&arg, b"", abi::CreateMode::Persistent, Some(&creator_all()))?
+                    .into_bytes(),
+            )),
+            // Creates `arg` with an ACL naming an unknown scheme, then with
+            // an empty ACL: both are refused as a client's create is.
+            "create_bad_acl" => {
+                let bad = [abi::AclEntry {
+                    perms: wazoo_proto::perms::ALL,
+                    scheme: "nope".into(),
+                    id: "x".into(),
+                }];
+                let unknown = h.create(&arg, b"", abi::CreateMode::Persistent, Some(&bad));
+                let empty = h.create(&arg, b"", abi::CreateMode::Persistent, Some(&[]));
+                assert_eq!(unknown, empty, "both refused alike");
+                unknown.map(|p| Reply::Done(p.into_bytes()))
+            }
+            // Creates `/big-acl` with `arg` distinct world-readable ip entries.
+            "create_many_acl" => {
+                let n: u32 = arg.parse().unwrap();
+                let acl: Vec<abi::AclEntry> = (0..n)
+                    .map(|i| abi::AclEntry {
+                        perms: wazoo_proto::perms::READ,
+                        scheme: "ip".into(),
+                        id: std::net::Ipv4Addr::from(i).to_string(),
+                    })
+                    .collect();
+                let p = h.create("/big-acl", b"", abi::CreateMode::Persistent, Some(&acl))?;
+                Ok(Reply::Done(p.into_bytes()))
+            }
+            // The caller's ids as `scheme:id` lines.
+            "ids" => Ok(Reply::Done(ids_text(caller).into_bytes())),
             "notify" => {
                 let to: i64 = arg.parse().unwrap();
                 h.notify(to, b"hello")?;
@@ -74,6 +126,7 @@ impl RecipeEngine for TestEngine {
                         &format!("/grow-{i}"),
                         &vec![1; size],
                         abi::CreateMode::Persistent,
+                        None,
                     )?;
                 }
                 Ok(Reply::Done(Vec::new()))
@@ -92,8 +145,22 @@ impl RecipeEngine for TestEngine {
             WatchEvent::Deleted,
             "the test only waits on deletes"
         );
-        // Leaves a trace, so the callback's writes are seen to apply.
-        match h.create("/callback-ran", b"", abi::CreateMode::Persistent) {
+        // Leaves a trace, so the callback's writes are seen to apply; its
+        // ACL is CREATOR_ALL when the callback runs with an identity (the
+        // registering call's), with the ids it was told as data.
+        let acl = req
+            .caller
+            .ids
+            .iter()
+            .any(|i| i.scheme == "digest")
+            .then(creator_all);
+        let trace = ids_text(&req.caller).into_bytes();
+        match h.create(
+            "/callback-ran",
+            &trace,
+            abi::CreateMode::Persistent,
+            acl.as_deref(),
+        ) {
             Ok(_) | Err(ErrorCode::NodeExists) => Reply::Done(req.token.clone().into_bytes()),
             Err(e) => error_reply(e, "trace"),
         }
@@ -364,6 +431,143 @@ fn a_step_runs_with_the_callers_identity() {
         reply_of(h.call(2, rcall("t", "create", "/s/child"))),
         Reply::Done(b"/s/child".to_vec())
     );
+}
+
+fn get_acl(h: &mut Harness, conn: u64, path: &str) -> Result<Vec<Acl>, ErrorCode> {
+    match h.call(conn, Request::GetAcl { path: path.into() }) {
+        (0, Some(Response::GetAcl { acl, .. })) => Ok(acl),
+        (err, _) => Err(ErrorCode::from_i32(err).expect("a ZooKeeper error code")),
+    }
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper access control using ACLs":
+// CREATOR_ALL_ACL (the `auth` scheme) gives the creator's authenticated
+// ids all permissions; a recipe's create expands it with its caller's.
+#[test]
+fn a_digest_callers_step_creates_a_node_with_creator_all_acl() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    h.digest_auth(1, "alice:secret");
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "create_creator", "/mine"))),
+        Reply::Done(b"/mine".to_vec())
+    );
+    let alice = crate::acl::digest_id("alice:secret");
+    assert_eq!(
+        get_acl(&mut h, 1, "/mine"),
+        Ok(vec![Acl::new(wazoo_proto::perms::ALL, "digest", &alice)])
+    );
+    // Another client's requests, and its recipe steps, are refused.
+    assert_eq!(get_acl(&mut h, 2, "/mine"), Err(ErrorCode::NoAuth));
+    assert!(matches!(
+        reply_of(h.call(2, rcall("t", "get", "/mine"))),
+        Reply::Error { code, .. } if code == ErrorCode::NoAuth.code()
+    ));
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "get", "/mine"))),
+        Reply::Done(Vec::new())
+    );
+}
+
+// ZooKeeper Programmer's Guide, "Built-in ACL Schemes": `auth` with no
+// authenticated id is an invalid ACL, for a recipe's caller as for a client.
+#[test]
+fn an_unauthenticated_callers_creator_all_create_is_invalid_acl() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "create_creator", "/mine"))),
+        Reply::Error { code, .. } if code == ErrorCode::InvalidAcl.code()
+    ));
+    assert!(!exists(&mut h, 1, "/mine"), "a failed step applies nothing");
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper access control using ACLs":
+// an ACL with an unknown scheme, or none at all, is InvalidACL.
+#[test]
+fn a_steps_create_with_an_invalid_acl_is_invalid_acl() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.digest_auth(1, "alice:secret");
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "create_bad_acl", "/bad"))),
+        Reply::Error { code, .. } if code == ErrorCode::InvalidAcl.code()
+    ));
+    assert!(!exists(&mut h, 1, "/bad"));
+}
+
+// The ACL travels in the step's txn: it counts toward the jute.maxbuffer
+// bound on what a step stages, as a client's create frame is bounded.
+#[test]
+fn a_steps_acl_counts_toward_the_staged_bytes_bound() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "create_many_acl", "3"))),
+        Reply::Done(b"/big-acl".to_vec())
+    );
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/big-acl".into(),
+            version: -1,
+        },
+    ));
+    // ~20 bytes an entry: well past the harness's bound.
+    let n = ServerConfig::default().max_buffer_bytes / 10;
+    assert!(matches!(
+        reply_of(h.call(1, rcall("t", "create_many_acl", &n.to_string()))),
+        Reply::Error { code, .. } if code == ErrorCode::BadArguments.code()
+    ));
+    assert!(!exists(&mut h, 1, "/big-acl"));
+}
+
+#[test]
+fn a_step_is_told_its_callers_ids() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    // The harness's connections come from 127.0.0.1: ZooKeeper's `ip` id.
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "ids", ""))),
+        Reply::Done(b"ip:127.0.0.1".to_vec())
+    );
+    h.digest_auth(1, "alice:secret");
+    let alice = crate::acl::digest_id("alice:secret");
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "ids", ""))),
+        Reply::Done(format!("ip:127.0.0.1\ndigest:{alice}").into_bytes())
+    );
+}
+
+// A callback runs later, without a request: it runs with the identities of
+// the call that registered its wait (recorded in the replicated wait).
+#[test]
+fn a_callback_runs_with_the_identity_of_the_call_that_registered_its_wait() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    h.digest_auth(1, "alice:secret");
+    ok(h.call(2, create("/n", b"", CreateMode::Persistent)));
+    assert_eq!(
+        reply_of(h.call(1, rcall("t", "await_gone", "/n"))),
+        Reply::Wait { token: "/n".into() }
+    );
+    // The unauthenticated client's delete fires alice's wait.
+    ok(h.call(
+        2,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    ));
+    let alice = crate::acl::digest_id("alice:secret");
+    assert_eq!(
+        get_acl(&mut h, 1, "/callback-ran"),
+        Ok(vec![Acl::new(wazoo_proto::perms::ALL, "digest", &alice)]),
+        "the callback created its trace with alice's CREATOR_ALL"
+    );
+    assert_eq!(get_acl(&mut h, 2, "/callback-ran"), Err(ErrorCode::NoAuth));
 }
 
 #[test]

@@ -265,3 +265,63 @@ async fn rwlock_two_readers_share_and_a_writer_waits_for_both() {
         .unwrap()
         .unwrap();
 }
+
+// ZooKeeper Programmer's Guide, "ZooKeeper access control using ACLs": a
+// lock acquired with the caller's ACL gets CREATOR_ALL_ACL expanded to the
+// caller's digest identity, as a client's own create would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_with_the_callers_acl_creates_its_node_for_the_caller_only() {
+    use wazoo_client::Error;
+    let s = Served::start(&["lock"]);
+    let hosts = s.hosts();
+    let alice = connect(&hosts).await;
+    let other = connect(&hosts).await;
+    let checker = connect(&hosts).await;
+    let expected = vec![Acl::new(
+        31,
+        "digest",
+        &wazoo_client::digest_id("alice", "secret"),
+    )];
+    within("the caller-ACL lock", Duration::from_secs(20), async {
+        other
+            .create("/locks", b"", &Acl::open_unsafe(), CreateMode::Persistent)
+            .await
+            .expect("an open parent");
+        // Without an identity, CREATOR_ALL_ACL is invalid, as ZooKeeper says.
+        match Lock::new(&alice, "/locks/mine")
+            .with_creator_acl()
+            .acquire()
+            .await
+        {
+            Err(RecipeError::Failed { code, .. }) => assert_eq!(code, -114, "InvalidACL"),
+            other => panic!("expected InvalidACL, got {other:?}"),
+        }
+        alice
+            .add_auth("digest", b"alice:secret")
+            .await
+            .expect("addauth");
+        let node = Lock::new(&alice, "/locks/mine")
+            .with_creator_acl()
+            .acquire()
+            .await
+            .expect("acquire with the caller's ACL");
+        // A client without alice's identity may not even read the ACL.
+        assert!(matches!(other.get_acl(&node).await, Err(Error::NoAuth)));
+        assert!(matches!(
+            other.get_children("/locks/mine").await,
+            Err(Error::NoAuth)
+        ));
+        // Another session authenticated as alice sees her CREATOR_ALL.
+        checker
+            .add_auth("digest", b"alice:secret")
+            .await
+            .expect("addauth");
+        let (acl, _) = checker.get_acl(&node).await.expect("getAcl");
+        assert_eq!(acl, expected, "the lock node");
+        let (acl, _) = checker.get_acl("/locks/mine").await.expect("getAcl");
+        assert_eq!(acl, expected, "the lock's directory the acquire created");
+        let (acl, _) = other.get_acl("/locks").await.expect("getAcl");
+        assert_eq!(acl, Acl::open_unsafe(), "a parent it found stays as it was");
+    })
+    .await;
+}

@@ -11,8 +11,14 @@
 //! sees ours.
 //!
 //! Methods:
-//! - `acquire {path, id?}` -> Done(node path) once held; else Wait, token
-//!   `acquire:PATH`, on an exists watch on the predecessor only.
+//! - `acquire {path, id?, creator_acl?}` -> Done(node path) once held; else
+//!   Wait, token `acquire:PATH`, on an exists watch on the predecessor only.
+//!   `creator_acl: true` creates the caller's lock node, and the lock's
+//!   directories this call creates, with ZooKeeper's CREATOR_ALL_ACL (the
+//!   caller's authenticated ids; INVALID_ACL for a caller that has none), as
+//!   kazoo's `Lock` does with a client whose default ACL is CREATOR_ALL_ACL.
+//!   A directory made so is the caller's: others' acquires there get
+//!   NO_AUTH. Without it, nodes are world:anyone:cdrwa.
 //! - `release {path}` -> Done(bool): deleted the caller's node (false: none).
 //! - `holder {path}` -> Done(Option<node path>): the lowest contender if it
 //!   is a `__lock__` node (None when free or held by kazoo readers).
@@ -37,6 +43,9 @@ struct Acquire {
     /// Written as the node's data (kazoo's `identifier`).
     #[serde(default, with = "wazoo_sdk::abi::bytes")]
     id: Vec<u8>,
+    /// Create the nodes with the caller's ACL (CREATOR_ALL_ACL).
+    #[serde(default)]
+    creator_acl: bool,
 }
 
 #[derive(Deserialize)]
@@ -52,8 +61,9 @@ fn token(path: &str) -> String {
 /// node if a lost reply made it already: the guid rule), then check.
 fn acquire(cx: &mut Ctx, a: Acquire) -> Result<Step<String>> {
     check_path(&a.path)?;
-    ensure_path(cx, &a.path)?;
-    join_contenders(cx, &a.path, LOCK, &a.id)?;
+    let acl = a.creator_acl.then(Acl::creator_all);
+    ensure_path_acl(cx, &a.path, acl.as_ref())?;
+    join_contenders_acl(cx, &a.path, LOCK, &a.id, acl.as_ref())?;
     decide(cx, &a.path)
 }
 

@@ -227,8 +227,13 @@ pub(super) fn host_tree(
                 TreeOp::Exists { path, watch } => host
                     .exists(&path, watch.as_deref())
                     .map(|stat| OpOk::Exists { stat }),
-                TreeOp::Create { path, data, mode } => host
-                    .create(&path, &data, mode)
+                TreeOp::Create {
+                    path,
+                    data,
+                    mode,
+                    acl,
+                } => host
+                    .create(&path, &data, mode, acl.as_deref())
                     .map(|path| OpOk::Created { path }),
                 TreeOp::Set {
                     path,

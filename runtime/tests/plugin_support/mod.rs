@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use wazoo_proto::ErrorCode;
-use wazoo_runtime::abi::{self, CreateMode, Manifest, NodeStat, Reply, ABI_MAJOR, ABI_MINOR};
+use wazoo_runtime::abi::{
+    self, AclEntry, CreateMode, Manifest, NodeStat, Reply, ABI_MAJOR, ABI_MINOR,
+};
 use wazoo_runtime::RecipeHost;
 
 /// TEST DOUBLE of the pipeline's prep view: a plain tree applied in place.
@@ -22,6 +24,9 @@ pub struct MemTree {
     pub watches: Vec<(String, String, bool)>,
     pub notifications: Vec<(i64, Vec<u8>)>,
     pub seq: BTreeMap<String, i32>,
+    /// The ACL each node was created with, as the guest gave it (MemTree
+    /// checks none: the core's prep host does).
+    pub acls: BTreeMap<String, Option<Vec<AclEntry>>>,
 }
 
 fn parent(path: &str) -> &str {
@@ -93,7 +98,13 @@ impl RecipeHost for MemTree {
         }
         Ok(self.nodes.get(path).map(|(_, s)| *s))
     }
-    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String, ErrorCode> {
+    fn create(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: Option<&[AclEntry]>,
+    ) -> Result<String, ErrorCode> {
         Self::valid(path)?;
         let p = parent(path).to_string();
         if !self.nodes.contains_key(&p) {
@@ -109,6 +120,7 @@ impl RecipeHost for MemTree {
         if self.nodes.contains_key(&path) {
             return Err(ErrorCode::NodeExists);
         }
+        self.acls.insert(path.clone(), acl.map(<[_]>::to_vec));
         self.zxid += 1;
         let stat = NodeStat {
             czxid: self.zxid,
@@ -285,7 +297,13 @@ impl RecipeHost for HoldAtExists {
         let _ = self.1.recv();
         Ok(None)
     }
-    fn create(&mut self, _: &str, _: &[u8], _: CreateMode) -> Result<String, ErrorCode> {
+    fn create(
+        &mut self,
+        _: &str,
+        _: &[u8],
+        _: CreateMode,
+        _: Option<&[AclEntry]>,
+    ) -> Result<String, ErrorCode> {
         Err(ErrorCode::Unimplemented)
     }
     fn set(&mut self, _: &str, _: &[u8], _: i32) -> Result<NodeStat, ErrorCode> {

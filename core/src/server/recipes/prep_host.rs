@@ -4,7 +4,7 @@
 //! staging the step's writes, watches and notifications.
 
 use wazoo_proto::{perms, Acl, CreateRequest, ErrorCode};
-use wazoo_sdk::abi::{CreateMode, NodeStat, Notification};
+use wazoo_sdk::abi::{AclEntry, CreateMode, NodeStat, Notification};
 
 use super::super::{
     acl, check_read_path, prep_check, prep_create, prep_delete, prep_set_data, validate_path,
@@ -113,8 +113,23 @@ impl RecipeHost for PrepHost<'_, '_> {
         Ok(self.view.get(path).map(|r| node_stat(&r.stat)))
     }
 
-    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> Result<String, ErrorCode> {
-        let staged = self.stage(path, data)?;
+    fn create(
+        &mut self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: Option<&[AclEntry]>,
+    ) -> Result<String, ErrorCode> {
+        // The ACL travels in the txn too: its ids count toward the bound.
+        let acl_bytes: usize = acl
+            .unwrap_or_default()
+            .iter()
+            .map(|a| 4 + a.scheme.len() + a.id.len())
+            .sum();
+        let staged = self.stage(path, data)? + acl_bytes;
+        if staged > self.cfg.max_buffer_bytes {
+            return Err(ErrorCode::BadArguments);
+        }
         let (flags, ttl) = match mode {
             CreateMode::Persistent => (0, None),
             CreateMode::Ephemeral => (1, None),
@@ -127,7 +142,15 @@ impl RecipeHost for PrepHost<'_, '_> {
         let req = CreateRequest {
             path: path.to_string(),
             data: data.to_vec(),
-            acl: Acl::open_unsafe(),
+            // As a client's create: `auth` entries expand to the caller's
+            // identities in `prep_create` (fixupACL), with its errors.
+            acl: match acl {
+                None => Acl::open_unsafe(),
+                Some(entries) => entries
+                    .iter()
+                    .map(|a| Acl::new(a.perms, &a.scheme, &a.id))
+                    .collect(),
+            },
             flags,
             ttl,
         };
