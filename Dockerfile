@@ -17,10 +17,13 @@ ARG RUST_VERSION=1.95.0
 ARG DEBIAN_RELEASE=bookworm
 
 FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
+ARG RUST_VERSION
 WORKDIR /src
-# The toolchain file pins the compiler and lists the wasm32 target; the
-# target is added explicitly so the build never falls back to a binary
-# without the built-in recipes.
+# The image's compiler (RUSTUP_TOOLCHAIN overrides the toolchain file's
+# `stable`, which would otherwise fetch the newest); the wasm32 target is
+# added explicitly so the build never falls back to a binary without the
+# built-in recipes.
+ENV RUSTUP_TOOLCHAIN=${RUST_VERSION}
 COPY rust-toolchain.toml ./
 RUN cargo --version && rustup target add wasm32-unknown-unknown
 COPY . .
