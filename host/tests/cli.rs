@@ -233,7 +233,10 @@ fn terminal_completion_and_ctrl_c(flavor: Flavor) {
     );
     assert_eq!(code, 0, "{err}");
     let home = tempfile::tempdir().unwrap();
-    let shell = format!("{} cli -server {addr}", env!("CARGO_BIN_EXE_wazoo"));
+    // `script` runs the command with `$SHELL -c`; `exec` keeps that shell
+    // out of the pty's foreground group, where dash (CI's /bin/sh) would
+    // take the Ctrl-C as its own and exit 130 after the shell quits.
+    let shell = format!("exec {} cli -server {addr}", env!("CARGO_BIN_EXE_wazoo"));
     let mut child = Command::new("script")
         .args(["-qfec", &shell, "/dev/null"])
         .env("HOME", home.path())
