@@ -131,12 +131,13 @@ async fn call(s: &mut TcpStream, xid: i32, req: &Request) -> Vec<u8> {
     }
 }
 
+/// The connections `cons` lists; `usize::MAX` when the `cons` connection
+/// itself is refused (every place still taken), so `eventually` asks again.
 fn cons_count(addr: SocketAddr) -> usize {
-    four_letter_word(addr, "cons")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("(queued="))
-        .count()
+    let Ok(listing) = four_letter_word(addr, "cons") else {
+        return usize::MAX;
+    };
+    listing.lines().filter(|l| l.contains("(queued=")).count()
 }
 
 fn metric(port: u16, name: &str) -> f64 {

@@ -438,9 +438,12 @@ async fn a_torn_log_tail_is_cut_and_corrupt_snapshots_are_refused_by_name() {
     let snaps = files(&bad, "snapshot.");
     for s in &snaps {
         let mut b = std::fs::read(s).unwrap();
-        let mid = b.len() / 2;
-        b[mid] ^= 0x55;
-        std::fs::write(s, b).unwrap();
+        // An empty one (a snapshot the kill cut short) is damaged already.
+        if !b.is_empty() {
+            let mid = b.len() / 2;
+            b[mid] ^= 0x55;
+            std::fs::write(s, b).unwrap();
+        }
     }
     let cfg = member_cfg(work.path(), &work.path().join("bad-data"));
     let (ok, _, stderr) = import(&bad, &cfg);

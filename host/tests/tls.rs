@@ -349,8 +349,20 @@ fn secure_port_with_real_clients(flavor: Flavor) {
     let plain = server.addr();
     let root = format!("/tls-{}", flavor.name());
 
-    // A silent plain connection on the secure port stalls nobody.
-    let silent = TcpStream::connect(secure).unwrap();
+    // A silent plain connection on the secure port stalls nobody. (The
+    // secure port may open a moment after the plain one: ZooKeeper starts
+    // its secure connection factory second.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let silent = loop {
+        match TcpStream::connect(secure) {
+            Ok(s) => break s,
+            Err(e) if std::time::Instant::now() < deadline => {
+                eprintln!("{flavor:?}: secure port not open yet: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("{flavor:?}: the secure port never opened: {e}"),
+        }
+    };
 
     let created = zkcli(secure, &pki.alice, &pki, &["create", &root, "from-zkcli"]);
     assert!(
