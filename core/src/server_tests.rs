@@ -150,7 +150,10 @@ impl Harness {
                     Sent::Recipe(r.read_buffer().unwrap())
                 } else {
                     let op = self.ops.remove(&(conn, h.xid)).unwrap_or(OpCode::Ping);
-                    let body = (h.err == 0).then(|| Response::read_body(op, &mut r).unwrap());
+                    // A body after an error code only where ZooKeeper
+                    // writes one too (a failed SASL step).
+                    let body = (h.err == 0 || r.remaining() > 0)
+                        .then(|| Response::read_body(op, &mut r).unwrap());
                     Sent::Reply {
                         xid: h.xid,
                         err: h.err,
@@ -732,4 +735,36 @@ fn a_client_ahead_of_the_server_is_refused() {
     });
     assert!(h.closed.contains(&9));
     assert!(!h.sent.contains_key(&9), "no handshake reply");
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the server negotiates
+/// a session's timeout within its min/max bounds, and a read-only session
+/// (a member without a quorum, read-only mode) is no exception. Its reply
+/// once carried 0, which a client takes as a session already gone.
+#[test]
+fn a_read_only_session_gets_a_negotiated_timeout() {
+    let mut h = Harness::new(ServerConfig {
+        read_only_enabled: true,
+        ..ServerConfig::default()
+    });
+    h.step(Input::Role(Role::Looking));
+    for (conn, asked, got) in [(1, 15_000, 15_000), (2, 10, 4_000), (3, 900_000, 40_000)] {
+        h.step(Input::Connect {
+            conn,
+            peer: None,
+            req: ConnectRequest {
+                timeout_ms: asked,
+                passwd: vec![0; 16],
+                read_only: Some(true),
+                ..Default::default()
+            },
+        });
+        match h.sent.get(&conn).and_then(|v| v.first()) {
+            Some(Sent::Connect(r)) => {
+                assert_eq!(r.read_only, Some(true), "a read-only session");
+                assert_eq!(r.timeout_ms, got, "asked for {asked} ms");
+            }
+            other => panic!("expected a connect response, got {other:?}"),
+        }
+    }
 }

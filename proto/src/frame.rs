@@ -80,6 +80,18 @@ pub fn write_reply(out: &mut Vec<u8>, xid: i32, zxid: i64, err: i32, body: &Resp
     finish(out, at);
 }
 
+/// Appends a reply frame whose body follows the header even when `err` is
+/// not 0. ZooKeeper answers a failed SASL step so (an error code and a
+/// SetSASLResponse with a null token), and its Java client reads that body
+/// while authentication is in progress: without it the client sees a short
+/// frame and reports a lost connection instead of AuthFailed.
+pub fn write_reply_with_body(out: &mut Vec<u8>, xid: i32, zxid: i64, err: i32, body: &Response) {
+    let at = begin(out);
+    ReplyHeader { xid, zxid, err }.write(out);
+    body.write_body(out);
+    finish(out, at);
+}
+
 /// Appends a watch notification frame (xid -1).
 pub fn write_notification(out: &mut Vec<u8>, zxid: i64, ev: &WatcherEvent) {
     let at = begin(out);

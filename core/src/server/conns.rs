@@ -144,6 +144,13 @@ impl Server {
             max_latency_ms: 0,
             total_latency_ms: 0,
         };
+        // Negotiated for read-only sessions too (ZooKeeper Programmer's
+        // Guide, "ZooKeeper Sessions": the server's min/max bounds).
+        let timeout = (req.timeout_ms.max(0) as u32).clamp(
+            self.cfg.min_session_timeout_ms,
+            self.cfg.max_session_timeout_ms,
+        ) as i32;
+        c.timeout_ms = timeout;
         if !self.role.serves_clients() {
             if self.cfg.read_only_enabled && req.read_only == Some(true) {
                 return self.connect_read_only(conn, c, &req);
@@ -164,11 +171,6 @@ impl Server {
             self.close_conn(conn);
             return;
         }
-        let timeout = (req.timeout_ms.max(0) as u32).clamp(
-            self.cfg.min_session_timeout_ms,
-            self.cfg.max_session_timeout_ms,
-        ) as i32;
-        c.timeout_ms = timeout;
         if req.session_id == 0 && self.role.forwards() {
             self.conns.insert(conn, c);
             self.follower_new_session(conn, timeout);
@@ -430,7 +432,11 @@ impl Server {
                 } else {
                     ErrorCode::AuthFailed
                 };
-                self.send_reply_at(conn, xid, 0, code.code(), &Response::Sasl(None));
+                // As ZooKeeper's processSasl: the code with a null token
+                // as the body, then the connection closes.
+                self.send_reply_frame(conn, 0, |out| {
+                    frame::write_reply_with_body(out, xid, 0, code.code(), &Response::Sasl(None))
+                });
                 self.close_conn(conn);
             }
         }
@@ -510,8 +516,15 @@ impl Server {
         err: i32,
         body: &Response,
     ) {
+        self.send_reply_frame(conn, zxid, |out| {
+            frame::write_reply(out, xid, zxid, err, body)
+        });
+    }
+
+    /// Queues one reply frame written by `write`, and counts it.
+    fn send_reply_frame(&mut self, conn: ConnId, zxid: i64, write: impl FnOnce(&mut Vec<u8>)) {
         let entry = self.send_entry(conn);
-        frame::write_reply(&mut entry.0, xid, zxid, err, body);
+        write(&mut entry.0);
         entry.1 += 1;
         self.stats.packets_sent += 1;
         if let Some(c) = self.conns.get_mut(&conn) {

@@ -298,12 +298,24 @@ fn enforced_sasl_refuses_unauthenticated_requests_and_serves_authenticated_ones(
     assert_eq!(r.0, 0);
     assert_eq!(h.closed, [1]);
 
-    // A failed exchange is answered and closes the connection.
+    // A failed exchange is answered and closes the connection. The answer
+    // is ZooKeeper's: the code (SessionClosedRequireSaslAuth where SASL is
+    // required, else AuthFailed) with a null token as its body, which the
+    // Java client reads to report the failure rather than a lost connection.
     h.connect(3);
+    h.ops.insert((3, 1), OpCode::Sasl);
     h.step(Input::Sasl {
         conn: 3,
         xid: 1,
         step: crate::server::SaslStep::Failed,
     });
+    assert_eq!(
+        h.sent[&3].last(),
+        Some(&Sent::Reply {
+            xid: 1,
+            err: ErrorCode::SessionClosedRequireSaslAuth.code(),
+            body: Some(Response::Sasl(None)),
+        })
+    );
     assert_eq!(h.closed, [1, 3]);
 }

@@ -221,6 +221,7 @@ impl Response {
             O::WhoAmI => Response::WhoAmI(r.read_vec()?),
             O::RecipeCall => Response::Recipe(r.read_buffer()?),
             O::AddWatch => Response::ErrorResponse(r.read_i32()?),
+            O::Sasl => Response::Sasl(r.read_opt_buffer()?.map(<[u8]>::to_vec)),
             _ => Response::Empty,
         })
     }
