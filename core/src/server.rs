@@ -529,6 +529,9 @@ pub struct Server {
     after_waiters: Vec<(Zxid, ConnId)>,
     /// Deploys in flight and what the engine serves (see `deploy.rs`).
     deploys: deploy::DeployState,
+    /// Ensemble: the active configuration, the one `/zookeeper/config`
+    /// shows (ZooKeeper Dynamic Reconfiguration); none when standalone.
+    quorum: Option<crate::quorum_config::QuorumConfig>,
 }
 
 impl Server {
@@ -590,6 +593,7 @@ impl Server {
             rescan_waits: true,
             after_waiters: Vec::new(),
             deploys: Default::default(),
+            quorum: None,
         }
     }
 
@@ -652,6 +656,21 @@ impl Server {
     /// consensus gives a role.
     pub fn set_ensemble(&mut self) {
         self.role = Role::Looking;
+    }
+
+    /// Ensemble: makes `c` the active configuration and writes it to
+    /// `/zookeeper/config`, as ZooKeeper does at start and when a reconfig
+    /// commits (data version -1, mzxid the configuration's version, mtime
+    /// now).
+    pub fn set_quorum_config(&mut self, c: crate::quorum_config::QuorumConfig) {
+        self.tree
+            .set_config_node(c.render().as_bytes(), c.version, self.wall_ms);
+        self.quorum = Some(c);
+    }
+
+    /// The active configuration of an ensemble member.
+    pub fn quorum_config(&self) -> Option<&crate::quorum_config::QuorumConfig> {
+        self.quorum.as_ref()
     }
 
     /// Ensemble: replaces the state with a snapshot the leader sent (SNAP).

@@ -565,6 +565,23 @@ impl DataTree {
         self.set_node(&sp, Some(n.with_data(&n.header(), data.as_bytes())));
     }
 
+    /// Sets `/zookeeper/config` to the ensemble's configuration text, as
+    /// ZooKeeper's `ZKDatabase.initConfigInZKDatabase` and its reconfig
+    /// txn do (`DataTree.setData(CONFIG_NODE, data, -1, version, time)`):
+    /// mzxid is the configuration's version and the data version stays -1.
+    /// Every tree has the node ([`DataTree::new`]; clients cannot delete
+    /// it); one without it changes nothing.
+    pub fn set_config_node(&mut self, data: &[u8], version: i64, mtime: i64) {
+        const CONFIG: &str = "/zookeeper/config";
+        let Some(mut h) = self.get(CONFIG).map(Node::header) else {
+            return;
+        };
+        h.mzxid = version;
+        h.mtime = mtime;
+        h.version = -1;
+        self.set_node(CONFIG, Some(Node::for_path(&h, CONFIG, data)));
+    }
+
     // ----- the one place nodes change ----------------------------------------
 
     /// Replaces (or removes) the node at `p`, keeping every derived index in

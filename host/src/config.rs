@@ -74,6 +74,14 @@ pub struct Config {
     /// `user:base64(sha1(user:password))` of the super user, if any.
     pub super_digest: Option<String>,
     pub servers: Vec<ServerSpec>,
+    /// `dynamicConfigFile`: where the `server.N` lines are when they are
+    /// not in zoo.cfg (ZooKeeper Dynamic Reconfiguration, "Changes to
+    /// Configuration Format"); read by [`Config::load`].
+    pub dynamic_config_file: Option<PathBuf>,
+    /// The version of the membership in `servers`: `version=` of the
+    /// dynamic file, or the hexadecimal suffix of its name
+    /// (`zoo.cfg.dynamic.100000000`), or 0 for `server.N` lines in zoo.cfg.
+    pub config_version: i64,
     pub my_id: Option<u64>,
     pub plugins_dir: Option<PathBuf>,
     /// `wazoo.recipes.builtin`: whether the member loads the built-in
@@ -235,6 +243,10 @@ impl Config {
         let text = properties::decode(&bytes);
         let mut cfg = Config::parse(&text)
             .with_context(|| format!("invalid config file {}", path.display()))?;
+        if let Some(dynamic) = cfg.dynamic_config_file.clone() {
+            cfg.load_dynamic(&dynamic)
+                .with_context(|| format!("invalid dynamic config file {}", dynamic.display()))?;
+        }
         if !cfg.servers.is_empty() {
             let myid_path = cfg.data_dir.join("myid");
             if let Ok(s) = std::fs::read_to_string(&myid_path) {
@@ -249,6 +261,69 @@ impl Config {
             }
         }
         Ok(cfg)
+    }
+
+    /// Reads the `server.N` lines and version of a dynamic configuration
+    /// file. ZooKeeper 3.5+ writes zoo.cfg this way once reconfiguration
+    /// is on: the membership in `zoo.cfg.dynamic.<version>`, named by
+    /// `dynamicConfigFile`. Membership in both files is refused: which one
+    /// holds would be a guess.
+    fn load_dynamic(&mut self, path: &Path) -> Result<()> {
+        if !self.servers.is_empty() {
+            bail!("zoo.cfg has server.N lines and names a dynamicConfigFile: keep one of the two");
+        }
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = properties::decode(&bytes);
+        let q = crate::core::quorum_config::QuorumConfig::parse(&text).map_err(|e| anyhow!(e))?;
+        let from_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once(".dynamic."))
+            .and_then(|(_, v)| i64::from_str_radix(v, 16).ok());
+        self.config_version = if q.version != 0 {
+            q.version
+        } else {
+            from_name.unwrap_or(0)
+        };
+        self.servers = q
+            .servers
+            .into_iter()
+            .map(|(id, e)| ServerSpec {
+                id,
+                host: e.host,
+                quorum_port: e.quorum_port,
+                election_port: e.election_port,
+                observer: e.observer,
+                client_addr: e.client,
+            })
+            .collect();
+        if self.servers.is_empty() {
+            bail!("no server.N line");
+        }
+        Ok(())
+    }
+
+    /// The membership as `/zookeeper/config` shows it.
+    pub fn quorum_config(&self) -> crate::core::quorum_config::QuorumConfig {
+        use crate::core::quorum_config::{QuorumConfig, ServerEntry};
+        QuorumConfig {
+            servers: self
+                .servers
+                .iter()
+                .map(|s| {
+                    let e = ServerEntry {
+                        host: s.host.clone(),
+                        quorum_port: s.quorum_port,
+                        election_port: s.election_port,
+                        observer: s.observer,
+                        client: s.client_addr.clone(),
+                    };
+                    (s.id, e)
+                })
+                .collect(),
+            version: self.config_version,
+        }
     }
 
     /// Parses zoo.cfg text (without touching the disk). A malformed line
@@ -395,6 +470,8 @@ impl Config {
             enforce_quota,
             super_digest,
             servers,
+            dynamic_config_file: kv.remove("dynamicConfigFile").map(PathBuf::from),
+            config_version: 0,
             my_id: None,
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),

@@ -88,6 +88,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
     std::fs::create_dir_all(&ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
     let now = clock.now();
     let (mut server, snap_zxid) = load_newest_snapshot(&cfg, now)?;
+    server.set_quorum_config(cfg.quorum_config());
     let plugins = crate::member::start_plugins(&cfg, &mut server)?;
     let (mut log, repaired) = TxnLog::open(&ldir, LogOptions::default())
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;

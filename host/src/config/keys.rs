@@ -12,6 +12,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "clientPortAddress",
     "dataDir",
     "dataLogDir",
+    "dynamicConfigFile",
     "enforceQuota",
     "extendedTypesEnabled",
     "initLimit",
