@@ -39,6 +39,7 @@ pub mod peer_msg;
 mod prep;
 mod reads;
 mod recipes;
+mod reconfig;
 
 use conns::SendBufs;
 pub use peer_msg::PeerMsg;
@@ -277,6 +278,9 @@ pub enum Output {
     /// propose does), and the role change that follows closes its clients'
     /// connections so they reconnect to another member. Once per role.
     StepDown { why: String },
+    /// Ensemble: a reconfig committed and this is the membership now active
+    /// (consensus and the quorum links must follow it).
+    Reconfigured(crate::quorum_config::QuorumConfig),
 }
 
 /// Where the zxids of the txns this member makes come from.
@@ -326,6 +330,8 @@ enum WriteKind {
     CloseSession,
     /// A recipe call: its MessagePack reply.
     Recipe(Vec<u8>),
+    /// A reconfig: answered with the new configuration and its stat.
+    Reconfig,
 }
 
 /// A multi op's result, computed in prep against the state the ops before
@@ -532,6 +538,10 @@ pub struct Server {
     /// Ensemble: the active configuration, the one `/zookeeper/config`
     /// shows (ZooKeeper Dynamic Reconfiguration); none when standalone.
     quorum: Option<crate::quorum_config::QuorumConfig>,
+    /// Leader: the learners in sync with it, as consensus reports them
+    /// before each input (a reconfig needs a quorum of the new
+    /// configuration among them).
+    synced_learners: Vec<u64>,
 }
 
 impl Server {
@@ -594,6 +604,7 @@ impl Server {
             after_waiters: Vec::new(),
             deploys: Default::default(),
             quorum: None,
+            synced_learners: Vec::new(),
         }
     }
 
@@ -666,6 +677,13 @@ impl Server {
         self.tree
             .set_config_node(c.render().as_bytes(), c.version, self.wall_ms);
         self.quorum = Some(c);
+    }
+
+    /// Leader: where consensus writes the learners in sync with it before
+    /// each input (the list is cleared and refilled, never reallocated
+    /// once grown).
+    pub fn synced_learners_mut(&mut self) -> &mut Vec<u64> {
+        &mut self.synced_learners
     }
 
     /// The active configuration of an ensemble member.

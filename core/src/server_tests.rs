@@ -116,7 +116,10 @@ impl Harness {
                     }
                     Output::Close { conn } => self.closed.push(conn),
                     Output::Snapshot(_) => {}
-                    Output::Propose { .. } | Output::ToLeader(_) | Output::StepDown { .. } => {
+                    Output::Propose { .. }
+                    | Output::ToLeader(_)
+                    | Output::StepDown { .. }
+                    | Output::Reconfigured(_) => {
                         panic!("a standalone member never replicates")
                     }
                 }

@@ -582,6 +582,18 @@ impl DataTree {
         self.set_node(CONFIG, Some(Node::for_path(&h, CONFIG, data)));
     }
 
+    /// Applies a reconfig txn: the configuration text into
+    /// `/zookeeper/config`, version the txn's zxid, and the node's data
+    /// watches fire (ZooKeeper's reconfig txn is a setData of the node).
+    fn reconfig(&mut self, hdr: &crate::txn::TxnHeader, data: &[u8], triggers: &mut Vec<Trigger>) {
+        const CONFIG: &str = "/zookeeper/config";
+        self.set_config_node(data, hdr.zxid, hdr.time_ms);
+        if let Some(n) = self.get(CONFIG).cloned() {
+            let acl = self.acl_of(&n);
+            triggers.push(Trigger::new(CONFIG, EventType::NodeDataChanged, acl));
+        }
+    }
+
     // ----- the one place nodes change ----------------------------------------
 
     /// Replaces (or removes) the node at `p`, keeping every derived index in

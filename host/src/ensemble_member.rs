@@ -35,6 +35,60 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
         .ok_or_else(|| anyhow!("{host}:{port} resolves to nothing"))
 }
 
+/// Where a member keeps the last membership a reconfig committed, in the
+/// text of `/zookeeper/config` (ZooKeeper writes `zoo.cfg.dynamic.<version>`
+/// next to zoo.cfg and rewrites zoo.cfg; wazoo never rewrites the
+/// operator's files and keeps its own copy in its data directory).
+pub(crate) const DYNAMIC_FILE: &str = "zoo.cfg.dynamic";
+
+/// Durably stores `c` as the member's membership (write, fsync, rename).
+pub(crate) fn store_membership(
+    dir: &std::path::Path,
+    c: &crate::core::quorum_config::QuorumConfig,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!("{DYNAMIC_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(c.render().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(DYNAMIC_FILE))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Replaces the membership of zoo.cfg with the one a reconfig committed
+/// since, if the member stored a newer one ([`store_membership`]).
+fn adopt_stored_membership(cfg: &mut Config, dir: &std::path::Path) -> Result<()> {
+    let path = dir.join(DYNAMIC_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let q = crate::core::quorum_config::QuorumConfig::parse(&text)
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    if q.version <= cfg.config_version {
+        return Ok(());
+    }
+    tracing::info!(
+        version = format!("{:x}", q.version),
+        "membership from the last committed reconfig"
+    );
+    cfg.config_version = q.version;
+    cfg.servers = q
+        .servers
+        .into_iter()
+        .map(|(id, e)| crate::config::ServerSpec {
+            id,
+            host: e.host,
+            quorum_port: e.quorum_port,
+            election_port: e.election_port,
+            observer: e.observer,
+            client_addr: e.client,
+        })
+        .collect();
+    Ok(())
+}
+
 /// The ZAB configuration from zoo.cfg.
 pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
     let voters = cfg
@@ -62,7 +116,7 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
 }
 
 /// Recovers and starts serving as one member of the ensemble in `cfg`.
-pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::member::Started> {
+pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate::member::Started> {
     let MemberOptions {
         clock,
         group_commit,
@@ -73,11 +127,13 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
             cfg.data_dir.display()
         )
     })?;
+    let stored_in = snap_dir(&cfg);
+    adopt_stored_membership(&mut cfg, &stored_in)?;
     let me = cfg
         .servers
         .iter()
         .find(|s| s.id == my_id)
-        .ok_or_else(|| anyhow!("myid is {my_id} but zoo.cfg has no server.{my_id} line"))?
+        .ok_or_else(|| anyhow!("myid is {my_id} but the membership has no server.{my_id} line"))?
         .clone();
     let zcfg = zab_config(&cfg, my_id);
     zcfg.validate()

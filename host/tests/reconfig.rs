@@ -1,10 +1,14 @@
 //! Dynamic reconfiguration (ZooKeeper Dynamic Reconfiguration), against
 //! Apache ZooKeeper's ensemble and wazoo's alike: `/zookeeper/config` on
-//! every member, `reconfig` refused while `reconfigEnabled` is off.
+//! every member, `reconfig` refused while `reconfigEnabled` is off, only
+//! the super user may reconfigure, a stale version is refused, and a
+//! participant removed while clients keep writing.
 
 mod common;
 
 use common::connect;
+
+use std::time::Duration;
 
 use wazoo_testkit::{start_ensemble, Flavor, ServerOptions, TestEnsemble};
 use zookeeper_client::EnsembleUpdate;
@@ -76,7 +80,117 @@ async fn reconfig_is_refused_while_disabled(flavor: Flavor) {
     assert_eq!(err, zookeeper_client::Error::ReconfigDisabled, "{flavor}");
 }
 
+/// `super:test`, as the other tests' super user.
+const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+
+/// An ensemble with reconfiguration on and a super user.
+fn reconfigurable(flavor: Flavor) -> ServerOptions {
+    let o = common::ensemble_options(flavor).cfg("reconfigEnabled=true");
+    match flavor {
+        Flavor::Wazoo => o.cfg(format!(
+            "DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        )),
+        Flavor::Zookeeper => o.arg(format!(
+            "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        )),
+    }
+}
+
+async fn remove(
+    zk: &zookeeper_client::Client,
+    ids: &str,
+    version: Option<i64>,
+) -> Result<(Vec<u8>, zookeeper_client::Stat), zookeeper_client::Error> {
+    zk.update_ensemble(
+        EnsembleUpdate::Incremental {
+            joinings: [].iter().copied(),
+            leavings: [ids].iter().copied(),
+        },
+        version,
+    )
+    .await
+}
+
+// ZooKeeper Dynamic Reconfiguration, "Incremental mode" and "Conditional
+// reconfig", and the Administrator's Guide on reconfigEnabled (only the
+// super user may write /zookeeper/config): a follower is removed while
+// clients write; the new configuration, whose version is the reconfig's
+// zxid, is on every remaining member, and writes go on under it.
+async fn a_participant_is_removed_while_clients_write(flavor: Flavor) {
+    let e = ensemble(flavor, reconfigurable(flavor));
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let gone = (0..3).find(|&i| i != leader).unwrap();
+    let stay: Vec<usize> = (0..3).filter(|&i| i != gone).collect();
+    let hosts = stay
+        .iter()
+        .map(|&i| e.addr(i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    common::create_persistent(&hosts, "/load").await;
+    let writers = common::Writers::start(&hosts, "/load", "", 2, 100_000, false);
+    writers
+        .wait_for_more(50, "writes before the reconfig")
+        .await;
+
+    let zk = connect(&e.addr(stay[1]).to_string()).await;
+    let (before, _) = zk.get_config().await.unwrap();
+    let (_, version) = parse_config(&before);
+    let id = (gone + 1).to_string();
+    assert_eq!(
+        remove(&zk, &id, None).await.unwrap_err(),
+        zookeeper_client::Error::NoAuth,
+        "{flavor}: only the super user reconfigures"
+    );
+    zk.auth("digest", b"super:test").await.unwrap();
+    assert_eq!(
+        remove(&zk, &id, Some(version + 1)).await.unwrap_err(),
+        zookeeper_client::Error::BadVersion,
+        "{flavor}: a stale version is refused"
+    );
+    let (data, stat) = remove(&zk, &id, Some(version)).await.unwrap();
+    let (servers, new_version) = parse_config(&data);
+    assert_eq!(servers.len(), 2, "{flavor}: {servers:?}");
+    assert!(
+        servers
+            .iter()
+            .all(|l| !l.starts_with(&format!("server.{id}="))),
+        "{flavor}: {servers:?}"
+    );
+    assert_eq!(
+        stat.mzxid, new_version,
+        "{flavor}: the version is the reconfig's zxid"
+    );
+    assert!(new_version > version, "{flavor}");
+
+    writers.wait_for_more(50, "writes after the reconfig").await;
+    let acked = writers.finish().await;
+    for &i in &stay {
+        let zk = connect(&e.addr(i).to_string()).await;
+        zk.sync("/").await.unwrap();
+        let (d, _) = zk.get_config().await.unwrap();
+        assert_eq!(d, data, "{flavor}: member {i} serves the new configuration");
+        let last = acked.last().unwrap();
+        assert!(
+            zk.check_stat(last).await.unwrap().is_some(),
+            "{flavor}: member {i} has {last}"
+        );
+    }
+    // A removed participant cannot be removed twice into an empty quorum:
+    // removing every remaining participant is refused.
+    let all = stay
+        .iter()
+        .map(|i| (i + 1).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let err = remove(&zk, &all, None).await.unwrap_err();
+    assert!(
+        matches!(err, zookeeper_client::Error::BadArguments(_)),
+        "{flavor}: {err:?}"
+    );
+}
+
 on_both! {
     every_member_serves_the_configuration,
     reconfig_is_refused_while_disabled,
+    a_participant_is_removed_while_clients_write,
 }

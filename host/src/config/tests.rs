@@ -351,7 +351,10 @@ fn the_membership_is_read_from_the_dynamic_config_file() {
     assert_eq!(c.config_version, 0x1_0000_0000);
     assert!(c.reconfig_enabled);
     assert_eq!(
-        c.servers.iter().map(|s| (s.id, s.observer)).collect::<Vec<_>>(),
+        c.servers
+            .iter()
+            .map(|s| (s.id, s.observer))
+            .collect::<Vec<_>>(),
         vec![(1, false), (2, false), (3, true)]
     );
     assert_eq!(c.servers[1].client_addr, Some((None, 2182)));
@@ -364,8 +367,15 @@ fn the_membership_is_read_from_the_dynamic_config_file() {
     );
 
     // A version= line in the file wins over its name.
-    std::fs::write(&dynamic, "server.1=127.0.0.1:2888:3888\nversion=200000003\n").unwrap();
-    assert_eq!(Config::load(&cfg_path).unwrap().config_version, 0x2_0000_0003);
+    std::fs::write(
+        &dynamic,
+        "server.1=127.0.0.1:2888:3888\nversion=200000003\n",
+    )
+    .unwrap();
+    assert_eq!(
+        Config::load(&cfg_path).unwrap().config_version,
+        0x2_0000_0003
+    );
 
     // Membership in both files is refused, and so is a dynamic file that
     // holds anything but membership.
