@@ -1,8 +1,8 @@
 //! Dynamic reconfiguration (ZooKeeper Dynamic Reconfiguration), against
 //! Apache ZooKeeper's ensemble and wazoo's alike: `/zookeeper/config` on
 //! every member, `reconfig` refused while `reconfigEnabled` is off, only
-//! the super user may reconfigure, a stale version is refused, and a
-//! participant removed while clients keep writing.
+//! the super user may reconfigure, a stale version is refused, and
+//! participants removed and added while clients keep writing.
 
 mod common;
 
@@ -189,8 +189,182 @@ async fn a_participant_is_removed_while_clients_write(flavor: Flavor) {
     );
 }
 
+/// A member started on its own, with a zoo.cfg that lists the current
+/// members and itself (ZooKeeper Dynamic Reconfiguration, "Adding servers"),
+/// killed when dropped.
+struct Joiner {
+    child: std::process::Child,
+    client_port: u16,
+    /// The entry a `reconfig -add` names it by.
+    entry: String,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Joiner {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Joiner {
+    fn start(flavor: Flavor, id: u64, current: &[String]) -> Joiner {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
+        let client_port = wazoo_testkit::free_port();
+        let (quorum, election) = (wazoo_testkit::free_port(), wazoo_testkit::free_port());
+        let entry = format!(
+            "server.{id}=127.0.0.1:{quorum}:{election}:participant;127.0.0.1:{client_port}"
+        );
+        let mut cfg = format!(
+            "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={client_port}\n\
+             clientPortAddress=127.0.0.1\nreconfigEnabled=true\n4lw.commands.whitelist=*\n",
+            data.display()
+        );
+        for line in current.iter().chain([&entry]) {
+            cfg.push_str(line);
+            cfg.push('\n');
+        }
+        let cfg_path = dir.path().join("zoo.cfg");
+        let log = std::fs::File::create(dir.path().join("joiner.log")).unwrap();
+        let mut cmd = match flavor {
+            Flavor::Wazoo => {
+                cfg.push_str("wazoo.recipes.builtin=false\n");
+                let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_wazoo"));
+                c.args(["serve", "--config"]).arg(&cfg_path);
+                c.env("RUST_LOG", "info");
+                c
+            }
+            Flavor::Zookeeper => {
+                let mut cp = vec![dir.path().to_path_buf()];
+                cp.extend(wazoo_testkit::zookeeper_classpath().unwrap());
+                let mut c = std::process::Command::new("java");
+                c.arg("-Xmx256m")
+                    .arg("-Dzookeeper.admin.enableServer=false")
+                    .arg("-cp")
+                    .arg(std::env::join_paths(cp).unwrap())
+                    .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+                    .arg(&cfg_path);
+                c
+            }
+        };
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let child = cmd
+            .current_dir(dir.path())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Joiner {
+            child,
+            client_port,
+            entry,
+            dir,
+        }
+    }
+
+    fn addr(&self) -> std::net::SocketAddr {
+        wazoo_testkit::loopback(self.client_port)
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("joiner.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+// ZooKeeper Dynamic Reconfiguration, "Incremental mode" ("Adding servers"):
+// a member started with the current members and itself in its
+// configuration is added with `reconfig -add` while clients write; it then
+// follows, serves the new configuration and every acknowledged write, and
+// the ensemble commits with it.
+async fn a_running_participant_is_added_while_clients_write(flavor: Flavor) {
+    let e = ensemble(flavor, reconfigurable(flavor));
+    e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let hosts = e.connect_string();
+    common::create_persistent(&hosts, "/load").await;
+    let writers = common::Writers::start(&hosts, "/load", "", 2, 100_000, false);
+    writers
+        .wait_for_more(50, "writes before the reconfig")
+        .await;
+
+    let zk = connect(&e.addr(0).to_string()).await;
+    zk.auth("digest", b"super:test").await.unwrap();
+    let (before, _) = zk.get_config().await.unwrap();
+    let (current, version) = parse_config(&before);
+    let joiner = Joiner::start(flavor, 4, &current);
+    // ZooKeeper's joiner syncs as a non-voting follower first; give it the
+    // time to start (the reconfig does not depend on it: the three members
+    // are a quorum of the four).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (data, stat) = zk
+        .update_ensemble(
+            EnsembleUpdate::Incremental {
+                joinings: [joiner.entry.as_str()].iter().copied(),
+                leavings: [].iter().copied(),
+            },
+            Some(version),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{flavor}: {err:?}\n{}", joiner.log_tail()));
+    let (servers, new_version) = parse_config(&data);
+    assert_eq!(servers.len(), 4, "{flavor}: {servers:?}");
+    assert!(servers.contains(&joiner.entry), "{flavor}: {servers:?}");
+    assert_eq!(stat.mzxid, new_version, "{flavor}");
+
+    writers.wait_for_more(50, "writes after the reconfig").await;
+    let acked = writers.finish().await;
+    let last = acked.last().unwrap().clone();
+    // The joiner follows and has every acknowledged write (bounded wait:
+    // it may still be electing or syncing).
+    let addr = joiner.addr();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mode = wazoo_testkit::four_letter_word(addr, "srvr")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
+            });
+        if mode.as_deref() == Some("follower") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{flavor}: the joiner does not follow ({mode:?})\n{}",
+            joiner.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let j = connect(&addr.to_string()).await;
+    j.sync("/").await.unwrap();
+    assert_eq!(j.get_config().await.unwrap().0, data, "{flavor}");
+    assert!(
+        j.check_stat(&last).await.unwrap().is_some(),
+        "{flavor}: {last}"
+    );
+    // The joiner's writes commit through the ensemble of four.
+    j.create(
+        "/from-joiner",
+        b"",
+        &zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let zk0 = connect(&e.addr(0).to_string()).await;
+    zk0.sync("/").await.unwrap();
+    assert!(
+        zk0.check_stat("/from-joiner").await.unwrap().is_some(),
+        "{flavor}"
+    );
+}
+
 on_both! {
     every_member_serves_the_configuration,
     reconfig_is_refused_while_disabled,
     a_participant_is_removed_while_clients_write,
+    a_running_participant_is_added_while_clients_write,
 }
