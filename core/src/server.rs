@@ -101,6 +101,9 @@ pub struct ServerConfig {
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
     pub reconfig_enabled: bool,
+    /// zoo.cfg `standaloneEnabled`: while true, a reconfig may not leave
+    /// fewer than two participants (ZooKeeper's rule).
+    pub standalone_enabled: bool,
     /// Serve read-only clients while cut off from the quorum
     /// (ZooKeeper's `readonlymode.enabled`).
     pub read_only_enabled: bool,
@@ -138,6 +141,7 @@ impl Default for ServerConfig {
             container_check_interval_ms: 60_000,
             container_max_per_minute: 10_000,
             reconfig_enabled: false,
+            standalone_enabled: true,
             read_only_enabled: false,
             max_recipe_waits_per_session: 1000,
             max_buffer_bytes: 0xfffff,

@@ -96,6 +96,10 @@ fn reconfigurable(flavor: Flavor) -> ServerOptions {
     }
 }
 
+fn id_of(member: usize) -> String {
+    (member + 1).to_string()
+}
+
 async fn remove(
     zk: &zookeeper_client::Client,
     ids: &str,
@@ -175,14 +179,9 @@ async fn a_participant_is_removed_while_clients_write(flavor: Flavor) {
             "{flavor}: member {i} has {last}"
         );
     }
-    // A removed participant cannot be removed twice into an empty quorum:
-    // removing every remaining participant is refused.
-    let all = stay
-        .iter()
-        .map(|i| (i + 1).to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let err = remove(&zk, &all, None).await.unwrap_err();
+    // ZooKeeper's PrepRequestProcessor: while standaloneEnabled is true
+    // (the default), a configuration keeps two participants at least.
+    let err = remove(&zk, &id_of(stay[0]), None).await.unwrap_err();
     assert!(
         matches!(err, zookeeper_client::Error::BadArguments(_)),
         "{flavor}: {err:?}"
@@ -362,9 +361,143 @@ async fn a_running_participant_is_added_while_clients_write(flavor: Flavor) {
     );
 }
 
+/// Runs `zkCli.sh -server ADDR ARGS...` (one command) or `wazoo cli -server
+/// ADDR ARGS...`: (exit code, stdout without zkCli's connection banner).
+fn shell(flavor_of_cli: &str, addr: &str, args: &[&str]) -> (i32, String) {
+    let mut cmd = match flavor_of_cli {
+        "zkCli" => std::process::Command::new("/usr/share/zookeeper/bin/zkCli.sh"),
+        _ => {
+            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_wazoo"));
+            c.arg("cli");
+            c
+        }
+    };
+    let log_dir = tempfile::tempdir().unwrap();
+    let child = cmd
+        .arg("-server")
+        .arg(addr)
+        .args(args)
+        .env("ZOO_LOG_DIR", log_dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+            panic!("{flavor_of_cli} {args:?} did not finish within 60 s");
+        }
+    };
+    let mut stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if stdout.starts_with("Connecting to ") {
+        stdout = stdout
+            .split_once('\n')
+            .map(|(_, r)| r.to_string())
+            .unwrap_or_default();
+    }
+    let banner = "\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n";
+    if let Some(i) = stdout.find(banner) {
+        stdout.replace_range(i..i + banner.len(), "");
+    }
+    let code = out.status.code().unwrap_or(-1);
+    if code != 0 {
+        stdout.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    (code, stdout)
+}
+
+// ZooKeeper CLI, "config" and "reconfig", and ZooKeeper Dynamic
+// Reconfiguration, "Incremental mode": zkCli and `wazoo cli` print the
+// configuration alike, and remove both followers one after the other; the
+// leader alone is then a quorum, and commits with both followers stopped
+// (it could not under the old configuration).
+async fn zkcli_and_wazoo_cli_shrink_the_ensemble_to_its_leader(flavor: Flavor) {
+    // standaloneEnabled=false: ZooKeeper lets a configuration shrink to
+    // one participant only then.
+    let mut e = ensemble(
+        flavor,
+        reconfigurable(flavor).cfg("standaloneEnabled=false"),
+    );
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let at = e.addr(leader).to_string();
+    // The super user opens /zookeeper/config to everyone, so that one-shot
+    // shell commands (which cannot addauth first) may reconfigure.
+    let admin = connect(&at).await;
+    admin.auth("digest", b"super:test").await.unwrap();
+    admin
+        .set_acl(
+            "/zookeeper/config",
+            zookeeper_client::Acls::anyone_all().as_ref(),
+            None,
+        )
+        .await
+        .unwrap();
+
+    let (code, zk_config) = shell("zkCli", &at, &["config"]);
+    assert_eq!(code, 0, "{flavor}: {zk_config}");
+    let (code, our_config) = shell("wazoo", &at, &["config"]);
+    assert_eq!(code, 0, "{flavor}: {our_config}");
+    assert_eq!(our_config, zk_config, "{flavor}: wazoo cli vs zkCli");
+    assert_eq!(
+        zk_config.matches("server.").count(),
+        3,
+        "{flavor}: {zk_config}"
+    );
+
+    let first = (followers[0] + 1).to_string();
+    let (code, out) = shell("zkCli", &at, &["reconfig", "-remove", &first]);
+    assert_eq!(code, 0, "{flavor}: {out}");
+    assert!(
+        out.starts_with("Committed new configuration:\n"),
+        "{flavor}: {out}"
+    );
+    assert_eq!(out.matches("server.").count(), 2, "{flavor}: {out}");
+
+    let second = (followers[1] + 1).to_string();
+    let (code, out) = shell("wazoo", &at, &["reconfig", "-remove", &second]);
+    assert_eq!(code, 0, "{flavor}: {out}");
+    assert!(
+        out.starts_with("Committed new configuration:\n"),
+        "{flavor}: {out}"
+    );
+    assert_eq!(out.matches("server.").count(), 1, "{flavor}: {out}");
+    assert!(
+        out.contains(&format!("server.{}=", leader + 1)),
+        "{flavor}: {out}"
+    );
+
+    for &f in &followers {
+        e.kill(f);
+    }
+    let zk = connect(&at).await;
+    let opts =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    common::within(
+        "a write with both followers gone",
+        zk.create("/alone", b"", &opts),
+    )
+    .await
+    .unwrap();
+    let (code, after) = shell("zkCli", &at, &["config"]);
+    assert_eq!(code, 0, "{flavor}");
+    assert_eq!(shell("wazoo", &at, &["config"]).1, after, "{flavor}");
+    assert_eq!(after.matches("server.").count(), 1, "{flavor}: {after}");
+}
+
 on_both! {
     every_member_serves_the_configuration,
     reconfig_is_refused_while_disabled,
     a_participant_is_removed_while_clients_write,
     a_running_participant_is_added_while_clients_write,
+    zkcli_and_wazoo_cli_shrink_the_ensemble_to_its_leader,
 }

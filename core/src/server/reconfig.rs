@@ -2,7 +2,9 @@
 //! Reconfiguration, "Modifying the current dynamic configuration"), in the
 //! order of ZooKeeper 3.8's PrepRequestProcessor: reconfiguration enabled,
 //! an ensemble, no reconfiguration in flight, the expected version, the new
-//! membership well formed, a quorum of it synced with the leader, and last
+//! membership well formed (two participants at least while
+//! `standaloneEnabled` is true, as ZooKeeper requires), a quorum of it
+//! synced with the leader, and last
 //! WRITE on `/zookeeper/config` (read-only for `world:anyone`, so only the
 //! super user passes). The txn carries the new configuration's text with
 //! the txn's zxid as its version; every member activates it when it
@@ -90,6 +92,11 @@ pub(super) fn prep_reconfig(
         }
     };
     next.validate().map_err(|e| bad(&e))?;
+    if cfg.standalone_enabled && next.voters().len() < 2 {
+        return Err(bad(
+            "reconfig failed - new configuration must include at least 2 followers",
+        ));
+    }
     // ZooKeeper's Leader.isQuorumSynced: the participants of the new
     // configuration that are this leader or in sync with it must be a
     // majority of them, or the new configuration could not commit anything.
