@@ -719,6 +719,33 @@ impl Server {
         self.prep.proposals.clear();
         self.prep.outstanding = Outstanding::default();
         self.forget_deploys_in_flight();
+        self.adopt_config_of_tree();
+    }
+
+    /// After a SNAP: a reconfig the snapshot already holds was never
+    /// applied here, so its configuration is activated now if it is newer
+    /// than the active one.
+    fn adopt_config_of_tree(&mut self) {
+        let Some(current) = &self.quorum else {
+            return;
+        };
+        let Some((data, _)) = self.tree.get_data(reconfig::CONFIG_NODE) else {
+            return;
+        };
+        let Ok(c) = std::str::from_utf8(&data)
+            .map_err(|e| e.to_string())
+            .and_then(crate::quorum_config::QuorumConfig::parse)
+        else {
+            return;
+        };
+        if c.version > current.version && !c.servers.is_empty() {
+            tracing::info!(
+                version = format!("{:x}", c.version),
+                "configuration from the leader's snapshot"
+            );
+            self.quorum = Some(c.clone());
+            self.out.push(Output::Reconfigured(c));
+        }
     }
 
     /// ZooKeeper's `srst`: the latency figures and packet counts the
