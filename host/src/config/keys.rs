@@ -61,7 +61,6 @@ const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
     "commitLogCount",
     "connectToLearnerMasterLimit",
     "digest.enabled",
-    "dynamicConfigFile",
     "electionAlg",
     "electionPortBindRetry",
     "emulate353TTLNodes",
