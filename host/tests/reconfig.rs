@@ -494,10 +494,158 @@ async fn zkcli_and_wazoo_cli_shrink_the_ensemble_to_its_leader(flavor: Flavor) {
     assert_eq!(after.matches("server.").count(), 1, "{flavor}: {after}");
 }
 
+/// Waits (bounded) until member `addr` reports `mode` in `srvr`.
+async fn wait_mode(addr: std::net::SocketAddr, mode: &str, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = wazoo_testkit::four_letter_word(addr, "srvr")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
+            });
+        if now.as_deref() == Some(mode) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: mode {now:?}, expected {mode}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ZooKeeper Dynamic Reconfiguration, "Removing servers" (the leader may be
+// removed) and "Changes to Configuration Format" (a member restarts with the
+// last committed membership): the leader is removed while clients write,
+// the two others elect a leader and go on, and a restarted member still
+// serves the new membership.
+async fn the_leader_is_removed_and_the_membership_survives_a_restart(flavor: Flavor) {
+    let mut e = ensemble(flavor, reconfigurable(flavor));
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let stay: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let hosts = stay
+        .iter()
+        .map(|&i| e.addr(i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    common::create_persistent(&hosts, "/load").await;
+    let writers = common::Writers::start(&hosts, "/load", "", 2, 100_000, false);
+    writers
+        .wait_for_more(50, "writes before the reconfig")
+        .await;
+
+    let zk = connect(&e.addr(stay[0]).to_string()).await;
+    zk.auth("digest", b"super:test").await.unwrap();
+    // ZooKeeper's followers restart their peers when the leader leaves, so
+    // the answer may be lost (ConnectionLoss); the change is committed
+    // either way.
+    match remove(&zk, &id_of(leader), None).await {
+        Ok((data, _)) => assert_eq!(parse_config(&data).0.len(), 2, "{flavor}"),
+        Err(zookeeper_client::Error::ConnectionLoss) => {}
+        Err(err) => panic!("{flavor}: {err:?}"),
+    }
+    writers
+        .wait_for_more(50, "writes under a leader of the new membership")
+        .await;
+    let zk = connect(&e.addr(stay[0]).to_string()).await;
+    zk.sync("/").await.unwrap();
+    let (data, _) = zk.get_config().await.unwrap();
+    let (servers, _) = parse_config(&data);
+    assert_eq!(servers.len(), 2, "{flavor}: {servers:?}");
+    e.kill(leader);
+    let restarted = stay[1];
+    e.restart(restarted).unwrap();
+    writers.wait_for_more(20, "writes after the restart").await;
+    let conf = wazoo_testkit::four_letter_word(e.addr(restarted), "conf").unwrap();
+    assert_eq!(
+        conf.lines().filter(|l| l.starts_with("server.")).count(),
+        2,
+        "{flavor}: the restarted member runs with the new membership:\n{conf}"
+    );
+    let acked = writers.finish().await;
+    for &i in &stay {
+        let zk = connect(&e.addr(i).to_string()).await;
+        zk.sync("/").await.unwrap();
+        assert_eq!(
+            zk.get_config().await.unwrap().0,
+            data,
+            "{flavor}: member {i} (restarted: {})",
+            i == restarted
+        );
+        for p in acked.iter().rev().take(20) {
+            assert!(
+                zk.check_stat(p).await.unwrap().is_some(),
+                "{flavor}: {p} on {i}"
+            );
+        }
+    }
+}
+
+// ZooKeeper Dynamic Reconfiguration, "Non-incremental mode" and "Changing
+// an observer into a follower" (and back): the whole membership is given,
+// with one follower as an observer; it then observes, and its writes still
+// commit.
+async fn a_new_membership_makes_a_follower_an_observer(flavor: Flavor) {
+    let e = ensemble(flavor, reconfigurable(flavor));
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let demoted = (0..3).find(|&i| i != leader).unwrap();
+    let zk = connect(&e.addr(leader).to_string()).await;
+    zk.auth("digest", b"super:test").await.unwrap();
+    let (before, _) = zk.get_config().await.unwrap();
+    let (current, _) = parse_config(&before);
+    let prefix = format!("server.{}=", id_of(demoted));
+    let members: Vec<String> = current
+        .iter()
+        .map(|l| {
+            if l.starts_with(&prefix) {
+                l.replacen(":participant", ":observer", 1)
+            } else {
+                l.clone()
+            }
+        })
+        .collect();
+    let (data, _) = zk
+        .update_ensemble(
+            EnsembleUpdate::New {
+                ensemble: members.iter().map(String::as_str),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let (servers, _) = parse_config(&data);
+    let line = servers.iter().find(|l| l.starts_with(&prefix)).unwrap();
+    assert!(line.contains(":observer"), "{flavor}: {servers:?}");
+    wait_mode(
+        e.addr(demoted),
+        "observer",
+        &format!("{flavor}: member {demoted}"),
+    )
+    .await;
+    let o = connect(&e.addr(demoted).to_string()).await;
+    let opts =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    common::within(
+        "a write through the observer",
+        o.create("/via-observer", b"", &opts),
+    )
+    .await
+    .unwrap();
+    zk.sync("/").await.unwrap();
+    assert!(
+        zk.check_stat("/via-observer").await.unwrap().is_some(),
+        "{flavor}"
+    );
+    assert_eq!(o.get_config().await.unwrap().0, data, "{flavor}");
+}
+
 on_both! {
     every_member_serves_the_configuration,
     reconfig_is_refused_while_disabled,
     a_participant_is_removed_while_clients_write,
     a_running_participant_is_added_while_clients_write,
     zkcli_and_wazoo_cli_shrink_the_ensemble_to_its_leader,
+    the_leader_is_removed_and_the_membership_survives_a_restart,
+    a_new_membership_makes_a_follower_an_observer,
 }
