@@ -410,7 +410,14 @@ fn shell(flavor_of_cli: &str, addr: &str, args: &[&str]) -> (i32, String) {
     }
     let code = out.status.code().unwrap_or(-1);
     if code != 0 {
-        stdout.push_str(&String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for l in stderr
+            .lines()
+            .filter(|l| !l.starts_with("SLF4J:") && !l.starts_with("log4j:"))
+        {
+            stdout.push_str(l);
+            stdout.push('\n');
+        }
     }
     (code, stdout)
 }
@@ -640,6 +647,55 @@ async fn a_new_membership_makes_a_follower_an_observer(flavor: Flavor) {
     assert_eq!(o.get_config().await.unwrap().0, data, "{flavor}");
 }
 
+// ZooKeeper Dynamic Reconfiguration, "Incremental mode" (a joiner gives
+// its client port) and ZooKeeper's Leader.isQuorumSynced (a quorum of the
+// new membership must be in sync): refusals that zkCli and `wazoo cli`
+// print alike.
+async fn refused_reconfigs_print_alike_in_both_shells(flavor: Flavor) {
+    let mut e = ensemble(flavor, reconfigurable(flavor));
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let at = e.addr(leader).to_string();
+    let admin = connect(&at).await;
+    admin.auth("digest", b"super:test").await.unwrap();
+    admin
+        .set_acl(
+            "/zookeeper/config",
+            zookeeper_client::Acls::anyone_all().as_ref(),
+            None,
+        )
+        .await
+        .unwrap();
+    let ports = || {
+        (
+            wazoo_testkit::free_port(),
+            wazoo_testkit::free_port(),
+            wazoo_testkit::free_port(),
+        )
+    };
+    let both = |args: &[&str]| {
+        let (zk_code, zk_out) = shell("zkCli", &at, args);
+        let (our_code, our_out) = shell("wazoo", &at, args);
+        assert_eq!(our_out, zk_out, "{flavor}: {args:?}: wazoo cli vs zkCli");
+        assert_ne!(zk_code, 0, "{flavor}: {args:?}");
+        assert_ne!(our_code, 0, "{flavor}: {args:?}");
+        zk_out
+    };
+    let (q, el, _) = ports();
+    let no_client = format!("server.9=127.0.0.1:{q}:{el}");
+    let out = both(&["reconfig", "-add", &no_client]);
+    assert!(out.contains("Argument"), "{flavor}: {out}");
+    let out = both(&["reconfig", "-remove", "1", "-v", "ffffffffff"]);
+    assert!(out.contains("version"), "{flavor}: {out}");
+    // With one follower down, the leader and the other follower are not a
+    // majority of four.
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    e.kill(follower);
+    let (q, el, c) = ports();
+    let joiner = format!("server.9=127.0.0.1:{q}:{el}:participant;{c}");
+    let out = both(&["reconfig", "-add", &joiner]);
+    assert!(out.contains("No quorum of new config"), "{flavor}: {out}");
+}
+
 on_both! {
     every_member_serves_the_configuration,
     reconfig_is_refused_while_disabled,
@@ -648,4 +704,5 @@ on_both! {
     zkcli_and_wazoo_cli_shrink_the_ensemble_to_its_leader,
     the_leader_is_removed_and_the_membership_survives_a_restart,
     a_new_membership_makes_a_follower_an_observer,
+    refused_reconfigs_print_alike_in_both_shells,
 }
