@@ -179,6 +179,15 @@ async fn a_participant_is_removed_while_clients_write(flavor: Flavor) {
             "{flavor}: member {i} has {last}"
         );
     }
+    // The removed member is still up (it serves no quorum any more).
+    assert_eq!(
+        wazoo_testkit::four_letter_word(e.addr(gone), "ruok")
+            .ok()
+            .as_deref(),
+        Some("imok"),
+        "{flavor}: the removed member keeps running:\n{}",
+        e.log_tail(gone, 30)
+    );
     // ZooKeeper's PrepRequestProcessor: while standaloneEnabled is true
     // (the default), a configuration keeps two participants at least.
     let err = remove(&zk, &id_of(stay[0]), None).await.unwrap_err();
@@ -294,6 +303,10 @@ async fn a_running_participant_is_added_while_clients_write(flavor: Flavor) {
     zk.auth("digest", b"super:test").await.unwrap();
     let (before, _) = zk.get_config().await.unwrap();
     let (current, version) = parse_config(&before);
+    // A config watch on another member fires when the reconfig commits
+    // (ZooKeeper's reconfig is a setData of /zookeeper/config).
+    let watching = connect(&e.addr(1).to_string()).await;
+    let (_, _, watch) = watching.get_and_watch_config().await.unwrap();
     let joiner = Joiner::start(flavor, 4, &current);
     // ZooKeeper's joiner syncs as a non-voting follower first; give it the
     // time to start (the reconfig does not depend on it: the three members
@@ -313,6 +326,13 @@ async fn a_running_participant_is_added_while_clients_write(flavor: Flavor) {
     assert_eq!(servers.len(), 4, "{flavor}: {servers:?}");
     assert!(servers.contains(&joiner.entry), "{flavor}: {servers:?}");
     assert_eq!(stat.mzxid, new_version, "{flavor}");
+    let event = common::within("the config watch", watch.changed()).await;
+    assert_eq!(
+        event.event_type,
+        zookeeper_client::EventType::NodeDataChanged,
+        "{flavor}"
+    );
+    assert_eq!(event.path, "/zookeeper/config", "{flavor}");
 
     writers.wait_for_more(50, "writes after the reconfig").await;
     let acked = writers.finish().await;
