@@ -216,16 +216,16 @@ impl Drop for Joiner {
 }
 
 impl Joiner {
-    fn start(flavor: Flavor, id: u64, current: &[String]) -> Joiner {
+    /// `role`: `participant` or `observer`.
+    fn start(flavor: Flavor, id: u64, role: &str, current: &[String]) -> Joiner {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("myid"), format!("{id}\n")).unwrap();
         let client_port = wazoo_testkit::free_port();
         let (quorum, election) = (wazoo_testkit::free_port(), wazoo_testkit::free_port());
-        let entry = format!(
-            "server.{id}=127.0.0.1:{quorum}:{election}:participant;127.0.0.1:{client_port}"
-        );
+        let entry =
+            format!("server.{id}=127.0.0.1:{quorum}:{election}:{role};127.0.0.1:{client_port}");
         let mut cfg = format!(
             "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={client_port}\n\
              clientPortAddress=127.0.0.1\nreconfigEnabled=true\n4lw.commands.whitelist=*\n",
@@ -307,7 +307,7 @@ async fn a_running_participant_is_added_while_clients_write(flavor: Flavor) {
     // (ZooKeeper's reconfig is a setData of /zookeeper/config).
     let watching = connect(&e.addr(1).to_string()).await;
     let (_, _, watch) = watching.get_and_watch_config().await.unwrap();
-    let joiner = Joiner::start(flavor, 4, &current);
+    let joiner = Joiner::start(flavor, 4, "participant", &current);
     // ZooKeeper's joiner syncs as a non-voting follower first; give it the
     // time to start (the reconfig does not depend on it: the three members
     // are a quorum of the four).
@@ -716,6 +716,64 @@ async fn refused_reconfigs_print_alike_in_both_shells(flavor: Flavor) {
     assert!(out.contains("No quorum of new config"), "{flavor}: {out}");
 }
 
+// ZooKeeper Dynamic Reconfiguration, "Incremental mode" with an observer
+// (ZooKeeper Observers Guide): a running observer is added; it observes,
+// serves reads of every write, forwards its writes, and does not count in
+// the quorum (the two participants left commit with one of three down).
+async fn a_running_observer_is_added(flavor: Flavor) {
+    let mut e = ensemble(flavor, reconfigurable(flavor));
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let zk = connect(&e.addr(leader).to_string()).await;
+    zk.auth("digest", b"super:test").await.unwrap();
+    let (before, _) = zk.get_config().await.unwrap();
+    let (current, _) = parse_config(&before);
+    let joiner = Joiner::start(flavor, 5, "observer", &current);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (data, _) = zk
+        .update_ensemble(
+            EnsembleUpdate::Incremental {
+                joinings: [joiner.entry.as_str()].iter().copied(),
+                leavings: [].iter().copied(),
+            },
+            None,
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{flavor}: {err:?}\n{}", joiner.log_tail()));
+    let (servers, _) = parse_config(&data);
+    assert_eq!(servers.len(), 4, "{flavor}: {servers:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mode = wazoo_testkit::four_letter_word(joiner.addr(), "srvr")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
+            });
+        if mode.as_deref() == Some("observer") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{flavor}: the joiner does not observe ({mode:?})\n{}",
+            joiner.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // One participant down: the other two are still a majority of three.
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    e.kill(follower);
+    let o = connect(&joiner.addr().to_string()).await;
+    let opts =
+        zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+    common::within(
+        "a write through the observer",
+        o.create("/via-observer", b"", &opts),
+    )
+    .await
+    .unwrap();
+    assert_eq!(o.get_config().await.unwrap().0, data, "{flavor}");
+}
+
 on_both! {
     every_member_serves_the_configuration,
     reconfig_is_refused_while_disabled,
@@ -725,4 +783,5 @@ on_both! {
     the_leader_is_removed_and_the_membership_survives_a_restart,
     a_new_membership_makes_a_follower_an_observer,
     refused_reconfigs_print_alike_in_both_shells,
+    a_running_observer_is_added,
 }
