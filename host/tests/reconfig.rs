@@ -590,6 +590,10 @@ async fn the_leader_is_removed_and_the_membership_survives_a_restart(flavor: Fla
         2,
         "{flavor}: the restarted member runs with the new membership:\n{conf}"
     );
+    assert!(
+        conf.contains("\nmembership: \nserver.") && conf.contains("\nversion="),
+        "{flavor}: conf prints the membership as ZooKeeper does:\n{conf}"
+    );
     let acked = writers.finish().await;
     for &i in &stay {
         let zk = connect(&e.addr(i).to_string()).await;
