@@ -225,6 +225,14 @@ impl Links {
     /// from then on). A joiner whose address does not resolve gets no
     /// link, and that is logged; the rest of the membership is followed.
     pub fn follow(&mut self, c: &crate::core::quorum_config::QuorumConfig) {
+        if let Some(tls) = &self.tls {
+            tls.set_member_hosts(
+                c.servers
+                    .iter()
+                    .map(|(&id, s)| (id, s.host.clone()))
+                    .collect(),
+            );
+        }
         let gone: Vec<ServerId> = self
             .outboxes
             .keys()
