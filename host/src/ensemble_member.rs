@@ -66,12 +66,18 @@ fn adopt_stored_membership(cfg: &mut Config, dir: &std::path::Path) -> Result<()
     };
     let q = crate::core::quorum_config::QuorumConfig::parse(&text)
         .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    adopt_membership(cfg, q, "the last committed reconfig");
+    Ok(())
+}
+
+/// Replaces the membership of `cfg` with `q` if `q` is newer.
+fn adopt_membership(cfg: &mut Config, q: crate::core::quorum_config::QuorumConfig, from: &str) {
     if q.version <= cfg.config_version {
-        return Ok(());
+        return;
     }
     tracing::info!(
         version = format!("{:x}", q.version),
-        "membership from the last committed reconfig"
+        "membership from {from}"
     );
     cfg.config_version = q.version;
     cfg.servers = q
@@ -86,7 +92,6 @@ fn adopt_stored_membership(cfg: &mut Config, dir: &std::path::Path) -> Result<()
             client_addr: e.client,
         })
         .collect();
-    Ok(())
 }
 
 /// The ZAB configuration from zoo.cfg.
@@ -127,8 +132,12 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
             cfg.data_dir.display()
         )
     })?;
-    let stored_in = snap_dir(&cfg);
-    adopt_stored_membership(&mut cfg, &stored_in)?;
+    // The membership of the last reconfig this member committed, if newer
+    // than zoo.cfg's. Not the snapshot's /zookeeper/config: after `wazoo
+    // import` that is the ZooKeeper ensemble's, while zoo.cfg says where
+    // the wazoo members are.
+    let sdir = snap_dir(&cfg);
+    adopt_stored_membership(&mut cfg, &sdir)?;
     let me = cfg
         .servers
         .iter()
@@ -138,7 +147,6 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let zcfg = zab_config(&cfg, my_id);
     zcfg.validate()
         .map_err(|e| anyhow!("ensemble config: {e}"))?;
-    let sdir = snap_dir(&cfg);
     let ldir = log_dir(&cfg);
     std::fs::create_dir_all(&sdir).with_context(|| format!("cannot create {}", sdir.display()))?;
     std::fs::create_dir_all(&ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
