@@ -219,7 +219,12 @@ impl Server {
 
     /// A committed configuration becomes the active one (ZooKeeper
     /// activates a reconfig on commit): consensus and the links are told.
+    /// A standalone member (which a reconfig txn reaches only through a
+    /// log it was given) keeps the node's text and nothing else.
     fn activate_config(&mut self, data: &[u8]) {
+        if self.quorum.is_none() {
+            return;
+        }
         let parsed = std::str::from_utf8(data)
             .map_err(|e| e.to_string())
             .and_then(crate::quorum_config::QuorumConfig::parse);

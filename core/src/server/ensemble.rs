@@ -638,9 +638,11 @@ impl Server {
         }
         if let Request::Reconfig(r) = req {
             let (me, synced) = (self.cfg.server_id, &self.synced_learners);
+            let ensemble = self.quorum.is_some();
             let mut view = self.prep_view();
-            let txn = super::reconfig::prep_reconfig(&self.cfg, &mut view, auth, r, me, synced)
-                .map_err(PrepError::Code)?;
+            let txn =
+                super::reconfig::prep_reconfig(&self.cfg, &mut view, auth, r, ensemble, me, synced)
+                    .map_err(PrepError::Code)?;
             return Ok((txn, view.into_changes(), WriteKind::Reconfig));
         }
         let mut view = self.prep_view();

@@ -24,13 +24,15 @@ fn given(f: &Option<String>) -> Option<&str> {
     f.as_deref().filter(|s| !s.trim().is_empty())
 }
 
-/// Preps a reconfig. `synced` are the learners in sync with this leader
-/// (`me`), whose acks count once the new configuration is active.
+/// Preps a reconfig. `ensemble`: this member runs in an ensemble (it has
+/// an active configuration). `synced` are the learners in sync with this
+/// leader (`me`), whose acks count once the new configuration is active.
 pub(super) fn prep_reconfig(
     cfg: &ServerConfig,
     view: &mut View<'_>,
     auth: &AuthInfo,
     req: &ReconfigRequest,
+    ensemble: bool,
     me: u64,
     synced: &[u64],
 ) -> Result<Txn, ErrorCode> {
@@ -38,9 +40,10 @@ pub(super) fn prep_reconfig(
         return Err(ErrorCode::ReconfigDisabled);
     }
     let (committed, committed_stat) = view.tree.get_data(CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
-    if committed.is_empty() {
-        // A standalone server has no membership to change: ZooKeeper's
-        // ZooKeeperServer (not a leader's) answers Unimplemented.
+    if !ensemble || committed.is_empty() {
+        // A standalone server has no membership to change (whatever an
+        // imported tree holds): ZooKeeper's ZooKeeperServer (not a
+        // leader's) answers Unimplemented.
         return Err(ErrorCode::Unimplemented);
     }
     let mut record = view.get(CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
