@@ -30,6 +30,28 @@ pub struct ServerSpec {
     pub client_addr: Option<(Option<String>, u16)>,
 }
 
+impl ServerSpec {
+    /// Member `id` from its entry in a membership.
+    pub fn of(id: u64, e: crate::core::quorum_config::ServerEntry) -> ServerSpec {
+        ServerSpec {
+            id,
+            host: e.host,
+            quorum_port: e.quorum_port,
+            election_port: e.election_port,
+            observer: e.observer,
+            client_addr: e.client,
+        }
+    }
+
+    /// Every member of a membership, in id order.
+    pub fn all_of(q: crate::core::quorum_config::QuorumConfig) -> Vec<ServerSpec> {
+        q.servers
+            .into_iter()
+            .map(|(id, e)| ServerSpec::of(id, e))
+            .collect()
+    }
+}
+
 /// Everything wazoo reads from zoo.cfg, with ZooKeeper's defaults.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -286,18 +308,7 @@ impl Config {
         } else {
             from_name.unwrap_or(0)
         };
-        self.servers = q
-            .servers
-            .into_iter()
-            .map(|(id, e)| ServerSpec {
-                id,
-                host: e.host,
-                quorum_port: e.quorum_port,
-                election_port: e.election_port,
-                observer: e.observer,
-                client_addr: e.client,
-            })
-            .collect();
+        self.servers = ServerSpec::all_of(q);
         if self.servers.is_empty() {
             bail!("no server.N line");
         }
@@ -691,42 +702,12 @@ fn take_bool(kv: &mut BTreeMap<String, String>, key: &str) -> Result<Option<bool
     }
 }
 
-fn parse_port(s: &str, what: &str) -> Result<u16> {
-    s.trim()
-        .parse::<u16>()
-        .map_err(|_| anyhow!("{what} {s:?} is not a port number"))
-}
-
-/// `host:quorumPort:electionPort[:participant|observer][;[clientAddr:]clientPort]`
+/// `host:quorumPort:electionPort[:participant|observer][;[clientAddr:]clientPort]`,
+/// read by the same rules as the membership a reconfig names
+/// (`wazoo_core::quorum_config`).
 fn parse_server(id: u64, v: &str) -> Result<ServerSpec> {
-    let (addr, client) = match v.split_once(';') {
-        Some((a, c)) => (a, Some(c)),
-        None => (v, None),
-    };
-    let parts: Vec<&str> = addr.split(':').collect();
-    if parts.len() < 3 || parts.len() > 4 {
-        bail!("expected host:quorumPort:electionPort[:participant|observer]");
-    }
-    let observer = match parts.get(3).map(|s| s.trim()) {
-        None | Some("participant") => false,
-        Some("observer") => true,
-        Some(r) => bail!("unknown role {r:?} (participant or observer)"),
-    };
-    let client_addr = match client {
-        None => None,
-        Some(c) => Some(match c.rsplit_once(':') {
-            Some((h, p)) => (Some(h.to_string()), parse_port(p, "client port")?),
-            None => (None, parse_port(c, "client port")?),
-        }),
-    };
-    Ok(ServerSpec {
-        id,
-        host: parts[0].trim().to_string(),
-        quorum_port: parse_port(parts[1], "quorum port")?,
-        election_port: parse_port(parts[2], "election port")?,
-        observer,
-        client_addr,
-    })
+    let e = crate::core::quorum_config::parse_server_entry(v).map_err(|e| anyhow!(e))?;
+    Ok(ServerSpec::of(id, e))
 }
 
 #[cfg(test)]

@@ -80,18 +80,7 @@ fn adopt_membership(cfg: &mut Config, q: crate::core::quorum_config::QuorumConfi
         "membership from {from}"
     );
     cfg.config_version = q.version;
-    cfg.servers = q
-        .servers
-        .into_iter()
-        .map(|(id, e)| crate::config::ServerSpec {
-            id,
-            host: e.host,
-            quorum_port: e.quorum_port,
-            election_port: e.election_port,
-            observer: e.observer,
-            client_addr: e.client,
-        })
-        .collect();
+    cfg.servers = crate::config::ServerSpec::all_of(q);
 }
 
 /// The ZAB configuration from zoo.cfg.

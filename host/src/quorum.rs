@@ -26,7 +26,8 @@
 //! it claims:
 //!
 //! - The accepting member takes a hello only for an id in its
-//!   configuration that is higher than its own (lower ids are dialed, never
+//!   configuration (the membership the last committed reconfig made, see
+//!   [`Links::follow`]) that is higher than its own (lower ids are dialed, never
 //!   accepted), and only from that member's configured address (the IP of
 //!   its `server.N` host, unless that is a wildcard). Dialers bind their
 //!   socket to their own configured address, so the check holds for real
