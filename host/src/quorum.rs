@@ -180,12 +180,29 @@ pub struct Links {
     me: ServerId,
     local_ip: Option<IpAddr>,
     outboxes: HashMap<ServerId, Arc<Outbox>>,
+    /// Where each link dials (or, for an accepted link, the address the
+    /// peer must come from).
+    addrs: HashMap<ServerId, SocketAddr>,
     inbound: Inbound,
     events: mpsc::Sender<LinkEvent>,
     tls: Option<Arc<QuorumTls>>,
 }
 
 impl Links {
+    /// Ends the link to `peer`: no hello claiming its id is taken from
+    /// now on.
+    fn end(&mut self, peer: ServerId) {
+        self.inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&peer);
+        self.addrs.remove(&peer);
+        if let Some(o) = self.outboxes.remove(&peer) {
+            o.lock().closed = true;
+            o.wake.notify_one();
+        }
+    }
+
     /// Starts the link to `peer` at `addr`.
     fn add(&mut self, peer: ServerId, addr: SocketAddr) {
         let me = self.me;
@@ -194,6 +211,7 @@ impl Links {
             wake: Notify::new(),
         });
         self.outboxes.insert(peer, Arc::clone(&outbox));
+        self.addrs.insert(peer, addr);
         // One accepted connection may wait for the link's task; more are
         // refused until it has taken or refused that one.
         let (in_tx, in_rx) = mpsc::channel(1);
@@ -241,32 +259,31 @@ impl Links {
             .filter(|id| !c.servers.contains_key(id))
             .collect();
         for peer in gone {
-            self.inbound
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&peer);
-            if let Some(o) = self.outboxes.remove(&peer) {
-                o.lock().closed = true;
-                o.wake.notify_one();
-            }
+            self.end(peer);
             tracing::info!(peer, "quorum link ended: the member left the ensemble");
         }
         for (&peer, s) in &c.servers {
-            if peer == self.me || self.outboxes.contains_key(&peer) {
+            if peer == self.me {
                 continue;
             }
             match std::net::ToSocketAddrs::to_socket_addrs(&(s.host.as_str(), s.quorum_port))
                 .ok()
                 .and_then(|mut a| a.next())
             {
+                Some(addr) if self.addrs.get(&peer) == Some(&addr) => {}
                 Some(addr) => {
-                    tracing::info!(peer, %addr, "quorum link started: the member joined the ensemble");
+                    // A member given a new address is linked anew there
+                    // (ZooKeeper: remove and add it back in one reconfig).
+                    if self.outboxes.contains_key(&peer) {
+                        self.end(peer);
+                    }
+                    tracing::info!(peer, %addr, "quorum link started: the member joined the ensemble or moved");
                     self.add(peer, addr);
                 }
                 None => tracing::error!(
                     peer,
                     host = %s.host,
-                    "cannot resolve a joining member's quorum address: no link to it"
+                    "cannot resolve a member's quorum address: no link to it"
                 ),
             }
         }
@@ -305,6 +322,7 @@ pub async fn start(
         me,
         local_ip: Some(listen.ip()).filter(|ip| !ip.is_unspecified()),
         outboxes: HashMap::new(),
+        addrs: HashMap::new(),
         inbound: Inbound::default(),
         events,
         tls: tls.clone(),
