@@ -11,6 +11,7 @@
 
 pub mod acl;
 pub mod member;
+pub mod quorum_config;
 pub mod recipe;
 pub mod server;
 pub mod session;

@@ -165,6 +165,10 @@ pub enum Output {
     CloseLink { peer: ServerId },
     /// A pipeline message for another member's pipeline.
     SendApp { to: ServerId, msg: PeerMsg },
+    /// A reconfig committed: this membership is active from now on. The
+    /// shell keeps it for restarts and opens or drops quorum links to
+    /// follow it.
+    Reconfigured(crate::quorum_config::QuorumConfig),
 }
 
 /// Consensus and what the join keeps beside it.
@@ -354,6 +358,8 @@ impl Member {
     /// outputs are carried out at once.
     fn feed_server(&mut self, input: server::Input) {
         if let Some(e) = &self.ens {
+            e.peer
+                .synced_learners_into(self.server.synced_learners_mut());
             self.server.set_numbering(match e.peer.proposal_window() {
                 Ok(w) => Numbering::Granted {
                     next: w.next,
@@ -412,6 +418,16 @@ impl Member {
                     // forwarded when the change reaches it.
                     None => tracing::debug!("no leader to forward to"),
                 }
+            }
+            server::Output::Reconfigured(c) => {
+                let now = mono(self.now);
+                let e = self
+                    .ens
+                    .as_mut()
+                    .expect("only an ensemble pipeline reconfigures");
+                e.peer.reconfigure(c.voters(), c.observers(), now);
+                self.out.push(Output::Reconfigured(c));
+                self.take_peer_outputs();
             }
             server::Output::StepDown { why } => {
                 let now = mono(self.now);

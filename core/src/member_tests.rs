@@ -3,6 +3,7 @@
 //! shell must carry them out.
 
 mod follower;
+mod reconfig;
 
 use wazoo_proto::jute::{Jute, Reader};
 use wazoo_proto::{
@@ -201,19 +202,24 @@ fn zab_cfg(me: zab::ServerId, outstanding_proposals_max: usize) -> zab::Config {
 }
 
 fn member(me: zab::ServerId, outstanding_proposals_max: usize) -> Harness {
+    member_with(
+        ServerConfig {
+            server_id: me,
+            ..ServerConfig::default()
+        },
+        outstanding_proposals_max,
+    )
+}
+
+fn member_with(scfg: ServerConfig, outstanding_proposals_max: usize) -> Harness {
+    let me = scfg.server_id;
     let restored = Restored {
         accepted_epoch: 1,
         current_epoch: 1,
         ..Restored::empty()
     };
     let peer = Peer::new(zab_cfg(me, outstanding_proposals_max), restored, 0).unwrap();
-    let server = Server::new(
-        ServerConfig {
-            server_id: me,
-            ..ServerConfig::default()
-        },
-        at(0),
-    );
+    let server = Server::new(scfg, at(0));
     let mut h = Harness {
         m: Member::new(server, peer, Box::new(TestCodec), at(0)),
         now: 0,
@@ -239,7 +245,11 @@ fn vote(leader: zab::ServerId, state: ServerState) -> Message {
 /// Broadcast": the epoch is established once a quorum acknowledged
 /// NEWLEADER).
 fn leader(outstanding_proposals_max: usize) -> Harness {
-    let mut h = member(3, outstanding_proposals_max);
+    leader_from(member(3, outstanding_proposals_max))
+}
+
+/// [`leader`] from member 3's harness `h`.
+fn leader_from(mut h: Harness) -> Harness {
     h.zab(1, vote(3, ServerState::Looking));
     assert_eq!(h.state(), ServerState::Leading);
     let info = Message::FollowerInfo {
@@ -335,7 +345,11 @@ fn reply(xid: i32, zxid: Zxid, err: i32, body: &Response) -> Frame {
 /// The leader's session for connection 1, committed at 2:1: proposed,
 /// durable here, acknowledged by 1, then answered and committed.
 fn leader_with_session(outstanding_proposals_max: usize) -> (Harness, i64) {
-    let mut h = leader(outstanding_proposals_max);
+    leader_with_session_from(leader(outstanding_proposals_max))
+}
+
+/// [`leader_with_session`] from leader `h`.
+fn leader_with_session_from(mut h: Harness) -> (Harness, i64) {
     let session = 3 << 56;
     assert_eq!(
         h.connect(1),

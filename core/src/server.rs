@@ -39,6 +39,7 @@ pub mod peer_msg;
 mod prep;
 mod reads;
 mod recipes;
+mod reconfig;
 
 use conns::SendBufs;
 pub use peer_msg::PeerMsg;
@@ -100,6 +101,9 @@ pub struct ServerConfig {
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
     pub reconfig_enabled: bool,
+    /// zoo.cfg `standaloneEnabled`: while true, a reconfig may not leave
+    /// fewer than two participants (ZooKeeper's rule).
+    pub standalone_enabled: bool,
     /// Serve read-only clients while cut off from the quorum
     /// (ZooKeeper's `readonlymode.enabled`).
     pub read_only_enabled: bool,
@@ -137,6 +141,7 @@ impl Default for ServerConfig {
             container_check_interval_ms: 60_000,
             container_max_per_minute: 10_000,
             reconfig_enabled: false,
+            standalone_enabled: true,
             read_only_enabled: false,
             max_recipe_waits_per_session: 1000,
             max_buffer_bytes: 0xfffff,
@@ -277,6 +282,9 @@ pub enum Output {
     /// propose does), and the role change that follows closes its clients'
     /// connections so they reconnect to another member. Once per role.
     StepDown { why: String },
+    /// Ensemble: a reconfig committed and this is the membership now active
+    /// (consensus and the quorum links must follow it).
+    Reconfigured(crate::quorum_config::QuorumConfig),
 }
 
 /// Where the zxids of the txns this member makes come from.
@@ -326,6 +334,8 @@ enum WriteKind {
     CloseSession,
     /// A recipe call: its MessagePack reply.
     Recipe(Vec<u8>),
+    /// A reconfig: answered with the new configuration and its stat.
+    Reconfig,
 }
 
 /// A multi op's result, computed in prep against the state the ops before
@@ -529,6 +539,13 @@ pub struct Server {
     after_waiters: Vec<(Zxid, ConnId)>,
     /// Deploys in flight and what the engine serves (see `deploy.rs`).
     deploys: deploy::DeployState,
+    /// Ensemble: the active configuration, the one `/zookeeper/config`
+    /// shows (ZooKeeper Dynamic Reconfiguration); none when standalone.
+    quorum: Option<crate::quorum_config::QuorumConfig>,
+    /// Leader: the learners in sync with it, as consensus reports them
+    /// before each input (a reconfig needs a quorum of the new
+    /// configuration among them).
+    synced_learners: Vec<u64>,
 }
 
 impl Server {
@@ -590,6 +607,8 @@ impl Server {
             rescan_waits: true,
             after_waiters: Vec::new(),
             deploys: Default::default(),
+            quorum: None,
+            synced_learners: Vec::new(),
         }
     }
 
@@ -654,6 +673,28 @@ impl Server {
         self.role = Role::Looking;
     }
 
+    /// Ensemble: makes `c` the active configuration and writes it to
+    /// `/zookeeper/config`, as ZooKeeper does at start and when a reconfig
+    /// commits (data version -1, mzxid the configuration's version, mtime
+    /// now).
+    pub fn set_quorum_config(&mut self, c: crate::quorum_config::QuorumConfig) {
+        self.tree
+            .set_config_node(c.render().as_bytes(), c.version, self.wall_ms);
+        self.quorum = Some(c);
+    }
+
+    /// Leader: where consensus writes the learners in sync with it before
+    /// each input (the list is cleared and refilled, never reallocated
+    /// once grown).
+    pub fn synced_learners_mut(&mut self) -> &mut Vec<u64> {
+        &mut self.synced_learners
+    }
+
+    /// The active configuration of an ensemble member.
+    pub fn quorum_config(&self) -> Option<&crate::quorum_config::QuorumConfig> {
+        self.quorum.as_ref()
+    }
+
     /// Ensemble: replaces the state with a snapshot the leader sent (SNAP).
     /// Only happens while syncing, when no client is served.
     pub fn install_snapshot(
@@ -678,6 +719,33 @@ impl Server {
         self.prep.proposals.clear();
         self.prep.outstanding = Outstanding::default();
         self.forget_deploys_in_flight();
+        self.adopt_config_of_tree();
+    }
+
+    /// After a SNAP: a reconfig the snapshot already holds was never
+    /// applied here, so its configuration is activated now if it is newer
+    /// than the active one.
+    fn adopt_config_of_tree(&mut self) {
+        let Some(current) = &self.quorum else {
+            return;
+        };
+        let Some((data, _)) = self.tree.get_data(reconfig::CONFIG_NODE) else {
+            return;
+        };
+        let Ok(c) = std::str::from_utf8(&data)
+            .map_err(|e| e.to_string())
+            .and_then(crate::quorum_config::QuorumConfig::parse)
+        else {
+            return;
+        };
+        if c.version > current.version && !c.servers.is_empty() {
+            tracing::info!(
+                version = format!("{:x}", c.version),
+                "configuration from the leader's snapshot"
+            );
+            self.quorum = Some(c.clone());
+            self.out.push(Output::Reconfigured(c));
+        }
     }
 
     /// ZooKeeper's `srst`: the latency figures and packet counts the

@@ -116,7 +116,10 @@ impl Harness {
                     }
                     Output::Close { conn } => self.closed.push(conn),
                     Output::Snapshot(_) => {}
-                    Output::Propose { .. } | Output::ToLeader(_) | Output::StepDown { .. } => {
+                    Output::Propose { .. }
+                    | Output::ToLeader(_)
+                    | Output::StepDown { .. }
+                    | Output::Reconfigured(_) => {
                         panic!("a standalone member never replicates")
                     }
                 }
@@ -489,6 +492,44 @@ fn tree_rules_give_zookeepers_errors() {
     assert_eq!(
         err(h.call(1, Request::Reconfig(Default::default()))),
         ErrorCode::ReconfigDisabled
+    );
+}
+
+/// ZooKeeper Dynamic Reconfiguration, "Enabling Dynamic Reconfiguration":
+/// a standalone server has no membership to change, even with
+/// `reconfigEnabled=true` and a `/zookeeper/config` it was given (an
+/// imported ZooKeeper tree): Unimplemented, as ZooKeeper's standalone
+/// server answers, and nothing changes.
+#[test]
+fn a_standalone_server_refuses_reconfig_whatever_its_config_node_holds() {
+    let mut tree = crate::tree::DataTree::new();
+    let imported = b"server.1=127.0.0.1:2888:3888:participant\nserver.2=127.0.0.1:2889:3889:participant\nversion=100000000";
+    tree.set_config_node(imported, 0x1_0000_0000, 0);
+    let cfg = ServerConfig {
+        reconfig_enabled: true,
+        super_digest: Some(crate::acl::digest_id("super:pw")),
+        ..ServerConfig::default()
+    };
+    let mut h = Harness::default();
+    h.server = Server::recovered(
+        cfg,
+        tree,
+        Vec::new(),
+        Default::default(),
+        Zxid::ZERO,
+        Now::same(1_000_000),
+    );
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    let remove = Request::Reconfig(wazoo_proto::ReconfigRequest {
+        leaving_servers: Some("2".into()),
+        cur_config_id: -1,
+        ..Default::default()
+    });
+    assert_eq!(err(h.call(1, remove)), ErrorCode::Unimplemented);
+    assert_eq!(
+        h.server.tree().get_data("/zookeeper/config").unwrap().0,
+        imported.to_vec()
     );
 }
 

@@ -565,6 +565,35 @@ impl DataTree {
         self.set_node(&sp, Some(n.with_data(&n.header(), data.as_bytes())));
     }
 
+    /// Sets `/zookeeper/config` to the ensemble's configuration text, as
+    /// ZooKeeper's `ZKDatabase.initConfigInZKDatabase` and its reconfig
+    /// txn do (`DataTree.setData(CONFIG_NODE, data, -1, version, time)`):
+    /// mzxid is the configuration's version and the data version stays -1.
+    /// Every tree has the node ([`DataTree::new`]; clients cannot delete
+    /// it); one without it changes nothing.
+    pub fn set_config_node(&mut self, data: &[u8], version: i64, mtime: i64) {
+        const CONFIG: &str = "/zookeeper/config";
+        let Some(mut h) = self.get(CONFIG).map(Node::header) else {
+            return;
+        };
+        h.mzxid = version;
+        h.mtime = mtime;
+        h.version = -1;
+        self.set_node(CONFIG, Some(Node::for_path(&h, CONFIG, data)));
+    }
+
+    /// Applies a reconfig txn: the configuration text into
+    /// `/zookeeper/config`, version the txn's zxid, and the node's data
+    /// watches fire (ZooKeeper's reconfig txn is a setData of the node).
+    fn reconfig(&mut self, hdr: &crate::txn::TxnHeader, data: &[u8], triggers: &mut Vec<Trigger>) {
+        const CONFIG: &str = "/zookeeper/config";
+        self.set_config_node(data, hdr.zxid, hdr.time_ms);
+        if let Some(n) = self.get(CONFIG).cloned() {
+            let acl = self.acl_of(&n);
+            triggers.push(Trigger::new(CONFIG, EventType::NodeDataChanged, acl));
+        }
+    }
+
     // ----- the one place nodes change ----------------------------------------
 
     /// Replaces (or removes) the node at `p`, keeping every derived index in

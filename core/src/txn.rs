@@ -97,6 +97,12 @@ pub enum Txn {
     Undeploy {
         name: String,
     },
+    /// Commits a new ensemble configuration (ZooKeeper's reconfig txn, a
+    /// setData of `/zookeeper/config`): `data` is its text, whose version
+    /// is this txn's zxid. Every member activates it when it applies it.
+    Reconfig {
+        data: Vec<u8>,
+    },
 }
 
 mod tag {
@@ -113,6 +119,7 @@ mod tag {
     pub const RECIPE: i32 = 11;
     pub const DEPLOY: i32 = 12;
     pub const UNDEPLOY: i32 = 13;
+    pub const RECONFIG: i32 = 14;
 }
 
 mod kind_tag {
@@ -203,6 +210,10 @@ impl Txn {
                 w.write_i32(tag::UNDEPLOY);
                 w.write_string(name);
             }
+            Txn::Reconfig { data } => {
+                w.write_i32(tag::RECONFIG);
+                w.write_buffer(data);
+            }
         }
     }
 
@@ -291,6 +302,9 @@ impl Txn {
             tag::UNDEPLOY if depth == 0 => Txn::Undeploy {
                 name: r.read_string()?,
             },
+            tag::RECONFIG if depth == 0 => Txn::Reconfig {
+                data: r.read_buffer()?,
+            },
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }
@@ -373,6 +387,9 @@ mod tests {
                 source: "client".into(),
             })),
             Txn::Undeploy { name: "m".into() },
+            Txn::Reconfig {
+                data: b"server.1=h:1:2:participant\nversion=100000001".to_vec(),
+            },
         ]
     }
 

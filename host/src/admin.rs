@@ -65,7 +65,7 @@ pub fn four_letter(
             out.push('\n');
             out
         }
-        "conf" => conf(ctx),
+        "conf" => conf(ctx, s),
         "envi" => envi(),
         "mntr" => mntr(s, ctx, conns, leader),
         "wchs" => format!(
@@ -271,11 +271,16 @@ fn mntr(s: &Server, ctx: &AdminContext, conns: usize, leader: Option<LeaderRepor
 /// wazoo really uses and their sizes. ZooKeeper prints the directories
 /// that hold its files (`<dataDir>/version-2`); wazoo's are
 /// `<dataDir>/wazoo-v1` (snapshots) and `<dataLogDir>/wazoo-v1` (the log).
-fn conf(ctx: &AdminContext) -> String {
+fn conf(ctx: &AdminContext, s: &Server) -> String {
     let (snaps, log) = (snap_dir(&ctx.cfg), log_dir(&ctx.cfg));
     let mut out = String::new();
+    let membership = s.quorum_config();
     for l in ctx.cfg.conf_lines() {
         let key = l.split_once('=').map_or(l.as_str(), |(k, _)| k);
+        if membership.is_some() && key.starts_with("server.") {
+            // The active membership follows, as ZooKeeper prints it.
+            continue;
+        }
         let l = match key {
             "dataDir" => format!("dataDir={}", absolute(&snaps).display()),
             "dataDirSize" => format!("dataDirSize={}", dir_size(&snaps)),
@@ -284,6 +289,11 @@ fn conf(ctx: &AdminContext) -> String {
             _ => l,
         };
         let _ = writeln!(out, "{l}");
+    }
+    // ZooKeeper 3.5+ prints the active membership (which a reconfig may
+    // have changed since zoo.cfg was read) after `membership: `.
+    if let Some(m) = membership {
+        let _ = writeln!(out, "membership: \n{}", m.render());
     }
     out
 }

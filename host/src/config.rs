@@ -30,6 +30,28 @@ pub struct ServerSpec {
     pub client_addr: Option<(Option<String>, u16)>,
 }
 
+impl ServerSpec {
+    /// Member `id` from its entry in a membership.
+    pub fn of(id: u64, e: crate::core::quorum_config::ServerEntry) -> ServerSpec {
+        ServerSpec {
+            id,
+            host: e.host,
+            quorum_port: e.quorum_port,
+            election_port: e.election_port,
+            observer: e.observer,
+            client_addr: e.client,
+        }
+    }
+
+    /// Every member of a membership, in id order.
+    pub fn all_of(q: crate::core::quorum_config::QuorumConfig) -> Vec<ServerSpec> {
+        q.servers
+            .into_iter()
+            .map(|(id, e)| ServerSpec::of(id, e))
+            .collect()
+    }
+}
+
 /// Everything wazoo reads from zoo.cfg, with ZooKeeper's defaults.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -74,6 +96,14 @@ pub struct Config {
     /// `user:base64(sha1(user:password))` of the super user, if any.
     pub super_digest: Option<String>,
     pub servers: Vec<ServerSpec>,
+    /// `dynamicConfigFile`: where the `server.N` lines are when they are
+    /// not in zoo.cfg (ZooKeeper Dynamic Reconfiguration, "Changes to
+    /// Configuration Format"); read by [`Config::load`].
+    pub dynamic_config_file: Option<PathBuf>,
+    /// The version of the membership in `servers`: `version=` of the
+    /// dynamic file, or the hexadecimal suffix of its name
+    /// (`zoo.cfg.dynamic.100000000`), or 0 for `server.N` lines in zoo.cfg.
+    pub config_version: i64,
     pub my_id: Option<u64>,
     pub plugins_dir: Option<PathBuf>,
     /// `wazoo.recipes.builtin`: whether the member loads the built-in
@@ -235,6 +265,10 @@ impl Config {
         let text = properties::decode(&bytes);
         let mut cfg = Config::parse(&text)
             .with_context(|| format!("invalid config file {}", path.display()))?;
+        if let Some(dynamic) = cfg.dynamic_config_file.clone() {
+            cfg.load_dynamic(&dynamic)
+                .with_context(|| format!("invalid dynamic config file {}", dynamic.display()))?;
+        }
         if !cfg.servers.is_empty() {
             let myid_path = cfg.data_dir.join("myid");
             if let Ok(s) = std::fs::read_to_string(&myid_path) {
@@ -249,6 +283,58 @@ impl Config {
             }
         }
         Ok(cfg)
+    }
+
+    /// Reads the `server.N` lines and version of a dynamic configuration
+    /// file. ZooKeeper 3.5+ writes zoo.cfg this way once reconfiguration
+    /// is on: the membership in `zoo.cfg.dynamic.<version>`, named by
+    /// `dynamicConfigFile`. Membership in both files is refused: which one
+    /// holds would be a guess.
+    fn load_dynamic(&mut self, path: &Path) -> Result<()> {
+        if !self.servers.is_empty() {
+            bail!("zoo.cfg has server.N lines and names a dynamicConfigFile: keep one of the two");
+        }
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = properties::decode(&bytes);
+        let q = crate::core::quorum_config::QuorumConfig::parse(&text).map_err(|e| anyhow!(e))?;
+        let from_name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.rsplit_once(".dynamic."))
+            .and_then(|(_, v)| i64::from_str_radix(v, 16).ok());
+        self.config_version = if q.version != 0 {
+            q.version
+        } else {
+            from_name.unwrap_or(0)
+        };
+        self.servers = ServerSpec::all_of(q);
+        if self.servers.is_empty() {
+            bail!("no server.N line");
+        }
+        Ok(())
+    }
+
+    /// The membership as `/zookeeper/config` shows it.
+    pub fn quorum_config(&self) -> crate::core::quorum_config::QuorumConfig {
+        use crate::core::quorum_config::{QuorumConfig, ServerEntry};
+        QuorumConfig {
+            servers: self
+                .servers
+                .iter()
+                .map(|s| {
+                    let e = ServerEntry {
+                        host: s.host.clone(),
+                        quorum_port: s.quorum_port,
+                        election_port: s.election_port,
+                        observer: s.observer,
+                        client: s.client_addr.clone(),
+                    };
+                    (s.id, e)
+                })
+                .collect(),
+            version: self.config_version,
+        }
     }
 
     /// Parses zoo.cfg text (without touching the disk). A malformed line
@@ -395,6 +481,8 @@ impl Config {
             enforce_quota,
             super_digest,
             servers,
+            dynamic_config_file: kv.remove("dynamicConfigFile").map(PathBuf::from),
+            config_version: 0,
             my_id: None,
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
@@ -614,42 +702,12 @@ fn take_bool(kv: &mut BTreeMap<String, String>, key: &str) -> Result<Option<bool
     }
 }
 
-fn parse_port(s: &str, what: &str) -> Result<u16> {
-    s.trim()
-        .parse::<u16>()
-        .map_err(|_| anyhow!("{what} {s:?} is not a port number"))
-}
-
-/// `host:quorumPort:electionPort[:participant|observer][;[clientAddr:]clientPort]`
+/// `host:quorumPort:electionPort[:participant|observer][;[clientAddr:]clientPort]`,
+/// read by the same rules as the membership a reconfig names
+/// (`wazoo_core::quorum_config`).
 fn parse_server(id: u64, v: &str) -> Result<ServerSpec> {
-    let (addr, client) = match v.split_once(';') {
-        Some((a, c)) => (a, Some(c)),
-        None => (v, None),
-    };
-    let parts: Vec<&str> = addr.split(':').collect();
-    if parts.len() < 3 || parts.len() > 4 {
-        bail!("expected host:quorumPort:electionPort[:participant|observer]");
-    }
-    let observer = match parts.get(3).map(|s| s.trim()) {
-        None | Some("participant") => false,
-        Some("observer") => true,
-        Some(r) => bail!("unknown role {r:?} (participant or observer)"),
-    };
-    let client_addr = match client {
-        None => None,
-        Some(c) => Some(match c.rsplit_once(':') {
-            Some((h, p)) => (Some(h.to_string()), parse_port(p, "client port")?),
-            None => (None, parse_port(c, "client port")?),
-        }),
-    };
-    Ok(ServerSpec {
-        id,
-        host: parts[0].trim().to_string(),
-        quorum_port: parse_port(parts[1], "quorum port")?,
-        election_port: parse_port(parts[2], "election port")?,
-        observer,
-        client_addr,
-    })
+    let e = crate::core::quorum_config::parse_server_entry(v).map_err(|e| anyhow!(e))?;
+    Ok(ServerSpec::of(id, e))
 }
 
 #[cfg(test)]

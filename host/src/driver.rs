@@ -394,6 +394,14 @@ impl Driver {
             Output::SendPeer { to, msg } => self.link(to, LinkCmd::Zab(msg)),
             Output::CloseLink { peer } => self.link(peer, LinkCmd::Close),
             Output::SendApp { to, msg } => self.link(to, LinkCmd::App(msg.encode())),
+            Output::Reconfigured(c) => {
+                crate::ensemble_member::store_membership(&sdir, &c).with_context(|| {
+                    format!("cannot store the new membership in {}", sdir.display())
+                })?;
+                if let Some(links) = &mut self.links {
+                    links.follow(&c);
+                }
+            }
         }
         Ok(())
     }

@@ -35,6 +35,54 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
         .ok_or_else(|| anyhow!("{host}:{port} resolves to nothing"))
 }
 
+/// Where a member keeps the last membership a reconfig committed, in the
+/// text of `/zookeeper/config` (ZooKeeper writes `zoo.cfg.dynamic.<version>`
+/// next to zoo.cfg and rewrites zoo.cfg; wazoo never rewrites the
+/// operator's files and keeps its own copy in its data directory).
+pub(crate) const DYNAMIC_FILE: &str = "zoo.cfg.dynamic";
+
+/// Durably stores `c` as the member's membership (write, fsync, rename).
+pub(crate) fn store_membership(
+    dir: &std::path::Path,
+    c: &crate::core::quorum_config::QuorumConfig,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!("{DYNAMIC_FILE}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(c.render().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(DYNAMIC_FILE))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Replaces the membership of zoo.cfg with the one a reconfig committed
+/// since, if the member stored a newer one ([`store_membership`]).
+fn adopt_stored_membership(cfg: &mut Config, dir: &std::path::Path) -> Result<()> {
+    let path = dir.join(DYNAMIC_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let q = crate::core::quorum_config::QuorumConfig::parse(&text)
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    adopt_membership(cfg, q, "the last committed reconfig");
+    Ok(())
+}
+
+/// Replaces the membership of `cfg` with `q` if `q` is newer.
+fn adopt_membership(cfg: &mut Config, q: crate::core::quorum_config::QuorumConfig, from: &str) {
+    if q.version <= cfg.config_version {
+        return;
+    }
+    tracing::info!(
+        version = format!("{:x}", q.version),
+        "membership from {from}"
+    );
+    cfg.config_version = q.version;
+    cfg.servers = crate::config::ServerSpec::all_of(q);
+}
+
 /// The ZAB configuration from zoo.cfg.
 pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
     let voters = cfg
@@ -62,7 +110,7 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
 }
 
 /// Recovers and starts serving as one member of the ensemble in `cfg`.
-pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::member::Started> {
+pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate::member::Started> {
     let MemberOptions {
         clock,
         group_commit,
@@ -73,21 +121,27 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
             cfg.data_dir.display()
         )
     })?;
+    // The membership of the last reconfig this member committed, if newer
+    // than zoo.cfg's. Not the snapshot's /zookeeper/config: after `wazoo
+    // import` that is the ZooKeeper ensemble's, while zoo.cfg says where
+    // the wazoo members are.
+    let sdir = snap_dir(&cfg);
+    adopt_stored_membership(&mut cfg, &sdir)?;
     let me = cfg
         .servers
         .iter()
         .find(|s| s.id == my_id)
-        .ok_or_else(|| anyhow!("myid is {my_id} but zoo.cfg has no server.{my_id} line"))?
+        .ok_or_else(|| anyhow!("myid is {my_id} but the membership has no server.{my_id} line"))?
         .clone();
     let zcfg = zab_config(&cfg, my_id);
     zcfg.validate()
         .map_err(|e| anyhow!("ensemble config: {e}"))?;
-    let sdir = snap_dir(&cfg);
     let ldir = log_dir(&cfg);
     std::fs::create_dir_all(&sdir).with_context(|| format!("cannot create {}", sdir.display()))?;
     std::fs::create_dir_all(&ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
     let now = clock.now();
     let (mut server, snap_zxid) = load_newest_snapshot(&cfg, now)?;
+    server.set_quorum_config(cfg.quorum_config());
     let plugins = crate::member::start_plugins(&cfg, &mut server)?;
     let (mut log, repaired) = TxnLog::open(&ldir, LogOptions::default())
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;

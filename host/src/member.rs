@@ -159,6 +159,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         container_check_interval_ms: cfg.container_check_interval_ms,
         container_max_per_minute: cfg.container_max_per_minute,
         reconfig_enabled: cfg.reconfig_enabled,
+        standalone_enabled: cfg.standalone_enabled,
         read_only_enabled: cfg.read_only_enabled,
         max_recipe_waits_per_session: cfg.recipe.max_waits_per_session,
         max_buffer_bytes: cfg.max_buffer,

@@ -26,7 +26,8 @@
 //! it claims:
 //!
 //! - The accepting member takes a hello only for an id in its
-//!   configuration that is higher than its own (lower ids are dialed, never
+//!   configuration (the membership the last committed reconfig made, see
+//!   [`Links::follow`]) that is higher than its own (lower ids are dialed, never
 //!   accepted), and only from that member's configured address (the IP of
 //!   its `server.N` host, unless that is a wildcard). Dialers bind their
 //!   socket to their own configured address, so the check holds for real
@@ -169,12 +170,125 @@ impl LinkCmd {
     }
 }
 
+/// Where the accept loop finds the link of the member a hello claims to
+/// be: that member's configured IP and the link's inbound queue. Shared,
+/// because a reconfiguration adds and removes members while it runs.
+type Inbound = Arc<Mutex<HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)>>>;
+
 /// The links of one member, by peer id.
 pub struct Links {
+    me: ServerId,
+    local_ip: Option<IpAddr>,
     outboxes: HashMap<ServerId, Arc<Outbox>>,
+    /// Where each link dials (or, for an accepted link, the address the
+    /// peer must come from).
+    addrs: HashMap<ServerId, SocketAddr>,
+    inbound: Inbound,
+    events: mpsc::Sender<LinkEvent>,
+    tls: Option<Arc<QuorumTls>>,
 }
 
 impl Links {
+    /// Ends the link to `peer`: no hello claiming its id is taken from
+    /// now on.
+    fn end(&mut self, peer: ServerId) {
+        self.inbound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&peer);
+        self.addrs.remove(&peer);
+        if let Some(o) = self.outboxes.remove(&peer) {
+            o.lock().closed = true;
+            o.wake.notify_one();
+        }
+    }
+
+    /// Starts the link to `peer` at `addr`.
+    fn add(&mut self, peer: ServerId, addr: SocketAddr) {
+        let me = self.me;
+        let outbox = Arc::new(Outbox {
+            state: Mutex::new(OutboxState::default()),
+            wake: Notify::new(),
+        });
+        self.outboxes.insert(peer, Arc::clone(&outbox));
+        self.addrs.insert(peer, addr);
+        // One accepted connection may wait for the link's task; more are
+        // refused until it has taken or refused that one.
+        let (in_tx, in_rx) = mpsc::channel(1);
+        if me < peer {
+            self.inbound
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(peer, (addr.ip(), in_tx));
+        }
+        let link = Link {
+            me,
+            peer,
+            addr,
+            local_ip: self.local_ip,
+            dialer: me > peer,
+            outbox,
+            inbound: in_rx,
+            inbound_open: me < peer,
+            events: self.events.clone(),
+            tls: self.tls.clone(),
+            refused: 0,
+            refused_logged: None,
+        };
+        tokio::spawn(link.run());
+    }
+
+    /// Follows a membership a reconfig committed (ZooKeeper Dynamic
+    /// Reconfiguration): starts links to members that joined, and ends
+    /// those to members that left (no hello claiming their id is taken
+    /// from then on). A joiner whose address does not resolve gets no
+    /// link, and that is logged; the rest of the membership is followed.
+    pub fn follow(&mut self, c: &crate::core::quorum_config::QuorumConfig) {
+        if let Some(tls) = &self.tls {
+            tls.set_member_hosts(
+                c.servers
+                    .iter()
+                    .map(|(&id, s)| (id, s.host.clone()))
+                    .collect(),
+            );
+        }
+        let gone: Vec<ServerId> = self
+            .outboxes
+            .keys()
+            .copied()
+            .filter(|id| !c.servers.contains_key(id))
+            .collect();
+        for peer in gone {
+            self.end(peer);
+            tracing::info!(peer, "quorum link ended: the member left the ensemble");
+        }
+        for (&peer, s) in &c.servers {
+            if peer == self.me {
+                continue;
+            }
+            match std::net::ToSocketAddrs::to_socket_addrs(&(s.host.as_str(), s.quorum_port))
+                .ok()
+                .and_then(|mut a| a.next())
+            {
+                Some(addr) if self.addrs.get(&peer) == Some(&addr) => {}
+                Some(addr) => {
+                    // A member given a new address is linked anew there
+                    // (ZooKeeper: remove and add it back in one reconfig).
+                    if self.outboxes.contains_key(&peer) {
+                        self.end(peer);
+                    }
+                    tracing::info!(peer, %addr, "quorum link started: the member joined the ensemble or moved");
+                    self.add(peer, addr);
+                }
+                None => tracing::error!(
+                    peer,
+                    host = %s.host,
+                    "cannot resolve a member's quorum address: no link to it"
+                ),
+            }
+        }
+    }
+
     /// Queues `cmd` for `to`, without waiting. Past [`QUEUE_BYTES_MAX`]
     /// queued, the link is reset instead (reported as [`LinkEvent::Down`]).
     pub fn send(&self, to: ServerId, cmd: LinkCmd) {
@@ -204,42 +318,22 @@ pub async fn start(
     tls: Option<Arc<QuorumTls>>,
 ) -> std::io::Result<Links> {
     let listener = TcpListener::bind(listen).await?;
-    let local_ip = Some(listen.ip()).filter(|ip| !ip.is_unspecified());
-    let mut outboxes = HashMap::new();
-    let mut inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)> = HashMap::new();
+    let mut links = Links {
+        me,
+        local_ip: Some(listen.ip()).filter(|ip| !ip.is_unspecified()),
+        outboxes: HashMap::new(),
+        addrs: HashMap::new(),
+        inbound: Inbound::default(),
+        events,
+        tls: tls.clone(),
+    };
     for (&peer, &addr) in &peers {
-        if peer == me {
-            continue;
+        if peer != me {
+            links.add(peer, addr);
         }
-        let outbox = Arc::new(Outbox {
-            state: Mutex::new(OutboxState::default()),
-            wake: Notify::new(),
-        });
-        outboxes.insert(peer, Arc::clone(&outbox));
-        // One accepted connection may wait for the link's task; more are
-        // refused until it has taken or refused that one.
-        let (in_tx, in_rx) = mpsc::channel(1);
-        if me < peer {
-            inbound.insert(peer, (addr.ip(), in_tx));
-        }
-        let link = Link {
-            me,
-            peer,
-            addr,
-            local_ip,
-            dialer: me > peer,
-            outbox,
-            inbound: in_rx,
-            inbound_open: me < peer,
-            events: events.clone(),
-            tls: tls.clone(),
-            refused: 0,
-            refused_logged: None,
-        };
-        tokio::spawn(link.run());
     }
-    tokio::spawn(accept_loop(listener, inbound, tls));
-    Ok(Links { outboxes })
+    tokio::spawn(accept_loop(listener, Arc::clone(&links.inbound), tls));
+    Ok(links)
 }
 
 /// Counts a source IP's connections waiting for their hello.
@@ -275,14 +369,9 @@ impl Drop for IpSlot {
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    inbound: HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)>,
-    tls: Option<Arc<QuorumTls>>,
-) {
+async fn accept_loop(listener: TcpListener, inbound: Inbound, tls: Option<Arc<QuorumTls>>) {
     let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
     let per_ip = Arc::new(Mutex::new(HashMap::new()));
-    let inbound = Arc::new(inbound);
     loop {
         let Ok((s, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -310,12 +399,7 @@ async fn accept_loop(
 /// hands it to the link of the member it claims to be, if that member may
 /// dial us from that address (and, with TLS, its certificate may speak for
 /// that member).
-async fn handshake(
-    s: TcpStream,
-    addr: SocketAddr,
-    inbound: &HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)>,
-    tls: Option<&QuorumTls>,
-) {
+async fn handshake(s: TcpStream, addr: SocketAddr, inbound: &Inbound, tls: Option<&QuorumTls>) {
     let _ = s.set_nodelay(true);
     let mut s = match tls {
         None => MaybeTls::Plain(s),
@@ -344,11 +428,16 @@ async fn handshake(
         }
     };
     let peer = hello.sender;
-    let Some((ip, tx)) = inbound.get(&peer) else {
+    let found = inbound
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&peer)
+        .cloned();
+    let Some((ip, tx)) = found else {
         tracing::debug!(%addr, peer, "refused a quorum connection from an unknown or lower-ranked member");
         return;
     };
-    if !ip.is_unspecified() && *ip != addr.ip() {
+    if !ip.is_unspecified() && ip != addr.ip() {
         tracing::debug!(%addr, peer, configured = %ip, "refused a quorum connection: not from the member's address");
         return;
     }

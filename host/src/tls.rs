@@ -571,8 +571,9 @@ pub struct QuorumTls {
     pub handshake_timeout: Duration,
     hostname_verification: bool,
     /// Each member's configured host (`server.N`), the name its
-    /// certificate must carry when hostnames are verified.
-    hosts: HashMap<u64, String>,
+    /// certificate must carry when hostnames are verified. A reconfig
+    /// changes it ([`QuorumTls::set_member_hosts`]).
+    hosts: std::sync::RwLock<HashMap<u64, String>>,
 }
 
 impl QuorumTls {
@@ -603,7 +604,9 @@ impl QuorumTls {
             client,
             handshake_timeout: Duration::from_millis(s.handshake_timeout_ms),
             hostname_verification: s.hostname_verification,
-            hosts: cfg.servers.iter().map(|m| (m.id, m.host.clone())).collect(),
+            hosts: std::sync::RwLock::new(
+                cfg.servers.iter().map(|m| (m.id, m.host.clone())).collect(),
+            ),
         })))
     }
 
@@ -633,8 +636,7 @@ impl QuorumTls {
             return Err("no certificate".into());
         };
         let host = self
-            .hosts
-            .get(&id)
+            .member_host(id)
             .ok_or_else(|| format!("member {id} is not configured"))?;
         let name = ServerName::try_from(host.as_str())
             .map_err(|e| format!("member {id}'s host {host:?}: {e}"))?;
@@ -644,9 +646,22 @@ impl QuorumTls {
             .map_err(|e| format!("certificate not valid for member {id}'s host {host}: {e}"))
     }
 
+    fn member_host(&self, id: u64) -> Option<String> {
+        self.hosts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&id)
+            .cloned()
+    }
+
+    /// A reconfig committed: the members and their hosts are these now.
+    pub fn set_member_hosts(&self, hosts: HashMap<u64, String>) {
+        *self.hosts.write().unwrap_or_else(|e| e.into_inner()) = hosts;
+    }
+
     /// The dialing side's handshake with member `peer`.
     pub async fn connect(&self, tcp: TcpStream, peer: u64) -> io::Result<MaybeTls> {
-        let host = self.hosts.get(&peer).cloned().unwrap_or_default();
+        let host = self.member_host(peer).unwrap_or_default();
         let name = ServerName::try_from(host)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let connector = tokio_rustls::TlsConnector::from(self.client.get());

@@ -230,6 +230,22 @@ impl Jute for String {
     }
 }
 
+/// A ustring that may be null (jute's `-1` length): `None` is written as
+/// null and null reads back as `None`, as ZooKeeper's ReconfigRequest
+/// tells an absent field from an empty one.
+impl Field for Option<String> {
+    const MIN: usize = 4;
+    fn put(&self, w: &mut Vec<u8>) {
+        match self {
+            Some(s) => w.write_string(s),
+            None => w.write_null(),
+        }
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(r.read_opt_buffer()?.map(decode_like_java))
+    }
+}
+
 /// Declares a jute record: a struct whose fields are encoded in order.
 ///
 /// Field kinds: `i32`, `i64`, `bool`, `String`, `Vec<u8>` (buffer), and any

@@ -116,10 +116,13 @@ jute_record! {
 }
 
 jute_record! {
+    /// zookeeper.jute's ReconfigRequest: absent fields are null, not
+    /// empty (ZooKeeper's leader takes a non-null `newMembers` for a
+    /// non-incremental change).
     pub struct ReconfigRequest {
-        pub joining_servers: String,
-        pub leaving_servers: String,
-        pub new_members: String,
+        pub joining_servers: Option<String>,
+        pub leaving_servers: Option<String>,
+        pub new_members: Option<String>,
         pub cur_config_id: i64,
     }
 }
@@ -229,5 +232,34 @@ impl CreateRequest {
             flags: r.read_i32()?,
             ttl: if with_ttl { Some(r.read_i64()?) } else { None },
         })
+    }
+}
+
+#[cfg(test)]
+mod reconfig_tests {
+    use super::*;
+    use crate::jute::{Jute, Reader};
+
+    /// zookeeper.jute's ReconfigRequest, as zkCli's `reconfig -remove 3`
+    /// sends it: the absent joiningServers and newMembers are null (length
+    /// -1), not empty, and read back as absent.
+    #[test]
+    fn absent_reconfig_fields_are_null_on_the_wire() {
+        let r = ReconfigRequest {
+            joining_servers: None,
+            leaving_servers: Some("3".into()),
+            new_members: None,
+            cur_config_id: -1,
+        };
+        let mut w = Vec::new();
+        r.write(&mut w);
+        let mut golden = Vec::new();
+        golden.extend_from_slice(&(-1i32).to_be_bytes());
+        golden.extend_from_slice(&1i32.to_be_bytes());
+        golden.push(b'3');
+        golden.extend_from_slice(&(-1i32).to_be_bytes());
+        golden.extend_from_slice(&(-1i64).to_be_bytes());
+        assert_eq!(w, golden);
+        assert_eq!(ReconfigRequest::read(&mut Reader::new(&w)).unwrap(), r);
     }
 }

@@ -341,6 +341,9 @@ impl World {
                 let at = now_ms + self.rng.range(1, 20);
                 self.net.reset(id, peer, [false, true], at);
             }
+            // The simulated clients never reconfigure; the network links
+            // every member it was built with.
+            Output::Reconfigured(_) => {}
             Output::StoreAcceptedEpoch { epoch } => {
                 let d = &mut self.nodes.get_mut(&id).expect("node").disk;
                 assert!(

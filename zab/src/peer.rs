@@ -572,6 +572,66 @@ impl Peer {
         }
     }
 
+    /// Activates a new membership, as a ZooKeeper member does when a
+    /// reconfiguration commits (ZooKeeper Dynamic Reconfiguration): from
+    /// now on only `voters` vote and ack, and only members are heard.
+    ///
+    /// - A leader that is no longer a participant steps down, so the new
+    ///   participants elect a leader among themselves; one that stays
+    ///   closes the links of learners no longer in the ensemble, and
+    ///   commits what the new quorum has already acknowledged.
+    /// - A learner that was removed, or whose role changed (participant to
+    ///   observer or back), leaves its leader and looks again, under the
+    ///   new role.
+    /// - A member that is looking uses the new membership from its next
+    ///   round on.
+    pub fn reconfigure(&mut self, voters: Vec<ServerId>, observers: Vec<ServerId>, mono_ms: u64) {
+        self.mono_ms = self.mono_ms.max(mono_ms);
+        let me = self.cfg.my_id;
+        let was_observer = self.cfg.is_observer(me);
+        self.cfg.voters = voters;
+        self.cfg.observers = observers;
+        let is_member = |c: &Config, id| c.is_voter(id) || c.is_observer(id);
+        match &self.role {
+            Role::Looking(_) => {}
+            Role::Leading(l) => {
+                if !self.cfg.is_voter(me) {
+                    self.start_looking_after(None);
+                    return;
+                }
+                let gone: Vec<ServerId> = l
+                    .learner_ids()
+                    .into_iter()
+                    .filter(|&id| !is_member(&self.cfg, id))
+                    .collect();
+                for peer in gone {
+                    self.leader_on_disconnected(peer);
+                    self.outputs.push(Output::CloseLink { peer });
+                }
+                self.leader_on_durable();
+            }
+            Role::Learning(_) => {
+                if !is_member(&self.cfg, me) || was_observer != self.cfg.is_observer(me) {
+                    self.start_looking_after(None);
+                }
+            }
+        }
+    }
+
+    /// Leader: fills `out` with the learners in sync with it (their
+    /// NEWLEADER acknowledged), in id order; empty when not leading.
+    pub fn synced_learners_into(&self, out: &mut Vec<ServerId>) {
+        out.clear();
+        if let Role::Leading(l) = &self.role {
+            out.extend(
+                l.learners
+                    .iter()
+                    .filter(|(_, s)| s.new_leader_acked)
+                    .map(|(id, _)| *id),
+            );
+        }
+    }
+
     /// Leaves the current role for LOOKING, closing the session's links
     /// (except `already_closed`).
     pub(super) fn start_looking_after(&mut self, already_closed: Option<ServerId>) {

@@ -724,3 +724,77 @@ fn the_proposal_window_is_what_propose_then_does() {
         Err(ProposeError::NotLeader { leader: Some(3) })
     );
 }
+
+/// ZooKeeper Dynamic Reconfiguration, "Incremental mode": once a
+/// configuration without member 1 is active, leader 3's quorum is of the
+/// remaining participants; 1's link is closed and its acks no longer count;
+/// what the new quorum holds commits at once.
+#[test]
+fn a_reconfigured_leader_drops_a_removed_learner_and_commits_on_the_new_quorum() {
+    let mut l = leader_with_follower();
+    assert_eq!(l.propose(p(b"a"), 4), Ok(z(2, 1)));
+    l.take_outputs();
+    // Under {1,2,3} the leader's own durable log is not a quorum.
+    l.handle(Input::Durable { zxid: z(2, 1) }, 5);
+    assert!(l.take_outputs().is_empty());
+    let mut synced = Vec::new();
+    l.synced_learners_into(&mut synced);
+    assert_eq!(synced, vec![1]);
+    // Now only {2,3} vote, and 3 alone is not a majority of them either;
+    // 1 is dropped.
+    l.reconfigure(vec![2, 3], vec![], 6);
+    assert_eq!(l.take_outputs(), vec![Output::CloseLink { peer: 1 }]);
+    assert_eq!(l.state(), ServerState::Leading);
+    l.synced_learners_into(&mut synced);
+    assert!(synced.is_empty());
+    // Shrunk to {3}: the leader alone is the quorum and commits.
+    l.reconfigure(vec![3], vec![], 7);
+    assert_eq!(
+        l.take_outputs(),
+        vec![Output::Deliver {
+            zxid: z(2, 1),
+            payload: p(b"a")
+        }]
+    );
+    l.validate();
+}
+
+/// A leader that is not a participant of the new configuration steps
+/// down (ZooKeeper Dynamic Reconfiguration, "Removing servers": the leader
+/// may be removed; the remaining participants elect a new one).
+#[test]
+fn a_leader_removed_by_a_reconfig_steps_down() {
+    let mut l = leader_with_follower();
+    l.reconfigure(vec![1, 2], vec![], 4);
+    let outs = l.take_outputs();
+    assert_eq!(
+        outs[..2],
+        [
+            Output::CloseLink { peer: 1 },
+            Output::Role(RoleChange::Looking)
+        ]
+    );
+    assert_eq!(l.state(), ServerState::Looking);
+}
+
+/// A follower removed from the configuration, or made an observer,
+/// leaves its leader; one that stays a participant keeps following.
+#[test]
+fn a_follower_leaves_its_leader_when_removed_or_its_role_changes() {
+    let mut f = follower_of_3(Restored::empty());
+    f.reconfigure(vec![1, 2, 3, 4], vec![], 1);
+    assert!(f.take_outputs().is_empty(), "still a participant");
+    assert_eq!(f.state(), ServerState::Following);
+    f.reconfigure(vec![2, 3], vec![1], 2);
+    let outs = f.take_outputs();
+    assert_eq!(
+        outs[..2],
+        [
+            Output::CloseLink { peer: 3 },
+            Output::Role(RoleChange::Looking)
+        ]
+    );
+    let mut f = follower_of_3(Restored::empty());
+    f.reconfigure(vec![2, 3], vec![], 1);
+    assert_eq!(f.state(), ServerState::Looking);
+}

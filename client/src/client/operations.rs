@@ -517,9 +517,9 @@ impl Client {
         from_config: i64,
     ) -> Result<(Vec<u8>, Stat)> {
         let req = Request::Reconfig(wazoo_proto::ReconfigRequest {
-            joining_servers: joining.unwrap_or_default().to_string(),
-            leaving_servers: leaving.unwrap_or_default().to_string(),
-            new_members: members.unwrap_or_default().to_string(),
+            joining_servers: joining.map(str::to_string),
+            leaving_servers: leaving.map(str::to_string),
+            new_members: members.map(str::to_string),
             cur_config_id: from_config,
         });
         let resp = self.call(req).await?;

@@ -148,8 +148,16 @@ pub fn error(e: &Error, path: &str) -> String {
         Error::InvalidAcl => format!("Acl is not valid : {path}"),
         Error::NoAuth => format!("Insufficient permission : {path}"),
         Error::BadArguments(m) if !m.is_empty() => m.clone(),
-        Error::BadArguments(_) => format!("Argument error : {path}"),
+        Error::BadArguments(_) => format!("Arguments are not valid : {path}"),
         Error::BadVersion => format!("version No is not valid : {path}"),
+        Error::ReconfigInProgress => {
+            "Another reconfiguration is in progress -- concurrent reconfigs not supported (yet)"
+                .to_string()
+        }
+        Error::NewConfigNoQuorum => "No quorum of new config is connected and up-to-date with \
+             the leader of last committed config - try invoking reconfiguration after new \
+             servers are connected and synced"
+            .to_string(),
         Error::Closed => "the session is closed (use connect)".to_string(),
         other => {
             let p = if path.is_empty() {

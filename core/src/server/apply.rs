@@ -161,6 +161,7 @@ impl Server {
                 }
             },
             Txn::Deploy(_) | Txn::Undeploy { .. } => self.apply_deploy(zxid, txn),
+            Txn::Reconfig { data } if refused.is_none() => self.activate_config(data),
             _ => {}
         }
         Ok(refused)
@@ -214,6 +215,31 @@ impl Server {
             self.drain(conn);
         }
         self.after_apply();
+    }
+
+    /// A committed configuration becomes the active one (ZooKeeper
+    /// activates a reconfig on commit): consensus and the links are told.
+    /// A standalone member (which a reconfig txn reaches only through a
+    /// log it was given) keeps the node's text and nothing else.
+    fn activate_config(&mut self, data: &[u8]) {
+        if self.quorum.is_none() {
+            return;
+        }
+        let parsed = std::str::from_utf8(data)
+            .map_err(|e| e.to_string())
+            .and_then(crate::quorum_config::QuorumConfig::parse);
+        match parsed {
+            Ok(c) => {
+                tracing::info!(
+                    version = format!("{:x}", c.version),
+                    "new configuration active"
+                );
+                self.quorum = Some(c.clone());
+                self.out.push(Output::Reconfigured(c));
+            }
+            // Prep rendered it: a bug, and every member sees it alike.
+            Err(e) => tracing::error!("a committed configuration does not parse: {e}"),
+        }
     }
 
     /// Counts txns towards the next snapshot; sends replies that waited
@@ -314,6 +340,13 @@ impl Server {
             WriteKind::Create { op, path } => self.created_result(op, &path),
             WriteKind::Delete | WriteKind::CloseSession => Response::Empty,
             WriteKind::Recipe(reply) => Response::Recipe(reply),
+            WriteKind::Reconfig => {
+                let (data, stat) = self
+                    .tree
+                    .get_data(reconfig::CONFIG_NODE)
+                    .unwrap_or_default();
+                Response::GetData { data, stat }
+            }
             WriteKind::SetData { path } | WriteKind::SetAcl { path } => {
                 Response::Stat(self.stat_or_default(&path))
             }

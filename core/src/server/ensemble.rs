@@ -494,6 +494,13 @@ impl Server {
             Txn::Noop => ok(Response::Sync {
                 path: meta.path.clone(),
             }),
+            Txn::Reconfig { .. } => {
+                let (data, stat) = self
+                    .tree
+                    .get_data(super::reconfig::CONFIG_NODE)
+                    .unwrap_or_default();
+                ok(Response::GetData { data, stat })
+            }
             Txn::Create(c) => ok(self.created_result(meta.op, &c.path)),
             Txn::SetData { path, .. } | Txn::SetAcl { path, .. } => {
                 ok(Response::Stat(self.stat_or_default(path)))
@@ -628,6 +635,15 @@ impl Server {
     ) -> Result<(Txn, super::Changes, WriteKind), PrepError> {
         if let Some(r) = self.prep_deploy(auth, req) {
             return r.map(|(t, k)| (t, Vec::new(), k)).map_err(PrepError::Code);
+        }
+        if let Request::Reconfig(r) = req {
+            let (me, synced) = (self.cfg.server_id, &self.synced_learners);
+            let ensemble = self.quorum.is_some();
+            let mut view = self.prep_view();
+            let txn =
+                super::reconfig::prep_reconfig(&self.cfg, &mut view, auth, r, ensemble, me, synced)
+                    .map_err(PrepError::Code)?;
+            return Ok((txn, view.into_changes(), WriteKind::Reconfig));
         }
         let mut view = self.prep_view();
         let prepped = super::prep_request(&self.cfg, &mut view, auth, session, req);

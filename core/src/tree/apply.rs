@@ -34,6 +34,10 @@ impl DataTree {
             | Txn::Noop
             | Txn::Deploy(_)
             | Txn::Undeploy { .. } => Ok(()),
+            Txn::Reconfig { data } => {
+                self.reconfig(hdr, data, &mut triggers);
+                Ok(())
+            }
             op => self.apply_op(hdr, op, &mut triggers),
         };
         self.acls.purge();
@@ -108,7 +112,8 @@ impl DataTree {
             | Txn::Noop
             | Txn::Recipe(_)
             | Txn::Deploy(_)
-            | Txn::Undeploy { .. } => unreachable!("check_op refuses {op:?} as an op"),
+            | Txn::Undeploy { .. }
+            | Txn::Reconfig { .. } => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 

@@ -73,7 +73,10 @@ pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
         | Txn::Error { .. }
         | Txn::Noop
         | Txn::Deploy(_)
-        | Txn::Undeploy { .. } => Ok(()),
+        | Txn::Undeploy { .. }
+        // Prep built it from a configuration it checked; the tree only
+        // stores its text.
+        | Txn::Reconfig { .. } => Ok(()),
         op => check_op(op),
     }
 }
@@ -123,6 +126,7 @@ pub(super) fn check_op(op: &Txn) -> Result<(), ApplyError> {
         Txn::Noop => Err(ApplyError::NotInMulti("noop")),
         Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
         Txn::Deploy(_) | Txn::Undeploy { .. } => Err(ApplyError::NotInMulti("deploy")),
+        Txn::Reconfig { .. } => Err(ApplyError::NotInMulti("reconfig")),
     }
 }
 

@@ -325,3 +325,65 @@ fn secret_values_are_redacted_everywhere_keys_are_echoed() {
     assert_eq!(c.conf_lines()[1], "secureClientPort=-1");
     assert_eq!(redact("clientPort", "2181"), "2181");
 }
+
+/// ZooKeeper Dynamic Reconfiguration, "Changes to Configuration Format":
+/// zoo.cfg as ZooKeeper 3.5+ rewrites it, the membership in the file that
+/// `dynamicConfigFile` names, its version in the file's name.
+#[test]
+fn the_membership_is_read_from_the_dynamic_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let dynamic = dir.path().join("zoo.cfg.dynamic.100000000");
+    std::fs::write(
+        &dynamic,
+        "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
+         server.2=127.0.0.1:2889:3889:participant;2182\n\
+         server.3=127.0.0.1:2890:3890:observer\n",
+    )
+    .unwrap();
+    let cfg_path = dir.path().join("zoo.cfg");
+    let text = format!(
+        "dataDir={}\nreconfigEnabled=true\ndynamicConfigFile={}\n",
+        dir.path().display(),
+        dynamic.display()
+    );
+    std::fs::write(&cfg_path, &text).unwrap();
+    let c = Config::load(&cfg_path).unwrap();
+    assert_eq!(c.config_version, 0x1_0000_0000);
+    assert!(c.reconfig_enabled);
+    assert_eq!(
+        c.servers
+            .iter()
+            .map(|s| (s.id, s.observer))
+            .collect::<Vec<_>>(),
+        vec![(1, false), (2, false), (3, true)]
+    );
+    assert_eq!(c.servers[1].client_addr, Some((None, 2182)));
+    assert_eq!(
+        c.quorum_config().render(),
+        "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
+         server.2=127.0.0.1:2889:3889:participant;0.0.0.0:2182\n\
+         server.3=127.0.0.1:2890:3890:observer\n\
+         version=100000000"
+    );
+
+    // A version= line in the file wins over its name.
+    std::fs::write(
+        &dynamic,
+        "server.1=127.0.0.1:2888:3888\nversion=200000003\n",
+    )
+    .unwrap();
+    assert_eq!(
+        Config::load(&cfg_path).unwrap().config_version,
+        0x2_0000_0003
+    );
+
+    // Membership in both files is refused, and so is a dynamic file that
+    // holds anything but membership.
+    std::fs::write(&cfg_path, format!("{text}server.1=127.0.0.1:2888:3888\n")).unwrap();
+    let e = format!("{:#}", Config::load(&cfg_path).unwrap_err());
+    assert!(e.contains("keep one of the two"), "{e}");
+    std::fs::write(&cfg_path, &text).unwrap();
+    std::fs::write(&dynamic, "clientPort=2181\n").unwrap();
+    let e = format!("{:#}", Config::load(&cfg_path).unwrap_err());
+    assert!(e.contains("only server.N and version"), "{e}");
+}

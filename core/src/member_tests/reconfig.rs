@@ -1,0 +1,122 @@
+//! A reconfig through the leader, output by output (ZooKeeper Dynamic
+//! Reconfiguration): proposed to the old membership, committed by the old
+//! quorum, answered with the new configuration, and activated on commit.
+
+use super::*;
+use crate::quorum_config::QuorumConfig;
+use wazoo_proto::{AuthPacket, ReconfigRequest};
+
+const MEMBERS: &str = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
+                       server.2=127.0.0.1:2889:3889:participant;0.0.0.0:2182\n\
+                       server.3=127.0.0.1:2890:3890:participant;0.0.0.0:2183\n\
+                       version=0";
+
+/// Leader 3 of {1,2,3} (follower 1 synced) with reconfiguration on, the
+/// membership above and a super user, and a session on connection 1 that
+/// authenticated as the super user.
+fn reconfigurable_leader() -> (Harness, i64) {
+    let mut h = member_with(
+        ServerConfig {
+            server_id: 3,
+            reconfig_enabled: true,
+            super_digest: Some(crate::acl::digest_id("super:pw")),
+            ..ServerConfig::default()
+        },
+        100,
+    );
+    h.m.server_mut()
+        .set_quorum_config(QuorumConfig::parse(MEMBERS).unwrap());
+    let (mut h, session) = leader_with_session_from(leader_from(h));
+    let auth = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"super:pw".to_vec(),
+    });
+    h.request(1, wazoo_proto::xid::AUTH, auth);
+    (h, session)
+}
+
+fn remove(ids: &str, from: i64) -> Request {
+    Request::Reconfig(ReconfigRequest {
+        joining_servers: None,
+        leaving_servers: Some(ids.into()),
+        new_members: None,
+        cur_config_id: from,
+    })
+}
+
+/// ZooKeeper's Leader.isQuorumSynced: removing 1 would leave {2,3}, of
+/// which only the leader is in sync (2 never connected): NewConfigNoQuorum.
+/// Removing 2 leaves {1,3}, both in sync: proposed to the old membership,
+/// committed by the old quorum, active from its commit; a second reconfig
+/// meanwhile is ReconfigInProgress, answered after the first (replies keep
+/// their order).
+#[test]
+fn a_reconfig_commits_on_the_old_quorum_and_is_active_from_its_commit() {
+    let (mut h, session) = reconfigurable_leader();
+    let refusal =
+        |xid, zxid, code: wazoo_proto::ErrorCode| reply(xid, zxid, code.code(), &Response::Empty);
+    assert_eq!(
+        h.request(1, 8, remove("1", -1)),
+        vec![Out::Send {
+            conn: 1,
+            frames: vec![refusal(
+                8,
+                z(2, 1),
+                wazoo_proto::ErrorCode::NewConfigNoQuorum
+            )],
+            replies: 1
+        }]
+    );
+    let new_text = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
+                    server.3=127.0.0.1:2890:3890:participant;0.0.0.0:2183\n\
+                    version=200000002";
+    let txn = TxnRecord {
+        header: header(session, 9, z(2, 2)),
+        txn: Txn::Reconfig {
+            data: new_text.as_bytes().to_vec(),
+        },
+    };
+    assert_eq!(
+        h.request(1, 9, remove("2", 0)),
+        vec![Out::Persist(txn.clone()), Out::Proposal(1, txn)]
+    );
+    assert!(
+        h.request(1, 10, remove("1", -1)).is_empty(),
+        "waits behind 9"
+    );
+    // The leader's log alone is not a quorum of {1,2,3}.
+    assert!(h.step(Input::Durable { zxid: z(2, 2) }).is_empty());
+    let stat = |h: &Harness| h.m.server().tree().stat("/zookeeper/config").unwrap();
+    assert_eq!(stat(&h).mzxid, 0, "nothing is active before the commit");
+    assert_eq!(h.m.peer().unwrap().config().voters, vec![1, 2, 3]);
+    let committed = h.zab(1, Message::Ack { zxid: z(2, 2) });
+    let config = QuorumConfig::parse(new_text).unwrap();
+    assert_eq!(stat(&h).mzxid, z(2, 2).to_wire());
+    assert_eq!(stat(&h).version, -1);
+    assert_eq!(
+        committed,
+        vec![
+            Out::Other(format!("{:?}", Output::Reconfigured(config.clone()))),
+            Out::Send {
+                conn: 1,
+                frames: vec![
+                    reply(
+                        9,
+                        z(2, 2),
+                        0,
+                        &Response::GetData {
+                            data: new_text.as_bytes().to_vec(),
+                            stat: stat(&h),
+                        }
+                    ),
+                    refusal(10, z(2, 2), wazoo_proto::ErrorCode::ReconfigInProgress),
+                ],
+                replies: 2
+            },
+            Out::Peer(1, Message::Commit { zxid: z(2, 2) }),
+        ]
+    );
+    assert_eq!(h.m.server().quorum_config(), Some(&config));
+    assert_eq!(h.m.peer().unwrap().config().voters, vec![1, 3]);
+}

@@ -1,0 +1,263 @@
+//! The ensemble's dynamic configuration, as ZooKeeper 3.5+ keeps it in
+//! `/zookeeper/config` (ZooKeeper Dynamic Reconfiguration, "Changes to
+//! Configuration Format"): one `server.N=host:quorumPort:electionPort:role[;clientAddr:clientPort]`
+//! line per member, sorted by id, then `version=HEX`, the zxid of the txn
+//! that made it (0 for a configuration nobody has changed yet).
+//!
+//! Parsing follows ZooKeeper's `QuorumPeer.QuorumServer`: the role is
+//! `participant` when absent, the client part is `[address:]port` and an
+//! address-less port is printed as `0.0.0.0:port`, as ZooKeeper prints it.
+//! Everything here is pure: the leader parses a `reconfig` request with it,
+//! and every member parses the committed text again to activate it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The largest number of members a configuration may list: a bound on what
+/// a reconfig request can make the ensemble hold (ZooKeeper has none; ids
+/// are also bounded by the session id layout, which keeps the id in one
+/// byte).
+pub const MEMBERS_MAX: usize = 255;
+
+/// One `server.N` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerEntry {
+    pub host: String,
+    pub quorum_port: u16,
+    pub election_port: u16,
+    pub observer: bool,
+    /// `[address:]port` after the `;`; the address is `None` when only a
+    /// port was given.
+    pub client: Option<(Option<String>, u16)>,
+}
+
+impl ServerEntry {
+    /// The entry's text after `server.N=`, as ZooKeeper's
+    /// `QuorumServer.toString` prints it.
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "{}:{}:{}:{}",
+            self.host,
+            self.quorum_port,
+            self.election_port,
+            if self.observer {
+                "observer"
+            } else {
+                "participant"
+            }
+        );
+        if let Some((addr, port)) = &self.client {
+            let _ = write!(s, ";{}:{}", addr.as_deref().unwrap_or("0.0.0.0"), port);
+        }
+        s
+    }
+}
+
+/// A whole configuration: the members by id and its version.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QuorumConfig {
+    pub servers: BTreeMap<u64, ServerEntry>,
+    /// The zxid of the txn that committed it; 0 for the configuration of
+    /// zoo.cfg that no reconfig has changed.
+    pub version: i64,
+}
+
+impl QuorumConfig {
+    /// The voting members' ids, in order.
+    pub fn voters(&self) -> Vec<u64> {
+        self.servers
+            .iter()
+            .filter(|(_, s)| !s.observer)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// The observers' ids, in order.
+    pub fn observers(&self) -> Vec<u64> {
+        self.servers
+            .iter()
+            .filter(|(_, s)| s.observer)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// The text of `/zookeeper/config`.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        for (id, e) in &self.servers {
+            let _ = writeln!(s, "server.{id}={}", e.render());
+        }
+        let _ = write!(s, "version={:x}", self.version);
+        s
+    }
+
+    /// Parses the text of `/zookeeper/config` (or of a dynamic
+    /// configuration file): `server.N=...` lines and an optional
+    /// `version=HEX`; blank lines and `#` comments are skipped.
+    pub fn parse(text: &str) -> Result<QuorumConfig, String> {
+        let mut c = QuorumConfig::default();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (k, v) = line
+                .split_once('=')
+                .ok_or_else(|| format!("{line:?}: expected key=value"))?;
+            let (k, v) = (k.trim(), v.trim());
+            if k == "version" {
+                c.version = i64::from_str_radix(v, 16)
+                    .map_err(|_| format!("version {v:?} is not a hexadecimal number"))?;
+            } else if let Some(id) = k.strip_prefix("server.") {
+                let (id, e) = parse_server_line(id, v)?;
+                if c.servers.insert(id, e).is_some() {
+                    return Err(format!("server.{id} is listed twice"));
+                }
+                if c.servers.len() > MEMBERS_MAX {
+                    return Err(format!("more than {MEMBERS_MAX} servers"));
+                }
+            } else {
+                return Err(format!(
+                    "{k:?}: a dynamic configuration holds only server.N and version lines"
+                ));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Checks what every configuration must satisfy: at least one
+    /// participant, and a quorum port and election port per member that no
+    /// other member uses on the same host.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.voters().is_empty() {
+            return Err("no participant is left".into());
+        }
+        let mut seen = BTreeMap::new();
+        for (id, e) in &self.servers {
+            for port in [e.quorum_port, e.election_port] {
+                if let Some(other) = seen.insert((e.host.as_str(), port), *id) {
+                    if other != *id || e.quorum_port == e.election_port {
+                        return Err(format!(
+                            "server.{id} uses {}:{port}, which server.{other} uses too",
+                            e.host
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `N` (the text after `server.`) and
+/// `host:quorumPort:electionPort[:participant|observer][;[clientAddr:]clientPort]`.
+pub fn parse_server_line(id: &str, v: &str) -> Result<(u64, ServerEntry), String> {
+    let id: u64 = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("server.{id}: the server id must be a number"))?;
+    if id == 0 || id > 255 {
+        return Err(format!("server.{id}: the server id must be 1 to 255"));
+    }
+    let e = parse_server_entry(v).map_err(|e| format!("server.{id}={v}: {e}"))?;
+    Ok((id, e))
+}
+
+/// The text after `server.N=`.
+pub fn parse_server_entry(v: &str) -> Result<ServerEntry, String> {
+    let (addr, client) = match v.split_once(';') {
+        Some((a, c)) => (a, Some(c)),
+        None => (v, None),
+    };
+    let parts: Vec<&str> = addr.split(':').map(str::trim).collect();
+    if parts.len() < 3 || parts.len() > 4 || parts[0].is_empty() {
+        return Err("expected host:quorumPort:electionPort[:participant|observer]".into());
+    }
+    let observer = match parts.get(3).copied() {
+        None | Some("participant") => false,
+        Some("observer") => true,
+        Some(r) => return Err(format!("unknown role {r:?} (participant or observer)")),
+    };
+    let client = match client.map(str::trim) {
+        None | Some("") => None,
+        Some(c) => Some(match c.rsplit_once(':') {
+            Some((h, p)) => (Some(h.trim().to_string()), port(p, "client port")?),
+            None => (None, port(c, "client port")?),
+        }),
+    };
+    Ok(ServerEntry {
+        host: parts[0].to_string(),
+        quorum_port: port(parts[1], "quorum port")?,
+        election_port: port(parts[2], "election port")?,
+        observer,
+        client,
+    })
+}
+
+fn port(s: &str, what: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        Ok(p) if p > 0 => Ok(p),
+        _ => Err(format!("{what} {s:?} is not a port number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ZooKeeper Dynamic Reconfiguration, "Changes to Configuration
+    /// Format": the text ZooKeeper 3.8 serves for members given with and
+    /// without a role and a client part.
+    #[test]
+    fn config_text_renders_as_zookeeper_prints_it() {
+        let c = QuorumConfig::parse(
+            "server.2=127.0.0.1:2789:2799\n\
+             server.1=127.0.0.1:2788:2798:participant\n\
+             server.3=127.0.0.1:2790:2800:participant;27183\n\
+             server.4=127.0.0.1:2791:2801:observer;127.0.0.1:27184\n\
+             version=100000003\n",
+        )
+        .unwrap();
+        assert_eq!(c.version, 0x1_0000_0003);
+        assert_eq!(c.voters(), vec![1, 2, 3]);
+        assert_eq!(c.observers(), vec![4]);
+        assert_eq!(
+            c.render(),
+            "server.1=127.0.0.1:2788:2798:participant\n\
+             server.2=127.0.0.1:2789:2799:participant\n\
+             server.3=127.0.0.1:2790:2800:participant;0.0.0.0:27183\n\
+             server.4=127.0.0.1:2791:2801:observer;127.0.0.1:27184\n\
+             version=100000003"
+        );
+        let again = QuorumConfig::parse(&c.render()).unwrap();
+        assert_eq!(again.render(), c.render(), "the text reads back as itself");
+    }
+
+    #[test]
+    fn malformed_config_lines_are_refused_with_the_reason() {
+        for (text, reason) in [
+            ("server.x=h:1:2", "must be a number"),
+            ("server.0=h:1:2", "1 to 255"),
+            ("server.1=h:1", "expected host"),
+            ("server.1=h:1:2:leader", "unknown role"),
+            ("server.1=h:1:0", "election port"),
+            ("server.1=h:1:2;h:x", "client port"),
+            ("server.1=h:1:2\nserver.1=h:3:4", "listed twice"),
+            ("version=zz", "hexadecimal"),
+            ("clientPort=2181", "only server.N and version"),
+        ] {
+            let e = QuorumConfig::parse(text).unwrap_err();
+            assert!(e.contains(reason), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_config_needs_a_participant_and_distinct_ports() {
+        let only_observer = QuorumConfig::parse("server.1=h:1:2:observer").unwrap();
+        assert!(only_observer.validate().is_err());
+        let clash = QuorumConfig::parse("server.1=h:1:2\nserver.2=h:2:3").unwrap();
+        assert!(clash.validate().unwrap_err().contains("server.1"));
+        let ok = QuorumConfig::parse("server.1=h:1:2\nserver.2=h:3:4").unwrap();
+        assert_eq!(ok.validate(), Ok(()));
+    }
+}
