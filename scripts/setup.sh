@@ -4,6 +4,8 @@
 #   - libfaketime (Debian package `libfaketime`: a test steps a server's wall clock),
 #   - ZooKeeper's C client (Debian package `libzookeeper-mt-dev`: a test compiles a
 #     C client against it),
+#   - Apache Curator (Debian package `libcurator-framework-java`: a test drives
+#     reconfiguration through its API),
 #   - the Python test dependencies pinned in tests/python/requirements.txt,
 #   - the Rust target wasm32-unknown-unknown.
 # Idempotent: does nothing (and prints one line) when all is in place.
@@ -60,6 +62,12 @@ install_deb libzookeeper-mt-dev "a test compiles a C client against it"
 [ -f /usr/include/zookeeper/zookeeper.h ] \
   || die "zookeeper/zookeeper.h missing after installing libzookeeper-mt-dev"
 command -v cc >/dev/null || die "cc not found (the C client test compiles with it)"
+
+# --- Apache Curator (Debian package) -----------------------------------------------------
+install_deb libcurator-framework-java "a test drives reconfiguration through Curator's API"
+[ -f /usr/share/java/curator-framework.jar ] && [ -f /usr/share/java/curator-client.jar ] \
+  || die "Curator's jars missing after installing libcurator-framework-java"
+command -v javac >/dev/null || die "javac not found (the Curator test compiles with it)"
 
 # --- Python test dependencies -----------------------------------------------------------
 pick_python "$REPO" yes

@@ -788,4 +788,87 @@ on_both! {
     a_new_membership_makes_a_follower_an_observer,
     refused_reconfigs_print_alike_in_both_shells,
     a_running_observer_is_added,
+    curator_removes_a_follower,
+}
+
+/// The jars Curator's reconfig program runs with (Debian's
+/// `libcurator-framework-java`, `zookeeper` and their dependencies).
+const CURATOR_CLASSPATH: &[&str] = &[
+    "/usr/share/java/curator-framework.jar",
+    "/usr/share/java/curator-client.jar",
+    "/usr/share/java/guava.jar",
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
+/// Compiles and runs `tests/java/CuratorReconfig.java`: its `name: result`
+/// lines.
+fn curator_reconfig(addr: &str, leaving: &str) -> Vec<String> {
+    let classes = tempfile::tempdir().unwrap();
+    let classpath = CURATOR_CLASSPATH.join(":");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/java/CuratorReconfig.java"
+    );
+    let out = std::process::Command::new("javac")
+        .args(["-cp", &classpath, "-d"])
+        .arg(classes.path())
+        .arg(src)
+        .output()
+        .expect("javac runs");
+    assert!(
+        out.status.success(),
+        "javac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_cp = format!("{}:{classpath}", classes.path().display());
+    let out = std::process::Command::new("timeout")
+        .args([
+            "120",
+            "java",
+            "-cp",
+            &run_cp,
+            "CuratorReconfig",
+            addr,
+            leaving,
+        ])
+        .output()
+        .expect("java runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "Curator: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().map(str::to_string).collect()
+}
+
+// ZooKeeper Dynamic Reconfiguration, "Incremental mode" and "Conditional
+// reconfig", through Apache Curator's reconfig API: a stale expected
+// version is BADVERSION, a follower is removed, the new configuration's
+// version is its mzxid, and writes go on.
+async fn curator_removes_a_follower(flavor: Flavor) {
+    let e = ensemble(flavor, reconfigurable(flavor));
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let gone = (0..3).find(|&i| i != leader).unwrap();
+    let addr = e.addr(leader).to_string();
+    let lines = tokio::task::spawn_blocking(move || curator_reconfig(&addr, &id_of(gone)))
+        .await
+        .unwrap();
+    assert_eq!(
+        lines,
+        [
+            "servers before: 3",
+            "version is mzxid: true",
+            "stale version: BADVERSION",
+            "servers after: 2",
+            "left: true",
+            "new version is its mzxid: true",
+            "getConfig agrees: true",
+            "write after: x",
+        ],
+        "{flavor}"
+    );
 }
