@@ -66,7 +66,7 @@ pub(super) struct Learning {
 
 /// PINGs in a row, less than a quarter tick apart, that show the leader
 /// heartbeats for a lease.
-const FAST_PINGS_TO_TRUST: u32 = 3;
+const FAST_PINGS_TO_TRUST: u32 = 2;
 
 impl Learning {
     pub fn is_serving(&self) -> bool {

@@ -822,3 +822,49 @@ fn the_proposal_window_is_what_propose_then_does() {
         Err(ProposeError::NotLeader { leader: Some(3) })
     );
 }
+
+// ZooKeeper Internals, "Atomic Broadcast": a follower goes back to election
+// when its leader falls silent; at the default tickTime (2000) and syncLimit
+// (5), one that heartbeats for a lease (a ping every 100 ms) is suspected
+// after suspect_ms (750 ms), not syncLimit x tickTime.
+#[test]
+fn a_follower_suspects_a_silent_leader_after_suspect_ms() {
+    let mut c = cfg(1, &[1, 2, 3]);
+    c.tick_ms = 2_000;
+    assert_eq!(
+        (c.suspect_ms(), c.lease_ms(), c.heartbeat_ms()),
+        (750, 678, 84)
+    );
+    let mut f = Peer::new(c, Restored::empty(), 0).unwrap();
+    let vote = |state| {
+        Message::Notification(Notification {
+            leader: 3,
+            zxid: z(1, 2),
+            peer_epoch: 1,
+            election_epoch: 4,
+            state,
+        })
+    };
+    msg(&mut f, 2, vote(ServerState::Following), 0);
+    msg(&mut f, 3, vote(ServerState::Leading), 0);
+    let info = Message::LeaderInfo {
+        epoch: 1,
+        confirmed: false,
+    };
+    msg(&mut f, 3, info, 0);
+    msg(&mut f, 3, Message::Diff, 0);
+    let nl = Message::NewLeader {
+        epoch: 1,
+        zxid: Zxid::ZERO,
+    };
+    msg(&mut f, 3, nl, 0);
+    msg(&mut f, 3, Message::UpToDate, 0);
+    assert!(f.status().serving);
+    for t in (100..=1_000).step_by(100) {
+        msg(&mut f, 3, Message::Ping, t);
+    }
+    f.handle(Input::Tick, 1_749);
+    assert_eq!(f.state(), ServerState::Following);
+    f.handle(Input::Tick, 1_750);
+    assert_eq!(f.state(), ServerState::Looking, "silent since 1000 ms");
+}
