@@ -658,17 +658,42 @@ impl Peer {
         if others_needed == 0 {
             return Some(u64::MAX);
         }
-        let mut heard: Vec<u64> = l
+        // The others_needed-th latest time a voter heard us. Run before
+        // every input: no allocation while a quorum is small.
+        let heard = l
             .learners
             .iter()
-            .filter(|(id, s)| self.cfg.is_voter(**id) && s.new_leader_acked)
-            .filter_map(|(_, s)| s.heard_us_at_ms)
-            .collect();
-        if heard.len() < others_needed {
-            return Some(0);
+            .filter(|(id, s)| s.new_leader_acked && self.cfg.is_voter(**id))
+            .filter_map(|(_, s)| s.heard_us_at_ms);
+        let kth = if others_needed <= 8 {
+            let mut top = [0u64; 8];
+            let mut n = 0;
+            for t in heard {
+                // Keep the others_needed latest, descending.
+                let mut i = n.min(others_needed);
+                if i == others_needed && top[i - 1] >= t {
+                    continue;
+                }
+                if i == others_needed {
+                    i -= 1;
+                }
+                while i > 0 && top[i - 1] < t {
+                    top[i] = top[i - 1];
+                    i -= 1;
+                }
+                top[i] = t;
+                n = (n + 1).min(others_needed);
+            }
+            (n == others_needed).then(|| top[others_needed - 1])
+        } else {
+            let mut all: Vec<u64> = heard.collect();
+            all.sort_unstable_by(|a, b| b.cmp(a));
+            all.get(others_needed - 1).copied()
+        };
+        match kth {
+            Some(t) => Some(t.saturating_add(self.cfg.lease_ms())),
+            None => Some(0),
         }
-        heard.sort_unstable_by(|a, b| b.cmp(a));
-        Some(heard[others_needed - 1].saturating_add(self.cfg.lease_ms()))
     }
 
     /// An established leader whose lease ran out stops leading at once:

@@ -304,8 +304,13 @@ impl Peer {
 
     /// Feeds one input. Outputs accumulate until `take_outputs`.
     pub fn handle(&mut self, input: Input, mono_ms: u64) {
+        // The links a lease running out now would close (rarely any: no
+        // allocation otherwise).
+        let expiring = self
+            .lease_until_ms()
+            .is_some_and(|until| self.mono_ms.max(mono_ms) >= until);
         let links = match &self.role {
-            Role::Leading(l) => l.learner_ids(),
+            Role::Leading(l) if expiring => l.learner_ids(),
             _ => Vec::new(),
         };
         self.advance(mono_ms);

@@ -868,3 +868,25 @@ fn a_follower_suspects_a_silent_leader_after_suspect_ms() {
     f.handle(Input::Tick, 1_750);
     assert_eq!(f.state(), ServerState::Looking, "silent since 1000 ms");
 }
+
+// The lease counts the quorum's latest answers: with five voters, the
+// second latest of the four followers' (the leader is the third voter).
+#[test]
+fn the_lease_runs_from_the_quorums_latest_answers() {
+    let mut l = leader_with_follower();
+    let t = PROMISE_MS;
+    // {1,2,3}: follower 1 alone makes the quorum with the leader.
+    l.take_outputs();
+    for (k, at) in [(1u64, t + 100), (2, t + 200), (3, t + 300)] {
+        l.handle(Input::Tick, at);
+        msg(&mut l, 1, Message::Ping, at + 1);
+        assert_eq!(l.lease_until_ms(), Some(t + 100 * k + 452), "ping {k}");
+    }
+    // Answers are credited in order, to the pings they answer.
+    l.handle(Input::Tick, t + 400);
+    l.handle(Input::Tick, t + 500);
+    msg(&mut l, 1, Message::Ping, t + 501);
+    assert_eq!(l.lease_until_ms(), Some(t + 400 + 452));
+    msg(&mut l, 1, Message::Ping, t + 502);
+    assert_eq!(l.lease_until_ms(), Some(t + 500 + 452));
+}
