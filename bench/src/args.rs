@@ -77,7 +77,7 @@ pub struct Args {
     pub warmup_secs: Option<f64>,
     /// What to run, in this order [default: create,set,get,mixed,exists-watch,
     /// fanout,churn,client,memory,recovery,failover,recipe-call,lock,queue;
-    /// sweep runs only when named].
+    /// sweep, failover-pause and failover-partition run only when named].
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<Workload>,
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 20000].

@@ -39,7 +39,30 @@ impl Ensemble {
         cfg: &ServerConfig,
         plugins: Option<&std::path::Path>,
     ) -> Result<Ensemble> {
+        Ensemble::start_inner(flavor, n, cfg, plugins, false)
+    }
+
+    /// As [`Ensemble::start`], with the members reaching each other
+    /// through the testkit's fault proxies ([`Ensemble::isolate`]).
+    pub fn start_with_quorum_proxies(
+        flavor: Flavor,
+        n: usize,
+        cfg: &ServerConfig,
+    ) -> Result<Ensemble> {
+        Ensemble::start_inner(flavor, n, cfg, None, true)
+    }
+
+    fn start_inner(
+        flavor: Flavor,
+        n: usize,
+        cfg: &ServerConfig,
+        plugins: Option<&std::path::Path>,
+        quorum_proxies: bool,
+    ) -> Result<Ensemble> {
         let mut opts = ServerOptions::default().startup_timeout(Duration::from_secs(120));
+        if quorum_proxies {
+            opts = opts.quorum_proxies();
+        }
         for line in EXTRA_CFG {
             opts = opts.cfg(*line);
         }
@@ -124,6 +147,47 @@ impl Ensemble {
     /// Starts member `i` again and waits until it serves (blocking).
     pub fn restart(&mut self, i: usize) -> Result<()> {
         self.inner.restart(i)
+    }
+
+    /// Stops member `i` with SIGSTOP: its sockets stay open, nothing
+    /// answers. [`Ensemble::resume`] lets it go on.
+    pub fn pause(&mut self, i: usize) -> Result<()> {
+        self.signal(i, "STOP")
+    }
+
+    pub fn resume(&mut self, i: usize) -> Result<()> {
+        self.signal(i, "CONT")
+    }
+
+    fn signal(&self, i: usize, name: &str) -> Result<()> {
+        let pid = self
+            .pid(i)
+            .with_context(|| format!("{} member {} has no process", self.flavor, i + 1))?;
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid.to_string())
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{name} {pid}: {status}");
+        Ok(())
+    }
+
+    /// Cuts member `i` off from the others silently (its quorum links stay
+    /// open and carry nothing); needs [`Ensemble::start_with_quorum_proxies`].
+    pub fn isolate(&self, i: usize) -> Result<()> {
+        self.inner
+            .quorum_net()
+            .context("the ensemble was started without quorum proxies")?
+            .isolate(i);
+        Ok(())
+    }
+
+    /// Undoes [`Ensemble::isolate`]: held bytes go through.
+    pub fn heal(&self) -> Result<()> {
+        self.inner
+            .quorum_net()
+            .context("the ensemble was started without quorum proxies")?
+            .heal();
+        Ok(())
     }
 
     /// The pid of member `i`'s process, if it runs.

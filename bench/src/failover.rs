@@ -1,6 +1,10 @@
-//! The failover workload (ensembles only): writers pipeline creates through
-//! sessions spread over every member; after a warm-up the leader is killed
-//! (SIGKILL) and the bench measures how long writes stop.
+//! The failover workloads (ensembles only): writers pipeline creates through
+//! sessions spread over every member; after a warm-up the leader fails and
+//! the bench measures how long writes stop. `failover` kills it (SIGKILL);
+//! `failover-pause` pauses it (SIGSTOP) and `failover-partition` cuts it off
+//! from the other members silently (the testkit's fault proxies between
+//! members), the two silent failures only timeouts can detect. Below,
+//! "kill" stands for the failure, whichever it is.
 //!
 //! Per round, all relative to the moment the SIGKILL was sent:
 //!
@@ -41,9 +45,55 @@ use zookeeper_client as zk;
 use crate::ensembles::{quick_mode, Ensemble};
 use crate::load::{connect_sessions, error_kind, persistent};
 
+/// How the leader fails in a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failure {
+    /// SIGKILL: the process is gone, its connections close at once.
+    Kill,
+    /// SIGSTOP: the process hangs, its connections stay open and silent;
+    /// it goes on (SIGCONT) once the round is over.
+    Pause,
+    /// The testkit's proxies between members drop every byte to and from
+    /// it (no reset): only timeouts notice; healed once the round is over.
+    Partition,
+}
+
+impl Failure {
+    /// The failure a failover workload injects.
+    pub fn of(workload: crate::load::Workload) -> Option<Failure> {
+        use crate::load::Workload;
+        match workload {
+            Workload::Failover => Some(Failure::Kill),
+            Workload::FailoverPause => Some(Failure::Pause),
+            Workload::FailoverPartition => Some(Failure::Partition),
+            _ => None,
+        }
+    }
+
+    /// What happens to the leader, for the logs and the report.
+    pub fn what(self) -> &'static str {
+        match self {
+            Failure::Kill => "kill -9 of the leader",
+            Failure::Pause => "the leader paused (SIGSTOP)",
+            Failure::Partition => "the leader cut off by a silent partition",
+        }
+    }
+
+    /// The verb for the log lines.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Failure::Kill => "killed",
+            Failure::Pause => "paused",
+            Failure::Partition => "partitioned",
+        }
+    }
+}
+
 /// The shape of a failover round, the same for both systems.
 #[derive(Clone, Debug, Serialize)]
 pub struct FailoverSpec {
+    pub failure: Failure,
     pub sessions: usize,
     pub inflight: usize,
     pub payload: usize,
@@ -450,16 +500,31 @@ async fn run_round_inner(
         bail!("no member reports Mode: leader at the time of the kill");
     };
     round.killed_member = leader + 1;
-    let (kill_us, dead_us) = tokio::task::block_in_place(|| {
+    let failed = tokio::task::block_in_place(|| {
         let kill_us = shared.now_us();
-        ens.kill(leader);
+        let failed = match spec.failure {
+            Failure::Kill => {
+                ens.kill(leader);
+                Ok(())
+            }
+            Failure::Pause => ens.pause(leader),
+            Failure::Partition => ens.isolate(leader),
+        };
         let dead_us = shared.now_us();
         shared.dead_us.store(dead_us, Ordering::Release);
-        (kill_us, dead_us)
+        failed.map(|()| (kill_us, dead_us))
     });
+    let (kill_us, dead_us) = match failed {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = stop_tx.send(true);
+            return Err(e.context("failing the leader"));
+        }
+    };
     round.reap_ms = ms(dead_us - kill_us);
     eprintln!(
-        "  {label}: killed the leader, member {} ({:.1} ms to reap)",
+        "  {label}: {} the leader, member {} ({:.1} ms)",
+        spec.failure.verb(),
         leader + 1,
         ms(dead_us - kill_us)
     );
@@ -573,11 +638,22 @@ async fn run_round_inner(
         )
     });
 
-    // Restart the killed member, then check every member holds every
-    // acknowledged create.
+    // Restart the killed member (or let the paused one go on, or heal the
+    // partition) and wait until it serves, then check every member holds
+    // every acknowledged create.
     let t = Instant::now();
-    tokio::task::block_in_place(|| ens.restart(leader))
-        .with_context(|| format!("restarting {flavor} member {}", leader + 1))?;
+    tokio::task::block_in_place(|| match spec.failure {
+        Failure::Kill => ens.restart(leader),
+        Failure::Pause => {
+            ens.resume(leader)?;
+            wait_serving(ens, leader)
+        }
+        Failure::Partition => {
+            ens.heal()?;
+            wait_serving(ens, leader)
+        }
+    })
+    .with_context(|| format!("bringing {flavor} member {} back", leader + 1))?;
     round.restart_secs = Some(t.elapsed().as_secs_f64());
     tokio::task::block_in_place(|| ens.wait_for_leader(Duration::from_secs(30)))
         .context("no leader after the restart")?;
@@ -658,6 +734,25 @@ async fn run_round_inner(
         }
     );
     Ok(())
+}
+
+/// Waits (60 s at most) until member `i` serves as leader or follower.
+fn wait_serving(ens: &Ensemble, i: usize) -> Result<()> {
+    let t = Instant::now();
+    loop {
+        let mode = quick_mode(ens.addr(i), Duration::from_millis(500));
+        if matches!(mode.as_deref(), Some("leader" | "follower")) {
+            return Ok(());
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            bail!(
+                "member {} does not serve 60 s after it came back; log:\n{}",
+                i + 1,
+                ens.log_tail(i, 15)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// On the member at `addr` alone (after `sync`): the znodes under the

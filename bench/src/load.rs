@@ -48,6 +48,18 @@ pub enum Workload {
     /// Ensemble only: kill the leader under write load, measure the time to
     /// the first acknowledged write on the new leader.
     Failover,
+    /// Ensemble only: as `failover`, but the leader is paused (SIGSTOP)
+    /// instead of killed: its connections stay open and nothing answers.
+    #[value(name = "failover-pause")]
+    #[serde(rename = "failover-pause")]
+    FailoverPause,
+    /// Ensemble only: as `failover`, but the leader is cut off from the
+    /// other members by a silent partition (the testkit's fault proxies
+    /// between members drop every byte, no reset), on ensembles of their
+    /// own started with those proxies.
+    #[value(name = "failover-partition")]
+    #[serde(rename = "failover-partition")]
+    FailoverPartition,
     /// exists(path, watch=true) in a hot loop on random paths of
     /// `--watch-paths` pre-created znodes: the cost of the watch table.
     #[value(name = "exists-watch")]
@@ -88,6 +100,8 @@ impl Workload {
             Workload::Client => "client",
             Workload::Memory => "memory",
             Workload::Failover => "failover",
+            Workload::FailoverPause => "failover-pause",
+            Workload::FailoverPartition => "failover-partition",
             Workload::ExistsWatch => "exists-watch",
             Workload::Fanout => "fanout",
             Workload::Churn => "churn",
@@ -452,6 +466,8 @@ async fn worker(
             Workload::Client
             | Workload::Memory
             | Workload::Failover
+            | Workload::FailoverPause
+            | Workload::FailoverPartition
             | Workload::Fanout
             | Workload::Churn
             | Workload::Recovery

@@ -231,6 +231,7 @@ async fn run(args: Args) -> Result<()> {
         ..load_spec.clone()
     };
     let failover_spec = FailoverSpec {
+        failure: failover::Failure::Kill,
         sessions: args.failover_sessions,
         inflight: args.failover_inflight,
         payload: args.payload,
@@ -438,7 +439,16 @@ async fn run(args: Args) -> Result<()> {
         .workloads
         .iter()
         .copied()
-        .filter(|w| w.is_throughput() || matches!(w, Workload::Failover | Workload::Sweep))
+        .filter(|w| {
+            w.is_throughput()
+                || matches!(
+                    w,
+                    Workload::Failover
+                        | Workload::FailoverPause
+                        | Workload::FailoverPartition
+                        | Workload::Sweep
+                )
+        })
         .collect();
     if args.topology.ensemble() && !ensemble_workloads.is_empty() {
         let mut block = EnsembleBlock {
@@ -447,6 +457,8 @@ async fn run(args: Args) -> Result<()> {
             systems: Vec::new(),
             workloads: Vec::new(),
             failover: None,
+            failover_pause: None,
+            failover_partition: None,
             sweep: None,
             member_rss_bytes: BTreeMap::new(),
         };
@@ -484,8 +496,34 @@ async fn run(args: Args) -> Result<()> {
                 order_index += 1;
                 ensemble_block(&mut results).workloads.push(result);
                 save(&results)?;
-            } else if workload == Workload::Failover {
-                let spec = failover_spec.clone();
+            } else if let Some(failure) = failover::Failure::of(workload) {
+                let spec = FailoverSpec {
+                    failure,
+                    ..failover_spec.clone()
+                };
+                // A silent partition needs the fault proxies between members:
+                // ensembles of their own, so the other workloads' quorum
+                // traffic never goes through them.
+                let mut proxied: BTreeMap<&'static str, Ensemble> = BTreeMap::new();
+                if failure == failover::Failure::Partition {
+                    for &flavor in &systems {
+                        eprintln!(
+                            "starting a {}-member {flavor} ensemble with quorum proxies ...",
+                            args.members
+                        );
+                        let (cfg, n) = (server_cfg.clone(), args.members);
+                        let ens = tokio::task::spawn_blocking(move || {
+                            Ensemble::start_with_quorum_proxies(flavor, n, &cfg)
+                        })
+                        .await??;
+                        proxied.insert(flavor.name(), ens);
+                    }
+                }
+                let ensembles = if failure == failover::Failure::Partition {
+                    &mut proxied
+                } else {
+                    &mut running
+                };
                 let mut rounds: BTreeMap<&'static str, Vec<failover::FailoverRound>> =
                     BTreeMap::new();
                 let mut order = Vec::new();
@@ -496,17 +534,18 @@ async fn run(args: Args) -> Result<()> {
                     }
                     for &flavor in &this_round {
                         order.push(flavor.name().to_string());
-                        let label = format!("[failover] {flavor} (round {})", r + 1);
+                        let label = format!("[{}] {flavor} (round {})", workload.name(), r + 1);
                         eprintln!(
                             "{label}: {} sessions x {} creates in flight over all members, \
-                             kill the leader after {} s; at most {:.0} s",
+                             {} after {} s; at most {:.0} s",
                             spec.sessions,
                             spec.inflight,
+                            failure.what(),
                             spec.warmup_secs,
                             spec.warmup_secs + spec.timeout_secs + spec.window_secs + 120.0
                         );
-                        let ens = running.get_mut(flavor.name()).expect("started above");
-                        let tag = format!("{}-{}", flavor.name(), r + 1);
+                        let ens = ensembles.get_mut(flavor.name()).expect("started above");
+                        let tag = format!("{}-{}-{}", workload.name(), flavor.name(), r + 1);
                         let round = failover::run_round(ens, &spec, &tag, &label).await;
                         if let Some(f) = &round.failure {
                             eprintln!("{label}: FAILED: {f}");
@@ -518,15 +557,22 @@ async fn run(args: Args) -> Result<()> {
                                 (name.to_string(), FailoverRun::summarize(rs.clone()))
                             })
                             .collect();
-                        ensemble_block(&mut results).failover = Some(FailoverBlock {
+                        let block = FailoverBlock {
                             spec: spec.clone(),
                             order: order.clone(),
                             runs,
-                        });
+                        };
+                        let e = ensemble_block(&mut results);
+                        match failure {
+                            failover::Failure::Kill => e.failover = Some(block),
+                            failover::Failure::Pause => e.failover_pause = Some(block),
+                            failover::Failure::Partition => e.failover_partition = Some(block),
+                        }
                         save(&results)?;
                     }
                 }
                 order_index += 1;
+                tokio::task::spawn_blocking(move || drop(proxied)).await?;
             } else if workload == Workload::Sweep {
                 let block = sessions_sweep(
                     args.sweep_workload,

@@ -45,7 +45,12 @@ pub fn write_all(r: &Results, dir: &Path, stem: &str, link_prefix: &str) -> Resu
                 ),
             ));
         }
-        if let Some(f) = &e.failover {
+        for (f, plot) in [
+            (&e.failover, "failover"),
+            (&e.failover_pause, "failover-pause"),
+            (&e.failover_partition, "failover-partition"),
+        ] {
+            let Some(f) = f else { continue };
             let med = |s: &Option<crate::failover::Spread>| s.as_ref().map(|s| s.median);
             let mut groups = Vec::new();
             for (label, pick) in [("first write", 0usize), ("probe", 1), ("election", 2)] {
@@ -64,9 +69,9 @@ pub fn write_all(r: &Results, dir: &Path, stem: &str, link_prefix: &str) -> Resu
                 groups.push((label.to_string(), bars));
             }
             figures.push((
-                "failover".into(),
+                plot.into(),
                 figure(
-                    "failover: kill -9 of the leader (medians)",
+                    &format!("{plot}: {} (medians)", f.spec.failure.what()),
                     &[Panel::Bars {
                         title: "time from the kill (lower is better)".into(),
                         unit: "ms".into(),

@@ -66,6 +66,8 @@ fn describe(w: Workload, l: &LoadSpec) -> String {
         Workload::Client
         | Workload::Memory
         | Workload::Failover
+        | Workload::FailoverPause
+        | Workload::FailoverPartition
         | Workload::Fanout
         | Workload::Churn
         | Workload::Recovery

@@ -106,6 +106,10 @@ pub struct EnsembleBlock {
     pub systems: Vec<SystemInfo>,
     pub workloads: Vec<WorkloadResult>,
     pub failover: Option<FailoverBlock>,
+    /// The same with the leader paused (SIGSTOP), and cut off by a silent
+    /// partition.
+    pub failover_pause: Option<FailoverBlock>,
+    pub failover_partition: Option<FailoverBlock>,
     /// Throughput against sessions on the ensembles.
     pub sweep: Option<sweep::SweepBlock>,
     /// VmRSS of each member (in member order) at the end of the phase.

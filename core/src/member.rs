@@ -240,6 +240,13 @@ impl Member {
     /// [`Member::take_outputs`].
     pub fn handle(&mut self, input: Input, now: Now) {
         self.now = now;
+        if let Some(e) = &mut self.ens {
+            // A leader whose lease ran out steps down before this input
+            // can be served (docs/ARCHITECTURE.md, "Timing model").
+            e.peer.advance(mono(now));
+            self.take_peer_outputs();
+            self.settle();
+        }
         match input {
             Input::Client(server::Input::Tick) | Input::Tick => {
                 if let Some(e) = &mut self.ens {

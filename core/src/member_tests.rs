@@ -227,6 +227,10 @@ fn member_with(scfg: ServerConfig, outstanding_proposals_max: usize) -> Harness 
     };
     h.outs();
     assert_eq!(h.m.server().role(), Role::Looking);
+    // A restarted voter acknowledges no epoch, its own included, within
+    // its promise to the leader it may have followed (syncLimit x tickTime
+    // here): the tests start after it.
+    h.now = 500;
     h
 }
 
@@ -549,7 +553,8 @@ fn backpressure_never_stops_the_member_it_leads_again() {
 
 // The order of a role change against what was pending: a tick that costs
 // the leader its quorum (ZooKeeper Internals, "Atomic Broadcast": a leader
-// that does not hear from a quorum within syncLimit abandons its epoch)
+// that does not hear from a quorum abandons its epoch; here its lease ran
+// out, docs/ARCHITECTURE.md, "Timing model")
 // reaches the pipeline before the pipeline's own tick, so the expired
 // session is not closed by a leader that no longer leads; the link goes,
 // then the client connection, then the election starts.

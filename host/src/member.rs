@@ -595,7 +595,10 @@ pub(crate) fn spawn_shell_tasks(
     let secure = crate::tls::bind_secure_client_port(cfg)?;
     crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics);
     let tick_tx = tx.clone();
-    let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 200));
+    // At least every half tick (ZooKeeper's timers) and often enough for
+    // the leader's heartbeats, `zab::Config::heartbeat_ms` (84 ms at the
+    // default tickTime), on which its lease rests.
+    let tick = Duration::from_millis((cfg.tick_time_ms as u64 / 2).clamp(10, 50));
     tokio::spawn(async move {
         let mut iv = tokio::time::interval(tick);
         loop {

@@ -12,7 +12,8 @@
 //! the pipeline: sessions that move between members and expire,
 //! ephemerals, standard and persistent watches, multis, and recipe calls
 //! served by a plain-Rust recipe engine ([`recipes`]). Faults: message
-//! drops, duplicates, delays and reorders, partitions, connection resets,
+//! drops, duplicates, delays and reorders, partitions, paused members
+//! (SIGSTOP), connection resets,
 //! crashes that lose unsynced writes, restarts, clock skew and steps.
 //!
 //! The checkers ([`check`]): client-visible linearizability of writes,
@@ -137,6 +138,8 @@ pub struct Summary {
     pub crashes: u64,
     pub lost_writes: u64,
     pub partitions: u64,
+    /// Members paused (SIGSTOP) and resumed.
+    pub pauses: u64,
     pub resets: u64,
     pub snaps: u64,
     /// A digest of the committed sequence and of what clients were told
@@ -170,6 +173,7 @@ impl Summary {
             crashes,
             lost_writes,
             partitions,
+            pauses,
             resets,
             snaps
         );

@@ -78,6 +78,8 @@ enum Event {
         data: Vec<u8>,
     },
     Restart(ServerId),
+    /// A paused member (SIGSTOP) goes on (SIGCONT).
+    Resume(ServerId),
     Fault,
     Heal,
     Client(usize),
@@ -94,6 +96,12 @@ pub struct World {
     clients: Vec<Client>,
     pub shadow: Shadow,
     pub history: crate::check::linear::History,
+    /// When each epoch's leader was established, for the lease check.
+    leases: crate::check::leases::Leases,
+    /// Members stopped like a process under SIGSTOP, with every input that
+    /// reached them since, in order (what the kernel would buffer); they
+    /// get no ticks until they go on.
+    paused: BTreeMap<ServerId, Vec<In>>,
     history_seq: u64,
     next_conn: ConnId,
     counter_values: BTreeMap<(String, i64), usize>,
@@ -120,6 +128,8 @@ impl World {
             clients: Vec::new(),
             shadow: Shadow::default(),
             history: Default::default(),
+            leases: Default::default(),
+            paused: BTreeMap::new(),
             history_seq: 0,
             next_conn: 0,
             counter_values: BTreeMap::new(),
@@ -230,7 +240,20 @@ impl World {
         self.after_input(id);
     }
 
+    /// A paused member goes on: it handles what reached it meanwhile, in
+    /// order, at the time it goes on (its clock moved all along).
+    fn resume(&mut self, id: ServerId) {
+        let Some(held) = self.paused.remove(&id) else {
+            return;
+        };
+        self.log(format!("{id} goes on, {} inputs held", held.len()));
+        for input in held {
+            self.input(id, input);
+        }
+    }
+
     fn crash(&mut self, id: ServerId) {
+        self.paused.remove(&id);
         let node = self.nodes.get_mut(&id).expect("node");
         let Some(m) = node.member.take() else { return };
         self.summary.elections += m.peer().stats().elections;
@@ -250,6 +273,12 @@ impl World {
 
     /// Hands `input` to member `id` and carries out everything it causes.
     fn input(&mut self, id: ServerId, input: In) {
+        if let Some(held) = self.paused.get_mut(&id) {
+            if !matches!(input, In::Tick) {
+                held.push(input);
+            }
+            return;
+        }
         let mut queue = std::collections::VecDeque::from([input]);
         while let Some(input) = queue.pop_front() {
             let now_ms = self.now_ms;
@@ -292,6 +321,8 @@ impl World {
             "member {id}: epochs in memory and on disk differ"
         );
         if status.state == ServerState::Leading && status.serving {
+            self.leases
+                .established(status.current_epoch, id, self.now_ms);
             let now_leading = Some((id, status.current_epoch));
             if self.leader != now_leading {
                 self.leader = now_leading;
@@ -361,6 +392,14 @@ impl World {
                 d.current_epoch = epoch;
             }
             Output::Persist { zxid, record } => {
+                let status = self.nodes[&id].member.as_ref().map(|m| m.peer().status());
+                if let Some(s) = status {
+                    if s.state == ServerState::Leading && s.current_epoch == zxid.epoch() {
+                        if let Err(e) = self.leases.served(zxid.epoch(), id, self.now_ms) {
+                            panic!("{e}");
+                        }
+                    }
+                }
                 self.nodes
                     .get_mut(&id)
                     .expect("node")
@@ -573,6 +612,7 @@ impl World {
                     node.disk.store_snapshot(zxid, data);
                 }
             }
+            Event::Resume(id) => self.resume(id),
             Event::Restart(id) => {
                 if self.nodes[&id].member.is_none() {
                     self.start(id);
@@ -678,6 +718,10 @@ impl World {
         }
         self.chaos = false;
         self.net.heal_all();
+        let paused: Vec<ServerId> = self.paused.keys().copied().collect();
+        for id in paused {
+            self.resume(id);
+        }
         let heal_at = self.now_ms;
         self.log("---- heal everything ----".into());
         let down: Vec<ServerId> = self

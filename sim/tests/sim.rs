@@ -50,7 +50,11 @@ fn whole_member_simulation() {
     assert!(failed.is_empty(), "{} seeds failed", failed.len());
     // The runs must exercise what the checkers check.
     assert!(
-        total.crashes > 0 && total.lost_writes > 0 && total.partitions > 0 && total.snaps > 0,
+        total.crashes > 0
+            && total.lost_writes > 0
+            && total.partitions > 0
+            && total.pauses > 0
+            && total.snaps > 0,
         "fault coverage: {total:?}"
     );
     assert!(

@@ -32,6 +32,9 @@ pub struct ServerOptions {
     /// Ensembles only: how many of the members (the last ones) are
     /// observers rather than participants.
     pub observers: usize,
+    /// Ensembles only: members reach each other through fault proxies
+    /// (`isolate`, `heal`; see `QuorumNet`).
+    pub quorum_proxies: bool,
 }
 
 impl Default for ServerOptions {
@@ -46,6 +49,7 @@ impl Default for ServerOptions {
             extra_args: Vec::new(),
             binary: None,
             observers: 0,
+            quorum_proxies: false,
         }
     }
 }
@@ -86,6 +90,13 @@ impl ServerOptions {
     /// Ensembles only: make the last `n` members observers.
     pub fn observers(mut self, n: usize) -> Self {
         self.observers = n;
+        self
+    }
+
+    /// Ensembles only: route the members' quorum and election connections
+    /// through fault proxies, so a test can partition a member silently.
+    pub fn quorum_proxies(mut self) -> Self {
+        self.quorum_proxies = true;
         self
     }
 

@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use crate::config::{ServerOptions, ZooCfg};
 use crate::process::{ProcessSpec, ServerProcess, StartError};
 use crate::zookeeper::server_mode;
-use crate::{free_port, loopback, wazoo_bin, ZkEnsemble};
+use crate::{free_port, loopback, wazoo_bin, QuorumNet, ZkEnsemble};
 
 /// What ensemble tests need of either system.
 pub trait TestEnsemble: Send {
@@ -44,6 +44,31 @@ pub trait TestEnsemble: Send {
     fn kill(&mut self, i: usize);
     /// Starts member `i` again on its ports and data and waits until it serves.
     fn restart(&mut self, i: usize) -> anyhow::Result<()>;
+    /// The process id of member `i`, while it runs.
+    fn pid(&self, i: usize) -> Option<u32>;
+    /// Stops member `i` as SIGSTOP does (a hung process, a paused VM): its
+    /// sockets stay open and nothing answers.
+    fn pause(&mut self, i: usize) -> anyhow::Result<()> {
+        signal(self.pid(i), "STOP")
+    }
+    /// Lets a paused member go on (SIGCONT).
+    fn resume(&mut self, i: usize) -> anyhow::Result<()> {
+        signal(self.pid(i), "CONT")
+    }
+    /// The proxies between the members, when started with
+    /// `ServerOptions::quorum_proxies`.
+    fn quorum_net(&self) -> Option<&QuorumNet>;
+}
+
+/// Sends `SIG<name>` to `pid` with kill(1).
+fn signal(pid: Option<u32>, name: &str) -> anyhow::Result<()> {
+    let pid = pid.ok_or_else(|| anyhow::anyhow!("no process to send SIG{name} to"))?;
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()?;
+    anyhow::ensure!(status.success(), "kill -{name} {pid} failed: {status}");
+    Ok(())
 }
 
 impl TestEnsemble for ZkEnsemble {
@@ -61,6 +86,12 @@ impl TestEnsemble for ZkEnsemble {
     }
     fn restart(&mut self, i: usize) -> anyhow::Result<()> {
         ZkEnsemble::restart(self, i)
+    }
+    fn pid(&self, i: usize) -> Option<u32> {
+        ZkEnsemble::pid(self, i)
+    }
+    fn quorum_net(&self) -> Option<&QuorumNet> {
+        ZkEnsemble::quorum_net(self)
     }
 }
 
@@ -84,7 +115,7 @@ pub(crate) fn layout(
     n: usize,
     opts: &ServerOptions,
     client_in_server_lines: bool,
-) -> anyhow::Result<Vec<MemberLayout>> {
+) -> anyhow::Result<(Vec<MemberLayout>, Option<QuorumNet>)> {
     let ports: Vec<(u16, u16, u16)> = (0..n)
         .map(|_| (free_port(), free_port(), free_port()))
         .collect();
@@ -103,6 +134,7 @@ pub(crate) fn layout(
             i + 1
         )?;
     }
+    let mut net = opts.quorum_proxies.then(QuorumNet::default);
     let mut out = Vec::with_capacity(n);
     for (i, &(client_port, _, _)) in ports.iter().enumerate() {
         let sid = i + 1;
@@ -117,6 +149,28 @@ pub(crate) fn layout(
             let (k, v) = line.split_once('=').expect("server line has '='");
             cfg.set(k, v);
         }
+        if let Some(net) = &mut net {
+            // Member i reaches every other member j through proxies of its
+            // own: its server.j line names them (its own line stays real,
+            // it listens there).
+            for (j, &(client, quorum, election)) in ports.iter().enumerate() {
+                if j == i {
+                    continue;
+                }
+                let q = net.add(i, j, loopback(quorum))?.port();
+                let e = net.add(i, j, loopback(election))?.port();
+                let role = if j >= first_observer { ":observer" } else { "" };
+                let client = if client_in_server_lines {
+                    format!(";{client}")
+                } else {
+                    String::new()
+                };
+                cfg.set(
+                    format!("server.{}", j + 1),
+                    format!("127.0.0.1:{q}:{e}{role}{client}"),
+                );
+            }
+        }
         out.push(MemberLayout {
             sid,
             client_port,
@@ -126,7 +180,7 @@ pub(crate) fn layout(
             cfg,
         });
     }
-    Ok(out)
+    Ok((out, net))
 }
 
 struct Member {
@@ -141,6 +195,7 @@ struct Member {
 pub struct WazooEnsemble {
     members: Vec<Member>,
     startup_timeout: Duration,
+    net: Option<QuorumNet>,
     _dir: TempDir,
 }
 
@@ -171,7 +226,8 @@ impl WazooEnsemble {
             .prefix("wazoo-ensemble-")
             .tempdir()?;
         let mut members = Vec::with_capacity(n);
-        for m in layout(dir.path(), n, opts, true)? {
+        let (layouts, net) = layout(dir.path(), n, opts, true)?;
+        for m in layouts {
             let MemberLayout {
                 sid,
                 client_port,
@@ -209,6 +265,7 @@ impl WazooEnsemble {
         Ok(WazooEnsemble {
             members,
             startup_timeout: opts.startup_timeout,
+            net,
             _dir: dir,
         })
     }
@@ -271,6 +328,12 @@ impl TestEnsemble for WazooEnsemble {
         self.members[i].process.respawn()?;
         self.wait_member_serving(i, self.startup_timeout)
             .map_err(|e| anyhow::anyhow!(e.message))
+    }
+    fn pid(&self, i: usize) -> Option<u32> {
+        self.members[i].process.pid()
+    }
+    fn quorum_net(&self) -> Option<&QuorumNet> {
+        self.net.as_ref()
     }
 }
 

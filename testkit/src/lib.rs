@@ -25,6 +25,7 @@ mod ensemble;
 mod flavor;
 mod process;
 mod proxy;
+mod quorum_net;
 mod wazoo;
 mod zookeeper;
 
@@ -38,6 +39,7 @@ pub use config::ServerOptions;
 pub use ensemble::{start_ensemble, TestEnsemble, WazooEnsemble};
 pub use flavor::{start_server, start_server_with, Flavor, TestServer};
 pub use proxy::Proxy;
+pub use quorum_net::QuorumNet;
 pub use wazoo::{wazoo_bin, WazooServer};
 pub use zookeeper::{netty_jars_debian_omits, zookeeper_classpath, ZkEnsemble, ZkServer};
 

@@ -292,6 +292,7 @@ struct Member {
 pub struct ZkEnsemble {
     members: Vec<Member>,
     startup_timeout: Duration,
+    net: Option<crate::QuorumNet>,
     // Declared last: removed after every member is killed.
     _dir: TempDir,
 }
@@ -326,7 +327,8 @@ impl ZkEnsemble {
             .prefix("wazoo-zk-ensemble-")
             .tempdir()?;
         let mut members = Vec::with_capacity(n);
-        for m in crate::ensemble::layout(dir.path(), n, opts, false)? {
+        let (layouts, net) = crate::ensemble::layout(dir.path(), n, opts, false)?;
+        for m in layouts {
             let crate::ensemble::MemberLayout {
                 sid,
                 client_port,
@@ -351,6 +353,7 @@ impl ZkEnsemble {
         Ok(ZkEnsemble {
             members,
             startup_timeout: opts.startup_timeout,
+            net,
             _dir: dir,
         })
     }
@@ -441,6 +444,17 @@ impl ZkEnsemble {
     /// SIGKILL member `i`.
     pub fn kill(&mut self, i: usize) {
         self.members[i].process.kill();
+    }
+
+    /// The process id of member `i` (the JVM), while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.members[i].process.pid()
+    }
+
+    /// The proxies between the members, when started with
+    /// `ServerOptions::quorum_proxies`.
+    pub fn quorum_net(&self) -> Option<&crate::QuorumNet> {
+        self.net.as_ref()
     }
 
     /// Starts member `i` again on its ports and data directory and waits

@@ -20,9 +20,13 @@
 //!    zxid order. Observers get INFORM of committed txns.
 //!
 //! Learners that arrive late go through the same steps against the
-//! established epoch. Heartbeats: the leader pings every half tick; a
-//! learner silent for syncLimit ticks (initLimit while syncing) is dropped;
-//! without a quorum of live synced followers the leader steps down.
+//! established epoch. Heartbeats: the leader pings every
+//! `Config::heartbeat_ms`; a learner silent for syncLimit ticks (initLimit
+//! while syncing) is dropped; without a quorum of live synced followers the
+//! leader steps down. The lease: an established leader serves only while a
+//! quorum (itself included) has heard from it within `Config::lease_ms`,
+//! which it learns from the answers to its PINGs and NEWLEADER; once that
+//! runs out it steps down (`leader_check_lease`, run before every input).
 //!
 //! Step 3, broadcast (proposals, ACKs, commits, `sync`s), is in
 //! `leader/broadcast.rs`.
@@ -66,7 +70,23 @@ pub(super) struct LearnerSession {
     /// Cumulative: every proposal up to here is durable at the follower.
     pub acked: Zxid,
     pub last_heard_ms: u64,
+    /// When we sent NEWLEADER (its ACK shows the learner heard us then).
+    pub new_leader_sent_ms: u64,
+    /// When we sent each PING the learner has not answered yet, oldest
+    /// first. A learner answers every PING with one PING, in order, on the
+    /// FIFO link, so its next PING answers the front one.
+    pub pings_unanswered: VecDeque<u64>,
+    /// The send time of the latest of our messages the learner is known to
+    /// have received (NEWLEADER, an answered PING): it heard us then, so it
+    /// keeps its promise (`Config::suspect_ms`) until after our lease from
+    /// that time ends.
+    pub heard_us_at_ms: Option<u64>,
 }
+
+/// Bound on a learner's unanswered PINGs. A learner answers each at once;
+/// one that lets this many pile up while still talking is broken, and is
+/// dropped.
+const PINGS_UNANSWERED_MAX: usize = 1024;
 
 /// A `sync` waiting for the commit point to reach `target`.
 #[derive(Clone, Copy, Debug)]
@@ -210,8 +230,16 @@ impl Peer {
             Message::Ack { zxid } => self.on_ack(from, zxid),
             Message::SyncRequest { token } => self.on_sync_request(from, token),
             Message::Ping => {
-                if !self.leading().learners.contains_key(&from) {
+                let Some(s) = self.leading().learners.get_mut(&from) else {
                     self.unexpected(from, &msg);
+                    return;
+                };
+                match s.pings_unanswered.pop_front() {
+                    Some(sent_ms) => {
+                        s.heard_us_at_ms =
+                            Some(s.heard_us_at_ms.map_or(sent_ms, |h| h.max(sent_ms)))
+                    }
+                    None => self.learner_violation(from, "PING that answers no PING".into()),
                 }
             }
             _ => {
@@ -252,6 +280,9 @@ impl Peer {
                 new_leader_acked: false,
                 acked: Zxid::ZERO,
                 last_heard_ms: now_ms,
+                new_leader_sent_ms: now_ms,
+                pings_unanswered: VecDeque::new(),
+                heard_us_at_ms: None,
             },
         );
         let (phase, epoch) = (l.phase, l.epoch);
@@ -374,6 +405,12 @@ impl Peer {
         {
             return;
         }
+        if self.mono_ms < self.promise_until_ms {
+            // Our own acknowledgement of the epoch waits, like a learner's
+            // ACKEPOCH, until the promise to the leader we followed is
+            // kept (`Peer::promise_until_ms`); a tick tries again.
+            return;
+        }
         let epoch = l.epoch;
         self.current_epoch = epoch;
         self.outputs.push(Output::SetCurrentEpoch { epoch });
@@ -433,10 +470,12 @@ impl Peer {
             self.send(to, Message::Commit { zxid: committed });
         }
         let synced_to = plan.start.max(upto);
+        let now_ms = self.mono_ms;
         let l = self.leading();
         let epoch = l.epoch;
         let s = l.learners.get_mut(&to).expect("syncing a known learner");
         s.synced_to = Some(synced_to);
+        s.new_leader_sent_ms = now_ms;
         self.send(
             to,
             Message::NewLeader {
@@ -462,6 +501,8 @@ impl Peer {
             return;
         }
         s.new_leader_acked = true;
+        let sent_ms = s.new_leader_sent_ms;
+        s.heard_us_at_ms = Some(s.heard_us_at_ms.map_or(sent_ms, |h| h.max(sent_ms)));
         if !s.observer {
             s.acked = s.acked.max(synced_to);
         }
@@ -577,12 +618,104 @@ impl Peer {
             // Not established within initLimit.
             self.start_looking_after(None);
             return;
+        } else if l.phase == Phase::EpochProposed {
+            // Our own acknowledgement may have waited for our promise.
+            self.check_epoch_quorum();
+            if !matches!(self.role, Role::Leading(_)) {
+                return;
+            }
         }
-        if now_ms.saturating_sub(l.last_ping_ms) >= (tick_ms / 2).max(1) {
+        if now_ms.saturating_sub(self.leading_ref().last_ping_ms) >= self.cfg.heartbeat_ms() {
             self.leading().last_ping_ms = now_ms;
             for id in self.leading_ref().learner_ids() {
+                let s = self
+                    .leading()
+                    .learners
+                    .get_mut(&id)
+                    .expect("a learner we just listed");
+                if s.pings_unanswered.len() >= PINGS_UNANSWERED_MAX {
+                    self.learner_violation(id, "PINGs left unanswered".into());
+                    continue;
+                }
+                s.pings_unanswered.push_back(now_ms);
                 self.send(id, Message::Ping);
             }
         }
+    }
+
+    /// Until when, by our clock, the lease of an established leader runs:
+    /// `Config::lease_ms` after the latest time by which a quorum of voters
+    /// (us included) had heard from us. `None` when not leading an
+    /// established epoch.
+    pub fn lease_until_ms(&self) -> Option<u64> {
+        let Role::Leading(l) = &self.role else {
+            return None;
+        };
+        if l.phase != Phase::Broadcast {
+            return None;
+        }
+        let others_needed = self.cfg.quorum_size() - 1;
+        if others_needed == 0 {
+            return Some(u64::MAX);
+        }
+        // The others_needed-th latest time a voter heard us. Run before
+        // every input: no allocation while a quorum is small.
+        let heard = l
+            .learners
+            .iter()
+            .filter(|(id, s)| s.new_leader_acked && self.cfg.is_voter(**id))
+            .filter_map(|(_, s)| s.heard_us_at_ms);
+        let kth = if others_needed <= 8 {
+            let mut top = [0u64; 8];
+            let mut n = 0;
+            for t in heard {
+                // Keep the others_needed latest, descending.
+                let mut i = n.min(others_needed);
+                if i == others_needed && top[i - 1] >= t {
+                    continue;
+                }
+                if i == others_needed {
+                    i -= 1;
+                }
+                while i > 0 && top[i - 1] < t {
+                    top[i] = top[i - 1];
+                    i -= 1;
+                }
+                top[i] = t;
+                n = (n + 1).min(others_needed);
+            }
+            (n == others_needed).then(|| top[others_needed - 1])
+        } else {
+            let mut all: Vec<u64> = heard.collect();
+            all.sort_unstable_by(|a, b| b.cmp(a));
+            all.get(others_needed - 1).copied()
+        };
+        match kth {
+            Some(t) => Some(t.saturating_add(self.cfg.lease_ms())),
+            None => Some(0),
+        }
+    }
+
+    /// An established leader whose lease ran out stops leading at once:
+    /// it takes no proposal and answers no sync from now on, and is gone
+    /// before any other member can be established (see `lease_until_ms`).
+    pub(super) fn leader_check_lease(&mut self) {
+        let Some(until) = self.lease_until_ms() else {
+            return;
+        };
+        if self.mono_ms < until {
+            return;
+        }
+        let epoch = self.leading_ref().epoch;
+        self.stats.leases_expired += 1;
+        // As when syncLimit drops the last followers: the links go first,
+        // then the role.
+        for peer in self.leading_ref().learner_ids() {
+            self.outputs.push(Output::CloseLink { peer });
+        }
+        self.leading().learners.clear();
+        self.outputs
+            .push(Output::Role(RoleChange::LeaderLostQuorum { epoch }));
+        self.start_looking_after(None);
     }
 }

@@ -16,8 +16,10 @@
 //!    once durable; COMMITs deliver in zxid order. Observers get INFORM
 //!    (log and deliver) and never acknowledge txns.
 //!
-//! Silence from the leader for syncLimit ticks (initLimit before UPTODATE)
-//! sends the member back to election.
+//! Silence from the leader for `Config::suspect_ms` (initLimit before
+//! UPTODATE) sends the member back to election. A voter that leaves a
+//! leader keeps its promise to it (`Peer::promise_until_ms`): its ACKEPOCH
+//! to any new leader waits until then.
 
 use super::message::Message;
 use super::peer::{Output, Peer, ProposeError, Role, RoleChange};
@@ -27,6 +29,9 @@ use super::types::{Payload, ServerId, Zxid};
 pub(super) enum Phase {
     /// FOLLOWERINFO sent.
     AwaitLeaderInfo,
+    /// LEADERINFO received; ACKEPOCH waits for our promise to the leader
+    /// we followed before (`Peer::promise_until_ms`).
+    AwaitPromise { epoch: u32, confirmed: bool },
     /// ACKEPOCH sent.
     AwaitSync,
     /// DIFF/TRUNC/SNAP applied; txns arriving until NEWLEADER.
@@ -50,7 +55,18 @@ pub(super) struct Learning {
     pub acked: Zxid,
     /// SYNC requests sent and not answered yet (bounded).
     pub syncs_open: usize,
+    /// When the last PING came, and how many PINGs in a row came less
+    /// than a quarter tick apart: a leader that pings that often keeps a
+    /// lease (`Config::heartbeat_ms`), and we then suspect it after
+    /// `Config::suspect_ms`. One that pings every half tick (an older
+    /// wazoo, during a rolling upgrade) gets three of its intervals.
+    pub last_ping_ms: Option<u64>,
+    pub fast_pings: u32,
 }
+
+/// PINGs in a row, less than a quarter tick apart, that show the leader
+/// heartbeats for a lease.
+const FAST_PINGS_TO_TRUST: u32 = 2;
 
 impl Learning {
     pub fn is_serving(&self) -> bool {
@@ -82,6 +98,8 @@ impl Peer {
             last_heard_ms: self.mono_ms,
             acked: Zxid::ZERO,
             syncs_open: 0,
+            last_ping_ms: None,
+            fast_pings: 0,
         });
         let msg = Message::FollowerInfo {
             accepted_epoch: self.accepted_epoch,
@@ -101,7 +119,19 @@ impl Peer {
             Phase::AwaitDurable(_) | Phase::AwaitUpToDate | Phase::Serving
         );
         match msg {
-            Message::Ping => self.send(leader, Message::Ping),
+            Message::Ping => {
+                let quarter_tick_ms = self.cfg.tick_ms / 4;
+                let l = self.learning();
+                if let Some(previous) = l.last_ping_ms {
+                    if now_ms.saturating_sub(previous) <= quarter_tick_ms {
+                        l.fast_pings = l.fast_pings.saturating_add(1);
+                    } else if l.fast_pings < FAST_PINGS_TO_TRUST {
+                        l.fast_pings = 0;
+                    }
+                }
+                l.last_ping_ms = Some(now_ms);
+                self.send(leader, Message::Ping)
+            }
             Message::LeaderInfo { epoch, confirmed } if phase == Phase::AwaitLeaderInfo => {
                 self.on_leader_info(epoch, confirmed)
             }
@@ -193,6 +223,13 @@ impl Peer {
         };
         if !acceptable {
             self.start_looking_after(None);
+            return;
+        }
+        if !observer && self.mono_ms < self.promise_until_ms {
+            // The leader we followed may still count on us for its lease:
+            // acknowledge no new epoch before the promise is kept. A tick
+            // comes back here.
+            self.learning().phase = Phase::AwaitPromise { epoch, confirmed };
             return;
         }
         if epoch > self.accepted_epoch {
@@ -289,13 +326,32 @@ impl Peer {
 
     pub(super) fn learner_on_tick(&mut self) {
         let l = self.learning_ref();
-        let limit_ticks = if l.phase == Phase::Serving {
-            self.cfg.sync_limit_ticks
+        let limit_ms = if l.phase == Phase::Serving {
+            self.suspect_limit_ms(l)
         } else {
-            self.cfg.init_limit_ticks
+            self.cfg.init_limit_ticks * self.cfg.tick_ms
         };
-        if self.mono_ms.saturating_sub(l.last_heard_ms) >= limit_ticks * self.cfg.tick_ms {
+        if self.mono_ms.saturating_sub(l.last_heard_ms) >= limit_ms {
             self.start_looking_after(None);
+            return;
+        }
+        if let Phase::AwaitPromise { epoch, confirmed } = l.phase {
+            if self.mono_ms >= self.promise_until_ms {
+                self.on_leader_info(epoch, confirmed);
+            }
+        }
+    }
+
+    /// How long a serving learner waits for its leader: `suspect_ms` once
+    /// the leader heartbeats for a lease, else three of its PING intervals
+    /// (an older leader pings every half tick), within syncLimit.
+    fn suspect_limit_ms(&self, l: &Learning) -> u64 {
+        let sync_ms = self.cfg.sync_limit_ticks.saturating_mul(self.cfg.tick_ms);
+        let suspect_ms = self.cfg.suspect_ms();
+        if l.fast_pings >= FAST_PINGS_TO_TRUST {
+            suspect_ms
+        } else {
+            suspect_ms.max(3 * (self.cfg.tick_ms / 2)).min(sync_ms)
         }
     }
 }

@@ -8,7 +8,7 @@ use super::election::{Decision, Election, Sends, Vote};
 use super::history::History;
 use super::leader::Leading;
 use super::learner::Learning;
-use super::message::{Message, Notification};
+use super::message::{Channel, Message, Notification};
 use super::types::{Config, Payload, Restored, ServerId, ServerState, Zxid};
 
 /// What happens to a member.
@@ -21,8 +21,8 @@ pub enum Input {
     /// (`Output::CloseLink`); reported before any message of a newer
     /// connection with the same peer.
     Disconnected { peer: ServerId },
-    /// Time passed (at least every half `tick_ms`; `mono_ms` comes with
-    /// every input).
+    /// Time passed (at least every `Config::heartbeat_ms`, and every half
+    /// `tick_ms`; `mono_ms` comes with every input).
     Tick,
     /// Every `Persist` up to `zxid` is fsynced.
     Durable { zxid: Zxid },
@@ -49,8 +49,8 @@ pub enum RoleChange {
         leader: ServerId,
         epoch: u32,
     },
-    /// The leader did not hear from a quorum within syncLimit and renounces
-    /// its epoch (followed by `Looking`).
+    /// The leader did not hear from a quorum within syncLimit, or its lease
+    /// ran out, and renounces its epoch (followed by `Looking`).
     LeaderLostQuorum {
         epoch: u32,
     },
@@ -179,6 +179,9 @@ pub struct Stats {
     /// Times this leader started over because a voter had promised a
     /// later epoch than ours and so could never join.
     pub stepped_down_for_later_epoch: u64,
+    /// Times this leader stepped down because its lease ran out: no quorum
+    /// answered its heartbeats within `Config::lease_ms`.
+    pub leases_expired: u64,
 }
 
 /// A snapshot of the member's state for `mntr`/`srvr` and tests.
@@ -253,6 +256,13 @@ pub struct Peer {
     pub(super) pending_infos: BTreeMap<ServerId, PendingInfo>,
     pub(super) outputs: Vec<Output>,
     pub(super) stats: Stats,
+    /// The follower's promise (`Config::suspect_ms`): until this time a
+    /// voter acknowledges no new epoch, its own included when it leads,
+    /// because the leader it last followed may still hold a lease counted
+    /// on it. Set when it leaves a leader, however it leaves (silence, a
+    /// broken link, a violation), and on restart (what it promised before
+    /// the restart is not known).
+    pub(super) promise_until_ms: u64,
 }
 
 impl Peer {
@@ -267,8 +277,17 @@ impl Peer {
             zxid: history.last(),
             peer_epoch: restored.current_epoch,
         };
+        // A voter that ever accepted an epoch may have answered a leader's
+        // PING right before it stopped: keep the promise from now on.
+        let promise_until_ms =
+            if restored.accepted_epoch > 0 && cfg.is_voter(cfg.my_id) && cfg.quorum_size() > 1 {
+                mono_ms.saturating_add(cfg.suspect_ms())
+            } else {
+                0
+            };
         let mut peer = Peer {
             mono_ms,
+            promise_until_ms,
             accepted_epoch: restored.accepted_epoch,
             current_epoch: restored.current_epoch,
             history,
@@ -285,7 +304,24 @@ impl Peer {
 
     /// Feeds one input. Outputs accumulate until `take_outputs`.
     pub fn handle(&mut self, input: Input, mono_ms: u64) {
-        self.mono_ms = self.mono_ms.max(mono_ms);
+        // The links a lease running out now would close (rarely any: no
+        // allocation otherwise).
+        let expiring = self
+            .lease_until_ms()
+            .is_some_and(|until| self.mono_ms.max(mono_ms) >= until);
+        let links = match &self.role {
+            Role::Leading(l) if expiring => l.learner_ids(),
+            _ => Vec::new(),
+        };
+        self.advance(mono_ms);
+        if let Input::Message { from, msg } = &input {
+            let closed = !links.is_empty() && !matches!(self.role, Role::Leading(_));
+            if closed && msg.channel() == Channel::Quorum && links.contains(from) {
+                // The lease ran out and stepping down closed this link:
+                // what was in flight on it goes with it (`CloseLink`).
+                return;
+            }
+        }
         match input {
             Input::Message { from, msg } => self.on_message(from, msg),
             Input::Disconnected { peer } => self.on_disconnected(peer),
@@ -297,7 +333,7 @@ impl Peer {
     /// Proposes a txn. Only an established leader accepts; the txn is
     /// committed when `Deliver` for the returned zxid comes out.
     pub fn propose(&mut self, payload: Payload, mono_ms: u64) -> Result<Zxid, ProposeError> {
-        self.mono_ms = self.mono_ms.max(mono_ms);
+        self.advance(mono_ms);
         match &self.role {
             Role::Leading(_) => self.leader_propose(payload),
             Role::Learning(l) => Err(ProposeError::NotLeader {
@@ -328,12 +364,23 @@ impl Peer {
     /// the leader and the reply comes back behind the COMMITs on the same
     /// FIFO link. Tokens are the shell's; they need not be unique.
     pub fn sync(&mut self, token: u64, mono_ms: u64) -> Result<(), ProposeError> {
-        self.mono_ms = self.mono_ms.max(mono_ms);
+        self.advance(mono_ms);
         match &self.role {
             Role::Leading(_) => self.leader_sync_local(token),
             Role::Learning(_) => self.learner_sync(token),
             Role::Looking(_) => Err(ProposeError::NotLeader { leader: None }),
         }
+    }
+
+    /// Time passed: a leader whose lease ran out steps down now (its
+    /// outputs say so), before it serves anything more. Every input,
+    /// `propose` and `sync` does this first; a shell that serves clients
+    /// from the state machine between inputs calls it before each client
+    /// input, so the leader's `proposal_window` is refused once the lease
+    /// is gone.
+    pub fn advance(&mut self, mono_ms: u64) {
+        self.mono_ms = self.mono_ms.max(mono_ms);
+        self.leader_check_lease();
     }
 
     /// Everything the shell must do, in order.
@@ -635,6 +682,12 @@ impl Peer {
     /// Leaves the current role for LOOKING, closing the session's links
     /// (except `already_closed`).
     pub(super) fn start_looking_after(&mut self, already_closed: Option<ServerId>) {
+        if let Role::Learning(l) = &self.role {
+            if self.cfg.is_voter(self.cfg.my_id) && self.cfg.quorum_size() > 1 {
+                let until = l.last_heard_ms.saturating_add(self.cfg.suspect_ms());
+                self.promise_until_ms = self.promise_until_ms.max(until);
+            }
+        }
         let links: Vec<ServerId> = match &self.role {
             Role::Looking(_) => Vec::new(),
             Role::Leading(l) => l.learner_ids(),

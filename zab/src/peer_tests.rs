@@ -20,6 +20,9 @@ fn cfg(me: ServerId, voters: &[ServerId]) -> Config {
     c
 }
 
+/// A restarted voter's promise in these tests: syncLimit x tickTime.
+const PROMISE_MS: u64 = 500;
+
 fn msg(peer: &mut Peer, from: ServerId, m: Message, now_ms: u64) -> Vec<Output> {
     peer.handle(Input::Message { from, msg: m }, now_ms);
     peer.take_outputs()
@@ -41,6 +44,10 @@ fn sends(outs: &[Output]) -> Vec<(ServerId, Message)> {
 /// the leader") and goes through discovery and a DIFF sync.
 fn follower_of_3(restored: Restored) -> Peer {
     let mut f = Peer::new(cfg(1, &[1, 2, 3]), restored, 0).unwrap();
+    // A restarted voter keeps its promise to the leader it may have
+    // followed before (syncLimit x tickTime here) before it acknowledges
+    // an epoch: the tests start after it.
+    f.handle(Input::Tick, PROMISE_MS);
     f.take_outputs();
     let vote = |state| {
         Message::Notification(Notification {
@@ -312,15 +319,15 @@ fn a_follower_abandons_a_silent_leader() {
             epoch: 1,
             confirmed: false,
         },
-        0,
+        PROMISE_MS,
     );
-    f.handle(Input::Tick, 999);
+    f.handle(Input::Tick, PROMISE_MS + 999);
     assert_eq!(
         f.state(),
         ServerState::Following,
         "initLimit is 10 ticks of 100 ms"
     );
-    f.handle(Input::Tick, 1_000);
+    f.handle(Input::Tick, PROMISE_MS + 1_000);
     assert_eq!(f.state(), ServerState::Looking);
     assert_eq!(
         f.take_outputs()[..2],
@@ -343,6 +350,9 @@ fn leader_with_follower() -> Peer {
         0,
     )
     .unwrap();
+    // Past its restart promise (`follower_of_3`); every time below is
+    // after it.
+    l.handle(Input::Tick, PROMISE_MS);
     l.take_outputs();
     let vote = Message::Notification(Notification {
         leader: 3,
@@ -491,20 +501,31 @@ fn the_leader_commits_on_a_quorum_in_zxid_order() {
     l.validate();
 }
 
+// The lease (docs/ARCHITECTURE.md, "Timing model"): the leader of {1,2,3}
+// serves while follower 1 answered a heartbeat sent less than lease_ms ago
+// (452 ms here: syncLimit x tickTime = 500 ms less the clock drift), and
+// steps down at the first input after that, before syncLimit would drop 1.
 #[test]
-fn a_leader_without_a_quorum_steps_down() {
+fn a_leader_whose_lease_runs_out_steps_down() {
     let mut l = leader_with_follower();
-    l.handle(Input::Tick, 400);
-    msg(&mut l, 1, Message::Ping, 400);
-    l.handle(Input::Tick, 899);
-    assert_eq!(
-        l.state(),
-        ServerState::Leading,
-        "heard from 1 at 400, syncLimit is 500 ms"
-    );
+    let t = PROMISE_MS;
+    assert_eq!(l.config().lease_ms(), 452);
+    assert_eq!(l.lease_until_ms(), Some(t + 452), "NEWLEADER answered");
     l.take_outputs();
-    l.handle(Input::Tick, 900);
-    assert_eq!(l.state(), ServerState::Looking);
+    l.handle(Input::Tick, t + 100);
+    assert_eq!(sends(&l.take_outputs()), vec![(1, Message::Ping)]);
+    // Its answer, however late, counts from when the PING was sent.
+    msg(&mut l, 1, Message::Ping, t + 400);
+    assert_eq!(l.lease_until_ms(), Some(t + 100 + 452));
+    l.handle(Input::Tick, t + 551);
+    assert_eq!(l.state(), ServerState::Leading);
+    l.take_outputs();
+    assert_eq!(
+        l.propose(p(b"late"), t + 552),
+        Err(ProposeError::NotLeader { leader: None }),
+        "the lease ran out at {}",
+        t + 552
+    );
     let outs = l.take_outputs();
     assert_eq!(
         outs[..3],
@@ -514,9 +535,86 @@ fn a_leader_without_a_quorum_steps_down() {
             Output::Role(RoleChange::Looking),
         ]
     );
+    assert_eq!(l.stats().leases_expired, 1);
+}
+
+#[test]
+fn a_ping_that_answers_no_ping_costs_the_learner_its_link() {
+    let mut l = leader_with_follower();
+    l.take_outputs();
+    let outs = msg(&mut l, 1, Message::Ping, PROMISE_MS + 1);
+    assert_eq!(outs, vec![Output::CloseLink { peer: 1 }]);
+    assert_eq!(l.stats().protocol_violations, 1);
+    // Without 1 the lease has no quorum: the next input steps down.
+    l.handle(Input::Tick, PROMISE_MS + 2);
+    assert_eq!(l.state(), ServerState::Looking);
+}
+
+// The follower's side of the lease: silent for suspect_ms, it abandons the
+// leader; but it acknowledges a new leader's epoch only once its promise
+// (suspect_ms after it last heard from the old one) is kept, even when it
+// left because the link broke.
+#[test]
+fn a_follower_keeps_its_promise_before_it_acknowledges_a_new_epoch() {
+    let mut f = follower_of_3(Restored::empty());
+    let t = PROMISE_MS;
+    msg(
+        &mut f,
+        3,
+        Message::LeaderInfo {
+            epoch: 1,
+            confirmed: false,
+        },
+        t,
+    );
+    msg(&mut f, 3, Message::Diff, t);
+    msg(
+        &mut f,
+        3,
+        Message::NewLeader {
+            epoch: 1,
+            zxid: Zxid::ZERO,
+        },
+        t,
+    );
+    msg(&mut f, 3, Message::UpToDate, t);
+    assert!(f.status().serving);
+    msg(&mut f, 3, Message::Ping, t + 100);
+    f.handle(Input::Disconnected { peer: 3 }, t + 150);
+    assert_eq!(f.state(), ServerState::Looking);
+    f.take_outputs();
+    // Member 2 leads epoch 2 now; we join it at once...
+    let vote = |state| {
+        Message::Notification(Notification {
+            leader: 2,
+            zxid: Zxid::ZERO,
+            peer_epoch: 1,
+            election_epoch: 9,
+            state,
+        })
+    };
+    msg(&mut f, 3, vote(ServerState::Following), t + 160);
+    msg(&mut f, 2, vote(ServerState::Leading), t + 160);
+    assert_eq!(f.state(), ServerState::Following);
+    let info = Message::LeaderInfo {
+        epoch: 2,
+        confirmed: false,
+    };
+    // ... but acknowledge its epoch only at t + 100 + suspect_ms.
+    assert!(sends(&msg(&mut f, 2, info, t + 170)).is_empty());
+    f.handle(Input::Tick, t + 599);
+    assert!(sends(&f.take_outputs()).is_empty());
+    f.handle(Input::Tick, t + 600);
     assert_eq!(
-        l.propose(p(b"late"), 901),
-        Err(ProposeError::NotLeader { leader: None })
+        sends(&f.take_outputs()),
+        vec![(
+            2,
+            Message::AckEpoch {
+                epoch: 2,
+                current_epoch: 1,
+                last_zxid: Zxid::ZERO
+            }
+        )]
     );
 }
 
@@ -797,4 +895,71 @@ fn a_follower_leaves_its_leader_when_removed_or_its_role_changes() {
     let mut f = follower_of_3(Restored::empty());
     f.reconfigure(vec![2, 3], vec![], 1);
     assert_eq!(f.state(), ServerState::Looking);
+
+// ZooKeeper Internals, "Atomic Broadcast": a follower goes back to election
+// when its leader falls silent; at the default tickTime (2000) and syncLimit
+// (5), one that heartbeats for a lease (a ping every 100 ms) is suspected
+// after suspect_ms (750 ms), not syncLimit x tickTime.
+#[test]
+fn a_follower_suspects_a_silent_leader_after_suspect_ms() {
+    let mut c = cfg(1, &[1, 2, 3]);
+    c.tick_ms = 2_000;
+    assert_eq!(
+        (c.suspect_ms(), c.lease_ms(), c.heartbeat_ms()),
+        (750, 678, 84)
+    );
+    let mut f = Peer::new(c, Restored::empty(), 0).unwrap();
+    let vote = |state| {
+        Message::Notification(Notification {
+            leader: 3,
+            zxid: z(1, 2),
+            peer_epoch: 1,
+            election_epoch: 4,
+            state,
+        })
+    };
+    msg(&mut f, 2, vote(ServerState::Following), 0);
+    msg(&mut f, 3, vote(ServerState::Leading), 0);
+    let info = Message::LeaderInfo {
+        epoch: 1,
+        confirmed: false,
+    };
+    msg(&mut f, 3, info, 0);
+    msg(&mut f, 3, Message::Diff, 0);
+    let nl = Message::NewLeader {
+        epoch: 1,
+        zxid: Zxid::ZERO,
+    };
+    msg(&mut f, 3, nl, 0);
+    msg(&mut f, 3, Message::UpToDate, 0);
+    assert!(f.status().serving);
+    for t in (100..=1_000).step_by(100) {
+        msg(&mut f, 3, Message::Ping, t);
+    }
+    f.handle(Input::Tick, 1_749);
+    assert_eq!(f.state(), ServerState::Following);
+    f.handle(Input::Tick, 1_750);
+    assert_eq!(f.state(), ServerState::Looking, "silent since 1000 ms");
+}
+
+// The lease counts the quorum's latest answers: with five voters, the
+// second latest of the four followers' (the leader is the third voter).
+#[test]
+fn the_lease_runs_from_the_quorums_latest_answers() {
+    let mut l = leader_with_follower();
+    let t = PROMISE_MS;
+    // {1,2,3}: follower 1 alone makes the quorum with the leader.
+    l.take_outputs();
+    for (k, at) in [(1u64, t + 100), (2, t + 200), (3, t + 300)] {
+        l.handle(Input::Tick, at);
+        msg(&mut l, 1, Message::Ping, at + 1);
+        assert_eq!(l.lease_until_ms(), Some(t + 100 * k + 452), "ping {k}");
+    }
+    // Answers are credited in order, to the pings they answer.
+    l.handle(Input::Tick, t + 400);
+    l.handle(Input::Tick, t + 500);
+    msg(&mut l, 1, Message::Ping, t + 501);
+    assert_eq!(l.lease_until_ms(), Some(t + 400 + 452));
+    msg(&mut l, 1, Message::Ping, t + 502);
+    assert_eq!(l.lease_until_ms(), Some(t + 500 + 452));
 }

@@ -35,6 +35,17 @@ impl ServerState {
     }
 }
 
+/// The default cap on [`Config::suspect_ms`]: with ZooKeeper's default
+/// tickTime (2000) and syncLimit (5), a follower suspects a silent leader
+/// after 750 ms instead of 10 s, and a new leader serves within about a
+/// second of a silent failure.
+pub const SUSPECT_MS_MAX_DEFAULT: u64 = 750;
+
+/// The most two members' monotonic clocks may run apart, in parts per
+/// million of real time, each way (the lease assumes it; quartz is within
+/// 100 ppm, and this leaves room for VMs that slew).
+pub const CLOCK_DRIFT_MAX_PPM: u64 = 50_000;
+
 /// Static configuration of one member. Times are in milliseconds, limits in
 /// ticks, as in zoo.cfg (`tickTime`, `initLimit`, `syncLimit`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,10 +60,14 @@ pub struct Config {
     /// zoo.cfg `initLimit`: ticks a leader has to establish its epoch, and a
     /// learner has to finish discovery and synchronization.
     pub init_limit_ticks: u64,
-    /// zoo.cfg `syncLimit`: ticks without hearing from the other side after
-    /// which a follower abandons its leader and a leader counts a follower
-    /// as gone.
+    /// zoo.cfg `syncLimit`: ticks without hearing from a follower after
+    /// which a leader counts it as gone. A follower suspects its leader
+    /// sooner, after [`Config::suspect_ms`].
     pub sync_limit_ticks: u64,
+    /// Cap on [`Config::suspect_ms`], the silence after which a follower
+    /// abandons its leader (ZooKeeper waits the whole syncLimit x tickTime,
+    /// 10 s by default). `u64::MAX` gives ZooKeeper's timing.
+    pub suspect_ms_max: u64,
     /// How long a member that sees a quorum for its vote waits for a better
     /// notification before deciding (ZooKeeper's `finalizeWait`, 200 ms).
     pub finalize_wait_ms: u64,
@@ -79,12 +94,45 @@ impl Config {
             tick_ms: 2000,
             init_limit_ticks: 10,
             sync_limit_ticks: 5,
+            suspect_ms_max: SUSPECT_MS_MAX_DEFAULT,
             finalize_wait_ms: 200,
             notification_interval_ms_min: 200,
             notification_interval_ms_max: 60_000,
             committed_log_max: 500,
             outstanding_proposals_max: 10_000,
         }
+    }
+
+    /// How long a follower hears nothing from its leader before it
+    /// abandons it: syncLimit x tickTime, at most `suspect_ms_max`. It is
+    /// also the follower's promise to its leader: a voter acknowledges no
+    /// other leader's epoch (ACKEPOCH) until this long after it last heard
+    /// from the leader it followed, however it left it.
+    pub fn suspect_ms(&self) -> u64 {
+        self.sync_limit_ticks
+            .saturating_mul(self.tick_ms)
+            .min(self.suspect_ms_max)
+            .max(1)
+    }
+
+    /// The leader's lease: an established leader serves (takes proposals,
+    /// answers syncs) only while a quorum of voters (itself included)
+    /// answered a heartbeat sent less than this long ago, by its own
+    /// clock. Shorter than the followers' promise by the clock drift two
+    /// members may have between them (`CLOCK_DRIFT_MAX_PPM` each way), so
+    /// the lease ends, in real time, before any follower of that quorum may
+    /// help a new leader in: see docs/ARCHITECTURE.md, "Timing model".
+    pub fn lease_ms(&self) -> u64 {
+        let s = u128::from(self.suspect_ms());
+        let d = u128::from(CLOCK_DRIFT_MAX_PPM);
+        (s * (1_000_000 - d) / (1_000_000 + d)) as u64
+    }
+
+    /// How often the leader pings its learners: half a tick, at most an
+    /// eighth of the lease (so a lease survives a few slow rounds). The
+    /// shell's `Tick` must come at least this often.
+    pub fn heartbeat_ms(&self) -> u64 {
+        (self.tick_ms / 2).min(self.lease_ms() / 8).max(1)
     }
 
     pub fn is_voter(&self, id: ServerId) -> bool {

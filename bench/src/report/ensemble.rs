@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{num, one_line, plot_for, ratio, workload_section, WZ, ZK};
 use crate::failover::{fmt_ms, FailoverRun, Spread};
 use crate::memory::mib;
-use crate::results::{EnsembleBlock, Results};
+use crate::results::{EnsembleBlock, FailoverBlock, Results};
 
 pub(super) fn ensemble_section(md: &mut String, r: &Results, e: &EnsembleBlock) {
     let l = &e.load;
@@ -42,114 +42,14 @@ pub(super) fn ensemble_section(md: &mut String, r: &Results, e: &EnsembleBlock) 
     if let Some(b) = &e.sweep {
         crate::sweep::section(md, b, "ensemble: ", plot_for(r, "ensemble-sweep"));
     }
-    if let Some(f) = &e.failover {
-        let s = &f.spec;
-        let _ = writeln!(
-            md,
-            "## ensemble: failover — kill -9 of the leader under write load\n\n\
-             {} sessions × {} creates in flight (full connect string); after {} s the member \
-             reporting `Mode: leader` is SIGKILLed; the writers go on for at least {} s and until \
-             the new leader has taken writes for 1 s; then the member is restarted and every member \
-             is checked (after `sync`) for every acknowledged create. {} kill(s) per system, the \
-             systems alternating ({}). Times are from the SIGKILL:\n\n\
-             * **first write**: the first create acknowledged to the load's sessions whose request \
-             was issued after the killed leader was reaped (so it was committed by the new leader). \
-             It includes the client's reconnect back-off (`zookeeper-client` tries members after 0, \
-             ~50, ~100 ms, then ~0.3, ~0.6, ~1.2 s ... per cycle), the same for both systems.\n\
-             * **probe**: a fresh session opened to each surviving member every {} ms until a create \
-             on it is acknowledged (session creation is itself a quorum write): the server side, \
-             without the client's back-off.\n\
-             * **election**: until a survivor answers `srvr` with `Mode: leader` (polled every 10 ms).\n\
-             * **gap**: last ack before the kill to the first write above; **½ rate**: to the end \
-             of the first 100 ms (counted from the kill) in which writes issued after the kill got \
-             half the acks/s of the last second before it.\n",
-            s.sessions,
-            s.inflight,
-            s.warmup_secs,
-            s.window_secs,
-            s.rounds,
-            f.order.join(", "),
-            s.probe_interval_ms
-        );
-        if let Some(link) = plot_for(r, "failover") {
-            let _ = writeln!(md, "![failover]({link})\n");
+    for (f, plot) in [
+        (&e.failover, "failover"),
+        (&e.failover_pause, "failover-pause"),
+        (&e.failover_partition, "failover-partition"),
+    ] {
+        if let Some(f) = f {
+            failover_section(md, r, f, plot);
         }
-        let _ = writeln!(
-            md,
-            "| system | kills | first write ms: median (min–max) | probe ms | election ms | gap ms | ½ rate ms | writes/s before → after | client errors | acked writes lost |"
-        );
-        let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
-        for name in [ZK, WZ] {
-            if let Some(run) = f.runs.get(name) {
-                let _ = writeln!(md, "{}", failover_row(name, run));
-            }
-        }
-        if let (Some(z), Some(x)) = (f.runs.get(ZK), f.runs.get(WZ)) {
-            let med = |s: &Option<Spread>| s.as_ref().map(|s| s.median).unwrap_or(0.0);
-            let _ = writeln!(
-                md,
-                "| **wazoo/zookeeper** (medians) | | **{}** | {} | {} | {} | {} | | | |",
-                ratio(med(&x.first_ack_ms), med(&z.first_ack_ms)),
-                ratio(med(&x.probe_ms), med(&z.probe_ms)),
-                ratio(med(&x.election_ms), med(&z.election_ms)),
-                ratio(med(&x.write_gap_ms), med(&z.write_gap_ms)),
-                ratio(med(&x.half_throughput_ms), med(&z.half_throughput_ms)),
-            );
-        }
-        let _ = writeln!(md);
-        for name in [ZK, WZ] {
-            let Some(run) = f.runs.get(name) else {
-                continue;
-            };
-            for (i, r) in run.rounds.iter().enumerate() {
-                let _ = writeln!(
-                    md,
-                    "- {name} kill {}: member {} killed ({:.0} ms to reap), member {} took over; election {}, probe {} \
-                     (member {}), first write {}, gap {}, ½ rate {}; {} writes/s before, {} after; \
-                     errors {:?}; restart {}; the round's znodes per member {}; then members (mode, RSS MiB) {}{}",
-                    i + 1,
-                    r.killed_member,
-                    r.reap_ms,
-                    r.new_leader_member
-                        .map(|m| m.to_string())
-                        .unwrap_or_else(|| "?".into()),
-                    fmt_ms(r.election_ms),
-                    fmt_ms(r.probe_ms),
-                    r.probe_member
-                        .map(|m| m.to_string())
-                        .unwrap_or_else(|| "?".into()),
-                    fmt_ms(r.first_ack_ms),
-                    fmt_ms(r.write_gap_ms),
-                    fmt_ms(r.half_throughput_ms),
-                    num(r.pre_kill_writes_per_sec),
-                    num(r.post_failover_writes_per_sec),
-                    r.error_kinds,
-                    r.restart_secs
-                        .map(|s| format!("{s:.1} s"))
-                        .unwrap_or_else(|| "–".into()),
-                    r.znodes_per_member
-                        .iter()
-                        .map(|v| v.map(|n| n.to_string()).unwrap_or_else(|| "?".into()))
-                        .collect::<Vec<_>>()
-                        .join(" / "),
-                    r.modes_after
-                        .iter()
-                        .zip(&r.rss_after_bytes)
-                        .map(|(m, b)| format!(
-                            "{m} {}",
-                            b.map(|b| format!("{:.0}", mib(b)))
-                                .unwrap_or_else(|| "?".into())
-                        ))
-                        .collect::<Vec<_>>()
-                        .join(" / "),
-                    r.failure
-                        .as_ref()
-                        .map(|f| format!("; **failed:** `{}`", one_line(f)))
-                        .unwrap_or_default()
-                );
-            }
-        }
-        let _ = writeln!(md);
     }
     if !e.member_rss_bytes.is_empty() {
         let parts: Vec<String> = [ZK, WZ]
@@ -173,6 +73,120 @@ pub(super) fn ensemble_section(md: &mut String, r: &Results, e: &EnsembleBlock) 
             parts.join("; ")
         );
     }
+}
+
+/// One failover workload's section: the leader killed, paused or cut off.
+fn failover_section(md: &mut String, r: &Results, f: &FailoverBlock, plot: &str) {
+    let s = &f.spec;
+    let _ = writeln!(
+        md,
+        "## ensemble: {plot} — {} under write load\n\n\
+         {} sessions × {} creates in flight (full connect string); after {} s the member \
+         reporting `Mode: leader` fails ({}); the writers go on for at least {} s and until \
+         the new leader has taken writes for 1 s; then the member is brought back (killed: \
+         restarted; paused: let go on; partitioned: healed) and every member is checked \
+         (after `sync`) for every acknowledged create. {} failure(s) per system, the systems \
+         alternating ({}). Times are from the failure (\"kill\" below):\n\n\
+         * **first write**: the first create acknowledged to the load's sessions whose request \
+         was issued after the failure was injected (so it was committed by the new leader). \
+         It includes the client's reconnect back-off (`zookeeper-client` tries members after 0, \
+         ~50, ~100 ms, then ~0.3, ~0.6, ~1.2 s ... per cycle), the same for both systems.\n\
+         * **probe**: a fresh session opened to each surviving member every {} ms until a create \
+         on it is acknowledged (session creation is itself a quorum write): the server side, \
+         without the client's back-off.\n\
+         * **election**: until a survivor answers `srvr` with `Mode: leader` (polled every 10 ms).\n\
+         * **gap**: last ack before the kill to the first write above; **½ rate**: to the end \
+         of the first 100 ms (counted from the kill) in which writes issued after the kill got \
+         half the acks/s of the last second before it.\n",
+        s.failure.what(),
+        s.sessions,
+        s.inflight,
+        s.warmup_secs,
+        s.failure.what(),
+        s.window_secs,
+        s.rounds,
+        f.order.join(", "),
+        s.probe_interval_ms
+    );
+    if let Some(link) = plot_for(r, plot) {
+        let _ = writeln!(md, "![{plot}]({link})\n");
+    }
+    let _ = writeln!(
+        md,
+        "| system | kills | first write ms: median (min–max) | probe ms | election ms | gap ms | ½ rate ms | writes/s before → after | client errors | acked writes lost |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+    for name in [ZK, WZ] {
+        if let Some(run) = f.runs.get(name) {
+            let _ = writeln!(md, "{}", failover_row(name, run));
+        }
+    }
+    if let (Some(z), Some(x)) = (f.runs.get(ZK), f.runs.get(WZ)) {
+        let med = |s: &Option<Spread>| s.as_ref().map(|s| s.median).unwrap_or(0.0);
+        let _ = writeln!(
+            md,
+            "| **wazoo/zookeeper** (medians) | | **{}** | {} | {} | {} | {} | | | |",
+            ratio(med(&x.first_ack_ms), med(&z.first_ack_ms)),
+            ratio(med(&x.probe_ms), med(&z.probe_ms)),
+            ratio(med(&x.election_ms), med(&z.election_ms)),
+            ratio(med(&x.write_gap_ms), med(&z.write_gap_ms)),
+            ratio(med(&x.half_throughput_ms), med(&z.half_throughput_ms)),
+        );
+    }
+    let _ = writeln!(md);
+    for name in [ZK, WZ] {
+        let Some(run) = f.runs.get(name) else {
+            continue;
+        };
+        for (i, r) in run.rounds.iter().enumerate() {
+            let _ = writeln!(
+                md,
+                "- {name} kill {}: member {} killed ({:.0} ms to reap), member {} took over; election {}, probe {} \
+                 (member {}), first write {}, gap {}, ½ rate {}; {} writes/s before, {} after; \
+                 errors {:?}; restart {}; the round's znodes per member {}; then members (mode, RSS MiB) {}{}",
+                i + 1,
+                r.killed_member,
+                r.reap_ms,
+                r.new_leader_member
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| "?".into()),
+                fmt_ms(r.election_ms),
+                fmt_ms(r.probe_ms),
+                r.probe_member
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| "?".into()),
+                fmt_ms(r.first_ack_ms),
+                fmt_ms(r.write_gap_ms),
+                fmt_ms(r.half_throughput_ms),
+                num(r.pre_kill_writes_per_sec),
+                num(r.post_failover_writes_per_sec),
+                r.error_kinds,
+                r.restart_secs
+                    .map(|s| format!("{s:.1} s"))
+                    .unwrap_or_else(|| "–".into()),
+                r.znodes_per_member
+                    .iter()
+                    .map(|v| v.map(|n| n.to_string()).unwrap_or_else(|| "?".into()))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+                r.modes_after
+                    .iter()
+                    .zip(&r.rss_after_bytes)
+                    .map(|(m, b)| format!(
+                        "{m} {}",
+                        b.map(|b| format!("{:.0}", mib(b)))
+                            .unwrap_or_else(|| "?".into())
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(" / "),
+                r.failure
+                    .as_ref()
+                    .map(|f| format!("; **failed:** `{}`", one_line(f)))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    let _ = writeln!(md);
 }
 
 fn spread(s: &Option<Spread>) -> String {

@@ -14,8 +14,10 @@
 //! | [`watches`] | a watch event comes before the data of its change; events in zxid order |
 //! | [`recipes`] | a recipe wait is called back exactly once |
 //! | [`converge`] | every live member's tree equals the shadow's at the same zxid |
+//! | [`leases`] | no leader proposes once a leader of a later epoch is established |
 
 pub mod converge;
+pub mod leases;
 pub mod linear;
 pub mod recipes;
 pub mod sessions;

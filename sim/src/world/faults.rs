@@ -9,7 +9,7 @@ impl World {
     pub(super) fn fault(&mut self) {
         let ids: Vec<ServerId> = self.nodes.keys().copied().collect();
         let at = self.now_ms + self.rng.range(1, 20);
-        match self.rng.below(12) {
+        match self.rng.below(13) {
             0..=2 => {
                 let id = *self.rng.pick(&ids);
                 if self.nodes[&id].member.is_some() {
@@ -65,6 +65,24 @@ impl World {
                 let step = self.rng.range(0, 60_000) as i64 - 30_000;
                 self.log(format!("wall clock of {id} steps {step} ms"));
                 self.nodes.get_mut(&id).expect("node").wall_offset_ms += step;
+            }
+            12 => {
+                // A process stops (SIGSTOP, a VM paused), the leader half
+                // the time: it hears nothing and does nothing, and then
+                // goes on. A paused leader must not serve once it goes on
+                // if another was established meanwhile (the lease check).
+                let leader = self.leader.map(|(id, _)| id);
+                let id = match leader {
+                    Some(l) if self.rng.chance(500) => l,
+                    _ => *self.rng.pick(&ids),
+                };
+                if self.nodes[&id].member.is_some() && !self.paused.contains_key(&id) {
+                    self.log(format!("pause {id}"));
+                    self.paused.insert(id, Vec::new());
+                    self.summary.pauses += 1;
+                    let after = self.rng.range(200, 3_000);
+                    self.schedule(after, Event::Resume(id));
+                }
             }
             _ => {
                 let (a, b) = (*self.rng.pick(&ids), *self.rng.pick(&ids));

@@ -18,6 +18,8 @@ pub(super) struct Checker {
     pub(super) acknowledged: BTreeMap<Zxid, u64>,
     /// Open `sync`s: (member, incarnation, token) -> when asked.
     pub(super) open_syncs: BTreeMap<(ServerId, u64, u64), u64>,
+    /// When each epoch's leader was established (true time).
+    pub(super) established_ms: BTreeMap<u32, u64>,
 }
 
 impl Checker {
@@ -120,7 +122,26 @@ impl Checker {
         }
     }
 
-    pub(super) fn on_established(&mut self, epoch: u32, leader: ServerId) {
+    /// The leader of `epoch` served a client at `now_ms` (took a proposal,
+    /// answered a sync): no leader of a later epoch may be established by
+    /// then. Its lease ended before any later leader could be established,
+    /// so two members never act as leader at the same time
+    /// (docs/ARCHITECTURE.md, "Timing model").
+    pub(super) fn on_leader_served(&self, epoch: u32, leader: ServerId, now_ms: u64, what: &str) {
+        if let Some((later, at)) = self
+            .established_ms
+            .range(epoch + 1..)
+            .find(|(_, at)| **at <= now_ms)
+        {
+            panic!(
+                "lease: leader {leader} of epoch {epoch} {what} at {now_ms} ms, \
+                 after the leader of epoch {later} was established at {at} ms"
+            );
+        }
+    }
+
+    pub(super) fn on_established(&mut self, epoch: u32, leader: ServerId, now_ms: u64) {
+        self.established_ms.entry(epoch).or_insert(now_ms);
         let first = *self.leaders.entry(epoch).or_insert(leader);
         assert_eq!(
             first, leader,

@@ -173,6 +173,7 @@ struct Summary {
     truncs: u64,
     snaps: u64,
     lost_quorum: u64,
+    leases_expired: u64,
     later_epoch_step_downs: u64,
     unexpected: u64,
     sim_ms: u64,
@@ -195,6 +196,7 @@ impl Summary {
         self.truncs += o.truncs;
         self.snaps += o.snaps;
         self.lost_quorum += o.lost_quorum;
+        self.leases_expired += o.leases_expired;
         self.later_epoch_step_downs += o.later_epoch_step_downs;
         self.unexpected += o.unexpected;
         self.sim_ms += o.sim_ms;
@@ -220,6 +222,13 @@ struct Sim {
     summary: Summary,
     trace: bool,
     seed: u64,
+    /// zoo.cfg tickTime, and how often the shell ticks each member.
+    tick_ms: u64,
+    tick_input_ms: u64,
+    /// Members stopped like a process under SIGSTOP: no input reaches
+    /// them (their links are cut, so what is sent to them waits) until
+    /// they go on.
+    paused: BTreeSet<ServerId>,
 }
 
 const TICK_MS: u64 = 100;
@@ -228,8 +237,19 @@ const CLIENT_AFTER_HEAL_MS: u64 = 1_500;
 
 impl Sim {
     fn new(seed: u64, trace: bool) -> Sim {
+        Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2)
+    }
+
+    /// A seed's ensemble with this tickTime, ticked every `tick_input_ms`.
+    /// At ZooKeeper's default tickTime (2000) the election runs with the
+    /// shell's timing too (`wazoo serve`: 50 ms finalize wait, resends
+    /// capped at 2 s).
+    fn with_timing(seed: u64, trace: bool, tick_ms: u64, tick_input_ms: u64) -> Sim {
         let mut rng = Rng::new(seed);
-        let params = Params::draw(&mut rng);
+        let mut params = Params::draw(&mut rng);
+        if tick_ms == 2_000 {
+            params.finalize_wait_ms = 50;
+        }
         let mut sim = Sim {
             rng,
             now_ms: 0,
@@ -245,6 +265,9 @@ impl Sim {
             trace,
             seed,
             params,
+            tick_ms,
+            tick_input_ms,
+            paused: BTreeSet::new(),
         };
         sim.log(format!("params {:?}", sim.params));
         let ids: Vec<ServerId> = sim
@@ -256,12 +279,12 @@ impl Sim {
             .collect();
         for &id in &ids {
             let mut cfg = Config::new(id, sim.params.voters.clone(), sim.params.observers.clone());
-            cfg.tick_ms = TICK_MS;
+            cfg.tick_ms = sim.tick_ms;
             cfg.init_limit_ticks = 10;
             cfg.sync_limit_ticks = 5;
             cfg.finalize_wait_ms = sim.params.finalize_wait_ms;
             cfg.notification_interval_ms_min = 50;
-            cfg.notification_interval_ms_max = 800;
+            cfg.notification_interval_ms_max = if tick_ms == 2_000 { 2_000 } else { 800 };
             cfg.committed_log_max = sim.params.committed_log_max;
             cfg.outstanding_proposals_max = 500;
             let to_snapshot = sim.draw(sim.params.snapshot_every);
@@ -278,7 +301,7 @@ impl Sim {
                     deliveries_to_snapshot: to_snapshot,
                 },
             );
-            let phase = sim.rng.range(0, TICK_MS / 2 - 1);
+            let phase = sim.rng.range(0, sim.tick_input_ms - 1);
             sim.schedule(phase, Event::Tick(id));
             sim.start_member(id);
         }
@@ -309,14 +332,26 @@ impl Sim {
     fn on_event(&mut self, event: Event) {
         match event {
             Event::Tick(id) => {
-                self.schedule(TICK_MS / 2, Event::Tick(id));
-                self.input(id, Input::Tick);
+                self.schedule(self.tick_input_ms, Event::Tick(id));
+                if !self.paused.contains(&id) {
+                    self.input(id, Input::Tick);
+                }
             }
             Event::FsyncDone {
                 id,
                 incarnation,
                 upto,
             } => {
+                if self.paused.contains(&id) {
+                    // On disk, but the member hears of it once it goes on.
+                    let again = Event::FsyncDone {
+                        id,
+                        incarnation,
+                        upto,
+                    };
+                    self.schedule(self.tick_input_ms, again);
+                    return;
+                }
                 let m = self.members.get_mut(&id).expect("member");
                 if m.incarnation != incarnation || m.peer.is_none() {
                     return;
@@ -422,6 +457,7 @@ impl Sim {
             let serving: Vec<ServerId> = self
                 .members
                 .values()
+                .filter(|m| !self.paused.contains(&m.id))
                 .filter(|m| m.peer.as_ref().is_some_and(|p| p.status().serving))
                 .map(|m| m.id)
                 .collect();
@@ -448,6 +484,7 @@ impl Sim {
         let leaders: Vec<ServerId> = self
             .members
             .values()
+            .filter(|m| !self.paused.contains(&m.id))
             .filter(|m| {
                 m.peer
                     .as_ref()
@@ -470,7 +507,11 @@ impl Sim {
             let peer = m.peer.as_mut().expect("live leader");
             // The checker learns of the zxid before the outputs run.
             match peer.propose(payload.clone(), now_ms) {
-                Ok(zxid) => self.checker.on_propose(zxid, &payload, id, incarnation),
+                Ok(zxid) => {
+                    self.checker
+                        .on_leader_served(zxid.epoch(), id, now_ms, "took a proposal");
+                    self.checker.on_propose(zxid, &payload, id, incarnation)
+                }
                 Err(e) => self.log(format!("propose refused by {id}: {e}")),
             }
         }
@@ -677,7 +718,7 @@ fn zab_simulation() {
         "sync coverage: {total:?}"
     );
     assert!(
-        total.crashes > 0 && total.lost_quorum > 0,
+        total.crashes > 0 && total.leases_expired > 0,
         "fault coverage: {total:?}"
     );
 }
@@ -695,4 +736,179 @@ fn a_seed_replays_exactly() {
     for seed in [3, 11] {
         assert_eq!(run(seed), run(seed), "seed {seed} ran differently twice");
     }
+}
+
+// ---- failover after a silent failure of the leader ------------------------
+
+impl Sim {
+    /// The member every other live member follows, if one leads an
+    /// established epoch and everybody is synchronized with it.
+    fn serving_leader(&self) -> Option<ServerId> {
+        let leader = self.members.values().find(|m| {
+            m.peer
+                .as_ref()
+                .is_some_and(|p| p.state() == ServerState::Leading && p.status().serving)
+        })?;
+        let everybody = self.members.values().all(|m| {
+            m.peer.as_ref().is_some_and(|p| {
+                let s = p.status();
+                s.serving && s.leader == Some(leader.id)
+            })
+        });
+        everybody.then_some(leader.id)
+    }
+
+    /// A member other than `old` that leads an established epoch.
+    fn new_leader(&self, old: ServerId) -> Option<ServerId> {
+        self.members
+            .values()
+            .filter(|m| m.id != old)
+            .find(|m| {
+                m.peer
+                    .as_ref()
+                    .is_some_and(|p| p.state() == ServerState::Leading && p.status().serving)
+            })
+            .map(|m| m.id)
+    }
+}
+
+/// How a leader fails without a word to anybody.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Silent {
+    /// The process stops (SIGSTOP): it neither hears nor does anything,
+    /// what is sent to it waits; later it goes on (SIGCONT).
+    Pause,
+    /// Its links go silent (packets dropped, no reset); it keeps running.
+    Partition,
+}
+
+/// Runs one seed's ensemble at ZooKeeper's default timing (tickTime 2000,
+/// syncLimit 5; the shell ticks every 100 ms), fails the leader silently
+/// once everybody follows it, and returns how long (simulated ms) until
+/// another member leads an established epoch. Then the old leader comes
+/// back, and the run must converge with every check of the simulation
+/// (the lease check among them) holding throughout.
+fn failover_after(seed: u64, how: Silent, trace: bool) -> u64 {
+    let mut sim = Sim::with_timing(seed, trace, 2_000, 100);
+    sim.chaos = false;
+
+    while sim.serving_leader().is_none() {
+        assert!(sim.step(), "the simulation ran dry");
+        assert!(sim.now_ms < 30_000, "no leader: {}", sim.describe());
+    }
+    let settled = sim.now_ms + 1_000 + sim.rng.range(0, 200);
+    while sim.now_ms < settled {
+        assert!(sim.step(), "the simulation ran dry");
+    }
+    let old = sim
+        .serving_leader()
+        .expect("nothing failed: the leader still leads");
+    let failed_at = sim.now_ms;
+    sim.log(format!("---- leader {old} fails silently: {how:?} ----"));
+    let others: Vec<ServerId> = sim.members.keys().copied().filter(|&o| o != old).collect();
+    for &other in &others {
+        sim.net.cut(old, other);
+    }
+    if how == Silent::Pause {
+        sim.paused.insert(old);
+    }
+    let mut old_stepped_down_at = None;
+    let new = loop {
+        assert!(sim.step(), "the simulation ran dry");
+        let old_leads = sim.members[&old]
+            .peer
+            .as_ref()
+            .is_some_and(|p| p.state() == ServerState::Leading);
+        if !old_leads && old_stepped_down_at.is_none() {
+            old_stepped_down_at = Some(sim.now_ms);
+        }
+        if let Some(new) = sim.new_leader(old) {
+            break new;
+        }
+        assert!(
+            sim.now_ms < failed_at + 20_000,
+            "no new leader 20 s after the leader failed: {}",
+            sim.describe()
+        );
+    };
+    let replaced_ms = sim.now_ms - failed_at;
+    if how == Silent::Partition {
+        let down = old_stepped_down_at.expect("the cut-off leader stepped down");
+        assert!(
+            down <= sim.now_ms,
+            "the cut-off leader {old} stepped down at {down}, after {new} was established"
+        );
+    }
+    // The old leader goes on / the partition heals: it must step down
+    // before serving anything (the checker's lease check) and rejoin.
+    sim.paused.clear();
+    sim.net.heal_all();
+    let healed_at = sim.now_ms;
+    loop {
+        assert!(sim.step(), "the simulation ran dry");
+        if sim.clients && sim.now_ms >= healed_at + CLIENT_AFTER_HEAL_MS {
+            sim.clients = false;
+        }
+        if !sim.clients && sim.quiescent() {
+            break;
+        }
+        assert!(
+            sim.now_ms < healed_at + HEAL_MS_MAX,
+            "liveness after the old leader came back: {}",
+            sim.describe()
+        );
+    }
+    sim.final_checks();
+    replaced_ms
+}
+
+fn failover_seeds(how: Silent) {
+    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
+    let seeds: Vec<u64> = match env_u64("WAZOO_SIM_SEED") {
+        Some(seed) => vec![seed],
+        None => (0..env_u64("WAZOO_SIM_SEEDS").unwrap_or(40)).collect(),
+    };
+    let mut times = Vec::new();
+    for &seed in &seeds {
+        let result = catch_unwind(AssertUnwindSafe(|| failover_after(seed, how, trace)));
+        match result {
+            Ok(ms) => times.push(ms),
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("(no message)");
+                panic!("failover {how:?} failed for seed {seed}: {why}\nreplay with WAZOO_SIM_SEED={seed} (add WAZOO_SIM_TRACE=1)");
+            }
+        }
+    }
+    times.sort_unstable();
+    let max = *times.last().expect("a seed ran");
+    eprintln!(
+        "failover after {how:?}, {} seeds: new leader after {} ms (median), {} ms (max)",
+        times.len(),
+        times[times.len() / 2],
+        max
+    );
+    // Simulated time, not the machine's: the bound the timing model
+    // promises (suspect_ms + one tick + an election), never a benchmark.
+    assert!(
+        max < 3_000,
+        "a new leader must lead within 3 s of a silent failure: {times:?}"
+    );
+}
+
+// ZooKeeper Internals, "Atomic Broadcast": a follower that stops hearing
+// from its leader goes back to election; here within suspect_ms (750 ms at
+// the default tickTime and syncLimit) instead of syncLimit x tickTime, and
+// the paused leader, when it goes on, steps down before it serves.
+#[test]
+fn a_paused_leader_is_replaced_within_the_bound() {
+    failover_seeds(Silent::Pause);
+}
+
+#[test]
+fn a_partitioned_leader_steps_down_and_is_replaced_within_the_bound() {
+    failover_seeds(Silent::Partition);
 }

@@ -3,7 +3,9 @@
 //! (epochs, log with an unsynced tail, snapshot) and the simulated network.
 
 use super::super::message::Channel;
-use super::super::{Input, Message, Output, Payload, Peer, RoleChange, ServerId, Zxid};
+use super::super::{
+    Input, Message, Output, Payload, Peer, RoleChange, ServerId, ServerState, Zxid,
+};
 use super::{Event, Sim};
 
 impl Sim {
@@ -43,6 +45,7 @@ impl Sim {
         self.summary.truncs += peer.stats().syncs_trunc;
         self.summary.snaps += peer.stats().syncs_snap;
         self.summary.lost_quorum += peer.stats().leader_lost_quorum;
+        self.summary.leases_expired += peer.stats().leases_expired;
         self.summary.later_epoch_step_downs += peer.stats().stepped_down_for_later_epoch;
         // The unsynced tail of the log is lost; it must be a tail.
         let kept = m.storage.log.iter().take_while(|e| e.3).count();
@@ -218,7 +221,12 @@ impl Sim {
             }
             Output::SyncDone { token } => {
                 let m = &self.members[&id];
-                let epoch = m.peer.as_ref().expect("live").status().current_epoch;
+                let status = m.peer.as_ref().expect("live").status();
+                let epoch = status.current_epoch;
+                if status.state == ServerState::Leading {
+                    self.checker
+                        .on_leader_served(epoch, id, now_ms, "answered a sync");
+                }
                 let applied_last = m.applied.last().map_or(Zxid::ZERO, |e| e.0);
                 self.checker
                     .on_sync_done((id, m.incarnation, token), epoch, applied_last);
@@ -227,7 +235,7 @@ impl Sim {
             Output::Role(change) => {
                 self.log(format!("{id} role {change:?}"));
                 match change {
-                    RoleChange::Leading { epoch } => self.checker.on_established(epoch, id),
+                    RoleChange::Leading { epoch } => self.checker.on_established(epoch, id, now_ms),
                     RoleChange::Looking => {
                         // Open syncs fail with the session.
                         self.checker.open_syncs.retain(|k, _| k.0 != id);
