@@ -895,6 +895,7 @@ fn a_follower_leaves_its_leader_when_removed_or_its_role_changes() {
     let mut f = follower_of_3(Restored::empty());
     f.reconfigure(vec![2, 3], vec![], 1);
     assert_eq!(f.state(), ServerState::Looking);
+}
 
 // ZooKeeper Internals, "Atomic Broadcast": a follower goes back to election
 // when its leader falls silent; at the default tickTime (2000) and syncLimit
