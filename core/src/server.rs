@@ -41,6 +41,7 @@ mod reads;
 mod recipes;
 
 use conns::SendBufs;
+pub use deploy::{plugins_identity, PluginOp};
 pub use peer_msg::PeerMsg;
 use prep::*;
 pub use recipes::{dry_run_call, DryRun};
@@ -248,6 +249,9 @@ pub enum Input {
     Peer { from: u64, msg: PeerMsg },
     /// Ensemble: consensus changed this member's role.
     Role(Role),
+    /// The member's plugins directory asks for a deploy or an undeploy
+    /// (the shell's watcher; never a client).
+    Plugin(PluginOp),
 }
 
 /// What the shell must do, in order.
@@ -767,6 +771,7 @@ impl Server {
             Input::Committed { zxid, record } => self.on_committed(zxid, &record),
             Input::Peer { from, msg } => self.on_peer(from, msg),
             Input::Role(role) => self.on_role(role),
+            Input::Plugin(op) => self.on_plugin(op),
         }
         self.run_owed_callbacks();
     }

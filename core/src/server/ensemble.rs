@@ -243,6 +243,7 @@ impl Server {
                 op,
                 body,
             } => self.leader_forwarded(from, session, cxid, AuthInfo { ids: auth }, op, &body),
+            PeerMsg::Plugin(op) => self.prep_plugin(op),
         }
     }
 
