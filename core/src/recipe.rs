@@ -221,12 +221,13 @@ pub struct ModuleReport {
 }
 
 /// The text of `recp` and of the /zookeeper/recipes node: one line per
-/// module (`key=value` pairs), then the pending waits.
-pub fn render_report(modules: &[ModuleReport], waits: usize) -> String {
+/// module (`key=value` pairs; a module served as deployed adds the zxid
+/// that deployed it and where it came from), then the pending waits.
+pub fn render_report(modules: &[ModuleReport], deployed: &DeployedModules, waits: usize) -> String {
     let mut out = String::new();
     for m in modules {
         out.push_str(&format!(
-            "module={} version={} hash={} calls={} errors={} fuel_used={} loads={} methods={}\n",
+            "module={} version={} hash={} calls={} errors={} fuel_used={} loads={} methods={}",
             m.name,
             m.version,
             m.hash,
@@ -236,6 +237,14 @@ pub fn render_report(modules: &[ModuleReport], waits: usize) -> String {
             m.loads,
             m.methods.join(",")
         ));
+        if let Some(d) = deployed.get(&m.name).filter(|d| d.sha256 == m.hash) {
+            out.push_str(&format!(
+                " deployed_zxid=0x{:x} source={}",
+                d.zxid.to_wire(),
+                d.source
+            ));
+        }
+        out.push('\n');
     }
     out.push_str(&format!("pending_waits={waits}\n"));
     out

@@ -351,3 +351,143 @@ async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
         "the member was synced by a snapshot"
     );
 }
+
+/// The `key=value` fields of module `name`'s line in /zookeeper/recipes
+/// on the member at `addr`, after a sync (so it has applied everything
+/// committed before), or `None` if it does not list the module.
+async fn recipes_line(addr: &str, name: &str) -> Option<std::collections::HashMap<String, String>> {
+    let c = connect(addr, None).await;
+    c.sync("/").await.ok();
+    let (data, _) = c
+        .get_data("/zookeeper/recipes")
+        .await
+        .expect("read /zookeeper/recipes");
+    c.close().await.ok();
+    String::from_utf8_lossy(&data).lines().find_map(|line| {
+        let fields: std::collections::HashMap<String, String> = line
+            .split(' ')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (fields.get("module").map(String::as_str) == Some(name)).then_some(fields)
+    })
+}
+
+/// Polls every member until each lists `ver` with `sha` (or, `None`, does
+/// not list it), for 30 s at most; returns each member's line.
+async fn until_every_member_lists(
+    ens: &WazooEnsemble,
+    sha: Option<&str>,
+) -> Vec<Option<std::collections::HashMap<String, String>>> {
+    let mut last = Vec::new();
+    for _ in 0..150 {
+        last.clear();
+        for i in 0..3 {
+            last.push(recipes_line(&ens.addr(i).to_string(), "ver").await);
+        }
+        let matches = last
+            .iter()
+            .all(|l| l.as_ref().and_then(|f| f.get("hash")).map(String::as_str) == sha);
+        if matches {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the members never all listed ver with sha256 {sha:?}: {last:?}");
+}
+
+/// Writes a module into a plugins directory as the guide says: a hidden
+/// temporary name, then a rename (the watcher ignores names starting with `.`).
+fn drop_in(dir: &std::path::Path, file: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, bytes).expect("write the module");
+    std::fs::rename(&tmp, dir.join(file)).expect("rename the module into place");
+}
+
+/// The one deployed zxid every member lists, checking they agree.
+fn same_deployed_zxid(lines: &[Option<std::collections::HashMap<String, String>>]) -> String {
+    let zxids: Vec<&str> = lines
+        .iter()
+        .map(|l| l.as_ref().expect("listed")["deployed_zxid"].as_str())
+        .collect();
+    assert!(
+        zxids.iter().all(|z| *z == zxids[0]),
+        "every member serves the module deployed by one txn: {zxids:?}"
+    );
+    zxids[0].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploys_only_its_module()
+{
+    // Each member its own plugins directory (relative to its working directory).
+    let opts = common::ensemble_options(Flavor::Wazoo)
+        .member_dir("plugins")
+        .arg("--plugins")
+        .arg("plugins");
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    // A follower's directory: its deploy is forwarded to the leader.
+    let (f, g) = (followers[0], followers[1]);
+    let dir_f = ens.member_dir(f).join("plugins");
+    let dir_g = ens.member_dir(g).join("plugins");
+    let v1 = version_module("1.0.0");
+    let v2 = version_module("2.0.0");
+
+    // A new file in one member's directory: every member serves it, from
+    // the same txn.
+    drop_in(&dir_f, "ver.wasm", &v1);
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    let z1 = same_deployed_zxid(&lines);
+    let source = &lines[0].as_ref().unwrap()["source"];
+    assert_eq!(source, &format!("plugins@{}:ver.wasm", f + 1));
+    for i in 0..3 {
+        let c = connect(&ens.addr(i).to_string(), None).await;
+        assert_eq!(
+            served_version(&c).await.as_deref(),
+            Ok("1.0.0"),
+            "member {i}"
+        );
+        c.close().await.ok();
+    }
+
+    // The same bytes again (a copy declaring the same name in the same
+    // directory, and another member's copy): no new deploy.
+    drop_in(&dir_f, "ver_copy.wasm", &v1);
+    drop_in(&dir_g, "ver.wasm", &v1);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    assert_eq!(
+        same_deployed_zxid(&lines),
+        z1,
+        "same bytes: no version churn"
+    );
+
+    // Removing the copy keeps the module the other file still provides.
+    std::fs::remove_file(dir_f.join("ver_copy.wasm")).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    assert_eq!(
+        same_deployed_zxid(&lines),
+        z1,
+        "the other file still provides it"
+    );
+
+    // A changed file: a new version everywhere, from one later txn.
+    drop_in(&dir_f, "ver.wasm", &v2);
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v2))).await;
+    let z2 = same_deployed_zxid(&lines);
+    let hex = |z: &str| u64::from_str_radix(z.trim_start_matches("0x"), 16).unwrap();
+    assert!(hex(&z2) > hex(&z1), "{z2} after {z1}");
+
+    // Removing the file undeploys the module it deployed, on every member.
+    std::fs::remove_file(dir_f.join("ver.wasm")).unwrap();
+    until_every_member_lists(&ens, None).await;
+    let c = connect(&ens.addr(leader).to_string(), None).await;
+    let err = served_version(&c).await.unwrap_err();
+    assert!(err.contains("no recipe module"), "undeployed: {err}");
+    c.close().await.ok();
+}

@@ -88,9 +88,11 @@ impl RecipeEngine for Runtime {
     /// deployed module; calls already running finish on the old one.
     fn install(&mut self, name: &str, module: Option<&DeployedModule>) -> Result<(), String> {
         let Some(m) = module else {
+            self.note_deployed(name, None);
             self.unload(name);
             return Ok(());
         };
+        self.note_deployed(name, Some(&m.sha256));
         if self.module(name).is_some_and(|i| i.hash == m.sha256) {
             return Ok(());
         }

@@ -32,6 +32,10 @@ pub struct ServerOptions {
     /// Ensembles only: how many of the members (the last ones) are
     /// observers rather than participants.
     pub observers: usize,
+    /// Ensembles only: directories created in each member's working
+    /// directory before it starts, for per-member relative paths (such as
+    /// `--plugins plugins`: each member its own plugins directory).
+    pub member_dirs: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -46,6 +50,7 @@ impl Default for ServerOptions {
             extra_args: Vec::new(),
             binary: None,
             observers: 0,
+            member_dirs: Vec::new(),
         }
     }
 }
@@ -80,6 +85,13 @@ impl ServerOptions {
 
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Ensembles only: create `dir` in each member's working directory
+    /// before it starts (see [`ServerOptions::member_dirs`]).
+    pub fn member_dir(mut self, dir: impl Into<String>) -> Self {
+        self.member_dirs.push(dir.into());
         self
     }
 

@@ -132,6 +132,16 @@ impl Server {
         self.recipes.as_ref().map(|e| e.modules())
     }
 
+    /// The text of `recp` and /zookeeper/recipes; `None` without an engine.
+    pub fn recipes_report(&self) -> Option<String> {
+        let engine = self.recipes.as_ref()?;
+        Some(render_report(
+            &engine.modules(),
+            &self.waits.modules,
+            self.waits.len(),
+        ))
+    }
+
     /// Reads of the virtual node /zookeeper/recipes (what is loaded, as
     /// `recp` shows it), present when recipes are enabled. Read-only: it
     /// is not in the tree, so writes to it fail as for any missing node.
@@ -147,7 +157,8 @@ impl Server {
         if path != RECIPES_NODE {
             return None;
         }
-        let data = render_report(&engine.modules(), self.waits.len()).into_bytes();
+        let data =
+            render_report(&engine.modules(), &self.waits.modules, self.waits.len()).into_bytes();
         let stat = Stat {
             data_length: data.len() as i32,
             ..Stat::default()
