@@ -295,9 +295,20 @@ pub struct RecipeWait {
     pub child: bool,
     /// The identity the callback runs with (the caller's auth ids).
     pub auth: Vec<Id>,
+    /// The guid of the call that registered it: its callback is told the
+    /// same `caller_guid`. Empty in a wait recorded before guids were kept
+    /// (the callback then gets the session-derived one, see
+    /// `server::recipes::caller_info`).
+    pub guid: String,
     /// Set when a txn triggered it: the callback is owed.
     pub fired: Option<(String, WatchEvent)>,
 }
+
+/// The scheme a wait's guid is recorded under, as the last entry of its
+/// auth ids on disk and on the wire (so records and snapshots written
+/// before guids were kept read as they did). Not an ACL scheme: never
+/// among the ids a callback's ACL checks use.
+const GUID_SCHEME: &str = "wazoo:guid";
 
 impl RecipeWait {
     pub fn key(&self) -> WaitKey {
@@ -320,7 +331,16 @@ impl RecipeWait {
         w.write_string(&self.token);
         w.write_string(&self.path);
         w.write_bool(self.child);
-        w.write_vec(&self.auth);
+        if self.guid.is_empty() {
+            w.write_vec(&self.auth);
+        } else {
+            let mut ids = self.auth.clone();
+            ids.push(Id {
+                scheme: GUID_SCHEME.into(),
+                id: self.guid.clone(),
+            });
+            w.write_vec(&ids);
+        }
         match &self.fired {
             None => w.write_i32(-1),
             Some((path, ev)) => {
@@ -336,7 +356,11 @@ impl RecipeWait {
         let token = r.read_string()?;
         let path = r.read_string()?;
         let child = r.read_bool()?;
-        let auth = r.read_vec()?;
+        let mut auth: Vec<Id> = r.read_vec()?;
+        let guid = match auth.last() {
+            Some(id) if id.scheme == GUID_SCHEME => auth.pop().map(|id| id.id).unwrap_or_default(),
+            _ => String::new(),
+        };
         let fired = match r.read_i32()? {
             -1 => None,
             t => Some((r.read_string()?, event_of(t)?)),
@@ -348,6 +372,7 @@ impl RecipeWait {
             path,
             child,
             auth,
+            guid,
             fired,
         })
     }

@@ -248,11 +248,14 @@ impl Ctx {
     pub fn caller_session(&self) -> i64 {
         self.caller.session
     }
-    /// The caller's guid: its session id as 16 lowercase hex digits, the
-    /// same for every call and callback of the session, so stable across
-    /// the client's retries of a call within the session (ZooKeeper Recipes
-    /// and Solutions, the guid in lock node names). It is not unique per
-    /// call: two calls of one session share it.
+    /// The call's guid: an id of this call, distinct from the session id:
+    /// the client makes one per call and sends it again with every retry of
+    /// that call, so a retried call sees the same guid; a callback sees the
+    /// guid of the call that registered its wait; a client that sends none
+    /// gets one made for that request alone. For node names that must be
+    /// found again by any later call of the session (ZooKeeper Recipes and
+    /// Solutions, the guid in lock node names), use the session id, as the
+    /// built-in recipes do.
     pub fn caller_guid(&self) -> &str {
         &self.caller.guid
     }

@@ -330,11 +330,13 @@ impl Server {
                 module,
                 method,
                 args,
+                guid,
             } => {
                 let call = super::recipes::RecipeCall {
                     module: &module,
                     method: &method,
                     args: &args,
+                    guid: super::recipes::call_guid(&guid, session, cxid),
                 };
                 self.remote_recipe_call(cxid, session, &auth, call)
             }

@@ -104,6 +104,7 @@ fn rcall(module: &str) -> Request {
         module: module.into(),
         method: "m".into(),
         args: Vec::new(),
+        guid: String::new(),
     }
 }
 

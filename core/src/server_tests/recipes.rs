@@ -110,6 +110,7 @@ impl RecipeEngine for TestEngine {
                 let p = h.create("/big-acl", b"", abi::CreateMode::Persistent, Some(&acl))?;
                 Ok(Reply::Done(p.into_bytes()))
             }
+            "guid" => Ok(Reply::Done(caller.guid.clone().into_bytes())),
             // The caller's ids as `scheme:id` lines.
             "ids" => Ok(Reply::Done(ids_text(caller).into_bytes())),
             "notify" => {
@@ -155,6 +156,13 @@ impl RecipeEngine for TestEngine {
             .any(|i| i.scheme == "digest")
             .then(creator_all);
         let trace = ids_text(&req.caller).into_bytes();
+        // And the guid it was told, for the guid's test.
+        let _ = h.create(
+            "/callback-guid",
+            req.caller.guid.as_bytes(),
+            abi::CreateMode::Persistent,
+            None,
+        );
         match h.create(
             "/callback-ran",
             &trace,
@@ -198,6 +206,7 @@ fn rcall(module: &str, method: &str, arg: &str) -> Request {
         module: module.into(),
         method: method.into(),
         args: arg.as_bytes().to_vec(),
+        guid: String::new(),
     }
 }
 
@@ -612,8 +621,8 @@ fn notifications_reach_the_named_session_after_the_txn() {
     h.connect(2);
     let r = reply_of(h.call(2, rcall("t", "notify", &s1.to_string())));
     assert!(
-        matches!(r, Reply::Done(g) if g.len() == 16),
-        "guid is 16 hex digits"
+        matches!(&r, Reply::Done(g) if g.starts_with(format!("{:016x}-", s1 + 1).as_bytes())),
+        "a call sent without a guid gets one of its session and xid: {r:?}"
     );
     assert_eq!(
         notifications(&h, 1),
@@ -777,4 +786,51 @@ fn a_callback_is_proposed_right_behind_the_txn_that_fires_its_wait() {
     ));
     assert!(h.server.recipe_waits().is_empty());
     assert!(exists(&mut h, 1, "/callback-ran"));
+}
+
+fn rcall_guid(method: &str, arg: &str, guid: &str) -> Request {
+    Request::RecipeCall {
+        module: "t".into(),
+        method: method.into(),
+        args: arg.as_bytes().to_vec(),
+        guid: guid.into(),
+    }
+}
+
+#[test]
+fn caller_guid_is_the_calls_own_and_its_callback_is_told_the_same() {
+    let (mut h, _) = with_engine();
+    let s = h.connect(1).session_id;
+    // The guid a client sends, for the call and each retry of it.
+    let r = reply_of(h.call(1, rcall_guid("guid", "", "call-1")));
+    assert_eq!(r, Reply::Done(b"call-1".to_vec()));
+    let r = reply_of(h.call(1, rcall_guid("guid", "", "call-1")));
+    assert_eq!(r, Reply::Done(b"call-1".to_vec()), "a retry: the same guid");
+    // Without one, each call gets its own, never the session id alone.
+    let a = reply_of(h.call(1, rcall("t", "guid", "")));
+    let b = reply_of(h.call(1, rcall("t", "guid", "")));
+    assert_ne!(a, b, "distinct per call");
+    assert_ne!(a, Reply::Done(format!("{s:016x}").into_bytes()));
+    // A callback runs with the guid of the call that registered its wait.
+    ok(h.call(1, create("/w", b"", CreateMode::Persistent)));
+    let r = reply_of(h.call(1, rcall_guid("await_gone", "/w", "waiting-call")));
+    assert!(matches!(r, Reply::Wait { .. }), "{r:?}");
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/w".into(),
+            version: -1,
+        },
+    ));
+    let data = match ok(h.call(
+        1,
+        Request::GetData {
+            path: "/callback-guid".into(),
+            watch: false,
+        },
+    )) {
+        Response::GetData { data, .. } => data,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(data, b"waiting-call");
 }
