@@ -108,6 +108,12 @@ pub trait RecipeEngine: Send {
         let _ = (name, module);
         Ok(())
     }
+
+    /// Go on counting from the ensemble's committed counters (this member
+    /// now runs the steps: it became the leader, or recovered standalone).
+    fn seed_counters(&mut self, counters: &RecipeCounters) {
+        let _ = counters;
+    }
 }
 
 /// What [`RecipeEngine::validate`] found in a module.
@@ -218,16 +224,29 @@ pub struct ModuleReport {
     pub fuel_used: u64,
     /// Versions loaded under this name (1: never reloaded).
     pub loads: u64,
+    /// `calls`, `errors` (by kind) and `fuel_used` in full, with the
+    /// latency histogram.
+    pub counters: ModuleCounters,
 }
 
 /// The text of `recp` and of the /zookeeper/recipes node: one line per
-/// module (`key=value` pairs; a module served as deployed adds the zxid
-/// that deployed it and where it came from), then the pending waits.
-pub fn render_report(modules: &[ModuleReport], deployed: &DeployedModules, waits: usize) -> String {
+/// module (`key=value` pairs: the ensemble's counters, `errors_by_kind`
+/// as `kind:n,...`, the latency histogram as `le<µs>:n,...,inf:n`, the
+/// module's pending waits; a module served as deployed adds the zxid that
+/// deployed it and where it came from), then the pending waits of all.
+pub fn render_report(modules: &[ModuleReport], waits: &RecipeWaits) -> String {
     let mut out = String::new();
     for m in modules {
+        let c = &m.counters;
+        let kinds: Vec<String> = c.errors.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+        let mut buckets: Vec<String> = LATENCY_BOUNDS_US
+            .iter()
+            .zip(&c.latency_buckets)
+            .map(|(b, n)| format!("le{b}:{n}"))
+            .collect();
+        buckets.push(format!("inf:{}", c.latency_buckets[LATENCY_BUCKETS - 1]));
         out.push_str(&format!(
-            "module={} version={} hash={} calls={} errors={} fuel_used={} loads={} methods={}",
+            "module={} version={} hash={} calls={} errors={} fuel_used={} loads={} methods={} pending_waits={} errors_by_kind={} latency_us={} latency_sum_us={}",
             m.name,
             m.version,
             m.hash,
@@ -235,9 +254,13 @@ pub fn render_report(modules: &[ModuleReport], deployed: &DeployedModules, waits
             m.errors,
             m.fuel_used,
             m.loads,
-            m.methods.join(",")
+            m.methods.join(","),
+            waits.of_module(&m.name).len(),
+            kinds.join(","),
+            buckets.join(","),
+            c.latency_sum_us,
         ));
-        if let Some(d) = deployed.get(&m.name).filter(|d| d.sha256 == m.hash) {
+        if let Some(d) = waits.modules.get(&m.name).filter(|d| d.sha256 == m.hash) {
             out.push_str(&format!(
                 " deployed_zxid=0x{:x} source={}",
                 d.zxid.to_wire(),
@@ -246,7 +269,7 @@ pub fn render_report(modules: &[ModuleReport], deployed: &DeployedModules, waits
         }
         out.push('\n');
     }
-    out.push_str(&format!("pending_waits={waits}\n"));
+    out.push_str(&format!("pending_waits={}\n", waits.len()));
     out
 }
 
@@ -743,6 +766,12 @@ impl RecipeTxn {
         })
     }
 }
+
+mod counters;
+pub(crate) use counters::{read_counters, write_counters};
+pub use counters::{
+    ModuleCounters, RecipeCounters, COUNTERS_INTERVAL_MS, LATENCY_BOUNDS_US, LATENCY_BUCKETS,
+};
 
 #[cfg(test)]
 mod tests;

@@ -38,6 +38,7 @@ mod ensemble;
 pub mod peer_msg;
 mod prep;
 mod reads;
+mod recipe_counters;
 mod recipes;
 
 use conns::SendBufs;
@@ -533,6 +534,12 @@ pub struct Server {
     after_waiters: Vec<(Zxid, ConnId)>,
     /// Deploys in flight and what the engine serves (see `deploy.rs`).
     deploys: deploy::DeployState,
+    /// The recipe counters as last committed (see `recipe_counters.rs`).
+    recipe_counters: crate::recipe::RecipeCounters,
+    /// Leader: no counters commit before this (monotonic ms).
+    counters_next_ms: i64,
+    /// Leader: a counters txn is proposed and not applied yet.
+    counters_in_flight: bool,
 }
 
 impl Server {
@@ -594,6 +601,9 @@ impl Server {
             rescan_waits: true,
             after_waiters: Vec::new(),
             deploys: Default::default(),
+            recipe_counters: Default::default(),
+            counters_next_ms: 0,
+            counters_in_flight: false,
         }
     }
 

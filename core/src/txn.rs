@@ -97,6 +97,9 @@ pub enum Txn {
     Undeploy {
         name: String,
     },
+    /// The leader's recipe counters, per module (they replace the
+    /// committed ones; see `crate::recipe::ModuleCounters`).
+    RecipeCounters(Box<crate::recipe::RecipeCounters>),
 }
 
 mod tag {
@@ -113,6 +116,7 @@ mod tag {
     pub const RECIPE: i32 = 11;
     pub const DEPLOY: i32 = 12;
     pub const UNDEPLOY: i32 = 13;
+    pub const RECIPE_COUNTERS: i32 = 14;
 }
 
 mod kind_tag {
@@ -203,6 +207,10 @@ impl Txn {
                 w.write_i32(tag::UNDEPLOY);
                 w.write_string(name);
             }
+            Txn::RecipeCounters(c) => {
+                w.write_i32(tag::RECIPE_COUNTERS);
+                crate::recipe::write_counters(c, w);
+            }
         }
     }
 
@@ -291,6 +299,9 @@ impl Txn {
             tag::UNDEPLOY if depth == 0 => Txn::Undeploy {
                 name: r.read_string()?,
             },
+            tag::RECIPE_COUNTERS if depth == 0 => {
+                Txn::RecipeCounters(Box::new(crate::recipe::read_counters(r)?))
+            }
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }
@@ -373,6 +384,15 @@ mod tests {
                 source: "client".into(),
             })),
             Txn::Undeploy { name: "m".into() },
+            Txn::RecipeCounters(Box::new(
+                [("m".to_string(), {
+                    let mut c = crate::recipe::ModuleCounters::default();
+                    c.record(7, 120, Some("fuel"));
+                    c
+                })]
+                .into_iter()
+                .collect(),
+            )),
         ]
     }
 

@@ -16,6 +16,7 @@ use wasmtime::{
     Config, Engine, ExternType, InstanceAllocationStrategy, InstancePre, Linker, ModuleExport,
     PoolingAllocationConfig,
 };
+use wazoo_core::recipe::{ModuleCounters, RecipeCounters};
 use wazoo_sdk::abi::{exports, Manifest, Reply};
 
 mod calls;
@@ -56,6 +57,8 @@ pub struct ModuleStats {
     /// Failed calls: an `Err` or a `Reply::Error`.
     pub errors: u64,
     pub fuel_used: u64,
+    /// The same in full: failed calls by kind, and the latencies.
+    pub counters: ModuleCounters,
     /// How many versions were loaded under this name (1 = never reloaded).
     pub loads: u64,
 }
@@ -80,9 +83,10 @@ pub struct Outcome {
 
 #[derive(Default)]
 struct Counters {
-    calls: AtomicU64,
-    errors: AtomicU64,
-    fuel: AtomicU64,
+    /// Calls, errors by kind, fuel and latencies (ensemble-wide on the
+    /// leader: seeded from the committed counters, see
+    /// [`Runtime::seed_counters`]).
+    detail: Mutex<ModuleCounters>,
     loads: AtomicU64,
 }
 
@@ -446,14 +450,31 @@ impl Runtime {
             .iter()
             .map(|m| ModuleStats {
                 info: m.info(),
-                calls: m.counters.calls.load(Ordering::Relaxed),
-                errors: m.counters.errors.load(Ordering::Relaxed),
-                fuel_used: m.counters.fuel.load(Ordering::Relaxed),
+                counters: m.counters.detail.lock().unwrap().clone(),
+                calls: 0,
+                errors: 0,
+                fuel_used: 0,
                 loads: m.counters.loads.load(Ordering::Relaxed),
+            })
+            .map(|mut s: ModuleStats| {
+                s.calls = s.counters.calls;
+                s.errors = s.counters.errors_total();
+                s.fuel_used = s.counters.fuel;
+                s
             })
             .collect();
         out.sort_by(|a, b| a.info.name.cmp(&b.info.name));
         out
+    }
+
+    /// Goes on counting from `counters` (the ensemble's committed figures,
+    /// when this member becomes the leader): each module's counters are
+    /// set to them, those of a module not named there are kept.
+    pub fn seed_counters(&self, counters: &RecipeCounters) {
+        let mut all = self.inner.counters.lock().unwrap();
+        for (name, c) in counters {
+            *all.entry(name.clone()).or_default().detail.lock().unwrap() = c.clone();
+        }
     }
 
     /// The pipeline installed (`Some(sha256)`) or removed (`None`) the

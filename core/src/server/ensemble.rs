@@ -584,6 +584,9 @@ impl Server {
             }
         }
         self.role = role;
+        if role.decides() {
+            self.seed_recipe_counters();
+        }
     }
 
     /// What a session's close will delete, as outstanding changes (as

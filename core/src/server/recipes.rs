@@ -143,6 +143,9 @@ impl Server {
         // A new engine serves nothing yet: tell it the deployed modules.
         self.deploys.installed.clear();
         self.sync_engine();
+        if self.role.decides() {
+            self.seed_recipe_counters();
+        }
     }
 
     /// The replicated table of recipe waits.
@@ -152,24 +155,21 @@ impl Server {
 
     /// The loaded modules and their counters; `None` without an engine.
     pub fn recipe_modules(&self) -> Option<Vec<ModuleReport>> {
-        self.recipes.as_ref().map(|e| e.modules())
+        self.recipes
+            .as_ref()
+            .map(|e| self.ensemble_reports(e.modules()))
     }
 
     /// The text of `recp` and /zookeeper/recipes; `None` without an engine.
     pub fn recipes_report(&self) -> Option<String> {
-        let engine = self.recipes.as_ref()?;
-        Some(render_report(
-            &engine.modules(),
-            &self.waits.modules,
-            self.waits.len(),
-        ))
+        Some(render_report(&self.recipe_modules()?, &self.waits))
     }
 
     /// Reads of the virtual node /zookeeper/recipes (what is loaded, as
     /// `recp` shows it), present when recipes are enabled. Read-only: it
     /// is not in the tree, so writes to it fail as for any missing node.
     pub(super) fn recipes_node_read(&self, req: &Request) -> Option<Result<Response, ErrorCode>> {
-        let engine = self.recipes.as_ref()?;
+        self.recipes.as_ref()?;
         let path = match req {
             Request::Exists { path, .. }
             | Request::GetData { path, .. }
@@ -180,8 +180,7 @@ impl Server {
         if path != RECIPES_NODE {
             return None;
         }
-        let data =
-            render_report(&engine.modules(), &self.waits.modules, self.waits.len()).into_bytes();
+        let data = self.recipes_report()?.into_bytes();
         let stat = Stat {
             data_length: data.len() as i32,
             ..Stat::default()

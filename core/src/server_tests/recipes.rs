@@ -188,6 +188,11 @@ impl RecipeEngine for TestEngine {
             errors: 1,
             fuel_used: 0,
             loads: 1,
+            counters: crate::recipe::ModuleCounters {
+                calls: 7,
+                errors: [("trap".to_string(), 1)].into_iter().collect(),
+                ..Default::default()
+            },
         }]
     }
 }
@@ -678,7 +683,10 @@ fn zookeeper_recipes_shows_what_is_loaded_and_the_pending_waits() {
     )) {
         Response::GetData { data, .. } => assert_eq!(
             text(&data),
-            "module=t version=1.0.0 hash=ab calls=7 errors=1 fuel_used=0 loads=1 methods=make\npending_waits=1\n"
+            "module=t version=1.0.0 hash=ab calls=7 errors=1 fuel_used=0 loads=1 methods=make \
+             pending_waits=1 errors_by_kind=trap:1 \
+             latency_us=le100:0,le250:0,le500:0,le1000:0,le2500:0,le10000:0,le50000:0,le250000:0,le1000000:0,inf:0 \
+             latency_sum_us=0\npending_waits=1\n"
         ),
         other => panic!("{other:?}"),
     }
@@ -833,4 +841,18 @@ fn caller_guid_is_the_calls_own_and_its_callback_is_told_the_same() {
         other => panic!("{other:?}"),
     };
     assert_eq!(data, b"waiting-call");
+}
+
+#[test]
+fn the_leaders_recipe_counters_are_committed_when_they_change_and_shown_from_the_log() {
+    let (mut h, _) = with_engine();
+    let before = h.server.last_zxid();
+    h.step(Input::Tick);
+    assert_eq!(h.server.last_zxid(), before.next(), "one counters txn");
+    let c = &h.server.committed_recipe_counters()["t"];
+    assert_eq!((c.calls, c.errors_total()), (7, 1));
+    // Unchanged counters: no txn, however much time passes.
+    h.now += 60_000;
+    h.step(Input::Tick);
+    assert_eq!(h.server.last_zxid(), before.next());
 }

@@ -33,7 +33,8 @@ impl DataTree {
             | Txn::Error { .. }
             | Txn::Noop
             | Txn::Deploy(_)
-            | Txn::Undeploy { .. } => Ok(()),
+            | Txn::Undeploy { .. }
+            | Txn::RecipeCounters(_) => Ok(()),
             op => self.apply_op(hdr, op, &mut triggers),
         };
         self.acls.purge();
@@ -108,7 +109,8 @@ impl DataTree {
             | Txn::Noop
             | Txn::Recipe(_)
             | Txn::Deploy(_)
-            | Txn::Undeploy { .. } => unreachable!("check_op refuses {op:?} as an op"),
+            | Txn::Undeploy { .. }
+            | Txn::RecipeCounters(_) => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 

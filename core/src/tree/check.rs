@@ -73,7 +73,8 @@ pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
         | Txn::Error { .. }
         | Txn::Noop
         | Txn::Deploy(_)
-        | Txn::Undeploy { .. } => Ok(()),
+        | Txn::Undeploy { .. }
+        | Txn::RecipeCounters(_) => Ok(()),
         op => check_op(op),
     }
 }
@@ -123,6 +124,7 @@ pub(super) fn check_op(op: &Txn) -> Result<(), ApplyError> {
         Txn::Noop => Err(ApplyError::NotInMulti("noop")),
         Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
         Txn::Deploy(_) | Txn::Undeploy { .. } => Err(ApplyError::NotInMulti("deploy")),
+        Txn::RecipeCounters(_) => Err(ApplyError::NotInMulti("recipe counters")),
     }
 }
 
