@@ -491,3 +491,98 @@ async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploy
     assert!(err.contains("no recipe module"), "undeployed: {err}");
     c.close().await.ok();
 }
+
+/// Polls the members in `members` until each lists `ver` with `calls`
+/// calls, for 30 s at most (counters are committed every 5 s at most);
+/// returns the last lines.
+async fn until_counted(
+    ens: &WazooEnsemble,
+    members: &[usize],
+    calls: u64,
+) -> Vec<std::collections::HashMap<String, String>> {
+    let mut last = Vec::new();
+    for _ in 0..150 {
+        last.clear();
+        for &i in members {
+            if let Some(l) = recipes_line(&ens.addr(i).to_string(), "ver").await {
+                last.push(l);
+            }
+        }
+        if last.len() == members.len() && last.iter().all(|l| l["calls"] == calls.to_string()) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("members {members:?} never all counted {calls} calls: {last:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipe_counters_are_the_ensembles_on_every_member_and_survive_reload_and_failover() {
+    let (_plugins, opts) = options();
+    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let admin = connect(&ens.addr(followers[0]).to_string(), Some("super:test")).await;
+    admin
+        .deploy(&version_module("1.0.0"))
+        .await
+        .expect("deploy");
+    // Calls through every member: the leader runs them all.
+    for i in 0..6 {
+        let c = connect(&ens.addr(i % 3).to_string(), None).await;
+        assert_eq!(served_version(&c).await.as_deref(), Ok("1.0.0"));
+        c.close().await.ok();
+    }
+    // A reload (a new version of the name) keeps the counters; its calls trap.
+    let trapping = plugin_support::wat_module(
+        &plugin_support::manifest("ver", "9.9.9", &["get"], &[]),
+        "",
+        "(unreachable)",
+        b"",
+    );
+    admin
+        .deploy(&trapping)
+        .await
+        .expect("deploy the trapping version");
+    for _ in 0..3 {
+        assert!(
+            served_version(&admin).await.is_err(),
+            "a trap fails the call"
+        );
+    }
+    admin.close().await.ok();
+    let lines = until_counted(&ens, &[0, 1, 2], 9).await;
+    for l in &lines {
+        assert_eq!(l["errors"], "3", "{l:?}");
+        assert_eq!(l["errors_by_kind"], "trap:3", "{l:?}");
+        let latencies: u64 = l["latency_us"]
+            .split(',')
+            .map(|b| b.split_once(':').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(latencies, 9, "every call is in the histogram: {l:?}");
+    }
+
+    // The new leader goes on from the committed counters.
+    ens.kill(leader);
+    let survivors = followers.clone();
+    let admin = connect(&ens.addr(survivors[0]).to_string(), Some("super:test")).await;
+    let mut redeployed = false;
+    for _ in 0..150 {
+        if admin.deploy(&version_module("2.0.0")).await.is_ok() {
+            redeployed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(redeployed, "a deploy to the two survivors");
+    admin.close().await.ok();
+    let (v, _) = until_served(
+        &ens.addr(survivors[1]).to_string(),
+        &sha256_hex(&version_module("2.0.0")),
+    )
+    .await;
+    assert_eq!(v, "2.0.0");
+    until_counted(&ens, &survivors, 10).await;
+}
