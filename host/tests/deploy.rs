@@ -586,3 +586,129 @@ async fn recipe_counters_are_the_ensembles_on_every_member_and_survive_reload_an
     assert_eq!(v, "2.0.0");
     until_counted(&ens, &survivors, 10).await;
 }
+
+/// A module "ver" (prefix /calls) whose `get` creates the sequential node
+/// `/calls/c-` with its version as data, then answers its version: the
+/// node's czxid is the call's zxid.
+fn recording_module(version: &str) -> Vec<u8> {
+    use wazoo::plugin::abi::{CreateMode, TreeOp};
+    let ops = mp(&vec![TreeOp::Create {
+        path: "/calls/c-".into(),
+        data: version.as_bytes().to_vec(),
+        mode: CreateMode::PersistentSequential,
+        acl: None,
+    }]);
+    let reply = mp(&Reply::Done(mp(version)));
+    let mut data = reply.clone();
+    data.extend_from_slice(&ops);
+    let body = format!(
+        "(drop (call $tree (i32.const {ops_at}) (i32.const {ops_len})))
+         (i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const {reply_len}))",
+        reply_len = reply.len(),
+        ops_at = 1024 + reply.len(),
+        ops_len = ops.len(),
+    );
+    plugin_support::wat_module(
+        &plugin_support::manifest("ver", version, &["get"], &["/calls"]),
+        r#"(import "wazoo" "tree" (func $tree (param i32 i32) (result i64)))"#,
+        &body,
+        &data,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_during_a_stream_of_calls_fails_none_and_splits_them_by_zxid() {
+    let (_plugins, opts) = options();
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let admin = connect(&ens.addr(follower).to_string(), Some("super:test")).await;
+    let open = vec![wazoo_proto::Acl {
+        perms: wazoo_proto::perms::ALL,
+        id: wazoo_proto::Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }];
+    admin
+        .create("/calls", b"", &open, wazoo_client::CreateMode::Persistent)
+        .await
+        .expect("create /calls");
+    let (v1, v2) = (recording_module("1.0.0"), recording_module("2.0.0"));
+    admin.deploy(&v1).await.expect("deploy 1.0.0");
+
+    // A caller on every member, calling back to back until told to stop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for i in 0..3 {
+        let addr = ens.addr(i).to_string();
+        let stop = stop.clone();
+        callers.push(tokio::spawn(async move {
+            let c = connect(&addr, None).await;
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && answers.len() < 2000 {
+                answers.push(served_version(&c).await);
+            }
+            c.close().await.ok();
+            answers
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let d2 = admin
+        .deploy(&v2)
+        .await
+        .expect("deploy 2.0.0 during the calls");
+    assert_eq!(d2.sha256, sha256_hex(&v2));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for c in callers {
+        answers.extend(c.await.expect("a caller"));
+    }
+    let failed: Vec<&Result<String, String>> = answers.iter().filter(|a| a.is_err()).collect();
+    assert!(failed.is_empty(), "no call fails: {failed:?}");
+
+    // The deploy's zxid, and each call's (its node's czxid): every call
+    // committed before the deploy ran 1.0.0, every one after it 2.0.0.
+    let line = recipes_line(&ens.addr(follower).to_string(), "ver")
+        .await
+        .expect("ver is listed");
+    let deployed = u64::from_str_radix(line["deployed_zxid"].trim_start_matches("0x"), 16).unwrap();
+    admin.sync("/").await.ok();
+    let nodes = admin
+        .get_children("/calls")
+        .await
+        .expect("the calls' nodes");
+    assert_eq!(nodes.len(), answers.len(), "one node per call");
+    let (mut before, mut after) = (0, 0);
+    for n in &nodes {
+        let (data, stat) = admin.get_data(&format!("/calls/{n}")).await.unwrap();
+        let czxid = stat.czxid as u64;
+        assert_ne!(czxid, deployed);
+        let want: &[u8] = if czxid < deployed { b"1.0.0" } else { b"2.0.0" };
+        assert_eq!(
+            data, want,
+            "call {n} at 0x{czxid:x}, deploy at 0x{deployed:x}"
+        );
+        if czxid < deployed {
+            before += 1;
+        } else {
+            after += 1;
+        }
+    }
+    assert!(
+        before > 0 && after > 0,
+        "calls on both sides of the deploy: {before} and {after}"
+    );
+    let v1_answers = answers
+        .iter()
+        .filter(|a| a.as_deref() == Ok("1.0.0"))
+        .count();
+    assert_eq!(
+        v1_answers, before,
+        "each call answered with the version it ran"
+    );
+    admin.close().await.ok();
+}
