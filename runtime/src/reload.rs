@@ -492,7 +492,7 @@ impl Runtime {
         config: WatchConfig,
     ) -> anyhow::Result<PluginWatcher> {
         let dir = dir.canonicalize()?;
-        let mut rec = Deployer {
+        let rec = Deployer {
             runtime: self.clone(),
             dir: dir.clone(),
             label: label.to_string(),
@@ -501,8 +501,11 @@ impl Runtime {
             files: Default::default(),
             removed: Vec::new(),
         };
-        rec.run();
-        spawn_watcher(dir, config, Rec::Deploy(Box::new(rec)))
+        // The first scan (validating, so compiling, every file) runs on
+        // the watcher's thread: the member starts serving meanwhile.
+        let watcher = spawn_watcher(dir, config, Rec::Deploy(Box::new(rec)))?;
+        let _ = watcher.tx.send(Msg::Changed);
+        Ok(watcher)
     }
 }
 
