@@ -20,7 +20,7 @@
 
 use wazoo_core::server::PluginOp;
 
-use super::cache::{content_hash, ContentHash};
+use super::cache::{content_hash, hex, ContentHash};
 use super::error::LoadError;
 use super::runtime::{ModuleInfo, Runtime};
 use notify::{RecursiveMode, Watcher};
@@ -206,6 +206,14 @@ struct Deployer {
 
 impl Deployer {
     fn run(&mut self) {
+        self.scan(false)
+    }
+
+    /// Reconciles the directory with what was submitted. `quick` (the
+    /// first scan, on the member's start path): a file is only checked
+    /// for a manifest, not compiled; the leader validates what it preps
+    /// anyway, and logs a refusal.
+    fn scan(&mut self, quick: bool) {
         let present = list_wasm(&self.dir);
         let now = Instant::now();
         for path in &present {
@@ -218,18 +226,25 @@ impl Deployer {
             }
             // Validated here first: a module this member refuses is
             // logged here, and never submitted.
-            let module = match self.runtime.validate_bytes(&bytes) {
-                Ok(info) => {
+            let checked = if quick {
+                super::manifest::read_manifest(&bytes).map(|m| (m.name, hex(&hash)))
+            } else {
+                self.runtime
+                    .validate_bytes(&bytes)
+                    .map(|info| (info.name, info.hash))
+            };
+            let module = match checked {
+                Ok((name, sha256)) => {
                     let other = self.files.iter().find(|(p, f)| {
-                        *p != path && f.module.as_ref().is_some_and(|(n, _)| *n == info.name)
+                        *p != path && f.module.as_ref().is_some_and(|(n, _)| *n == name)
                     });
                     if let Some((other, _)) = other {
                         tracing::warn!(
-                            module = %info.name, file = %path.display(), also = %other.display(),
+                            module = %name, file = %path.display(), also = %other.display(),
                             "two files declare this recipe module; the one deployed last serves it"
                         );
                     }
-                    Some((info.name, info.hash))
+                    Some((name, sha256))
                 }
                 Err(e) => {
                     tracing::warn!(file = %path.display(), "recipe module file refused; nothing is deployed from it: {e}");
@@ -310,6 +325,14 @@ impl Deployer {
             if p.next_at > now {
                 continue;
             }
+            if p.attempts >= SUBMISSIONS_MAX {
+                tracing::warn!(
+                    module = %name, file = %path.display(),
+                    "recipe module file not deployed after {SUBMISSIONS_MAX} submissions (refused by the leader? its log says why); it is submitted again when it changes"
+                );
+                f.pending = None;
+                continue;
+            }
             let Ok(bytes) = std::fs::read(&path) else {
                 continue;
             };
@@ -331,6 +354,13 @@ impl Deployer {
                 runtime.deployed_hash(name).as_deref() == Some(sha256.as_str())
             }
             Want::Deploy => false,
+        });
+        self.removed.retain(|p| {
+            if p.attempts < SUBMISSIONS_MAX {
+                return true;
+            }
+            tracing::warn!(want = ?p.want, "removed recipe module file: not undeployed after {SUBMISSIONS_MAX} submissions");
+            false
         });
         for p in &mut self.removed {
             if p.next_at > now {
@@ -358,6 +388,10 @@ impl Deployer {
             .min()
     }
 }
+
+/// Submissions of one change at most (about a minute with the default
+/// `retry`), before the watcher gives up on it until the file changes.
+const SUBMISSIONS_MAX: u32 = 12;
 
 /// A submission was made: the next one after `retry`, doubling up to 16
 /// times `retry`; a warning after a few unanswered ones.
@@ -492,7 +526,7 @@ impl Runtime {
         config: WatchConfig,
     ) -> anyhow::Result<PluginWatcher> {
         let dir = dir.canonicalize()?;
-        let rec = Deployer {
+        let mut rec = Deployer {
             runtime: self.clone(),
             dir: dir.clone(),
             label: label.to_string(),
@@ -501,11 +535,11 @@ impl Runtime {
             files: Default::default(),
             removed: Vec::new(),
         };
-        // The first scan (validating, so compiling, every file) runs on
-        // the watcher's thread: the member starts serving meanwhile.
-        let watcher = spawn_watcher(dir, config, Rec::Deploy(Box::new(rec)))?;
-        let _ = watcher.tx.send(Msg::Changed);
-        Ok(watcher)
+        // The first scan submits every file before the member serves (a
+        // client's first call finds the directory's modules, or their
+        // deploys ahead of it), without compiling anything here.
+        rec.scan(true);
+        spawn_watcher(dir, config, Rec::Deploy(Box::new(rec)))
     }
 }
 

@@ -310,10 +310,7 @@ fn set(
     n.stat.mzxid = *zxid;
     n.stat.mtime = *zxid;
     n.stat.data_length = data.len() as i32;
-    Ok((
-        n.stat,
-        vec![(path.to_string(), WatchEvent::DataChanged)],
-    ))
+    Ok((n.stat, vec![(path.to_string(), WatchEvent::DataChanged)]))
 }
 
 fn delete(

@@ -97,7 +97,17 @@ pub(super) struct DeployState {
     pub outstanding: Vec<(Zxid, String, Option<DeployedModule>)>,
     /// What the engine was last told to serve: name -> sha256.
     pub installed: BTreeMap<String, String>,
+    /// Plugins directory changes seen while there was no leader, oldest
+    /// first, and the module bytes they hold (bounded: the watcher submits
+    /// what is not served again anyway).
+    pub held: std::collections::VecDeque<PluginOp>,
+    pub held_bytes: usize,
 }
+
+/// Most plugins directory changes held while there is no leader, and most
+/// module bytes among them.
+const PLUGIN_OPS_HELD_MAX: usize = 256;
+const PLUGIN_OPS_HELD_BYTES_MAX: usize = 16 << 20;
 
 impl Server {
     /// The deployed modules, as applied here.
@@ -180,7 +190,36 @@ impl Server {
         } else if self.role.decides() {
             self.prep_plugin(op);
         } else {
-            tracing::debug!("no leader: the plugins directory's change waits for one");
+            // No leader yet (a member starting, an election): kept for the
+            // role to come, so the directory's modules are deployed ahead
+            // of the first client call (see `plugins_role_changed`).
+            let op_bytes = |op: &PluginOp| match op {
+                PluginOp::Deploy { bytes, .. } => bytes.len(),
+                PluginOp::Undeploy { .. } => 0,
+            };
+            self.deploys.held_bytes += op_bytes(&op);
+            self.deploys.held.push_back(op);
+            while self.deploys.held_bytes > PLUGIN_OPS_HELD_BYTES_MAX
+                || self.deploys.held.len() > PLUGIN_OPS_HELD_MAX
+            {
+                let Some(old) = self.deploys.held.pop_front() else {
+                    break;
+                };
+                self.deploys.held_bytes -= op_bytes(&old);
+            }
+        }
+    }
+
+    /// The role changed: what the plugins directory asked for while there
+    /// was no leader goes to the leader now (prepped here when this member
+    /// leads, before any client request of the new role).
+    pub(super) fn plugins_role_changed(&mut self) {
+        if !(self.role.decides() || self.role.forwards()) {
+            return;
+        }
+        self.deploys.held_bytes = 0;
+        for op in std::mem::take(&mut self.deploys.held) {
+            self.on_plugin(op);
         }
     }
 

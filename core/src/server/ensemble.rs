@@ -587,6 +587,7 @@ impl Server {
         if role.decides() {
             self.seed_recipe_counters();
         }
+        self.plugins_role_changed();
     }
 
     /// What a session's close will delete, as outstanding changes (as
