@@ -325,3 +325,21 @@ fn a_removed_plugins_file_undeploys_only_the_version_it_deployed() {
     assert!(h.server.deployed_modules().is_empty());
     assert!(served.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_plugins_change_seen_with_no_leader_is_held_for_the_role_to_come() {
+    let (mut h, served) = harness();
+    h.step(Input::Role(Role::Looking));
+    let before = h.server.last_zxid();
+    h.step(plugin_deploy("m:1", "m.wasm"));
+    assert_eq!(h.server.last_zxid(), before, "no txn while looking");
+    assert!(served.lock().unwrap().is_empty());
+    // The member decides again: the held change is prepped at once.
+    h.step(Input::Role(Role::Standalone));
+    assert_eq!(h.server.last_zxid(), before.next());
+    assert_eq!(served.lock().unwrap()["m"], "1");
+    // Held once: another role change submits nothing more.
+    h.step(Input::Role(Role::Looking));
+    h.step(Input::Role(Role::Standalone));
+    assert_eq!(h.server.last_zxid(), before.next());
+}
