@@ -226,7 +226,11 @@ async fn call_inner<A: Serialize, T: DeserializeOwned>(
     let mut notes = client.recipe_notifications();
     let mut state = client.state_receiver();
     state.mark_unchanged();
-    let body = client.recipe_call(module, method, &args).await?;
+    // One guid for the call and for every time it is sent again.
+    let guid = client.new_call_guid();
+    let body = client
+        .recipe_call_with_guid(module, method, &args, &guid)
+        .await?;
     let reply: Reply =
         abi::decode(&body).map_err(|e| decode_err(module, method, format!("reply: {e}")))?;
     let mut token = match interpret(module, method, reply)? {
@@ -266,8 +270,8 @@ async fn call_inner<A: Serialize, T: DeserializeOwned>(
                 } else if was_down && repeat_on_reconnect {
                     was_down = false;
                     // The Finished may have been pushed while we were away:
-                    // ask again (same session, same guid, same token).
-                    let body = match client.recipe_call(module, method, &args).await {
+                    // ask again (same session, same call guid, same token).
+                    let body = match client.recipe_call_with_guid(module, method, &args, &guid).await {
                         Ok(b) => b,
                         Err(Error::ConnectionLoss) => { was_down = true; continue; }
                         Err(e) => return Err(e.into()),

@@ -107,6 +107,7 @@ async fn serve(mut s: TcpStream, fake: Arc<Fake>) -> anyhow::Result<()> {
                     module,
                     method,
                     args,
+                    ..
                 } => {
                     // A notification first, then the reply: the client must
                     // hand them over in that order.

@@ -116,7 +116,8 @@ pub enum Applied {
 #[derive(Debug)]
 pub enum Input {
     /// From a client connection: `Connect`, `Request`, `Unknown`,
-    /// `Malformed`, `Closed` or `Written` (a `Tick` or `Durable` given here
+    /// `Malformed`, `Closed` or `Written`; or `Plugin`, from the shell's
+    /// plugins directory watcher (a `Tick` or `Durable` given here
     /// counts as the input of that name; the pipeline's other inputs are
     /// the join's to make and are dropped).
     Client(server::Input),

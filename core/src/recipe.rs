@@ -108,6 +108,12 @@ pub trait RecipeEngine: Send {
         let _ = (name, module);
         Ok(())
     }
+
+    /// Go on counting from the ensemble's committed counters (this member
+    /// now runs the steps: it became the leader, or recovered standalone).
+    fn seed_counters(&mut self, counters: &RecipeCounters) {
+        let _ = counters;
+    }
 }
 
 /// What [`RecipeEngine::validate`] found in a module.
@@ -218,15 +224,29 @@ pub struct ModuleReport {
     pub fuel_used: u64,
     /// Versions loaded under this name (1: never reloaded).
     pub loads: u64,
+    /// `calls`, `errors` (by kind) and `fuel_used` in full, with the
+    /// latency histogram.
+    pub counters: ModuleCounters,
 }
 
 /// The text of `recp` and of the /zookeeper/recipes node: one line per
-/// module (`key=value` pairs), then the pending waits.
-pub fn render_report(modules: &[ModuleReport], waits: usize) -> String {
+/// module (`key=value` pairs: the ensemble's counters, `errors_by_kind`
+/// as `kind:n,...`, the latency histogram as `le<µs>:n,...,inf:n`, the
+/// module's pending waits; a module served as deployed adds the zxid that
+/// deployed it and where it came from), then the pending waits of all.
+pub fn render_report(modules: &[ModuleReport], waits: &RecipeWaits) -> String {
     let mut out = String::new();
     for m in modules {
+        let c = &m.counters;
+        let kinds: Vec<String> = c.errors.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+        let mut buckets: Vec<String> = LATENCY_BOUNDS_US
+            .iter()
+            .zip(&c.latency_buckets)
+            .map(|(b, n)| format!("le{b}:{n}"))
+            .collect();
+        buckets.push(format!("inf:{}", c.latency_buckets[LATENCY_BUCKETS - 1]));
         out.push_str(&format!(
-            "module={} version={} hash={} calls={} errors={} fuel_used={} loads={} methods={}\n",
+            "module={} version={} hash={} calls={} errors={} fuel_used={} loads={} methods={} pending_waits={} errors_by_kind={} latency_us={} latency_sum_us={}",
             m.name,
             m.version,
             m.hash,
@@ -234,10 +254,22 @@ pub fn render_report(modules: &[ModuleReport], waits: usize) -> String {
             m.errors,
             m.fuel_used,
             m.loads,
-            m.methods.join(",")
+            m.methods.join(","),
+            waits.of_module(&m.name).len(),
+            kinds.join(","),
+            buckets.join(","),
+            c.latency_sum_us,
         ));
+        if let Some(d) = waits.modules.get(&m.name).filter(|d| d.sha256 == m.hash) {
+            out.push_str(&format!(
+                " deployed_zxid=0x{:x} source={}",
+                d.zxid.to_wire(),
+                d.source
+            ));
+        }
+        out.push('\n');
     }
-    out.push_str(&format!("pending_waits={waits}\n"));
+    out.push_str(&format!("pending_waits={}\n", waits.len()));
     out
 }
 
@@ -286,9 +318,20 @@ pub struct RecipeWait {
     pub child: bool,
     /// The identity the callback runs with (the caller's auth ids).
     pub auth: Vec<Id>,
+    /// The guid of the call that registered it: its callback is told the
+    /// same `caller_guid`. Empty in a wait recorded before guids were kept
+    /// (the callback then gets the session-derived one, see
+    /// `server::recipes::caller_info`).
+    pub guid: String,
     /// Set when a txn triggered it: the callback is owed.
     pub fired: Option<(String, WatchEvent)>,
 }
+
+/// The scheme a wait's guid is recorded under, as the last entry of its
+/// auth ids on disk and on the wire (so records and snapshots written
+/// before guids were kept read as they did). Not an ACL scheme: never
+/// among the ids a callback's ACL checks use.
+const GUID_SCHEME: &str = "wazoo:guid";
 
 impl RecipeWait {
     pub fn key(&self) -> WaitKey {
@@ -311,7 +354,16 @@ impl RecipeWait {
         w.write_string(&self.token);
         w.write_string(&self.path);
         w.write_bool(self.child);
-        w.write_vec(&self.auth);
+        if self.guid.is_empty() {
+            w.write_vec(&self.auth);
+        } else {
+            let mut ids = self.auth.clone();
+            ids.push(Id {
+                scheme: GUID_SCHEME.into(),
+                id: self.guid.clone(),
+            });
+            w.write_vec(&ids);
+        }
         match &self.fired {
             None => w.write_i32(-1),
             Some((path, ev)) => {
@@ -327,7 +379,11 @@ impl RecipeWait {
         let token = r.read_string()?;
         let path = r.read_string()?;
         let child = r.read_bool()?;
-        let auth = r.read_vec()?;
+        let mut auth: Vec<Id> = r.read_vec()?;
+        let guid = match auth.last() {
+            Some(id) if id.scheme == GUID_SCHEME => auth.pop().map(|id| id.id).unwrap_or_default(),
+            _ => String::new(),
+        };
         let fired = match r.read_i32()? {
             -1 => None,
             t => Some((r.read_string()?, event_of(t)?)),
@@ -339,6 +395,7 @@ impl RecipeWait {
             path,
             child,
             auth,
+            guid,
             fired,
         })
     }
@@ -709,6 +766,12 @@ impl RecipeTxn {
         })
     }
 }
+
+mod counters;
+pub(crate) use counters::{read_counters, write_counters};
+pub use counters::{
+    ModuleCounters, RecipeCounters, COUNTERS_INTERVAL_MS, LATENCY_BOUNDS_US, LATENCY_BUCKETS,
+};
 
 #[cfg(test)]
 mod tests;

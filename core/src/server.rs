@@ -38,10 +38,12 @@ mod ensemble;
 pub mod peer_msg;
 mod prep;
 mod reads;
+mod recipe_counters;
 mod recipes;
 mod reconfig;
 
 use conns::SendBufs;
+pub use deploy::{plugins_identity, PluginOp};
 pub use peer_msg::PeerMsg;
 use prep::*;
 pub use recipes::{dry_run_call, DryRun};
@@ -253,6 +255,9 @@ pub enum Input {
     Peer { from: u64, msg: PeerMsg },
     /// Ensemble: consensus changed this member's role.
     Role(Role),
+    /// The member's plugins directory asks for a deploy or an undeploy
+    /// (the shell's watcher; never a client).
+    Plugin(PluginOp),
 }
 
 /// What the shell must do, in order.
@@ -546,6 +551,12 @@ pub struct Server {
     /// before each input (a reconfig needs a quorum of the new
     /// configuration among them).
     synced_learners: Vec<u64>,
+    /// The recipe counters as last committed (see `recipe_counters.rs`).
+    recipe_counters: crate::recipe::RecipeCounters,
+    /// Leader: no counters commit before this (monotonic ms).
+    counters_next_ms: i64,
+    /// Leader: a counters txn is proposed and not applied yet.
+    counters_in_flight: bool,
 }
 
 impl Server {
@@ -609,6 +620,9 @@ impl Server {
             deploys: Default::default(),
             quorum: None,
             synced_learners: Vec::new(),
+            recipe_counters: Default::default(),
+            counters_next_ms: 0,
+            counters_in_flight: false,
         }
     }
 
@@ -835,6 +849,7 @@ impl Server {
             Input::Committed { zxid, record } => self.on_committed(zxid, &record),
             Input::Peer { from, msg } => self.on_peer(from, msg),
             Input::Role(role) => self.on_role(role),
+            Input::Plugin(op) => self.on_plugin(op),
         }
         self.run_owed_callbacks();
     }

@@ -103,6 +103,9 @@ pub enum Txn {
     Reconfig {
         data: Vec<u8>,
     },
+    /// The leader's recipe counters, per module (they replace the
+    /// committed ones; see `crate::recipe::ModuleCounters`).
+    RecipeCounters(Box<crate::recipe::RecipeCounters>),
 }
 
 mod tag {
@@ -120,6 +123,7 @@ mod tag {
     pub const DEPLOY: i32 = 12;
     pub const UNDEPLOY: i32 = 13;
     pub const RECONFIG: i32 = 14;
+    pub const RECIPE_COUNTERS: i32 = 15;
 }
 
 mod kind_tag {
@@ -213,6 +217,9 @@ impl Txn {
             Txn::Reconfig { data } => {
                 w.write_i32(tag::RECONFIG);
                 w.write_buffer(data);
+            Txn::RecipeCounters(c) => {
+                w.write_i32(tag::RECIPE_COUNTERS);
+                crate::recipe::write_counters(c, w);
             }
         }
     }
@@ -305,6 +312,9 @@ impl Txn {
             tag::RECONFIG if depth == 0 => Txn::Reconfig {
                 data: r.read_buffer()?,
             },
+            tag::RECIPE_COUNTERS if depth == 0 => {
+                Txn::RecipeCounters(Box::new(crate::recipe::read_counters(r)?))
+            }
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }
@@ -390,6 +400,15 @@ mod tests {
             Txn::Reconfig {
                 data: b"server.1=h:1:2:participant\nversion=100000001".to_vec(),
             },
+            Txn::RecipeCounters(Box::new(
+                [("m".to_string(), {
+                    let mut c = crate::recipe::ModuleCounters::default();
+                    c.record(7, 120, Some("fuel"));
+                    c
+                })]
+                .into_iter()
+                .collect(),
+            )),
         ]
     }
 

@@ -106,8 +106,8 @@ pub fn four_letter(
         }
         "dump" => dump(s),
         // wazoo's own: the recipe modules loaded and the pending waits.
-        "recp" => match s.recipe_modules() {
-            Some(m) => crate::core::recipe::render_report(&m, s.recipe_waits().len()),
+        "recp" => match s.recipes_report() {
+            Some(report) => report,
             None => {
                 "recipes are not enabled (no plugins directory, and wazoo.recipes.builtin=false)\n"
                     .to_string()

@@ -174,6 +174,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
 
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
+    let plugins = crate::member::watch_plugins(&cfg, plugins, tx.clone())?;
     let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
     let group = GroupCommitLog::start(
         log,

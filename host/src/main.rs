@@ -212,7 +212,7 @@ async fn dev(data_dir: &std::path::Path) -> Result<()> {
             "this binary was built without the built-in recipes (the wasm32-unknown-unknown target was missing; scripts/setup.sh installs it)"
         );
     }
-    let mut members = Vec::new();
+    let mut starts = Vec::new();
     for id in 1..=3u64 {
         let dir = data_dir.join(format!("m{id}"));
         std::fs::create_dir_all(&dir)
@@ -235,7 +235,15 @@ async fn dev(data_dir: &std::path::Path) -> Result<()> {
         let mut cfg = wazoo::config::Config::parse(&text)?;
         cfg.my_id = Some(id);
         cfg.plugins_dir = Some(plugins.clone());
-        members.push(wazoo::member::Member::start(cfg).await?);
+        // The directory holds the built-ins: they are deployed from it,
+        // not loaded a second time on the side.
+        cfg.builtin_recipes = n == 0;
+        // The members start side by side (each on a thread of its own).
+        starts.push(tokio::spawn(wazoo::member::Member::start(cfg)));
+    }
+    let mut members = Vec::new();
+    for s in starts {
+        members.push(s.await.context("a member's start failed")??);
     }
     println!(
         "wazoo dev: 3 members serving on 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (data in {})",

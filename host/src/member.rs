@@ -304,10 +304,11 @@ pub struct Plugins {
 }
 
 /// Starts the recipe runtime if a plugins directory is configured or the
-/// built-in recipes are on (`wazoo.recipes.builtin`, the default): loads the
-/// built-in modules, then every module in the directory (a file declaring a
-/// built-in's name replaces it), keeps watching the directory, and gives the
-/// pipeline the runtime as its recipe engine.
+/// built-in recipes are on (`wazoo.recipes.builtin`, the default), gives
+/// the pipeline the runtime as its recipe engine (which installs the
+/// deployed modules the member recovered) and loads the built-in modules
+/// (each only if no module of its name is served). The plugins directory
+/// is watched once the core loop's channel exists ([`watch_plugins`]).
 pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<Plugins>> {
     if cfg.plugins_dir.is_none() && !cfg.builtin_recipes {
         return Ok(None);
@@ -332,33 +333,42 @@ pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<
         ..Default::default()
     };
     let runtime = crate::plugin::Runtime::new(rcfg).context("cannot start the recipe runtime")?;
-    let watcher = match &cfg.plugins_dir {
-        Some(dir) => {
-            let (watcher, report) = runtime
-                .watch_dir(dir)
-                .with_context(|| format!("cannot watch plugins directory {}", dir.display()))?;
-            for (path, r) in report {
-                match r {
-                    Ok(m) => {
-                        tracing::info!(module = %m.name, version = %m.version, hash = %m.hash, file = %path.display(), "recipe module loaded")
-                    }
-                    Err(e) => {
-                        tracing::warn!(file = %path.display(), "recipe module not loaded: {e}")
-                    }
-                }
-            }
-            Some(std::sync::Mutex::new(watcher))
-        }
-        None => None,
-    };
     server.set_recipe_engine(Box::new(runtime.clone()));
     if cfg.builtin_recipes {
         load_builtin_recipes(&runtime)?;
     }
     Ok(Some(Plugins {
         runtime,
-        _watcher: watcher,
+        _watcher: None,
     }))
+}
+
+/// Watches the plugins directory, if one is configured, as a way to
+/// deploy (docs/RECIPES.md, "The plugins directory"): what a file change
+/// asks for goes to the core loop on `events` as an
+/// [`Input::Plugin`](crate::core::server::Input::Plugin), and the pipeline
+/// commits it through the log (a follower forwards it to the leader), so
+/// every member serves the same version from the same zxid.
+pub(crate) fn watch_plugins(
+    cfg: &Config,
+    plugins: Option<Plugins>,
+    events: mpsc::Sender<Event>,
+) -> Result<Option<Plugins>> {
+    let Some(dir) = &cfg.plugins_dir else {
+        return Ok(plugins);
+    };
+    let Some(mut plugins) = plugins else {
+        return Ok(None);
+    };
+    let label = format!("plugins@{}", cfg.my_id.unwrap_or(0));
+    let submit: crate::plugin::Submit =
+        Box::new(move |op| events.try_send(Event::Input(Input::Plugin(op))).is_ok());
+    let watcher = plugins
+        .runtime
+        .watch_dir_deploying(dir, &label, submit, Default::default())
+        .with_context(|| format!("cannot watch plugins directory {}", dir.display()))?;
+    plugins._watcher = Some(std::sync::Mutex::new(watcher));
+    Ok(Some(plugins))
 }
 
 /// Loads the recipe modules built into this binary (`crate::builtin`) on a
@@ -467,6 +477,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
     let plugins = start_plugins(&cfg, &mut server)?;
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
+    let plugins = watch_plugins(&cfg, plugins, tx.clone())?;
     let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
     let group = GroupCommitLog::start(
         log,

@@ -649,7 +649,7 @@ impl Metrics {
             for (name, help, values) in [
                 (
                     "wazoo_recipe_calls",
-                    "Recipe calls and callbacks run here, per module",
+                    "Recipe calls and callbacks the ensemble ran, per module",
                     per(|m| m.calls),
                 ),
                 (
@@ -672,6 +672,7 @@ impl Metrics {
                     },
                 });
             }
+            recipe_families(&mut f, &modules, s.recipe_waits());
         }
         f
     }
@@ -687,6 +688,71 @@ impl Metrics {
         let e = self.exported.lock().unwrap_or_else(|e| e.into_inner());
         encode(&e.1, format)
     }
+}
+
+/// The ensemble's per-module recipe figures beside calls, errors and fuel
+/// (docs/METRICS.md, "Recipes"): errors by kind, the latency histogram
+/// (seconds) and the pending waits.
+fn recipe_families(
+    f: &mut Vec<Family>,
+    modules: &[crate::core::recipe::ModuleReport],
+    waits: &crate::core::recipe::RecipeWaits,
+) {
+    use crate::core::recipe::LATENCY_BOUNDS_US;
+    let mut by_kind = Vec::new();
+    let mut latency = Vec::new();
+    let mut pending = Vec::new();
+    for m in modules {
+        let c = &m.counters;
+        for (kind, n) in &c.errors {
+            by_kind.push((vec![m.name.clone(), kind.clone()], *n));
+        }
+        let mut cumulative = 0;
+        let mut buckets: Vec<(f64, u64)> = LATENCY_BOUNDS_US
+            .iter()
+            .zip(&c.latency_buckets)
+            .map(|(b, n)| {
+                cumulative += n;
+                (*b as f64 / 1e6, cumulative)
+            })
+            .collect();
+        buckets.push((f64::INFINITY, c.calls));
+        latency.push((
+            m.name.clone(),
+            HistogramFigures {
+                buckets,
+                sum: c.latency_sum_us as f64 / 1e6,
+                count: c.calls,
+            },
+        ));
+        pending.push((vec![m.name.clone()], waits.of_module(&m.name).len() as u64));
+    }
+    f.push(Family {
+        name: "wazoo_recipe_errors_by_kind".into(),
+        help: "Recipe calls and callbacks that failed, per module and kind of failure",
+        value: Value::Labeled {
+            counter: true,
+            labels: &["module", "kind"],
+            values: by_kind,
+        },
+    });
+    f.push(Family {
+        name: "wazoo_recipe_latency_seconds".into(),
+        help: "How long the ensemble's recipe calls and callbacks ran, per module",
+        value: Value::LabeledHistogram {
+            label: "module",
+            values: latency,
+        },
+    });
+    f.push(Family {
+        name: "wazoo_recipe_module_waits".into(),
+        help: "Pending recipe waits per module (replicated)",
+        value: Value::Labeled {
+            counter: false,
+            labels: &["module"],
+            values: pending,
+        },
+    });
 }
 
 /// ZooKeeper's `getDetailedPeerState`: the state and the ZAB phase. The

@@ -351,3 +351,364 @@ async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
         "the member was synced by a snapshot"
     );
 }
+
+/// The `key=value` fields of module `name`'s line in /zookeeper/recipes
+/// on the member at `addr`, after a sync (so it has applied everything
+/// committed before), or `None` if it does not list the module.
+async fn recipes_line(addr: &str, name: &str) -> Option<std::collections::HashMap<String, String>> {
+    let c = connect(addr, None).await;
+    c.sync("/").await.ok();
+    let (data, _) = c
+        .get_data("/zookeeper/recipes")
+        .await
+        .expect("read /zookeeper/recipes");
+    c.close().await.ok();
+    String::from_utf8_lossy(&data).lines().find_map(|line| {
+        let fields: std::collections::HashMap<String, String> = line
+            .split(' ')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (fields.get("module").map(String::as_str) == Some(name)).then_some(fields)
+    })
+}
+
+/// Polls every member until each lists `ver` with `sha` (or, `None`, does
+/// not list it), for 30 s at most; returns each member's line.
+async fn until_every_member_lists(
+    ens: &WazooEnsemble,
+    sha: Option<&str>,
+) -> Vec<Option<std::collections::HashMap<String, String>>> {
+    let mut last = Vec::new();
+    for _ in 0..150 {
+        last.clear();
+        for i in 0..3 {
+            last.push(recipes_line(&ens.addr(i).to_string(), "ver").await);
+        }
+        let matches = last
+            .iter()
+            .all(|l| l.as_ref().and_then(|f| f.get("hash")).map(String::as_str) == sha);
+        if matches {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("the members never all listed ver with sha256 {sha:?}: {last:?}");
+}
+
+/// Writes a module into a plugins directory as the guide says: a hidden
+/// temporary name, then a rename (the watcher ignores names starting with `.`).
+fn drop_in(dir: &std::path::Path, file: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, bytes).expect("write the module");
+    std::fs::rename(&tmp, dir.join(file)).expect("rename the module into place");
+}
+
+/// The one deployed zxid every member lists, checking they agree.
+fn same_deployed_zxid(lines: &[Option<std::collections::HashMap<String, String>>]) -> String {
+    let zxids: Vec<&str> = lines
+        .iter()
+        .map(|l| l.as_ref().expect("listed")["deployed_zxid"].as_str())
+        .collect();
+    assert!(
+        zxids.iter().all(|z| *z == zxids[0]),
+        "every member serves the module deployed by one txn: {zxids:?}"
+    );
+    zxids[0].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploys_only_its_module()
+{
+    // Each member its own plugins directory (relative to its working directory).
+    let opts = common::ensemble_options(Flavor::Wazoo)
+        .member_dir("plugins")
+        .arg("--plugins")
+        .arg("plugins");
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    // A follower's directory: its deploy is forwarded to the leader.
+    let (f, g) = (followers[0], followers[1]);
+    let dir_f = ens.member_dir(f).join("plugins");
+    let dir_g = ens.member_dir(g).join("plugins");
+    let v1 = version_module("1.0.0");
+    let v2 = version_module("2.0.0");
+
+    // A new file in one member's directory: every member serves it, from
+    // the same txn.
+    drop_in(&dir_f, "ver.wasm", &v1);
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    let z1 = same_deployed_zxid(&lines);
+    let source = &lines[0].as_ref().unwrap()["source"];
+    assert_eq!(source, &format!("plugins@{}:ver.wasm", f + 1));
+    for i in 0..3 {
+        let c = connect(&ens.addr(i).to_string(), None).await;
+        assert_eq!(
+            served_version(&c).await.as_deref(),
+            Ok("1.0.0"),
+            "member {i}"
+        );
+        c.close().await.ok();
+    }
+
+    // The same bytes again (a copy declaring the same name in the same
+    // directory, and another member's copy): no new deploy.
+    drop_in(&dir_f, "ver_copy.wasm", &v1);
+    drop_in(&dir_g, "ver.wasm", &v1);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    assert_eq!(
+        same_deployed_zxid(&lines),
+        z1,
+        "same bytes: no version churn"
+    );
+
+    // Removing the copy keeps the module the other file still provides.
+    std::fs::remove_file(dir_f.join("ver_copy.wasm")).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    assert_eq!(
+        same_deployed_zxid(&lines),
+        z1,
+        "the other file still provides it"
+    );
+
+    // A changed file: a new version everywhere, from one later txn.
+    drop_in(&dir_f, "ver.wasm", &v2);
+    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v2))).await;
+    let z2 = same_deployed_zxid(&lines);
+    let hex = |z: &str| u64::from_str_radix(z.trim_start_matches("0x"), 16).unwrap();
+    assert!(hex(&z2) > hex(&z1), "{z2} after {z1}");
+
+    // Removing the file undeploys the module it deployed, on every member.
+    std::fs::remove_file(dir_f.join("ver.wasm")).unwrap();
+    until_every_member_lists(&ens, None).await;
+    let c = connect(&ens.addr(leader).to_string(), None).await;
+    let err = served_version(&c).await.unwrap_err();
+    assert!(err.contains("no recipe module"), "undeployed: {err}");
+    c.close().await.ok();
+}
+
+/// Polls the members in `members` until each lists `ver` with `calls`
+/// calls, for 30 s at most (counters are committed every 5 s at most);
+/// returns the last lines.
+async fn until_counted(
+    ens: &WazooEnsemble,
+    members: &[usize],
+    calls: u64,
+) -> Vec<std::collections::HashMap<String, String>> {
+    let mut last = Vec::new();
+    for _ in 0..150 {
+        last.clear();
+        for &i in members {
+            if let Some(l) = recipes_line(&ens.addr(i).to_string(), "ver").await {
+                last.push(l);
+            }
+        }
+        if last.len() == members.len() && last.iter().all(|l| l["calls"] == calls.to_string()) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("members {members:?} never all counted {calls} calls: {last:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipe_counters_are_the_ensembles_on_every_member_and_survive_reload_and_failover() {
+    let (_plugins, opts) = options();
+    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let admin = connect(&ens.addr(followers[0]).to_string(), Some("super:test")).await;
+    admin
+        .deploy(&version_module("1.0.0"))
+        .await
+        .expect("deploy");
+    // Calls through every member: the leader runs them all.
+    for i in 0..6 {
+        let c = connect(&ens.addr(i % 3).to_string(), None).await;
+        assert_eq!(served_version(&c).await.as_deref(), Ok("1.0.0"));
+        c.close().await.ok();
+    }
+    // A reload (a new version of the name) keeps the counters; its calls trap.
+    let trapping = plugin_support::wat_module(
+        &plugin_support::manifest("ver", "9.9.9", &["get"], &[]),
+        "",
+        "(unreachable)",
+        b"",
+    );
+    admin
+        .deploy(&trapping)
+        .await
+        .expect("deploy the trapping version");
+    for _ in 0..3 {
+        assert!(
+            served_version(&admin).await.is_err(),
+            "a trap fails the call"
+        );
+    }
+    admin.close().await.ok();
+    let lines = until_counted(&ens, &[0, 1, 2], 9).await;
+    for l in &lines {
+        assert_eq!(l["errors"], "3", "{l:?}");
+        assert_eq!(l["errors_by_kind"], "trap:3", "{l:?}");
+        let latencies: u64 = l["latency_us"]
+            .split(',')
+            .map(|b| b.split_once(':').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(latencies, 9, "every call is in the histogram: {l:?}");
+    }
+
+    // The new leader goes on from the committed counters.
+    ens.kill(leader);
+    let survivors = followers.clone();
+    let admin = connect(&ens.addr(survivors[0]).to_string(), Some("super:test")).await;
+    let mut redeployed = false;
+    for _ in 0..150 {
+        if admin.deploy(&version_module("2.0.0")).await.is_ok() {
+            redeployed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(redeployed, "a deploy to the two survivors");
+    admin.close().await.ok();
+    let (v, _) = until_served(
+        &ens.addr(survivors[1]).to_string(),
+        &sha256_hex(&version_module("2.0.0")),
+    )
+    .await;
+    assert_eq!(v, "2.0.0");
+    until_counted(&ens, &survivors, 10).await;
+}
+
+/// A module "ver" (prefix /calls) whose `get` creates the sequential node
+/// `/calls/c-` with its version as data, then answers its version: the
+/// node's czxid is the call's zxid.
+fn recording_module(version: &str) -> Vec<u8> {
+    use wazoo::plugin::abi::{CreateMode, TreeOp};
+    let ops = mp(&vec![TreeOp::Create {
+        path: "/calls/c-".into(),
+        data: version.as_bytes().to_vec(),
+        mode: CreateMode::PersistentSequential,
+        acl: None,
+    }]);
+    let reply = mp(&Reply::Done(mp(version)));
+    let mut data = reply.clone();
+    data.extend_from_slice(&ops);
+    let body = format!(
+        "(drop (call $tree (i32.const {ops_at}) (i32.const {ops_len})))
+         (i64.or (i64.shl (i64.const 1024) (i64.const 32)) (i64.const {reply_len}))",
+        reply_len = reply.len(),
+        ops_at = 1024 + reply.len(),
+        ops_len = ops.len(),
+    );
+    plugin_support::wat_module(
+        &plugin_support::manifest("ver", version, &["get"], &["/calls"]),
+        r#"(import "wazoo" "tree" (func $tree (param i32 i32) (result i64)))"#,
+        &body,
+        &data,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_during_a_stream_of_calls_fails_none_and_splits_them_by_zxid() {
+    let (_plugins, opts) = options();
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let admin = connect(&ens.addr(follower).to_string(), Some("super:test")).await;
+    let open = vec![wazoo_proto::Acl {
+        perms: wazoo_proto::perms::ALL,
+        id: wazoo_proto::Id {
+            scheme: "world".into(),
+            id: "anyone".into(),
+        },
+    }];
+    admin
+        .create("/calls", b"", &open, wazoo_client::CreateMode::Persistent)
+        .await
+        .expect("create /calls");
+    let (v1, v2) = (recording_module("1.0.0"), recording_module("2.0.0"));
+    admin.deploy(&v1).await.expect("deploy 1.0.0");
+
+    // A caller on every member, calling back to back until told to stop.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for i in 0..3 {
+        let addr = ens.addr(i).to_string();
+        let stop = stop.clone();
+        callers.push(tokio::spawn(async move {
+            let c = connect(&addr, None).await;
+            let mut answers = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && answers.len() < 2000 {
+                answers.push(served_version(&c).await);
+            }
+            c.close().await.ok();
+            answers
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let d2 = admin
+        .deploy(&v2)
+        .await
+        .expect("deploy 2.0.0 during the calls");
+    assert_eq!(d2.sha256, sha256_hex(&v2));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for c in callers {
+        answers.extend(c.await.expect("a caller"));
+    }
+    let failed: Vec<&Result<String, String>> = answers.iter().filter(|a| a.is_err()).collect();
+    assert!(failed.is_empty(), "no call fails: {failed:?}");
+
+    // The deploy's zxid, and each call's (its node's czxid): every call
+    // committed before the deploy ran 1.0.0, every one after it 2.0.0.
+    let line = recipes_line(&ens.addr(follower).to_string(), "ver")
+        .await
+        .expect("ver is listed");
+    let deployed = u64::from_str_radix(line["deployed_zxid"].trim_start_matches("0x"), 16).unwrap();
+    admin.sync("/").await.ok();
+    let nodes = admin
+        .get_children("/calls")
+        .await
+        .expect("the calls' nodes");
+    assert_eq!(nodes.len(), answers.len(), "one node per call");
+    let (mut before, mut after) = (0, 0);
+    for n in &nodes {
+        let (data, stat) = admin.get_data(&format!("/calls/{n}")).await.unwrap();
+        let czxid = stat.czxid as u64;
+        assert_ne!(czxid, deployed);
+        let want: &[u8] = if czxid < deployed { b"1.0.0" } else { b"2.0.0" };
+        assert_eq!(
+            data, want,
+            "call {n} at 0x{czxid:x}, deploy at 0x{deployed:x}"
+        );
+        if czxid < deployed {
+            before += 1;
+        } else {
+            after += 1;
+        }
+    }
+    assert!(
+        before > 0 && after > 0,
+        "calls on both sides of the deploy: {before} and {after}"
+    );
+    let v1_answers = answers
+        .iter()
+        .filter(|a| a.as_deref() == Ok("1.0.0"))
+        .count();
+    assert_eq!(
+        v1_answers, before,
+        "each call answered with the version it ran"
+    );
+    admin.close().await.ok();
+}

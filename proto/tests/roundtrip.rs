@@ -192,3 +192,29 @@ fn responses_round_trip() {
         assert_eq!(got, resp, "{op:?}");
     }
 }
+
+#[test]
+fn a_recipe_call_carries_its_guid_only_when_the_client_sends_one() {
+    let call = |guid: &str| Request::RecipeCall {
+        module: "lock".into(),
+        method: "acquire".into(),
+        args: vec![0x80],
+        guid: guid.into(),
+    };
+    let op = OpCode::RecipeCall.code();
+    for guid in ["", "0000000000000001-2a-7"] {
+        let mut body = Vec::new();
+        call(guid).write_body(&mut body);
+        let back = Request::read_body(op, &mut Reader::new(&body)).unwrap();
+        assert_eq!(back, Some(call(guid)));
+    }
+    // A client that sends no guid: the body ends after the arguments.
+    let mut with = Vec::new();
+    call("g").write_body(&mut with);
+    let mut without = Vec::new();
+    call("").write_body(&mut without);
+    assert_eq!(with.len(), without.len() + 4 + 1);
+    // A truncated guid is an error, not an empty one.
+    let cut = &with[..with.len() - 1];
+    assert!(Request::read_body(op, &mut Reader::new(cut)).is_err());
+}

@@ -7,8 +7,9 @@
 use wazoo_sdk::prelude::*;
 
 /// The caller's guid for node names: its session id as 16 lowercase hex
-/// digits (what `Ctx::caller_guid` carries; computed from the session so the
-/// same value is used by calls and by `on_watch` steps).
+/// digits, the same for every call and callback of the session, so a call
+/// retried after a lost reply (even as a new call) finds the node it made
+/// (the guid rule). Not `Ctx::caller_guid`, which is per call.
 pub fn guid(cx: &Ctx) -> String {
     format!("{:016x}", cx.caller_session() as u64)
 }

@@ -5,7 +5,7 @@ use wazoo_sdk::abi::{CallerInfo, Reply, WatchRequest};
 use super::{RecipeError, Runtime};
 use crate::failure_log::{log_failure, Failure};
 use wazoo_core::recipe::{
-    error_reply, DeployedModule, ModuleMeta, ModuleReport, RecipeEngine, RecipeHost,
+    error_reply, DeployedModule, ModuleMeta, ModuleReport, RecipeCounters, RecipeEngine, RecipeHost,
 };
 
 /// The reply for the pipeline; a failure is logged (rate-limited, see
@@ -67,12 +67,17 @@ impl RecipeEngine for Runtime {
                 version: s.info.version,
                 hash: s.info.hash,
                 methods: s.info.methods,
-                calls: s.calls,
-                errors: s.errors,
-                fuel_used: s.fuel_used,
+                calls: s.counters.calls,
+                errors: s.counters.errors_total(),
+                fuel_used: s.counters.fuel,
                 loads: s.loads,
+                counters: s.counters,
             })
             .collect()
+    }
+
+    fn seed_counters(&mut self, counters: &RecipeCounters) {
+        Runtime::seed_counters(self, counters)
     }
 
     fn validate(&mut self, bytes: &[u8]) -> Result<ModuleMeta, String> {
@@ -88,9 +93,11 @@ impl RecipeEngine for Runtime {
     /// deployed module; calls already running finish on the old one.
     fn install(&mut self, name: &str, module: Option<&DeployedModule>) -> Result<(), String> {
         let Some(m) = module else {
+            self.note_deployed(name, None);
             self.unload(name);
             return Ok(());
         };
+        self.note_deployed(name, Some(&m.sha256));
         if self.module(name).is_some_and(|i| i.hash == m.sha256) {
             return Ok(());
         }

@@ -7,8 +7,20 @@
 //! x.wasm` deploys atomically) is loaded if its bytes changed; a file that
 //! fails to load leaves the previous version serving and is logged once per
 //! content; a removed file unloads the module it provided.
+//!
+//! That is the local mode ([`Runtime::watch_dir`]). A member of wazoo uses
+//! the deploying mode ([`Runtime::watch_dir_deploying`]): a new or changed
+//! file becomes a [`PluginOp::Deploy`] the pipeline commits through the log,
+//! a removed file a [`PluginOp::Undeploy`] of exactly the sha256 it deployed
+//! (or, when another file in the directory declares the same name, a deploy
+//! of that file), so every member serves the same version from the same
+//! zxid. A submission is dropped while the member has no leader, so each is
+//! submitted again (every [`WatchConfig::retry`], backing off) until the
+//! deployed set this member serves shows it, or another version replaced it.
 
-use super::cache::{content_hash, ContentHash};
+use wazoo_core::server::PluginOp;
+
+use super::cache::{content_hash, hex, ContentHash};
 use super::error::LoadError;
 use super::runtime::{ModuleInfo, Runtime};
 use notify::{RecursiveMode, Watcher};
@@ -50,24 +62,7 @@ struct Reconciler {
 impl Reconciler {
     fn run(&mut self) -> LoadReport {
         let mut results = Vec::new();
-        let mut present = Vec::new();
-        match std::fs::read_dir(&self.dir) {
-            Ok(entries) => {
-                for e in entries.flatten() {
-                    let path = e.path();
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    if name.starts_with('.') || !name.ends_with(".wasm") || !path.is_file() {
-                        continue;
-                    }
-                    present.push(path);
-                }
-            }
-            Err(e) => {
-                tracing::warn!(dir = %self.dir.display(), "cannot read the plugins directory: {e}")
-            }
-        }
-        present.sort();
+        let present = list_wasm(&self.dir);
         for path in &present {
             let Ok(bytes) = std::fs::read(path) else {
                 continue;
@@ -165,6 +160,276 @@ impl Reconciler {
     }
 }
 
+/// Hands a [`PluginOp`] to the member's pipeline; `false` when it could
+/// not be queued (it is submitted again later).
+pub type Submit = Box<dyn Fn(PluginOp) -> bool + Send>;
+
+/// What a deploying reconciler still waits to see in the deployed set.
+#[derive(Debug)]
+enum Want {
+    /// The file's module deployed at its sha256.
+    Deploy,
+    /// The module `name` at `sha256` (a removed file's) undeployed.
+    Undeploy { name: String, sha256: String },
+}
+
+#[derive(Debug)]
+struct Pending {
+    want: Want,
+    attempts: u32,
+    next_at: Instant,
+    /// The runtime's install count when this began: an install of the
+    /// wanted module after it is the deploy seen.
+    since: u64,
+}
+
+/// A file as the deploying reconciler knows it.
+struct DeployFile {
+    hash: ContentHash,
+    /// Its module's name and sha256 (hex), if it validated here.
+    module: Option<(String, String)>,
+    pending: Option<Pending>,
+}
+
+/// The deploying mode's reconciler (see the module docs).
+struct Deployer {
+    runtime: Runtime,
+    dir: PathBuf,
+    /// How the source of a deploy is recorded: `LABEL:FILE`.
+    label: String,
+    submit: Submit,
+    retry: Duration,
+    files: std::collections::BTreeMap<PathBuf, DeployFile>,
+    /// Undeploys of removed files, until the deployed set shows them.
+    removed: Vec<Pending>,
+}
+
+impl Deployer {
+    fn run(&mut self) {
+        self.scan(false)
+    }
+
+    /// Reconciles the directory with what was submitted. `quick` (the
+    /// first scan, on the member's start path): a file is only checked
+    /// for a manifest, not compiled; the leader validates what it preps
+    /// anyway, and logs a refusal.
+    fn scan(&mut self, quick: bool) {
+        let present = list_wasm(&self.dir);
+        let now = Instant::now();
+        for path in &present {
+            let Ok(bytes) = std::fs::read(path) else {
+                continue;
+            };
+            let hash = content_hash(&bytes);
+            if self.files.get(path).is_some_and(|f| f.hash == hash) {
+                continue;
+            }
+            // Validated here first: a module this member refuses is
+            // logged here, and never submitted.
+            let checked = if quick {
+                super::manifest::read_manifest(&bytes).map(|m| (m.name, hex(&hash)))
+            } else {
+                self.runtime
+                    .validate_bytes(&bytes)
+                    .map(|info| (info.name, info.hash))
+            };
+            let module = match checked {
+                Ok((name, sha256)) => {
+                    let other = self.files.iter().find(|(p, f)| {
+                        *p != path && f.module.as_ref().is_some_and(|(n, _)| *n == name)
+                    });
+                    if let Some((other, _)) = other {
+                        tracing::warn!(
+                            module = %name, file = %path.display(), also = %other.display(),
+                            "two files declare this recipe module; the one deployed last serves it"
+                        );
+                    }
+                    Some((name, sha256))
+                }
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), "recipe module file refused; nothing is deployed from it: {e}");
+                    None
+                }
+            };
+            let since = self.runtime.deploy_count();
+            let pending = module.as_ref().map(|_| Pending {
+                want: Want::Deploy,
+                attempts: 0,
+                next_at: now,
+                since,
+            });
+            self.files.insert(
+                path.clone(),
+                DeployFile {
+                    hash,
+                    module,
+                    pending,
+                },
+            );
+        }
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| !present.contains(p))
+            .cloned()
+            .collect();
+        for path in gone {
+            let Some((name, sha256)) = self.files.remove(&path).and_then(|f| f.module) else {
+                continue;
+            };
+            tracing::info!(module = %name, file = %path.display(), "recipe module file removed");
+            // Another file declaring the name serves it instead (a deploy
+            // of the same bytes as the module served is no txn).
+            let since = self.runtime.deploy_count();
+            let other = self
+                .files
+                .values_mut()
+                .find(|f| f.module.as_ref().is_some_and(|(n, _)| *n == name));
+            let want = match other {
+                Some(f) => {
+                    f.pending = Some(Pending {
+                        want: Want::Deploy,
+                        attempts: 0,
+                        next_at: now,
+                        since,
+                    });
+                    continue;
+                }
+                None => Want::Undeploy { name, sha256 },
+            };
+            self.removed.push(Pending {
+                want,
+                attempts: 0,
+                next_at: now,
+                since,
+            });
+        }
+        self.settle();
+    }
+
+    /// Submits what is due and not yet seen in the deployed set.
+    fn settle(&mut self) {
+        let now = Instant::now();
+        let paths: Vec<PathBuf> = self.files.keys().cloned().collect();
+        for path in paths {
+            let f = self.files.get_mut(&path).expect("listed");
+            let (Some(p), Some((name, sha256))) = (f.pending.as_mut(), f.module.as_ref()) else {
+                continue;
+            };
+            // Done once it serves, or once it was installed since (a later
+            // deploy may have replaced it: the file does not fight it).
+            if self.runtime.deployed_since(name, sha256, p.since) {
+                f.pending = None;
+                continue;
+            }
+            if p.next_at > now {
+                continue;
+            }
+            if p.attempts >= SUBMISSIONS_MAX {
+                tracing::warn!(
+                    module = %name, file = %path.display(),
+                    "recipe module file not deployed after {SUBMISSIONS_MAX} submissions (refused by the leader? its log says why); it is submitted again when it changes"
+                );
+                f.pending = None;
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(&path) else {
+                continue;
+            };
+            if content_hash(&bytes) != f.hash {
+                // Changed again: the next run takes the new content.
+                continue;
+            }
+            let file = path.file_name().unwrap_or_default().to_string_lossy();
+            let op = PluginOp::Deploy {
+                bytes,
+                source: format!("{}:{file}", self.label),
+            };
+            let p = f.pending.as_mut().expect("pending");
+            submitted(p, (self.submit)(op), self.retry, now);
+        }
+        let runtime = &self.runtime;
+        self.removed.retain(|p| match &p.want {
+            Want::Undeploy { name, sha256 } => {
+                runtime.deployed_hash(name).as_deref() == Some(sha256.as_str())
+            }
+            Want::Deploy => false,
+        });
+        self.removed.retain(|p| {
+            if p.attempts < SUBMISSIONS_MAX {
+                return true;
+            }
+            tracing::warn!(want = ?p.want, "removed recipe module file: not undeployed after {SUBMISSIONS_MAX} submissions");
+            false
+        });
+        for p in &mut self.removed {
+            if p.next_at > now {
+                continue;
+            }
+            let Want::Undeploy { name, sha256 } = &p.want else {
+                continue;
+            };
+            let op = PluginOp::Undeploy {
+                name: name.clone(),
+                sha256: sha256.clone(),
+            };
+            let queued = (self.submit)(op);
+            submitted(p, queued, self.retry, now);
+        }
+    }
+
+    /// When something waits for a retry.
+    fn next_retry(&self) -> Option<Instant> {
+        self.files
+            .values()
+            .filter_map(|f| f.pending.as_ref())
+            .chain(&self.removed)
+            .map(|p| p.next_at)
+            .min()
+    }
+}
+
+/// Submissions of one change at most (about a minute with the default
+/// `retry`), before the watcher gives up on it until the file changes.
+const SUBMISSIONS_MAX: u32 = 12;
+
+/// A submission was made: the next one after `retry`, doubling up to 16
+/// times `retry`; a warning after a few unanswered ones.
+fn submitted(p: &mut Pending, queued: bool, retry: Duration, now: Instant) {
+    p.attempts += 1;
+    let factor = 1u32 << p.attempts.saturating_sub(1).min(4);
+    p.next_at = now + retry * factor;
+    if p.attempts == 5 {
+        tracing::warn!(
+            want = ?p.want, queued,
+            "a plugins directory change is not deployed yet (no leader?); still trying"
+        );
+    }
+}
+
+/// The `*.wasm` files of `dir` (not starting with `.`), sorted.
+fn list_wasm(dir: &Path) -> Vec<PathBuf> {
+    let mut present = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for e in entries.flatten() {
+                let path = e.path();
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.') || !name.ends_with(".wasm") || !path.is_file() {
+                    continue;
+                }
+                present.push(path);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), "cannot read the plugins directory: {e}")
+        }
+    }
+    present.sort();
+    present
+}
+
 /// How the watcher behaves.
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
@@ -172,6 +437,9 @@ pub struct WatchConfig {
     pub debounce: Duration,
     /// Full rescan interval (a safety net for missed events).
     pub rescan: Duration,
+    /// Deploying mode: how soon a submission not yet seen in the deployed
+    /// set is made again (doubling up to 16 times this).
+    pub retry: Duration,
 }
 
 impl Default for WatchConfig {
@@ -179,6 +447,37 @@ impl Default for WatchConfig {
         WatchConfig {
             debounce: Duration::from_millis(50),
             rescan: Duration::from_secs(5),
+            retry: Duration::from_millis(500),
+        }
+    }
+}
+
+/// The reconciler a watcher runs.
+enum Rec {
+    Load(Reconciler),
+    Deploy(Box<Deployer>),
+}
+
+impl Rec {
+    fn run(&mut self) {
+        match self {
+            Rec::Load(r) => {
+                r.run();
+            }
+            Rec::Deploy(d) => d.run(),
+        }
+    }
+
+    fn retry(&mut self) {
+        if let Rec::Deploy(d) = self {
+            d.settle();
+        }
+    }
+
+    fn next_retry(&self) -> Option<Instant> {
+        match self {
+            Rec::Load(_) => None,
+            Rec::Deploy(d) => d.next_retry(),
         }
     }
 }
@@ -205,60 +504,97 @@ impl Runtime {
         config: WatchConfig,
     ) -> anyhow::Result<(PluginWatcher, LoadReport)> {
         let dir = dir.canonicalize()?;
-        let (tx, rx) = mpsc::channel::<Msg>();
-        let events = tx.clone();
-        let mut watcher =
-            notify::recommended_watcher(move |ev: notify::Result<notify::Event>| match ev {
-                Ok(ev) if ev.kind.is_access() => {}
-                Ok(_) => {
-                    let _ = events.send(Msg::Changed);
-                }
-                Err(e) => tracing::warn!("plugins directory watch error: {e}"),
-            })?;
-        watcher.watch(&dir, RecursiveMode::NonRecursive)?;
         let mut rec = Reconciler {
             runtime: self.clone(),
             dir: dir.clone(),
             files: HashMap::new(),
         };
         let initial = rec.run();
-        let thread = std::thread::Builder::new()
-            .name("wazoo-plugins".into())
-            .spawn(move || {
-                let mut due: Option<Instant> = None;
-                let mut next_rescan = Instant::now() + config.rescan;
-                loop {
-                    let wake = due.unwrap_or(next_rescan).min(next_rescan);
-                    let timeout = wake.saturating_duration_since(Instant::now());
-                    match rx.recv_timeout(timeout) {
-                        Ok(Msg::Changed) => due = Some(Instant::now() + config.debounce),
-                        Ok(Msg::Rescan(done)) => {
+        let watcher = spawn_watcher(dir, config, Rec::Load(rec))?;
+        Ok((watcher, initial))
+    }
+
+    /// Watches `dir` in the deploying mode (see the module docs): what its
+    /// files ask for goes to `submit`, recorded as `LABEL:FILE`. The
+    /// deployed modules the pipeline installed must already be installed
+    /// (a file whose module is deployed at its sha256 submits nothing).
+    pub fn watch_dir_deploying(
+        &self,
+        dir: &Path,
+        label: &str,
+        submit: Submit,
+        config: WatchConfig,
+    ) -> anyhow::Result<PluginWatcher> {
+        let dir = dir.canonicalize()?;
+        let mut rec = Deployer {
+            runtime: self.clone(),
+            dir: dir.clone(),
+            label: label.to_string(),
+            submit,
+            retry: config.retry,
+            files: Default::default(),
+            removed: Vec::new(),
+        };
+        // The first scan submits every file before the member serves (a
+        // client's first call finds the directory's modules, or their
+        // deploys ahead of it), without compiling anything here.
+        rec.scan(true);
+        spawn_watcher(dir, config, Rec::Deploy(Box::new(rec)))
+    }
+}
+
+/// Starts watching `dir` and the thread that runs `rec` on its events,
+/// every `config.rescan`, and at its retries.
+fn spawn_watcher(dir: PathBuf, config: WatchConfig, mut rec: Rec) -> anyhow::Result<PluginWatcher> {
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let events = tx.clone();
+    let mut watcher =
+        notify::recommended_watcher(move |ev: notify::Result<notify::Event>| match ev {
+            Ok(ev) if ev.kind.is_access() => {}
+            Ok(_) => {
+                let _ = events.send(Msg::Changed);
+            }
+            Err(e) => tracing::warn!("plugins directory watch error: {e}"),
+        })?;
+    watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+    let thread = std::thread::Builder::new()
+        .name("wazoo-plugins".into())
+        .spawn(move || {
+            let mut due: Option<Instant> = None;
+            let mut next_rescan = Instant::now() + config.rescan;
+            loop {
+                let mut wake = due.unwrap_or(next_rescan).min(next_rescan);
+                if let Some(r) = rec.next_retry() {
+                    wake = wake.min(r);
+                }
+                let timeout = wake.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(timeout) {
+                    Ok(Msg::Changed) => due = Some(Instant::now() + config.debounce),
+                    Ok(Msg::Rescan(done)) => {
+                        rec.run();
+                        due = None;
+                        let _ = done.send(());
+                    }
+                    Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        let now = Instant::now();
+                        if due.is_some_and(|d| d <= now) || next_rescan <= now {
                             rec.run();
                             due = None;
-                            let _ = done.send(());
-                        }
-                        Ok(Msg::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                        Err(mpsc::RecvTimeoutError::Timeout) => {
-                            let now = Instant::now();
-                            if due.is_some_and(|d| d <= now) || next_rescan <= now {
-                                rec.run();
-                                due = None;
-                                next_rescan = now + config.rescan;
-                            }
+                            next_rescan = now + config.rescan;
+                        } else {
+                            rec.retry();
                         }
                     }
                 }
-            })?;
-        Ok((
-            PluginWatcher {
-                dir,
-                tx,
-                thread: Some(thread),
-                _watcher: watcher,
-            },
-            initial,
-        ))
-    }
+            }
+        })?;
+    Ok(PluginWatcher {
+        dir,
+        tx,
+        thread: Some(thread),
+        _watcher: watcher,
+    })
 }
 
 impl PluginWatcher {

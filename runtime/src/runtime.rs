@@ -16,6 +16,7 @@ use wasmtime::{
     Config, Engine, ExternType, InstanceAllocationStrategy, InstancePre, Linker, ModuleExport,
     PoolingAllocationConfig,
 };
+use wazoo_core::recipe::{ModuleCounters, RecipeCounters};
 use wazoo_sdk::abi::{exports, Manifest, Reply};
 
 mod calls;
@@ -56,6 +57,8 @@ pub struct ModuleStats {
     /// Failed calls: an `Err` or a `Reply::Error`.
     pub errors: u64,
     pub fuel_used: u64,
+    /// The same in full: failed calls by kind, and the latencies.
+    pub counters: ModuleCounters,
     /// How many versions were loaded under this name (1 = never reloaded).
     pub loads: u64,
 }
@@ -80,9 +83,10 @@ pub struct Outcome {
 
 #[derive(Default)]
 struct Counters {
-    calls: AtomicU64,
-    errors: AtomicU64,
-    fuel: AtomicU64,
+    /// Calls, errors by kind, fuel and latencies (ensemble-wide on the
+    /// leader: seeded from the committed counters, see
+    /// [`Runtime::seed_counters`]).
+    detail: Mutex<ModuleCounters>,
     loads: AtomicU64,
 }
 
@@ -118,6 +122,22 @@ impl Loaded {
     }
 }
 
+/// The deployed modules as the pipeline installed them.
+#[derive(Default)]
+struct DeployedSeen {
+    /// name -> sha256 (hex) served now.
+    current: HashMap<String, String>,
+    /// Every (name, sha256) installed since the runtime started, with the
+    /// number of the last install of it; at most [`DEPLOYED_SEEN_MAX`]
+    /// (forgotten all at once past it: the watcher then submits what it
+    /// still waits for again, which is no txn if it serves).
+    seen: HashMap<(String, String), u64>,
+    /// Installs so far.
+    installs: u64,
+}
+
+const DEPLOYED_SEEN_MAX: usize = 4096;
+
 /// The recipe runtime: one engine, a registry of loaded modules by name, the
 /// compiled-module cache and the epoch ticker. Cheap to clone (shared inside);
 /// `Send + Sync`: calls may run on any number of threads at once.
@@ -134,6 +154,9 @@ struct Inner {
     cache: ModuleCache,
     modules: RwLock<HashMap<String, Arc<Loaded>>>,
     counters: Mutex<HashMap<String, Arc<Counters>>>,
+    /// What the pipeline told this runtime to serve as deployed modules
+    /// (`RecipeEngine::install`), for the plugins directory's watcher.
+    deployed: Mutex<DeployedSeen>,
     ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
 }
 
@@ -204,6 +227,7 @@ impl Runtime {
                 cache,
                 modules: RwLock::new(HashMap::new()),
                 counters: Mutex::new(HashMap::new()),
+                deployed: Mutex::default(),
                 ticker: Mutex::new(Some((stop, handle))),
             }),
         })
@@ -426,14 +450,77 @@ impl Runtime {
             .iter()
             .map(|m| ModuleStats {
                 info: m.info(),
-                calls: m.counters.calls.load(Ordering::Relaxed),
-                errors: m.counters.errors.load(Ordering::Relaxed),
-                fuel_used: m.counters.fuel.load(Ordering::Relaxed),
+                counters: m.counters.detail.lock().unwrap().clone(),
+                calls: 0,
+                errors: 0,
+                fuel_used: 0,
                 loads: m.counters.loads.load(Ordering::Relaxed),
+            })
+            .map(|mut s: ModuleStats| {
+                s.calls = s.counters.calls;
+                s.errors = s.counters.errors_total();
+                s.fuel_used = s.counters.fuel;
+                s
             })
             .collect();
         out.sort_by(|a, b| a.info.name.cmp(&b.info.name));
         out
+    }
+
+    /// Goes on counting from `counters` (the ensemble's committed figures,
+    /// when this member becomes the leader): each module's counters are
+    /// set to them, those of a module not named there are kept.
+    pub fn seed_counters(&self, counters: &RecipeCounters) {
+        let mut all = self.inner.counters.lock().unwrap();
+        for (name, c) in counters {
+            *all.entry(name.clone()).or_default().detail.lock().unwrap() = c.clone();
+        }
+    }
+
+    /// The pipeline installed (`Some(sha256)`) or removed (`None`) the
+    /// deployed module `name`.
+    pub(crate) fn note_deployed(&self, name: &str, sha256: Option<&str>) {
+        let mut d = self.inner.deployed.lock().unwrap();
+        match sha256 {
+            Some(sha) => {
+                if d.seen.len() >= DEPLOYED_SEEN_MAX {
+                    d.seen.clear();
+                }
+                d.installs += 1;
+                let n = d.installs;
+                d.seen.insert((name.to_string(), sha.to_string()), n);
+                d.current.insert(name.to_string(), sha.to_string())
+            }
+            None => d.current.remove(name),
+        };
+    }
+
+    /// The sha256 of the deployed module `name` this member serves (the
+    /// leader: including deploys in flight).
+    pub fn deployed_hash(&self, name: &str) -> Option<String> {
+        self.inner
+            .deployed
+            .lock()
+            .unwrap()
+            .current
+            .get(name)
+            .cloned()
+    }
+
+    /// How many deployed modules were installed so far (see
+    /// [`Runtime::deployed_since`]).
+    pub(crate) fn deploy_count(&self) -> u64 {
+        self.inner.deployed.lock().unwrap().installs
+    }
+
+    /// Whether `name` at `sha256` serves now, or was installed after the
+    /// first `count` installs.
+    pub(crate) fn deployed_since(&self, name: &str, sha256: &str, count: u64) -> bool {
+        let d = self.inner.deployed.lock().unwrap();
+        d.current.get(name).is_some_and(|s| s == sha256)
+            || d.seen
+                .get(&(name.to_string(), sha256.to_string()))
+                .is_some_and(|&n| n > count)
     }
 
     fn get(&self, name: &str) -> Result<Arc<Loaded>, RecipeError> {

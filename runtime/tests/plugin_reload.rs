@@ -69,6 +69,7 @@ fn hot_reload_under_concurrent_calls() {
     let cfg = WatchConfig {
         debounce: Duration::from_millis(20),
         rescan: Duration::from_millis(500),
+        ..WatchConfig::default()
     };
     let (_watcher, initial) = rt.watch_dir_with(dir.path(), cfg).unwrap();
     assert_eq!(initial.len(), 1);

@@ -81,10 +81,12 @@ pub struct Manifest {
     pub on_watch: bool,
 }
 
-/// Who is calling: the session whose identity the recipe runs with, its
-/// guid (the session id as 16 lowercase hex digits: stable across a client's
-/// retries within the session, shared by all calls of that session), and
-/// its authenticated identities.
+/// Who is calling: the session whose identity the recipe runs with, the
+/// call's guid (an id of this call, distinct from the session id: the
+/// client makes one per call and sends it again with every retry of that
+/// call, so a retried call sees the same guid; a callback sees the guid of
+/// the call that registered its wait; a client that sends none gets one
+/// made for that request alone), and its authenticated identities.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CallerInfo {
     pub session: i64,

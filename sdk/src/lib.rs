@@ -32,6 +32,8 @@ pub mod manifest;
 #[doc(hidden)]
 pub mod rt;
 mod sys;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 
 use abi::{AclEntry, AuthId, CallerInfo, NodeStat, OpOk, TreeOp};
 use serde::Serialize;
@@ -248,11 +250,14 @@ impl Ctx {
     pub fn caller_session(&self) -> i64 {
         self.caller.session
     }
-    /// The caller's guid: its session id as 16 lowercase hex digits, the
-    /// same for every call and callback of the session, so stable across
-    /// the client's retries of a call within the session (ZooKeeper Recipes
-    /// and Solutions, the guid in lock node names). It is not unique per
-    /// call: two calls of one session share it.
+    /// The call's guid: an id of this call, distinct from the session id:
+    /// the client makes one per call and sends it again with every retry of
+    /// that call, so a retried call sees the same guid; a callback sees the
+    /// guid of the call that registered its wait; a client that sends none
+    /// gets one made for that request alone. For node names that must be
+    /// found again by any later call of the session (ZooKeeper Recipes and
+    /// Solutions, the guid in lock node names), use the session id, as the
+    /// built-in recipes do.
     pub fn caller_guid(&self) -> &str {
         &self.caller.guid
     }
@@ -546,6 +551,44 @@ macro_rules! recipe {
                 $(let _ = $crate::rt::check_on_watch($on_watch);)?
             }
         };
+
+        /// The recipe for `wazoo_sdk::testing::Harness` (native only).
+        #[cfg(not(target_arch = "wasm32"))]
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        pub(crate) fn __wazoo_recipe() -> $crate::testing::Recipe {
+            $crate::testing::Recipe {
+                name: $name,
+                prefixes: &[$($prefix),*],
+                methods: &[$(stringify!($method)),*],
+                call: |cx, method, args| match method {
+                    $(stringify!($method) => $crate::rt::invoke(cx, args, $method),)*
+                    other => $crate::rt::unknown_method(other),
+                },
+                on_watch: $crate::__wazoo_watch_fn!([$($on_watch)?]),
+            }
+        }
+    };
+}
+
+/// The recipe this crate declares with [`recipe!`], for
+/// [`testing::Harness::new`] (native targets only).
+#[macro_export]
+#[allow(clippy::crate_in_macro_def)] // the caller's crate is meant: it holds the recipe.
+macro_rules! this_recipe {
+    () => {
+        crate::__wazoo_recipe()
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wazoo_watch_fn {
+    ([]) => {
+        None
+    };
+    ([$on_watch:ident]) => {
+        Some(|cx, fired| $crate::rt::invoke_watch(cx, fired, $on_watch))
     };
 }
 

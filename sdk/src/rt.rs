@@ -126,6 +126,15 @@ pub unsafe fn run_on_watch<T: Serialize>(
     reply(r)
 }
 
+/// Runs an `on_watch` handler and encodes its step (the harness's call).
+pub fn invoke_watch<T: Serialize>(
+    cx: &mut Ctx,
+    fired: Fired,
+    handler: fn(&mut Ctx, Fired) -> Result<Step<T>>,
+) -> Result<Reply> {
+    handler(cx, fired).and_then(step_reply)
+}
+
 /// Type check for an `on_watch` handler.
 pub fn check_on_watch<T: Serialize>(
     handler: fn(&mut Ctx, Fired) -> Result<Step<T>>,

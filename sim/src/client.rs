@@ -697,6 +697,7 @@ impl Client {
                 module: module.into(),
                 method: method.into(),
                 args: arg.into_bytes(),
+                guid: String::new(),
             },
             Kind::Recipe {
                 module: module.into(),

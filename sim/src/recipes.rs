@@ -153,6 +153,7 @@ impl RecipeEngine for SimRecipes {
                 errors: 0,
                 fuel_used: 0,
                 loads: 1,
+                counters: Default::default(),
             })
             .collect()
     }

@@ -35,6 +35,10 @@ pub struct ServerOptions {
     /// Ensembles only: members reach each other through fault proxies
     /// (`isolate`, `heal`; see `QuorumNet`).
     pub quorum_proxies: bool,
+    /// Ensembles only: directories created in each member's working
+    /// directory before it starts, for per-member relative paths (such as
+    /// `--plugins plugins`: each member its own plugins directory).
+    pub member_dirs: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -50,6 +54,7 @@ impl Default for ServerOptions {
             binary: None,
             observers: 0,
             quorum_proxies: false,
+            member_dirs: Vec::new(),
         }
     }
 }
@@ -84,6 +89,13 @@ impl ServerOptions {
 
     pub fn arg(mut self, arg: impl Into<String>) -> Self {
         self.extra_args.push(arg.into());
+        self
+    }
+
+    /// Ensembles only: create `dir` in each member's working directory
+    /// before it starts (see [`ServerOptions::member_dirs`]).
+    pub fn member_dir(mut self, dir: impl Into<String>) -> Self {
+        self.member_dirs.push(dir.into());
         self
     }
 

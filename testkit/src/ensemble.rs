@@ -240,6 +240,9 @@ impl WazooEnsemble {
             cfg.apply_extra(&opts.extra_cfg)?;
             let cfg_path = member_dir.join("zoo.cfg");
             std::fs::write(&cfg_path, cfg.render())?;
+            for d in &opts.member_dirs {
+                std::fs::create_dir_all(member_dir.join(d))?;
+            }
             let mut args = vec![
                 "serve".to_string(),
                 "--config".to_string(),
@@ -293,6 +296,15 @@ impl WazooEnsemble {
 
     pub fn data_dir(&self, i: usize) -> &Path {
         &self.members[i].data_dir
+    }
+
+    /// Member `i`'s working directory (relative paths in its arguments
+    /// resolve against it).
+    pub fn member_dir(&self, i: usize) -> &Path {
+        self.members[i]
+            .data_dir
+            .parent()
+            .expect("a member's data directory is in its working directory")
     }
 
     /// Starts every member again on its data directory (killing those that

@@ -531,15 +531,47 @@ impl Client {
     /// Calls a recipe on a wazoo server: module, method, MessagePack
     /// arguments; returns the MessagePack reply. Apache ZooKeeper does not
     /// know the request.
+    ///
+    /// Each call gets a new guid (the recipe's `caller_guid`); to send a
+    /// call again as the same call, use [`Client::recipe_call_with_guid`]
+    /// with the guid of the first attempt.
     pub async fn recipe_call(&self, module: &str, method: &str, args: &[u8]) -> Result<Vec<u8>> {
+        let guid = self.new_call_guid();
+        self.recipe_call_with_guid(module, method, args, &guid)
+            .await
+    }
+
+    /// [`Client::recipe_call`] with the call's guid: send the same guid
+    /// with every retry of one call (after a connection loss left its
+    /// outcome unknown), so the recipe sees one `caller_guid` for it.
+    pub async fn recipe_call_with_guid(
+        &self,
+        module: &str,
+        method: &str,
+        args: &[u8],
+        guid: &str,
+    ) -> Result<Vec<u8>> {
         let resp = self
             .call(Request::RecipeCall {
                 module: module.to_string(),
                 method: method.to_string(),
                 args: args.to_vec(),
+                guid: guid.to_string(),
             })
             .await?;
         expect!(resp, Response::Recipe(b) => b)
+    }
+
+    /// A guid for a new recipe call, unique per call: the session id (16
+    /// hex digits), this process's id and a counter of the process.
+    pub fn new_call_guid(&self) -> String {
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!(
+            "{:016x}-{:x}-{n:x}",
+            self.session_id() as u64,
+            std::process::id()
+        )
     }
 
     /// A new stream of the recipe notifications the server pushes to this

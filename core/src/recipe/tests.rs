@@ -11,6 +11,7 @@ fn wait(session: i64, token: &str, path: &str, child: bool) -> RecipeWait {
             scheme: "digest".into(),
             id: "u:x".into(),
         }],
+        guid: format!("g-{token}"),
         fired: None,
     }
 }

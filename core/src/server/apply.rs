@@ -15,6 +15,7 @@ impl Server {
         if !self.role.decides() {
             return;
         }
+        self.commit_recipe_counters();
         for id in self.sessions.expire(self.mono_ms) {
             self.stats.sessions_expired += 1;
             tracing::info!("expiring session 0x{id:x}");
@@ -162,6 +163,7 @@ impl Server {
             },
             Txn::Deploy(_) | Txn::Undeploy { .. } => self.apply_deploy(zxid, txn),
             Txn::Reconfig { data } if refused.is_none() => self.activate_config(data),
+            Txn::RecipeCounters(c) => self.apply_recipe_counters(c),
             _ => {}
         }
         Ok(refused)

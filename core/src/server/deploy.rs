@@ -25,12 +25,20 @@
 //! - Applying stays pure: it changes the module set only; the engine is
 //!   then told what to serve ([`RecipeEngine::install`]) and compiles what
 //!   it has not cached (by sha256).
+//! - A member's plugins directory deploys too ([`PluginOp`]): the shell's
+//!   watcher hands the pipeline what a file change asks for, and the
+//!   pipeline submits it as a deploy under the internal plugins identity
+//!   ([`plugins_identity`], which no connection can hold): the leader preps
+//!   it, a follower forwards it ([`PeerMsg::Plugin`]). Same bytes as the
+//!   module served are no txn at all, so members watching copies of one
+//!   directory do not churn versions; an undeploy names the sha256 the file
+//!   deployed and is no txn when another version serves the name.
 
 use std::collections::BTreeMap;
 
 use wazoo_proto::{perms, Acl, ErrorCode, Id, Request};
 
-use super::{acl, AuthInfo, Server, Txn, WriteKind, Zxid};
+use super::{acl, AuthInfo, Origin, Output, PeerMsg, Server, Txn, WriteKind, Zxid};
 use crate::recipe::{DeployTxn, DeployedModule, DeployedModules};
 
 use super::recipes::RECIPES_NODE;
@@ -50,6 +58,37 @@ pub fn recipes_acl() -> Vec<Acl> {
 /// The source a client deploy is recorded with.
 pub const SOURCE_CLIENT: &str = "client";
 
+/// What a member's plugins directory asks of the ensemble (docs/RECIPES.md,
+/// "The plugins directory"). The shell's watcher makes these; they are
+/// submitted with [`plugins_identity`] and never come from a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginOp {
+    /// A file is new or changed: deploy its module, unless the module of
+    /// its name served (committed or in flight) has the same sha256.
+    Deploy {
+        bytes: Vec<u8>,
+        /// Where it comes from, as recorded with the module (e.g.
+        /// `plugins:2:latch.wasm`: member 2's file latch.wasm).
+        source: String,
+    },
+    /// The file that deployed `name` at `sha256` is gone and no other file
+    /// declares the name: undeploy it, unless another version (a client's
+    /// deploy, another file's) serves the name by then.
+    Undeploy { name: String, sha256: String },
+}
+
+/// The identity the plugins directory deploys with: the super user, held
+/// by no connection (the pipeline gives it only to [`PluginOp`]s, which
+/// only the shell's watcher makes), so no credential reaches it.
+pub fn plugins_identity() -> AuthInfo {
+    AuthInfo {
+        ids: vec![Id {
+            scheme: "super".into(),
+            id: "wazoo:plugins".into(),
+        }],
+    }
+}
+
 /// The leader's view of the deployed modules while deploys are in flight.
 #[derive(Debug, Default)]
 pub(super) struct DeployState {
@@ -58,7 +97,17 @@ pub(super) struct DeployState {
     pub outstanding: Vec<(Zxid, String, Option<DeployedModule>)>,
     /// What the engine was last told to serve: name -> sha256.
     pub installed: BTreeMap<String, String>,
+    /// Plugins directory changes seen while there was no leader, oldest
+    /// first, and the module bytes they hold (bounded: the watcher submits
+    /// what is not served again anyway).
+    pub held: std::collections::VecDeque<PluginOp>,
+    pub held_bytes: usize,
 }
+
+/// Most plugins directory changes held while there is no leader, and most
+/// module bytes among them.
+const PLUGIN_OPS_HELD_MAX: usize = 256;
+const PLUGIN_OPS_HELD_BYTES_MAX: usize = 16 << 20;
 
 impl Server {
     /// The deployed modules, as applied here.
@@ -91,6 +140,23 @@ impl Server {
         bytes: &[u8],
         source: &str,
     ) -> Result<(Txn, WriteKind), ErrorCode> {
+        let txn = self.deploy_txn(auth, bytes, source)?;
+        Ok((
+            Txn::Deploy(Box::new(txn)),
+            WriteKind::SetData {
+                path: RECIPES_NODE.to_string(),
+            },
+        ))
+    }
+
+    /// The deploy of `bytes`, checked (ADMIN on /zookeeper/recipes, size)
+    /// and validated by the engine.
+    fn deploy_txn(
+        &mut self,
+        auth: &AuthInfo,
+        bytes: &[u8],
+        source: &str,
+    ) -> Result<DeployTxn, ErrorCode> {
         acl::check(&recipes_acl(), perms::ADMIN, auth)?;
         if bytes.is_empty() || bytes.len() > self.cfg.max_buffer_bytes {
             return Err(ErrorCode::BadArguments);
@@ -105,19 +171,99 @@ impl Server {
             );
             ErrorCode::BadArguments
         })?;
-        let txn = Txn::Deploy(Box::new(DeployTxn {
+        Ok(DeployTxn {
             name: meta.name,
             version: meta.version,
             sha256: meta.sha256,
             bytes: bytes.into(),
             source: source.to_string(),
-        }));
-        Ok((
-            txn,
-            WriteKind::SetData {
-                path: RECIPES_NODE.to_string(),
+        })
+    }
+
+    /// What the plugins directory asks for: the leader (or standalone
+    /// member) preps it, a follower forwards it to the leader, a member
+    /// without a leader drops it (the watcher submits again until the
+    /// module set shows the change).
+    pub(super) fn on_plugin(&mut self, op: PluginOp) {
+        if self.role.forwards() {
+            self.out.push(Output::ToLeader(PeerMsg::Plugin(op)));
+        } else if self.role.decides() {
+            self.prep_plugin(op);
+        } else {
+            // No leader yet (a member starting, an election): kept for the
+            // role to come, so the directory's modules are deployed ahead
+            // of the first client call (see `plugins_role_changed`).
+            let op_bytes = |op: &PluginOp| match op {
+                PluginOp::Deploy { bytes, .. } => bytes.len(),
+                PluginOp::Undeploy { .. } => 0,
+            };
+            self.deploys.held_bytes += op_bytes(&op);
+            self.deploys.held.push_back(op);
+            while self.deploys.held_bytes > PLUGIN_OPS_HELD_BYTES_MAX
+                || self.deploys.held.len() > PLUGIN_OPS_HELD_MAX
+            {
+                let Some(old) = self.deploys.held.pop_front() else {
+                    break;
+                };
+                self.deploys.held_bytes -= op_bytes(&old);
+            }
+        }
+    }
+
+    /// The role changed: what the plugins directory asked for while there
+    /// was no leader goes to the leader now (prepped here when this member
+    /// leads, before any client request of the new role).
+    pub(super) fn plugins_role_changed(&mut self) {
+        if !(self.role.decides() || self.role.forwards()) {
+            return;
+        }
+        self.deploys.held_bytes = 0;
+        for op in std::mem::take(&mut self.deploys.held) {
+            self.on_plugin(op);
+        }
+    }
+
+    /// Leader: proposes what a plugins directory asks for, if it changes
+    /// the module set (see [`PluginOp`]); a refusal is logged, never
+    /// answered (no client asked).
+    pub(super) fn prep_plugin(&mut self, op: PluginOp) {
+        let auth = plugins_identity();
+        let txn = match op {
+            PluginOp::Deploy { bytes, source } => match self.deploy_txn(&auth, &bytes, &source) {
+                Ok(d)
+                    if self
+                        .prep_module(&d.name)
+                        .is_some_and(|m| m.sha256 == d.sha256) =>
+                {
+                    tracing::debug!(module = %d.name, %source, "plugins file already deployed");
+                    return;
+                }
+                Ok(d) => Txn::Deploy(Box::new(d)),
+                Err(code) => {
+                    tracing::warn!(%source, "plugins file not deployed: {code:?}");
+                    return;
+                }
             },
-        ))
+            PluginOp::Undeploy { name, sha256 } => {
+                if self.prep_module(&name).is_none_or(|m| m.sha256 != sha256) {
+                    tracing::debug!(module = %name, "another version serves the name of a removed plugins file: kept");
+                    return;
+                }
+                Txn::Undeploy { name }
+            }
+        };
+        if !self.can_propose() {
+            return;
+        }
+        self.propose(
+            Origin::Internal,
+            super::ensemble::INTERNAL_CXID,
+            0,
+            txn,
+            Vec::new(),
+            None,
+            false,
+        );
     }
 
     fn prep_undeploy(

@@ -243,6 +243,7 @@ impl Server {
                 op,
                 body,
             } => self.leader_forwarded(from, session, cxid, AuthInfo { ids: auth }, op, &body),
+            PeerMsg::Plugin(op) => self.prep_plugin(op),
         }
     }
 
@@ -329,11 +330,13 @@ impl Server {
                 module,
                 method,
                 args,
+                guid,
             } => {
                 let call = super::recipes::RecipeCall {
                     module: &module,
                     method: &method,
                     args: &args,
+                    guid: super::recipes::call_guid(&guid, session, cxid),
                 };
                 self.remote_recipe_call(cxid, session, &auth, call)
             }
@@ -588,6 +591,10 @@ impl Server {
             }
         }
         self.role = role;
+        if role.decides() {
+            self.seed_recipe_counters();
+        }
+        self.plugins_role_changed();
     }
 
     /// What a session's close will delete, as outstanding changes (as

@@ -6,6 +6,8 @@
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
 use wazoo_proto::Id;
 
+use super::deploy::PluginOp;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerMsg {
     /// A client write (or sync, or closeSession) for the leader to prep.
@@ -25,11 +27,16 @@ pub enum PeerMsg {
         sessions: Vec<i64>,
         claimed: Vec<i64>,
     },
+    /// What this member's plugins directory asks for, for the leader to
+    /// prep (docs/RECIPES.md, "The plugins directory").
+    Plugin(PluginOp),
 }
 
 const FORWARD: i32 = 1;
 const CREATE_SESSION: i32 = 2;
 const TOUCH: i32 = 3;
+const PLUGIN_DEPLOY: i32 = 4;
+const PLUGIN_UNDEPLOY: i32 = 5;
 
 fn write_ids(w: &mut Vec<u8>, v: &[i64]) {
     w.write_i32(v.len() as i32);
@@ -74,6 +81,16 @@ impl PeerMsg {
                 write_ids(&mut w, sessions);
                 write_ids(&mut w, claimed);
             }
+            PeerMsg::Plugin(PluginOp::Deploy { bytes, source }) => {
+                w.write_i32(PLUGIN_DEPLOY);
+                w.write_buffer(bytes);
+                w.write_string(source);
+            }
+            PeerMsg::Plugin(PluginOp::Undeploy { name, sha256 }) => {
+                w.write_i32(PLUGIN_UNDEPLOY);
+                w.write_string(name);
+                w.write_string(sha256);
+            }
         }
         w
     }
@@ -96,6 +113,14 @@ impl PeerMsg {
                 sessions: read_ids(&mut r)?,
                 claimed: read_ids(&mut r)?,
             },
+            PLUGIN_DEPLOY => PeerMsg::Plugin(PluginOp::Deploy {
+                bytes: r.read_buffer()?,
+                source: r.read_string()?,
+            }),
+            PLUGIN_UNDEPLOY => PeerMsg::Plugin(PluginOp::Undeploy {
+                name: r.read_string()?,
+                sha256: r.read_string()?,
+            }),
             t => return Err(DecodeError::Invalid(format!("unknown peer message {t}"))),
         };
         if r.remaining() != 0 {
@@ -129,6 +154,14 @@ mod tests {
                 sessions: vec![1, 2],
                 claimed: vec![2],
             },
+            PeerMsg::Plugin(PluginOp::Deploy {
+                bytes: vec![0, 0x61, 0x73, 0x6d],
+                source: "plugins:2:latch.wasm".into(),
+            }),
+            PeerMsg::Plugin(PluginOp::Undeploy {
+                name: "latch".into(),
+                sha256: "ab".into(),
+            }),
         ];
         for m in msgs {
             let b = m.encode();

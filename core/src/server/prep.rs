@@ -272,12 +272,14 @@ impl Server {
             module,
             method,
             args,
+            guid,
         } = &req
         {
             let call = recipes::RecipeCall {
                 module,
                 method,
                 args,
+                guid: recipes::call_guid(guid, session, xid),
             };
             return self.local_recipe_call(conn, xid, session, &auth, call);
         }

@@ -45,27 +45,50 @@ pub(super) struct RecipeCall<'a> {
     pub module: &'a str,
     pub method: &'a str,
     pub args: &'a [u8],
+    /// The call's guid (see [`call_guid`]).
+    pub guid: String,
+}
+
+/// The `caller_guid` of a call: the one its client sent (the same for every
+/// retry of the call), or, from a client that sends none, one made for
+/// this request alone: the session id as 16 hex digits, `-`, and the
+/// request's xid as 8 (distinct per call, not stable across retries).
+pub(super) fn call_guid(sent: &str, session: i64, xid: i32) -> String {
+    if sent.is_empty() {
+        format!("{session:016x}-{xid:08x}")
+    } else {
+        sent.to_string()
+    }
 }
 
 /// What a recipe step was asked to do.
 enum Step<'a> {
-    Call { method: &'a str, args: &'a [u8] },
+    Call {
+        method: &'a str,
+        args: &'a [u8],
+        guid: &'a str,
+    },
     Callback(&'a RecipeWait),
 }
 
-/// The guid a recipe sees for a session: its id as 16 hex digits, stable
-/// across the client's retries within the session (the seed's guid rule).
+/// The guid of a wait recorded without one: its session's id as 16 hex
+/// digits (what every step was told before per-call guids).
 pub(crate) fn guid_of(session: i64) -> String {
     format!("{session:016x}")
 }
 
-/// What a step is told about its caller: the session, its guid, and the
+/// What a step is told about its caller: the session, the call's guid (for
+/// a callback, the guid of the call that registered the wait), and the
 /// identities the step's ACL checks use (`auth`: the calling connection's,
 /// or for a callback those recorded with its wait).
-pub(crate) fn caller_info(session: i64, auth: &AuthInfo) -> CallerInfo {
+pub(crate) fn caller_info(session: i64, guid: &str, auth: &AuthInfo) -> CallerInfo {
     CallerInfo {
         session,
-        guid: guid_of(session),
+        guid: if guid.is_empty() {
+            guid_of(session)
+        } else {
+            guid.to_string()
+        },
         ids: auth
             .ids
             .iter()
@@ -120,6 +143,9 @@ impl Server {
         // A new engine serves nothing yet: tell it the deployed modules.
         self.deploys.installed.clear();
         self.sync_engine();
+        if self.role.decides() {
+            self.seed_recipe_counters();
+        }
     }
 
     /// The replicated table of recipe waits.
@@ -129,14 +155,21 @@ impl Server {
 
     /// The loaded modules and their counters; `None` without an engine.
     pub fn recipe_modules(&self) -> Option<Vec<ModuleReport>> {
-        self.recipes.as_ref().map(|e| e.modules())
+        self.recipes
+            .as_ref()
+            .map(|e| self.ensemble_reports(e.modules()))
+    }
+
+    /// The text of `recp` and /zookeeper/recipes; `None` without an engine.
+    pub fn recipes_report(&self) -> Option<String> {
+        Some(render_report(&self.recipe_modules()?, &self.waits))
     }
 
     /// Reads of the virtual node /zookeeper/recipes (what is loaded, as
     /// `recp` shows it), present when recipes are enabled. Read-only: it
     /// is not in the tree, so writes to it fail as for any missing node.
     pub(super) fn recipes_node_read(&self, req: &Request) -> Option<Result<Response, ErrorCode>> {
-        let engine = self.recipes.as_ref()?;
+        self.recipes.as_ref()?;
         let path = match req {
             Request::Exists { path, .. }
             | Request::GetData { path, .. }
@@ -147,7 +180,7 @@ impl Server {
         if path != RECIPES_NODE {
             return None;
         }
-        let data = render_report(&engine.modules(), self.waits.len()).into_bytes();
+        let data = self.recipes_report()?.into_bytes();
         let stat = Stat {
             data_length: data.len() as i32,
             ..Stat::default()
@@ -227,6 +260,7 @@ impl Server {
         let step = Step::Call {
             method: call.method,
             args: call.args,
+            guid: &call.guid,
         };
         self.prep_recipe(auth, session, call.module, step)
     }
@@ -253,19 +287,25 @@ impl Server {
             },
             auth,
             session,
+            guid: String::new(),
             module,
             ops: Vec::new(),
             waits: Vec::new(),
             notes: Vec::new(),
             staged_bytes: 0,
         };
-        let caller = caller_info(session, auth);
+        let guid = match &step {
+            Step::Call { guid, .. } => guid,
+            Step::Callback(w) => w.guid.as_str(),
+        };
+        let caller = caller_info(session, guid, auth);
+        host.guid = caller.guid.clone();
         let reply = match (&mut engine, &step) {
             (None, _) => error_reply(
                 ErrorCode::Unimplemented,
                 "recipes are not enabled on this server (start it with --plugins DIR)",
             ),
-            (Some(e), Step::Call { method, args }) => {
+            (Some(e), Step::Call { method, args, .. }) => {
                 e.call(module, method, args, &caller, &mut host)
             }
             (Some(e), Step::Callback(w)) => {
@@ -656,6 +696,7 @@ pub fn dry_run_call(
         },
         auth,
         session: caller.session,
+        guid: caller.guid.clone(),
         module,
         ops: Vec::new(),
         waits: Vec::new(),
@@ -664,7 +705,7 @@ pub fn dry_run_call(
     };
     // The step is told the identities its ACL checks use.
     let caller = CallerInfo {
-        ids: caller_info(caller.session, auth).ids,
+        ids: caller_info(caller.session, &caller.guid, auth).ids,
         ..caller.clone()
     };
     let reply = engine.call(module, method, args, &caller, &mut host);

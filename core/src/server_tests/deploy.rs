@@ -104,6 +104,7 @@ fn rcall(module: &str) -> Request {
         module: module.into(),
         method: "m".into(),
         args: Vec::new(),
+        guid: String::new(),
     }
 }
 
@@ -266,4 +267,79 @@ fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
     for len in 0..body.len() {
         assert!(crate::snapshot::read_snapshot_body(3, &body[..len]).is_err());
     }
+}
+
+fn plugin_deploy(bytes: &str, file: &str) -> Input {
+    Input::Plugin(PluginOp::Deploy {
+        bytes: bytes.as_bytes().to_vec(),
+        source: format!("plugins:0:{file}"),
+    })
+}
+
+#[test]
+fn a_plugins_file_deploys_through_the_log_and_the_same_bytes_again_make_no_txn() {
+    let (mut h, served) = harness();
+    let before = h.server.last_zxid();
+    h.step(plugin_deploy("m:1", "m.wasm"));
+    assert_eq!(h.server.last_zxid(), before.next(), "one txn");
+    let m = &h.server.deployed_modules()["m"];
+    assert_eq!(
+        (m.version.as_str(), m.source.as_str()),
+        ("1", "plugins:0:m.wasm")
+    );
+    assert_eq!(served.lock().unwrap()["m"], "1");
+    // Another member's copy of the same file: an idempotent replace.
+    h.step(plugin_deploy("m:1", "copy.wasm"));
+    assert_eq!(h.server.last_zxid(), before.next(), "no version churn");
+    assert_eq!(h.server.deployed_modules()["m"].zxid, before.next());
+    // A changed file replaces it; an invalid one changes nothing.
+    h.step(plugin_deploy("m:2", "m.wasm"));
+    assert_eq!(h.server.deployed_modules()["m"].version, "2");
+    let at = h.server.last_zxid();
+    h.step(plugin_deploy("garbage", "m.wasm"));
+    assert_eq!(h.server.last_zxid(), at, "a refused file makes no txn");
+    assert_eq!(served.lock().unwrap()["m"], "2");
+}
+
+#[test]
+fn a_removed_plugins_file_undeploys_only_the_version_it_deployed() {
+    let (mut h, served) = harness();
+    h.step(plugin_deploy("m:1", "m.wasm"));
+    // A client replaced it since: removing the file keeps the client's.
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    ok(h.call(1, deploy("m:2")));
+    let at = h.server.last_zxid();
+    h.step(Input::Plugin(PluginOp::Undeploy {
+        name: "m".into(),
+        sha256: "sha-of-m:1".into(),
+    }));
+    assert_eq!(h.server.last_zxid(), at, "no txn");
+    assert_eq!(served.lock().unwrap()["m"], "2");
+    // The version it deployed is undeployed.
+    h.step(Input::Plugin(PluginOp::Undeploy {
+        name: "m".into(),
+        sha256: "sha-of-m:2".into(),
+    }));
+    assert_eq!(h.server.last_zxid(), at.next());
+    assert!(h.server.deployed_modules().is_empty());
+    assert!(served.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_plugins_change_seen_with_no_leader_is_held_for_the_role_to_come() {
+    let (mut h, served) = harness();
+    h.step(Input::Role(Role::Looking));
+    let before = h.server.last_zxid();
+    h.step(plugin_deploy("m:1", "m.wasm"));
+    assert_eq!(h.server.last_zxid(), before, "no txn while looking");
+    assert!(served.lock().unwrap().is_empty());
+    // The member decides again: the held change is prepped at once.
+    h.step(Input::Role(Role::Standalone));
+    assert_eq!(h.server.last_zxid(), before.next());
+    assert_eq!(served.lock().unwrap()["m"], "1");
+    // Held once: another role change submits nothing more.
+    h.step(Input::Role(Role::Looking));
+    h.step(Input::Role(Role::Standalone));
+    assert_eq!(h.server.last_zxid(), before.next());
 }

@@ -322,6 +322,7 @@ fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
                 module: "none".into(),
                 method: "m".into(),
                 args: Vec::new(),
+                guid: String::new(),
             },
         },
         at(1_000_000),

@@ -110,6 +110,7 @@ impl RecipeEngine for TestEngine {
                 let p = h.create("/big-acl", b"", abi::CreateMode::Persistent, Some(&acl))?;
                 Ok(Reply::Done(p.into_bytes()))
             }
+            "guid" => Ok(Reply::Done(caller.guid.clone().into_bytes())),
             // The caller's ids as `scheme:id` lines.
             "ids" => Ok(Reply::Done(ids_text(caller).into_bytes())),
             "notify" => {
@@ -155,6 +156,13 @@ impl RecipeEngine for TestEngine {
             .any(|i| i.scheme == "digest")
             .then(creator_all);
         let trace = ids_text(&req.caller).into_bytes();
+        // And the guid it was told, for the guid's test.
+        let _ = h.create(
+            "/callback-guid",
+            req.caller.guid.as_bytes(),
+            abi::CreateMode::Persistent,
+            None,
+        );
         match h.create(
             "/callback-ran",
             &trace,
@@ -180,6 +188,11 @@ impl RecipeEngine for TestEngine {
             errors: 1,
             fuel_used: 0,
             loads: 1,
+            counters: crate::recipe::ModuleCounters {
+                calls: 7,
+                errors: [("trap".to_string(), 1)].into_iter().collect(),
+                ..Default::default()
+            },
         }]
     }
 }
@@ -198,6 +211,7 @@ fn rcall(module: &str, method: &str, arg: &str) -> Request {
         module: module.into(),
         method: method.into(),
         args: arg.as_bytes().to_vec(),
+        guid: String::new(),
     }
 }
 
@@ -612,8 +626,8 @@ fn notifications_reach_the_named_session_after_the_txn() {
     h.connect(2);
     let r = reply_of(h.call(2, rcall("t", "notify", &s1.to_string())));
     assert!(
-        matches!(r, Reply::Done(g) if g.len() == 16),
-        "guid is 16 hex digits"
+        matches!(&r, Reply::Done(g) if g.starts_with(format!("{:016x}-", s1 + 1).as_bytes())),
+        "a call sent without a guid gets one of its session and xid: {r:?}"
     );
     assert_eq!(
         notifications(&h, 1),
@@ -669,7 +683,10 @@ fn zookeeper_recipes_shows_what_is_loaded_and_the_pending_waits() {
     )) {
         Response::GetData { data, .. } => assert_eq!(
             text(&data),
-            "module=t version=1.0.0 hash=ab calls=7 errors=1 fuel_used=0 loads=1 methods=make\npending_waits=1\n"
+            "module=t version=1.0.0 hash=ab calls=7 errors=1 fuel_used=0 loads=1 methods=make \
+             pending_waits=1 errors_by_kind=trap:1 \
+             latency_us=le100:0,le250:0,le500:0,le1000:0,le2500:0,le10000:0,le50000:0,le250000:0,le1000000:0,inf:0 \
+             latency_sum_us=0\npending_waits=1\n"
         ),
         other => panic!("{other:?}"),
     }
@@ -777,4 +794,65 @@ fn a_callback_is_proposed_right_behind_the_txn_that_fires_its_wait() {
     ));
     assert!(h.server.recipe_waits().is_empty());
     assert!(exists(&mut h, 1, "/callback-ran"));
+}
+
+fn rcall_guid(method: &str, arg: &str, guid: &str) -> Request {
+    Request::RecipeCall {
+        module: "t".into(),
+        method: method.into(),
+        args: arg.as_bytes().to_vec(),
+        guid: guid.into(),
+    }
+}
+
+#[test]
+fn caller_guid_is_the_calls_own_and_its_callback_is_told_the_same() {
+    let (mut h, _) = with_engine();
+    let s = h.connect(1).session_id;
+    // The guid a client sends, for the call and each retry of it.
+    let r = reply_of(h.call(1, rcall_guid("guid", "", "call-1")));
+    assert_eq!(r, Reply::Done(b"call-1".to_vec()));
+    let r = reply_of(h.call(1, rcall_guid("guid", "", "call-1")));
+    assert_eq!(r, Reply::Done(b"call-1".to_vec()), "a retry: the same guid");
+    // Without one, each call gets its own, never the session id alone.
+    let a = reply_of(h.call(1, rcall("t", "guid", "")));
+    let b = reply_of(h.call(1, rcall("t", "guid", "")));
+    assert_ne!(a, b, "distinct per call");
+    assert_ne!(a, Reply::Done(format!("{s:016x}").into_bytes()));
+    // A callback runs with the guid of the call that registered its wait.
+    ok(h.call(1, create("/w", b"", CreateMode::Persistent)));
+    let r = reply_of(h.call(1, rcall_guid("await_gone", "/w", "waiting-call")));
+    assert!(matches!(r, Reply::Wait { .. }), "{r:?}");
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/w".into(),
+            version: -1,
+        },
+    ));
+    let data = match ok(h.call(
+        1,
+        Request::GetData {
+            path: "/callback-guid".into(),
+            watch: false,
+        },
+    )) {
+        Response::GetData { data, .. } => data,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(data, b"waiting-call");
+}
+
+#[test]
+fn the_leaders_recipe_counters_are_committed_when_they_change_and_shown_from_the_log() {
+    let (mut h, _) = with_engine();
+    let before = h.server.last_zxid();
+    h.step(Input::Tick);
+    assert_eq!(h.server.last_zxid(), before.next(), "one counters txn");
+    let c = &h.server.committed_recipe_counters()["t"];
+    assert_eq!((c.calls, c.errors_total()), (7, 1));
+    // Unchanged counters: no txn, however much time passes.
+    h.now += 60_000;
+    h.step(Input::Tick);
+    assert_eq!(h.server.last_zxid(), before.next());
 }

@@ -33,7 +33,8 @@ impl DataTree {
             | Txn::Error { .. }
             | Txn::Noop
             | Txn::Deploy(_)
-            | Txn::Undeploy { .. } => Ok(()),
+            | Txn::Undeploy { .. }
+            | Txn::RecipeCounters(_) => Ok(()),
             Txn::Reconfig { data } => {
                 self.reconfig(hdr, data, &mut triggers);
                 Ok(())
@@ -113,7 +114,8 @@ impl DataTree {
             | Txn::Recipe(_)
             | Txn::Deploy(_)
             | Txn::Undeploy { .. }
-            | Txn::Reconfig { .. } => unreachable!("check_op refuses {op:?} as an op"),
+            | Txn::Reconfig { .. }
+            | Txn::RecipeCounters(_) => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 

@@ -76,7 +76,8 @@ pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
         | Txn::Undeploy { .. }
         // Prep built it from a configuration it checked; the tree only
         // stores its text.
-        | Txn::Reconfig { .. } => Ok(()),
+        | Txn::Reconfig { .. }
+        | Txn::RecipeCounters(_) => Ok(()),
         op => check_op(op),
     }
 }
@@ -127,6 +128,7 @@ pub(super) fn check_op(op: &Txn) -> Result<(), ApplyError> {
         Txn::Recipe(_) => Err(ApplyError::NotInMulti("recipe")),
         Txn::Deploy(_) | Txn::Undeploy { .. } => Err(ApplyError::NotInMulti("deploy")),
         Txn::Reconfig { .. } => Err(ApplyError::NotInMulti("reconfig")),
+        Txn::RecipeCounters(_) => Err(ApplyError::NotInMulti("recipe counters")),
     }
 }
 

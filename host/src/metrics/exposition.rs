@@ -54,6 +54,19 @@ pub enum Value {
         label: &'static str,
         values: Vec<(String, u64)>,
     },
+    /// Prometheus only: one sample per label set (`labels` names the
+    /// labels, each sample gives their values in that order); a counter
+    /// (`_total`) or a gauge.
+    Labeled {
+        counter: bool,
+        labels: &'static [&'static str],
+        values: Vec<(Vec<String>, u64)>,
+    },
+    /// Prometheus only: a histogram per label value.
+    LabeledHistogram {
+        label: &'static str,
+        values: Vec<(String, HistogramFigures)>,
+    },
     /// `mntr` only (`zk_version`, `zk_server_state`, `zk_peer_state`).
     Text(String),
 }
@@ -180,7 +193,10 @@ pub fn mntr(families: &[Family]) -> Vec<(String, String)> {
                     }
                 }
             }
-            Value::Histogram(_) | Value::LabeledCounter { .. } => {}
+            Value::Histogram(_)
+            | Value::LabeledCounter { .. }
+            | Value::Labeled { .. }
+            | Value::LabeledHistogram { .. } => {}
         }
     }
     out
@@ -244,6 +260,38 @@ pub fn encode(families: &[Family], format: Format) -> String {
                 head(&mut out, if om { name } else { &sample }, "counter");
                 for (l, v) in values {
                     let _ = writeln!(out, "{sample}{{{label}=\"{}\"}} {v}", escape_label(l));
+                }
+            }
+            Value::Labeled {
+                counter,
+                labels,
+                values,
+            } => {
+                let sample = if *counter {
+                    format!("{name}_total")
+                } else {
+                    name.clone()
+                };
+                let kind = if *counter { "counter" } else { "gauge" };
+                head(&mut out, if om { name } else { &sample }, kind);
+                for (ls, v) in values {
+                    let set: Vec<String> = labels
+                        .iter()
+                        .zip(ls)
+                        .map(|(k, l)| format!("{k}=\"{}\"", escape_label(l)))
+                        .collect();
+                    let _ = writeln!(out, "{sample}{{{}}} {v}", set.join(","));
+                }
+            }
+            Value::LabeledHistogram { label, values } => {
+                head(&mut out, name, "histogram");
+                for (l, h) in values {
+                    let l = format!("{label}=\"{}\"", escape_label(l));
+                    for (le, n) in &h.buckets {
+                        let _ = writeln!(out, "{name}_bucket{{{l},le=\"{}\"}} {n}", num(*le));
+                    }
+                    let _ = writeln!(out, "{name}_count{{{l}}} {}", h.count);
+                    let _ = writeln!(out, "{name}_sum{{{l}}} {}", num(h.sum));
                 }
             }
             Value::Summary { prom, .. } => {

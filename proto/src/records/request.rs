@@ -84,11 +84,16 @@ pub enum Request {
     },
     WhoAmI,
     CloseSession,
-    /// wazoo's recipe call: module, method, MessagePack arguments.
+    /// wazoo's recipe call: module, method, MessagePack arguments, and the
+    /// call's guid: an id the client makes per call and sends again with
+    /// every retry of the same call (the recipe's `caller_guid`). Empty:
+    /// the client sent none (the body ends after `args`), and the server
+    /// makes one for this request alone.
     RecipeCall {
         module: String,
         method: String,
         args: Vec<u8>,
+        guid: String,
     },
 }
 
@@ -228,10 +233,16 @@ impl Request {
                 module,
                 method,
                 args,
+                guid,
             } => {
                 w.write_string(module);
                 w.write_string(method);
                 w.write_buffer(args);
+                // Optional on the wire: a body without it is a call of a
+                // client that sends no guid.
+                if !guid.is_empty() {
+                    w.write_string(guid);
+                }
             }
         }
     }
@@ -325,6 +336,11 @@ impl Request {
                 module: r.read_string()?,
                 method: r.read_string()?,
                 args: r.read_buffer()?,
+                guid: if r.remaining() > 0 {
+                    r.read_string()?
+                } else {
+                    String::new()
+                },
             },
             O::Notification | O::Sasl | O::CreateSession | O::Error => return Ok(None),
         }))

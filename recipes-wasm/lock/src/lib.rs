@@ -115,3 +115,73 @@ fn holder(cx: &mut Ctx, a: PathArg) -> Result<Step<Option<String>>> {
             .map(|c| wazoo_sdk::join(&a.path, &c.name)),
     ))
 }
+
+/// The recipe driven natively by the SDK's test harness (`cargo test -p
+/// lock` in recipes-wasm/): a simulated tree, its watches fired, the
+/// waiting callers' callbacks run.
+#[cfg(test)]
+mod tests {
+    use wazoo_sdk::abi::Reply;
+    use wazoo_sdk::testing::{done, Harness};
+
+    #[derive(serde::Serialize)]
+    struct P<'a> {
+        path: &'a str,
+    }
+
+    const X: P<'static> = P { path: "/locks/x" };
+
+    fn finished_node(h: &mut Harness, session: i64) -> String {
+        match h.finished(session).as_slice() {
+            [(token, Reply::Done(v))] => {
+                assert_eq!(token, "acquire:/locks/x");
+                wazoo_sdk::abi::decode(v).unwrap()
+            }
+            other => panic!("expected one finished acquire, got {other:?}"),
+        }
+    }
+
+    /// ZooKeeper Recipes and Solutions, "Locks": the lowest sequence holds
+    /// the lock, each other contender watches only the one before it (no
+    /// herd effect), and gets the lock when that node goes: released, or
+    /// gone with its session.
+    #[test]
+    fn waiting_acquirers_get_the_lock_in_order_when_the_holder_leaves() {
+        let mut h = Harness::new(wazoo_sdk::this_recipe!());
+        let (a, b, c) = (h.session(), h.session(), h.session());
+        let first: String = done(&h.call(a, "acquire", &X));
+        assert!(h.call(b, "acquire", &X).is_wait());
+        assert!(h.call(c, "acquire", &X).is_wait());
+        assert_eq!(h.children("/locks/x").len(), 3);
+        let holder: Option<String> = done(&h.call(c, "holder", &X));
+        assert_eq!(holder, Some(first.clone()));
+
+        assert!(done::<bool>(&h.call(a, "release", &X)));
+        let second = finished_node(&mut h, b);
+        assert!(h.finished(c).is_empty(), "c waits on b's node only");
+        assert!(h.data(&first).is_none());
+
+        // b's session ends: its ephemeral node goes, and c holds the lock.
+        h.close_session(b);
+        assert!(h.data(&second).is_none());
+        let third = finished_node(&mut h, c);
+        assert_eq!(h.children("/locks/x").len(), 1);
+
+        // The guid rule: an acquire sent again (a reply lost) reuses the
+        // caller's node instead of queueing a second one.
+        let again: String = done(&h.call(c, "acquire", &X));
+        assert_eq!(again, third);
+        assert_eq!(h.children("/locks/x").len(), 1);
+    }
+
+    #[test]
+    fn a_bad_path_or_an_unknown_method_is_an_error_reply_that_writes_nothing() {
+        let mut h = Harness::new(wazoo_sdk::this_recipe!());
+        let a = h.session();
+        let r = h.call(a, "acquire", &P { path: "relative" });
+        assert!(r.is_error(), "{r:?}");
+        assert_eq!(h.children("/"), Vec::<String>::new());
+        let r = h.call_raw(a, "no_such_method", &[]);
+        assert_eq!(r.error_code(), Some(wazoo_sdk::code::UNIMPLEMENTED));
+    }
+}

@@ -1,7 +1,6 @@
 //! Calls and callbacks: a fresh instance per call, run under the limits,
 //! and a trap turned into a typed error.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use wasmtime::{ModuleExport, Store, Trap};
@@ -98,31 +97,35 @@ impl Runtime {
         store.set_epoch_deadline((limits.deadline.as_nanos().div_ceil(tick) + 1) as u64);
         store.epoch_deadline_trap();
 
+        let started = std::time::Instant::now();
         let result = self.run_in(&m, entry, input, &mut store);
+        let latency_us = started.elapsed().as_micros().min(u64::MAX as u128) as u64;
         let fuel_used = limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0));
         let result = result.map_err(|e| classify(store.data_mut(), e, limits));
         let ops = store.data().ops;
         let memory_bytes = store.data().limiter.peak;
         drop(store);
 
-        m.counters.calls.fetch_add(1, Ordering::Relaxed);
-        m.counters.fuel.fetch_add(fuel_used, Ordering::Relaxed);
+        let error_kind = match &result {
+            Ok(Ok(Reply::Error { .. })) => Some("recipe"),
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) | Err(e) => Some(e.kind()),
+        };
+        m.counters
+            .detail
+            .lock()
+            .unwrap()
+            .record(fuel_used, latency_us, error_kind);
         match result {
-            Ok(Ok(reply)) => {
-                if matches!(reply, Reply::Error { .. }) {
-                    m.counters.errors.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(Outcome {
-                    reply,
-                    fuel_used,
-                    ops,
-                    version: m.manifest.version.clone(),
-                    hash: m.hash_hex.clone(),
-                    memory_bytes,
-                })
-            }
+            Ok(Ok(reply)) => Ok(Outcome {
+                reply,
+                fuel_used,
+                ops,
+                version: m.manifest.version.clone(),
+                hash: m.hash_hex.clone(),
+                memory_bytes,
+            }),
             Ok(Err(e)) | Err(e) => {
-                m.counters.errors.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(module = %m.manifest.name, error = %e, "recipe call failed");
                 Err(e)
             }

@@ -166,6 +166,7 @@ mod tests {
                     path: "/p".into(),
                     child: false,
                     auth: Vec::new(),
+                    guid: String::new(),
                     fired: None,
                 })
                 .collect(),

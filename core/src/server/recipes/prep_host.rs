@@ -19,6 +19,8 @@ pub(super) struct PrepHost<'v, 'a> {
     pub(super) view: View<'v>,
     pub(super) auth: &'a AuthInfo,
     pub(super) session: i64,
+    /// The step's `caller_guid`, recorded with the waits it registers.
+    pub(super) guid: String,
     pub(super) module: &'a str,
     pub(super) ops: Vec<Txn>,
     pub(super) waits: Vec<RecipeWait>,
@@ -69,6 +71,7 @@ impl PrepHost<'_, '_> {
                 path: path.to_string(),
                 child,
                 auth: self.auth.ids.clone(),
+                guid: self.guid.clone(),
                 fired: None,
             });
         }
