@@ -217,6 +217,7 @@ impl Txn {
             Txn::Reconfig { data } => {
                 w.write_i32(tag::RECONFIG);
                 w.write_buffer(data);
+            }
             Txn::RecipeCounters(c) => {
                 w.write_i32(tag::RECIPE_COUNTERS);
                 crate::recipe::write_counters(c, w);
