@@ -43,7 +43,7 @@ mod recipes;
 use conns::SendBufs;
 pub use peer_msg::PeerMsg;
 use prep::*;
-pub use recipes::{dry_run_call, DryRun};
+pub use recipes::{dry_run_call, DryRun, RecipeJob, RecipeStepDone};
 
 use wazoo_proto::Zxid;
 
@@ -248,6 +248,8 @@ pub enum Input {
     Peer { from: u64, msg: PeerMsg },
     /// Ensemble: consensus changed this member's role.
     Role(Role),
+    /// A worker ran a step the pipeline sent ([`Output::RecipeStep`]).
+    RecipeStepDone(Box<RecipeStepDone>),
 }
 
 /// What the shell must do, in order.
@@ -277,6 +279,10 @@ pub enum Output {
     /// propose does), and the role change that follows closes its clients'
     /// connections so they reconnect to another member. Once per role.
     StepDown { why: String },
+    /// Run this recipe step off the member's thread ([`RecipeJob::run`])
+    /// and answer with [`Input::RecipeStepDone`]; only with
+    /// [`Server::set_recipe_offload`]. Steps may finish in any order.
+    RecipeStep(Box<RecipeJob>),
 }
 
 /// Where the zxids of the txns this member makes come from.
@@ -529,6 +535,9 @@ pub struct Server {
     after_waiters: Vec<(Zxid, ConnId)>,
     /// Deploys in flight and what the engine serves (see `deploy.rs`).
     deploys: deploy::DeployState,
+    /// Recipe steps running off the member's thread, and the requests
+    /// that wait behind them (see `recipes/offload.rs`).
+    offload: recipes::Offload,
 }
 
 impl Server {
@@ -590,6 +599,7 @@ impl Server {
             rescan_waits: true,
             after_waiters: Vec::new(),
             deploys: Default::default(),
+            offload: Default::default(),
         }
     }
 
@@ -677,6 +687,7 @@ impl Server {
         self.last_applied = zxid;
         self.prep.proposals.clear();
         self.prep.outstanding = Outstanding::default();
+        self.offload.forget();
         self.forget_deploys_in_flight();
     }
 
@@ -767,6 +778,7 @@ impl Server {
             Input::Committed { zxid, record } => self.on_committed(zxid, &record),
             Input::Peer { from, msg } => self.on_peer(from, msg),
             Input::Role(role) => self.on_role(role),
+            Input::RecipeStepDone(done) => self.on_step_done(*done),
         }
         self.run_owed_callbacks();
     }

@@ -27,14 +27,18 @@ use wazoo_proto::{ErrorCode, Request, Response};
 use wazoo_sdk::abi::{self, AuthId, CallerInfo, Notification, Reply, WatchRequest};
 
 use super::{
-    ApplyError, AuthInfo, Changes, ConnId, Origin, Server, ServerConfig, Stat, Txn, View, WriteKind,
+    ApplyError, AuthInfo, Changes, ConnId, Origin, ReadSet, Server, ServerConfig, Stat, Txn, View,
+    WriteKind,
 };
 use crate::recipe::{
     error_reply, render_report, ModuleReport, RecipeEngine, RecipeTxn, RecipeWait, WaitKey,
 };
 
+mod offload;
 mod prep_host;
 
+pub(super) use offload::{Held, Offload};
+pub use offload::{RecipeJob, RecipeStepDone};
 use prep_host::PrepHost;
 
 /// The virtual node showing what recipe modules are loaded.
@@ -51,6 +55,68 @@ pub(super) struct RecipeCall<'a> {
 enum Step<'a> {
     Call { method: &'a str, args: &'a [u8] },
     Callback(&'a RecipeWait),
+}
+
+/// What one step did, before it becomes a txn (see `finish_step`).
+struct StepOutcome {
+    reply: Reply,
+    ops: Vec<Txn>,
+    waits: Vec<RecipeWait>,
+    notes: Vec<(i64, Vec<u8>)>,
+    /// The view changes of `ops`.
+    changes: Changes,
+}
+
+impl StepOutcome {
+    /// What `host` staged, with the step's reply; and what it read, if it
+    /// recorded its reads.
+    fn of(host: PrepHost<'_, '_>, reply: Reply) -> (StepOutcome, Option<ReadSet>, bool) {
+        let PrepHost {
+            mut view,
+            ops,
+            waits,
+            notes,
+            saw_own_stamp,
+            ..
+        } = host;
+        let reads = view.reads.take().map(|r| r.into_inner());
+        let outcome = StepOutcome {
+            reply,
+            ops,
+            waits,
+            notes,
+            changes: view.into_changes(),
+        };
+        (outcome, reads, saw_own_stamp)
+    }
+}
+
+/// Runs one step with `engine` against `host` (the caller's identity is
+/// the one `host` checks ACLs with).
+fn run_engine(
+    engine: Option<&mut (dyn RecipeEngine + '_)>,
+    host: &mut PrepHost<'_, '_>,
+    module: &str,
+    step: &Step<'_>,
+) -> Reply {
+    let caller = caller_info(host.session, host.auth);
+    match (engine, step) {
+        (None, _) => error_reply(
+            ErrorCode::Unimplemented,
+            "recipes are not enabled on this server (start it with --plugins DIR)",
+        ),
+        (Some(e), Step::Call { method, args }) => e.call(module, method, args, &caller, host),
+        (Some(e), Step::Callback(w)) => {
+            let (path, event) = w.fired.clone().expect("only fired waits are called back");
+            let req = WatchRequest {
+                token: w.token.clone(),
+                path,
+                event,
+                caller,
+            };
+            e.on_watch(module, &req, host)
+        }
+    }
 }
 
 /// The guid a recipe sees for a session: its id as 16 hex digits, stable
@@ -175,7 +241,22 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
+        if self.offloads() {
+            return self.offload_call(Some(conn), xid, session, auth, call);
+        }
         let (rt, changes) = self.prep_call(auth, session, call);
+        self.commit_local_call(conn, xid, session, rt, changes);
+    }
+
+    /// A local call's step is done: its txn, or its reply.
+    fn commit_local_call(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        session: i64,
+        rt: RecipeTxn,
+        changes: Changes,
+    ) {
         if rt.is_empty() {
             // Read-only or failed: no txn. The reply waits until what the
             // step read is committed (every txn proposed before it, if any:
@@ -206,6 +287,9 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
+        if self.offloads() {
+            return self.offload_call(None, cxid, session, auth, call);
+        }
         let (rt, changes) = self.prep_call(auth, session, call);
         self.propose(
             Origin::Remote,
@@ -240,6 +324,18 @@ impl Server {
         module: &str,
         step: Step<'_>,
     ) -> (RecipeTxn, Changes) {
+        let outcome = self.run_step_here(auth, session, module, &step);
+        self.finish_step(session, module, &step, outcome)
+    }
+
+    /// Runs one step on this thread against the prep view.
+    fn run_step_here(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+    ) -> StepOutcome {
         let mut engine = self.recipes.take();
         let zxid = self.prep_zxid();
         let mut host = PrepHost {
@@ -250,6 +346,7 @@ impl Server {
                 local: Vec::new(),
                 zxid,
                 time_ms: self.wall_ms,
+                reads: None,
             },
             auth,
             session,
@@ -258,43 +355,37 @@ impl Server {
             waits: Vec::new(),
             notes: Vec::new(),
             staged_bytes: 0,
+            saw_own_stamp: false,
         };
-        let caller = caller_info(session, auth);
-        let reply = match (&mut engine, &step) {
-            (None, _) => error_reply(
-                ErrorCode::Unimplemented,
-                "recipes are not enabled on this server (start it with --plugins DIR)",
-            ),
-            (Some(e), Step::Call { method, args }) => {
-                e.call(module, method, args, &caller, &mut host)
-            }
-            (Some(e), Step::Callback(w)) => {
-                let (path, event) = w.fired.clone().expect("only fired waits are called back");
-                let req = WatchRequest {
-                    token: w.token.clone(),
-                    path,
-                    event,
-                    caller,
-                };
-                e.on_watch(module, &req, &mut host)
-            }
-        };
+        let reply = run_engine(engine.as_deref_mut(), &mut host, module, step);
         self.recipes = engine;
-        let consumed = match &step {
+        StepOutcome::of(host, reply).0
+    }
+
+    /// Turns what a step did into its txn (and the view changes its ops
+    /// make), checking its waits against the wait table as it is now.
+    fn finish_step(
+        &mut self,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+        outcome: StepOutcome,
+    ) -> (RecipeTxn, Changes) {
+        let StepOutcome {
+            reply,
+            ops,
+            waits,
+            mut notes,
+            changes,
+        } = outcome;
+        let consumed = match step {
             Step::Call { .. } => Vec::new(),
             Step::Callback(w) => vec![(w.session, w.token.clone())],
         };
         let reply = match reply {
-            Reply::Wait { token } => self.check_wait(session, module, &token, &host.waits, &step),
+            Reply::Wait { token } => self.check_wait(session, module, &token, &waits, step),
             r => r,
         };
-        let PrepHost {
-            view,
-            ops,
-            waits,
-            mut notes,
-            ..
-        } = host;
         let (ops, waits, changes) = match reply {
             // A failed step changes nothing of what it staged.
             Reply::Error { .. } => {
@@ -303,8 +394,8 @@ impl Server {
             }
             // A finished step waits on nothing: watches it registered on
             // the way (an exists that found the node gone) are dropped.
-            Reply::Done(_) => (ops, Vec::new(), view.into_changes()),
-            Reply::Wait { .. } => (ops, waits, view.into_changes()),
+            Reply::Done(_) => (ops, Vec::new(), changes),
+            Reply::Wait { .. } => (ops, waits, changes),
         };
         let mut rt = RecipeTxn {
             module: module.to_string(),
@@ -482,6 +573,11 @@ impl Server {
             let auth = AuthInfo {
                 ids: w.auth.clone(),
             };
+            if self.offloads() {
+                self.running_callbacks.insert(key.clone());
+                self.offload_callback(key, auth, w);
+                continue;
+            }
             let (rt, changes) = self.prep_recipe(&auth, w.session, &w.module, Step::Callback(&w));
             self.running_callbacks.insert(key);
             self.propose(
@@ -653,6 +749,7 @@ pub fn dry_run_call(
             local: Vec::new(),
             zxid,
             time_ms,
+            reads: None,
         },
         auth,
         session: caller.session,
@@ -661,6 +758,7 @@ pub fn dry_run_call(
         waits: Vec::new(),
         notes: Vec::new(),
         staged_bytes: 0,
+        saw_own_stamp: false,
     };
     // The step is told the identities its ACL checks use.
     let caller = CallerInfo {
