@@ -211,6 +211,8 @@ pub(crate) struct Driver {
     pub conns: HashMap<ConnId, crate::net::ConnTx>,
     /// A snapshot is being written (one at a time).
     pub snapshot_busy: Arc<AtomicBool>,
+    /// Runs recipe steps off this thread; none when steps run in prep.
+    pub recipe_pool: Option<crate::recipe_pool::RecipePool>,
 }
 
 impl Driver {
@@ -394,6 +396,10 @@ impl Driver {
             Output::SendPeer { to, msg } => self.link(to, LinkCmd::Zab(msg)),
             Output::CloseLink { peer } => self.link(peer, LinkCmd::Close),
             Output::SendApp { to, msg } => self.link(to, LinkCmd::App(msg.encode())),
+            Output::RecipeStep(job) => match &self.recipe_pool {
+                Some(pool) => pool.run(*job),
+                None => bail!("a recipe step was offloaded, but no recipe worker runs"),
+            },
         }
         Ok(())
     }

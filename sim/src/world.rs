@@ -77,6 +77,12 @@ enum Event {
         zxid: Zxid,
         data: Vec<u8>,
     },
+    /// A simulated recipe worker finished a step of member `id`.
+    StepDone {
+        id: ServerId,
+        incarnation: u64,
+        done: Box<wazoo_core::server::RecipeStepDone>,
+    },
     Restart(ServerId),
     Fault,
     Heal,
@@ -85,6 +91,11 @@ enum Event {
 
 pub struct World {
     rng: Rng,
+    /// Odd seeds run recipe steps on a simulated worker pool (each step
+    /// done after a delay drawn from `step_rng`, in any order), even seeds
+    /// in prep. A generator of its own, so even seeds replay as before.
+    offload: bool,
+    step_rng: Rng,
     params: Params,
     now_ms: u64,
     events: BTreeMap<(u64, u64), Event>,
@@ -112,6 +123,8 @@ impl World {
         let params = Params::draw(&mut rng);
         let mut w = World {
             rng,
+            offload: seed % 2 == 1,
+            step_rng: Rng::new(seed ^ 0x5a00_5a00_5a00_5a00),
             now_ms: 0,
             events: BTreeMap::new(),
             sequence: 0,
@@ -220,8 +233,11 @@ impl World {
             log: node.disk.log_after(snap_zxid),
         };
         let now = node.now(now_ms);
-        let member = Member::recover(&node.cfg, stored, Box::new(SimRecipes), now)
+        let mut member = Member::recover(&node.cfg, stored, Box::new(SimRecipes), now)
             .unwrap_or_else(|e| panic!("member {id} does not recover: {e}"));
+        if self.offload {
+            member.offload_recipe_steps();
+        }
         node.member = Some(member);
         if let Err(e) = self.shadow.member_at(id, snap_zxid) {
             panic!("{e}");
@@ -390,6 +406,19 @@ impl World {
                         incarnation,
                         zxid,
                         data,
+                    },
+                );
+            }
+            Output::RecipeStep(job) => {
+                let done = Box::new(job.run(&mut SimRecipes));
+                let incarnation = self.nodes[&id].incarnation;
+                let after = self.step_rng.range(0, 40);
+                self.schedule(
+                    after,
+                    Event::StepDone {
+                        id,
+                        incarnation,
+                        done,
                     },
                 );
             }
@@ -568,6 +597,16 @@ impl World {
                 let node = self.nodes.get_mut(&id).expect("node");
                 if node.incarnation == incarnation && node.member.is_some() {
                     node.disk.store_snapshot(zxid, data);
+                }
+            }
+            Event::StepDone {
+                id,
+                incarnation,
+                done,
+            } => {
+                let node = &self.nodes[&id];
+                if node.incarnation == incarnation && node.member.is_some() {
+                    self.input(id, In::Client(Input::RecipeStepDone(done)));
                 }
             }
             Event::Restart(id) => {
@@ -749,6 +788,7 @@ impl World {
         if !ls.serving
             || ls.committed_zxid != ls.last_zxid
             || lm.server().pending_txns() != 0
+            || lm.server().recipe_steps_in_flight() != 0
             || lm.server().last_zxid() != ls.committed_zxid
         {
             return false;

@@ -114,7 +114,17 @@ impl RecipeJob {
             saw_own_stamp: false,
         };
         let mut host = host;
-        let reply = run_engine(Some(engine), &mut host, &self.module, &self.work.step());
+        // A worker must answer every step it takes (its session's later
+        // requests wait for it): an engine that panics fails the step.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_engine(Some(engine), &mut host, &self.module, &self.work.step())
+        }));
+        let reply = run.unwrap_or_else(|_| {
+            error_reply(
+                ErrorCode::SystemError,
+                format!("the recipe engine failed while running {:?}", self.module),
+            )
+        });
         let (outcome, reads, saw_own_stamp) = StepOutcome::of(host, reply);
         RecipeStepDone {
             id: self.id,
