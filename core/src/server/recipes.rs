@@ -1,8 +1,9 @@
 //! Recipe calls and callbacks in the pipeline (docs/ARCHITECTURE.md,
 //! "Recipes"; docs/RECIPES.md, "Watches and callbacks").
 //!
-//! - A call runs in prep on the leader (or the standalone member),
-//!   serialized with every other write, against the prep view. Its writes,
+//! - A call runs on the leader (or the standalone member) against the prep
+//!   view: in prep, or on a worker of the shell against a copy of it and
+//!   checked when it comes back (`recipes/offload.rs`). Its writes,
 //!   watch registrations and notifications become one [`RecipeTxn`]; its
 //!   reply travels in that txn, so the member holding the caller's
 //!   connection answers it when the txn is applied there. A call that
