@@ -124,6 +124,17 @@ impl Loaded {
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
+    /// A tighter fuel and deadline for the calls of this handle (see
+    /// [`Runtime::within`]); `None`: the configured limits.
+    budget: Option<Budget>,
+}
+
+/// A fuel and deadline tighter than the configured limits, for a first
+/// try at a call on a thread that must not be held long (the member's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub fuel: u64,
+    pub deadline: Duration,
 }
 
 struct Inner {
@@ -206,7 +217,29 @@ impl Runtime {
                 counters: Mutex::new(HashMap::new()),
                 ticker: Mutex::new(Some((stop, handle))),
             }),
+            budget: None,
         })
+    }
+
+    /// A handle whose calls run within `budget` (and the limits): one that
+    /// needs more fails with `FuelExhausted` or `DeadlineExceeded` and is
+    /// not counted (no call, no error, no failure logged), so it can run
+    /// again with the full limits.
+    pub fn within(&self, budget: Budget) -> Runtime {
+        Runtime {
+            inner: Arc::clone(&self.inner),
+            budget: Some(budget),
+        }
+    }
+
+    /// Whether `e` is a call of a [`Runtime::within`] handle running out of
+    /// its budget.
+    pub fn over_budget(&self, e: &RecipeError) -> bool {
+        self.budget.is_some()
+            && matches!(
+                e,
+                RecipeError::FuelExhausted { .. } | RecipeError::DeadlineExceeded { .. }
+            )
     }
 
     pub fn limits(&self) -> &Limits {

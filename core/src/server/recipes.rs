@@ -46,6 +46,7 @@ use prep_host::PrepHost;
 pub const RECIPES_NODE: &str = "/zookeeper/recipes";
 
 /// A client's recipe call.
+#[derive(Clone, Copy)]
 pub(super) struct RecipeCall<'a> {
     pub module: &'a str,
     pub method: &'a str,
@@ -93,20 +94,25 @@ impl StepOutcome {
 }
 
 /// Runs one step with `engine` against `host` (the caller's identity is
-/// the one `host` checks ACLs with).
+/// the one `host` checks ACLs with). `quick`: only the engine's first try
+/// within its small budget (`None` if the step needs more).
 fn run_engine(
     engine: Option<&mut (dyn RecipeEngine + '_)>,
     host: &mut PrepHost<'_, '_>,
     module: &str,
     step: &Step<'_>,
-) -> Reply {
+    quick: bool,
+) -> Option<Reply> {
     let caller = caller_info(host.session, host.auth);
     match (engine, step) {
-        (None, _) => error_reply(
+        (None, _) => Some(error_reply(
             ErrorCode::Unimplemented,
             "recipes are not enabled on this server (start it with --plugins DIR)",
-        ),
-        (Some(e), Step::Call { method, args }) => e.call(module, method, args, &caller, host),
+        )),
+        (Some(e), Step::Call { method, args }) if quick => {
+            e.try_call(module, method, args, &caller, host)
+        }
+        (Some(e), Step::Call { method, args }) => Some(e.call(module, method, args, &caller, host)),
         (Some(e), Step::Callback(w)) => {
             let (path, event) = w.fired.clone().expect("only fired waits are called back");
             let req = WatchRequest {
@@ -115,7 +121,11 @@ fn run_engine(
                 event,
                 caller,
             };
-            e.on_watch(module, &req, host)
+            if quick {
+                e.try_on_watch(module, &req, host)
+            } else {
+                Some(e.on_watch(module, &req, host))
+            }
         }
     }
 }
@@ -242,10 +252,14 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
-        if self.offloads() {
-            return self.offload_call(Some(conn), xid, session, auth, call);
-        }
-        let (rt, changes) = self.prep_call(auth, session, call);
+        let (rt, changes) = if self.offloads() {
+            match self.prep_call_quick(auth, session, call) {
+                Some(done) => done,
+                None => return self.offload_call(Some(conn), xid, session, auth, call),
+            }
+        } else {
+            self.prep_call(auth, session, call)
+        };
         self.commit_local_call(conn, xid, session, rt, changes);
     }
 
@@ -288,10 +302,14 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
-        if self.offloads() {
-            return self.offload_call(None, cxid, session, auth, call);
-        }
-        let (rt, changes) = self.prep_call(auth, session, call);
+        let (rt, changes) = if self.offloads() {
+            match self.prep_call_quick(auth, session, call) {
+                Some(done) => done,
+                None => return self.offload_call(None, cxid, session, auth, call),
+            }
+        } else {
+            self.prep_call(auth, session, call)
+        };
         self.propose(
             Origin::Remote,
             cxid,
@@ -301,6 +319,21 @@ impl Server {
             None,
             false,
         );
+    }
+
+    /// A call's first try on this thread (see `try_step_here`).
+    fn prep_call_quick(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        call: RecipeCall<'_>,
+    ) -> Option<(RecipeTxn, Changes)> {
+        let step = Step::Call {
+            method: call.method,
+            args: call.args,
+        };
+        let outcome = self.try_step_here(auth, session, call.module, &step)?;
+        Some(self.finish_step(session, call.module, &step, outcome))
     }
 
     fn prep_call(
@@ -337,6 +370,30 @@ impl Server {
         module: &str,
         step: &Step<'_>,
     ) -> StepOutcome {
+        self.step_here(auth, session, module, step, false)
+            .expect("a full run always answers")
+    }
+
+    /// The engine's first try at a step on this thread, within its small
+    /// budget: `None` if the step needs more (it then goes to a worker).
+    fn try_step_here(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+    ) -> Option<StepOutcome> {
+        self.step_here(auth, session, module, step, true)
+    }
+
+    fn step_here(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+        quick: bool,
+    ) -> Option<StepOutcome> {
         let mut engine = self.recipes.take();
         let zxid = self.prep_zxid();
         let mut host = PrepHost {
@@ -358,9 +415,9 @@ impl Server {
             staged_bytes: 0,
             saw_own_stamp: false,
         };
-        let reply = run_engine(engine.as_deref_mut(), &mut host, module, step);
+        let reply = run_engine(engine.as_deref_mut(), &mut host, module, step, quick);
         self.recipes = engine;
-        StepOutcome::of(host, reply).0
+        Some(StepOutcome::of(host, reply?).0)
     }
 
     /// Turns what a step did into its txn (and the view changes its ops
@@ -574,12 +631,19 @@ impl Server {
             let auth = AuthInfo {
                 ids: w.auth.clone(),
             };
-            if self.offloads() {
-                self.running_callbacks.insert(key.clone());
-                self.offload_callback(key, auth, w);
-                continue;
-            }
-            let (rt, changes) = self.prep_recipe(&auth, w.session, &w.module, Step::Callback(&w));
+            let (rt, changes) = if self.offloads() {
+                let step = Step::Callback(&w);
+                match self.try_step_here(&auth, w.session, &w.module, &step) {
+                    Some(outcome) => self.finish_step(w.session, &w.module, &step, outcome),
+                    None => {
+                        self.running_callbacks.insert(key.clone());
+                        self.offload_callback(key, auth, w);
+                        continue;
+                    }
+                }
+            } else {
+                self.prep_recipe(&auth, w.session, &w.module, Step::Callback(&w))
+            };
             self.running_callbacks.insert(key);
             self.propose(
                 Origin::Internal,

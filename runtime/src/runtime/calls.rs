@@ -69,7 +69,18 @@ impl Runtime {
         input: &[u8],
         host: &mut dyn RecipeHost,
     ) -> Result<Outcome, RecipeError> {
-        let limits = &self.inner.limits;
+        let budgeted;
+        let limits = match &self.budget {
+            None => &self.inner.limits,
+            Some(b) => {
+                budgeted = Limits {
+                    fuel: self.inner.limits.fuel.min(b.fuel),
+                    deadline: self.inner.limits.deadline.min(b.deadline),
+                    ..self.inner.limits.clone()
+                };
+                &budgeted
+            }
+        };
         let host: *mut (dyn RecipeHost + '_) = host;
         // SAFETY: lifetime erasure only; the store holding it is dropped at
         // the end of this function, before `host`'s borrow ends.
@@ -105,6 +116,11 @@ impl Runtime {
         let memory_bytes = store.data().limiter.peak;
         drop(store);
 
+        if let Err(e) | Ok(Err(e)) = &result {
+            if self.over_budget(e) {
+                return Err(e.clone());
+            }
+        }
         m.counters.calls.fetch_add(1, Ordering::Relaxed);
         m.counters.fuel.fetch_add(fuel_used, Ordering::Relaxed);
         match result {

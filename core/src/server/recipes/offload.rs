@@ -1,8 +1,12 @@
 //! Recipe steps off the member's thread (docs/ARCHITECTURE.md, "Recipes",
 //! "Where a step runs").
 //!
-//! With offloading on ([`Server::set_recipe_offload`]), prep does not run
-//! a step: it emits a [`RecipeJob`] ([`Output::RecipeStep`]) holding an
+//! With offloading on ([`Server::set_recipe_offload`]), prep first gives
+//! the engine a try at the step within a small budget
+//! ([`RecipeEngine::try_call`]: a twentieth of the fuel and one epoch tick
+//! for the wasm runtime), which an ordinary step fits many times over, so
+//! it costs what it cost before. A step that needs more is not run here:
+//! prep emits a [`RecipeJob`] ([`Output::RecipeStep`]) holding an
 //! O(1) copy of the prep view (the tree is a persistent map; the
 //! outstanding changes are copied) and the shell runs it on a worker
 //! ([`RecipeJob::run`]), which records every node the step read. The
@@ -117,9 +121,15 @@ impl RecipeJob {
         // A worker must answer every step it takes (its session's later
         // requests wait for it): an engine that panics fails the step.
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_engine(Some(engine), &mut host, &self.module, &self.work.step())
+            run_engine(
+                Some(engine),
+                &mut host,
+                &self.module,
+                &self.work.step(),
+                false,
+            )
         }));
-        let reply = run.unwrap_or_else(|_| {
+        let reply = run.ok().flatten().unwrap_or_else(|| {
             error_reply(
                 ErrorCode::SystemError,
                 format!("the recipe engine failed while running {:?}", self.module),
