@@ -38,12 +38,14 @@ fn reply_of(
 }
 
 /// The budget of a first try on the member's thread (`try_call`): a
-/// twentieth of the fuel, and a zero deadline, which the epoch deadline
-/// rounds up to the next tick.
+/// twentieth of the fuel, a zero deadline (which the epoch deadline rounds
+/// up to the next tick), and tree batches of 64 KiB (a batch that reads or
+/// writes a large node goes to a worker before it is copied whole).
 fn quick_budget(rt: &Runtime) -> Budget {
     Budget {
         fuel: (rt.limits().fuel / 20).max(1),
         deadline: std::time::Duration::ZERO,
+        message_bytes: 64 << 10,
     }
 }
 
@@ -65,9 +67,9 @@ impl RecipeEngine for Runtime {
         reply_of(r, module, "on_watch", req.caller.session)
     }
 
-    /// Within a twentieth of the fuel and one epoch tick (5 ms by
-    /// default): an ordinary step fits many times over; a heavy one costs
-    /// the member's thread at most that before it goes to a worker.
+    /// Within a twentieth of the fuel, one epoch tick (5 ms by default) and
+    /// 64 KiB batches: an ordinary step fits many times over; a heavy one
+    /// costs the member's thread at most that before it goes to a worker.
     fn try_call(
         &mut self,
         module: &str,

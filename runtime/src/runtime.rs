@@ -135,6 +135,8 @@ pub struct Runtime {
 pub struct Budget {
     pub fuel: u64,
     pub deadline: Duration,
+    /// Bytes of one tree batch (request or response) or notification.
+    pub message_bytes: usize,
 }
 
 struct Inner {
@@ -222,7 +224,8 @@ impl Runtime {
     }
 
     /// A handle whose calls run within `budget` (and the limits): one that
-    /// needs more fails with `FuelExhausted` or `DeadlineExceeded` and is
+    /// needs more fails with `FuelExhausted`, `DeadlineExceeded` or
+    /// `TooLarge` (a batch or notification past the budget's bytes) and is
     /// not counted (no call, no error, no failure logged), so it can run
     /// again with the full limits.
     pub fn within(&self, budget: Budget) -> Runtime {
@@ -235,11 +238,13 @@ impl Runtime {
     /// Whether `e` is a call of a [`Runtime::within`] handle running out of
     /// its budget.
     pub fn over_budget(&self, e: &RecipeError) -> bool {
+        let full = self.inner.limits.max_message_bytes;
         self.budget.is_some()
-            && matches!(
-                e,
-                RecipeError::FuelExhausted { .. } | RecipeError::DeadlineExceeded { .. }
-            )
+            && match e {
+                RecipeError::FuelExhausted { .. } | RecipeError::DeadlineExceeded { .. } => true,
+                RecipeError::TooLarge { limit, .. } => *limit < full,
+                _ => false,
+            }
     }
 
     pub fn limits(&self) -> &Limits {

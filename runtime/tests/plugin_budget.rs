@@ -9,7 +9,7 @@ mod plugin_support;
 use plugin_support::*;
 use std::time::{Duration, Instant};
 use wazoo_runtime::abi::CallerInfo;
-use wazoo_runtime::{Budget, Limits, RecipeError, Runtime, RuntimeConfig};
+use wazoo_runtime::{Budget, Limits, RecipeError, RecipeHost, Runtime, RuntimeConfig};
 
 fn caller() -> CallerInfo {
     CallerInfo {
@@ -31,6 +31,7 @@ fn calls_and_errors(rt: &Runtime, name: &str) -> (u64, u64) {
 const QUICK: Budget = Budget {
     fuel: 500_000,
     deadline: Duration::ZERO,
+    message_bytes: 64 << 10,
 };
 
 #[test]
@@ -79,4 +80,37 @@ fn a_call_past_the_budget_is_not_counted_and_runs_in_full_afterwards() {
         }
     );
     assert_eq!(calls_and_errors(&rt, "spin"), (1, 1));
+}
+
+#[test]
+fn a_batch_past_the_budgets_bytes_is_over_budget_not_an_error() {
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    // One read of a 200 KB node: within the limits, past the budget.
+    let ops = mp(&vec![wazoo_runtime::abi::TreeOp::Get {
+        path: "/big".into(),
+        watch: None,
+    }]);
+    let body = "(drop (call $tree (i32.const 1024) (i32.const $DATA_LEN))) (i64.const 0)";
+    let import = r#"(import "wazoo" "tree" (func $tree (param i32 i32) (result i64)))"#;
+    rt.load_bytes(&wat_module(
+        &manifest("reader", "1.0.0", &["get"], &["/big"]),
+        import,
+        body,
+        &ops,
+    ))
+    .unwrap();
+    let mut tree = MemTree::new(7);
+    tree.create(
+        "/big",
+        &vec![1; 200_000],
+        wazoo_runtime::abi::CreateMode::Persistent,
+        None,
+    )
+    .unwrap();
+    let quick = rt.within(QUICK);
+    let err = quick
+        .call("reader", "get", &[], &caller(), &mut tree.clone())
+        .expect_err("past the budget's bytes");
+    assert!(quick.over_budget(&err), "{err:?}");
+    assert_eq!(calls_and_errors(&rt, "reader"), (0, 0));
 }

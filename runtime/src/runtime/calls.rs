@@ -76,6 +76,7 @@ impl Runtime {
                 budgeted = Limits {
                     fuel: self.inner.limits.fuel.min(b.fuel),
                     deadline: self.inner.limits.deadline.min(b.deadline),
+                    max_message_bytes: self.inner.limits.max_message_bytes.min(b.message_bytes),
                     ..self.inner.limits.clone()
                 };
                 &budgeted
