@@ -140,6 +140,14 @@ pub struct Args {
     /// ZooKeeper's JVM heap (-Xmx), large enough for the memory figure.
     #[arg(long, default_value = "2g")]
     pub zk_heap: String,
+    /// An extra zoo.cfg line for every wazoo server (repeatable), e.g.
+    /// `--wazoo-cfg recipe.workers=0` to run recipe steps on the member's
+    /// thread.
+    #[arg(long = "wazoo-cfg", value_name = "KEY=VALUE")]
+    pub wazoo_cfg: Vec<String>,
+    /// recipe-isolation: clients looping setData while the recipe load runs.
+    #[arg(long, default_value_t = 2)]
+    pub isolation_writers: usize,
     /// Pre-created nodes that set/get/mixed pick from at random.
     #[arg(long, default_value_t = 1000)]
     pub keys: usize,

@@ -77,6 +77,9 @@ impl Ensemble {
             }
             Flavor::Wazoo => {
                 let mut opts = opts.binary(&cfg.wazoo_bin);
+                for line in &cfg.wazoo_cfg {
+                    opts = opts.cfg(line.clone());
+                }
                 if let Some(dir) = plugins {
                     opts = opts.arg("--plugins").arg(dir.display().to_string());
                 }

@@ -80,6 +80,12 @@ pub enum Workload {
     #[value(name = "recipe-call")]
     #[serde(rename = "recipe-call")]
     RecipeCall,
+    /// Other clients' setData latency on a standalone wazoo while clients
+    /// call a fuel-exhausting recipe flat out, against the same writes with
+    /// no recipe load (src/recipes/isolation.rs).
+    #[value(name = "recipe-isolation")]
+    #[serde(rename = "recipe-isolation")]
+    RecipeIsolation,
     /// Contended lock: wazoo's `lock` recipe on a wazoo ensemble against
     /// kazoo's `Lock` on a ZooKeeper ensemble (src/recipes.rs).
     Lock,
@@ -107,6 +113,7 @@ impl Workload {
             Workload::Churn => "churn",
             Workload::Recovery => "recovery",
             Workload::RecipeCall => "recipe-call",
+            Workload::RecipeIsolation => "recipe-isolation",
             Workload::Lock => "lock",
             Workload::Queue => "queue",
             Workload::Sweep => "sweep",
@@ -472,6 +479,7 @@ async fn worker(
             | Workload::Churn
             | Workload::Recovery
             | Workload::RecipeCall
+            | Workload::RecipeIsolation
             | Workload::Lock
             | Workload::Queue
             | Workload::Sweep => {

@@ -190,6 +190,7 @@ async fn run(args: Args) -> Result<()> {
     let server_cfg = ServerConfig {
         wazoo_bin,
         zk_heap: args.zk_heap.clone(),
+        wazoo_cfg: args.wazoo_cfg.clone(),
     };
 
     let watch_paths = args
@@ -608,7 +609,12 @@ async fn run(args: Args) -> Result<()> {
     // with the echo module; lock and queue on ensembles, wazoo's members
     // loading the lock and queue modules). Whatever --topology says: they
     // have their own servers.
-    let recipe_workloads = [Workload::RecipeCall, Workload::Lock, Workload::Queue];
+    let recipe_workloads = [
+        Workload::RecipeCall,
+        Workload::RecipeIsolation,
+        Workload::Lock,
+        Workload::Queue,
+    ];
     if args.workloads.iter().any(|w| recipe_workloads.contains(w)) {
         let spec = RecipePhase {
             quick,

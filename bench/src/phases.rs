@@ -343,6 +343,7 @@ pub async fn recipes_phase(
         modules_dir: modules_dir.display().to_string(),
         systems: Vec::new(),
         recipe_call: None,
+        isolation: None,
         lock: None,
         queue: None,
     });
@@ -413,6 +414,68 @@ pub async fn recipes_phase(
             save(results)?;
             tokio::task::spawn_blocking(move || drop(server)).await?;
             drop(plugins);
+        }
+    }
+
+    if args.workloads.contains(&Workload::RecipeIsolation) {
+        if !systems.contains(&Flavor::Wazoo) {
+            eprintln!("[recipe-isolation] skipped: wazoo is not among --systems");
+        } else {
+            let spec = recipes::IsolationSpec {
+                writers: args.isolation_writers.max(1),
+                spinners: 4,
+                warmup_secs: p.warmup,
+                secs: p.duration,
+                rounds: p.rounds.max(1),
+            };
+            let dir = std::env::temp_dir().join(format!(
+                "wazoo-bench-plugins-{}-isolation",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(dir.join("spin.wasm"), recipes::spin_module())?;
+            let (cfg, d) = (server_cfg.clone(), dir.clone());
+            eprintln!("starting wazoo with the spin module ...");
+            let server = tokio::task::spawn_blocking(move || {
+                Server::start_with_plugins(Flavor::Wazoo, &cfg, Some(&d))
+            })
+            .await??;
+            let mut info = server.describe(server_cfg);
+            info.notes
+                .push("--plugins with spin.wasm (an infinite loop)".to_string());
+            recipes_block(results).systems.push(info);
+            eprintln!(
+                "[recipe-isolation] {} clients loop setData, {:.1} s per phase after {:.1} s of \
+                 warm-up, {} round(s) of: no recipe load, and {} clients calling spin.spin \
+                 (out of fuel) flat out",
+                spec.writers, spec.secs, spec.warmup_secs, spec.rounds, spec.spinners
+            );
+            let run = recipes::isolation(&server.addr().to_string(), &spec).await;
+            if let Some(f) = &run.failure {
+                eprintln!("[recipe-isolation] FAILED: {f}");
+            }
+            eprintln!(
+                "[recipe-isolation] setData p50 {:.0} µs p99 {:.0} µs ({:.0}/s) quiet; p50 {:.0} µs \
+                 p99 {:.0} µs ({:.0}/s) with {:.0} spin calls/s: {:.2}x (p50), {:.2}x (p99)",
+                run.quiet.p50_us,
+                run.quiet.p99_us,
+                run.quiet_writes_per_sec,
+                run.loaded.p50_us,
+                run.loaded.p99_us,
+                run.loaded_writes_per_sec,
+                run.spin_calls_per_sec,
+                run.ratio_p50,
+                run.ratio_p99
+            );
+            recipes_block(results).isolation = Some(recipes::IsolationBlock {
+                spec,
+                wazoo_cfg: server_cfg.wazoo_cfg.clone(),
+                run,
+            });
+            save(results)?;
+            tokio::task::spawn_blocking(move || drop(server)).await?;
+            let _ = std::fs::remove_dir_all(&dir);
         }
     }
 

@@ -9,6 +9,10 @@
 //!   in this process with the server's own runtime (`wazoo::plugin::Runtime`,
 //!   default configuration: pooling allocator, fresh instance per call), as
 //!   runtime/tests/plugin_bench.rs does.
+//! * `recipe-isolation`: on a standalone wazoo, W clients loop setData
+//!   while 4 clients call a fuel-exhausting recipe (`spin`, an infinite
+//!   loop built here from WAT) flat out, and with no recipe load: the
+//!   writes' p50 and p99 and the ratio (target: p99 within 1.5x).
 //! * `lock`: S sessions loop acquire + release on one lock path: wazoo's
 //!   `lock` recipe (client handle `Lock`) on a wazoo ensemble against kazoo's
 //!   `Lock` on a ZooKeeper ensemble (bench/kazoo_recipes.py, a thread and a
@@ -20,12 +24,14 @@
 
 mod call;
 mod contend;
+mod isolation;
 
 pub use call::{recipe_call, RecipeCallRun, RecipeCallSpec};
 pub use contend::{
     has_kazoo, kazoo_round, pairing, python, summarize, wazoo_round, ContendRound, ContendRun,
     ContendSpec, Contended,
 };
+pub use isolation::{isolation, spin_module, IsolationBlock, IsolationSpec};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -72,6 +72,7 @@ fn describe(w: Workload, l: &LoadSpec) -> String {
         | Workload::Churn
         | Workload::Recovery
         | Workload::RecipeCall
+        | Workload::RecipeIsolation
         | Workload::Lock
         | Workload::Queue
         | Workload::Sweep => w.name().into(),

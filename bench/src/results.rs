@@ -95,6 +95,7 @@ pub struct RecipesBlock {
     /// The servers the recipe workloads ran on.
     pub systems: Vec<SystemInfo>,
     pub recipe_call: Option<RecipeCallBlock>,
+    pub isolation: Option<crate::recipes::IsolationBlock>,
     pub lock: Option<ContendBlock>,
     pub queue: Option<ContendBlock>,
 }

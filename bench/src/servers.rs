@@ -27,6 +27,8 @@ pub struct ServerConfig {
     pub wazoo_bin: PathBuf,
     /// JVM `-Xmx` value for ZooKeeper, e.g. `2g`.
     pub zk_heap: String,
+    /// Extra zoo.cfg lines for every wazoo server (`--wazoo-cfg`).
+    pub wazoo_cfg: Vec<String>,
 }
 
 /// A running server of either system. Dropping it kills it (testkit).
@@ -60,6 +62,9 @@ impl Server {
             }
             Flavor::Wazoo => {
                 let mut opts = opts.binary(&cfg.wazoo_bin);
+                for line in &cfg.wazoo_cfg {
+                    opts = opts.cfg(line.clone());
+                }
                 if let Some(dir) = plugins {
                     opts = opts.arg("--plugins").arg(dir.display().to_string());
                 }

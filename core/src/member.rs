@@ -170,6 +170,10 @@ pub enum Output {
     /// shell keeps it for restarts and opens or drops quorum links to
     /// follow it.
     Reconfigured(crate::quorum_config::QuorumConfig),
+    /// Run a recipe step off the member's thread and report it with
+    /// `Input::Client(server::Input::RecipeStepDone(..))`, in any order
+    /// (only when the pipeline offloads steps).
+    RecipeStep(Box<server::RecipeJob>),
 }
 
 /// Consensus and what the join keeps beside it.
@@ -399,6 +403,7 @@ impl Member {
             }),
             server::Output::Close { conn } => self.out.push(Output::Close { conn }),
             server::Output::Snapshot(job) => self.out.push(Output::WriteSnapshot(job)),
+            server::Output::RecipeStep(job) => self.out.push(Output::RecipeStep(job)),
             server::Output::Persist { zxid, record } => {
                 if self.ens.is_some() {
                     unreachable!("an ensemble pipeline proposes, it never persists by itself");

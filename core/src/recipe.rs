@@ -85,6 +85,32 @@ pub trait RecipeEngine: Send {
         host: &mut dyn RecipeHost,
     ) -> Reply;
     fn on_watch(&mut self, module: &str, req: &WatchRequest, host: &mut dyn RecipeHost) -> Reply;
+    /// A first try at [`RecipeEngine::call`] on the member's thread, within
+    /// a small budget the engine chooses: `None` if the step needs more
+    /// (nothing of that try counts: the pipeline discards what it staged
+    /// and runs the step off the member's thread with the full limits).
+    /// The default does not try.
+    fn try_call(
+        &mut self,
+        module: &str,
+        method: &str,
+        args: &[u8],
+        caller: &CallerInfo,
+        host: &mut dyn RecipeHost,
+    ) -> Option<Reply> {
+        let _ = (module, method, args, caller, host);
+        None
+    }
+    /// [`RecipeEngine::try_call`] for [`RecipeEngine::on_watch`].
+    fn try_on_watch(
+        &mut self,
+        module: &str,
+        req: &WatchRequest,
+        host: &mut dyn RecipeHost,
+    ) -> Option<Reply> {
+        let _ = (module, req, host);
+        None
+    }
     /// Whether `module` is loaded (waits on a module that is not end).
     fn has_module(&self, module: &str) -> bool;
     /// What is loaded, with its counters (for `recp`, metrics and the

@@ -46,7 +46,7 @@ use conns::SendBufs;
 pub use deploy::{plugins_identity, PluginOp};
 pub use peer_msg::PeerMsg;
 use prep::*;
-pub use recipes::{dry_run_call, DryRun};
+pub use recipes::{dry_run_call, DryRun, RecipeJob, RecipeStepDone};
 
 use wazoo_proto::Zxid;
 
@@ -258,6 +258,8 @@ pub enum Input {
     /// The member's plugins directory asks for a deploy or an undeploy
     /// (the shell's watcher; never a client).
     Plugin(PluginOp),
+    /// A worker ran a step the pipeline sent ([`Output::RecipeStep`]).
+    RecipeStepDone(Box<RecipeStepDone>),
 }
 
 /// What the shell must do, in order.
@@ -290,6 +292,10 @@ pub enum Output {
     /// Ensemble: a reconfig committed and this is the membership now active
     /// (consensus and the quorum links must follow it).
     Reconfigured(crate::quorum_config::QuorumConfig),
+    /// Run this recipe step off the member's thread ([`RecipeJob::run`])
+    /// and answer with [`Input::RecipeStepDone`]; only with
+    /// [`Server::set_recipe_offload`]. Steps may finish in any order.
+    RecipeStep(Box<RecipeJob>),
 }
 
 /// Where the zxids of the txns this member makes come from.
@@ -557,6 +563,9 @@ pub struct Server {
     counters_next_ms: i64,
     /// Leader: a counters txn is proposed and not applied yet.
     counters_in_flight: bool,
+    /// Recipe steps running off the member's thread, and the requests
+    /// that wait behind them (see `recipes/offload.rs`).
+    offload: recipes::Offload,
 }
 
 impl Server {
@@ -623,6 +632,7 @@ impl Server {
             recipe_counters: Default::default(),
             counters_next_ms: 0,
             counters_in_flight: false,
+            offload: Default::default(),
         }
     }
 
@@ -732,6 +742,7 @@ impl Server {
         self.last_applied = zxid;
         self.prep.proposals.clear();
         self.prep.outstanding = Outstanding::default();
+        self.offload.forget();
         self.forget_deploys_in_flight();
         self.adopt_config_of_tree();
     }
@@ -850,6 +861,7 @@ impl Server {
             Input::Peer { from, msg } => self.on_peer(from, msg),
             Input::Role(role) => self.on_role(role),
             Input::Plugin(op) => self.on_plugin(op),
+            Input::RecipeStepDone(done) => self.on_step_done(*done),
         }
         self.run_owed_callbacks();
     }

@@ -11,6 +11,11 @@ mod deploy;
 mod failover;
 mod outbound;
 mod recipes;
+mod recipes_offload;
+// The same tests with recipe steps run off the member's thread.
+#[allow(clippy::duplicate_mod)]
+#[path = "server_tests/recipes.rs"]
+mod recipes_offloaded;
 mod sessions_watches;
 mod zk_divergences;
 use wazoo_proto::jute::{Jute, Reader};
@@ -52,6 +57,11 @@ struct Harness {
     /// taken; every other client takes what it is sent at once (the
     /// harness reports it written).
     stalled: std::collections::HashMap<u64, u64>,
+    /// With offloaded recipe steps: the engine that runs them as soon as
+    /// they are sent (a worker pool with no delay); without one they wait
+    /// in `steps` for the test to run them.
+    step_engine: Option<Box<dyn crate::recipe::RecipeEngine>>,
+    steps: Vec<RecipeJob>,
 }
 
 impl Harness {
@@ -67,6 +77,8 @@ impl Harness {
             handshaken: Default::default(),
             auto_sync: true,
             stalled: Default::default(),
+            step_engine: None,
+            steps: Vec::new(),
         }
     }
 
@@ -116,6 +128,7 @@ impl Harness {
                     }
                     Output::Close { conn } => self.closed.push(conn),
                     Output::Snapshot(_) => {}
+                    Output::RecipeStep(job) => self.steps.push(*job),
                     Output::Propose { .. }
                     | Output::ToLeader(_)
                     | Output::StepDown { .. }
@@ -124,8 +137,18 @@ impl Harness {
                     }
                 }
             }
-            if written.is_empty() {
+            let mut done = Vec::new();
+            if let Some(engine) = self.step_engine.as_mut() {
+                for job in std::mem::take(&mut self.steps) {
+                    done.push(job.run(engine.as_mut()));
+                }
+            }
+            if written.is_empty() && done.is_empty() {
                 return;
+            }
+            for d in done {
+                self.server
+                    .handle(Input::RecipeStepDone(Box::new(d)), self.clocks());
             }
             for (conn, bytes) in written {
                 self.server

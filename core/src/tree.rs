@@ -254,6 +254,22 @@ impl DataTree {
         t
     }
 
+    /// A copy for reads only, in O(1) (but for the set of quota roots,
+    /// usually empty): the nodes and ACL lists are persistent maps shared
+    /// with this tree. The indexes only writes use (ephemerals, containers,
+    /// TTL nodes, ACL reference counts) are left out, so the copy must
+    /// never be written to: a recipe step that runs off the member's
+    /// thread reads it (docs/ARCHITECTURE.md, "Recipes").
+    pub fn read_only_copy(&self) -> DataTree {
+        DataTree {
+            nodes: self.nodes.clone(),
+            acls: self.acls.read_only_copy(),
+            quotas: self.quotas.clone(),
+            data_size: self.data_size,
+            ..DataTree::empty()
+        }
+    }
+
     // ----- reads -----------------------------------------------------------
 
     fn get(&self, p: &str) -> Option<&Node> {

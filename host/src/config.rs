@@ -241,6 +241,21 @@ pub struct RecipeLimits {
     pub max_reply_bytes: usize,
     /// `recipe.maxWaitsPerSession`: pending waits (callbacks) per session.
     pub max_waits_per_session: usize,
+    /// `recipe.workers`: threads that run recipe steps off the member's
+    /// thread; 0 runs them on the member's thread. `None` (unset): one
+    /// fewer than the cores, at least one ([`RecipeLimits::worker_threads`]).
+    pub workers: Option<usize>,
+}
+
+impl RecipeLimits {
+    /// How many recipe worker threads to start (0: none, steps run on the
+    /// member's thread).
+    pub fn worker_threads(&self) -> usize {
+        self.workers.unwrap_or_else(|| {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            cores.saturating_sub(1).max(1)
+        })
+    }
 }
 
 impl Default for RecipeLimits {
@@ -253,6 +268,7 @@ impl Default for RecipeLimits {
             max_notifications: 64,
             max_reply_bytes: 1 << 20,
             max_waits_per_session: 1_000,
+            workers: None,
         }
     }
 }
@@ -440,7 +456,11 @@ impl Config {
                 .unwrap_or(d.max_reply_bytes),
             max_waits_per_session: take_num(&mut kv, "recipe.maxWaitsPerSession")?
                 .unwrap_or(d.max_waits_per_session),
+            workers: take_num(&mut kv, "recipe.workers")?,
         };
+        if recipe.workers.is_some_and(|n| n > 64) {
+            bail!("recipe.workers must be at most 64");
+        }
         if recipe.fuel == 0 || recipe.deadline_ms == 0 || recipe.memory_bytes < (64 << 10) {
             bail!("recipe.fuel and recipe.deadlineMs must be positive and recipe.memoryBytes at least 65536 (one wasm page)");
         }

@@ -211,6 +211,8 @@ pub(crate) struct Driver {
     pub conns: HashMap<ConnId, crate::net::ConnTx>,
     /// A snapshot is being written (one at a time).
     pub snapshot_busy: Arc<AtomicBool>,
+    /// Runs recipe steps off this thread; none when steps run in prep.
+    pub recipe_pool: Option<crate::recipe_pool::RecipePool>,
 }
 
 impl Driver {
@@ -402,6 +404,10 @@ impl Driver {
                     links.follow(&c);
                 }
             }
+            Output::RecipeStep(job) => match &self.recipe_pool {
+                Some(pool) => pool.run(*job),
+                None => bail!("a recipe step was offloaded, but no recipe worker runs"),
+            },
         }
         Ok(())
     }

@@ -218,6 +218,8 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         metrics: crate::member::start_metrics(&cfg).await?,
         plugins,
     });
+    let recipe_pool =
+        crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
     let driver = Driver {
         member: CoreMember::new(server, peer, Box::new(PayloadCodec), now),
         log: Some(group),
@@ -229,6 +231,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         feed: LogFeed::default(),
         conns: HashMap::new(),
         snapshot_busy: Arc::default(),
+        recipe_pool,
     };
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
     crate::member::spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;

@@ -33,6 +33,7 @@ pub mod member;
 pub mod metrics;
 pub mod net;
 pub mod quorum;
+mod recipe_pool;
 pub mod recipe_run;
 pub mod sasl;
 pub mod tls;

@@ -334,6 +334,8 @@ pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<
     };
     let runtime = crate::plugin::Runtime::new(rcfg).context("cannot start the recipe runtime")?;
     server.set_recipe_engine(Box::new(runtime.clone()));
+    // Steps run on the recipe workers the driver starts (`recipe_pool`).
+    server.set_recipe_offload(cfg.recipe.worker_threads() > 0);
     if cfg.builtin_recipes {
         load_builtin_recipes(&runtime)?;
     }
@@ -497,6 +499,8 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
     });
     spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
+    let recipe_pool =
+        crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
     let driver = Driver {
         member: CoreMember::standalone(server),
         log: Some(group),
@@ -508,6 +512,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         feed: LogFeed::default(),
         conns: HashMap::new(),
         snapshot_busy: Arc::default(),
+        recipe_pool,
     };
     Ok(Started {
         client_addr,

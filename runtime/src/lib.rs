@@ -38,7 +38,7 @@ mod runtime;
 pub use error::{LoadError, RecipeError};
 pub use host::{path_within, RecipeHost};
 pub use reload::{LoadReport, PluginWatcher, Submit, WatchConfig};
-pub use runtime::{Limits, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig};
+pub use runtime::{Budget, Limits, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig};
 pub use wazoo_sdk::abi;
 pub use wazoo_sdk::abi::{
     CallerInfo, CreateMode, Manifest, NodeStat, Reply, WatchEvent, WatchRequest,

@@ -2,7 +2,7 @@
 
 use wazoo_sdk::abi::{CallerInfo, Reply, WatchRequest};
 
-use super::{RecipeError, Runtime};
+use super::{Budget, RecipeError, Runtime};
 use crate::failure_log::{log_failure, Failure};
 use wazoo_core::recipe::{
     error_reply, DeployedModule, ModuleMeta, ModuleReport, RecipeCounters, RecipeEngine, RecipeHost,
@@ -37,6 +37,18 @@ fn reply_of(
     reply
 }
 
+/// The budget of a first try on the member's thread (`try_call`): a
+/// twentieth of the fuel, a zero deadline (which the epoch deadline rounds
+/// up to the next tick), and tree batches of 64 KiB (a batch that reads or
+/// writes a large node goes to a worker before it is copied whole).
+fn quick_budget(rt: &Runtime) -> Budget {
+    Budget {
+        fuel: (rt.limits().fuel / 20).max(1),
+        deadline: std::time::Duration::ZERO,
+        message_bytes: 64 << 10,
+    }
+}
+
 impl RecipeEngine for Runtime {
     fn call(
         &mut self,
@@ -53,6 +65,37 @@ impl RecipeEngine for Runtime {
     fn on_watch(&mut self, module: &str, req: &WatchRequest, host: &mut dyn RecipeHost) -> Reply {
         let r = Runtime::on_watch(self, module, req, host);
         reply_of(r, module, "on_watch", req.caller.session)
+    }
+
+    /// Within a twentieth of the fuel, one epoch tick (5 ms by default) and
+    /// 64 KiB batches: an ordinary step fits many times over; a heavy one
+    /// costs the member's thread at most that before it goes to a worker.
+    fn try_call(
+        &mut self,
+        module: &str,
+        method: &str,
+        args: &[u8],
+        caller: &CallerInfo,
+        host: &mut dyn RecipeHost,
+    ) -> Option<Reply> {
+        let quick = self.within(quick_budget(self));
+        match Runtime::call(&quick, module, method, args, caller, host) {
+            Err(e) if quick.over_budget(&e) => None,
+            r => Some(reply_of(r, module, method, caller.session)),
+        }
+    }
+
+    fn try_on_watch(
+        &mut self,
+        module: &str,
+        req: &WatchRequest,
+        host: &mut dyn RecipeHost,
+    ) -> Option<Reply> {
+        let quick = self.within(quick_budget(self));
+        match Runtime::on_watch(&quick, module, req, host) {
+            Err(e) if quick.over_budget(&e) => None,
+            r => Some(reply_of(r, module, "on_watch", req.caller.session)),
+        }
     }
 
     fn has_module(&self, module: &str) -> bool {

@@ -144,6 +144,19 @@ const DEPLOYED_SEEN_MAX: usize = 4096;
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
+    /// A tighter fuel and deadline for the calls of this handle (see
+    /// [`Runtime::within`]); `None`: the configured limits.
+    budget: Option<Budget>,
+}
+
+/// A fuel and deadline tighter than the configured limits, for a first
+/// try at a call on a thread that must not be held long (the member's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub fuel: u64,
+    pub deadline: Duration,
+    /// Bytes of one tree batch (request or response) or notification.
+    pub message_bytes: usize,
 }
 
 struct Inner {
@@ -230,7 +243,32 @@ impl Runtime {
                 deployed: Mutex::default(),
                 ticker: Mutex::new(Some((stop, handle))),
             }),
+            budget: None,
         })
+    }
+
+    /// A handle whose calls run within `budget` (and the limits): one that
+    /// needs more fails with `FuelExhausted`, `DeadlineExceeded` or
+    /// `TooLarge` (a batch or notification past the budget's bytes) and is
+    /// not counted (no call, no error, no failure logged), so it can run
+    /// again with the full limits.
+    pub fn within(&self, budget: Budget) -> Runtime {
+        Runtime {
+            inner: Arc::clone(&self.inner),
+            budget: Some(budget),
+        }
+    }
+
+    /// Whether `e` is a call of a [`Runtime::within`] handle running out of
+    /// its budget.
+    pub fn over_budget(&self, e: &RecipeError) -> bool {
+        let full = self.inner.limits.max_message_bytes;
+        self.budget.is_some()
+            && match e {
+                RecipeError::FuelExhausted { .. } | RecipeError::DeadlineExceeded { .. } => true,
+                RecipeError::TooLarge { limit, .. } => *limit < full,
+                _ => false,
+            }
     }
 
     pub fn limits(&self) -> &Limits {

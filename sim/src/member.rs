@@ -142,6 +142,12 @@ impl Member {
         self.inner.server()
     }
 
+    /// Recipe steps go to the world (a simulated worker pool) instead of
+    /// running in prep, as the shell runs them with `recipe.workers`.
+    pub fn offload_recipe_steps(&mut self) {
+        self.inner.server_mut().set_recipe_offload(true);
+    }
+
     pub fn peer(&self) -> &Peer {
         self.inner
             .peer()

@@ -77,6 +77,12 @@ enum Event {
         zxid: Zxid,
         data: Vec<u8>,
     },
+    /// A simulated recipe worker finished a step of member `id`.
+    StepDone {
+        id: ServerId,
+        incarnation: u64,
+        done: Box<wazoo_core::server::RecipeStepDone>,
+    },
     Restart(ServerId),
     /// A paused member (SIGSTOP) goes on (SIGCONT).
     Resume(ServerId),
@@ -87,6 +93,11 @@ enum Event {
 
 pub struct World {
     rng: Rng,
+    /// Odd seeds run recipe steps on a simulated worker pool (each step
+    /// done after a delay drawn from `step_rng`, in any order), even seeds
+    /// in prep. A generator of its own, so even seeds replay as before.
+    offload: bool,
+    step_rng: Rng,
     params: Params,
     now_ms: u64,
     events: BTreeMap<(u64, u64), Event>,
@@ -120,6 +131,8 @@ impl World {
         let params = Params::draw(&mut rng);
         let mut w = World {
             rng,
+            offload: seed % 2 == 1,
+            step_rng: Rng::new(seed ^ 0x5a00_5a00_5a00_5a00),
             now_ms: 0,
             events: BTreeMap::new(),
             sequence: 0,
@@ -230,8 +243,11 @@ impl World {
             log: node.disk.log_after(snap_zxid),
         };
         let now = node.now(now_ms);
-        let member = Member::recover(&node.cfg, stored, Box::new(SimRecipes), now)
+        let mut member = Member::recover(&node.cfg, stored, Box::new(SimRecipes), now)
             .unwrap_or_else(|e| panic!("member {id} does not recover: {e}"));
+        if self.offload {
+            member.offload_recipe_steps();
+        }
         node.member = Some(member);
         if let Err(e) = self.shadow.member_at(id, snap_zxid) {
             panic!("{e}");
@@ -435,6 +451,19 @@ impl World {
                     },
                 );
             }
+            Output::RecipeStep(job) => {
+                let done = Box::new(job.run(&mut SimRecipes));
+                let incarnation = self.nodes[&id].incarnation;
+                let after = self.step_rng.range(0, 40);
+                self.schedule(
+                    after,
+                    Event::StepDone {
+                        id,
+                        incarnation,
+                        done,
+                    },
+                );
+            }
             Output::Send { conn, bytes, .. } => {
                 let at = now_ms + self.draw(self.params.client_delay_ms);
                 self.net.to_client(conn, Down::Bytes(bytes), at);
@@ -613,6 +642,16 @@ impl World {
                 }
             }
             Event::Resume(id) => self.resume(id),
+            Event::StepDone {
+                id,
+                incarnation,
+                done,
+            } => {
+                let node = &self.nodes[&id];
+                if node.incarnation == incarnation && node.member.is_some() {
+                    self.input(id, In::Client(Input::RecipeStepDone(done)));
+                }
+            }
             Event::Restart(id) => {
                 if self.nodes[&id].member.is_none() {
                     self.start(id);
@@ -796,6 +835,7 @@ impl World {
         if !ls.serving
             || ls.committed_zxid != ls.last_zxid
             || lm.server().pending_txns() != 0
+            || lm.server().recipe_steps_in_flight() != 0
             || lm.server().last_zxid() != ls.committed_zxid
         {
             return false;

@@ -310,6 +310,12 @@ impl Server {
 
     pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, req: Request) {
         self.count_received(conn);
+        self.serve_request(conn, xid, req);
+    }
+
+    /// A request, once received (or once the call it waited behind is
+    /// done, see `recipes/offload.rs`).
+    pub(super) fn serve_request(&mut self, conn: ConnId, xid: i32, req: Request) {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
@@ -322,6 +328,11 @@ impl Server {
         if self.role.forwards() {
             self.ens.touched(session);
         }
+        // Behind a call of the session still running: served after it.
+        let held = recipes::Held::Local { conn, xid, req };
+        let Some(recipes::Held::Local { req, .. }) = self.hold_behind_step(session, held) else {
+            return;
+        };
         if !matches!(req, Request::Auth(_)) && !self.auth_enforced_ok(conn, xid) {
             return;
         }

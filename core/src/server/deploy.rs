@@ -341,6 +341,8 @@ impl Server {
     /// Tells the engine what to serve where it differs from what it was
     /// last told: the applied modules, overlaid with the deploys in flight.
     pub(super) fn sync_engine(&mut self) {
+        // Steps running off this thread may have run another version.
+        self.offload.deploy_gen += 1;
         let Some(engine) = self.recipes.as_mut() else {
             return;
         };

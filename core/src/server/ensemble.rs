@@ -259,7 +259,7 @@ impl Server {
         );
     }
 
-    fn leader_forwarded(
+    pub(super) fn leader_forwarded(
         &mut self,
         from: u64,
         session: i64,
@@ -268,6 +268,17 @@ impl Server {
         op: i32,
         body: &[u8],
     ) {
+        let held = super::recipes::Held::Remote {
+            from,
+            cxid,
+            auth,
+            op,
+            body: body.to_vec(),
+        };
+        let Some(super::recipes::Held::Remote { auth, .. }) = self.hold_behind_step(session, held)
+        else {
+            return; // behind a call of the session still running
+        };
         let req = match Request::read_body(op, &mut Reader::new(body)) {
             Ok(Some(r)) => r,
             Ok(None) => {
@@ -561,6 +572,7 @@ impl Server {
         }
         self.prep.proposals.clear();
         self.prep.outstanding = Default::default();
+        self.offload.forget();
         self.forget_deploys_in_flight();
         self.ens = EnsembleState::default();
         // Callbacks the old role proposed may be lost: a leader looks at

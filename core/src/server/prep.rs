@@ -40,7 +40,7 @@ pub(super) type Changes = Vec<(String, Option<Record>)>;
 
 /// ZooKeeper's outstanding changes: the effect of txns proposed but not yet
 /// applied, consulted before the tree.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Outstanding {
     pub(super) map: HashMap<String, (Zxid, Option<Record>)>,
     pub(super) order: VecDeque<(Zxid, Vec<String>)>,
@@ -119,10 +119,42 @@ pub(super) struct View<'a> {
     /// The zxid and leader time the txn being prepped will carry.
     pub(super) zxid: Zxid,
     pub(super) time_ms: i64,
+    /// A recipe step run off the member's thread records what it read
+    /// here (see `recipes/offload.rs`); `None` for every other prep.
+    pub(super) reads: Option<std::cell::RefCell<ReadSet>>,
+}
+
+/// What a node looked like to a step: `None` if absent. Every change to a
+/// node moves its Stat (data: version and mzxid; ACL: aversion; children:
+/// cversion, numChildren and pzxid; a delete and create again: czxid), so
+/// equal fingerprints mean the step would read the same.
+pub(super) type Fingerprint = Option<(Stat, i32)>;
+
+/// The nodes a step read from the view it started with, by path.
+pub(super) type ReadSet = std::collections::BTreeMap<String, Fingerprint>;
+
+pub(super) fn fingerprint(r: &Option<Record>) -> Fingerprint {
+    r.as_ref().map(|r| (r.stat.clone(), r.stored_cversion))
 }
 
 impl View<'_> {
     pub(super) fn get(&self, path: &str) -> Option<Record> {
+        if let Some((_, r)) = self.local.iter().rev().find(|(p, _)| p == path) {
+            return r.clone();
+        }
+        let r = self.outstanding.get(self.tree, path);
+        if let Some(reads) = &self.reads {
+            reads
+                .borrow_mut()
+                .entry(path.to_string())
+                .or_insert_with(|| fingerprint(&r));
+        }
+        r
+    }
+
+    /// As `get`, without recording the read (a child listed under a node
+    /// whose own read covers its children).
+    pub(super) fn get_unrecorded(&self, path: &str) -> Option<Record> {
         if let Some((_, r)) = self.local.iter().rev().find(|(p, _)| p == path) {
             return r.clone();
         }
@@ -179,6 +211,7 @@ impl Server {
             local: Vec::new(),
             zxid: self.prep_zxid(),
             time_ms: self.wall_ms,
+            reads: None,
         }
     }
 

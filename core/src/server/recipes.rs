@@ -1,8 +1,9 @@
 //! Recipe calls and callbacks in the pipeline (docs/ARCHITECTURE.md,
 //! "Recipes"; docs/RECIPES.md, "Watches and callbacks").
 //!
-//! - A call runs in prep on the leader (or the standalone member),
-//!   serialized with every other write, against the prep view. Its writes,
+//! - A call runs on the leader (or the standalone member) against the prep
+//!   view: in prep, or on a worker of the shell against a copy of it and
+//!   checked when it comes back (`recipes/offload.rs`). Its writes,
 //!   watch registrations and notifications become one [`RecipeTxn`]; its
 //!   reply travels in that txn, so the member holding the caller's
 //!   connection answers it when the txn is applied there. A call that
@@ -27,20 +28,25 @@ use wazoo_proto::{ErrorCode, Request, Response};
 use wazoo_sdk::abi::{self, AuthId, CallerInfo, Notification, Reply, WatchRequest};
 
 use super::{
-    ApplyError, AuthInfo, Changes, ConnId, Origin, Server, ServerConfig, Stat, Txn, View, WriteKind,
+    ApplyError, AuthInfo, Changes, ConnId, Origin, ReadSet, Server, ServerConfig, Stat, Txn, View,
+    WriteKind,
 };
 use crate::recipe::{
     error_reply, render_report, ModuleReport, RecipeEngine, RecipeTxn, RecipeWait, WaitKey,
 };
 
+mod offload;
 mod prep_host;
 
+pub(super) use offload::{Held, Offload};
+pub use offload::{RecipeJob, RecipeStepDone};
 use prep_host::PrepHost;
 
 /// The virtual node showing what recipe modules are loaded.
 pub const RECIPES_NODE: &str = "/zookeeper/recipes";
 
 /// A client's recipe call.
+#[derive(Clone)]
 pub(super) struct RecipeCall<'a> {
     pub module: &'a str,
     pub method: &'a str,
@@ -69,6 +75,82 @@ enum Step<'a> {
         guid: &'a str,
     },
     Callback(&'a RecipeWait),
+}
+
+/// What one step did, before it becomes a txn (see `finish_step`).
+struct StepOutcome {
+    reply: Reply,
+    ops: Vec<Txn>,
+    waits: Vec<RecipeWait>,
+    notes: Vec<(i64, Vec<u8>)>,
+    /// The view changes of `ops`.
+    changes: Changes,
+}
+
+impl StepOutcome {
+    /// What `host` staged, with the step's reply; and what it read, if it
+    /// recorded its reads.
+    fn of(host: PrepHost<'_, '_>, reply: Reply) -> (StepOutcome, Option<ReadSet>, bool) {
+        let PrepHost {
+            mut view,
+            ops,
+            waits,
+            notes,
+            saw_own_stamp,
+            ..
+        } = host;
+        let reads = view.reads.take().map(|r| r.into_inner());
+        let outcome = StepOutcome {
+            reply,
+            ops,
+            waits,
+            notes,
+            changes: view.into_changes(),
+        };
+        (outcome, reads, saw_own_stamp)
+    }
+}
+
+/// Runs one step with `engine` against `host` (the caller's identity is
+/// the one `host` checks ACLs with). `quick`: only the engine's first try
+/// within its small budget (`None` if the step needs more).
+fn run_engine(
+    engine: Option<&mut (dyn RecipeEngine + '_)>,
+    host: &mut PrepHost<'_, '_>,
+    module: &str,
+    step: &Step<'_>,
+    quick: bool,
+) -> Option<Reply> {
+    let guid = match step {
+        Step::Call { guid, .. } => guid,
+        Step::Callback(w) => w.guid.as_str(),
+    };
+    let caller = caller_info(host.session, guid, host.auth);
+    host.guid = caller.guid.clone();
+    match (engine, step) {
+        (None, _) => Some(error_reply(
+            ErrorCode::Unimplemented,
+            "recipes are not enabled on this server (start it with --plugins DIR)",
+        )),
+        (Some(e), Step::Call { method, args, .. }) if quick => {
+            e.try_call(module, method, args, &caller, host)
+        }
+        (Some(e), Step::Call { method, args, .. }) => Some(e.call(module, method, args, &caller, host)),
+        (Some(e), Step::Callback(w)) => {
+            let (path, event) = w.fired.clone().expect("only fired waits are called back");
+            let req = WatchRequest {
+                token: w.token.clone(),
+                path,
+                event,
+                caller,
+            };
+            if quick {
+                e.try_on_watch(module, &req, host)
+            } else {
+                Some(e.on_watch(module, &req, host))
+            }
+        }
+    }
 }
 
 /// The guid of a wait recorded without one: its session's id as 16 hex
@@ -208,7 +290,26 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
-        let (rt, changes) = self.prep_call(auth, session, call);
+        let (rt, changes) = if self.offloads() {
+            match self.prep_call_quick(auth, session, &call) {
+                Some(done) => done,
+                None => return self.offload_call(Some(conn), xid, session, auth, call),
+            }
+        } else {
+            self.prep_call(auth, session, call)
+        };
+        self.commit_local_call(conn, xid, session, rt, changes);
+    }
+
+    /// A local call's step is done: its txn, or its reply.
+    fn commit_local_call(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        session: i64,
+        rt: RecipeTxn,
+        changes: Changes,
+    ) {
         if rt.is_empty() {
             // Read-only or failed: no txn. The reply waits until what the
             // step read is committed (every txn proposed before it, if any:
@@ -239,7 +340,14 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
-        let (rt, changes) = self.prep_call(auth, session, call);
+        let (rt, changes) = if self.offloads() {
+            match self.prep_call_quick(auth, session, &call) {
+                Some(done) => done,
+                None => return self.offload_call(None, cxid, session, auth, call),
+            }
+        } else {
+            self.prep_call(auth, session, call)
+        };
         self.propose(
             Origin::Remote,
             cxid,
@@ -249,6 +357,22 @@ impl Server {
             None,
             false,
         );
+    }
+
+    /// A call's first try on this thread (see `try_step_here`).
+    fn prep_call_quick(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        call: &RecipeCall<'_>,
+    ) -> Option<(RecipeTxn, Changes)> {
+        let step = Step::Call {
+            method: call.method,
+            args: call.args,
+            guid: &call.guid,
+        };
+        let outcome = self.try_step_here(auth, session, call.module, &step)?;
+        Some(self.finish_step(session, call.module, &step, outcome))
     }
 
     fn prep_call(
@@ -274,6 +398,42 @@ impl Server {
         module: &str,
         step: Step<'_>,
     ) -> (RecipeTxn, Changes) {
+        let outcome = self.run_step_here(auth, session, module, &step);
+        self.finish_step(session, module, &step, outcome)
+    }
+
+    /// Runs one step on this thread against the prep view.
+    fn run_step_here(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+    ) -> StepOutcome {
+        self.step_here(auth, session, module, step, false)
+            .expect("a full run always answers")
+    }
+
+    /// The engine's first try at a step on this thread, within its small
+    /// budget: `None` if the step needs more (it then goes to a worker).
+    fn try_step_here(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+    ) -> Option<StepOutcome> {
+        self.step_here(auth, session, module, step, true)
+    }
+
+    fn step_here(
+        &mut self,
+        auth: &AuthInfo,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+        quick: bool,
+    ) -> Option<StepOutcome> {
         let mut engine = self.recipes.take();
         let zxid = self.prep_zxid();
         let mut host = PrepHost {
@@ -284,6 +444,7 @@ impl Server {
                 local: Vec::new(),
                 zxid,
                 time_ms: self.wall_ms,
+                reads: None,
             },
             auth,
             session,
@@ -293,48 +454,37 @@ impl Server {
             waits: Vec::new(),
             notes: Vec::new(),
             staged_bytes: 0,
+            saw_own_stamp: false,
         };
-        let guid = match &step {
-            Step::Call { guid, .. } => guid,
-            Step::Callback(w) => w.guid.as_str(),
-        };
-        let caller = caller_info(session, guid, auth);
-        host.guid = caller.guid.clone();
-        let reply = match (&mut engine, &step) {
-            (None, _) => error_reply(
-                ErrorCode::Unimplemented,
-                "recipes are not enabled on this server (start it with --plugins DIR)",
-            ),
-            (Some(e), Step::Call { method, args, .. }) => {
-                e.call(module, method, args, &caller, &mut host)
-            }
-            (Some(e), Step::Callback(w)) => {
-                let (path, event) = w.fired.clone().expect("only fired waits are called back");
-                let req = WatchRequest {
-                    token: w.token.clone(),
-                    path,
-                    event,
-                    caller,
-                };
-                e.on_watch(module, &req, &mut host)
-            }
-        };
+        let reply = run_engine(engine.as_deref_mut(), &mut host, module, step, quick);
         self.recipes = engine;
-        let consumed = match &step {
+        Some(StepOutcome::of(host, reply?).0)
+    }
+
+    /// Turns what a step did into its txn (and the view changes its ops
+    /// make), checking its waits against the wait table as it is now.
+    fn finish_step(
+        &mut self,
+        session: i64,
+        module: &str,
+        step: &Step<'_>,
+        outcome: StepOutcome,
+    ) -> (RecipeTxn, Changes) {
+        let StepOutcome {
+            reply,
+            ops,
+            waits,
+            mut notes,
+            changes,
+        } = outcome;
+        let consumed = match step {
             Step::Call { .. } => Vec::new(),
             Step::Callback(w) => vec![(w.session, w.token.clone())],
         };
         let reply = match reply {
-            Reply::Wait { token } => self.check_wait(session, module, &token, &host.waits, &step),
+            Reply::Wait { token } => self.check_wait(session, module, &token, &waits, step),
             r => r,
         };
-        let PrepHost {
-            view,
-            ops,
-            waits,
-            mut notes,
-            ..
-        } = host;
         let (ops, waits, changes) = match reply {
             // A failed step changes nothing of what it staged.
             Reply::Error { .. } => {
@@ -343,8 +493,8 @@ impl Server {
             }
             // A finished step waits on nothing: watches it registered on
             // the way (an exists that found the node gone) are dropped.
-            Reply::Done(_) => (ops, Vec::new(), view.into_changes()),
-            Reply::Wait { .. } => (ops, waits, view.into_changes()),
+            Reply::Done(_) => (ops, Vec::new(), changes),
+            Reply::Wait { .. } => (ops, waits, changes),
         };
         let mut rt = RecipeTxn {
             module: module.to_string(),
@@ -522,7 +672,19 @@ impl Server {
             let auth = AuthInfo {
                 ids: w.auth.clone(),
             };
-            let (rt, changes) = self.prep_recipe(&auth, w.session, &w.module, Step::Callback(&w));
+            let (rt, changes) = if self.offloads() {
+                let step = Step::Callback(&w);
+                match self.try_step_here(&auth, w.session, &w.module, &step) {
+                    Some(outcome) => self.finish_step(w.session, &w.module, &step, outcome),
+                    None => {
+                        self.running_callbacks.insert(key.clone());
+                        self.offload_callback(key, auth, w);
+                        continue;
+                    }
+                }
+            } else {
+                self.prep_recipe(&auth, w.session, &w.module, Step::Callback(&w))
+            };
             self.running_callbacks.insert(key);
             self.propose(
                 Origin::Internal,
@@ -693,6 +855,7 @@ pub fn dry_run_call(
             local: Vec::new(),
             zxid,
             time_ms,
+            reads: None,
         },
         auth,
         session: caller.session,
@@ -702,6 +865,7 @@ pub fn dry_run_call(
         waits: Vec::new(),
         notes: Vec::new(),
         staged_bytes: 0,
+        saw_own_stamp: false,
     };
     // The step is told the identities its ACL checks use.
     let caller = CallerInfo {

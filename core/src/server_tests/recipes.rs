@@ -1,6 +1,10 @@
 //! Recipe calls and callbacks through the pipeline (docs/ARCHITECTURE.md,
 //! "Recipes"), with a recipe engine written in plain Rust (the core never
 //! sees wasm).
+//!
+//! Every test here runs twice: with steps run in prep (module `recipes`)
+//! and with steps sent to a worker and checked when they come back
+//! (module `recipes_offloaded`, the same file; see `recipes/offload.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -197,12 +201,29 @@ impl RecipeEngine for TestEngine {
     }
 }
 
-fn with_engine() -> (Harness, Arc<AtomicBool>) {
-    let mut h = Harness::default();
-    let loaded = Arc::new(AtomicBool::new(true));
+/// Whether this copy of the tests offloads steps (see the module doc).
+fn offloaded() -> bool {
+    module_path!().ends_with("recipes_offloaded")
+}
+
+/// Gives `h` the test engine, and with offloaded steps a worker that runs
+/// each step as soon as it is sent (with an engine of its own).
+fn set_engine(h: &mut Harness, loaded: &Arc<AtomicBool>) {
     h.server.set_recipe_engine(Box::new(TestEngine {
         loaded: loaded.clone(),
     }));
+    if offloaded() {
+        h.server.set_recipe_offload(true);
+        h.step_engine = Some(Box::new(TestEngine {
+            loaded: loaded.clone(),
+        }));
+    }
+}
+
+fn with_engine() -> (Harness, Arc<AtomicBool>) {
+    let mut h = Harness::default();
+    let loaded = Arc::new(AtomicBool::new(true));
+    set_engine(&mut h, &loaded);
     (h, loaded)
 }
 
@@ -287,9 +308,7 @@ fn a_recipe_cannot_write_past_jute_maxbuffer() {
         max_buffer_bytes: 1024,
         ..ServerConfig::default()
     });
-    h.server.set_recipe_engine(Box::new(TestEngine {
-        loaded: Arc::new(AtomicBool::new(true)),
-    }));
+    set_engine(&mut h, &Arc::new(AtomicBool::new(true)));
     h.connect(1);
     let before = h.server.last_zxid();
     for arg in ["1,1025", "3,400"] {

@@ -96,6 +96,16 @@ impl AclTable {
         self.lists.get(&id)
     }
 
+    /// A table that answers `get` as this one does, for a read-only copy of
+    /// the tree (see `DataTree::read_only_copy`): the persistent map is
+    /// shared in O(1); the counts and the reverse index stay behind.
+    pub fn read_only_copy(&self) -> AclTable {
+        AclTable {
+            lists: self.lists.clone(),
+            ..AclTable::default()
+        }
+    }
+
     /// The persistent id -> list map, for a snapshot.
     pub fn lists(&self) -> imbl::OrdMap<u32, Arc<[Acl]>> {
         self.lists.clone()

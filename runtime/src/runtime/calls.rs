@@ -68,7 +68,19 @@ impl Runtime {
         input: &[u8],
         host: &mut dyn RecipeHost,
     ) -> Result<Outcome, RecipeError> {
-        let limits = &self.inner.limits;
+        let budgeted;
+        let limits = match &self.budget {
+            None => &self.inner.limits,
+            Some(b) => {
+                budgeted = Limits {
+                    fuel: self.inner.limits.fuel.min(b.fuel),
+                    deadline: self.inner.limits.deadline.min(b.deadline),
+                    max_message_bytes: self.inner.limits.max_message_bytes.min(b.message_bytes),
+                    ..self.inner.limits.clone()
+                };
+                &budgeted
+            }
+        };
         let host: *mut (dyn RecipeHost + '_) = host;
         // SAFETY: lifetime erasure only; the store holding it is dropped at
         // the end of this function, before `host`'s borrow ends.
@@ -106,6 +118,13 @@ impl Runtime {
         let memory_bytes = store.data().limiter.peak;
         drop(store);
 
+        if let Err(e) | Ok(Err(e)) = &result {
+            // A first try in place that ran out of its budget is dropped
+            // and not counted: the step runs again on a worker.
+            if self.over_budget(e) {
+                return Err(e.clone());
+            }
+        }
         let error_kind = match &result {
             Ok(Ok(Reply::Error { .. })) => Some("recipe"),
             Ok(Ok(_)) => None,

@@ -27,6 +27,10 @@ pub(super) struct PrepHost<'v, 'a> {
     pub(super) notes: Vec<(i64, Vec<u8>)>,
     /// Bytes of paths, data and payloads staged so far (see `stage`).
     pub(super) staged_bytes: usize,
+    /// The step was shown a stat stamped with its own txn's zxid (a node
+    /// it wrote): a step run off the member's thread whose txn gets
+    /// another zxid must then run again (see `recipes/offload.rs`).
+    pub(super) saw_own_stamp: bool,
 }
 
 impl PrepHost<'_, '_> {
@@ -77,6 +81,16 @@ impl PrepHost<'_, '_> {
         }
     }
 
+    /// The guest's view of a node's stat, noting whether it shows this
+    /// step's own stamps.
+    fn shown(&mut self, s: &Stat) -> NodeStat {
+        let own = self.view.zxid.to_wire();
+        if s.czxid == own || s.mzxid == own || s.pzxid == own {
+            self.saw_own_stamp = true;
+        }
+        node_stat(s)
+    }
+
     fn readable(&self, path: &str) -> Result<Record, ErrorCode> {
         check_read_path(path)?;
         validate_path(path)?;
@@ -99,7 +113,7 @@ impl RecipeHost for PrepHost<'_, '_> {
                 .map(|(d, _)| d)
                 .unwrap_or_default(),
         };
-        Ok((data, node_stat(&r.stat)))
+        Ok((data, self.shown(&r.stat)))
     }
 
     fn children(&mut self, path: &str, watch: Option<&str>) -> Result<Vec<String>, ErrorCode> {
@@ -113,7 +127,8 @@ impl RecipeHost for PrepHost<'_, '_> {
         validate_path(path)?;
         // ZooKeeper registers an exists watch whether or not the node is there.
         self.watch(path, watch, false);
-        Ok(self.view.get(path).map(|r| node_stat(&r.stat)))
+        let r = self.view.get(path);
+        Ok(r.map(|r| self.shown(&r.stat)))
     }
 
     fn create(
@@ -169,7 +184,7 @@ impl RecipeHost for PrepHost<'_, '_> {
         self.ops.push(txn);
         self.staged_bytes = staged;
         let r = self.view.get(path).ok_or(ErrorCode::NoNode)?;
-        Ok(node_stat(&r.stat))
+        Ok(self.shown(&r.stat))
     }
 
     fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
@@ -234,7 +249,7 @@ impl View<'_> {
                 } else {
                     format!("{path}/{n}")
                 };
-                self.get(&child).is_some()
+                self.get_unrecorded(&child).is_some()
             })
             .collect()
     }
