@@ -173,6 +173,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<crate::mem
         group_commit,
         feed: LogFeed::default(),
         conns: HashMap::new(),
+        gathered: Vec::new(),
         snapshot_busy: Arc::default(),
     };
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
