@@ -5,7 +5,8 @@
 //! writer's reports first), feeds each to the machine with the time, and
 //! then carries out the machine's outputs in the one order the machine
 //! gives them (docs/ARCHITECTURE.md, "The member"): bytes and closes to
-//! connection writers, records to the group-commit log, epochs, log
+//! connection writers (the bytes gathered per connection and handed over
+//! after the batch's last output), records to the group-commit log, epochs, log
 //! truncation and the leader's snapshot to disk before the next output,
 //! messages to quorum links, snapshots to a writer thread.
 
