@@ -328,6 +328,17 @@ impl DataTree {
         Some((n.data().to_vec(), Self::stat_of(n)))
     }
 
+    /// getData behind a check of the node's ACL (`check`'s error is given
+    /// back as is), with one lookup for both: `None` if there is no node.
+    pub fn get_data_checked<E>(
+        &self,
+        p: &str,
+        check: impl FnOnce(&[Acl]) -> Result<(), E>,
+    ) -> Option<Result<(Vec<u8>, Stat), E>> {
+        let n = self.get(p)?;
+        Some(check(&self.acl_of(n)).map(|()| (n.data().to_vec(), Self::stat_of(n))))
+    }
+
     /// The stat of a node as clients see it, with dataLength and numChildren
     /// (ZooKeeper Programmer's Guide, "Data Model", "ZooKeeper Stat Structure"), and ZooKeeper 3.8's two
     /// reporting quirks: cversion is `2 * stored - numChildren`, and

@@ -5,7 +5,8 @@
 //! writer's reports first), feeds each to the machine with the time, and
 //! then carries out the machine's outputs in the one order the machine
 //! gives them (docs/ARCHITECTURE.md, "The member"): bytes and closes to
-//! connection writers, records to the group-commit log, epochs, log
+//! connection writers (the bytes gathered per connection and handed over
+//! after the batch's last output), records to the group-commit log, epochs, log
 //! truncation and the leader's snapshot to disk before the next output,
 //! messages to quorum links, snapshots to a writer thread.
 
@@ -209,6 +210,9 @@ pub(crate) struct Driver {
     /// Records the log writer's queue had no room for yet.
     pub feed: LogFeed,
     pub conns: HashMap<ConnId, crate::net::ConnTx>,
+    /// Connections with replies gathered during this batch of outputs, to
+    /// hand to their writers once the batch is carried out.
+    pub gathered: Vec<ConnId>,
     /// A snapshot is being written (one at a time).
     pub snapshot_busy: Arc<AtomicBool>,
     /// Runs recipe steps off this thread; none when steps run in prep.
@@ -309,9 +313,15 @@ impl Driver {
             // Held records first: they come before anything proposed now.
             let log = self.log.as_ref().expect("the log is running");
             self.feed.pump(log)?;
+            let mut carried = Ok(());
             for out in self.member.take_outputs() {
-                self.carry_out(out)?;
+                carried = self.carry_out(out);
+                if carried.is_err() {
+                    break;
+                }
             }
+            self.flush_gathered();
+            carried?;
             ctx.metrics
                 .update(self.member.server_mut(), self.conns.len(), &ctx.log_stats);
             if let Some(peer) = self.member.peer() {
@@ -319,6 +329,15 @@ impl Driver {
             }
         }
         Ok(())
+    }
+
+    /// Hands every connection's gathered replies to its writer.
+    fn flush_gathered(&mut self) {
+        for conn in self.gathered.drain(..) {
+            if let Some(tx) = self.conns.get_mut(&conn) {
+                let _ = tx.flush();
+            }
+        }
     }
 
     fn client_input(&mut self, input: Input, now: Now) {
@@ -356,20 +375,28 @@ impl Driver {
 
     /// Carries out one output; storage outputs are durable when this
     /// returns.
+    ///
+    /// Replies are gathered per connection and go to the writers after the
+    /// batch's last output ([`Driver::flush_gathered`]): later than their
+    /// place in the order, never earlier, so whatever the machine put
+    /// before a reply (a persist, a disk write) still comes first. A close
+    /// hands the connection's gathered replies over first.
     fn carry_out(&mut self, out: Output) -> Result<()> {
-        let sdir = snap_dir(&self.cfg);
         match out {
             Output::Send {
                 conn,
                 bytes,
                 replies,
             } => {
-                if let Some(tx) = self.conns.get(&conn) {
-                    let _ = tx.send(ConnMsg::Bytes { bytes, replies });
+                if let Some(tx) = self.conns.get_mut(&conn) {
+                    if tx.gather(bytes, replies) {
+                        self.gathered.push(conn);
+                    }
                 }
             }
             Output::Close { conn } => {
-                if let Some(tx) = self.conns.get(&conn) {
+                if let Some(tx) = self.conns.get_mut(&conn) {
+                    let _ = tx.flush();
                     let _ = tx.send(ConnMsg::Close);
                 }
             }
@@ -380,11 +407,18 @@ impl Driver {
                     .context("cannot append to the transaction log")?
             }
             Output::Truncate { after } => self.with_log(|log| log.truncate_after(after))?,
-            Output::StoreAcceptedEpoch { epoch } => write_epoch(&sdir, "acceptedEpoch", epoch)
-                .with_context(|| format!("cannot store acceptedEpoch in {}", sdir.display()))?,
-            Output::StoreCurrentEpoch { epoch } => write_epoch(&sdir, "currentEpoch", epoch)
-                .with_context(|| format!("cannot store currentEpoch in {}", sdir.display()))?,
+            Output::StoreAcceptedEpoch { epoch } => {
+                let sdir = snap_dir(&self.cfg);
+                write_epoch(&sdir, "acceptedEpoch", epoch)
+                    .with_context(|| format!("cannot store acceptedEpoch in {}", sdir.display()))?
+            }
+            Output::StoreCurrentEpoch { epoch } => {
+                let sdir = snap_dir(&self.cfg);
+                write_epoch(&sdir, "currentEpoch", epoch)
+                    .with_context(|| format!("cannot store currentEpoch in {}", sdir.display()))?
+            }
             Output::InstallSnapshot { zxid, data } => {
+                let sdir = snap_dir(&self.cfg);
                 wazoo_storage::write_snapshot(&sdir, zxid, |w| {
                     std::io::Write::write_all(w, &data)
                 })?;

@@ -230,6 +230,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         group_commit,
         feed: LogFeed::default(),
         conns: HashMap::new(),
+        gathered: Vec::new(),
         snapshot_busy: Arc::default(),
         recipe_pool,
     };

@@ -511,6 +511,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         group_commit,
         feed: LogFeed::default(),
         conns: HashMap::new(),
+        gathered: Vec::new(),
         snapshot_busy: Arc::default(),
         recipe_pool,
     };

@@ -10,9 +10,10 @@
 //!   after each batch of events ([`Metrics::update`],
 //!   [`Metrics::set_consensus`]);
 //! - the connections' writers, which time each request from the moment
-//!   its frame was read to the moment its reply was written
-//!   ([`Metrics::observe_request`]): `readlatency`, `updatelatency` and
-//!   the sub-millisecond `wazoo_request_latency_seconds` histogram;
+//!   its frame was read to the moment its reply was written, and record
+//!   each write's requests together ([`Metrics::observe_requests`]):
+//!   `readlatency`, `updatelatency` and the sub-millisecond
+//!   `wazoo_request_latency_seconds` histogram;
 //! - the log writer's running totals (`fsynctime`,
 //!   `sync_processor_batch_size`).
 //!
@@ -34,7 +35,9 @@ use wazoo_zab::{LeaderReport, Peer, ServerState};
 
 pub use exposition::{encode, java_double, mntr, Family, Format, Num, Value};
 use exposition::{PROM_QUANTILES_ADVANCED, PROM_QUANTILES_BASIC};
-pub use figures::{Histogram, HistogramFigures, Summary, SummaryFigures, LATENCY_BUCKETS_S};
+pub use figures::{
+    Histogram, HistogramFigures, LatencyBatch, Summary, SummaryFigures, LATENCY_BUCKETS_S,
+};
 
 use crate::core::server::{Role, Server};
 
@@ -135,18 +138,15 @@ impl Metrics {
         })
     }
 
-    /// A request answered: `update` if it goes through the write pipeline
-    /// (ZooKeeper's `updatelatency`; otherwise `readlatency`, pings
-    /// included as in ZooKeeper), `took` from its frame read to its reply
-    /// written.
-    pub fn observe_request(&self, update: bool, took: Duration) {
-        self.request_latency.observe(took);
-        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
-        if update {
-            self.update_latency.observe(us);
-        } else {
-            self.read_latency.observe(us);
-        }
+    /// The requests a connection's writer answered with one write: for
+    /// each, `update` if it went through the write pipeline (ZooKeeper's
+    /// `updatelatency`; otherwise `readlatency`, pings included as in
+    /// ZooKeeper), timed from its frame read to its reply written. Each
+    /// shared figure is touched once per write, not once per request.
+    pub fn observe_requests(&self, batch: &LatencyBatch) {
+        self.request_latency.observe_batch(batch);
+        self.update_latency.observe_all(&batch.update_us);
+        self.read_latency.observe_all(&batch.read_us);
     }
 
     /// Takes the pipeline's and the log's figures (the core loop calls it

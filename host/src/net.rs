@@ -32,7 +32,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -106,9 +106,49 @@ struct ConnShared {
 pub struct ConnTx {
     tx: mpsc::UnboundedSender<ConnMsg>,
     shared: Arc<ConnShared>,
+    /// Replies the core loop gathered for this connection during one batch
+    /// of outputs ([`ConnTx::gather`]), handed to the writer as one message
+    /// at the batch's end ([`ConnTx::flush`]): one channel hand-off and one
+    /// wake-up of the writer per connection and batch, not per reply.
+    gathered: Vec<u8>,
+    gathered_replies: u32,
 }
 
 impl ConnTx {
+    fn new(tx: mpsc::UnboundedSender<ConnMsg>, shared: Arc<ConnShared>) -> ConnTx {
+        ConnTx {
+            tx,
+            shared,
+            gathered: Vec::new(),
+            gathered_replies: 0,
+        }
+    }
+
+    /// Adds bytes holding `replies` replies to what goes to the writer at
+    /// the next [`ConnTx::flush`]; true if nothing was gathered before
+    /// (the caller remembers to flush this connection).
+    pub fn gather(&mut self, bytes: Vec<u8>, replies: u32) -> bool {
+        let first = self.gathered.is_empty() && self.gathered_replies == 0;
+        if self.gathered.is_empty() {
+            self.gathered = bytes;
+        } else {
+            self.gathered.extend_from_slice(&bytes);
+        }
+        self.gathered_replies += replies;
+        first
+    }
+
+    /// Hands what was gathered to the writer (nothing if nothing was);
+    /// fails once the connection is gone.
+    pub fn flush(&mut self) -> Result<(), mpsc::error::SendError<ConnMsg>> {
+        if self.gathered.is_empty() && self.gathered_replies == 0 {
+            return Ok(());
+        }
+        let bytes = std::mem::take(&mut self.gathered);
+        let replies = std::mem::take(&mut self.gathered_replies);
+        self.send(ConnMsg::Bytes { bytes, replies })
+    }
+
     /// Queues bytes (or a close) for the connection's writer; fails once
     /// the connection is gone.
     pub fn send(&self, msg: ConnMsg) -> Result<(), mpsc::error::SendError<ConnMsg>> {
@@ -303,10 +343,7 @@ async fn handle<R, W>(
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(ConnShared::default());
-    let tx = ConnTx {
-        tx,
-        shared: Arc::clone(&shared),
-    };
+    let tx = ConnTx::new(tx, Arc::clone(&shared));
     if core.send(Event::Register { conn, tx }).await.is_err() {
         return;
     }
@@ -405,11 +442,13 @@ async fn read_loop(
         let Some(payload) = read_payload(&mut rd, head, max).await else {
             return;
         };
+        // The frames already buffered behind this one arrived with it.
+        let read_at = Instant::now();
         match unanswered.permits.acquire().await {
             Ok(p) => p.forget(),
             Err(_) => return,
         }
-        if !unanswered.bytes.admit(&payload) {
+        if !unanswered.bytes.admit(&payload, read_at) {
             over_request_bytes(conn);
             return;
         }
@@ -437,7 +476,7 @@ async fn read_loop(
                 break;
             };
             p.forget();
-            if !unanswered.bytes.admit(&buffered[4..n]) {
+            if !unanswered.bytes.admit(&buffered[4..n], read_at) {
                 over_request_bytes(conn);
                 let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
                 return;

@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// The capacity a connection's send buffer starts with: a getData reply of
+/// a 100-byte node is about 200 bytes.
+const SEND_BUF_START_BYTES: usize = 256;
+
 /// Bytes queued per connection during one input, flushed as one send per
 /// connection, in the order connections were first written to.
 #[derive(Debug, Default)]
@@ -98,7 +102,12 @@ impl Server {
         if !self.sends.bufs.contains_key(&conn) {
             self.sends.order.push(conn);
         }
-        self.sends.bufs.entry(conn).or_default()
+        // Room for a typical reply (a header, a small payload and a Stat)
+        // from the start, rather than growing it field by field.
+        self.sends
+            .bufs
+            .entry(conn)
+            .or_insert_with(|| (Vec::with_capacity(SEND_BUF_START_BYTES), 0))
     }
 
     pub(super) fn close_conn(&mut self, conn: ConnId) {

@@ -20,7 +20,8 @@ impl Server {
     }
 
     pub(super) fn check_acl(&self, conn: ConnId, path: &str, perm: i32) -> Result<(), ErrorCode> {
-        let acl = self.tree.acl(path).ok_or(ErrorCode::NoNode)?;
+        // The ACL shared with the tree's cache, not a copy.
+        let acl = self.tree.acl_shared(path).ok_or(ErrorCode::NoNode)?;
         let c = self.conns.get(&conn).ok_or(ErrorCode::ConnectionLoss)?;
         acl::check(&acl, perm, &c.auth)
     }
@@ -68,8 +69,16 @@ impl Server {
             }
             Request::GetData { path, watch } => {
                 check_read_path(&path)?;
-                self.check_acl(conn, &path, perms::READ)?;
-                let (data, stat) = self.tree.get_data(&path).ok_or(ErrorCode::NoNode)?;
+                // One lookup for the ACL check and the data; the errors
+                // come in check_acl's order (NoNode, then the rest).
+                let conns = &self.conns;
+                let (data, stat) = self
+                    .tree
+                    .get_data_checked(&path, |acl| {
+                        let c = conns.get(&conn).ok_or(ErrorCode::ConnectionLoss)?;
+                        acl::check(acl, perms::READ, &c.auth)
+                    })
+                    .ok_or(ErrorCode::NoNode)??;
                 if watch {
                     self.watches.add(conn, &path, Kind::Data);
                 }

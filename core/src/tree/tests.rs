@@ -537,3 +537,28 @@ fn memory_per_node() {
     println!("load in {:?}", started.elapsed());
     assert!(back == t);
 }
+
+#[test]
+fn get_data_checked_reads_only_past_the_acl_check_and_names_a_missing_node() {
+    // ZooKeeper Programmer's Guide, "ZooKeeper access control using ACLs":
+    // getData needs READ; a node that does not exist is NoNode first.
+    let mut f = Fixture::new();
+    f.create("/app", b"hello");
+    let allowed = f.tree.get_data_checked("/app", |acl| {
+        assert_eq!(acl, &f.tree.acl("/app").unwrap()[..], "the node's own ACL");
+        Ok::<(), ErrorCode>(())
+    });
+    let (data, stat) = allowed.expect("the node exists").expect("allowed");
+    assert_eq!((data, stat), f.tree.get_data("/app").unwrap());
+    let refused = f
+        .tree
+        .get_data_checked("/app", |_| Err(ErrorCode::NoAuth))
+        .expect("the node exists");
+    assert_eq!(refused, Err(ErrorCode::NoAuth));
+    let mut asked = false;
+    let missing = f.tree.get_data_checked("/nope", |_| {
+        asked = true;
+        Ok::<(), ErrorCode>(())
+    });
+    assert!(missing.is_none() && !asked, "no node, no check");
+}

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// How many recent observations a summary keeps for its quantiles.
 const WINDOW_MAX: usize = 1024;
@@ -32,6 +33,25 @@ struct SummaryState {
     min: u64,
     max: u64,
     window: VecDeque<u64>,
+}
+
+impl SummaryState {
+    fn record(&mut self, raw: u64, n: u64) {
+        self.total_count += n;
+        self.total_sum = self.total_sum.saturating_add(raw.saturating_mul(n));
+        if self.count == 0 || raw < self.min {
+            self.min = raw;
+        }
+        self.max = self.max.max(raw);
+        self.count += n;
+        self.sum = self.sum.saturating_add(raw.saturating_mul(n));
+        for _ in 0..n.min(WINDOW_MAX as u64) {
+            if self.window.len() == WINDOW_MAX {
+                self.window.pop_front();
+            }
+            self.window.push_back(raw);
+        }
+    }
 }
 
 /// A summary's figures in displayed units.
@@ -68,19 +88,18 @@ impl Summary {
             return;
         }
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        s.total_count += n;
-        s.total_sum = s.total_sum.saturating_add(raw.saturating_mul(n));
-        if s.count == 0 || raw < s.min {
-            s.min = raw;
+        s.record(raw, n);
+    }
+
+    /// Records each of `raws`, taking the lock once (a connection's writer
+    /// records the requests of one write together).
+    pub fn observe_all(&self, raws: &[u64]) {
+        if raws.is_empty() {
+            return;
         }
-        s.max = s.max.max(raw);
-        s.count += n;
-        s.sum = s.sum.saturating_add(raw.saturating_mul(n));
-        for _ in 0..n.min(WINDOW_MAX as u64) {
-            if s.window.len() == WINDOW_MAX {
-                s.window.pop_front();
-            }
-            s.window.push_back(raw);
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for &raw in raws {
+            s.record(raw, 1);
         }
     }
 
@@ -153,6 +172,47 @@ pub struct Histogram {
     count: AtomicU64,
 }
 
+/// Request latencies one connection's writer gathers for one write (the
+/// replies it wrote together), recorded into the member's shared figures
+/// at once ([`crate::metrics::Metrics::observe_requests`]): the shared
+/// summaries are locked once per write, not once per request. The vectors
+/// keep their room from one write to the next.
+#[derive(Debug, Default)]
+pub struct LatencyBatch {
+    /// `readlatency` observations, microseconds.
+    pub(super) read_us: Vec<u64>,
+    /// `updatelatency` observations, microseconds.
+    pub(super) update_us: Vec<u64>,
+    /// Histogram counts per bucket (not cumulative); the last is `+Inf`.
+    buckets: [u64; LATENCY_BUCKETS_S.len() + 1],
+    sum_ns: u64,
+}
+
+impl LatencyBatch {
+    /// One request answered: `update` if it went through the write
+    /// pipeline, `took` from its frame read to its reply written.
+    pub fn add(&mut self, update: bool, took: Duration) {
+        self.buckets[bucket_of(took)] += 1;
+        self.sum_ns = self
+            .sum_ns
+            .saturating_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        if update {
+            self.update_us.push(us);
+        } else {
+            self.read_us.push(us);
+        }
+    }
+
+    /// Empties the batch, keeping its room.
+    pub fn clear(&mut self) {
+        self.read_us.clear();
+        self.update_us.clear();
+        self.buckets = [0; LATENCY_BUCKETS_S.len() + 1];
+        self.sum_ns = 0;
+    }
+}
+
 /// A histogram's figures: cumulative counts per upper bound (the last is
 /// `+Inf`), the sum in seconds, and the count.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,17 +232,37 @@ impl Default for Histogram {
     }
 }
 
+/// The histogram bucket of a duration: the first upper bound it is at or
+/// under (the last, `+Inf`, for anything longer).
+fn bucket_of(d: Duration) -> usize {
+    let s = d.as_secs_f64();
+    LATENCY_BUCKETS_S
+        .iter()
+        .position(|&le| s <= le)
+        .unwrap_or(LATENCY_BUCKETS_S.len())
+}
+
 impl Histogram {
-    pub fn observe(&self, d: std::time::Duration) {
-        let s = d.as_secs_f64();
-        let i = LATENCY_BUCKETS_S
-            .iter()
-            .position(|&le| s <= le)
-            .unwrap_or(LATENCY_BUCKETS_S.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+    pub fn observe(&self, d: Duration) {
+        self.buckets[bucket_of(d)].fetch_add(1, Ordering::Relaxed);
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
         self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds a batch's observations: one atomic add per bucket it touched.
+    pub fn observe_batch(&self, b: &LatencyBatch) {
+        let mut n = 0;
+        for (bucket, &k) in self.buckets.iter().zip(&b.buckets) {
+            if k > 0 {
+                bucket.fetch_add(k, Ordering::Relaxed);
+                n += k;
+            }
+        }
+        if n > 0 {
+            self.sum_ns.fetch_add(b.sum_ns, Ordering::Relaxed);
+            self.count.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     pub fn figures(&self) -> HistogramFigures {
@@ -236,6 +316,50 @@ mod tests {
         assert_eq!(st.window.len(), WINDOW_MAX);
         assert_eq!(st.total_count, 10 * WINDOW_MAX as u64 + 1);
         assert_eq!(st.min, 1);
+    }
+
+    #[test]
+    fn a_latency_batch_records_the_same_figures_as_one_observation_at_a_time() {
+        let one_by_one = (
+            Histogram::default(),
+            Summary::new(1000.0),
+            Summary::new(1000.0),
+        );
+        let batched = (
+            Histogram::default(),
+            Summary::new(1000.0),
+            Summary::new(1000.0),
+        );
+        let mut batch = LatencyBatch::default();
+        let took = [
+            (false, 8),
+            (true, 30),
+            (false, 700),
+            (true, 10_000_000),
+            (false, 30),
+        ];
+        for (update, us) in took {
+            let d = Duration::from_micros(us);
+            one_by_one.0.observe(d);
+            if update {
+                one_by_one.2.observe(us);
+            } else {
+                one_by_one.1.observe(us);
+            }
+            batch.add(update, d);
+        }
+        batched.0.observe_batch(&batch);
+        batched.1.observe_all(&batch.read_us);
+        batched.2.observe_all(&batch.update_us);
+        assert_eq!(batched.0.figures(), one_by_one.0.figures());
+        let qs = [0.5, 0.99];
+        assert_eq!(batched.1.mntr(&qs), one_by_one.1.mntr(&qs), "readlatency");
+        assert_eq!(batched.2.mntr(&qs), one_by_one.2.mntr(&qs), "updatelatency");
+        assert_eq!(batched.1.prometheus(&qs).count, 3);
+        batch.clear();
+        batched.0.observe_batch(&batch);
+        assert_eq!(batched.0.figures().count, 5, "an empty batch adds nothing");
+        assert!(batch.read_us.is_empty() && batch.update_us.is_empty());
     }
 
     #[test]

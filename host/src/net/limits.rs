@@ -2,14 +2,14 @@
 //! address (`maxClientCnxns`) and the bytes of requests not yet
 //! answered (`largeRequestMaxBytes`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::config::Config;
-use crate::metrics::Metrics;
+use crate::metrics::{LatencyBatch, Metrics};
 use wazoo_proto::OpCode;
 
 /// Per-address connection counts for maxClientCnxns.
@@ -113,8 +113,17 @@ impl RequestBytes {
 /// latency metrics. What is left is given back when the connection ends.
 pub(super) struct ConnRequests {
     global: Arc<RequestBytes>,
-    sizes: Mutex<std::collections::VecDeque<PendingRequest>>,
+    state: Mutex<ConnState>,
     metrics: Arc<Metrics>,
+}
+
+/// What a connection's reader and writer share (on the member's one
+/// thread, so the lock is never contended).
+#[derive(Default)]
+struct ConnState {
+    pending: VecDeque<PendingRequest>,
+    /// The latencies of the replies being recorded, kept for its room.
+    latencies: LatencyBatch,
 }
 
 /// One unanswered request.
@@ -128,15 +137,16 @@ impl ConnRequests {
     pub(super) fn new(global: Arc<RequestBytes>, metrics: Arc<Metrics>) -> ConnRequests {
         ConnRequests {
             global,
-            sizes: Mutex::default(),
+            state: Mutex::default(),
             metrics,
         }
     }
 
-    /// Counts a request frame (`payload`, after the length) just read;
-    /// false if the member's bound would be passed (ZooKeeper then closes
-    /// the connection).
-    pub(super) fn admit(&self, payload: &[u8]) -> bool {
+    /// Counts a request frame (`payload`, after the length) read at
+    /// `read_at` (the reader reads the clock once per read from the
+    /// socket, not per frame); false if the member's bound would be passed
+    /// (ZooKeeper then closes the connection).
+    pub(super) fn admit(&self, payload: &[u8], read_at: Instant) -> bool {
         let n = self.global.counted(payload.len());
         if !self.global.try_take(n) {
             return false;
@@ -146,41 +156,44 @@ impl ConnRequests {
             .get(4..8)
             .and_then(|b| OpCode::from_i32(i32::from_be_bytes([b[0], b[1], b[2], b[3]])))
             .is_some_and(OpCode::is_write);
-        self.sizes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(PendingRequest {
-                bytes: n,
-                read_at: Instant::now(),
-                update,
-            });
+        self.lock().pending.push_back(PendingRequest {
+            bytes: n,
+            read_at,
+            update,
+        });
         true
     }
 
     /// `replies` requests were answered (their replies are written): their
-    /// bytes go back, and their latencies go to the metrics.
+    /// bytes go back, and their latencies go to the metrics, together.
     pub(super) fn answered(&self, replies: usize) {
         if replies == 0 {
             return;
         }
         let now = Instant::now();
-        let mut sizes = self.sizes.lock().unwrap_or_else(|e| e.into_inner());
-        let answered = replies.min(sizes.len());
+        let mut state = self.lock();
+        let ConnState { pending, latencies } = &mut *state;
+        let answered = replies.min(pending.len());
         let mut n = 0;
-        for r in sizes.drain(..answered) {
+        for r in pending.drain(..answered) {
             n += r.bytes;
-            self.metrics
-                .observe_request(r.update, now.saturating_duration_since(r.read_at));
+            latencies.add(r.update, now.saturating_duration_since(r.read_at));
         }
-        drop(sizes);
+        self.metrics.observe_requests(latencies);
+        latencies.clear();
+        drop(state);
         self.global.give_back(n);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ConnState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 impl Drop for ConnRequests {
     fn drop(&mut self) {
-        let sizes = self.sizes.get_mut().unwrap_or_else(|e| e.into_inner());
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         self.global
-            .give_back(sizes.drain(..).map(|r| r.bytes).sum());
+            .give_back(state.pending.drain(..).map(|r| r.bytes).sum());
     }
 }

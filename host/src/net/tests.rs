@@ -20,9 +20,12 @@ fn request_bytes_are_bounded_over_connections_and_always_given_back() {
     let global = request_bytes(1000, -1);
     let a = ConnRequests::new(Arc::clone(&global), Metrics::new());
     let b = ConnRequests::new(Arc::clone(&global), Metrics::new());
-    assert!(a.admit(&[0; 400]) && a.admit(&[0; 300]));
-    assert!(!b.admit(&[0; 301]), "700 + 301 would pass 1000");
-    assert!(b.admit(&[0; 300]));
+    assert!(a.admit(&[0; 400], Instant::now()) && a.admit(&[0; 300], Instant::now()));
+    assert!(
+        !b.admit(&[0; 301], Instant::now()),
+        "700 + 301 would pass 1000"
+    );
+    assert!(b.admit(&[0; 300], Instant::now()));
     assert_eq!(global.in_flight.load(Ordering::SeqCst), 1000);
     a.answered(1);
     assert_eq!(
@@ -42,8 +45,8 @@ fn request_bytes_are_bounded_over_connections_and_always_given_back() {
     // Below largeRequestThreshold a request is not counted.
     let global = request_bytes(1000, 500);
     let c = ConnRequests::new(Arc::clone(&global), Metrics::new());
-    assert!(c.admit(&[0; 499]) && c.admit(&[0; 999]));
-    assert!(!c.admit(&[0; 500]));
+    assert!(c.admit(&[0; 499], Instant::now()) && c.admit(&[0; 999], Instant::now()));
+    assert!(!c.admit(&[0; 500], Instant::now()));
     assert_eq!(global.in_flight.load(Ordering::SeqCst), 999);
     c.answered(2);
     assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
@@ -79,10 +82,7 @@ fn the_writer_report_never_exceeds_the_unsent_reply_bound() {
 async fn bytes_sent_to_a_connection_count_as_queued_until_written() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let shared = Arc::new(ConnShared::default());
-    let conn = ConnTx {
-        tx,
-        shared: Arc::clone(&shared),
-    };
+    let conn = ConnTx::new(tx, Arc::clone(&shared));
     conn.send(ConnMsg::Bytes {
         bytes: vec![0; 300],
         replies: 1,
@@ -95,4 +95,29 @@ async fn bytes_sent_to_a_connection_count_as_queued_until_written() {
     assert!(matches!(rx.recv().await, Some(ConnMsg::Bytes { .. })));
     drop(rx);
     assert!(conn.send(ConnMsg::Close).is_err(), "the connection is gone");
+}
+
+#[tokio::test]
+async fn replies_gathered_in_one_batch_reach_the_writer_as_one_message_in_order() {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let shared = Arc::new(ConnShared::default());
+    let mut conn = ConnTx::new(tx, Arc::clone(&shared));
+    assert!(conn.gather(vec![1, 2], 1), "the first reply of a batch");
+    assert!(!conn.gather(vec![3], 2), "then more of the same batch");
+    assert_eq!(
+        shared.queued_bytes.load(Ordering::Acquire),
+        0,
+        "nothing is queued before the flush"
+    );
+    conn.flush().unwrap();
+    conn.flush().unwrap();
+    assert_eq!(shared.queued_bytes.load(Ordering::Acquire), 3);
+    match rx.try_recv() {
+        Ok(ConnMsg::Bytes { bytes, replies }) => {
+            assert_eq!((bytes, replies), (vec![1, 2, 3], 3));
+        }
+        _ => panic!("one message with both replies"),
+    }
+    assert!(rx.try_recv().is_err(), "an empty flush sends nothing");
+    assert!(conn.gather(vec![4], 1), "a new batch starts after a flush");
 }
