@@ -27,6 +27,38 @@ pub struct ServerConfig {
     pub wazoo_bin: PathBuf,
     /// JVM `-Xmx` value for ZooKeeper, e.g. `2g`.
     pub zk_heap: String,
+    /// More `zoo.cfg` lines for both systems, after [`EXTRA_CFG`] (the
+    /// payload curve's larger jute.maxbuffer); standalone servers only.
+    pub extra_cfg: Vec<String>,
+    /// More JVM options for ZooKeeper (`-Djute.maxbuffer=...`: ZooKeeper
+    /// reads it as a system property, not from zoo.cfg).
+    pub zk_jvm_args: Vec<String>,
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit, so that
+/// thousands of sessions fit; the servers it starts inherit it. Returns
+/// the (soft, hard) limit now in force.
+pub fn raise_nofile_limit() -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return (0, 0);
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    (lim.rlim_cur, lim.rlim_max)
 }
 
 /// A running server of either system. Dropping it kills it (testkit).
@@ -50,12 +82,18 @@ impl Server {
         for line in EXTRA_CFG {
             opts = opts.cfg(*line);
         }
+        for line in &cfg.extra_cfg {
+            opts = opts.cfg(line.as_str());
+        }
         Ok(match flavor {
             Flavor::Zookeeper => {
                 // testkit puts its own `-Xmx1g` first and our JVM options after
                 // it; HotSpot takes the last -Xmx, so this one wins (the report
                 // shows the MaxHeapSize the JVM actually runs with).
-                let opts = opts.arg(format!("-Xmx{}", cfg.zk_heap));
+                let mut opts = opts.arg(format!("-Xmx{}", cfg.zk_heap));
+                for a in &cfg.zk_jvm_args {
+                    opts = opts.arg(a.as_str());
+                }
                 Server::Zookeeper(ZkServer::start_with(opts).context("starting Apache ZooKeeper")?)
             }
             Flavor::Wazoo => {
