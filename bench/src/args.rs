@@ -138,6 +138,11 @@ pub struct Args {
     /// The wazoo server binary [default: $WAZOO_BIN, else target/release/wazoo].
     #[arg(long)]
     pub wazoo_bin: Option<PathBuf>,
+    /// More zoo.cfg lines for both systems' standalone servers, e.g.
+    /// `--zoo-cfg snapCount=2000000` (ZooKeeper takes an unknown key as the
+    /// system property `zookeeper.<key>`); repeatable.
+    #[arg(long = "zoo-cfg")]
+    pub zoo_cfg: Vec<String>,
     /// ZooKeeper's JVM heap (-Xmx), large enough for the memory figure.
     #[arg(long, default_value = "2g")]
     pub zk_heap: String,

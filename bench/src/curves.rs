@@ -289,8 +289,11 @@ pub struct PayloadCurveBlock {
     pub load: LoadSpec,
     pub payloads: Vec<usize>,
     /// Znodes set at random at each point (fewer for large payloads, so
-    /// the tree stays under `--payload-curve-tree-bytes`).
+    /// the tree stays under [`PAYLOAD_TREE_BYTES`]).
     pub keys: Vec<usize>,
+    /// Requests in flight per session at each point (fewer for large
+    /// payloads, see [`payload_inflight`]).
+    pub inflight: Vec<usize>,
     /// The servers' zoo.cfg additions and JVM options.
     pub notes: Vec<String>,
     /// One workload result (set) per payload.
@@ -339,6 +342,20 @@ impl PayloadCurveBlock {
             ],
         };
     }
+}
+
+/// The payload curve's in-flight bytes over all sessions: above this a
+/// session has fewer requests in flight, so that a request of a large
+/// payload still starts and ends inside the measured window.
+pub const PAYLOAD_INFLIGHT_BYTES: usize = 16 << 20;
+
+/// Requests in flight per session at a payload of `bytes`: `inflight`, or
+/// fewer so that all `sessions` hold at most [`PAYLOAD_INFLIGHT_BYTES`]
+/// (at least 1).
+pub fn payload_inflight(inflight: usize, sessions: usize, bytes: usize) -> usize {
+    inflight
+        .min(PAYLOAD_INFLIGHT_BYTES / (bytes.max(1) * sessions.max(1)))
+        .max(1)
 }
 
 /// Znodes the payload curve sets at random for a payload of `bytes`: the
@@ -436,7 +453,7 @@ pub async fn run(
             order: Vec::new(),
             runs: BTreeMap::new(),
             notes: vec![format!(
-                "fresh standalone servers alive through the curve, zoo.cfg as the fanout                  workload's ({})",
+                "fresh standalone servers alive through the curve, zoo.cfg as the fanout workload's ({})",
                 crate::servers::EXTRA_CFG.join(", ")
             )],
             curve: Curve::empty(),
@@ -480,11 +497,13 @@ pub async fn run(
     if let Some(payloads) = &runs.payloads {
         let payloads: Vec<usize> = payloads.iter().copied().filter(|&b| b > 0).collect();
         let max_buffer = payload_max_buffer(payloads.iter().copied().max().unwrap_or(0));
+        let mut extra_cfg = cfg.extra_cfg.clone();
+        extra_cfg.push(format!("jute.maxbuffer={max_buffer}"));
+        extra_cfg.push(format!(
+            "largeRequestMaxBytes={PAYLOAD_LARGE_REQUEST_MAX_BYTES}"
+        ));
         let big = ServerConfig {
-            extra_cfg: vec![
-                format!("jute.maxbuffer={max_buffer}"),
-                format!("largeRequestMaxBytes={PAYLOAD_LARGE_REQUEST_MAX_BYTES}"),
-            ],
+            extra_cfg,
             zk_jvm_args: vec![format!("-Djute.maxbuffer={max_buffer}")],
             ..cfg.clone()
         };
@@ -497,18 +516,29 @@ pub async fn run(
                 .map(|&b| payload_keys(payload_load.keys, b, PAYLOAD_TREE_BYTES))
                 .collect(),
             notes: vec![format!(
-                "zoo.cfg adds {}, {} for both; ZooKeeper's JVM also gets {} (it reads                  jute.maxbuffer as a system property)",
+                "zoo.cfg adds {}, {} for both; ZooKeeper's JVM also gets {} (it reads jute.maxbuffer as a system property)",
                 crate::servers::EXTRA_CFG.join(", "),
                 big.extra_cfg.join(", "),
                 big.zk_jvm_args.join(" ")
             )],
+            inflight: payloads
+                .iter()
+                .map(|&b| payload_inflight(payload_load.inflight, payload_load.sessions, b))
+                .collect(),
             points: Vec::new(),
             curve: Curve::empty(),
         };
-        for (&b, &keys) in payloads.iter().zip(&block.keys.clone()) {
+        let per_point: Vec<(usize, usize, usize)> = payloads
+            .iter()
+            .zip(&block.keys)
+            .zip(&block.inflight)
+            .map(|((&b, &k), &i)| (b, k, i))
+            .collect();
+        for (b, keys, inflight) in per_point {
             let spec = LoadSpec {
                 payload: b,
                 keys,
+                inflight,
                 ..payload_load.clone()
             };
             let result = throughput_workload(
@@ -642,12 +672,19 @@ pub fn sections<'a>(md: &mut String, c: &CurvesBlock, plot_of: impl Fn(&str) -> 
         let _ = writeln!(
             md,
             "## setData throughput against payload size\n\n\
-             For each payload size, the set workload ({} sessions × {} in flight, setData on \
-             random znodes of a pre-created set: {} znodes, fewer for large payloads), {} s \
+             For each payload size, the set workload ({} sessions × {} in flight, fewer for \
+             large payloads so that at most 16 MiB are in flight: {}; setData on random znodes \
+             of a pre-created set: {} znodes, fewer for large payloads), {} s \
              warm-up then {} s measured, one round per system (the order alternates from point \
              to point), on fresh standalone servers alive through the curve: {}.\n",
             l.sessions,
             l.inflight,
+            p.inflight
+                .iter()
+                .zip(&p.payloads)
+                .map(|(i, b)| format!("{i} at {}", bytes_label(*b)))
+                .collect::<Vec<_>>()
+                .join(", "),
             p.keys
                 .iter()
                 .zip(&p.payloads)
@@ -710,6 +747,14 @@ mod tests {
         assert_eq!(bytes_label(10), "10 B");
         assert_eq!(bytes_label(100_000), "100 kB");
         assert_eq!(bytes_label(1_000_000), "1 MB");
+    }
+
+    #[test]
+    fn large_payloads_have_fewer_requests_in_flight() {
+        assert_eq!(payload_inflight(8, 16, 100), 8);
+        assert_eq!(payload_inflight(8, 16, 100_000), 8);
+        assert_eq!(payload_inflight(8, 16, 1_000_000), 1);
+        assert_eq!(payload_inflight(8, 10_000, 1_000_000), 1);
     }
 
     #[test]

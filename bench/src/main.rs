@@ -193,7 +193,7 @@ async fn run(args: Args) -> Result<()> {
     let server_cfg = ServerConfig {
         wazoo_bin,
         zk_heap: args.zk_heap.clone(),
-        extra_cfg: Vec::new(),
+        extra_cfg: args.zoo_cfg.clone(),
         zk_jvm_args: Vec::new(),
     };
     let (nofile, nofile_max) = servers::raise_nofile_limit();

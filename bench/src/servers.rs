@@ -233,7 +233,12 @@ pub fn describe_system(
     let mut notes = vec![format!(
         "zoo.cfg: testkit's tickTime=2000, dataDir in /tmp, 127.0.0.1 only; bench adds {}; \
          everything else (snapCount, fsync, autopurge, ...) left at the server's default",
-        EXTRA_CFG.join(", ")
+        EXTRA_CFG
+            .iter()
+            .map(|l| l.to_string())
+            .chain(cfg.extra_cfg.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(", ")
     )];
     notes.extend(extra_notes);
     let (program, jvm_flags, max_heap) = match flavor {
