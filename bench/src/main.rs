@@ -195,6 +195,7 @@ async fn run(args: Args) -> Result<()> {
         zk_heap: args.zk_heap.clone(),
         extra_cfg: args.zoo_cfg.clone(),
         zk_jvm_args: Vec::new(),
+        startup_timeout_secs: args.recovery_timeout_secs.max(90.0),
     };
     let (nofile, nofile_max) = servers::raise_nofile_limit();
     eprintln!("open files: soft limit {nofile} (hard {nofile_max}); the servers inherit it");

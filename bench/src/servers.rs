@@ -33,6 +33,10 @@ pub struct ServerConfig {
     /// More JVM options for ZooKeeper (`-Djute.maxbuffer=...`: ZooKeeper
     /// reads it as a system property, not from zoo.cfg).
     pub zk_jvm_args: Vec<String>,
+    /// How long a standalone server may take to pass testkit's readiness
+    /// check, at start and at a restart (a restart of a large tree is the
+    /// recovery workload's figure: at least `--recovery-timeout-secs`).
+    pub startup_timeout_secs: f64,
 }
 
 /// Raises this process's soft RLIMIT_NOFILE to its hard limit, so that
@@ -78,7 +82,8 @@ impl Server {
         cfg: &ServerConfig,
         plugins: Option<&Path>,
     ) -> Result<Server> {
-        let mut opts = ServerOptions::default().startup_timeout(Duration::from_secs(90));
+        let mut opts = ServerOptions::default()
+            .startup_timeout(Duration::from_secs_f64(cfg.startup_timeout_secs.max(90.0)));
         for line in EXTRA_CFG {
             opts = opts.cfg(*line);
         }
