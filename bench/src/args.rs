@@ -77,7 +77,8 @@ pub struct Args {
     pub warmup_secs: Option<f64>,
     /// What to run, in this order [default: create,set,get,mixed,exists-watch,
     /// fanout,churn,client,memory,recovery,failover,recipe-call,lock,queue;
-    /// sweep, failover-pause and failover-partition run only when named].
+    /// sweep, failover-pause, failover-partition, memory-curve, fanout-curve
+    /// and payload-curve run only when named].
     #[arg(long, value_delimiter = ',')]
     pub workloads: Vec<Workload>,
     /// Znodes of 100 bytes for the memory figure [default: 1000000, --quick: 20000].
@@ -137,6 +138,11 @@ pub struct Args {
     /// The wazoo server binary [default: $WAZOO_BIN, else target/release/wazoo].
     #[arg(long)]
     pub wazoo_bin: Option<PathBuf>,
+    /// More zoo.cfg lines for both systems' standalone servers, e.g.
+    /// `--zoo-cfg snapCount=2000000` (ZooKeeper takes an unknown key as the
+    /// system property `zookeeper.<key>`); repeatable.
+    #[arg(long = "zoo-cfg")]
+    pub zoo_cfg: Vec<String>,
     /// ZooKeeper's JVM heap (-Xmx), large enough for the memory figure.
     #[arg(long, default_value = "2g")]
     pub zk_heap: String,
@@ -234,6 +240,27 @@ pub struct Args {
     /// [default: 3, --quick: 1].
     #[arg(long)]
     pub sweep_duration_secs: Option<f64>,
+    /// memory: fresh-server runs per system (alternating the order); the
+    /// report gives the run with the median RSS, and every run [default: 1;
+    /// the memory target is read on 3].
+    #[arg(long)]
+    pub memory_runs: Option<usize>,
+    /// memory-curve: znode counts, a fresh server per count and system
+    /// [default: 10000,100000,1000000; add 10000000 with a --zk-heap that fits].
+    #[arg(long, value_delimiter = ',')]
+    pub memory_curve_nodes: Option<Vec<u64>>,
+    /// fanout-curve: watcher counts, one run each per system
+    /// [default: 10,100,1000,10000].
+    #[arg(long, value_delimiter = ',')]
+    pub fanout_curve_watchers: Option<Vec<usize>>,
+    /// payload-curve: payload sizes in bytes, one set run each per system
+    /// [default: 10,100,1000,10000,100000,1000000].
+    #[arg(long, value_delimiter = ',')]
+    pub payload_curve_bytes: Option<Vec<usize>>,
+    /// payload-curve: measured seconds per point and system (after
+    /// --warmup-secs) [default: 3].
+    #[arg(long)]
+    pub payload_curve_duration_secs: Option<f64>,
     /// lock, queue: do not also run kazoo's recipe against the wazoo ensemble.
     #[arg(long)]
     pub no_kazoo_on_wazoo: bool,

@@ -36,10 +36,12 @@ pub struct FanoutSpec {
 }
 
 impl FanoutSpec {
-    /// An upper bound on one system's run for one watcher count: connecting the
-    /// sessions (bounded at 60 s by `connect_sessions`), then every round.
+    /// An upper bound on one system's run for the largest watcher count:
+    /// connecting the sessions (bounded by `connect_sessions`), then every round.
     pub fn bound_secs(&self) -> f64 {
-        60.0 + self.rounds as f64 * (self.round_timeout_secs + 10.0)
+        let most = self.watchers.iter().copied().max().unwrap_or(0) + 1;
+        crate::load::connect_bound(most).as_secs_f64()
+            + self.rounds as f64 * (self.round_timeout_secs + 10.0)
     }
 }
 

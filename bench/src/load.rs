@@ -94,6 +94,20 @@ pub enum Workload {
     /// Throughput against sessions: `--sweep-workload` at each of
     /// `--sessions-sweep` session counts, on every topology run.
     Sweep,
+    /// Resident memory against znode count (`--memory-curve-nodes`), a
+    /// fresh standalone server per point (src/curves.rs).
+    #[value(name = "memory-curve")]
+    #[serde(rename = "memory-curve")]
+    MemoryCurve,
+    /// Time to notify every watcher against the watcher count
+    /// (`--fanout-curve-watchers`).
+    #[value(name = "fanout-curve")]
+    #[serde(rename = "fanout-curve")]
+    FanoutCurve,
+    /// setData throughput against payload size (`--payload-curve-bytes`).
+    #[value(name = "payload-curve")]
+    #[serde(rename = "payload-curve")]
+    PayloadCurve,
 }
 
 impl Workload {
@@ -117,6 +131,9 @@ impl Workload {
             Workload::Lock => "lock",
             Workload::Queue => "queue",
             Workload::Sweep => "sweep",
+            Workload::MemoryCurve => "memory-curve",
+            Workload::FanoutCurve => "fanout-curve",
+            Workload::PayloadCurve => "payload-curve",
         }
     }
 
@@ -336,12 +353,17 @@ pub fn summarize(workload: Workload, rounds: &[RawRound]) -> RunResult {
 
 /// Connects `n` sessions to `cluster` (a connect string: one server, or
 /// every member of an ensemble, of which the client picks one at random),
-/// all at once.
+/// at most [`CONNECTS_IN_FLIGHT`] handshakes at a time (thousands at once
+/// overflow a server's accept backlog and time out), within
+/// [`connect_bound`].
 pub async fn connect_sessions(cluster: &str, n: usize) -> Result<Vec<zk::Client>> {
     let mut set = JoinSet::new();
+    let gate = Arc::new(tokio::sync::Semaphore::new(CONNECTS_IN_FLIGHT));
     for i in 0..n {
         let cluster = cluster.to_string();
+        let gate = gate.clone();
         set.spawn(async move {
+            let _permit = gate.acquire_owned().await;
             let c = zk::Client::connector()
                 .with_session_timeout(SESSION_TIMEOUT)
                 .with_connection_timeout(Duration::from_secs(10))
@@ -351,7 +373,8 @@ pub async fn connect_sessions(cluster: &str, n: usize) -> Result<Vec<zk::Client>
         });
     }
     let mut clients: Vec<Option<zk::Client>> = (0..n).map(|_| None).collect();
-    let joined = tokio::time::timeout(Duration::from_secs(60), async {
+    let bound = connect_bound(n);
+    let joined = tokio::time::timeout(bound, async {
         while let Some(r) = set.join_next().await {
             let (i, c) = r.context("connect task panicked")?;
             clients[i] = Some(c.with_context(|| format!("connecting session {i} to {cluster}"))?);
@@ -361,9 +384,18 @@ pub async fn connect_sessions(cluster: &str, n: usize) -> Result<Vec<zk::Client>
     .await;
     match joined {
         Ok(r) => r?,
-        Err(_) => bail!("connecting {n} sessions to {cluster} took more than 60 s"),
+        Err(_) => bail!("connecting {n} sessions to {cluster} took more than {bound:?}"),
     }
     Ok(clients.into_iter().map(|c| c.expect("joined")).collect())
+}
+
+/// Session handshakes [`connect_sessions`] has in flight at once.
+pub const CONNECTS_IN_FLIGHT: usize = 256;
+
+/// How long [`connect_sessions`] may take for `n` sessions: 60 s, plus
+/// 20 ms a session beyond the first thousand (10,000 sessions: 240 s).
+pub fn connect_bound(n: usize) -> Duration {
+    Duration::from_secs(60) + Duration::from_millis(20 * n.saturating_sub(1000) as u64)
 }
 
 pub fn persistent() -> zk::CreateOptions<'static> {
@@ -482,7 +514,10 @@ async fn worker(
             | Workload::RecipeIsolation
             | Workload::Lock
             | Workload::Queue
-            | Workload::Sweep => {
+            | Workload::Sweep
+            | Workload::MemoryCurve
+            | Workload::FanoutCurve
+            | Workload::PayloadCurve => {
                 unreachable!("not a throughput workload")
             }
         };
@@ -510,11 +545,16 @@ async fn worker(
     out
 }
 
-/// An upper bound on one round of a throughput workload: connecting (60 s),
-/// pre-creating its znodes (120 s), the warm-up and window, and draining
-/// the last replies (30 s); each step is bounded by those timeouts.
+/// An upper bound on one round of a throughput workload: connecting
+/// ([`connect_bound`]), pre-creating its znodes (120 s), the warm-up and
+/// window, and draining the last replies (30 s); each step is bounded by
+/// those timeouts.
 pub fn round_bound_secs(spec: &LoadSpec) -> f64 {
-    60.0 + 120.0 + spec.warmup_secs + spec.duration_secs + 30.0
+    connect_bound(spec.sessions).as_secs_f64()
+        + 120.0
+        + spec.warmup_secs
+        + spec.duration_secs
+        + 30.0
 }
 
 /// Runs one round of a throughput workload against `target`.

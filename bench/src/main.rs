@@ -27,13 +27,16 @@
 //!   `stats`: latency histograms.
 //! - One module per other workload: `client_bench`, `sweep`, `fanout`,
 //!   `churn`, `failover`, `memory`, `recovery`, `recipes` (with
-//!   `recipes/call.rs`, `recipes/contend.rs`).
+//!   `recipes/call.rs`, `recipes/contend.rs`); `curves`: the scale curves
+//!   (memory against znodes, fan-out against watchers, setData against
+//!   payload size).
 //! - `report` (with `report/recipes.rs`, `report/ensemble.rs`,
-//!   `report/scale.rs`): the Markdown report; `plots`, `svg`: the SVG plots.
+//!   `report/scale.rs`, `report/cpu.rs`): the Markdown report; `plots`, `svg`: the SVG plots.
 
 mod args;
 mod churn;
 mod client_bench;
+mod curves;
 mod ensembles;
 mod failover;
 mod fanout;
@@ -191,7 +194,12 @@ async fn run(args: Args) -> Result<()> {
         wazoo_bin,
         zk_heap: args.zk_heap.clone(),
         wazoo_cfg: args.wazoo_cfg.clone(),
+        extra_cfg: args.zoo_cfg.clone(),
+        zk_jvm_args: Vec::new(),
+        startup_timeout_secs: args.recovery_timeout_secs.max(90.0),
     };
+    let (nofile, nofile_max) = servers::raise_nofile_limit();
+    eprintln!("open files: soft limit {nofile} (hard {nofile_max}); the servers inherit it");
 
     let watch_paths = args
         .watch_paths
@@ -306,6 +314,7 @@ async fn run(args: Args) -> Result<()> {
         sweep: None,
         recovery: None,
         recipes: None,
+        curves: None,
         plots: Vec::new(),
     };
     let save = |results: &Results| -> Result<()> {
@@ -653,28 +662,90 @@ async fn run(args: Args) -> Result<()> {
             settle_secs: if quick { 0.5 } else { 3.0 },
             load_timeout_secs: args.load_timeout_secs,
         };
-        let mut order = systems.clone();
-        if order_index % 2 == 1 {
-            order.reverse();
-        }
-        let mut runs = BTreeMap::new();
-        for &flavor in &order {
-            let run = memory::measure(flavor, &server_cfg, &spec, recovery).await;
-            if let Some(f) = &run.failure {
-                eprintln!("[memory] {flavor} FAILED: {f}");
-            }
-            if let Some(info) = &run.system {
-                if !results.systems.iter().any(|s| s.name == info.name) {
-                    results.systems.push(info.clone());
+        let memory_runs = args.memory_runs.unwrap_or(1).max(1);
+        let mut block = MemoryBlock {
+            spec: spec.clone(),
+            order: Vec::new(),
+            runs: BTreeMap::new(),
+            all_runs: BTreeMap::new(),
+        };
+        for k in 0..memory_runs {
+            let order = phases::order_for(&systems, order_index, k);
+            for &flavor in &order {
+                if memory_runs > 1 {
+                    eprintln!("[memory] run {} of {memory_runs}", k + 1);
                 }
+                // The recovery workload restarts the first run's servers only.
+                let rec = if k == 0 { recovery } else { None };
+                let run = memory::measure(flavor, &server_cfg, &spec, rec).await;
+                if let Some(f) = &run.failure {
+                    eprintln!("[memory] {flavor} FAILED: {f}");
+                }
+                if let Some(info) = &run.system {
+                    if !results.systems.iter().any(|s| s.name == info.name) {
+                        results.systems.push(info.clone());
+                    }
+                }
+                block.order.push(flavor.name().to_string());
+                block
+                    .all_runs
+                    .entry(flavor.name().to_string())
+                    .or_default()
+                    .push(run);
+                block.pick_medians();
+                results.memory = Some(block.clone());
+                save(&results)?;
             }
-            runs.insert(flavor.name().to_string(), run);
-            results.memory = Some(MemoryBlock {
-                spec: spec.clone(),
-                order: order.iter().map(|f| f.name().to_string()).collect(),
-                runs: runs.clone(),
-            });
-            save(&results)?;
+        }
+        order_index += 1;
+    }
+
+    // Phase 4: the scale curves, each on servers of its own.
+    if args.topology.standalone() {
+        let curve_runs = curves::CurveRuns {
+            memory_nodes: args.workloads.contains(&Workload::MemoryCurve).then(|| {
+                args.memory_curve_nodes
+                    .clone()
+                    .unwrap_or_else(|| vec![10_000, 100_000, 1_000_000])
+            }),
+            fanout_watchers: args.workloads.contains(&Workload::FanoutCurve).then(|| {
+                args.fanout_curve_watchers
+                    .clone()
+                    .unwrap_or_else(|| vec![10, 100, 1000, 10_000])
+            }),
+            payloads: args.workloads.contains(&Workload::PayloadCurve).then(|| {
+                args.payload_curve_bytes
+                    .clone()
+                    .unwrap_or_else(|| vec![10, 100, 1000, 10_000, 100_000, 1_000_000])
+            }),
+        };
+        if curve_runs.any() {
+            let template = MemorySpec {
+                nodes: 0,
+                node_bytes: memory::NODE_BYTES,
+                children_per_parent: memory::BUCKET,
+                sessions: args.sessions,
+                inflight: args.load_inflight,
+                settle_secs: if quick { 0.5 } else { 3.0 },
+                load_timeout_secs: args.load_timeout_secs,
+            };
+            let payload_load = LoadSpec {
+                duration_secs: args.payload_curve_duration_secs.unwrap_or(3.0),
+                rounds: 1,
+                ..load_spec.clone()
+            };
+            curves::run(
+                &curve_runs,
+                &systems,
+                &server_cfg,
+                &template,
+                &fanout_spec,
+                &payload_load,
+                &mut order_index,
+                &mut results,
+                &save,
+            )
+            .await?;
         }
     }
 

@@ -44,6 +44,8 @@ pub struct MemoryRun {
     pub created: u64,
     pub load_secs: f64,
     pub creates_per_sec: f64,
+    /// CPU seconds (utime+stime) the server process used during the load.
+    pub load_server_cpu_secs: f64,
     /// ZooKeeper only: VmRSS after a forced full GC (`jcmd GC.run`), and the
     /// live heap then (`jcmd GC.heap_info`): the least the JVM could hold
     /// the tree in, as opposed to what it does hold.
@@ -102,6 +104,7 @@ async fn measure_inner(
 
     let clients = connect_sessions(&addr.to_string(), spec.sessions).await?;
     let buckets = spec.nodes.div_ceil(spec.children_per_parent);
+    let cpu0 = crate::servers::cpu_secs(Some(pid))?;
     let start = Instant::now();
     let deadline = Duration::from_secs_f64(spec.load_timeout_secs);
     let root = create_many(
@@ -142,6 +145,7 @@ async fn measure_inner(
     .await
     .context("loading the znodes")?;
     let elapsed = start.elapsed();
+    run.load_server_cpu_secs = crate::servers::cpu_secs(Some(pid))? - cpu0;
     run.created = root.created + parents.created + leaves.created;
     run.load_secs = elapsed.as_secs_f64();
     run.creates_per_sec = run.created as f64 / run.load_secs;

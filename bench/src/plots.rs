@@ -21,8 +21,8 @@ pub fn write_all(r: &Results, dir: &Path, stem: &str, link_prefix: &str) -> Resu
         figures.push((
             "sweep".into(),
             figure(
-                "throughput against sessions (standalone servers)",
-                &[crate::sweep::panel(b)],
+                "throughput and p99 against sessions (standalone servers)",
+                &crate::sweep::panels(b),
             ),
         ));
     }
@@ -38,10 +38,10 @@ pub fn write_all(r: &Results, dir: &Path, stem: &str, link_prefix: &str) -> Resu
                 "ensemble-sweep".into(),
                 figure(
                     &format!(
-                        "throughput against sessions ({}-member ensembles)",
+                        "throughput and p99 against sessions ({}-member ensembles)",
                         e.members
                     ),
-                    &[crate::sweep::panel(b)],
+                    &crate::sweep::panels(b),
                 ),
             ));
         }
@@ -308,6 +308,11 @@ pub fn write_all(r: &Results, dir: &Path, stem: &str, link_prefix: &str) -> Resu
                     ],
                 ),
             ));
+        }
+    }
+    if let Some(c) = &r.curves {
+        for (name, title, curve) in c.figures() {
+            figures.push((name.to_string(), figure(&title, &curve.panels())));
         }
     }
     let mut links = Vec::new();

@@ -1,6 +1,7 @@
 //! The Markdown report: one table per workload, both systems and the ratio
 //! wazoo/zookeeper.
 
+mod cpu;
 mod ensemble;
 mod recipes;
 mod scale;
@@ -75,7 +76,10 @@ fn describe(w: Workload, l: &LoadSpec) -> String {
         | Workload::RecipeIsolation
         | Workload::Lock
         | Workload::Queue
-        | Workload::Sweep => w.name().into(),
+        | Workload::Sweep
+        | Workload::MemoryCurve
+        | Workload::FanoutCurve
+        | Workload::PayloadCurve => w.name().into(),
     }
 }
 
@@ -215,6 +219,29 @@ pub fn markdown(r: &Results) -> String {
                 ratio(x.creates_per_sec, z.creates_per_sec),
             );
         }
+        if m.all_runs.values().any(|v| v.len() > 1) {
+            let each: Vec<String> = [ZK, WZ]
+                .iter()
+                .filter_map(|&name| {
+                    let v = m.all_runs.get(name)?;
+                    let list: Vec<String> = v
+                        .iter()
+                        .map(|r| match &r.failure {
+                            None => format!("{:.1}", mib(r.rss_bytes)),
+                            Some(_) => "failed".to_string(),
+                        })
+                        .collect();
+                    Some(format!("{name} {}", list.join(", ")))
+                })
+                .collect();
+            let _ = writeln!(
+                md,
+                "\nEach row is the run with the median RSS of {} runs per system, each on a fresh \
+                 server (RSS MiB of every run, in order: {}).",
+                m.all_runs.values().map(Vec::len).max().unwrap_or(0),
+                each.join("; ")
+            );
+        }
         if let Some(z) = m.runs.get(ZK) {
             if let (Some(rss), Some(heap)) =
                 (z.rss_after_full_gc_bytes, z.jvm_heap_used_after_gc_bytes)
@@ -250,6 +277,10 @@ pub fn markdown(r: &Results) -> String {
 
     recovery_section(&mut md, r);
 
+    if let Some(c) = &r.curves {
+        crate::curves::sections(&mut md, c, |name| plot_for(r, name));
+    }
+
     if let Some(e) = &r.ensemble {
         ensemble_section(&mut md, r, e);
     }
@@ -257,6 +288,8 @@ pub fn markdown(r: &Results) -> String {
     if let Some(rb) = &r.recipes {
         recipes_section(&mut md, r, rb);
     }
+
+    cpu::cpu_section(&mut md, r);
 
     let _ = writeln!(
         md,

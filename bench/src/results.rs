@@ -27,7 +27,7 @@ pub struct Machine {
     pub client_threads: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct WorkloadResult {
     pub workload: Workload,
     /// The order the systems ran in (alternates from workload to workload).
@@ -41,11 +41,43 @@ pub struct ClientBlock {
     pub result: ClientResult,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct MemoryBlock {
     pub spec: MemorySpec,
     pub order: Vec<String>,
+    /// Per system, the run with the median RSS of `all_runs` (the recovery
+    /// workload's restarts are those of the first run).
     pub runs: BTreeMap<String, MemoryRun>,
+    /// Per system, every run (`--memory-runs`), in the order run.
+    pub all_runs: BTreeMap<String, Vec<MemoryRun>>,
+}
+
+impl MemoryBlock {
+    /// Sets `runs` from `all_runs`: per system the completed run with the
+    /// median RSS (the lower median for an even count), else the last run;
+    /// `restarts` come from the first run that has them.
+    pub fn pick_medians(&mut self) {
+        self.runs.clear();
+        for (name, all) in &self.all_runs {
+            let restarts = all
+                .iter()
+                .find(|r| !r.restarts.is_empty())
+                .map(|r| r.restarts.clone())
+                .unwrap_or_default();
+            let mut ok: Vec<&MemoryRun> = all.iter().filter(|r| r.failure.is_none()).collect();
+            ok.sort_by_key(|r| r.rss_bytes);
+            let pick = if ok.is_empty() {
+                all.last()
+            } else {
+                Some(ok[(ok.len() - 1) / 2])
+            };
+            if let Some(run) = pick {
+                let mut run = run.clone();
+                run.restarts = restarts;
+                self.runs.insert(name.clone(), run);
+            }
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -140,6 +172,8 @@ pub struct Results {
     pub recovery: Option<RecoverySpec>,
     /// recipe-call, lock, queue.
     pub recipes: Option<RecipesBlock>,
+    /// The scale curves (memory-curve, fanout-curve, payload-curve).
+    pub curves: Option<crate::curves::CurvesBlock>,
     /// SVG files written beside the report (file names).
     pub plots: Vec<String>,
 }

@@ -29,6 +29,42 @@ pub struct ServerConfig {
     pub zk_heap: String,
     /// Extra zoo.cfg lines for every wazoo server (`--wazoo-cfg`).
     pub wazoo_cfg: Vec<String>,
+    /// More `zoo.cfg` lines for both systems, after [`EXTRA_CFG`] (the
+    /// payload curve's larger jute.maxbuffer); standalone servers only.
+    pub extra_cfg: Vec<String>,
+    /// More JVM options for ZooKeeper (`-Djute.maxbuffer=...`: ZooKeeper
+    /// reads it as a system property, not from zoo.cfg).
+    pub zk_jvm_args: Vec<String>,
+    /// How long a standalone server may take to pass testkit's readiness
+    /// check, at start and at a restart (a restart of a large tree is the
+    /// recovery workload's figure: at least `--recovery-timeout-secs`).
+    pub startup_timeout_secs: f64,
+}
+
+/// Raises this process's soft RLIMIT_NOFILE to its hard limit, so that
+/// thousands of sessions fit; the servers it starts inherit it. Returns
+/// the (soft, hard) limit now in force.
+pub fn raise_nofile_limit() -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return (0, 0);
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    (lim.rlim_cur, lim.rlim_max)
 }
 
 /// A running server of either system. Dropping it kills it (testkit).
@@ -48,16 +84,23 @@ impl Server {
         cfg: &ServerConfig,
         plugins: Option<&Path>,
     ) -> Result<Server> {
-        let mut opts = ServerOptions::default().startup_timeout(Duration::from_secs(90));
+        let mut opts = ServerOptions::default()
+            .startup_timeout(Duration::from_secs_f64(cfg.startup_timeout_secs.max(90.0)));
         for line in EXTRA_CFG {
             opts = opts.cfg(*line);
+        }
+        for line in &cfg.extra_cfg {
+            opts = opts.cfg(line.as_str());
         }
         Ok(match flavor {
             Flavor::Zookeeper => {
                 // testkit puts its own `-Xmx1g` first and our JVM options after
                 // it; HotSpot takes the last -Xmx, so this one wins (the report
                 // shows the MaxHeapSize the JVM actually runs with).
-                let opts = opts.arg(format!("-Xmx{}", cfg.zk_heap));
+                let mut opts = opts.arg(format!("-Xmx{}", cfg.zk_heap));
+                for a in &cfg.zk_jvm_args {
+                    opts = opts.arg(a.as_str());
+                }
                 Server::Zookeeper(ZkServer::start_with(opts).context("starting Apache ZooKeeper")?)
             }
             Flavor::Wazoo => {
@@ -200,7 +243,12 @@ pub fn describe_system(
     let mut notes = vec![format!(
         "zoo.cfg: testkit's tickTime=2000, dataDir in /tmp, 127.0.0.1 only; bench adds {}; \
          everything else (snapCount, fsync, autopurge, ...) left at the server's default",
-        EXTRA_CFG.join(", ")
+        EXTRA_CFG
+            .iter()
+            .map(|l| l.to_string())
+            .chain(cfg.extra_cfg.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(", ")
     )];
     notes.extend(extra_notes);
     let (program, jvm_flags, max_heap) = match flavor {

@@ -18,7 +18,7 @@
 //!
 //! Why not a persistent hash map of path -> node plus a children set per
 //! node: measured with `imbl::HashMap`, that costs about 450 bytes per
-//! 100-byte znode against about 270 for this layout, and getChildren would
+//! 100-byte znode against about 250 for this layout, and getChildren would
 //! still need sorting or a second structure.
 //!
 //! What the pipeline must agree with (ZooKeeper 3.8's rules, checked

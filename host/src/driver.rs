@@ -431,6 +431,7 @@ impl Driver {
             Output::CloseLink { peer } => self.link(peer, LinkCmd::Close),
             Output::SendApp { to, msg } => self.link(to, LinkCmd::App(msg.encode())),
             Output::Reconfigured(c) => {
+                let sdir = snap_dir(&self.cfg);
                 crate::ensemble_member::store_membership(&sdir, &c).with_context(|| {
                     format!("cannot store the new membership in {}", sdir.display())
                 })?;

@@ -513,9 +513,10 @@ fn memory_per_node() {
         std::mem::size_of::<DataTree>()
     );
     println!(
-        "node allocations: {:.1} bytes/node (header {} + path + data, before allocator slack)",
+        "node allocations: {:.1} bytes/node (fields {}..{} + path + data, before allocator slack)",
         t.node_heap_bytes() as f64 / n as f64,
-        node::HEADER_LEN
+        node::HEADER_LEN_MIN,
+        node::HEADER_LEN_MAX
     );
     if let (Some(b), Some(a)) = (before, after) {
         println!("RSS growth: {:.1} bytes/node", (a - b) as f64 / n as f64);
