@@ -135,7 +135,9 @@ fn run_engine(
         (Some(e), Step::Call { method, args, .. }) if quick => {
             e.try_call(module, method, args, &caller, host)
         }
-        (Some(e), Step::Call { method, args, .. }) => Some(e.call(module, method, args, &caller, host)),
+        (Some(e), Step::Call { method, args, .. }) => {
+            Some(e.call(module, method, args, &caller, host))
+        }
         (Some(e), Step::Callback(w)) => {
             let (path, event) = w.fired.clone().expect("only fired waits are called back");
             let req = WatchRequest {
