@@ -336,12 +336,26 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
         restore(&out, &dir);
     }
     ensemble.restart_all().unwrap();
+    // /zookeeper/config is the serving ensemble's membership (ZooKeeper
+    // Dynamic Reconfiguration), not the backed-up member's: every other
+    // node is the backup's.
+    let mut backup_but_config = backup.clone();
+    backup_but_config.remove("/zookeeper/config");
     for i in 0..3 {
         let addr = ensemble.addr(i).to_string();
+        let mut served = walk(&addr).await;
+        let (config, _, _) = served.remove("/zookeeper/config").unwrap();
+        let config = String::from_utf8(config).unwrap();
+        assert_eq!(
+            config.lines().filter(|l| l.starts_with("server.")).count(),
+            3,
+            "member {}: {config}",
+            i + 1
+        );
         assert_serves(
             &format!("ensemble member {}", i + 1),
-            &walk(&addr).await,
-            &backup,
+            &served,
+            &backup_but_config,
         );
     }
     // The ensemble takes writes after the restored history.

@@ -340,24 +340,10 @@ async fn a_running_participant_is_added_while_clients_write(flavor: Flavor) {
     // The joiner follows and has every acknowledged write (bounded wait:
     // it may still be electing or syncing).
     let addr = joiner.addr();
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let mode = wazoo_testkit::four_letter_word(addr, "srvr")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
-            });
-        if mode.as_deref() == Some("follower") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{flavor}: the joiner does not follow ({mode:?})\n{}",
-            joiner.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_mode(addr, "follower", || {
+        format!("{flavor}: the joiner\n{}", joiner.log_tail())
+    })
+    .await;
     let j = connect(&addr.to_string()).await;
     j.sync("/").await.unwrap();
     assert_eq!(j.get_config().await.unwrap().0, data, "{flavor}");
@@ -522,7 +508,9 @@ async fn zkcli_and_wazoo_cli_shrink_the_ensemble_to_its_leader(flavor: Flavor) {
 }
 
 /// Waits (bounded) until member `addr` reports `mode` in `srvr`.
-async fn wait_mode(addr: std::net::SocketAddr, mode: &str, what: &str) {
+/// Waits (30 s at most) until the member at `addr` reports `mode`; `what`
+/// names it in the failure.
+async fn wait_mode(addr: std::net::SocketAddr, mode: &str, what: impl Fn() -> String) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let now = wazoo_testkit::four_letter_word(addr, "srvr")
@@ -536,7 +524,8 @@ async fn wait_mode(addr: std::net::SocketAddr, mode: &str, what: &str) {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{what}: mode {now:?}, expected {mode}"
+            "{}: mode {now:?}, expected {mode}",
+            what()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -648,11 +637,9 @@ async fn a_new_membership_makes_a_follower_an_observer(flavor: Flavor) {
     let (servers, _) = parse_config(&data);
     let line = servers.iter().find(|l| l.starts_with(&prefix)).unwrap();
     assert!(line.contains(":observer"), "{flavor}: {servers:?}");
-    wait_mode(
-        e.addr(demoted),
-        "observer",
-        &format!("{flavor}: member {demoted}"),
-    )
+    wait_mode(e.addr(demoted), "observer", || {
+        format!("{flavor}: member {demoted}")
+    })
     .await;
     let o = connect(&e.addr(demoted).to_string()).await;
     let opts =
@@ -745,24 +732,10 @@ async fn a_running_observer_is_added(flavor: Flavor) {
         .unwrap_or_else(|err| panic!("{flavor}: {err:?}\n{}", joiner.log_tail()));
     let (servers, _) = parse_config(&data);
     assert_eq!(servers.len(), 4, "{flavor}: {servers:?}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let mode = wazoo_testkit::four_letter_word(joiner.addr(), "srvr")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Mode: ").map(str::to_string))
-            });
-        if mode.as_deref() == Some("observer") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{flavor}: the joiner does not observe ({mode:?})\n{}",
-            joiner.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_mode(joiner.addr(), "observer", || {
+        format!("{flavor}: the joiner\n{}", joiner.log_tail())
+    })
+    .await;
     // One participant down: the other two are still a majority of three.
     let follower = (0..3).find(|&i| i != leader).unwrap();
     e.kill(follower);
