@@ -56,6 +56,8 @@ struct Consensus {
     elections: u64,
     syncs_diff: u64,
     syncs_snap: u64,
+    /// Times this member, leading, let its lease run out and stepped down.
+    leases_expired: u64,
     leader: Option<LeaderReport>,
 }
 
@@ -79,6 +81,8 @@ struct Baselines {
     txns_applied: u64,
     txns_refused: u64,
     log_fsyncs: u64,
+    leases_expired: u64,
+    step_reruns: u64,
 }
 
 /// The log writer's totals as last seen.
@@ -187,6 +191,7 @@ impl Metrics {
             elections: stats.elections,
             syncs_diff: stats.syncs_diff,
             syncs_snap: stats.syncs_snap,
+            leases_expired: stats.leases_expired,
             leader: peer.leader_report(),
         };
         // ZooKeeper's election_time: from starting to look for a leader to
@@ -229,6 +234,8 @@ impl Metrics {
             txns_applied: s.stats.txns_applied,
             txns_refused: s.stats.txns_refused,
             log_fsyncs: log.fsyncs(),
+            leases_expired: c.map_or(0, |c| c.leases_expired),
+            step_reruns: s.recipe_step_reruns().0,
         };
     }
 
@@ -620,6 +627,26 @@ impl Metrics {
             "fsyncs of log segments and directories",
             src.log.fsyncs(),
             base.log_fsyncs,
+        );
+        counter(
+            &mut f,
+            "wazoo_leader_leases_expired",
+            "Times this member led without hearing from a quorum for its lease and stepped down",
+            c.map_or(0, |c| c.leases_expired),
+            base.leases_expired,
+        );
+        gauge(
+            &mut f,
+            "wazoo_recipe_steps_in_flight",
+            "Recipe steps running on recipe workers now",
+            int(s.recipe_steps_in_flight()),
+        );
+        counter(
+            &mut f,
+            "wazoo_recipe_step_reruns",
+            "Offloaded recipe steps run again because what they read had changed",
+            s.recipe_step_reruns().0,
+            base.step_reruns,
         );
         let leads = matches!(s.role(), Role::Leader { .. } | Role::Standalone);
         gauge(
