@@ -100,6 +100,17 @@ fn id_of(member: usize) -> String {
     (member + 1).to_string()
 }
 
+/// Two clients writing under /load through `hosts`, once 50 writes are
+/// acknowledged.
+async fn writing_to(hosts: &str) -> common::Writers {
+    common::create_persistent(hosts, "/load").await;
+    let writers = common::Writers::start(hosts, "/load", "", 2, 100_000, false);
+    writers
+        .wait_for_more(50, "writes before the reconfig")
+        .await;
+    writers
+}
+
 async fn remove(
     zk: &zookeeper_client::Client,
     ids: &str,
@@ -130,11 +141,7 @@ async fn a_participant_is_removed_while_clients_write(flavor: Flavor) {
         .map(|&i| e.addr(i).to_string())
         .collect::<Vec<_>>()
         .join(",");
-    common::create_persistent(&hosts, "/load").await;
-    let writers = common::Writers::start(&hosts, "/load", "", 2, 100_000, false);
-    writers
-        .wait_for_more(50, "writes before the reconfig")
-        .await;
+    let writers = writing_to(&hosts).await;
 
     let zk = connect(&e.addr(stay[1]).to_string()).await;
     let (before, _) = zk.get_config().await.unwrap();
@@ -293,11 +300,7 @@ async fn a_running_participant_is_added_while_clients_write(flavor: Flavor) {
     let e = ensemble(flavor, reconfigurable(flavor));
     e.wait_for_leader(Duration::from_secs(30)).unwrap();
     let hosts = e.connect_string();
-    common::create_persistent(&hosts, "/load").await;
-    let writers = common::Writers::start(&hosts, "/load", "", 2, 100_000, false);
-    writers
-        .wait_for_more(50, "writes before the reconfig")
-        .await;
+    let writers = writing_to(&hosts).await;
 
     let zk = connect(&e.addr(0).to_string()).await;
     zk.auth("digest", b"super:test").await.unwrap();
@@ -545,11 +548,7 @@ async fn the_leader_is_removed_and_the_membership_survives_a_restart(flavor: Fla
         .map(|&i| e.addr(i).to_string())
         .collect::<Vec<_>>()
         .join(",");
-    common::create_persistent(&hosts, "/load").await;
-    let writers = common::Writers::start(&hosts, "/load", "", 2, 100_000, false);
-    writers
-        .wait_for_more(50, "writes before the reconfig")
-        .await;
+    let writers = writing_to(&hosts).await;
 
     let zk = connect(&e.addr(stay[0]).to_string()).await;
     zk.auth("digest", b"super:test").await.unwrap();
