@@ -87,8 +87,9 @@ pub struct Config {
     /// over all its connections; a request that would pass it closes its
     /// connection.
     pub large_request_max_bytes: u64,
-    /// `largeRequestThreshold`: requests of at least this many bytes count
-    /// towards `largeRequestMaxBytes`; -1 (the default) counts every one.
+    /// `largeRequestThreshold`: requests longer than this many bytes count
+    /// towards `largeRequestMaxBytes`; -1 (the default) counts every one
+    /// (ZooKeeper's -1 counts none: docs/COMPATIBILITY.md).
     pub large_request_threshold: i64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
@@ -432,6 +433,9 @@ impl Config {
             take_num::<u64>(&mut kv, "largeRequestMaxBytes")?.unwrap_or(100 << 20);
         let large_request_threshold =
             take_num::<i64>(&mut kv, "largeRequestThreshold")?.unwrap_or(-1);
+        if large_request_threshold == 0 || large_request_threshold < -1 {
+            bail!("largeRequestThreshold ({large_request_threshold}) must be -1 or positive");
+        }
         if large_request_max_bytes < max_buffer as u64 {
             bail!(
                 "largeRequestMaxBytes ({large_request_max_bytes}) must be at least jute.maxbuffer \

@@ -387,3 +387,21 @@ fn the_membership_is_read_from_the_dynamic_config_file() {
     let e = format!("{:#}", Config::load(&cfg_path).unwrap_err());
     assert!(e.contains("only server.N and version"), "{e}");
 }
+
+// ZooKeeper Administrator's Guide, largeRequestThreshold: -1 or a positive
+// size; anything else is named, not silently replaced.
+#[test]
+fn a_large_request_threshold_of_zero_or_below_minus_one_is_refused() {
+    for bad in ["0", "-2"] {
+        let e = Config::parse(&format!("dataDir=/d\nlargeRequestThreshold={bad}\n")).unwrap_err();
+        assert!(format!("{e:#}").contains("largeRequestThreshold"), "{e:#}");
+    }
+    let c = Config::parse("dataDir=/d\nlargeRequestThreshold=4096\n").unwrap();
+    assert_eq!(c.large_request_threshold, 4096);
+    assert_eq!(
+        Config::parse("dataDir=/d\n")
+            .unwrap()
+            .large_request_threshold,
+        -1
+    );
+}

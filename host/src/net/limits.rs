@@ -70,7 +70,7 @@ impl Drop for PerIpGuard {
 pub(super) struct RequestBytes {
     pub(super) in_flight: AtomicU64,
     pub(super) max: u64,
-    /// Requests smaller than this are not counted (-1: all are).
+    /// Requests no longer than this are not counted (-1: all are).
     pub(super) threshold: i64,
 }
 
@@ -85,7 +85,7 @@ impl RequestBytes {
 
     /// The bytes a request of `len` bytes counts for.
     fn counted(&self, len: usize) -> u64 {
-        if self.threshold < 0 || len as i64 >= self.threshold {
+        if self.threshold < 0 || len as i64 > self.threshold {
             len as u64
         } else {
             0

@@ -42,11 +42,12 @@ fn request_bytes_are_bounded_over_connections_and_always_given_back() {
     a.answered(5);
     assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
 
-    // Below largeRequestThreshold a request is not counted.
+    // A request no longer than largeRequestThreshold is not counted
+    // (ZooKeeper Administrator's Guide, largeRequestThreshold: "larger than").
     let global = request_bytes(1000, 500);
     let c = ConnRequests::new(Arc::clone(&global), Metrics::new());
-    assert!(c.admit(&[0; 499], Instant::now()) && c.admit(&[0; 999], Instant::now()));
-    assert!(!c.admit(&[0; 500], Instant::now()));
+    assert!(c.admit(&[0; 500], Instant::now()) && c.admit(&[0; 999], Instant::now()));
+    assert!(!c.admit(&[0; 501], Instant::now()));
     assert_eq!(global.in_flight.load(Ordering::SeqCst), 999);
     c.answered(2);
     assert_eq!(global.in_flight.load(Ordering::SeqCst), 0);
