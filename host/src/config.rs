@@ -58,6 +58,11 @@ pub struct Config {
     pub tick_time_ms: u32,
     pub init_limit: u32,
     pub sync_limit: u32,
+    /// `wazoo.quorum.suspectMs` (default 750): the silence after which a
+    /// follower abandons its leader, and from which the leader's lease is
+    /// derived (`zab::Config::suspect_ms_max`); syncLimit x tickTime when
+    /// that is shorter. It must be the same on every member.
+    pub suspect_ms: u64,
     pub data_dir: PathBuf,
     pub data_log_dir: PathBuf,
     pub client_port: u16,
@@ -429,6 +434,11 @@ impl Config {
                  largest reply between them"
             );
         }
+        let suspect_ms = take_num::<u64>(&mut kv, "wazoo.quorum.suspectMs")?
+            .unwrap_or(crate::core::zab::SUSPECT_MS_MAX_DEFAULT);
+        if !(1..=3_600_000).contains(&suspect_ms) {
+            bail!("wazoo.quorum.suspectMs ({suspect_ms}) must be from 1 to 3600000 milliseconds");
+        }
         let large_request_max_bytes =
             take_num::<u64>(&mut kv, "largeRequestMaxBytes")?.unwrap_or(100 << 20);
         let large_request_threshold =
@@ -510,6 +520,7 @@ impl Config {
             my_id: None,
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
+            suspect_ms,
             metrics_port,
             metrics_host,
             reconfig_enabled: take_bool(&mut kv, "reconfigEnabled")?.unwrap_or(false),

@@ -101,6 +101,7 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
     z.tick_ms = cfg.tick_time_ms as u64;
     z.init_limit_ticks = cfg.init_limit as u64;
     z.sync_limit_ticks = cfg.sync_limit as u64;
+    z.suspect_ms_max = cfg.suspect_ms;
     // Failover well under ZooKeeper's: a short finalize wait and resend cap
     // (ZooKeeper: 200 ms and 60 s).
     z.finalize_wait_ms = 50;

@@ -136,4 +136,4 @@ pub use message::{Channel, Message, Notification};
 pub use peer::{
     Input, LeaderReport, Output, Peer, ProposalWindow, ProposeError, RoleChange, Stats, Status,
 };
-pub use types::{Config, Payload, Restored, ServerId, ServerState, Zxid};
+pub use types::{Config, Payload, Restored, ServerId, ServerState, Zxid, SUSPECT_MS_MAX_DEFAULT};

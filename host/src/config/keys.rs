@@ -40,6 +40,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "tickTime",
     "wazoo.client.maxOutboundBytes",
     "wazoo.client.maxUnsentReplyBytes",
+    "wazoo.quorum.suspectMs",
     "wazoo.recipes.builtin",
     "znode.container.checkIntervalMs",
     "znode.container.maxPerMinute",

@@ -405,3 +405,25 @@ fn a_large_request_threshold_of_zero_or_below_minus_one_is_refused() {
         -1
     );
 }
+
+// docs/OPERATIONS.md, "Timing": the follower's suspicion (and the leader's
+// lease under it) is a zoo.cfg key, 750 ms by default.
+#[test]
+fn the_suspicion_time_is_a_key_with_a_bounded_range() {
+    assert_eq!(Config::parse("dataDir=/d\n").unwrap().suspect_ms, 750);
+    let c = Config::parse("dataDir=/d\nwazoo.quorum.suspectMs=3000\n").unwrap();
+    assert_eq!(c.suspect_ms, 3000);
+    for bad in ["0", "3600001", "-5", "soon"] {
+        let e = Config::parse(&format!("dataDir=/d\nwazoo.quorum.suspectMs={bad}\n")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("wazoo.quorum.suspectMs"),
+            "{bad}: {e:#}"
+        );
+    }
+    let z = crate::ensemble_member::zab_config(&c, 1);
+    assert_eq!(
+        (z.suspect_ms(), z.tick_ms, z.sync_limit_ticks),
+        (3000, 3000, 5)
+    );
+    assert!(z.lease_ms() < 3000, "the lease stays under the promise");
+}
