@@ -471,3 +471,68 @@ async fn a_torn_log_tail_is_cut_and_corrupt_snapshots_are_refused_by_name() {
         "a refused import writes nothing"
     );
 }
+
+// ZooKeeper Administrator's Guide, "snapshot.compression.method": a
+// ZooKeeper that writes gz or snappy snapshots is imported from its newest
+// (compressed) snapshot, and wazoo serves the same tree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_zookeeper_snapshots_are_imported() {
+    for method in ["gz", "snappy"] {
+        let opts = common::options(Flavor::Zookeeper)
+            .arg("-Dzookeeper.snapCount=10")
+            .arg(format!("-Dzookeeper.snapshot.compression.method={method}"))
+            .session_timeouts_ms(4000, 60_000);
+        let mut zk = ZkServer::start_with(opts).expect("cannot start Apache ZooKeeper");
+        let c = connect(&zk.connect_string(), Duration::from_secs(10), None).await;
+        for i in 0..30 {
+            let data = format!("{method} node {i}").repeat(i + 1);
+            c.create(
+                &format!("/c{i}"),
+                data.as_bytes(),
+                &open(),
+                CreateMode::Persistent,
+            )
+            .await
+            .unwrap();
+        }
+        let _ = c.close().await;
+        let before = walk(&zk.connect_string()).await;
+        zk.kill();
+        let work = tempfile::tempdir().unwrap();
+        let zk_copy = work.path().join("zk");
+        copy_dir(&zk.data_dir(), &zk_copy);
+        let newest = files(&zk_copy, "snapshot.").into_iter().max_by_key(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            i64::from_str_radix(name.split('.').nth(1).unwrap(), 16).unwrap()
+        });
+        let newest = newest.expect("ZooKeeper wrote no snapshot");
+        assert!(
+            newest.to_string_lossy().ends_with(&format!(".{method}")),
+            "ZooKeeper wrote {} with compression {method}",
+            newest.display()
+        );
+        let data_dir = work.path().join("wazoo-data");
+        let cfg = member_cfg(work.path(), &data_dir);
+        let (ok, stdout, stderr) = import(&zk_copy, &cfg);
+        assert!(ok, "{method}: import failed: {stderr}");
+        assert!(
+            stdout.contains(&*newest.file_name().unwrap().to_string_lossy()),
+            "{method}: not imported from the newest snapshot: {stdout}{stderr}"
+        );
+        let wazoo = start_wazoo(&data_dir);
+        let after = walk(&wazoo.connect_string()).await;
+        assert_eq!(
+            before.keys().collect::<Vec<_>>(),
+            after.keys().collect::<Vec<_>>(),
+            "{method}: the same paths"
+        );
+        for (path, (data, _, stat)) in &before {
+            if path.starts_with("/zookeeper") {
+                continue;
+            }
+            let (d, _, s) = &after[path];
+            assert!(d == data, "{method}: {path}: data differs");
+            assert_eq!(s, stat, "{method}: {path}: Stat");
+        }
+    }
+}

@@ -26,9 +26,9 @@
 //! Everything here reads bytes from disk as untrusted input: lengths are
 //! checked against the bytes left before anything is allocated, and no
 //! input makes it panic. Compressed snapshots (`snapshot.*.gz`,
-//! `.snappy`) are not read; older uncompressed ones are used instead if
-//! the logs reach back to them.
+//! `.snappy`) are decompressed first, within a bound ([`compressed`]).
 
+mod compressed;
 mod jute;
 mod snap;
 mod tree;
@@ -204,14 +204,16 @@ pub fn load_data_dir(data_dir: &Path, log_dir: Option<&Path>) -> Result<ZkLoaded
     }
     let mut warnings = Vec::new();
     for (zxid, suffix, path) in snapshots.into_iter().rev().take(MAX_SNAPSHOTS_TRIED) {
+        let mut bytes = read(&path)?;
         if let Some(s) = suffix {
-            warnings.push(format!(
-                "skipped {}: compressed snapshots (.{s}) are not read; set snapshot.compression.method back to its default and let ZooKeeper write a new snapshot to use the latest one",
-                path.display()
-            ));
-            continue;
+            match compressed::decompress(&s, &bytes) {
+                Ok(b) => bytes = b,
+                Err(e) => {
+                    warnings.push(format!("skipped snapshot {}: {e}", path.display()));
+                    continue;
+                }
+            }
         }
-        let bytes = read(&path)?;
         let snap = match parse_snapshot(&bytes) {
             Ok(s) => s,
             Err(e) => {
