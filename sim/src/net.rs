@@ -8,7 +8,9 @@
 //! any message of the new connection. A message written by an endpoint
 //! that has not learned of the reset belongs to the dead connection and is
 //! dropped. A partition holds a pair's queues (TCP retransmits) until it
-//! heals or the connection is reset.
+//! heals or the connection is reset. A paused member reads nothing: its
+//! inbound queues (a reset marker included) wait until it goes on, so what
+//! it writes while handling older input still goes to the old connection.
 //!
 //! Election notifications: datagrams with independent delays (so
 //! reordered), dropped or duplicated by the sender's dice, lost across a
@@ -123,6 +125,11 @@ pub struct Net {
     queues: BTreeMap<(ServerId, ServerId), VecDeque<(u64, Item)>>,
     datagrams: BTreeMap<(u64, u64), (ServerId, ServerId, Vec<u8>)>,
     cut: BTreeSet<(ServerId, ServerId)>,
+    /// Members that read nothing from their quorum links (paused, like a
+    /// process under SIGSTOP): what is sent to them waits in the queue, and
+    /// a reset reaches them only when they read again, so what they write
+    /// before that still belongs to the old connection.
+    not_reading: BTreeSet<ServerId>,
     links: BTreeMap<ConnId, ClientLink>,
     sequence: u64,
     pub resets: u64,
@@ -196,6 +203,21 @@ impl Net {
 
     pub fn heal_all(&mut self) {
         self.cut.clear();
+    }
+
+    /// Member `id` stops reading its quorum links (paused).
+    pub fn stop_reading(&mut self, id: ServerId) {
+        self.not_reading.insert(id);
+    }
+
+    /// Member `id` reads its quorum links again (it goes on, or crashed).
+    pub fn resume_reading(&mut self, id: ServerId) {
+        self.not_reading.remove(&id);
+    }
+
+    /// Whether the queue from `from` to `to` delivers now.
+    fn flows(&self, from: ServerId, to: ServerId) -> bool {
+        !self.is_cut(from, to) && !self.not_reading.contains(&to)
     }
 
     pub fn is_cut(&self, a: ServerId, b: ServerId) -> bool {
@@ -312,7 +334,7 @@ impl Net {
         let queue_head = self
             .queues
             .iter()
-            .filter(|((from, to), _)| !self.is_cut(*from, *to))
+            .filter(|((from, to), _)| self.flows(*from, *to))
             .filter_map(|(_, q)| q.front().map(|(at, _)| *at));
         let links = self.links.values().flat_map(|l| {
             [
@@ -331,7 +353,7 @@ impl Net {
         let due = self
             .queues
             .iter()
-            .filter(|((from, to), _)| !self.is_cut(*from, *to))
+            .filter(|((from, to), _)| self.flows(*from, *to))
             .filter_map(|(key, q)| q.front().map(|(at, _)| (*at, *key)))
             .filter(|(at, _)| *at <= now_ms)
             .min();

@@ -262,6 +262,7 @@ impl World {
         let Some(held) = self.paused.remove(&id) else {
             return;
         };
+        self.net.resume_reading(id);
         self.log(format!("{id} goes on, {} inputs held", held.len()));
         for input in held {
             self.input(id, input);
@@ -270,6 +271,7 @@ impl World {
 
     fn crash(&mut self, id: ServerId) {
         self.paused.remove(&id);
+        self.net.resume_reading(id);
         let node = self.nodes.get_mut(&id).expect("node");
         let Some(m) = node.member.take() else { return };
         self.summary.elections += m.peer().stats().elections;

@@ -171,9 +171,7 @@ impl Election {
             ServerState::Looking => {
                 self.on_looking(cfg, from, vote, n.election_epoch, now_ms, sends)
             }
-            ServerState::Following | ServerState::Leading => {
-                self.on_decided(cfg, from, vote, n, now_ms)
-            }
+            ServerState::Following | ServerState::Leading => self.on_decided(cfg, from, vote, n),
             ServerState::Observing => None,
         }
     }
@@ -249,14 +247,37 @@ impl Election {
         from: ServerId,
         vote: Vote,
         n: Notification,
-        now_ms: u64,
     ) -> Option<Decision> {
-        let _ = now_ms;
         if n.election_epoch == self.logical_clock {
             self.recv.insert(from, vote);
             self.out_of_election
                 .insert(from, (vote, n.state, n.election_epoch));
             if self.has_quorum_in_round(cfg, vote)
+                && self.check_leader(vote.leader, n.election_epoch)
+            {
+                return self.decide_vote(vote);
+            }
+            // A leader of our round that we alone keep from a quorum:
+            // join it. Members that came back to this round after the
+            // others decided (their chosen leader declined) may each vote
+            // for one that beats the leader, and would wait for it until
+            // the leader gives up at initLimit. ZooKeeper waits there;
+            // joining is safe because discovery, not the vote, guards the
+            // history (a leader steps down for a follower ahead of it).
+            let decided = self
+                .out_of_election
+                .iter()
+                .filter(|(id, (v, _, round))| {
+                    **id != self.me
+                        && cfg.is_voter(**id)
+                        && *round == n.election_epoch
+                        && v.leader == vote.leader
+                        && v.peer_epoch == vote.peer_epoch
+                })
+                .count();
+            if self.voter
+                && vote.leader != self.me
+                && decided + 1 >= cfg.quorum_size()
                 && self.check_leader(vote.leader, n.election_epoch)
             {
                 return self.decide_vote(vote);
@@ -424,6 +445,46 @@ mod tests {
             .expect("decided after the finalize wait");
         assert_eq!(d.vote.leader, 3);
         assert_eq!(d.election_epoch, 1);
+    }
+
+    /// A member that comes back to a round in which a leader was elected
+    /// without it, voting for one that beats that leader, joins the leader
+    /// once the leader and the members following it are a quorum short of
+    /// only this member (here 2 LEADING itself in round 1; with 5 voters,
+    /// 2 and its follower 3 plus us make 3).
+    #[test]
+    fn joins_a_leader_of_its_round_that_it_alone_keeps_from_a_quorum() {
+        let mut c = Config::new(1, vec![1, 2, 3, 4, 5], vec![]);
+        c.finalize_wait_ms = 0;
+        let mut sends = Sends::new();
+        // Our own vote (sid 1, a later zxid) beats the elected leader's.
+        let (mut e, _) = Election::start(&c, v(1, z(1, 9), 1), 0, 0, &mut sends);
+        let decided = |state| Notification {
+            leader: 2,
+            zxid: z(1, 8),
+            peer_epoch: 1,
+            election_epoch: 1,
+            state,
+        };
+        assert_eq!(
+            e.on_notification(&c, 2, decided(ServerState::Leading), 10, &mut sends),
+            None,
+            "the leader alone and us are not a quorum"
+        );
+        let d = e
+            .on_notification(&c, 3, decided(ServerState::Following), 20, &mut sends)
+            .expect("joins the leader");
+        assert_eq!(d.vote.leader, 2);
+        assert_eq!(d.election_epoch, 1);
+
+        // Followers of another round do not count toward ours.
+        let (mut e, _) = Election::start(&c, v(1, z(1, 9), 1), 1, 0, &mut sends);
+        let mut old = decided(ServerState::Leading);
+        old.election_epoch = 2;
+        e.on_notification(&c, 2, old, 10, &mut sends);
+        let mut old_follower = decided(ServerState::Following);
+        old_follower.election_epoch = 1;
+        assert_eq!(e.on_notification(&c, 3, old_follower, 20, &mut sends), None);
     }
 
     /// A better vote during the finalize wait restarts it (ZooKeeper puts

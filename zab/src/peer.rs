@@ -176,6 +176,10 @@ pub struct Stats {
     /// FOLLOWERINFOs from members that took us for their leader while we
     /// are not (they go back to election when we close the link).
     pub learners_refused: u64,
+    /// Times the member we decided to follow said, before it brought us up
+    /// to date, that it will not lead (it votes for another or follows),
+    /// and we went back to election instead of waiting out initLimit.
+    pub leaders_declined: u64,
     /// Times this leader started over because a voter had promised a
     /// later epoch than ours and so could never join.
     pub stepped_down_for_later_epoch: u64,
@@ -535,6 +539,45 @@ impl Peer {
         self.send_notifications(sends);
         if let Some(d) = decision {
             self.decide(d);
+        } else if self.chosen_leader_declined(from, &n) {
+            // Waiting out initLimit for a leader that will not lead would
+            // keep this member out of any quorum for that long.
+            self.stats.leaders_declined += 1;
+            self.start_looking_after(None);
+        }
+    }
+
+    /// Whether `n`, from the leader this member decided to follow and has
+    /// not been brought up to date by yet, says that member will not lead:
+    /// in a round at least as late as our decision's, it votes for another
+    /// member or it follows or observes. Within a round a vote only moves
+    /// to a better one, and we heard the leader vote for itself in our
+    /// round (or say LEADING) before we decided, so such a notification is
+    /// newer news than what we decided on; one from an earlier round may
+    /// be stale and says nothing. A
+    /// member that decided at once (a short finalize wait) on a quorum that
+    /// included the leader's own vote can see the leader switch to a better
+    /// candidate it heard of first; without this the follower waits
+    /// initLimit x tickTime (20 s by default) for a leader that never
+    /// answers. ZooKeeper finds out when its connection to the leader's
+    /// quorum port is refused a few times (about 5 s).
+    fn chosen_leader_declined(&self, from: ServerId, n: &Notification) -> bool {
+        let Role::Learning(l) = &self.role else {
+            return false;
+        };
+        if from != l.leader || l.is_serving() {
+            return false;
+        }
+        // Older news may still be on its way (notifications can be
+        // reordered across reconnections): only a round at least as late
+        // as our decision's counts.
+        if n.election_epoch < self.current_vote.1 {
+            return false;
+        }
+        match n.state {
+            ServerState::Looking => n.leader != l.leader,
+            ServerState::Following | ServerState::Observing => true,
+            ServerState::Leading => false,
         }
     }
 
@@ -682,6 +725,23 @@ impl Peer {
     /// Leaves the current role for LOOKING, closing the session's links
     /// (except `already_closed`).
     pub(super) fn start_looking_after(&mut self, already_closed: Option<ServerId>) {
+        let never_served = matches!(&self.role, Role::Learning(l) if !l.is_serving());
+        let round = self.leave_role(already_closed);
+        // A learner whose leader never brought it up to date looks again in
+        // the round it decided in, not the next: the others are still in
+        // it (or decided in it), and a later round would pull the member
+        // they are about to elect out of the round their votes are in.
+        self.start_looking(if never_served {
+            round.saturating_sub(1)
+        } else {
+            round
+        });
+    }
+
+    /// Leaves the current role for election (keeping a learner's promise,
+    /// closing the role's links but `already_closed`); returns the round
+    /// the member was in.
+    fn leave_role(&mut self, already_closed: Option<ServerId>) -> u64 {
         if let Role::Learning(l) = &self.role {
             if self.cfg.is_voter(self.cfg.my_id) && self.cfg.quorum_size() > 1 {
                 let until = l.last_heard_ms.saturating_add(self.cfg.suspect_ms());
@@ -696,11 +756,10 @@ impl Peer {
         for peer in links.into_iter().filter(|p| Some(*p) != already_closed) {
             self.outputs.push(Output::CloseLink { peer });
         }
-        let previous_clock = match &self.role {
+        match &self.role {
             Role::Looking(e) => e.logical_clock(),
             _ => self.current_vote.1,
-        };
-        self.start_looking(previous_clock);
+        }
     }
 
     fn start_looking(&mut self, previous_clock: u64) {

@@ -964,3 +964,87 @@ fn the_lease_runs_from_the_quorums_latest_answers() {
     msg(&mut l, 1, Message::Ping, t + 502);
     assert_eq!(l.lease_until_ms(), Some(t + 500 + 452));
 }
+
+/// Member 1 of {1,2,3} (finalize wait 0) decides at once to follow 2 on the
+/// quorum {1, 2} of votes for 2, in round 1, and sends it FOLLOWERINFO.
+fn decided_to_follow_2() -> Peer {
+    let mut f = Peer::new(cfg(1, &[1, 2, 3]), Restored::empty(), 0).unwrap();
+    f.handle(Input::Tick, PROMISE_MS);
+    f.take_outputs();
+    let outs = msg(&mut f, 2, looking_vote(2, 1), PROMISE_MS);
+    assert_eq!(f.state(), ServerState::Following);
+    assert!(
+        sends(&outs)
+            .iter()
+            .any(|(to, m)| *to == 2 && matches!(m, Message::FollowerInfo { .. })),
+        "FOLLOWERINFO to 2: {outs:?}"
+    );
+    f
+}
+
+/// A notification of an empty-history member: its vote for `leader` in
+/// `round`, in `state`.
+fn vote_in(leader: ServerId, round: u64, state: ServerState) -> Message {
+    Message::Notification(Notification {
+        leader,
+        zxid: Zxid::ZERO,
+        peer_epoch: 0,
+        election_epoch: round,
+        state,
+    })
+}
+
+fn looking_vote(leader: ServerId, round: u64) -> Message {
+    vote_in(leader, round, ServerState::Looking)
+}
+
+#[test]
+fn a_follower_looks_again_when_its_chosen_leader_votes_for_another() {
+    // ZooKeeper Internals, "Leader Election": votes only move to a better
+    // candidate, so a member whose vote in our round went to another will
+    // not lead us; waiting initLimit x tickTime for it would keep this
+    // member out of every quorum that long.
+    let mut f = decided_to_follow_2();
+    let outs = msg(&mut f, 2, looking_vote(3, 1), PROMISE_MS + 10);
+    assert_eq!(f.state(), ServerState::Looking);
+    assert!(outs.contains(&Output::CloseLink { peer: 2 }), "{outs:?}");
+    assert!(
+        outs.contains(&Output::Role(RoleChange::Looking)),
+        "{outs:?}"
+    );
+    assert_eq!(f.stats().leaders_declined, 1);
+    assert_eq!(
+        f.status().election_epoch,
+        1,
+        "it looks again in the round the others are in"
+    );
+
+    // The same when the chosen leader says it follows another member.
+    let mut f = decided_to_follow_2();
+    let following_3 = vote_in(3, 1, ServerState::Following);
+    msg(&mut f, 2, following_3, PROMISE_MS + 10);
+    assert_eq!(f.state(), ServerState::Looking);
+}
+
+#[test]
+fn a_follower_keeps_waiting_for_a_leader_that_still_votes_for_itself() {
+    // A resend of the leader's own vote (it has not decided yet), or a
+    // vote from a round before our decision, says nothing new.
+    let mut f = decided_to_follow_2();
+    msg(&mut f, 2, looking_vote(2, 1), PROMISE_MS + 10);
+    msg(&mut f, 2, looking_vote(3, 0), PROMISE_MS + 20);
+    // Another member's vote for 3 is no word from our leader.
+    msg(&mut f, 3, looking_vote(3, 1), PROMISE_MS + 30);
+    assert_eq!(f.state(), ServerState::Following);
+    assert_eq!(f.stats().leaders_declined, 0);
+}
+
+#[test]
+fn a_stale_word_from_an_earlier_round_keeps_the_follower_waiting() {
+    // Member 1 decided in round 1; the chosen leader's FOLLOWING from the
+    // round before (round 0: it followed somebody then) arrives late.
+    let mut f = decided_to_follow_2();
+    let old_following = vote_in(3, 0, ServerState::Following);
+    msg(&mut f, 2, old_following, PROMISE_MS + 10);
+    assert_eq!(f.state(), ServerState::Following);
+}

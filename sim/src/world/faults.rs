@@ -79,6 +79,7 @@ impl World {
                 if self.nodes[&id].member.is_some() && !self.paused.contains_key(&id) {
                     self.log(format!("pause {id}"));
                     self.paused.insert(id, Vec::new());
+                    self.net.stop_reading(id);
                     self.summary.pauses += 1;
                     let after = self.rng.range(200, 3_000);
                     self.schedule(after, Event::Resume(id));
