@@ -154,6 +154,9 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         let rec = rec?;
         restored_log.push((rec.zxid, zab::Payload::from(rec.body)));
     }
+    if let Some(gap) = log_gap_after_snapshot(snap_zxid, restored_log.first().map(|r| r.0)) {
+        anyhow::bail!("{gap} (in {} and {})", sdir.display(), ldir.display());
+    }
     let restored = zab::Restored {
         accepted_epoch: read_epoch(&sdir, "acceptedEpoch")?,
         current_epoch: read_epoch(&sdir, "currentEpoch")?,
@@ -243,4 +246,58 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         events: tx,
         core: Box::pin(core),
     })
+}
+
+/// Whether the log, whose first txn after the snapshot at `snap` is
+/// `first`, leaves txns out between them: the state would be the snapshot
+/// without them, and ZAB's sync, which compares last zxids, would never
+/// send them. Within one epoch the next txn must follow the snapshot's
+/// directly; a later epoch's first txn may follow any snapshot (its
+/// epoch's counter starts at 1, and a follower synced by SNAP logs from
+/// there), and with no snapshot the log must start at a counter of 1.
+/// A snapshot damaged on disk makes the member fall back to an older one:
+/// this is what refuses the start when the logs do not reach back to it,
+/// as the standalone server does (ZooKeeper's restore replays whatever is
+/// there, gap or not).
+fn log_gap_after_snapshot(snap: zab::Zxid, first: Option<zab::Zxid>) -> Option<String> {
+    let first = first?;
+    let gap = if snap == zab::Zxid::ZERO {
+        first.counter() > 1
+    } else {
+        first.epoch() == snap.epoch() && first > snap.next()
+    };
+    gap.then(|| {
+        format!(
+            "the log's first txn after the snapshot {snap} is {first}: the txns between them are missing"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::zab::Zxid;
+
+    // ZooKeeper Internals, "Atomic Broadcast": a member restores its
+    // snapshot and then every txn logged after it; a hole in between is
+    // refused, by name, instead of served.
+    #[test]
+    fn a_log_that_skips_txns_after_the_snapshot_refuses_the_start() {
+        let z = Zxid::new;
+        let gap = log_gap_after_snapshot(z(3, 10), Some(z(3, 14))).expect("a gap");
+        assert!(
+            gap.contains(&z(3, 10).to_string()) && gap.contains(&z(3, 14).to_string()),
+            "names both ends: {gap}"
+        );
+        assert!(log_gap_after_snapshot(Zxid::ZERO, Some(z(2, 5))).is_some());
+    }
+
+    #[test]
+    fn a_log_that_follows_the_snapshot_or_opens_a_later_epoch_is_whole() {
+        let z = Zxid::new;
+        assert_eq!(log_gap_after_snapshot(z(3, 10), None), None);
+        assert_eq!(log_gap_after_snapshot(z(3, 10), Some(z(3, 11))), None);
+        assert_eq!(log_gap_after_snapshot(z(3, 10), Some(z(4, 1))), None);
+        assert_eq!(log_gap_after_snapshot(Zxid::ZERO, Some(z(2, 1))), None);
+    }
 }
