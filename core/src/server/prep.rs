@@ -469,7 +469,10 @@ impl Server {
                 });
             }
         }
-        let deploy = matches!(record.txn, Txn::Deploy(_) | Txn::Undeploy { .. });
+        let deploy = matches!(
+            record.txn,
+            Txn::Deploy(_) | Txn::Undeploy { .. } | Txn::SetRecipesAcl { .. }
+        );
         if deploy {
             let txn = record.txn.clone();
             self.prep.proposals.push_back(Proposal {
