@@ -607,6 +607,63 @@ fn own_plugins_dirs() -> ServerOptions {
         .arg("plugins")
 }
 
+// docs/RECIPES.md, "The plugins directory": a removed file undeploys what
+// it deployed, also when it was removed while its member was down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_file_removed_while_its_member_was_down_is_undeployed_when_it_returns() {
+    let (mut ens, leader) = start_three(own_plugins_dirs());
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let (f, g) = (followers[0], followers[1]);
+    let dir_f = ens.member_dir(f).join("plugins");
+    let dir_g = ens.member_dir(g).join("plugins");
+    let v1 = version_module("1.0.0");
+    let other = good_module("other", "1.0.0", "other");
+    drop_in(&dir_f, "ver.wasm", &v1);
+    drop_in(&dir_g, "other.wasm", &other);
+    until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
+    until_every_member_lists(&ens, "other", Some(&sha256_hex(&other))).await;
+
+    // f's file goes while f is down: nothing watches it meanwhile.
+    ens.kill(f);
+    std::fs::remove_file(dir_f.join("ver.wasm")).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in [leader, g] {
+        assert!(
+            recipes_line(&ens.addr(i).to_string(), "ver")
+                .await
+                .is_some(),
+            "member {i} keeps the module while f is down"
+        );
+    }
+    // Once f is back, its first scan finds the module its file deployed
+    // gone from its directory: undeployed everywhere. g's module, which
+    // f's directory never had, stays.
+    ens.restart(f).expect("restart f");
+    until_every_member_lists(&ens, "ver", None).await;
+    let lines = until_every_member_lists(&ens, "other", Some(&sha256_hex(&other))).await;
+    assert_eq!(
+        lines[0].as_ref().unwrap()["source"],
+        format!("plugins@{}:other.wasm", g + 1)
+    );
+
+    // Removed while down, but another file of f's declares the name: that
+    // one is deployed instead, and stays.
+    drop_in(&dir_f, "ver.wasm", &v1);
+    until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
+    ens.kill(f);
+    std::fs::remove_file(dir_f.join("ver.wasm")).unwrap();
+    let v2 = version_module("2.0.0");
+    drop_in(&dir_f, "ver_next.wasm", &v2);
+    ens.restart(f).expect("restart f");
+    let lines = until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v2))).await;
+    assert_eq!(
+        lines[0].as_ref().unwrap()["source"],
+        format!("plugins@{}:ver_next.wasm", f + 1)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v2))).await;
+}
+
 /// Polls the members in `members` until each lists `ver` with `calls`
 /// calls, for 30 s at most (counters are committed every 5 s at most);
 /// returns the last lines.
