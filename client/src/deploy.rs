@@ -1,9 +1,10 @@
 //! Deploying recipe modules (docs/RECIPES.md, "Deploy"): a deploy is a
 //! `setData` of the module's bytes on the virtual node /zookeeper/recipes,
 //! an undeploy a `delete` of /zookeeper/recipes/NAME; both are committed
-//! through the ensemble's log and need the super user (the node's ACL gives
-//! no one else ADMIN). Paths here ignore the client's chroot: the node is
-//! the server's own.
+//! through the ensemble's log and need ADMIN in the node's ACL (by default
+//! `world:anyone:r`: the super user alone; a `set_acl` of the node, from a
+//! client without a chroot, changes it). Paths here ignore the client's
+//! chroot: the node is the server's own.
 
 use sha2::{Digest, Sha256};
 use wazoo_proto::{Request, Response};
@@ -55,8 +56,8 @@ impl Client {
     /// deploy is committed and applied on the member this client is
     /// connected to, with what that member now serves under the module's
     /// name. A module the leader's runtime refuses is `BadArguments` (the
-    /// leader logs why) and the old version keeps serving; without the
-    /// super user's credentials it is `NoAuth`.
+    /// leader logs why) and the old version keeps serving; without ADMIN
+    /// in the ACL of /zookeeper/recipes it is `NoAuth`.
     pub async fn deploy(&self, module: &[u8]) -> Result<DeployedRecipe> {
         let sha256 = sha256_hex(module);
         self.call(Request::SetData {

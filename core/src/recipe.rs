@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
-use wazoo_proto::{ErrorCode, EventType, Id, Zxid};
+use wazoo_proto::{Acl, ErrorCode, EventType, Id, Zxid};
 use wazoo_sdk::abi::{AclEntry, CallerInfo, CreateMode, NodeStat, Reply, WatchEvent, WatchRequest};
 
 use super::txn::Txn;
@@ -465,6 +465,30 @@ pub struct RecipeWaits {
     /// The deployed modules (saved in snapshots after the waits, from
     /// snapshot format 3 on; see [`RecipeWaits::write_modules`]).
     pub modules: DeployedModules,
+    /// The ACL of /zookeeper/recipes (saved in snapshots after the
+    /// modules, from snapshot format 4 on; see
+    /// [`RecipeWaits::write_recipes_acl`]).
+    pub recipes_acl: RecipesAcl,
+}
+
+/// The ACL of the /zookeeper/recipes node, replicated (changed only by
+/// applying a setACL of it, saved in snapshots): deploying and undeploying
+/// need ADMIN in it. By default anyone may read the node and no one but the
+/// super user (who passes every ACL check) may deploy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecipesAcl {
+    pub acl: Vec<Acl>,
+    /// The node's aversion: how many times its ACL was set.
+    pub aversion: i32,
+}
+
+impl Default for RecipesAcl {
+    fn default() -> Self {
+        RecipesAcl {
+            acl: Acl::read_unsafe(),
+            aversion: 0,
+        }
+    }
 }
 
 impl RecipeWaits {
@@ -663,6 +687,27 @@ impl RecipeWaits {
             let m = DeployedModule::read(r)?;
             self.modules.insert(m.name.clone(), m);
         }
+        Ok(())
+    }
+
+    /// The ACL of /zookeeper/recipes, as snapshots from format 4 on hold
+    /// it after the modules: the aversion, then the ACL list.
+    pub fn write_recipes_acl(&self, w: &mut Vec<u8>) {
+        w.write_i32(self.recipes_acl.aversion);
+        w.write_vec(&self.recipes_acl.acl);
+    }
+
+    /// Reads what [`RecipeWaits::write_recipes_acl`] wrote; an empty list
+    /// (which would let anyone deploy) is refused.
+    pub fn read_recipes_acl(&mut self, r: &mut Reader<'_>) -> Result<(), DecodeError> {
+        let aversion = r.read_i32()?;
+        let acl: Vec<Acl> = r.read_vec()?;
+        if acl.is_empty() {
+            return Err(DecodeError::Invalid(
+                "an empty ACL for /zookeeper/recipes".into(),
+            ));
+        }
+        self.recipes_acl = RecipesAcl { acl, aversion };
         Ok(())
     }
 

@@ -6,7 +6,8 @@
 //! storage must not depend on the core (it stores opaque bytes); the core
 //! does not depend on storage either (it does no I/O). Envelope version 1
 //! has no wait table; version 3 adds the deployed recipe modules (bytes
-//! and metadata) after it.
+//! and metadata) after it, version 4 the ACL of /zookeeper/recipes after
+//! them.
 
 use std::io::{self, Write};
 
@@ -25,19 +26,20 @@ pub enum SnapshotBodyError {
     Tree(SnapshotError),
 }
 
-/// Writes the body of `job`'s snapshot (format 3): the recipe waits, the
-/// deployed modules, then the tree.
+/// Writes the body of `job`'s snapshot (format 4): the recipe waits, the
+/// deployed modules, the ACL of /zookeeper/recipes, then the tree.
 pub fn write_snapshot_body(job: &SnapshotJob, w: &mut dyn Write) -> io::Result<()> {
     let mut waits = Vec::new();
     job.waits.write(&mut waits);
     job.waits.write_modules(&mut waits);
+    job.waits.write_recipes_acl(&mut waits);
     w.write_all(&waits)?;
     job.tree.write_to(w)
 }
 
 /// Reads a body written by [`write_snapshot_body`] under envelope
-/// `version` (1 has no wait table, 1 and 2 no modules). Never panics on
-/// any input.
+/// `version` (1 has no wait table, 1 and 2 no modules, 1 to 3 no ACL of
+/// /zookeeper/recipes: it is the default one). Never panics on any input.
 pub fn read_snapshot_body(
     version: u32,
     body: &[u8],
@@ -49,6 +51,11 @@ pub fn read_snapshot_body(
         if version >= 3 {
             waits
                 .read_modules(&mut jr)
+                .map_err(SnapshotBodyError::Waits)?;
+        }
+        if version >= 4 {
+            waits
+                .read_recipes_acl(&mut jr)
                 .map_err(SnapshotBodyError::Waits)?;
         }
         r = jr.rest();
@@ -79,7 +86,7 @@ mod tests {
         let tree = DataTree::default();
         let mut body = Vec::new();
         write_snapshot_body(&job(&tree), &mut body).unwrap();
-        let (waits, back) = read_snapshot_body(3, &body).unwrap();
+        let (waits, back) = read_snapshot_body(4, &body).unwrap();
         assert!(waits.is_empty());
         assert_eq!(back.node_count(), tree.node_count());
         back.check_invariants().unwrap();
@@ -91,7 +98,7 @@ mod tests {
         write_snapshot_body(&job(&DataTree::default()), &mut body).unwrap();
         for len in 0..body.len() {
             assert!(
-                read_snapshot_body(3, &body[..len]).is_err(),
+                read_snapshot_body(4, &body[..len]).is_err(),
                 "a body cut at {len} bytes was accepted"
             );
         }

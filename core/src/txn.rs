@@ -106,6 +106,13 @@ pub enum Txn {
     /// The leader's recipe counters, per module (they replace the
     /// committed ones; see `crate::recipe::ModuleCounters`).
     RecipeCounters(Box<crate::recipe::RecipeCounters>),
+    /// A setACL of /zookeeper/recipes, whose ACL the pipeline keeps beside
+    /// the deployed modules (`crate::recipe::RecipesAcl`), not the tree.
+    SetRecipesAcl {
+        acl: Vec<Acl>,
+        /// The node's aversion after this write.
+        aversion: i32,
+    },
 }
 
 mod tag {
@@ -124,6 +131,7 @@ mod tag {
     pub const UNDEPLOY: i32 = 13;
     pub const RECONFIG: i32 = 14;
     pub const RECIPE_COUNTERS: i32 = 15;
+    pub const SET_RECIPES_ACL: i32 = 16;
 }
 
 mod kind_tag {
@@ -222,6 +230,11 @@ impl Txn {
                 w.write_i32(tag::RECIPE_COUNTERS);
                 crate::recipe::write_counters(c, w);
             }
+            Txn::SetRecipesAcl { acl, aversion } => {
+                w.write_i32(tag::SET_RECIPES_ACL);
+                w.write_vec(acl);
+                w.write_i32(*aversion);
+            }
         }
     }
 
@@ -316,6 +329,10 @@ impl Txn {
             tag::RECIPE_COUNTERS if depth == 0 => {
                 Txn::RecipeCounters(Box::new(crate::recipe::read_counters(r)?))
             }
+            tag::SET_RECIPES_ACL if depth == 0 => Txn::SetRecipesAcl {
+                acl: r.read_vec()?,
+                aversion: r.read_i32()?,
+            },
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }
@@ -410,6 +427,10 @@ mod tests {
                 .into_iter()
                 .collect(),
             )),
+            Txn::SetRecipesAcl {
+                acl: vec![Acl::new(31, "digest", "bob:x")],
+                aversion: 2,
+            },
         ]
     }
 

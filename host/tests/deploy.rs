@@ -2,10 +2,10 @@
 //! (docs/RECIPES.md, "Deploying"): a deploy is a write committed through
 //! the ensemble's log, so a new leader serves exactly the committed
 //! version, a member that was down during a deploy has the module once it
-//! rejoins, and only the super user may deploy (the ACL of
-//! /zookeeper/recipes; ZooKeeper Programmer's Guide, "Builtin ACL Schemes"
-//! and ZooKeeper Administrator's Guide, "Authentication & Authorization
-//! Options", superDigest).
+//! rejoins, and only a user with ADMIN in the ACL of /zookeeper/recipes
+//! may deploy (by default the super user alone; ZooKeeper Programmer's
+//! Guide, "Builtin ACL Schemes" and ZooKeeper Administrator's Guide,
+//! "Authentication & Authorization Options", superDigest).
 
 mod common;
 
@@ -30,6 +30,16 @@ fn options() -> (tempfile::TempDir, ServerOptions) {
         .arg("--plugins")
         .arg(dir.path().to_string_lossy().to_string());
     (dir, opts)
+}
+
+/// A 3-member ensemble started with `opts`, once it has a leader, and the
+/// leader's index.
+fn start_three(opts: ServerOptions) -> (WazooEnsemble, usize) {
+    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    (ens, leader)
 }
 
 async fn connect(hosts: &str, auth: Option<&str>) -> Client {
@@ -93,10 +103,7 @@ async fn until_served(hosts: &str, want_sha: &str) -> (String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_new_leader_serves_the_version_that_was_committed() {
     let (_plugins, opts) = options();
-    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
-    let leader = ens
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
+    let (mut ens, leader) = start_three(opts);
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let at = ens.addr(followers[0]).to_string();
     let admin = connect(&at, Some("super:test")).await;
@@ -136,10 +143,7 @@ async fn the_new_leader_serves_the_version_that_was_committed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_down_during_a_deploy_has_the_module_after_it_rejoins() {
     let (_plugins, opts) = options();
-    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
-    let leader = ens
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
+    let (mut ens, leader) = start_three(opts);
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let (down, up) = (followers[0], followers[1]);
     ens.kill(down);
@@ -193,11 +197,9 @@ async fn a_member_down_during_a_deploy_has_the_module_after_it_rejoins() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_the_super_user_may_deploy_or_undeploy() {
+async fn by_default_only_the_super_user_may_deploy_or_undeploy() {
     let (_plugins, opts) = options();
-    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
-    ens.wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
+    let (ens, _) = start_three(opts);
     let hosts = ens.addr(0).to_string();
     let v1 = version_module("1.0.0");
     for auth in [None, Some("super:wrong"), Some("alice:test")] {
@@ -229,6 +231,120 @@ async fn only_the_super_user_may_deploy_or_undeploy() {
         Err(Error::BadArguments(_))
     ));
     assert_eq!(served_version(&c).await.unwrap(), "1.0.0");
+}
+
+/// The ACL of /zookeeper/recipes `member` answers (after a sync), and its
+/// aversion.
+async fn recipes_acl_on(ens: &WazooEnsemble, member: usize) -> (Vec<wazoo_client::Acl>, i32) {
+    let c = connect(&ens.addr(member).to_string(), Some("super:test")).await;
+    c.sync("/").await.ok();
+    let (acl, stat) = c
+        .get_acl("/zookeeper/recipes")
+        .await
+        .unwrap_or_else(|e| panic!("getACL /zookeeper/recipes on member {member}: {e}"));
+    c.close().await.ok();
+    (acl, stat.aversion)
+}
+
+// docs/RECIPES.md, "Who may deploy"; ZooKeeper Programmer's Guide,
+// "ZooKeeper access control using ACLs" (setACL needs ADMIN).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_granted_admin_on_the_recipes_node_deploys_and_the_acl_survives_a_restart() {
+    let (_plugins, opts) = options();
+    let (mut ens, leader) = start_three(opts);
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let acl = |perms: i32, scheme: &str, id: &str| wazoo_client::Acl {
+        perms,
+        id: wazoo_client::Id {
+            scheme: scheme.into(),
+            id: id.into(),
+        },
+    };
+    let granted = vec![
+        acl(31, "digest", &wazoo_client::digest_id("bob", "pw")),
+        acl(1, "world", "anyone"),
+    ];
+    let bob_at = ens.addr(followers[1]).to_string();
+    let bob = connect(&bob_at, Some("bob:pw")).await;
+    let v1 = version_module("1.0.0");
+    assert!(
+        matches!(bob.deploy(&v1).await, Err(Error::NoAuth)),
+        "world READ by default: bob may not deploy yet"
+    );
+    let plain = connect(&bob_at, None).await;
+    assert!(matches!(
+        plain.set_acl("/zookeeper/recipes", &granted, None).await,
+        Err(Error::NoAuth)
+    ));
+    let admin = connect(&ens.addr(followers[0]).to_string(), Some("super:test")).await;
+    assert!(matches!(
+        admin.set_acl("/zookeeper/recipes", &granted, Some(5)).await,
+        Err(Error::BadVersion)
+    ));
+    let stat = admin
+        .set_acl("/zookeeper/recipes", &granted, Some(0))
+        .await
+        .expect("the super user sets the ACL");
+    assert_eq!(stat.aversion, 1);
+    admin.close().await.ok();
+    for i in 0..3 {
+        assert_eq!(
+            recipes_acl_on(&ens, i).await,
+            (granted.clone(), 1),
+            "member {i}"
+        );
+    }
+
+    let d = bob.deploy(&v1).await.expect("bob deploys with ADMIN");
+    assert_eq!(d.sha256, sha256_hex(&v1));
+    for i in 0..3 {
+        let (v, _) = until_served(&ens.addr(i).to_string(), &sha256_hex(&v1)).await;
+        assert_eq!(v, "1.0.0", "member {i}");
+    }
+    let alice = connect(&bob_at, Some("alice:pw")).await;
+    assert!(matches!(
+        alice.deploy(&version_module("9.0.0")).await,
+        Err(Error::NoAuth)
+    ));
+    assert!(matches!(alice.undeploy("ver").await, Err(Error::NoAuth)));
+    // World READ: anyone still lists what is deployed.
+    let listed = plain.deployed_recipes().await.expect("list the recipes");
+    assert!(listed.iter().any(|r| r.name == "ver"), "{listed:?}");
+    for c in [bob, alice, plain] {
+        c.close().await.ok();
+    }
+
+    // Every member restarts from its own log: the ACL is still the one set.
+    ens.restart_all().expect("restart every member");
+    let leader = ens
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader after the restart");
+    for i in 0..3 {
+        assert_eq!(
+            recipes_acl_on(&ens, i).await,
+            (granted.clone(), 1),
+            "member {i}"
+        );
+    }
+    let v2 = version_module("2.0.0");
+    let bob = connect(&ens.addr(leader).to_string(), Some("bob:pw")).await;
+    let mut deployed = None;
+    for _ in 0..100 {
+        match bob.deploy(&v2).await {
+            Ok(d) => {
+                deployed = Some(d);
+                break;
+            }
+            Err(Error::NoAuth) => panic!("bob lost ADMIN over a restart"),
+            // The members may still be syncing after the restart.
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    assert_eq!(
+        deployed.expect("a deploy after the restart").sha256,
+        sha256_hex(&v2)
+    );
+    bob.undeploy("ver").await.expect("bob undeploys");
 }
 
 /// Every built-in module's sha256 (the binary embeds them; none when it was
@@ -304,10 +420,7 @@ fn newest_snapshot(data_dir: &std::path::Path) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
     let (_plugins, opts) = options();
-    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
-    let leader = ens
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
+    let (mut ens, leader) = start_three(opts);
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let (down, up) = (followers[0], followers[1]);
     ens.kill(down);
@@ -373,17 +486,18 @@ async fn recipes_line(addr: &str, name: &str) -> Option<std::collections::HashMa
     })
 }
 
-/// Polls every member until each lists `ver` with `sha` (or, `None`, does
+/// Polls every member until each lists `name` with `sha` (or, `None`, does
 /// not list it), for 30 s at most; returns each member's line.
 async fn until_every_member_lists(
     ens: &WazooEnsemble,
+    name: &str,
     sha: Option<&str>,
 ) -> Vec<Option<std::collections::HashMap<String, String>>> {
     let mut last = Vec::new();
     for _ in 0..150 {
         last.clear();
         for i in 0..3 {
-            last.push(recipes_line(&ens.addr(i).to_string(), "ver").await);
+            last.push(recipes_line(&ens.addr(i).to_string(), name).await);
         }
         let matches = last
             .iter()
@@ -393,7 +507,7 @@ async fn until_every_member_lists(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!("the members never all listed ver with sha256 {sha:?}: {last:?}");
+    panic!("the members never all listed {name} with sha256 {sha:?}: {last:?}");
 }
 
 /// Writes a module into a plugins directory as the guide says: a hidden
@@ -420,15 +534,7 @@ fn same_deployed_zxid(lines: &[Option<std::collections::HashMap<String, String>>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploys_only_its_module()
 {
-    // Each member its own plugins directory (relative to its working directory).
-    let opts = common::ensemble_options(Flavor::Wazoo)
-        .member_dir("plugins")
-        .arg("--plugins")
-        .arg("plugins");
-    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
-    let leader = ens
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
+    let (ens, leader) = start_three(own_plugins_dirs());
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     // A follower's directory: its deploy is forwarded to the leader.
     let (f, g) = (followers[0], followers[1]);
@@ -440,7 +546,7 @@ async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploy
     // A new file in one member's directory: every member serves it, from
     // the same txn.
     drop_in(&dir_f, "ver.wasm", &v1);
-    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    let lines = until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
     let z1 = same_deployed_zxid(&lines);
     let source = &lines[0].as_ref().unwrap()["source"];
     assert_eq!(source, &format!("plugins@{}:ver.wasm", f + 1));
@@ -459,7 +565,7 @@ async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploy
     drop_in(&dir_f, "ver_copy.wasm", &v1);
     drop_in(&dir_g, "ver.wasm", &v1);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    let lines = until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
     assert_eq!(
         same_deployed_zxid(&lines),
         z1,
@@ -469,7 +575,7 @@ async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploy
     // Removing the copy keeps the module the other file still provides.
     std::fs::remove_file(dir_f.join("ver_copy.wasm")).unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v1))).await;
+    let lines = until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
     assert_eq!(
         same_deployed_zxid(&lines),
         z1,
@@ -478,18 +584,84 @@ async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploy
 
     // A changed file: a new version everywhere, from one later txn.
     drop_in(&dir_f, "ver.wasm", &v2);
-    let lines = until_every_member_lists(&ens, Some(&sha256_hex(&v2))).await;
+    let lines = until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v2))).await;
     let z2 = same_deployed_zxid(&lines);
     let hex = |z: &str| u64::from_str_radix(z.trim_start_matches("0x"), 16).unwrap();
     assert!(hex(&z2) > hex(&z1), "{z2} after {z1}");
 
     // Removing the file undeploys the module it deployed, on every member.
     std::fs::remove_file(dir_f.join("ver.wasm")).unwrap();
-    until_every_member_lists(&ens, None).await;
+    until_every_member_lists(&ens, "ver", None).await;
     let c = connect(&ens.addr(leader).to_string(), None).await;
     let err = served_version(&c).await.unwrap_err();
     assert!(err.contains("no recipe module"), "undeployed: {err}");
     c.close().await.ok();
+}
+
+/// Each member its own plugins directory (relative to its working
+/// directory), as `--plugins plugins`.
+fn own_plugins_dirs() -> ServerOptions {
+    common::ensemble_options(Flavor::Wazoo)
+        .member_dir("plugins")
+        .arg("--plugins")
+        .arg("plugins")
+}
+
+// docs/RECIPES.md, "The plugins directory": a removed file undeploys what
+// it deployed, also when it was removed while its member was down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_file_removed_while_its_member_was_down_is_undeployed_when_it_returns() {
+    let (mut ens, leader) = start_three(own_plugins_dirs());
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let (f, g) = (followers[0], followers[1]);
+    let dir_f = ens.member_dir(f).join("plugins");
+    let dir_g = ens.member_dir(g).join("plugins");
+    let v1 = version_module("1.0.0");
+    let other = good_module("other", "1.0.0", "other");
+    drop_in(&dir_f, "ver.wasm", &v1);
+    drop_in(&dir_g, "other.wasm", &other);
+    until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
+    until_every_member_lists(&ens, "other", Some(&sha256_hex(&other))).await;
+
+    // f's file goes while f is down: nothing watches it meanwhile.
+    ens.kill(f);
+    std::fs::remove_file(dir_f.join("ver.wasm")).unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for i in [leader, g] {
+        assert!(
+            recipes_line(&ens.addr(i).to_string(), "ver")
+                .await
+                .is_some(),
+            "member {i} keeps the module while f is down"
+        );
+    }
+    // Once f is back, its first scan finds the module its file deployed
+    // gone from its directory: undeployed everywhere. g's module, which
+    // f's directory never had, stays.
+    ens.restart(f).expect("restart f");
+    until_every_member_lists(&ens, "ver", None).await;
+    let lines = until_every_member_lists(&ens, "other", Some(&sha256_hex(&other))).await;
+    assert_eq!(
+        lines[0].as_ref().unwrap()["source"],
+        format!("plugins@{}:other.wasm", g + 1)
+    );
+
+    // Removed while down, but another file of f's declares the name: that
+    // one is deployed instead, and stays.
+    drop_in(&dir_f, "ver.wasm", &v1);
+    until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
+    ens.kill(f);
+    std::fs::remove_file(dir_f.join("ver.wasm")).unwrap();
+    let v2 = version_module("2.0.0");
+    drop_in(&dir_f, "ver_next.wasm", &v2);
+    ens.restart(f).expect("restart f");
+    let lines = until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v2))).await;
+    assert_eq!(
+        lines[0].as_ref().unwrap()["source"],
+        format!("plugins@{}:ver_next.wasm", f + 1)
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v2))).await;
 }
 
 /// Polls the members in `members` until each lists `ver` with `calls`
@@ -519,10 +691,7 @@ async fn until_counted(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recipe_counters_are_the_ensembles_on_every_member_and_survive_reload_and_failover() {
     let (_plugins, opts) = options();
-    let mut ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
-    let leader = ens
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
+    let (mut ens, leader) = start_three(opts);
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let admin = connect(&ens.addr(followers[0]).to_string(), Some("super:test")).await;
     admin
@@ -619,10 +788,7 @@ fn recording_module(version: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deploy_during_a_stream_of_calls_fails_none_and_splits_them_by_zxid() {
     let (_plugins, opts) = options();
-    let ens = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
-    let leader = ens
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
+    let (ens, leader) = start_three(opts);
     let follower = (0..3).find(|&i| i != leader).unwrap();
     let admin = connect(&ens.addr(follower).to_string(), Some("super:test")).await;
     let open = vec![wazoo_proto::Acl {

@@ -140,7 +140,7 @@ impl RecipeEngine for Runtime {
             self.unload(name);
             return Ok(());
         };
-        self.note_deployed(name, Some(&m.sha256));
+        self.note_deployed(name, Some(m));
         if self.module(name).is_some_and(|i| i.hash == m.sha256) {
             return Ok(());
         }

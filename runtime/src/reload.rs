@@ -17,6 +17,11 @@
 //! zxid. A submission is dropped while the member has no leader, so each is
 //! submitted again (every [`WatchConfig::retry`], backing off) until the
 //! deployed set this member serves shows it, or another version replaced it.
+//! A deploy records its file as `LABEL:FILE` (the member's label,
+//! `plugins@ID`), so a module whose file is gone from this member's
+//! directory when the watcher starts (removed while the member was down),
+//! or by the time the member learns of the deploy, is undeployed as a live
+//! removal is, and another member's files are never taken for this one's.
 
 use wazoo_core::server::PluginOp;
 
@@ -202,6 +207,10 @@ struct Deployer {
     files: std::collections::BTreeMap<PathBuf, DeployFile>,
     /// Undeploys of removed files, until the deployed set shows them.
     removed: Vec<Pending>,
+    /// The (name, sha256) of every module this directory deployed whose
+    /// file was found gone (see [`Deployer::undeploy_orphans`]): each is
+    /// undeployed once, as a live removal is.
+    orphans: std::collections::BTreeSet<(String, String)>,
 }
 
 impl Deployer {
@@ -297,6 +306,9 @@ impl Deployer {
                 }
                 None => Want::Undeploy { name, sha256 },
             };
+            if let Want::Undeploy { name, sha256 } = &want {
+                self.orphans.insert((name.clone(), sha256.clone()));
+            }
             self.removed.push(Pending {
                 want,
                 attempts: 0,
@@ -304,7 +316,44 @@ impl Deployer {
                 since,
             });
         }
+        self.undeploy_orphans(now);
         self.settle();
+    }
+
+    /// Modules the deployed set records as this directory's (`LABEL:FILE`)
+    /// whose file is not in the directory, and whose name no file here
+    /// declares: the file was removed while the member was down (or
+    /// before the member learned of the deploy, from its log or the
+    /// leader). Undeployed as a live removal is: only the sha256 the file
+    /// deployed, and not at all when another file declares the name (that
+    /// one is submitted instead, as every file is on the first scan).
+    /// Another member's directory records another label, so only what this
+    /// member's files deployed is touched.
+    fn undeploy_orphans(&mut self, now: Instant) {
+        let prefix = format!("{}:", self.label);
+        for (name, sha256, source) in self.runtime.deployed_from(&prefix) {
+            let path = self.dir.join(&source[prefix.len()..]);
+            let declared = self
+                .files
+                .values()
+                .any(|f| f.module.as_ref().is_some_and(|(n, _)| *n == name));
+            if self.files.contains_key(&path) || declared {
+                continue;
+            }
+            if !self.orphans.insert((name.clone(), sha256.clone())) {
+                continue;
+            }
+            tracing::info!(
+                module = %name, file = %path.display(),
+                "the plugins file that deployed this recipe module is gone (removed while the member was down?): undeploying it"
+            );
+            self.removed.push(Pending {
+                want: Want::Undeploy { name, sha256 },
+                attempts: 0,
+                next_at: now,
+                since: self.runtime.deploy_count(),
+            });
+        }
     }
 
     /// Submits what is due and not yet seen in the deployed set.
@@ -534,6 +583,7 @@ impl Runtime {
             retry: config.retry,
             files: Default::default(),
             removed: Vec::new(),
+            orphans: Default::default(),
         };
         // The first scan submits every file before the member serves (a
         // client's first call finds the directory's modules, or their

@@ -16,7 +16,7 @@ use wasmtime::{
     Config, Engine, ExternType, InstanceAllocationStrategy, InstancePre, Linker, ModuleExport,
     PoolingAllocationConfig,
 };
-use wazoo_core::recipe::{ModuleCounters, RecipeCounters};
+use wazoo_core::recipe::{DeployedModule, ModuleCounters, RecipeCounters};
 use wazoo_sdk::abi::{exports, Manifest, Reply};
 
 mod calls;
@@ -127,6 +127,9 @@ impl Loaded {
 struct DeployedSeen {
     /// name -> sha256 (hex) served now.
     current: HashMap<String, String>,
+    /// name -> who deployed the module served now (`client`, or
+    /// `LABEL:FILE` for a plugins directory's file).
+    sources: HashMap<String, String>,
     /// Every (name, sha256) installed since the runtime started, with the
     /// number of the last install of it; at most [`DEPLOYED_SEEN_MAX`]
     /// (forgotten all at once past it: the watcher then submits what it
@@ -517,20 +520,41 @@ impl Runtime {
 
     /// The pipeline installed (`Some(sha256)`) or removed (`None`) the
     /// deployed module `name`.
-    pub(crate) fn note_deployed(&self, name: &str, sha256: Option<&str>) {
+    pub(crate) fn note_deployed(&self, name: &str, module: Option<&DeployedModule>) {
         let mut d = self.inner.deployed.lock().unwrap();
-        match sha256 {
-            Some(sha) => {
+        match module {
+            Some(m) => {
                 if d.seen.len() >= DEPLOYED_SEEN_MAX {
                     d.seen.clear();
                 }
                 d.installs += 1;
                 let n = d.installs;
-                d.seen.insert((name.to_string(), sha.to_string()), n);
-                d.current.insert(name.to_string(), sha.to_string())
+                d.seen.insert((name.to_string(), m.sha256.clone()), n);
+                d.sources.insert(name.to_string(), m.source.clone());
+                d.current.insert(name.to_string(), m.sha256.clone())
             }
-            None => d.current.remove(name),
+            None => {
+                d.sources.remove(name);
+                d.current.remove(name)
+            }
         };
+    }
+
+    /// The deployed modules this member serves whose source starts with
+    /// `prefix`: (name, sha256, source), by name.
+    pub(crate) fn deployed_from(&self, prefix: &str) -> Vec<(String, String, String)> {
+        let d = self.inner.deployed.lock().unwrap();
+        let mut out: Vec<(String, String, String)> = d
+            .sources
+            .iter()
+            .filter(|(_, source)| source.starts_with(prefix))
+            .filter_map(|(name, source)| {
+                let sha = d.current.get(name)?;
+                Some((name.clone(), sha.clone(), source.clone()))
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// The sha256 of the deployed module `name` this member serves (the

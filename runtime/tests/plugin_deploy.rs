@@ -80,3 +80,57 @@ fn a_default_module_never_replaces_one_already_served() {
     assert_eq!(info.version, "1.0.0");
     assert!(rt.load_bytes_if_absent(b"\0asm garbage").is_err());
 }
+
+/// docs/RECIPES.md, "5. Load": a plugins file removed while its member was
+/// down. The deployed set records which member's file deployed each
+/// module (`plugins@MYID:FILE`); the watcher of member 1 starting on a
+/// directory without `mine.wasm` undeploys that module at the sha256 the
+/// file deployed, and nothing else: not a module whose file is still
+/// there, not another member's (`plugins@11` is not `plugins@1`), not a
+/// client's.
+#[test]
+fn a_module_whose_plugins_file_is_gone_at_start_is_undeployed_and_only_this_members() {
+    let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut sha = std::collections::BTreeMap::new();
+    for (name, source) in [
+        ("mine", "plugins@1:mine.wasm"),
+        ("kept", "plugins@1:kept.wasm"),
+        ("theirs", "plugins@11:mine.wasm"),
+        ("clients", "client"),
+    ] {
+        let bytes = good_module(name, "1.0.0", name);
+        let s = RecipeEngine::validate(&mut rt, &bytes).unwrap().sha256;
+        let m = DeployedModule {
+            source: source.into(),
+            ..deployed(name, &bytes, &s)
+        };
+        rt.install(name, Some(&m)).unwrap();
+        if name == "kept" {
+            std::fs::write(dir.path().join("kept.wasm"), &bytes).unwrap();
+        }
+        sha.insert(name, s);
+    }
+    let ops = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = ops.clone();
+    let submit: wazoo_runtime::Submit = Box::new(move |op| {
+        seen.lock().unwrap().push(op);
+        true
+    });
+    let quiet = wazoo_runtime::WatchConfig {
+        rescan: std::time::Duration::from_secs(3600),
+        retry: std::time::Duration::from_secs(3600),
+        ..Default::default()
+    };
+    // The first scan runs before watch_dir_deploying returns.
+    let _watcher = rt
+        .watch_dir_deploying(dir.path(), "plugins@1", submit, quiet)
+        .unwrap();
+    assert_eq!(
+        *ops.lock().unwrap(),
+        vec![wazoo_core::server::PluginOp::Undeploy {
+            name: "mine".into(),
+            sha256: sha["mine"].clone(),
+        }]
+    );
+}

@@ -20,8 +20,9 @@ use std::io::{self, Write};
 /// The first four bytes of every snapshot payload.
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
 /// 2 adds the recipe wait table after the sessions, 3 the deployed recipe
-/// modules after the wait table; 1 and 2 are still read.
-pub const SNAPSHOT_VERSION: u32 = 3;
+/// modules after the wait table, 4 the ACL of /zookeeper/recipes after
+/// them; 1 to 3 are still read.
+pub const SNAPSHOT_VERSION: u32 = 4;
 
 /// Bytes per session entry: id (i64) and timeout (i32).
 const SESSION_BYTES: usize = 12;
@@ -29,7 +30,7 @@ const SESSION_BYTES: usize = 12;
 /// A snapshot payload's envelope, read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotEnvelope<'a> {
-    /// The format version: [`SNAPSHOT_VERSION`], 2 or 1.
+    /// The format version: [`SNAPSHOT_VERSION`], 3, 2 or 1.
     pub version: u32,
     /// The last zxid the snapshot holds.
     pub zxid: Zxid,
@@ -142,10 +143,11 @@ mod tests {
     #[test]
     fn bad_magic_and_unknown_versions_are_refused() {
         let mut bytes = written(9, &[], b"");
-        bytes[4..8].copy_from_slice(&4u32.to_be_bytes());
+        let next = SNAPSHOT_VERSION + 1;
+        bytes[4..8].copy_from_slice(&next.to_be_bytes());
         assert_eq!(
             read_snapshot_envelope(&bytes),
-            Err(EnvelopeError::UnsupportedVersion(4))
+            Err(EnvelopeError::UnsupportedVersion(next))
         );
         bytes[4..8].copy_from_slice(&0u32.to_be_bytes());
         assert_eq!(

@@ -164,6 +164,9 @@ impl Server {
             Txn::Deploy(_) | Txn::Undeploy { .. } => self.apply_deploy(zxid, txn),
             Txn::Reconfig { data } if refused.is_none() => self.activate_config(data),
             Txn::RecipeCounters(c) => self.apply_recipe_counters(c),
+            Txn::SetRecipesAcl { acl, aversion } => {
+                self.apply_recipes_acl(zxid, acl, *aversion, refused.is_none())
+            }
             _ => {}
         }
         Ok(refused)
@@ -309,6 +312,11 @@ impl Server {
     }
 
     pub(super) fn stat_or_default(&self, path: &str) -> Stat {
+        if path == recipes::RECIPES_NODE {
+            if let Some(stat) = self.recipes_node_stat() {
+                return stat;
+            }
+        }
         self.tree.stat(path).unwrap_or_default()
     }
 

@@ -7,8 +7,12 @@
 //!   serving), committed through ZAB as a [`Txn::Deploy`] and applied by
 //!   every member at its zxid. An undeploy is `delete
 //!   /zookeeper/recipes/NAME` ([`Txn::Undeploy`]). Both need ADMIN in the
-//!   ACL of /zookeeper/recipes ([`recipes_acl`]), which only the super
-//!   user has.
+//!   ACL of /zookeeper/recipes ([`RecipesAcl`]): by default world READ
+//!   only, so only the super user (who passes every ACL check) deploys.
+//!   `setACL /zookeeper/recipes` sets it as ZooKeeper's setACL sets a
+//!   node's ([`Txn::SetRecipesAcl`]: ADMIN in the current ACL, the
+//!   aversion checked, the new list fixed up and validated), through the
+//!   log; it is kept beside the modules and saved in snapshots with them.
 //! - The deployed modules are replicated state ([`DeployedModules`], kept
 //!   beside the wait table and saved in snapshots with it), so every
 //!   member holds the same modules at the same zxid, a new leader runs
@@ -39,21 +43,9 @@ use std::collections::BTreeMap;
 use wazoo_proto::{perms, Acl, ErrorCode, Id, Request};
 
 use super::{acl, AuthInfo, Origin, Output, PeerMsg, Server, Txn, WriteKind, Zxid};
-use crate::recipe::{DeployTxn, DeployedModule, DeployedModules};
+use crate::recipe::{DeployTxn, DeployedModule, DeployedModules, RecipesAcl};
 
 use super::recipes::RECIPES_NODE;
-
-/// The ACL of /zookeeper/recipes: anyone may read it, no one but the super
-/// user (who passes every ACL check) may deploy (ADMIN).
-pub fn recipes_acl() -> Vec<Acl> {
-    vec![Acl {
-        perms: perms::READ,
-        id: Id {
-            scheme: "world".into(),
-            id: "anyone".into(),
-        },
-    }]
-}
 
 /// The source a client deploy is recorded with.
 pub const SOURCE_CLIENT: &str = "client";
@@ -95,6 +87,9 @@ pub(super) struct DeployState {
     /// Leader: deploys (`Some`) and undeploys (`None`) proposed and not
     /// applied yet, in zxid order.
     pub outstanding: Vec<(Zxid, String, Option<DeployedModule>)>,
+    /// Leader: ACLs of /zookeeper/recipes set and not applied yet, in zxid
+    /// order.
+    pub acls_outstanding: Vec<(Zxid, RecipesAcl)>,
     /// What the engine was last told to serve: name -> sha256.
     pub installed: BTreeMap<String, String>,
     /// Plugins directory changes seen while there was no leader, oldest
@@ -130,8 +125,66 @@ impl Server {
                 let name = &path[RECIPES_NODE.len() + 1..];
                 Some(self.prep_undeploy(auth, name))
             }
+            Request::SetAcl { path, acl, version }
+                if path == RECIPES_NODE && self.recipes.is_some() =>
+            {
+                Some(self.prep_set_recipes_acl(auth, acl, *version))
+            }
             _ => None,
         }
+    }
+
+    /// The ACL of /zookeeper/recipes as prep sees it (committed, then set
+    /// in flight).
+    pub(super) fn prep_recipes_acl(&self) -> &RecipesAcl {
+        self.deploys
+            .acls_outstanding
+            .last()
+            .map_or(&self.waits.recipes_acl, |(_, a)| a)
+    }
+
+    /// `setACL /zookeeper/recipes`, as ZooKeeper preps a setACL: the list
+    /// fixed up and validated (fixupACL), ADMIN in the current ACL, then
+    /// the aversion.
+    fn prep_set_recipes_acl(
+        &self,
+        auth: &AuthInfo,
+        acl: &[Acl],
+        version: i32,
+    ) -> Result<(Txn, WriteKind), ErrorCode> {
+        let fixed = acl::fixup(acl, auth, self.cfg.acl_schemes)?;
+        let current = self.prep_recipes_acl();
+        acl::check(&current.acl, perms::ADMIN, auth)?;
+        let aversion = super::check_version(current.aversion, version)?;
+        let txn = super::checked(Txn::SetRecipesAcl {
+            acl: fixed,
+            aversion,
+        })?;
+        Ok((
+            txn,
+            WriteKind::SetAcl {
+                path: RECIPES_NODE.to_string(),
+            },
+        ))
+    }
+
+    /// Every member, applying a setACL of /zookeeper/recipes at `zxid`
+    /// (`applies`: the tree did not refuse it).
+    pub(super) fn apply_recipes_acl(
+        &mut self,
+        zxid: Zxid,
+        acl: &[Acl],
+        aversion: i32,
+        applies: bool,
+    ) {
+        if applies {
+            tracing::info!(zxid = %zxid, aversion, "ACL of /zookeeper/recipes set: {acl:?}");
+            self.waits.recipes_acl = RecipesAcl {
+                acl: acl.to_vec(),
+                aversion,
+            };
+        }
+        self.deploys.acls_outstanding.retain(|(z, _)| *z > zxid);
     }
 
     fn prep_deploy_bytes(
@@ -157,7 +210,7 @@ impl Server {
         bytes: &[u8],
         source: &str,
     ) -> Result<DeployTxn, ErrorCode> {
-        acl::check(&recipes_acl(), perms::ADMIN, auth)?;
+        acl::check(&self.prep_recipes_acl().acl, perms::ADMIN, auth)?;
         if bytes.is_empty() || bytes.len() > self.cfg.max_buffer_bytes {
             return Err(ErrorCode::BadArguments);
         }
@@ -271,7 +324,7 @@ impl Server {
         auth: &AuthInfo,
         name: &str,
     ) -> Result<(Txn, WriteKind), ErrorCode> {
-        acl::check(&recipes_acl(), perms::ADMIN, auth)?;
+        acl::check(&self.prep_recipes_acl().acl, perms::ADMIN, auth)?;
         if self.prep_module(name).is_none() {
             return Err(ErrorCode::NoNode);
         }
@@ -298,11 +351,20 @@ impl Server {
     }
 
     /// Leader: a deploy or undeploy was just proposed (as `zxid`): steps
-    /// prepped from now on run what it leaves.
+    /// prepped from now on run what it leaves; or a setACL of
+    /// /zookeeper/recipes: deploys prepped from now on are checked against
+    /// it.
     pub(super) fn deploy_proposed(&mut self, zxid: Zxid, txn: &Txn) {
         let entry = match txn {
             Txn::Deploy(d) => (zxid, d.name.clone(), Some(d.module(zxid))),
             Txn::Undeploy { name } => (zxid, name.clone(), None),
+            Txn::SetRecipesAcl { acl, aversion } => {
+                let acl = RecipesAcl {
+                    acl: acl.clone(),
+                    aversion: *aversion,
+                };
+                return self.deploys.acls_outstanding.push((zxid, acl));
+            }
             _ => return,
         };
         self.deploys.outstanding.push(entry);
@@ -332,9 +394,8 @@ impl Server {
     /// The leader's deploys in flight are gone (role change, SNAP): the
     /// engine serves the applied set again.
     pub(super) fn forget_deploys_in_flight(&mut self) {
-        if !self.deploys.outstanding.is_empty() {
-            self.deploys.outstanding.clear();
-        }
+        self.deploys.outstanding.clear();
+        self.deploys.acls_outstanding.clear();
         self.sync_engine();
     }
 

@@ -502,7 +502,7 @@ impl Server {
                 Reply::Frame(code, Response::Empty)
             }
             Txn::Recipe(r) => ok(Response::Recipe(r.reply.clone())),
-            Txn::Deploy(_) => ok(Response::Stat(
+            Txn::Deploy(_) | Txn::SetRecipesAcl { .. } => ok(Response::Stat(
                 self.stat_or_default(super::recipes::RECIPES_NODE),
             )),
             Txn::Noop => ok(Response::Sync {

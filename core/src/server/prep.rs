@@ -130,8 +130,41 @@ pub(super) struct View<'a> {
 /// equal fingerprints mean the step would read the same.
 pub(super) type Fingerprint = Option<(Stat, i32)>;
 
-/// The nodes a step read from the view it started with, by path.
-pub(super) type ReadSet = std::collections::BTreeMap<String, Fingerprint>;
+/// What a step read from the view it started with: the nodes, by path,
+/// and the answers of the quota checks its writes asked (those read the
+/// committed tree's quota nodes, which no node read covers).
+#[derive(Debug, Default, Clone)]
+pub(super) struct ReadSet {
+    pub(super) nodes: std::collections::BTreeMap<String, Fingerprint>,
+    pub(super) quotas: Vec<(QuotaAsk, Result<(), ErrorCode>)>,
+}
+
+/// One quota check of a write (ZooKeeper's checkQuota, asked of the
+/// committed tree as its PrepRequestProcessor asks it): a create of
+/// `bytes`, or a setData to `bytes` (counted against the node's committed
+/// length).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct QuotaAsk {
+    pub(super) path: String,
+    pub(super) bytes: i64,
+    pub(super) create: bool,
+}
+
+impl QuotaAsk {
+    /// The answer `tree` gives now.
+    pub(super) fn answer(&self, tree: &DataTree) -> Result<(), ErrorCode> {
+        quota_answer(tree, &self.path, self.bytes, self.create)
+    }
+}
+
+fn quota_answer(tree: &DataTree, path: &str, bytes: i64, create: bool) -> Result<(), ErrorCode> {
+    if create {
+        tree.check_quota(path, bytes, 1)
+    } else {
+        let old = tree.stat(path).map(|s| s.data_length).unwrap_or(0) as i64;
+        tree.check_quota(path, bytes - old, 0)
+    }
+}
 
 pub(super) fn fingerprint(r: &Option<Record>) -> Fingerprint {
     r.as_ref().map(|r| (r.stat.clone(), r.stored_cversion))
@@ -146,10 +179,27 @@ impl View<'_> {
         if let Some(reads) = &self.reads {
             reads
                 .borrow_mut()
+                .nodes
                 .entry(path.to_string())
                 .or_insert_with(|| fingerprint(&r));
         }
         r
+    }
+
+    /// The quota check of a create (of `bytes`) or a setData (to `bytes`)
+    /// of `path` with enforceQuota on, recorded for a step run off the
+    /// member's thread (checked again when it comes back).
+    fn check_quota(&self, path: &str, bytes: i64, create: bool) -> Result<(), ErrorCode> {
+        let answer = quota_answer(self.tree, path, bytes, create);
+        if let Some(reads) = &self.reads {
+            let ask = QuotaAsk {
+                path: path.to_string(),
+                bytes,
+                create,
+            };
+            reads.borrow_mut().quotas.push((ask, answer));
+        }
+        answer
     }
 
     /// As `get`, without recording the read (a child listed under a node
@@ -419,7 +469,10 @@ impl Server {
                 });
             }
         }
-        let deploy = matches!(record.txn, Txn::Deploy(_) | Txn::Undeploy { .. });
+        let deploy = matches!(
+            record.txn,
+            Txn::Deploy(_) | Txn::Undeploy { .. } | Txn::SetRecipesAcl { .. }
+        );
         if deploy {
             let txn = record.txn.clone();
             self.prep.proposals.push_back(Proposal {
@@ -596,7 +649,7 @@ pub(super) fn prep_create(
     }
     check_data_size(cfg, &c.data)?;
     if cfg.enforce_quota {
-        view.tree.check_quota(&final_path, c.data.len() as i64, 1)?;
+        view.check_quota(&final_path, c.data.len() as i64, true)?;
     }
     let new_cversion = parent.stored_cversion.wrapping_add(1);
     let kind = if mode.is_container() {
@@ -714,8 +767,7 @@ pub(super) fn prep_set_data(
     let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
     acl::check(&r.acl, perms::WRITE, auth)?;
     if cfg.enforce_quota {
-        let old = view.tree.stat(path).map(|s| s.data_length).unwrap_or(0) as i64;
-        view.tree.check_quota(path, data.len() as i64 - old, 0)?;
+        view.check_quota(path, data.len() as i64, false)?;
     }
     check_data_size(cfg, data)?;
     let v = check_version(r.stat.version, version)?;

@@ -42,7 +42,7 @@ impl Server {
     }
 
     pub(super) fn try_read(&mut self, conn: ConnId, req: Request) -> Result<Response, ErrorCode> {
-        if let Some(r) = self.recipes_node_read(&req) {
+        if let Some(r) = self.recipes_node_read(&self.auth_of(conn), &req) {
             return r;
         }
         match req {
@@ -98,25 +98,9 @@ impl Server {
             Request::GetAcl { path } => {
                 check_read_path(&path)?;
                 let acl = self.tree.acl(&path).ok_or(ErrorCode::NoNode)?;
-                let auth = self.auth_of(conn);
-                acl::check(&acl, perms::READ | perms::ADMIN, &auth)?;
+                let acl = acl_reply(&acl, &self.auth_of(conn))?;
                 let stat = self.stat_or_default(&path);
-                if acl::check(&acl, perms::ADMIN, &auth).is_ok() {
-                    return Ok(Response::GetAcl { acl, stat });
-                }
-                // Without ADMIN, digest hashes are masked, as ZooKeeper does.
-                let masked = acl
-                    .into_iter()
-                    .map(|mut a| {
-                        if a.id.scheme == "digest" {
-                            if let Some((user, _)) = a.id.id.split_once(':') {
-                                a.id.id = format!("{user}:x");
-                            }
-                        }
-                        a
-                    })
-                    .collect();
-                Ok(Response::GetAcl { acl: masked, stat })
+                Ok(Response::GetAcl { acl, stat })
             }
             Request::Sync { path } => Ok(Response::Sync { path }),
             Request::GetAllChildrenNumber { path } => {
@@ -305,4 +289,26 @@ pub(super) fn client_watcher_type(t: i32) -> Result<WatcherType, ErrorCode> {
         Some(t @ (WatcherType::Children | WatcherType::Data | WatcherType::Any)) => Ok(t),
         _ => Err(ErrorCode::MarshallingError),
     }
+}
+
+/// What getACL answers of a node with `acl` to a client with `auth`: it
+/// needs READ or ADMIN; without ADMIN, digest hashes are masked, as
+/// ZooKeeper does.
+pub(super) fn acl_reply(acl: &[Acl], auth: &AuthInfo) -> Result<Vec<Acl>, ErrorCode> {
+    acl::check(acl, perms::READ | perms::ADMIN, auth)?;
+    if acl::check(acl, perms::ADMIN, auth).is_ok() {
+        return Ok(acl.to_vec());
+    }
+    Ok(acl
+        .iter()
+        .cloned()
+        .map(|mut a| {
+            if a.id.scheme == "digest" {
+                if let Some((user, _)) = a.id.id.split_once(':') {
+                    a.id.id = format!("{user}:x");
+                }
+            }
+            a
+        })
+        .collect())
 }

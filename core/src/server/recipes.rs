@@ -249,26 +249,58 @@ impl Server {
         Some(render_report(&self.recipe_modules()?, &self.waits))
     }
 
+    /// The Stat of the virtual node /zookeeper/recipes: its data's
+    /// length and its ACL's aversion; `None` without an engine.
+    pub(super) fn recipes_node_stat(&self) -> Option<Stat> {
+        let data = self.recipes_report()?;
+        Some(Stat {
+            data_length: data.len() as i32,
+            aversion: self.waits.recipes_acl.aversion,
+            ..Stat::default()
+        })
+    }
+
     /// Reads of the virtual node /zookeeper/recipes (what is loaded, as
-    /// `recp` shows it), present when recipes are enabled. Read-only: it
-    /// is not in the tree, so writes to it fail as for any missing node.
-    pub(super) fn recipes_node_read(&self, req: &Request) -> Option<Result<Response, ErrorCode>> {
+    /// `recp` shows it), present when recipes are enabled, by a client
+    /// with `auth`. Its ACL is the replicated one deploying is checked
+    /// against ([`crate::recipe::RecipesAcl`]): getData and getChildren
+    /// need READ in it, getACL READ or ADMIN (digests masked without
+    /// ADMIN), as for any node. Its only write is setACL (`deploy.rs`),
+    /// besides deploys and undeploys; it is not in the tree, so any other
+    /// write to it fails as for any missing node.
+    pub(super) fn recipes_node_read(
+        &self,
+        auth: &AuthInfo,
+        req: &Request,
+    ) -> Option<Result<Response, ErrorCode>> {
         self.recipes.as_ref()?;
         let path = match req {
             Request::Exists { path, .. }
             | Request::GetData { path, .. }
             | Request::GetChildren { path, .. }
-            | Request::GetChildren2 { path, .. } => path,
+            | Request::GetChildren2 { path, .. }
+            | Request::GetAcl { path } => path,
             _ => return None,
         };
         if path != RECIPES_NODE {
             return None;
         }
+        let acl = &self.waits.recipes_acl.acl;
+        if let Request::GetAcl { .. } = req {
+            return Some(
+                super::reads::acl_reply(acl, auth).map(|acl| Response::GetAcl {
+                    acl,
+                    stat: self.recipes_node_stat().unwrap_or_default(),
+                }),
+            );
+        }
+        if !matches!(req, Request::Exists { .. }) {
+            if let Err(e) = super::acl::check(acl, wazoo_proto::perms::READ, auth) {
+                return Some(Err(e));
+            }
+        }
         let data = self.recipes_report()?.into_bytes();
-        let stat = Stat {
-            data_length: data.len() as i32,
-            ..Stat::default()
-        };
+        let stat = self.recipes_node_stat()?;
         Some(Ok(match req {
             Request::Exists { .. } => Response::Stat(stat),
             Request::GetData { .. } => Response::GetData { data, stat },

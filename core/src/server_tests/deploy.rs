@@ -245,7 +245,7 @@ fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
     };
     let mut body = Vec::new();
     crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
-    let (waits, tree) = crate::snapshot::read_snapshot_body(3, &body).unwrap();
+    let (waits, tree) = crate::snapshot::read_snapshot_body(4, &body).unwrap();
     assert_eq!(waits.modules, *h.server.deployed_modules());
     let mut s = Server::recovered(
         ServerConfig::default(),
@@ -265,8 +265,231 @@ fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
         "a loaded snapshot's modules are served"
     );
     for len in 0..body.len() {
-        assert!(crate::snapshot::read_snapshot_body(3, &body[..len]).is_err());
+        assert!(crate::snapshot::read_snapshot_body(4, &body[..len]).is_err());
     }
+}
+
+fn set_recipes_acl(acl: Vec<Acl>, version: i32) -> Request {
+    Request::SetAcl {
+        path: "/zookeeper/recipes".into(),
+        acl,
+        version,
+    }
+}
+
+fn get_recipes_acl(h: &mut Harness, conn: u64) -> (Vec<Acl>, i32) {
+    match ok(h.call(
+        conn,
+        Request::GetAcl {
+            path: "/zookeeper/recipes".into(),
+        },
+    )) {
+        Response::GetAcl { acl, stat } => (acl, stat.aversion),
+        other => panic!("expected an ACL, got {other:?}"),
+    }
+}
+
+fn aversion_of(r: (i32, Option<Response>)) -> i32 {
+    match ok(r) {
+        Response::Stat(s) => s.aversion,
+        other => panic!("expected a stat, got {other:?}"),
+    }
+}
+
+/// bob may do anything with /zookeeper/recipes; anyone may read it.
+fn bob_admin() -> Vec<Acl> {
+    vec![
+        Acl::new(
+            wazoo_proto::perms::ALL,
+            "digest",
+            &crate::acl::digest_id("bob:pw"),
+        ),
+        Acl::new(wazoo_proto::perms::READ, "world", "anyone"),
+    ]
+}
+
+/// docs/RECIPES.md, "Deploy" ("Who may deploy"); ZooKeeper Programmer's
+/// Guide, "ZooKeeper access control using ACLs" (setACL needs ADMIN, its
+/// version is the aversion).
+#[test]
+fn the_acl_of_zookeeper_recipes_is_world_read_until_set_and_set_acl_needs_admin_in_it() {
+    let (mut h, _) = harness();
+    h.connect(1);
+    assert_eq!(get_recipes_acl(&mut h, 1), (Acl::read_unsafe(), 0));
+    assert_eq!(
+        err(h.call(1, set_recipes_acl(bob_admin(), -1))),
+        ErrorCode::NoAuth
+    );
+    h.connect(2);
+    h.digest_auth(2, "super:pw");
+    // Validated as for any node: an empty list, an unknown scheme.
+    assert_eq!(
+        err(h.call(2, set_recipes_acl(Vec::new(), -1))),
+        ErrorCode::InvalidAcl
+    );
+    assert_eq!(
+        err(h.call(2, set_recipes_acl(vec![Acl::new(31, "nope", "x")], -1))),
+        ErrorCode::InvalidAcl
+    );
+    assert_eq!(
+        err(h.call(2, set_recipes_acl(bob_admin(), 3))),
+        ErrorCode::BadVersion
+    );
+    let before = h.server.last_zxid();
+    assert_eq!(aversion_of(h.call(2, set_recipes_acl(bob_admin(), 0))), 1);
+    assert_eq!(h.server.last_zxid(), before.next(), "one txn");
+    assert_eq!(get_recipes_acl(&mut h, 2), (bob_admin(), 1));
+    assert_eq!(
+        h.server.recipe_waits().recipes_acl,
+        crate::recipe::RecipesAcl {
+            acl: bob_admin(),
+            aversion: 1
+        }
+    );
+    // Without ADMIN, the digest is masked, as ZooKeeper masks it.
+    let (masked, _) = get_recipes_acl(&mut h, 1);
+    assert_eq!(masked[0].id.id, "bob:x");
+    assert_eq!(
+        err(h.call(2, set_recipes_acl(bob_admin(), 0))),
+        ErrorCode::BadVersion
+    );
+}
+
+#[test]
+fn a_user_with_admin_in_the_recipes_acl_deploys_and_undeploys_and_others_only_read() {
+    let (mut h, served) = harness();
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    ok(h.call(1, set_recipes_acl(bob_admin(), -1)));
+    h.connect(2);
+    h.digest_auth(2, "bob:pw");
+    h.connect(3);
+    h.digest_auth(3, "alice:pw");
+    ok(h.call(2, deploy("m:1")));
+    assert_eq!(served.lock().unwrap()["m"], "1");
+    assert_eq!(err(h.call(3, deploy("m:2"))), ErrorCode::NoAuth);
+    assert_eq!(err(h.call(3, undeploy("m"))), ErrorCode::NoAuth);
+    // World READ: anyone lists what is loaded.
+    match ok(h.call(
+        3,
+        Request::GetData {
+            path: "/zookeeper/recipes".into(),
+            watch: false,
+        },
+    )) {
+        Response::GetData { stat, .. } => assert_eq!(stat.aversion, 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        err(h.call(3, set_recipes_acl(Acl::read_unsafe(), -1))),
+        ErrorCode::NoAuth
+    );
+    ok(h.call(2, undeploy("m")));
+    assert!(h.server.deployed_modules().is_empty());
+    // bob may hand the node back to the super user alone; the super user
+    // and the plugins identity always pass.
+    ok(h.call(
+        2,
+        set_recipes_acl(
+            vec![Acl::new(wazoo_proto::perms::ADMIN, "digest", "nobody:x")],
+            1,
+        ),
+    ));
+    assert_eq!(err(h.call(2, deploy("m:3"))), ErrorCode::NoAuth);
+    // No READ for the world now: getData is refused, exists is not.
+    assert_eq!(
+        err(h.call(
+            3,
+            Request::GetData {
+                path: "/zookeeper/recipes".into(),
+                watch: false,
+            }
+        )),
+        ErrorCode::NoAuth
+    );
+    ok(h.call(
+        3,
+        Request::Exists {
+            path: "/zookeeper/recipes".into(),
+            watch: false,
+        },
+    ));
+    ok(h.call(1, deploy("m:4")));
+    h.step(plugin_deploy("p:1", "p.wasm"));
+    assert_eq!(served.lock().unwrap()["p"], "1");
+}
+
+#[test]
+fn a_deploy_prepped_after_a_set_acl_in_flight_is_checked_against_it() {
+    let (mut h, _) = harness();
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    h.connect(2);
+    h.digest_auth(2, "bob:pw");
+    h.auto_sync = false;
+    h.send(1, 1, set_recipes_acl(bob_admin(), 0));
+    h.send(2, 1, deploy("m:1"));
+    h.send(1, 2, set_recipes_acl(Acl::read_unsafe(), 1));
+    h.send(2, 2, deploy("m:2"));
+    assert!(
+        h.server.deployed_modules().is_empty(),
+        "nothing applied yet"
+    );
+    h.sync();
+    let errs: Vec<(i32, i32)> = h.sent[&2]
+        .iter()
+        .filter_map(|s| match s {
+            Sent::Reply { xid, err, .. } if *xid > 0 => Some((*xid, *err)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errs, vec![(1, 0), (2, ErrorCode::NoAuth as i32)]);
+    assert_eq!(h.server.deployed_modules()["m"].version, "1");
+    assert_eq!(h.server.recipe_waits().recipes_acl.aversion, 2);
+}
+
+#[test]
+fn the_recipes_acl_travels_in_snapshots_and_is_enforced_after_loading_one() {
+    let (mut h, _) = harness();
+    h.connect(1);
+    h.digest_auth(1, "super:pw");
+    ok(h.call(1, set_recipes_acl(bob_admin(), -1)));
+    let job = SnapshotJob {
+        zxid: h.server.last_zxid(),
+        tree: h.server.tree().snapshot(),
+        waits: h.server.recipe_waits().clone(),
+        sessions: Vec::new(),
+    };
+    let mut body = Vec::new();
+    crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
+    let (waits, tree) = crate::snapshot::read_snapshot_body(4, &body).unwrap();
+    assert_eq!(waits.recipes_acl.acl, bob_admin());
+    let mut h2 = Harness::new(ServerConfig::default());
+    h2.server = Server::recovered(
+        ServerConfig::default(),
+        tree,
+        Vec::new(),
+        waits,
+        job.zxid,
+        Now::same(h2.now),
+    );
+    h2.server.set_recipe_engine(Box::new(DeployEngine {
+        served: Served::default(),
+    }));
+    h2.step(Input::Role(Role::Standalone));
+    h2.connect(1);
+    h2.digest_auth(1, "bob:pw");
+    assert_eq!(get_recipes_acl(&mut h2, 1), (bob_admin(), 1));
+    ok(h2.call(1, deploy("m:1")));
+    // A snapshot of format 3 has no ACL: the default one.
+    let mut v3 = Vec::new();
+    let mut waits = Vec::new();
+    crate::recipe::RecipeWaits::default().write(&mut waits);
+    crate::recipe::RecipeWaits::default().write_modules(&mut waits);
+    v3.extend_from_slice(&waits);
+    h.server.tree().snapshot().write_to(&mut v3).unwrap();
+    let (waits, _) = crate::snapshot::read_snapshot_body(3, &v3).unwrap();
+    assert_eq!(waits.recipes_acl, crate::recipe::RecipesAcl::default());
 }
 
 fn plugin_deploy(bytes: &str, file: &str) -> Input {

@@ -362,3 +362,92 @@ fn a_step_past_the_members_budget_goes_to_a_worker_and_its_try_leaves_nothing() 
     assert_eq!(recipe_reply(&h, 1, 7), Some(Reply::Done(b"1".to_vec())));
     assert_eq!(data_of(&mut h, "/c"), b"1");
 }
+
+/// A harness with enforceQuota on and a hard count quota of 3 on /q
+/// ("ZooKeeper Quota's Guide", as zkCli's setquota leaves the tree), with
+/// /q and /q/a under it; steps run off the member's thread when
+/// `offload`.
+fn quota_harness(offload: bool) -> Harness {
+    let mut h = Harness::new(ServerConfig {
+        enforce_quota: true,
+        ..ServerConfig::default()
+    });
+    h.server.set_recipe_engine(Box::new(Counter));
+    h.server.set_recipe_offload(offload);
+    h.connect(1);
+    h.connect(2);
+    for (path, data) in [
+        ("/q", ""),
+        ("/q/a", ""),
+        ("/zookeeper/quota/q", ""),
+        (
+            "/zookeeper/quota/q/zookeeper_limits",
+            "count=-1,bytes=-1,countHardLimit=3",
+        ),
+        ("/zookeeper/quota/q/zookeeper_stats", "count=0,bytes=0"),
+    ] {
+        ok(h.call(2, create(path, data.as_bytes(), CreateMode::Persistent)));
+    }
+    h
+}
+
+fn add_under_q_a() -> Request {
+    Request::RecipeCall {
+        module: "c".into(),
+        method: "add".into(),
+        args: b"/q/a".to_vec(),
+        guid: String::new(),
+    }
+}
+
+#[test]
+fn an_offloaded_steps_writes_are_checked_against_the_quota_as_it_is_when_it_returns() {
+    // In place, with /q/b created first, the step's create passes the hard
+    // count quota (3 nodes: /q, /q/a, /q/b): QuotaExceeded.
+    let mut here = quota_harness(false);
+    ok(here.call(2, create("/q/b", b"", CreateMode::Persistent)));
+    here.send(1, 7, add_under_q_a());
+    let in_place = recipe_reply(&here, 1, 7);
+    assert_eq!(
+        in_place,
+        Some(error_reply(ErrorCode::QuotaExceeded, "tree error"))
+    );
+
+    // Off the thread, /q/b is created while the step runs against a view
+    // where the quota still had room: nothing the step read changed (it
+    // read /q/a), but the quota it was checked against did. It runs again
+    // and gets what it gets in place; nothing of it is committed.
+    let mut h = quota_harness(true);
+    h.send(1, 7, add_under_q_a());
+    assert_eq!(h.steps.len(), 1, "the step went to a worker");
+    ok(h.call(2, create("/q/b", b"", CreateMode::Persistent)));
+    let before = h.server.last_zxid();
+    run_step(&mut h);
+    assert_eq!(recipe_reply(&h, 1, 7), None, "not committed over the quota");
+    assert_eq!(h.server.recipe_step_reruns(), (1, 0));
+    run_step(&mut h);
+    assert_eq!(recipe_reply(&h, 1, 7), in_place);
+    assert_eq!(h.server.last_zxid(), before, "the step made no txn");
+    assert_eq!(h.server.tree().children("/q/a"), Some(Vec::new()));
+    assert_eq!(
+        h.server
+            .tree()
+            .get_data("/zookeeper/quota/q/zookeeper_stats")
+            .map(|(d, _)| String::from_utf8(d).unwrap()),
+        Some("count=3,bytes=0".to_string())
+    );
+}
+
+#[test]
+fn an_offloaded_step_that_met_the_quota_commits_when_the_quota_still_has_room() {
+    let mut h = quota_harness(true);
+    h.send(1, 7, add_under_q_a());
+    // A write outside the quota changes neither what the step read nor
+    // its quota check.
+    ok(h.call(2, create("/c2", b"", CreateMode::Persistent)));
+    run_step(&mut h);
+    assert!(h.steps.is_empty(), "no second run");
+    assert_eq!(h.server.recipe_step_reruns(), (0, 0));
+    let created = b"/q/a/n-0000000000".to_vec();
+    assert_eq!(recipe_reply(&h, 1, 7), Some(Reply::Done(created)));
+}

@@ -35,6 +35,9 @@ impl DataTree {
             | Txn::Deploy(_)
             | Txn::Undeploy { .. }
             | Txn::RecipeCounters(_) => Ok(()),
+            // Nor for the ACL of /zookeeper/recipes, kept beside the
+            // modules; an empty one is refused (so not applied).
+            Txn::SetRecipesAcl { acl, .. } => super::check::check_recipes_acl(acl),
             Txn::Reconfig { data } => {
                 self.reconfig(hdr, data, &mut triggers);
                 Ok(())
@@ -115,7 +118,8 @@ impl DataTree {
             | Txn::Deploy(_)
             | Txn::Undeploy { .. }
             | Txn::Reconfig { .. }
-            | Txn::RecipeCounters(_) => unreachable!("check_op refuses {op:?} as an op"),
+            | Txn::RecipeCounters(_)
+            | Txn::SetRecipesAcl { .. } => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 

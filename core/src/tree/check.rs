@@ -78,6 +78,7 @@ pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
         // stores its text.
         | Txn::Reconfig { .. }
         | Txn::RecipeCounters(_) => Ok(()),
+        Txn::SetRecipesAcl { acl, .. } => check_recipes_acl(acl),
         op => check_op(op),
     }
 }
@@ -129,7 +130,17 @@ pub(super) fn check_op(op: &Txn) -> Result<(), ApplyError> {
         Txn::Deploy(_) | Txn::Undeploy { .. } => Err(ApplyError::NotInMulti("deploy")),
         Txn::Reconfig { .. } => Err(ApplyError::NotInMulti("reconfig")),
         Txn::RecipeCounters(_) => Err(ApplyError::NotInMulti("recipe counters")),
+        Txn::SetRecipesAcl { .. } => Err(ApplyError::NotInMulti("setACL of /zookeeper/recipes")),
     }
+}
+
+/// The ACL of /zookeeper/recipes may not be empty (an empty ACL lets
+/// anyone deploy).
+pub(super) fn check_recipes_acl(acl: &[wazoo_proto::Acl]) -> Result<(), ApplyError> {
+    if acl.is_empty() {
+        return Err(ApplyError::EmptyAcl("/zookeeper/recipes".into()));
+    }
+    Ok(())
 }
 
 /// The kind of node a create makes: a container or a TTL node has no

@@ -12,7 +12,9 @@
 //! ([`RecipeJob::run`]), which records every node the step read. The
 //! result comes back as [`Input::RecipeStepDone`]; the pipeline then
 //! checks the read set against the prep view as it is now (optimistic
-//! concurrency): if every node the step read is unchanged, the step's
+//! concurrency): if every node the step read is unchanged, and every
+//! quota check its writes made (with enforceQuota) answers the same
+//! against the committed tree as it is now, the step's
 //! txn is exactly what running it now would give (its stamps are moved to
 //! the zxid and time the txn gets), and it is proposed. If not, the step
 //! runs again against the new view, [`OFFLOADED_ATTEMPTS_MAX`] times at
@@ -170,7 +172,7 @@ impl std::fmt::Debug for RecipeStepDone {
             .field("id", &self.id)
             .field("reply", &self.outcome.reply)
             .field("ops", &self.outcome.ops.len())
-            .field("reads", &self.reads.len())
+            .field("reads", &self.reads.nodes.len())
             .finish()
     }
 }
@@ -438,9 +440,17 @@ impl Server {
         if done.saw_own_stamp && (done.zxid != self.prep_zxid() || done.time_ms != self.wall_ms) {
             return false;
         }
+        // The quota checks its writes asked must answer as they did: an
+        // in-place step asks them of the committed tree as it is now.
         done.reads
+            .nodes
             .iter()
             .all(|(path, fp)| fingerprint(&self.prep.outstanding.get(&self.tree, path)) == *fp)
+            && done
+                .reads
+                .quotas
+                .iter()
+                .all(|(ask, answer)| ask.answer(&self.tree) == *answer)
     }
 
     /// The step's view changes with its stamps (zxid, time) moved to those
