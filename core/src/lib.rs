@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod acl;
+pub(crate) mod id_hash;
 pub mod member;
 pub mod quorum_config;
 pub mod recipe;

@@ -448,7 +448,9 @@ impl Proposal {
 pub struct Conn {
     pub session: i64,
     pub timeout_ms: i32,
-    pub auth: AuthInfo,
+    /// Shared, so that a write borrows it for its prep without a copy;
+    /// adding an identity copies it once ([`Arc::make_mut`]).
+    pub auth: std::sync::Arc<AuthInfo>,
     pub peer: Option<SocketAddr>,
     /// The client sent the readOnly byte, so replies carry it too.
     read_only_byte: bool,
@@ -502,8 +504,8 @@ pub struct Server {
     tree: DataTree,
     sessions: SessionTracker,
     watches: WatchManager,
-    conns: HashMap<ConnId, Conn>,
-    session_conn: HashMap<i64, ConnId>,
+    conns: crate::id_hash::IdMap<ConnId, Conn>,
+    session_conn: crate::id_hash::IdMap<i64, ConnId>,
     /// What prep keeps between txns: the outstanding changes, the txns
     /// made and not applied, where their zxids come from.
     prep: PrepState,
@@ -604,8 +606,8 @@ impl Server {
             tree,
             sessions: tracker,
             watches: WatchManager::new(),
-            conns: HashMap::new(),
-            session_conn: HashMap::new(),
+            conns: Default::default(),
+            session_conn: Default::default(),
             prep: PrepState::default(),
             last_applied: zxid,
             txns_since_snapshot: 0,
@@ -833,7 +835,7 @@ impl Server {
             Input::Authenticated { conn, ids } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {
-                        c.auth.add(id);
+                        std::sync::Arc::make_mut(&mut c.auth).add(id);
                     }
                 }
             }

@@ -11,7 +11,9 @@
 //! tick. The tracker never deletes ephemerals itself: it reports expired
 //! sessions and the pipeline turns each into a closeSession txn.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::id_hash::{IdMap, IdSet};
 
 /// ZooKeeper's `superSecret`: passwords are derived from the session id so
 /// that any member can validate a re-attach without shared state.
@@ -68,8 +70,8 @@ pub struct Session {
 
 #[derive(Debug)]
 pub struct SessionTracker {
-    sessions: HashMap<i64, Session>,
-    buckets: BTreeMap<i64, HashSet<i64>>,
+    sessions: IdMap<i64, Session>,
+    buckets: BTreeMap<i64, IdSet<i64>>,
     tick_ms: i64,
     next_id: i64,
 }
@@ -86,7 +88,7 @@ impl SessionTracker {
             next += 1;
         }
         SessionTracker {
-            sessions: HashMap::new(),
+            sessions: IdMap::default(),
             buckets: BTreeMap::new(),
             tick_ms: tick_ms as i64,
             next_id: next,

@@ -12,7 +12,7 @@ const SEND_BUF_START_BYTES: usize = 256;
 /// connection, in the order connections were first written to.
 #[derive(Debug, Default)]
 pub(super) struct SendBufs {
-    pub(super) bufs: HashMap<ConnId, (Vec<u8>, u32)>,
+    pub(super) bufs: crate::id_hash::IdMap<ConnId, (Vec<u8>, u32)>,
     pub(super) order: Vec<ConnId>,
 }
 
@@ -136,7 +136,7 @@ impl Server {
         let mut c = Conn {
             session: 0,
             timeout_ms: 0,
-            auth: AuthInfo::for_addr(peer.map(|p| p.ip())),
+            auth: std::sync::Arc::new(AuthInfo::for_addr(peer.map(|p| p.ip()))),
             peer,
             read_only_byte,
             read_only: false,
@@ -441,7 +441,7 @@ impl Server {
             SaslStep::Done { token, ids } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {
-                        c.auth.add(id);
+                        std::sync::Arc::make_mut(&mut c.auth).add(id);
                     }
                 }
                 self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(Some(token)));
@@ -482,7 +482,7 @@ impl Server {
             Ok(ids) => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {
-                        c.auth.add(id);
+                        std::sync::Arc::make_mut(&mut c.auth).add(id);
                     }
                 }
                 // ZooKeeper's auth reply carries zxid 0.

@@ -19,7 +19,9 @@ use super::*;
 pub(super) struct Record {
     pub(super) stat: Stat,
     pub(super) stored_cversion: i32,
-    pub(super) acl: Vec<Acl>,
+    /// Shared with the tree's ACL table (or the txn's list): reading a
+    /// record copies no ACL.
+    pub(super) acl: std::sync::Arc<[Acl]>,
     /// The data outstanding writes leave, for recipe reads (`None`: the
     /// tree's data is current).
     pub(super) data: Option<std::sync::Arc<[u8]>>,
@@ -55,9 +57,18 @@ impl Outstanding {
         Some(Record {
             stat: node.stat.clone(),
             stored_cversion: node.stored_cversion,
-            acl: node.acl.to_vec(),
+            acl: node.acl,
             data: None,
         })
+    }
+
+    /// Whether the node is there, committed or as outstanding changes
+    /// leave it: `get(..).is_some()` without building a record.
+    pub(super) fn exists(&self, tree: &DataTree, path: &str) -> bool {
+        match self.map.get(path) {
+            Some((_, r)) => r.is_some(),
+            None => tree.exists(path),
+        }
     }
 
     pub(super) fn commit(&mut self, zxid: Zxid, changes: Vec<(String, Option<Record>)>) {
@@ -77,8 +88,11 @@ impl Outstanding {
             }
             let (z, paths) = self.order.pop_front().expect("front exists");
             for p in paths {
-                if self.map.get(&p).is_some_and(|(pz, _)| *pz == z) {
-                    self.map.remove(&p);
+                // One hash of the path: a later txn's change stays.
+                if let std::collections::hash_map::Entry::Occupied(e) = self.map.entry(p) {
+                    if e.get().0 == z {
+                        e.remove();
+                    }
                 }
             }
         }
@@ -200,6 +214,18 @@ impl View<'_> {
             reads.borrow_mut().quotas.push((ask, answer));
         }
         answer
+    }
+
+    /// `get(path).is_some()`, recorded as `get` records it, without
+    /// building a record when no read set is kept.
+    pub(super) fn exists(&self, path: &str) -> bool {
+        if self.reads.is_some() {
+            return self.get(path).is_some();
+        }
+        if let Some((_, r)) = self.local.iter().rev().find(|(p, _)| p == path) {
+            return r.is_some();
+        }
+        self.outstanding.exists(self.tree, path)
     }
 
     /// As `get`, without recording the read (a child listed under a node
@@ -587,7 +613,7 @@ pub(super) fn prep_single(
                 aversion,
             })?;
             r.stat.aversion = aversion;
-            r.acl = fixed;
+            r.acl = fixed.into();
             view.set(path, Some(r));
             Ok((txn, Some(WriteKind::SetAcl { path: path.clone() })))
         }
@@ -641,7 +667,7 @@ pub(super) fn prep_create(
     if final_path == "/" {
         return Err(ErrorCode::NodeExists);
     }
-    if view.get(&final_path).is_some() {
+    if view.exists(&final_path) {
         return Err(ErrorCode::NodeExists);
     }
     if parent.stat.ephemeral_owner != 0 {
@@ -659,10 +685,17 @@ pub(super) fn prep_create(
     } else {
         NodeKind::Regular
     };
+    // The new node's record shares the parent's list when the two are the
+    // same (the usual case), so that it copies no ACL.
+    let record_acl: std::sync::Arc<[Acl]> = if *parent.acl == *acl {
+        parent.acl.clone()
+    } else {
+        acl.as_slice().into()
+    };
     let txn = checked(Txn::Create(CreateTxn {
         path: final_path.clone(),
         data: c.data.clone(),
-        acl: acl.clone(),
+        acl,
         ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
         parent_cversion: new_cversion,
         kind,
@@ -692,7 +725,7 @@ pub(super) fn prep_create(
         Some(Record {
             stat,
             stored_cversion: 0,
-            acl: acl.clone(),
+            acl: record_acl,
             data: recipes::record_data(&c.data),
         }),
     );

@@ -12,7 +12,7 @@ impl Server {
         }
     }
 
-    pub(super) fn auth_of(&self, conn: ConnId) -> AuthInfo {
+    pub(super) fn auth_of(&self, conn: ConnId) -> std::sync::Arc<AuthInfo> {
         self.conns
             .get(&conn)
             .map(|c| c.auth.clone())

@@ -171,12 +171,14 @@ impl DataTree {
             self.update_quota_stat(&root, c.data.len() as i64, 1);
         }
         let parent_acl = self.acl_of(&parent);
-        triggers.push(Trigger::new(
-            p,
-            EventType::NodeCreated,
-            self.acl_shared(p)
-                .unwrap_or_else(|| Arc::from(c.acl.clone())),
-        ));
+        // The new node's list, by the id it was interned under (the node
+        // holds a reference now, so the list is in the table).
+        let node_acl = self
+            .acls
+            .get(acl)
+            .cloned()
+            .unwrap_or_else(|| Arc::from(c.acl.clone()));
+        triggers.push(Trigger::new(p, EventType::NodeCreated, node_acl));
         triggers.push(Trigger::new(
             parent_path,
             EventType::NodeChildrenChanged,
