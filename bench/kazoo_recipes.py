@@ -139,6 +139,10 @@ def main() -> int:
     times["start"] = now + int(a.warmup * 1e9)
     times["end"] = times["start"] + int(a.duration * 1e9)
     ready.wait()
+    # The bench samples the servers' CPU at these marks (stderr).
+    for mark, at in (("start", times["start"]), ("end", times["end"])):
+        time.sleep(max(0, at - time.perf_counter_ns()) / 1e9)
+        print(f"wazoo-bench: window {mark}", file=sys.stderr, flush=True)
     for t in threads:
         t.join(timeout=a.warmup + a.duration + a.cycle_timeout + 30)
     stuck = sum(t.is_alive() for t in threads)

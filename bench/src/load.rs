@@ -22,7 +22,8 @@ use crate::stats::{new_histogram, record, Latency, Rng};
 
 pub use nodes::create_many;
 use nodes::{prepare, Prepared};
-use sample::{cpu_sample, member_modes, sessions_per_member};
+pub(crate) use sample::{cpu_sample, CpuSample};
+use sample::{member_modes, sessions_per_member};
 
 /// Session timeout the load generator asks for (the crate's default is 6 s,
 /// short enough for a GC pause under load to expire a session).

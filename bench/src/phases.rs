@@ -573,7 +573,18 @@ pub async fn recipes_phase(
                     Flavor::Wazoo
                 };
                 let ens = running.get(flavor.name()).expect("started above");
-                let hosts = ens.connect_string();
+                let pids =
+                    |e: &Ensemble| tokio::task::block_in_place(|| e.pids()).unwrap_or_default();
+                let target = Target {
+                    cluster: ens.connect_string(),
+                    members: Vec::new(),
+                    server_pids: pids(ens),
+                    idle_pids: running
+                        .iter()
+                        .filter(|(name, _)| **name != flavor.name())
+                        .flat_map(|(_, e)| pids(e))
+                        .collect(),
+                };
                 let label = format!(
                     "[{}] {} (round {})",
                     recipe.name(),
@@ -588,10 +599,10 @@ pub async fn recipes_phase(
                 order.push(key.to_string());
                 let path = format!("/bench-{}-{key}-{}", recipe.name(), r + 1);
                 let round = if key == recipes::WAZOO {
-                    recipes::wazoo_round(&hosts, &spec, &path).await
+                    recipes::wazoo_round(&target, &spec, &path).await
                 } else {
                     match &kazoo {
-                        Ok(_) => recipes::kazoo_round(&hosts, &spec, &path).await,
+                        Ok(_) => recipes::kazoo_round(&target, &spec, &path).await,
                         Err(e) => recipes::ContendRound::failed(format!("{e:#}")),
                     }
                 };
@@ -599,10 +610,12 @@ pub async fn recipes_phase(
                 match &one.failure {
                     Some(f) => eprintln!("{label}: FAILED: {f}"),
                     None => eprintln!(
-                        "{label}: {:.0} cycles/s; cycle p50 {:.0} µs, p99 {:.0} µs; errors {:?}; {}",
+                        "{label}: {:.0} cycles/s; cycle p50 {:.0} µs, p99 {:.0} µs; server CPU {:.0} µs/cycle, other processes {:.2} cores; errors {:?}; {}",
                         one.cycles_per_sec,
                         one.cycle.p50_us,
                         one.cycle.p99_us,
+                        one.server_cpu_us_per_cycle,
+                        one.other_cpu_cores,
                         one.errors,
                         match recipe {
                             Contended::Lock => format!("{} overlaps", one.overlaps),

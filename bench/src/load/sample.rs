@@ -11,18 +11,18 @@ use super::Target;
 use crate::servers::{cpu_secs, machine_busy_secs};
 
 /// CPU seconds so far.
-pub(super) struct CpuSample {
+pub(crate) struct CpuSample {
     /// Each server process (one, or every member).
-    pub(super) servers: Vec<f64>,
-    pub(super) client: f64,
-    pub(super) idle: f64,
+    pub(crate) servers: Vec<f64>,
+    pub(crate) client: f64,
+    pub(crate) idle: f64,
     /// Every task on the machine.
-    pub(super) busy: f64,
+    pub(crate) busy: f64,
     /// irq + softirq.
-    pub(super) irq: f64,
+    pub(crate) irq: f64,
 }
 
-pub(super) fn cpu_sample(target: &Target) -> Result<CpuSample> {
+pub(crate) fn cpu_sample(target: &Target) -> Result<CpuSample> {
     let (busy, irq) = machine_busy_secs()?;
     let mut idle = 0.0;
     for &p in &target.idle_pids {

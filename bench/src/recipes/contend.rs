@@ -17,7 +17,7 @@ use wazoo_client::recipes::{Lock, Queue};
 use zookeeper_client as zk;
 
 use super::{wazoo_connect, WAZOO, WAZOO_KAZOO, ZK_KAZOO};
-use crate::load::{connect_sessions, persistent};
+use crate::load::{connect_sessions, cpu_sample, persistent, CpuSample, Target};
 use crate::stats::{new_histogram, record, Latency};
 
 /// Which contended recipe.
@@ -101,7 +101,37 @@ pub struct ContendRun {
     pub lost: u64,
     /// The client's version (kazoo, Python) when kazoo ran.
     pub client_version: Option<String>,
+    /// Server CPU (user+system, the members summed) over the windows, per
+    /// cycle counted in them; 0 when no window was sampled.
+    pub server_cpu_us_per_cycle: f64,
+    /// The machine's other processes (neither the servers, the idle
+    /// ensemble, the bench nor kazoo's Python) over the windows, in cores.
+    pub other_cpu_cores: f64,
     pub failure: Option<String>,
+}
+
+/// The CPU one round's window took: the measured ensemble's members
+/// summed, and every other process on the machine but the idle ensemble
+/// and the clients (the noise the round ran in).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WindowCpu {
+    pub server_secs: f64,
+    pub other_secs: f64,
+}
+
+impl WindowCpu {
+    /// From samples at the window's start and end; `client0`/`client1`
+    /// add the CPU of a client process other than the bench (kazoo's
+    /// Python).
+    fn between(a: &CpuSample, b: &CpuSample, client0: f64, client1: f64) -> WindowCpu {
+        let server: f64 = b.servers.iter().zip(&a.servers).map(|(x, y)| x - y).sum();
+        let client = (b.client - a.client) + (client1 - client0);
+        let other = (b.busy - a.busy) - server - client - (b.idle - a.idle);
+        WindowCpu {
+            server_secs: server,
+            other_secs: other.max(0.0),
+        }
+    }
 }
 
 /// One round of one pairing.
@@ -117,6 +147,8 @@ pub struct ContendRound {
     remaining: u64,
     lost: u64,
     client_version: Option<String>,
+    /// None when the window's CPU could not be sampled.
+    cpu: Option<WindowCpu>,
     failure: Option<String>,
 }
 
@@ -140,6 +172,7 @@ impl ContendRound {
             remaining: 0,
             lost: 0,
             client_version: None,
+            cpu: None,
             failure: None,
         }
     }
@@ -153,7 +186,14 @@ pub fn summarize(what: &str, rounds: &[ContendRound]) -> ContendRun {
         ..Default::default()
     };
     let mut failures = Vec::new();
+    let (mut cpu_cycles, mut cpu_window, mut server, mut other) = (0u64, 0.0, 0.0, 0.0);
     for r in rounds {
+        if let Some(c) = r.cpu {
+            cpu_cycles += r.cycle.len();
+            cpu_window += r.window_secs;
+            server += c.server_secs;
+            other += c.other_secs;
+        }
         h.add(&r.cycle).expect("same histogram bounds");
         run.window_secs += r.window_secs;
         run.rounds_cycles_per_sec.push(if r.window_secs > 0.0 {
@@ -182,6 +222,12 @@ pub fn summarize(what: &str, rounds: &[ContendRound]) -> ContendRun {
     } else {
         0.0
     };
+    if cpu_cycles > 0 {
+        run.server_cpu_us_per_cycle = server * 1e6 / cpu_cycles as f64;
+    }
+    if cpu_window > 0.0 {
+        run.other_cpu_cores = other / cpu_window;
+    }
     run.cycle = Latency::of(&h);
     run.cycle_cdf_us = crate::svg::cdf_points(&h);
     run.failure = (!failures.is_empty()).then(|| failures.join("; "));
@@ -189,9 +235,10 @@ pub fn summarize(what: &str, rounds: &[ContendRound]) -> ContendRun {
 }
 
 /// wazoo's own recipe (`Lock` / `Queue` handles of wazoo-client), one round
-/// on `path`, against `hosts`.
-pub async fn wazoo_round(hosts: &str, spec: &ContendSpec, path: &str) -> ContendRound {
-    match wazoo_round_inner(hosts, spec, path).await {
+/// on `path`, against `target` (its cluster; its processes' CPU is sampled
+/// at the window's start and end).
+pub async fn wazoo_round(target: &Target, spec: &ContendSpec, path: &str) -> ContendRound {
+    match wazoo_round_inner(target, spec, path).await {
         Ok(r) => r,
         Err(e) => ContendRound::failed(format!("{e:#}")),
     }
@@ -225,7 +272,12 @@ async fn timed<T, E: std::fmt::Display>(
     }
 }
 
-async fn wazoo_round_inner(hosts: &str, spec: &ContendSpec, path: &str) -> Result<ContendRound> {
+async fn wazoo_round_inner(
+    target: &Target,
+    spec: &ContendSpec,
+    path: &str,
+) -> Result<ContendRound> {
+    let hosts = target.cluster.as_str();
     let admin = connect_sessions(hosts, 1)
         .await?
         .pop()
@@ -249,6 +301,19 @@ async fn wazoo_round_inner(hosts: &str, spec: &ContendSpec, path: &str) -> Resul
     let cycle_timeout = Duration::from_secs_f64(spec.cycle_timeout_secs);
     let held = Arc::new(AtomicBool::new(false));
     let overlaps = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let target = target.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measure_start.into()).await;
+            let a = cpu_sample(&target);
+            tokio::time::sleep_until(end.into()).await;
+            let b = cpu_sample(&target);
+            match (a, b) {
+                (Ok(a), Ok(b)) => Some(WindowCpu::between(&a, &b, 0.0, 0.0)),
+                _ => None,
+            }
+        })
+    };
     let mut set = JoinSet::new();
     for (i, client) in clients.iter().cloned().enumerate() {
         let (path, recipe) = (path.to_string(), spec.recipe);
@@ -341,6 +406,7 @@ async fn wazoo_round_inner(hosts: &str, spec: &ContendSpec, path: &str) -> Resul
         ),
     }
     round.window_secs = spec.duration_secs;
+    round.cpu = sampler.await.ok().flatten();
     round.overlaps = overlaps.load(Ordering::Relaxed);
     round.client_version = Some("wazoo-client".into());
     for c in &clients {
@@ -376,10 +442,12 @@ fn check_items(
     round.lost = (puts.len() as u64).saturating_sub(taken_known + remaining);
 }
 
-/// kazoo's recipe (bench/kazoo_recipes.py in a subprocess) against `hosts`.
-pub async fn kazoo_round(hosts: &str, spec: &ContendSpec, path: &str) -> ContendRound {
-    let (hosts, spec, path) = (hosts.to_string(), spec.clone(), path.to_string());
-    match tokio::task::spawn_blocking(move || kazoo_round_blocking(&hosts, &spec, &path)).await {
+/// kazoo's recipe (bench/kazoo_recipes.py in a subprocess) against
+/// `target` (its cluster; its processes' CPU is sampled when the script
+/// says its window starts and ends).
+pub async fn kazoo_round(target: &Target, spec: &ContendSpec, path: &str) -> ContendRound {
+    let (target, spec, path) = (target.clone(), spec.clone(), path.to_string());
+    match tokio::task::spawn_blocking(move || kazoo_round_blocking(&target, &spec, &path)).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => ContendRound::failed(format!("{e:#}")),
         Err(e) => ContendRound::failed(format!("kazoo round panicked: {e}")),
@@ -415,7 +483,12 @@ struct KazooOut {
     lost: u64,
 }
 
-fn kazoo_round_blocking(hosts: &str, spec: &ContendSpec, path: &str) -> Result<ContendRound> {
+/// What kazoo_recipes.py prints on stderr when its window starts and ends.
+const WINDOW_START: &str = "wazoo-bench: window start";
+const WINDOW_END: &str = "wazoo-bench: window end";
+
+fn kazoo_round_blocking(target: &Target, spec: &ContendSpec, path: &str) -> Result<ContendRound> {
+    let hosts = target.cluster.as_str();
     let script = kazoo_script();
     let mut child = Command::new(&spec.python)
         .arg(&script)
@@ -438,16 +511,35 @@ fn kazoo_round_blocking(hosts: &str, spec: &ContendSpec, path: &str) -> Result<C
         .with_context(|| format!("starting {} {}", spec.python, script.display()))?;
     // Read both pipes on threads (a full pipe would stall the script).
     let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
     let out_t = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = stdout.read_to_string(&mut s);
         s
     });
+    // The stderr reader samples CPU at the script's window marks.
+    let (sample_target, python_pid) = (target.clone(), child.id());
     let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
+        use std::io::BufRead as _;
+        let sample = || {
+            let s = cpu_sample(&sample_target).ok()?;
+            let py = crate::servers::cpu_secs(Some(python_pid)).ok()?;
+            Some((s, py))
+        };
+        let (mut s, mut start, mut cpu) = (String::new(), None, None);
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if line == WINDOW_START {
+                start = sample();
+            } else if line == WINDOW_END {
+                if let (Some((a, pa)), Some((b, pb))) = (start.take(), sample()) {
+                    cpu = Some(WindowCpu::between(&a, &b, pa, pb));
+                }
+            }
+            s.push_str(&line);
+            s.push('\n');
+        }
+        (s, cpu)
     });
     let deadline = Instant::now() + Duration::from_secs_f64(spec.round_bound_secs());
     let status = loop {
@@ -462,7 +554,7 @@ fn kazoo_round_blocking(hosts: &str, spec: &ContendSpec, path: &str) -> Result<C
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = out_t.join().unwrap_or_default();
-    let err = err_t.join().unwrap_or_default();
+    let (err, cpu) = err_t.join().unwrap_or_default();
     let tail = |s: &str| {
         let lines: Vec<&str> = s.lines().collect();
         lines[lines.len().saturating_sub(8)..].join("\n")
@@ -490,6 +582,7 @@ fn kazoo_round_blocking(hosts: &str, spec: &ContendSpec, path: &str) -> Result<C
         record(&mut round.cycle, Duration::from_nanos(*ns));
     }
     round.window_secs = k.window_secs;
+    round.cpu = cpu;
     round.errors = k.errors;
     if k.stuck_threads > 0 {
         round

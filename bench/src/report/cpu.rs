@@ -81,6 +81,30 @@ fn rows(r: &Results) -> Vec<Row> {
             });
         }
     }
+    if let Some(rb) = &r.recipes {
+        for b in [&rb.lock, &rb.queue].into_iter().flatten() {
+            use crate::recipes::{Contended, WAZOO, ZK_KAZOO};
+            let cpu = |key: &str| {
+                b.runs
+                    .get(key)
+                    .map(|run| run.server_cpu_us_per_cycle)
+                    .unwrap_or(0.0)
+            };
+            rows.push(Row {
+                what: format!(
+                    "{} ({} sessions on ensembles, members summed; wazoo's recipe, kazoo's on ZooKeeper)",
+                    b.spec.recipe.name(),
+                    b.spec.sessions
+                ),
+                per: match b.spec.recipe {
+                    Contended::Lock => "cycle (acquire + release)",
+                    Contended::Queue => "cycle (put + take)",
+                },
+                zookeeper: cpu(ZK_KAZOO),
+                wazoo: cpu(WAZOO),
+            });
+        }
+    }
     rows.retain(|row| row.zookeeper > 0.0 || row.wazoo > 0.0);
     rows
 }

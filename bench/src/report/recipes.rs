@@ -128,9 +128,9 @@ fn contend_section(md: &mut String, r: &Results, b: &ContendBlock) {
     };
     let _ = writeln!(
         md,
-        "| pairing | client | cycles/s | cycle p50 ms | cycle p90 ms | cycle p99 ms | max ms | errors | {extra} |"
+        "| pairing | client | cycles/s | cycle p50 ms | cycle p90 ms | cycle p99 ms | max ms | server CPU µs/cycle | other processes, cores | errors | {extra} |"
     );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---|---|");
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for key in [ZK_KAZOO, WAZOO, WAZOO_KAZOO] {
         let Some(run) = b.runs.get(key) else { continue };
         let check = match s.recipe {
@@ -147,7 +147,7 @@ fn contend_section(md: &mut String, r: &Results, b: &ContendBlock) {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {check} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {check} |",
             pairing(key, s.recipe),
             run.client_version.as_deref().unwrap_or("–"),
             num(run.cycles_per_sec),
@@ -155,6 +155,8 @@ fn contend_section(md: &mut String, r: &Results, b: &ContendBlock) {
             lat_ms(run.cycle.p90_us),
             lat_ms(run.cycle.p99_us),
             lat_ms(run.cycle.max_us),
+            num(run.server_cpu_us_per_cycle),
+            run.other_cpu_cores,
             if run.errors.is_empty() {
                 "0".to_string()
             } else {
@@ -165,21 +167,23 @@ fn contend_section(md: &mut String, r: &Results, b: &ContendBlock) {
     if let (Some(z), Some(w)) = (b.runs.get(ZK_KAZOO), b.runs.get(WAZOO)) {
         let _ = writeln!(
             md,
-            "| **wazoo recipe / kazoo on ZooKeeper** | | **{}** | {} | {} | **{}** | | | |",
+            "| **wazoo recipe / kazoo on ZooKeeper** | | **{}** | {} | {} | **{}** | | {} | | | |",
             ratio(w.cycles_per_sec, z.cycles_per_sec),
             ratio(w.cycle.p50_us, z.cycle.p50_us),
             ratio(w.cycle.p90_us, z.cycle.p90_us),
             ratio(w.cycle.p99_us, z.cycle.p99_us),
+            ratio(w.server_cpu_us_per_cycle, z.server_cpu_us_per_cycle),
         );
     }
     if let (Some(z), Some(k)) = (b.runs.get(ZK_KAZOO), b.runs.get(WAZOO_KAZOO)) {
         let _ = writeln!(
             md,
-            "| kazoo on wazoo / kazoo on ZooKeeper | | {} | {} | {} | {} | | | |",
+            "| kazoo on wazoo / kazoo on ZooKeeper | | {} | {} | {} | {} | | {} | | | |",
             ratio(k.cycles_per_sec, z.cycles_per_sec),
             ratio(k.cycle.p50_us, z.cycle.p50_us),
             ratio(k.cycle.p90_us, z.cycle.p90_us),
             ratio(k.cycle.p99_us, z.cycle.p99_us),
+            ratio(k.server_cpu_us_per_cycle, z.server_cpu_us_per_cycle),
         );
     }
     for (key, run) in &b.runs {
