@@ -44,7 +44,8 @@ impl SnapshotCodec for TestCodec {
         let (zxid, body) = bytes.split_at_checked(8).ok_or("short")?;
         let zxid = Zxid(u64::from_be_bytes(zxid.try_into().unwrap()));
         let (waits, tree) =
-            crate::snapshot::read_snapshot_body(4, body).map_err(|e| e.to_string())?;
+            crate::snapshot::read_snapshot_body(crate::snapshot::SNAPSHOT_FORMAT, body)
+                .map_err(|e| e.to_string())?;
         Ok(LoadedSnapshot {
             zxid,
             sessions: Vec::new(),

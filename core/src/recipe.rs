@@ -465,6 +465,11 @@ pub struct RecipeWaits {
     /// The deployed modules (saved in snapshots after the waits, from
     /// snapshot format 3 on; see [`RecipeWaits::write_modules`]).
     pub modules: DeployedModules,
+    /// The ensemble's recipe counters as last committed (a
+    /// [`Txn::RecipeCounters`](crate::txn::Txn)); saved in snapshots after
+    /// the modules from snapshot format 4 on, so a member loaded from a
+    /// snapshot shows the leader's figures at that zxid.
+    pub counters: RecipeCounters,
     /// The ACL of /zookeeper/recipes (saved in snapshots after the
     /// modules, from snapshot format 4 on; see
     /// [`RecipeWaits::write_recipes_acl`]).

@@ -559,8 +559,6 @@ pub struct Server {
     /// before each input (a reconfig needs a quorum of the new
     /// configuration among them).
     synced_learners: Vec<u64>,
-    /// The recipe counters as last committed (see `recipe_counters.rs`).
-    recipe_counters: crate::recipe::RecipeCounters,
     /// Leader: no counters commit before this (monotonic ms).
     counters_next_ms: i64,
     /// Leader: a counters txn is proposed and not applied yet.
@@ -631,7 +629,6 @@ impl Server {
             deploys: Default::default(),
             quorum: None,
             synced_learners: Vec::new(),
-            recipe_counters: Default::default(),
             counters_next_ms: 0,
             counters_in_flight: false,
             offload: Default::default(),

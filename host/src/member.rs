@@ -176,8 +176,14 @@ pub fn log_dir(cfg: &Config) -> PathBuf {
     cfg.data_log_dir.join(DATA_SUBDIR)
 }
 
+// The envelope's version says how the core's body is laid out.
+const _: () = assert!(
+    wazoo_storage::SNAPSHOT_VERSION == crate::core::snapshot::SNAPSHOT_FORMAT,
+    "storage's snapshot version and the core's body format differ"
+);
+
 /// Serializes a snapshot payload: storage's envelope (zxid, sessions),
-/// then the core's body (recipe waits, then the tree).
+/// then the core's body (recipe waits, modules, counters, then the tree).
 pub fn write_snapshot_payload(job: &SnapshotJob, w: &mut dyn Write) -> std::io::Result<()> {
     wazoo_storage::write_snapshot_envelope(job.zxid, &job.sessions, w)?;
     crate::core::snapshot::write_snapshot_body(job, w)

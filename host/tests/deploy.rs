@@ -415,28 +415,21 @@ fn newest_snapshot(data_dir: &std::path::Path) -> u64 {
         .unwrap_or(0)
 }
 
-// ZooKeeper Internals, "Atomic Broadcast" (a follower too far behind is
-// sent a snapshot): the snapshot carries the deployed modules.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
-    let (_plugins, opts) = options();
-    let (mut ens, leader) = start_three(opts);
-    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
-    let (down, up) = (followers[0], followers[1]);
-    ens.kill(down);
-    let before = newest_snapshot(ens.data_dir(down));
-    let v1 = version_module("1.0.0");
-    let admin = connect(&ens.addr(up).to_string(), Some("super:test")).await;
-    let mut deployed = false;
+/// Deploys `module` through `admin` while a member is down (retrying
+/// while the ensemble settles), for 20 s at most.
+async fn deploy_with_one_member_down(admin: &Client, module: &[u8]) {
     for _ in 0..100 {
-        if admin.deploy(&v1).await.is_ok() {
-            deployed = true;
-            break;
+        if admin.deploy(module).await.is_ok() {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(deployed, "a deploy with one member down");
-    // More txns than a leader keeps to send as a DIFF (500 committed).
+    panic!("no deploy with one member down");
+}
+
+/// Commits more txns than a leader keeps to send as a DIFF (500), so a
+/// member that was down is synced by a snapshot.
+async fn more_txns_than_a_diff(admin: &Client) {
     let open = vec![wazoo_client::Acl {
         perms: 31,
         id: wazoo_client::Id {
@@ -455,6 +448,30 @@ async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
             .await
             .expect("create");
     }
+}
+
+/// A 3-member ensemble with one follower killed: the plugins directory,
+/// the ensemble, the leader, the follower down, the other follower, and
+/// the newest snapshot's zxid in the down member's data directory.
+fn ensemble_with_a_follower_down() -> (tempfile::TempDir, WazooEnsemble, usize, usize, usize, u64) {
+    let (plugins, opts) = options();
+    let (mut ens, leader) = start_three(opts);
+    let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+    let (down, up) = (followers[0], followers[1]);
+    ens.kill(down);
+    let before = newest_snapshot(ens.data_dir(down));
+    (plugins, ens, leader, down, up, before)
+}
+
+// ZooKeeper Internals, "Atomic Broadcast" (a follower too far behind is
+// sent a snapshot): the snapshot carries the deployed modules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_rejoins_by_snapshot_has_the_deployed_module() {
+    let (_plugins, mut ens, _leader, down, up, before) = ensemble_with_a_follower_down();
+    let v1 = version_module("1.0.0");
+    let admin = connect(&ens.addr(up).to_string(), Some("super:test")).await;
+    deploy_with_one_member_down(&admin, &v1).await;
+    more_txns_than_a_diff(&admin).await;
     admin.close().await.ok();
     ens.restart(down).expect("restart the member that was down");
     let (v, sha) = until_served(&ens.addr(down).to_string(), &sha256_hex(&v1)).await;
@@ -754,6 +771,51 @@ async fn recipe_counters_are_the_ensembles_on_every_member_and_survive_reload_an
     .await;
     assert_eq!(v, "2.0.0");
     until_counted(&ens, &survivors, 10).await;
+}
+
+// docs/METRICS.md, "Recipes" (the counters are the ensemble's and survive
+// reload) and ZooKeeper Internals, "Atomic Broadcast" (a follower too far
+// behind is sent a snapshot): the snapshot carries the committed counters,
+// so the member shows the leader's figures as soon as it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_synced_by_snapshot_shows_the_leaders_recipe_counters() {
+    let (_plugins, mut ens, leader, down, up, before) = ensemble_with_a_follower_down();
+    let admin = connect(&ens.addr(up).to_string(), Some("super:test")).await;
+    deploy_with_one_member_down(&admin, &version_module("1.0.0")).await;
+    for _ in 0..4 {
+        assert_eq!(served_version(&admin).await.as_deref(), Ok("1.0.0"));
+    }
+    // The leader commits its counters (within 5 s); no call follows, so
+    // its counters never change again and no other counters txn comes.
+    let want = until_counted(&ens, &[leader, up], 4).await;
+    more_txns_than_a_diff(&admin).await;
+    admin.close().await.ok();
+    ens.restart(down).expect("restart the member that was down");
+    // The first line the member lists is already the leader's: without
+    // the counters in the snapshot it would list 0 calls for good.
+    let mut got = None;
+    for _ in 0..150 {
+        got = recipes_line(&ens.addr(down).to_string(), "ver").await;
+        if got.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let got = got.expect("the member lists ver once it serves");
+    assert!(
+        newest_snapshot(ens.data_dir(down)) > before,
+        "the member was synced by a snapshot"
+    );
+    for key in [
+        "calls",
+        "errors",
+        "fuel_used",
+        "errors_by_kind",
+        "latency_us",
+        "latency_sum_us",
+    ] {
+        assert_eq!(got[key], want[0][key], "{key} of {got:?}");
+    }
 }
 
 /// A module "ver" (prefix /calls) whose `get` creates the sequential node

@@ -63,6 +63,12 @@ impl ModuleCache {
             .map(|d| d.join(format!("{}-{}.cwasm", hex(hash), self.engine_key)))
     }
 
+    /// Whether the module of `hash` is compiled and held in memory (taking
+    /// it costs nothing).
+    pub fn in_memory(&self, hash: &ContentHash) -> bool {
+        self.memory.lock().unwrap().contains_key(hash)
+    }
+
     /// The compiled module for `bytes`, from the cache or freshly compiled
     /// (then stored). Returns whether it was a cache hit.
     pub fn get_or_compile(

@@ -78,6 +78,9 @@ impl RecipeEngine for Runtime {
         caller: &CallerInfo,
         host: &mut dyn RecipeHost,
     ) -> Option<Reply> {
+        if self.is_pending(module) {
+            return None; // compiling: wait for it off the member's thread
+        }
         let quick = self.within(quick_budget(self));
         match Runtime::call(&quick, module, method, args, caller, host) {
             Err(e) if quick.over_budget(&e) => None,
@@ -91,6 +94,9 @@ impl RecipeEngine for Runtime {
         req: &WatchRequest,
         host: &mut dyn RecipeHost,
     ) -> Option<Reply> {
+        if self.is_pending(module) {
+            return None;
+        }
         let quick = self.within(quick_budget(self));
         match Runtime::on_watch(&quick, module, req, host) {
             Err(e) if quick.over_budget(&e) => None,
@@ -99,7 +105,7 @@ impl RecipeEngine for Runtime {
     }
 
     fn has_module(&self, module: &str) -> bool {
-        self.module(module).is_some()
+        self.module(module).is_some() || self.is_pending(module)
     }
 
     fn modules(&self) -> Vec<ModuleReport> {
@@ -132,27 +138,12 @@ impl RecipeEngine for Runtime {
         })
     }
 
-    /// Compiles (or takes from the cache, by sha256) and swaps in the
-    /// deployed module; calls already running finish on the old one.
+    /// Swaps in the deployed module, compiling it off the caller's thread
+    /// unless it is compiled already ([`Runtime::install_deployed`]);
+    /// calls already running finish on the old one, calls made after wait
+    /// for the new one.
     fn install(&mut self, name: &str, module: Option<&DeployedModule>) -> Result<(), String> {
-        let Some(m) = module else {
-            self.note_deployed(name, None);
-            self.unload(name);
-            return Ok(());
-        };
-        self.note_deployed(name, Some(m));
-        if self.module(name).is_some_and(|i| i.hash == m.sha256) {
-            return Ok(());
-        }
-        let info = self.load_bytes(&m.bytes).map_err(|e| e.to_string())?;
-        if info.name != name || info.hash != m.sha256 {
-            // Never served under another name than the one deployed.
-            self.unload(&info.name);
-            return Err(format!(
-                "deployed as {name:?} ({}), the module is {:?} ({})",
-                m.sha256, info.name, info.hash
-            ));
-        }
-        Ok(())
+        self.note_deployed(name, module);
+        self.install_deployed(name, module.map(|m| (&m.bytes[..], m.sha256.as_str())))
     }
 }

@@ -9,7 +9,7 @@ use super::manifest;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 use wasmtime::{
@@ -141,6 +141,14 @@ struct DeployedSeen {
 
 const DEPLOYED_SEEN_MAX: usize = 4096;
 
+/// A deployed module compiling on a thread of its own.
+struct Pending {
+    /// The install's number: a later install of the name replaces it.
+    n: u64,
+    /// What it is (from its manifest), listed while it compiles.
+    info: ModuleInfo,
+}
+
 /// The recipe runtime: one engine, a registry of loaded modules by name, the
 /// compiled-module cache and the epoch ticker. Cheap to clone (shared inside);
 /// `Send + Sync`: calls may run on any number of threads at once.
@@ -173,6 +181,12 @@ struct Inner {
     /// What the pipeline told this runtime to serve as deployed modules
     /// (`RecipeEngine::install`), for the plugins directory's watcher.
     deployed: Mutex<DeployedSeen>,
+    /// Deployed modules being compiled on a thread of their own (see
+    /// [`Runtime::install_deployed`]), by name. A call of such a name
+    /// waits for it (`pending_done`).
+    pending: Mutex<HashMap<String, Pending>>,
+    pending_done: Condvar,
+    installs: AtomicU64,
     ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
 }
 
@@ -244,6 +258,9 @@ impl Runtime {
                 modules: RwLock::new(HashMap::new()),
                 counters: Mutex::new(HashMap::new()),
                 deployed: Mutex::default(),
+                pending: Mutex::default(),
+                pending_done: Condvar::new(),
+                installs: AtomicU64::new(0),
                 ticker: Mutex::new(Some((stop, handle))),
             }),
             budget: None,
@@ -411,14 +428,16 @@ impl Runtime {
     pub fn load_bytes_if_absent(&self, bytes: &[u8]) -> Result<Option<ModuleInfo>, LoadError> {
         // Reading the manifest is cheap; compiling is not.
         let name = manifest::read_manifest(bytes)?.name;
-        if self.inner.modules.read().unwrap().contains_key(&name) {
+        // A deployed module of the name compiling counts as served.
+        if self.is_pending(&name) || self.inner.modules.read().unwrap().contains_key(&name) {
             return Ok(None);
         }
         let loaded = self.prepare(bytes, None)?;
         let info = loaded.info();
         {
+            let pending = self.inner.pending.lock().unwrap();
             let mut mods = self.inner.modules.write().unwrap();
-            if mods.contains_key(&info.name) {
+            if pending.contains_key(&info.name) || mods.contains_key(&info.name) {
                 return Ok(None);
             }
             mods.insert(info.name.clone(), loaded.clone());
@@ -504,6 +523,30 @@ impl Runtime {
                 s
             })
             .collect();
+        // A module compiling is listed as what it will serve (calls of its
+        // name wait for it).
+        for (name, p) in self.inner.pending.lock().unwrap().iter() {
+            let loads = match out.iter().position(|s| &s.info.name == name) {
+                Some(i) => out.swap_remove(i).loads,
+                None => 0,
+            };
+            let counters = self
+                .inner
+                .counters
+                .lock()
+                .unwrap()
+                .get(name)
+                .map(|c| c.detail.lock().unwrap().clone())
+                .unwrap_or_default();
+            out.push(ModuleStats {
+                info: p.info.clone(),
+                calls: counters.calls,
+                errors: counters.errors_total(),
+                fuel_used: counters.fuel,
+                counters,
+                loads,
+            });
+        }
         out.sort_by(|a, b| a.info.name.cmp(&b.info.name));
         out
     }
@@ -585,7 +628,117 @@ impl Runtime {
                 .is_some_and(|&n| n > count)
     }
 
+    /// Makes the deployed `module` serve under `name` (`None`: nothing).
+    /// A module compiled already (in memory) swaps in now; any other is
+    /// compiled (or read from the disk cache) on a thread of its own, so
+    /// the caller (the member's thread, applying a deploy) is never held
+    /// by the compiler, and swaps in when ready unless another install of
+    /// the name came first. Until then the name is pending: a call of it
+    /// waits for the module ([`Runtime::get`]), so a call that comes after
+    /// the install runs the installed version, never the one before.
+    pub(crate) fn install_deployed(
+        &self,
+        name: &str,
+        module: Option<(&[u8], &str)>,
+    ) -> Result<(), String> {
+        let mut pending = self.inner.pending.lock().unwrap();
+        // This install replaces any still compiling.
+        if pending.remove(name).is_some() {
+            self.inner.pending_done.notify_all();
+        }
+        let Some((bytes, sha256)) = module else {
+            drop(pending);
+            self.unload(name);
+            return Ok(());
+        };
+        if self.module(name).is_some_and(|i| i.hash == sha256) {
+            return Ok(());
+        }
+        let hash = content_hash(bytes);
+        if self.inner.cache.in_memory(&hash) {
+            // Compiled already (the leader validated it): no wait.
+            return self.swap_in_deployed(name, sha256, self.prepare(bytes, None));
+        }
+        let manifest = manifest::read_manifest(bytes).map_err(|e| e.to_string())?;
+        let info = ModuleInfo {
+            name: manifest.name,
+            version: manifest.version,
+            hash: hex(&hash),
+            abi: manifest.abi,
+            methods: manifest.methods,
+            prefixes: manifest.prefixes,
+            on_watch: manifest.on_watch,
+            source: None,
+            loaded_at: SystemTime::now(),
+        };
+        if info.name != name || info.hash != sha256 {
+            return Err(format!(
+                "deployed as {name:?} ({sha256}), the module is {:?} ({})",
+                info.name, info.hash
+            ));
+        }
+        let n = self.inner.installs.fetch_add(1, Ordering::Relaxed) + 1;
+        pending.insert(name.to_string(), Pending { n, info });
+        drop(pending);
+        let rt = self.clone();
+        let job = (name.to_string(), sha256.to_string(), bytes.to_vec());
+        let spawned = std::thread::Builder::new()
+            .name("wazoo-compile".into())
+            .spawn(move || {
+                let (name, sha256, bytes) = job;
+                let prepared = rt.prepare(&bytes, None);
+                let mut pending = rt.inner.pending.lock().unwrap();
+                if pending.get(&name).map(|p| p.n) != Some(n) {
+                    return; // another install of the name came first
+                }
+                if let Err(e) = rt.swap_in_deployed(&name, &sha256, prepared) {
+                    tracing::error!(module = %name, "this member cannot serve the deployed recipe module: {e}");
+                }
+                pending.remove(&name);
+                rt.inner.pending_done.notify_all();
+            });
+        if let Err(e) = spawned {
+            self.inner.pending.lock().unwrap().remove(name);
+            self.inner.pending_done.notify_all();
+            return Err(format!("cannot start a thread to compile it: {e}"));
+        }
+        Ok(())
+    }
+
+    /// Swaps in a deployed module `prepare` made, if it is the one deployed
+    /// as `name` at `sha256`.
+    fn swap_in_deployed(
+        &self,
+        name: &str,
+        sha256: &str,
+        prepared: Result<Arc<Loaded>, LoadError>,
+    ) -> Result<(), String> {
+        let loaded = prepared.map_err(|e| e.to_string())?;
+        if loaded.manifest.name != name || loaded.hash_hex != sha256 {
+            // Never served under another name than the one deployed.
+            return Err(format!(
+                "deployed as {name:?} ({sha256}), the module is {:?} ({})",
+                loaded.manifest.name, loaded.hash_hex
+            ));
+        }
+        let cached = loaded.cached;
+        self.swap_in(loaded, Instant::now(), cached)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether the deployed module `name` is still compiling.
+    pub fn is_pending(&self, name: &str) -> bool {
+        self.inner.pending.lock().unwrap().contains_key(name)
+    }
+
+    /// The module serving `name`; if it is compiling, once it is ready.
     fn get(&self, name: &str) -> Result<Arc<Loaded>, RecipeError> {
+        let mut pending = self.inner.pending.lock().unwrap();
+        while pending.contains_key(name) {
+            pending = self.inner.pending_done.wait(pending).unwrap();
+        }
+        drop(pending);
         self.inner
             .modules
             .read()

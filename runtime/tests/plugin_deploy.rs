@@ -134,3 +134,72 @@ fn a_module_whose_plugins_file_is_gone_at_start_is_undeployed_and_only_this_memb
         }]
     );
 }
+
+fn caller() -> wazoo_runtime::abi::CallerInfo {
+    wazoo_runtime::abi::CallerInfo {
+        session: 7,
+        guid: "g-1".into(),
+        ids: Vec::new(),
+    }
+}
+
+/// What `m.get` answers on `rt`.
+fn served(rt: &Runtime) -> Result<String, String> {
+    let r = rt
+        .call("m", "get", &[], &caller(), &mut MemTree::new(7))
+        .map_err(|e| e.to_string())?;
+    Ok(done::<String>(&r.reply))
+}
+
+// docs/ARCHITECTURE.md, "Deployed modules": a member that has not compiled
+// a deployed module compiles it off the installing thread; meanwhile the
+// name lists the new version and a call of it waits for it, so a call
+// made after the install never runs the version before.
+#[test]
+fn a_module_not_compiled_yet_installs_at_once_and_calls_wait_for_it() {
+    let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let v1 = good_module("m", "1.0.0", "one");
+    let v2 = good_module("m", "2.0.0", "two");
+    let s1 = RecipeEngine::validate(&mut rt, &v1).unwrap().sha256;
+    rt.install("m", Some(&deployed("m", &v1, &s1))).unwrap();
+    assert_eq!(served(&rt).as_deref(), Ok("one"));
+    // v2 was never validated here (a follower's case): not in memory.
+    let s2 = sha256_hex(&v2);
+    rt.install("m", Some(&deployed("m", &v2, &s2))).unwrap();
+    assert!(rt.has_module("m"));
+    let listed = RecipeEngine::modules(&rt);
+    assert_eq!(
+        (listed.len(), listed[0].version.as_str(), &listed[0].hash),
+        (1, "2.0.0", &s2),
+        "listed as the version it will serve"
+    );
+    assert_eq!(served(&rt).as_deref(), Ok("two"), "a later call runs v2");
+    assert!(!rt.is_pending("m"));
+
+    // A newer install replaces one still compiling; an undeploy ends it.
+    let v3 = good_module("m", "3.0.0", "three");
+    let v4 = good_module("m", "4.0.0", "four");
+    let (s3, s4) = (sha256_hex(&v3), sha256_hex(&v4));
+    rt.install("m", Some(&deployed("m", &v3, &s3))).unwrap();
+    rt.install("m", Some(&deployed("m", &v4, &s4))).unwrap();
+    assert_eq!(served(&rt).as_deref(), Ok("four"));
+    let v5 = good_module("m", "5.0.0", "five");
+    rt.install("m", Some(&deployed("m", &v5, &sha256_hex(&v5))))
+        .unwrap();
+    rt.install("m", None).unwrap();
+    assert!(!rt.has_module("m"));
+    assert!(served(&rt).is_err(), "undeployed");
+    // A module whose bytes are not what was deployed is refused at once.
+    assert!(rt
+        .install("m", Some(&deployed("m", &good_module("m", "6", "x"), &s4)))
+        .is_err());
+}
+
+/// SHA-256 of `b`, hex, computed here (not by the runtime under test).
+fn sha256_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}

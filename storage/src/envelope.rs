@@ -9,8 +9,10 @@
 //! Session  := id:i64 timeout_ms:i32
 //! ```
 //!
-//! All integers are big-endian. Version 2 (written) starts the body with the
-//! recipe wait table; version 1 (still read) has none. The envelope is read
+//! All integers are big-endian. The version says what the body holds
+//! (version 1 only the tree; 2 starts it with the recipe wait table, 3 adds
+//! the deployed modules, 4, written, the recipe counters); 1 to 3 are still
+//! read. The envelope is read
 //! from bytes that came off disk or from another member, so every length is
 //! checked against what is left before anything is allocated.
 
@@ -20,8 +22,9 @@ use std::io::{self, Write};
 /// The first four bytes of every snapshot payload.
 pub const SNAPSHOT_MAGIC: &[u8; 4] = b"WZST";
 /// 2 adds the recipe wait table after the sessions, 3 the deployed recipe
-/// modules after the wait table, 4 the ACL of /zookeeper/recipes after
-/// them; 1 to 3 are still read.
+/// modules after the wait table, 4 the ACL of /zookeeper/recipes and the
+/// recipe counters after the modules; 1 to 3 are still read. It is wazoo-core's `snapshot::SNAPSHOT_FORMAT`
+/// (the body's layout follows it; the host checks they are equal).
 pub const SNAPSHOT_VERSION: u32 = 4;
 
 /// Bytes per session entry: id (i64) and timeout (i32).
@@ -30,7 +33,7 @@ const SESSION_BYTES: usize = 12;
 /// A snapshot payload's envelope, read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotEnvelope<'a> {
-    /// The format version: [`SNAPSHOT_VERSION`], 3, 2 or 1.
+    /// The format version: [`SNAPSHOT_VERSION`] or an older one (1 to 3).
     pub version: u32,
     /// The last zxid the snapshot holds.
     pub zxid: Zxid,

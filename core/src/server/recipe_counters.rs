@@ -8,9 +8,10 @@ use super::{ensemble, Origin, Server, Txn};
 use crate::recipe::{ModuleReport, RecipeCounters, COUNTERS_INTERVAL_MS};
 
 impl Server {
-    /// The counters as last committed.
+    /// The counters as last committed (kept with the replicated recipe
+    /// state, so snapshots carry them).
     pub fn committed_recipe_counters(&self) -> &RecipeCounters {
-        &self.recipe_counters
+        &self.waits.counters
     }
 
     /// Leader (or standalone), on a tick: commits the engine's counters if
@@ -30,7 +31,7 @@ impl Server {
             .filter(|m| m.counters != Default::default())
             .map(|m| (m.name, m.counters))
             .collect();
-        if now == self.recipe_counters || self.counters_in_flight {
+        if now == self.waits.counters || self.counters_in_flight {
             return;
         }
         if !self.can_propose() {
@@ -50,7 +51,7 @@ impl Server {
 
     /// A counters txn was applied.
     pub(super) fn apply_recipe_counters(&mut self, c: &RecipeCounters) {
-        self.recipe_counters = c.clone();
+        self.waits.counters = c.clone();
         self.counters_in_flight = false;
     }
 
@@ -59,7 +60,7 @@ impl Server {
     pub(super) fn seed_recipe_counters(&mut self) {
         self.counters_in_flight = false;
         if let Some(engine) = self.recipes.as_mut() {
-            engine.seed_counters(&self.recipe_counters);
+            engine.seed_counters(&self.waits.counters);
         }
     }
 
@@ -72,7 +73,8 @@ impl Server {
         }
         for r in &mut reports {
             let c = self
-                .recipe_counters
+                .waits
+                .counters
                 .get(&r.name)
                 .cloned()
                 .unwrap_or_default();

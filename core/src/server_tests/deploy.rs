@@ -245,7 +245,8 @@ fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
     };
     let mut body = Vec::new();
     crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
-    let (waits, tree) = crate::snapshot::read_snapshot_body(4, &body).unwrap();
+    let (waits, tree) =
+        crate::snapshot::read_snapshot_body(crate::snapshot::SNAPSHOT_FORMAT, &body).unwrap();
     assert_eq!(waits.modules, *h.server.deployed_modules());
     let mut s = Server::recovered(
         ServerConfig::default(),
@@ -265,7 +266,11 @@ fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
         "a loaded snapshot's modules are served"
     );
     for len in 0..body.len() {
-        assert!(crate::snapshot::read_snapshot_body(4, &body[..len]).is_err());
+        assert!(crate::snapshot::read_snapshot_body(
+            crate::snapshot::SNAPSHOT_FORMAT,
+            &body[..len]
+        )
+        .is_err());
     }
 }
 

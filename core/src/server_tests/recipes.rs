@@ -875,3 +875,40 @@ fn the_leaders_recipe_counters_are_committed_when_they_change_and_shown_from_the
     h.step(Input::Tick);
     assert_eq!(h.server.last_zxid(), before.next());
 }
+
+// docs/METRICS.md, "Recipes": the counters survive a reload; a member
+// loaded from a snapshot (a restart, or a SNAP from the leader) shows the
+// counters committed at the snapshot's zxid, not zeros.
+#[test]
+fn a_member_loaded_from_a_snapshot_shows_the_committed_recipe_counters() {
+    let (mut h, _) = with_engine();
+    h.step(Input::Tick);
+    let committed = h.server.committed_recipe_counters().clone();
+    assert_eq!(committed["t"].calls, 7, "the engine's counters, committed");
+    let job = h.server.snapshot_job();
+    let mut body = Vec::new();
+    crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
+    let (waits, tree) =
+        crate::snapshot::read_snapshot_body(crate::snapshot::SNAPSHOT_FORMAT, &body).unwrap();
+    let s = Server::recovered(
+        ServerConfig::default(),
+        tree,
+        Vec::new(),
+        waits.clone(),
+        job.zxid,
+        Now::same(1),
+    );
+    assert_eq!(*s.committed_recipe_counters(), committed, "after a restart");
+    let (mut other, _) = with_engine();
+    other.server.install_snapshot(
+        crate::tree::DataTree::default(),
+        Vec::new(),
+        waits,
+        job.zxid,
+    );
+    assert_eq!(
+        *other.server.committed_recipe_counters(),
+        committed,
+        "after a SNAP"
+    );
+}
