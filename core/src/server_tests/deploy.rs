@@ -237,14 +237,7 @@ fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
     h.connect(1);
     h.digest_auth(1, "super:pw");
     ok(h.call(1, deploy("m:3")));
-    let job = SnapshotJob {
-        zxid: h.server.last_zxid(),
-        tree: h.server.tree().snapshot(),
-        waits: h.server.recipe_waits().clone(),
-        sessions: Vec::new(),
-    };
-    let mut body = Vec::new();
-    crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
+    let (job, body) = snapshot_of(&h);
     let (waits, tree) =
         crate::snapshot::read_snapshot_body(crate::snapshot::SNAPSHOT_FORMAT, &body).unwrap();
     assert_eq!(waits.modules, *h.server.deployed_modules());
@@ -272,6 +265,19 @@ fn the_deployed_modules_travel_in_snapshots_and_are_served_after_loading_one() {
         )
         .is_err());
     }
+}
+
+/// The snapshot job of `h`'s server now, and the body it writes.
+fn snapshot_of(h: &Harness) -> (SnapshotJob, Vec<u8>) {
+    let job = SnapshotJob {
+        zxid: h.server.last_zxid(),
+        tree: h.server.tree().snapshot(),
+        waits: h.server.recipe_waits().clone(),
+        sessions: Vec::new(),
+    };
+    let mut body = Vec::new();
+    crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
+    (job, body)
 }
 
 fn set_recipes_acl(acl: Vec<Acl>, version: i32) -> Request {
@@ -459,15 +465,9 @@ fn the_recipes_acl_travels_in_snapshots_and_is_enforced_after_loading_one() {
     h.connect(1);
     h.digest_auth(1, "super:pw");
     ok(h.call(1, set_recipes_acl(bob_admin(), -1)));
-    let job = SnapshotJob {
-        zxid: h.server.last_zxid(),
-        tree: h.server.tree().snapshot(),
-        waits: h.server.recipe_waits().clone(),
-        sessions: Vec::new(),
-    };
-    let mut body = Vec::new();
-    crate::snapshot::write_snapshot_body(&job, &mut body).unwrap();
-    let (waits, tree) = crate::snapshot::read_snapshot_body(4, &body).unwrap();
+    let (job, body) = snapshot_of(&h);
+    let (waits, tree) =
+        crate::snapshot::read_snapshot_body(crate::snapshot::SNAPSHOT_FORMAT, &body).unwrap();
     assert_eq!(waits.recipes_acl.acl, bob_admin());
     let mut h2 = Harness::new(ServerConfig::default());
     h2.server = Server::recovered(
