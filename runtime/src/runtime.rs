@@ -109,17 +109,47 @@ struct Loaded {
 impl Loaded {
     fn info(&self) -> ModuleInfo {
         ModuleInfo {
-            name: self.manifest.name.clone(),
-            version: self.manifest.version.clone(),
-            hash: self.hash_hex.clone(),
-            abi: self.manifest.abi,
-            methods: self.manifest.methods.clone(),
-            prefixes: self.manifest.prefixes.clone(),
             on_watch: self.on_watch.is_some(),
             source: self.source.clone(),
             loaded_at: self.loaded_at,
+            ..ModuleInfo::of(&self.manifest, self.hash_hex.clone())
         }
     }
+}
+
+impl ModuleInfo {
+    /// What `manifest` declares, for the module of content hash `hash`
+    /// (hex), loaded now from no file.
+    fn of(manifest: &Manifest, hash: String) -> ModuleInfo {
+        ModuleInfo {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            hash,
+            abi: manifest.abi,
+            methods: manifest.methods.clone(),
+            prefixes: manifest.prefixes.clone(),
+            on_watch: manifest.on_watch,
+            source: None,
+            loaded_at: SystemTime::now(),
+        }
+    }
+}
+
+/// Whether the module `found_name` of hash `found_hash` is what was
+/// deployed as `name` at `sha256`: a module is never served under another
+/// name, or at other bytes, than the ones deployed.
+fn check_deployed(
+    name: &str,
+    sha256: &str,
+    found_name: &str,
+    found_hash: &str,
+) -> Result<(), String> {
+    if found_name != name || found_hash != sha256 {
+        return Err(format!(
+            "deployed as {name:?} ({sha256}), the module is {found_name:?} ({found_hash})"
+        ));
+    }
+    Ok(())
 }
 
 /// The deployed modules as the pipeline installed them.
@@ -660,23 +690,8 @@ impl Runtime {
             return self.swap_in_deployed(name, sha256, self.prepare(bytes, None));
         }
         let manifest = manifest::read_manifest(bytes).map_err(|e| e.to_string())?;
-        let info = ModuleInfo {
-            name: manifest.name,
-            version: manifest.version,
-            hash: hex(&hash),
-            abi: manifest.abi,
-            methods: manifest.methods,
-            prefixes: manifest.prefixes,
-            on_watch: manifest.on_watch,
-            source: None,
-            loaded_at: SystemTime::now(),
-        };
-        if info.name != name || info.hash != sha256 {
-            return Err(format!(
-                "deployed as {name:?} ({sha256}), the module is {:?} ({})",
-                info.name, info.hash
-            ));
-        }
+        let info = ModuleInfo::of(&manifest, hex(&hash));
+        check_deployed(name, sha256, &info.name, &info.hash)?;
         let n = self.inner.installs.fetch_add(1, Ordering::Relaxed) + 1;
         pending.insert(name.to_string(), Pending { n, info });
         drop(pending);
@@ -714,13 +729,7 @@ impl Runtime {
         prepared: Result<Arc<Loaded>, LoadError>,
     ) -> Result<(), String> {
         let loaded = prepared.map_err(|e| e.to_string())?;
-        if loaded.manifest.name != name || loaded.hash_hex != sha256 {
-            // Never served under another name than the one deployed.
-            return Err(format!(
-                "deployed as {name:?} ({sha256}), the module is {:?} ({})",
-                loaded.manifest.name, loaded.hash_hex
-            ));
-        }
+        check_deployed(name, sha256, &loaded.manifest.name, &loaded.hash_hex)?;
         let cached = loaded.cached;
         self.swap_in(loaded, Instant::now(), cached)
             .map(|_| ())
