@@ -123,6 +123,16 @@ pub trait RecipeEngine: Send {
         let _ = bytes;
         Err("this recipe engine cannot deploy modules".into())
     }
+    /// Whether [`validate`](Self::validate) answers at once for `bytes`
+    /// (it need not compile them). When it does not and steps run off the
+    /// member's thread, the leader validates the module on a worker first
+    /// ([`Output::RecipeStep`](crate::server::Output::RecipeStep)) and
+    /// preps the deploy when that is done, so compiling never holds the
+    /// member's thread.
+    fn validates_quickly(&mut self, bytes: &[u8]) -> bool {
+        let _ = bytes;
+        true
+    }
     /// Makes the engine serve `module` under `name` (`None`: serve nothing
     /// under it). Driven by the replicated module set (see
     /// [`DeployedModules`]): the pipeline calls it when the set it runs

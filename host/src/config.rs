@@ -251,6 +251,11 @@ pub struct RecipeLimits {
     /// thread; 0 runs them on the member's thread. `None` (unset): one
     /// fewer than the cores, at least one ([`RecipeLimits::worker_threads`]).
     pub workers: Option<usize>,
+    /// `recipe.cacheDir`: where compiled modules are cached (by content
+    /// hash and engine settings). Default: `recipe-cache` beside the
+    /// snapshots. Members that share one (`wazoo dev`'s three) compile a
+    /// module once between them.
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl RecipeLimits {
@@ -275,6 +280,7 @@ impl Default for RecipeLimits {
             max_reply_bytes: 1 << 20,
             max_waits_per_session: 1_000,
             workers: None,
+            cache_dir: None,
         }
     }
 }
@@ -471,6 +477,7 @@ impl Config {
             max_waits_per_session: take_num(&mut kv, "recipe.maxWaitsPerSession")?
                 .unwrap_or(d.max_waits_per_session),
             workers: take_num(&mut kv, "recipe.workers")?,
+            cache_dir: kv.remove("recipe.cacheDir").map(PathBuf::from),
         };
         if recipe.workers.is_some_and(|n| n > 64) {
             bail!("recipe.workers must be at most 64");

@@ -238,6 +238,9 @@ async fn dev(data_dir: &std::path::Path) -> Result<()> {
         // The directory holds the built-ins: they are deployed from it,
         // not loaded a second time on the side.
         cfg.builtin_recipes = n == 0;
+        // One compiled-module cache for the three: each module compiles
+        // once, not once per member.
+        cfg.recipe.cache_dir = Some(data_dir.join("recipe-cache"));
         // The members start side by side (each on a thread of its own).
         starts.push(tokio::spawn(wazoo::member::Member::start(cfg)));
     }

@@ -335,7 +335,11 @@ pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<
             max_notifications: r.max_notifications,
             ..Default::default()
         },
-        cache_dir: Some(snap_dir(cfg).join("recipe-cache")),
+        cache_dir: Some(
+            r.cache_dir
+                .clone()
+                .unwrap_or_else(|| snap_dir(cfg).join("recipe-cache")),
+        ),
         ..Default::default()
     };
     let runtime = crate::plugin::Runtime::new(rcfg).context("cannot start the recipe runtime")?;
@@ -397,6 +401,8 @@ fn load_builtin_recipes(runtime: &crate::plugin::Runtime) -> Result<()> {
     std::thread::Builder::new()
         .name("wazoo-builtin-recipes".into())
         .spawn(move || {
+            // Compiling must not take the cores from the member's thread.
+            crate::plugin::lower_thread_priority();
             let mut loaded = 0;
             for (file, bytes) in all {
                 match runtime.load_bytes_if_absent(bytes) {

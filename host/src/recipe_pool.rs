@@ -50,7 +50,7 @@ impl RecipePool {
             std::thread::Builder::new()
                 .name(format!("wazoo-recipe-{i}"))
                 .spawn(move || {
-                    lower_priority();
+                    crate::plugin::lower_thread_priority();
                     loop {
                         let job = match rx.lock() {
                             Ok(rx) => rx.recv(),
@@ -96,21 +96,6 @@ impl RecipePool {
             // Only when every worker died, which a worker never does while
             // the pool lives (a panicking step is caught in `run`).
             tracing::error!("the recipe workers are gone; a step was dropped");
-        }
-    }
-}
-
-/// Nice 10 for the calling thread (Linux sets it per thread).
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: setpriority takes plain integers; who = 0 is this thread.
-        let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
-        if r != 0 {
-            tracing::debug!(
-                "cannot lower a recipe worker's priority: {}",
-                std::io::Error::last_os_error()
-            );
         }
     }
 }

@@ -4,10 +4,11 @@
 
 use super::error::LoadError;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use wasmtime::{Engine, Module};
 
 const MAGIC: &[u8; 4] = b"WZC1";
@@ -38,6 +39,59 @@ pub(crate) struct ModuleCache {
     dir: Option<PathBuf>,
     engine_key: String,
     memory: Mutex<HashMap<ContentHash, Module>>,
+    /// Names this cache's compiles apart from every other cache's in the
+    /// process when it has no directory.
+    id: u64,
+    /// Modules this cache compiled (not found in memory or on disk).
+    compiles: AtomicU64,
+}
+
+/// What one compile produces: a cache file (shared by every cache of the
+/// process that has the same directory and engine settings, e.g. the three
+/// members of `wazoo dev`), or a module of one directory-less cache.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum CompileKey {
+    File(PathBuf),
+    Memory(u64, ContentHash),
+}
+
+/// The compiles running in this process: a second caller wanting the
+/// same module waits for the first instead of compiling it again (then
+/// finds it in memory or on disk).
+static COMPILING: Mutex<Option<HashSet<CompileKey>>> = Mutex::new(None);
+static COMPILED: Condvar = Condvar::new();
+static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(0);
+
+/// A compile this thread claimed; released (and waiters woken) when
+/// dropped, also if the compiler panics.
+struct Claim(CompileKey);
+
+impl Claim {
+    /// Claims `key`, first waiting for any compile of it to end; `None`
+    /// when one ended while waiting (the caller looks in the cache again).
+    fn take(key: CompileKey) -> Option<Claim> {
+        let mut running = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
+        let mut waited = false;
+        while running.get_or_insert_with(HashSet::new).contains(&key) {
+            waited = true;
+            running = COMPILED.wait(running).unwrap_or_else(|e| e.into_inner());
+        }
+        if waited {
+            return None;
+        }
+        running.get_or_insert_with(HashSet::new).insert(key.clone());
+        Some(Claim(key))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut running = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = running.as_mut() {
+            r.remove(&self.0);
+        }
+        COMPILED.notify_all();
+    }
 }
 
 impl ModuleCache {
@@ -54,6 +108,8 @@ impl ModuleCache {
             dir,
             engine_key,
             memory: Mutex::new(HashMap::new()),
+            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
+            compiles: AtomicU64::new(0),
         }
     }
 
@@ -63,6 +119,11 @@ impl ModuleCache {
             .map(|d| d.join(format!("{}-{}.cwasm", hex(hash), self.engine_key)))
     }
 
+    /// Modules compiled so far (cache misses).
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(Ordering::Relaxed)
+    }
+
     /// Whether the module of `hash` is compiled and held in memory (taking
     /// it costs nothing).
     pub fn in_memory(&self, hash: &ContentHash) -> bool {
@@ -70,29 +131,47 @@ impl ModuleCache {
     }
 
     /// The compiled module for `bytes`, from the cache or freshly compiled
-    /// (then stored). Returns whether it was a cache hit.
+    /// (then stored). Returns whether it was a cache hit. Compiles of one
+    /// module never run side by side in the process: a second caller waits
+    /// for the first and takes its result from the cache.
     pub fn get_or_compile(
         &self,
         engine: &Engine,
         bytes: &[u8],
         hash: &ContentHash,
     ) -> Result<(Module, bool), LoadError> {
-        if let Some(m) = self.memory.lock().unwrap().get(hash) {
-            return Ok((m.clone(), true));
-        }
-        if let Some(m) = self.path(hash).and_then(|p| load(engine, &p)) {
-            self.remember(hash, &m);
-            return Ok((m, true));
-        }
-        let m =
-            Module::from_binary(engine, bytes).map_err(|e| LoadError::Compile(format!("{e:#}")))?;
-        if let Some(p) = self.path(hash) {
-            if let Err(e) = store(&m, &p) {
-                tracing::warn!(path = %p.display(), "cannot write the compiled module cache: {e:#}");
+        let path = self.path(hash);
+        let key = match &path {
+            Some(p) => CompileKey::File(p.clone()),
+            None => CompileKey::Memory(self.id, *hash),
+        };
+        loop {
+            if let Some(m) = self.memory.lock().unwrap().get(hash) {
+                return Ok((m.clone(), true));
             }
+            if let Some(m) = path.as_deref().and_then(|p| load(engine, p)) {
+                self.remember(hash, &m);
+                return Ok((m, true));
+            }
+            let Some(_claim) = Claim::take(key.clone()) else {
+                continue; // another thread compiled it meanwhile (or failed to)
+            };
+            // It may have landed between the look above and the claim.
+            if let Some(m) = path.as_deref().and_then(|p| load(engine, p)) {
+                self.remember(hash, &m);
+                return Ok((m, true));
+            }
+            self.compiles.fetch_add(1, Ordering::Relaxed);
+            let m = Module::from_binary(engine, bytes)
+                .map_err(|e| LoadError::Compile(format!("{e:#}")))?;
+            if let Some(p) = &path {
+                if let Err(e) = store(&m, p) {
+                    tracing::warn!(path = %p.display(), "cannot write the compiled module cache: {e:#}");
+                }
+            }
+            self.remember(hash, &m);
+            return Ok((m, false));
         }
-        self.remember(hash, &m);
-        Ok((m, false))
     }
 
     fn remember(&self, hash: &ContentHash, m: &Module) {

@@ -38,7 +38,9 @@ mod runtime;
 pub use error::{LoadError, RecipeError};
 pub use host::{path_within, RecipeHost};
 pub use reload::{LoadReport, PluginWatcher, Submit, WatchConfig};
-pub use runtime::{Budget, Limits, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig};
+pub use runtime::{
+    lower_thread_priority, Budget, Limits, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig,
+};
 pub use wazoo_sdk::abi;
 pub use wazoo_sdk::abi::{
     CallerInfo, CreateMode, Manifest, NodeStat, Reply, WatchEvent, WatchRequest,

@@ -130,12 +130,16 @@ impl RecipeEngine for Runtime {
     }
 
     fn validate(&mut self, bytes: &[u8]) -> Result<ModuleMeta, String> {
-        let info = self.validate_bytes(bytes).map_err(|e| e.to_string())?;
+        let info = self.validate_deploy(bytes)?;
         Ok(ModuleMeta {
             name: info.name,
             version: info.version,
             sha256: info.hash,
         })
+    }
+
+    fn validates_quickly(&mut self, bytes: &[u8]) -> bool {
+        Runtime::validates_quickly(self, bytes)
     }
 
     /// Swaps in the deployed module, compiling it off the caller's thread

@@ -395,7 +395,8 @@ impl Deployer {
                 source: format!("{}:{file}", self.label),
             };
             let p = f.pending.as_mut().expect("pending");
-            submitted(p, (self.submit)(op), self.retry, now);
+            let queued = (self.submit)(op);
+            submitted(p, &file, queued, self.retry, now);
         }
         let runtime = &self.runtime;
         self.removed.retain(|p| match &p.want {
@@ -418,12 +419,13 @@ impl Deployer {
             let Want::Undeploy { name, sha256 } = &p.want else {
                 continue;
             };
+            let what = format!("the undeploy of {name}");
             let op = PluginOp::Undeploy {
                 name: name.clone(),
                 sha256: sha256.clone(),
             };
             let queued = (self.submit)(op);
-            submitted(p, queued, self.retry, now);
+            submitted(p, &what, queued, self.retry, now);
         }
     }
 
@@ -442,16 +444,17 @@ impl Deployer {
 /// `retry`), before the watcher gives up on it until the file changes.
 const SUBMISSIONS_MAX: u32 = 12;
 
-/// A submission was made: the next one after `retry`, doubling up to 16
-/// times `retry`; a warning after a few unanswered ones.
-fn submitted(p: &mut Pending, queued: bool, retry: Duration, now: Instant) {
+/// A submission of `what` (a file, an undeploy) was made: the next one
+/// after `retry`, doubling up to 16 times `retry`; a warning after a few
+/// unanswered ones.
+fn submitted(p: &mut Pending, what: &str, queued: bool, retry: Duration, now: Instant) {
     p.attempts += 1;
     let factor = 1u32 << p.attempts.saturating_sub(1).min(4);
     p.next_at = now + retry * factor;
     if p.attempts == 5 {
         tracing::warn!(
             want = ?p.want, queued,
-            "a plugins directory change is not deployed yet (no leader?); still trying"
+            "a plugins directory change ({what}) is not deployed yet (no leader, or the leader is still compiling modules); still trying"
         );
     }
 }

@@ -171,13 +171,20 @@ struct DeployedSeen {
 
 const DEPLOYED_SEEN_MAX: usize = 4096;
 
-/// A deployed module compiling on a thread of its own.
+/// A deployed module waiting for the compile worker, or compiling there.
 struct Pending {
     /// The install's number: a later install of the name replaces it.
     n: u64,
     /// What it is (from its manifest), listed while it compiles.
     info: ModuleInfo,
+    /// The sha256 it is deployed at and its bytes, until the worker takes
+    /// them (`None`: compiling).
+    job: Option<(String, Vec<u8>)>,
 }
+
+/// Refused modules whose reason is remembered (by content hash), so that
+/// validating one again answers at once (see [`Runtime::validates_quickly`]).
+const REFUSED_KEPT: usize = 64;
 
 /// The recipe runtime: one engine, a registry of loaded modules by name, the
 /// compiled-module cache and the epoch ticker. Cheap to clone (shared inside);
@@ -217,6 +224,12 @@ struct Inner {
     pending: Mutex<HashMap<String, Pending>>,
     pending_done: Condvar,
     installs: AtomicU64,
+    /// Whether the compile worker runs (read and written with `pending`
+    /// locked): one thread, at a lower priority, compiles the pending
+    /// modules one after another and ends when none is left.
+    compiler: AtomicBool,
+    /// The reasons the last modules validated were refused, newest last.
+    refused: Mutex<std::collections::VecDeque<(ContentHash, String)>>,
     ticker: Mutex<Option<(Arc<AtomicBool>, JoinHandle<()>)>>,
 }
 
@@ -291,6 +304,8 @@ impl Runtime {
                 pending: Mutex::default(),
                 pending_done: Condvar::new(),
                 installs: AtomicU64::new(0),
+                compiler: AtomicBool::new(false),
+                refused: Mutex::default(),
                 ticker: Mutex::new(Some((stop, handle))),
             }),
             budget: None,
@@ -693,31 +708,99 @@ impl Runtime {
         let info = ModuleInfo::of(&manifest, hex(&hash));
         check_deployed(name, sha256, &info.name, &info.hash)?;
         let n = self.inner.installs.fetch_add(1, Ordering::Relaxed) + 1;
-        pending.insert(name.to_string(), Pending { n, info });
-        drop(pending);
-        let rt = self.clone();
-        let job = (name.to_string(), sha256.to_string(), bytes.to_vec());
-        let spawned = std::thread::Builder::new()
-            .name("wazoo-compile".into())
-            .spawn(move || {
-                let (name, sha256, bytes) = job;
-                let prepared = rt.prepare(&bytes, None);
-                let mut pending = rt.inner.pending.lock().unwrap();
-                if pending.get(&name).map(|p| p.n) != Some(n) {
-                    return; // another install of the name came first
-                }
-                if let Err(e) = rt.swap_in_deployed(&name, &sha256, prepared) {
-                    tracing::error!(module = %name, "this member cannot serve the deployed recipe module: {e}");
-                }
-                pending.remove(&name);
-                rt.inner.pending_done.notify_all();
-            });
-        if let Err(e) = spawned {
-            self.inner.pending.lock().unwrap().remove(name);
-            self.inner.pending_done.notify_all();
-            return Err(format!("cannot start a thread to compile it: {e}"));
+        let job = Some((sha256.to_string(), bytes.to_vec()));
+        pending.insert(name.to_string(), Pending { n, info, job });
+        if !self.inner.compiler.swap(true, Ordering::Relaxed) {
+            let rt = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("wazoo-compile".into())
+                .spawn(move || rt.compile_pending());
+            if let Err(e) = spawned {
+                self.inner.compiler.store(false, Ordering::Relaxed);
+                pending.remove(name);
+                self.inner.pending_done.notify_all();
+                return Err(format!("cannot start a thread to compile it: {e}"));
+            }
         }
         Ok(())
+    }
+
+    /// The compile worker: compiles the pending modules one at a time (the
+    /// oldest install first) and swaps each in unless another install of
+    /// its name came meanwhile; ends when none is left. It runs at a lower
+    /// priority than the member's thread, so compiling never delays the
+    /// member's answers or its heartbeats on a busy machine.
+    fn compile_pending(&self) {
+        lower_thread_priority();
+        loop {
+            let (name, n, sha256, bytes) = {
+                let mut pending = self.inner.pending.lock().unwrap();
+                let next = pending
+                    .iter_mut()
+                    .filter(|(_, p)| p.job.is_some())
+                    .min_by_key(|(_, p)| p.n);
+                let Some((name, p)) = next else {
+                    self.inner.compiler.store(false, Ordering::Relaxed);
+                    return;
+                };
+                let (sha256, bytes) = p.job.take().expect("filtered on a job");
+                (name.clone(), p.n, sha256, bytes)
+            };
+            let prepared = self.prepare(&bytes, None);
+            let mut pending = self.inner.pending.lock().unwrap();
+            if pending.get(&name).map(|p| p.n) != Some(n) {
+                continue; // another install of the name came first
+            }
+            if let Err(e) = self.swap_in_deployed(&name, &sha256, prepared) {
+                tracing::error!(module = %name, "this member cannot serve the deployed recipe module: {e}");
+            }
+            pending.remove(&name);
+            self.inner.pending_done.notify_all();
+        }
+    }
+
+    /// How many modules this runtime compiled (found neither in memory
+    /// nor in the cache directory).
+    pub fn compiles(&self) -> u64 {
+        self.inner.cache.compiles()
+    }
+
+    /// Whether validating `bytes` ([`RecipeEngine::validate`]) answers
+    /// without compiling: the module is compiled and in memory, it was
+    /// refused lately, or its manifest is refused already.
+    ///
+    /// [`RecipeEngine::validate`]: wazoo_core::recipe::RecipeEngine::validate
+    pub fn validates_quickly(&self, bytes: &[u8]) -> bool {
+        if manifest::read_manifest(bytes).is_err() {
+            return true;
+        }
+        let hash = content_hash(bytes);
+        self.inner.cache.in_memory(&hash) || self.refusal(&hash).is_some()
+    }
+
+    /// Validates a module to deploy, remembering why one was refused.
+    pub(crate) fn validate_deploy(&self, bytes: &[u8]) -> Result<ModuleInfo, String> {
+        let hash = content_hash(bytes);
+        if let Some(why) = self.refusal(&hash) {
+            return Err(why);
+        }
+        self.validate_bytes(bytes).map_err(|e| {
+            let why = e.to_string();
+            let mut refused = self.inner.refused.lock().unwrap();
+            if refused.len() >= REFUSED_KEPT {
+                refused.pop_front();
+            }
+            refused.push_back((hash, why.clone()));
+            why
+        })
+    }
+
+    fn refusal(&self, hash: &ContentHash) -> Option<String> {
+        let refused = self.inner.refused.lock().unwrap();
+        refused
+            .iter()
+            .find(|(h, _)| h == hash)
+            .map(|(_, why)| why.clone())
     }
 
     /// Swaps in a deployed module `prepare` made, if it is the one deployed
@@ -755,5 +838,23 @@ impl Runtime {
             .get(name)
             .cloned()
             .ok_or_else(|| RecipeError::UnknownModule(name.into()))
+    }
+}
+
+/// Lowers the calling thread's scheduling priority to nice 10 (Linux sets
+/// it per thread): for threads whose work may wait (compiling modules,
+/// recipe steps off the member's thread) on a machine whose cores the
+/// member's thread and the log writer need.
+pub fn lower_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: setpriority takes plain integers; who = 0 is this thread.
+        let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 10) };
+        if r != 0 {
+            tracing::debug!(
+                "cannot lower a thread's priority: {}",
+                std::io::Error::last_os_error()
+            );
+        }
     }
 }

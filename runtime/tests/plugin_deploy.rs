@@ -203,3 +203,60 @@ fn sha256_hex(b: &[u8]) -> String {
         .map(|x| format!("{x:02x}"))
         .collect()
 }
+
+#[test]
+fn a_module_validated_once_validates_quickly_after_and_a_refusal_is_remembered() {
+    // The leader validates a deploy on a worker unless this says it need
+    // not compile (docs/RECIPES.md, "Deploy through the ensemble's log").
+    let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let bytes = good_module("m", "1.0.0", "one");
+    assert!(!rt.validates_quickly(&bytes), "a first validation compiles");
+    RecipeEngine::validate(&mut rt, &bytes).unwrap();
+    assert!(rt.validates_quickly(&bytes));
+    // It imports what the host does not offer: refused after compiling.
+    let bad = wat_module(
+        &manifest("bad", "1.0.0", &["get"], &[]),
+        r#"(import "env" "evil" (func))"#,
+        RETURN_DATA,
+        &[],
+    );
+    assert!(!rt.validates_quickly(&bad));
+    let compiles = rt.compiles();
+    let why = RecipeEngine::validate(&mut rt, &bad).unwrap_err();
+    assert!(rt.validates_quickly(&bad), "the refusal is remembered");
+    assert_eq!(RecipeEngine::validate(&mut rt, &bad).unwrap_err(), why);
+    assert_eq!(rt.compiles(), compiles + 1, "refused once, compiled once");
+    assert!(
+        rt.validates_quickly(b"\0asm garbage"),
+        "no manifest: refused before compiling"
+    );
+}
+
+#[test]
+fn runtimes_sharing_a_cache_directory_compile_a_module_once_between_them() {
+    // `wazoo dev`'s three members share one cache directory: starting
+    // together, they compile each built-in once, not three times.
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = Arc::new(recipe_bytes("lock"));
+    let runtimes: Vec<Runtime> = (0..3)
+        .map(|_| {
+            Runtime::new(RuntimeConfig {
+                cache_dir: Some(dir.path().to_path_buf()),
+                ..Default::default()
+            })
+            .unwrap()
+        })
+        .collect();
+    let loads: Vec<_> = runtimes
+        .iter()
+        .map(|rt| {
+            let (rt, bytes) = (rt.clone(), bytes.clone());
+            std::thread::spawn(move || rt.load_bytes(&bytes).unwrap())
+        })
+        .collect();
+    for l in loads {
+        assert_eq!(l.join().unwrap().name, "lock");
+    }
+    let compiles: u64 = runtimes.iter().map(Runtime::compiles).sum();
+    assert_eq!(compiles, 1, "one compile, two cache reads");
+}

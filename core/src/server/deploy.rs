@@ -210,10 +210,7 @@ impl Server {
         bytes: &[u8],
         source: &str,
     ) -> Result<DeployTxn, ErrorCode> {
-        acl::check(&self.prep_recipes_acl().acl, perms::ADMIN, auth)?;
-        if bytes.is_empty() || bytes.len() > self.cfg.max_buffer_bytes {
-            return Err(ErrorCode::BadArguments);
-        }
+        self.deploy_checks(auth, bytes)?;
         let Some(engine) = self.recipes.as_mut() else {
             return Err(ErrorCode::Unimplemented);
         };
@@ -231,6 +228,34 @@ impl Server {
             bytes: bytes.into(),
             source: source.to_string(),
         })
+    }
+
+    /// What a deploy of `bytes` by `auth` must pass before its module is
+    /// validated: ADMIN on /zookeeper/recipes, a size within
+    /// jute.maxbuffer, and a recipe engine.
+    fn deploy_checks(&self, auth: &AuthInfo, bytes: &[u8]) -> Result<(), ErrorCode> {
+        acl::check(&self.prep_recipes_acl().acl, perms::ADMIN, auth)?;
+        if bytes.is_empty() || bytes.len() > self.cfg.max_buffer_bytes {
+            return Err(ErrorCode::BadArguments);
+        }
+        if self.recipes.is_none() {
+            return Err(ErrorCode::Unimplemented);
+        }
+        Ok(())
+    }
+
+    /// Whether a deploy of `bytes` by `auth` gets as far as validating
+    /// its module (so a refused one never costs a compile).
+    pub(super) fn deploy_allowed(&self, auth: &AuthInfo, bytes: &[u8]) -> bool {
+        self.deploy_checks(auth, bytes).is_ok()
+    }
+
+    /// The module a write deploys, if `req` is a deploy.
+    pub(super) fn deploy_bytes(req: &Request) -> Option<&[u8]> {
+        match req {
+            Request::SetData { path, data, .. } if path == RECIPES_NODE => Some(data),
+            _ => None,
+        }
     }
 
     /// What the plugins directory asks for: the leader (or standalone
@@ -281,6 +306,21 @@ impl Server {
     /// answered (no client asked).
     pub(super) fn prep_plugin(&mut self, op: PluginOp) {
         let auth = plugins_identity();
+        if let PluginOp::Deploy { bytes, source } = &op {
+            // The watchers of every member submit a file until the module
+            // set shows it: the same bytes served or on their way cost no
+            // validating (nor hashing) again.
+            let served = |m: &DeployedModule| m.bytes[..] == bytes[..];
+            if self.prep_modules().any(served) || self.plugin_deploy_in_flight(bytes) {
+                tracing::debug!(%source, "plugins file already deployed or being deployed");
+                return;
+            }
+            if self.validate_off_thread(&auth, bytes) {
+                let bytes = bytes.clone();
+                let from = super::recipes::DeployFrom::Plugin(op);
+                return self.offload_validation(0, &auth, bytes, from);
+            }
+        }
         let txn = match op {
             PluginOp::Deploy { bytes, source } => match self.deploy_txn(&auth, &bytes, &source) {
                 Ok(d)
@@ -334,6 +374,16 @@ impl Server {
             },
             WriteKind::Delete,
         ))
+    }
+
+    /// Every module as prep sees it: the committed ones, then those of the
+    /// deploys in flight.
+    fn prep_modules(&self) -> impl Iterator<Item = &DeployedModule> {
+        let in_flight = self.deploys.outstanding.iter();
+        self.waits
+            .modules
+            .values()
+            .chain(in_flight.filter_map(|(_, _, m)| m.as_ref()))
     }
 
     /// The module `name` as prep sees it (committed, then in flight).

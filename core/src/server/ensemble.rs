@@ -337,6 +337,16 @@ impl Server {
                     false,
                 );
             }
+            Request::RecipeCall { module, .. } if self.call_waits_for_validation(&module) => {
+                let call = super::recipes::Held::Remote {
+                    from,
+                    cxid,
+                    auth,
+                    op,
+                    body: body.to_vec(),
+                };
+                self.hold_for_validation(session, call)
+            }
             Request::RecipeCall {
                 module,
                 method,
@@ -350,6 +360,20 @@ impl Server {
                     guid: super::recipes::call_guid(&guid, session, cxid),
                 };
                 self.remote_recipe_call(cxid, session, &auth, call)
+            }
+            req if Server::deploy_bytes(&req)
+                .is_some_and(|b| self.validate_off_thread(&auth, b)) =>
+            {
+                let bytes = Server::deploy_bytes(&req).expect("a deploy").to_vec();
+                let held = super::recipes::Held::Remote {
+                    from,
+                    cxid,
+                    auth: auth.clone(),
+                    op,
+                    body: body.to_vec(),
+                };
+                let from = super::recipes::DeployFrom::Client(held);
+                self.offload_validation(session, &auth, bytes, from)
             }
             req => match self.prep_write(&auth, session, &req) {
                 Ok((txn, changes, _kind)) => {

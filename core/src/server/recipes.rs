@@ -38,7 +38,7 @@ use crate::recipe::{
 mod offload;
 mod prep_host;
 
-pub(super) use offload::{Held, Offload};
+pub(super) use offload::{DeployFrom, Held, Offload};
 pub use offload::{RecipeJob, RecipeStepDone};
 use prep_host::PrepHost;
 
@@ -88,6 +88,17 @@ struct StepOutcome {
 }
 
 impl StepOutcome {
+    /// Nothing staged: only `reply`.
+    fn empty(reply: Reply) -> StepOutcome {
+        StepOutcome {
+            reply,
+            ops: Vec::new(),
+            waits: Vec::new(),
+            notes: Vec::new(),
+            changes: Vec::new(),
+        }
+    }
+
     /// What `host` staged, with the step's reply; and what it read, if it
     /// recorded its reads.
     fn of(host: PrepHost<'_, '_>, reply: Reply) -> (StepOutcome, Option<ReadSet>, bool) {

@@ -571,3 +571,224 @@ fn a_plugins_change_seen_with_no_leader_is_held_for_the_role_to_come() {
     h.step(Input::Role(Role::Standalone));
     assert_eq!(h.server.last_zxid(), before.next());
 }
+
+/// [`DeployEngine`] as the wasm runtime is: validating a module compiles
+/// it unless it was validated before (compiled, or refused: the text
+/// `name:bad` does not compile), and only then answers at once.
+struct CompilingEngine {
+    inner: DeployEngine,
+    /// Modules validated (by any handle): the compiled-module cache.
+    validated: Arc<Mutex<std::collections::HashSet<Vec<u8>>>>,
+    /// Compiles this handle made.
+    compiles: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CompilingEngine {
+    /// The member's handle and a worker's, sharing the cache and serving
+    /// `served`; and each one's compile count.
+    fn pair(served: &Served) -> (Self, Self) {
+        let validated = Arc::new(Mutex::new(std::collections::HashSet::new()));
+        let handle = || CompilingEngine {
+            inner: DeployEngine {
+                served: served.clone(),
+            },
+            validated: validated.clone(),
+            compiles: Default::default(),
+        };
+        (handle(), handle())
+    }
+}
+
+impl RecipeEngine for CompilingEngine {
+    fn call(
+        &mut self,
+        m: &str,
+        f: &str,
+        a: &[u8],
+        c: &CallerInfo,
+        h: &mut dyn RecipeHost,
+    ) -> Reply {
+        self.inner.call(m, f, a, c, h)
+    }
+
+    fn on_watch(&mut self, m: &str, r: &WatchRequest, h: &mut dyn RecipeHost) -> Reply {
+        self.inner.on_watch(m, r, h)
+    }
+
+    fn has_module(&self, module: &str) -> bool {
+        self.inner.has_module(module)
+    }
+
+    fn modules(&self) -> Vec<ModuleReport> {
+        Vec::new()
+    }
+
+    fn validates_quickly(&mut self, bytes: &[u8]) -> bool {
+        parse(bytes).is_err() || self.validated.lock().unwrap().contains(bytes)
+    }
+
+    fn validate(&mut self, bytes: &[u8]) -> Result<ModuleMeta, String> {
+        if self.validated.lock().unwrap().insert(bytes.to_vec()) {
+            self.compiles
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        match parse(bytes)? {
+            (_, v) if v == "bad" => Err("does not compile".into()),
+            _ => self.inner.validate(bytes),
+        }
+    }
+
+    fn install(&mut self, name: &str, m: Option<&DeployedModule>) -> Result<(), String> {
+        self.inner.install(name, m)
+    }
+}
+
+/// A harness whose steps go to workers (which the test runs), with a
+/// compiling engine; the member's handle's compile count, the worker's
+/// handle, and what is served.
+fn compiling_harness() -> (
+    Harness,
+    Arc<std::sync::atomic::AtomicUsize>,
+    CompilingEngine,
+    Served,
+) {
+    let (mut h, served) = harness();
+    let (member, worker) = CompilingEngine::pair(&served);
+    let member_compiles = member.compiles.clone();
+    h.server.set_recipe_engine(Box::new(member));
+    h.server.set_recipe_offload(true);
+    (h, member_compiles, worker, served)
+}
+
+/// Runs every step and validation sent to a worker until none is left.
+fn run_workers(h: &mut Harness, worker: &mut CompilingEngine) {
+    while !h.steps.is_empty() {
+        let done = h.steps.remove(0).run(worker);
+        h.step(Input::RecipeStepDone(Box::new(done)));
+    }
+}
+
+/// The replies `conn` got to xids above 0, in the order sent: (xid, err).
+fn reply_order(h: &Harness, conn: u64) -> Vec<(i32, i32)> {
+    h.sent
+        .get(&conn)
+        .into_iter()
+        .flatten()
+        .filter_map(|s| match s {
+            Sent::Reply { xid, err, .. } if *xid > 0 => Some((*xid, *err)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_deploy_that_must_compile_is_validated_on_a_worker_and_its_sessions_next_requests_wait_for_it()
+{
+    // The member's thread never compiles (a large module would hold it
+    // past the followers' patience); ZooKeeper Programmer's Guide,
+    // "ZooKeeper guarantees" (Sequential Consistency): the session's
+    // later requests are answered after the deploy, in order.
+    let (mut h, member_compiles, mut worker, served) = compiling_harness();
+    h.connect(1);
+    h.connect(2);
+    h.digest_auth(1, "super:pw");
+    let before = h.server.last_zxid();
+    h.send(1, 1, deploy("m:1"));
+    h.send(1, 2, rcall("m"));
+    h.send(
+        1,
+        3,
+        Request::GetData {
+            path: "/".into(),
+            watch: false,
+        },
+    );
+    assert_eq!(reply_order(&h, 1), vec![], "all three wait");
+    assert_eq!(h.steps.len(), 1, "the module goes to a worker");
+    assert_eq!(h.server.last_zxid(), before, "no txn yet");
+    // Another session is not held behind it.
+    ok(h.call(
+        2,
+        Request::GetData {
+            path: "/".into(),
+            watch: false,
+        },
+    ));
+    run_workers(&mut h, &mut worker);
+    assert_eq!(reply_order(&h, 1), vec![(1, 0), (2, 0), (3, 0)]);
+    assert_eq!(h.server.last_zxid(), before.next(), "one txn: the deploy");
+    assert_eq!(served.lock().unwrap()["m"], "1");
+    let compiles =
+        |e: &Arc<std::sync::atomic::AtomicUsize>| e.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        compiles(&member_compiles),
+        0,
+        "the member's thread compiled nothing"
+    );
+    assert_eq!(compiles(&worker.compiles), 1);
+    // A module that does not compile is refused with the worker's reason,
+    // and not compiled again; the old version keeps serving.
+    h.send(1, 4, deploy("m:bad"));
+    let done = h.steps.remove(0).run(&mut worker);
+    h.step(Input::RecipeStepDone(Box::new(done)));
+    assert_eq!(
+        reply_order(&h, 1).last(),
+        Some(&(4, ErrorCode::BadArguments.code()))
+    );
+    assert_eq!(
+        h.server.last_zxid(),
+        before.next(),
+        "a refused deploy makes no txn"
+    );
+    assert_eq!(compiles(&member_compiles), 0);
+    assert_eq!(served.lock().unwrap()["m"], "1");
+    // Deploying bytes validated before needs no worker.
+    h.send(1, 5, deploy("m:1"));
+    assert!(h.steps.is_empty());
+    assert_eq!(reply_order(&h, 1).last(), Some(&(5, 0)));
+}
+
+#[test]
+fn a_plugins_deploy_is_validated_on_a_worker_once_and_a_call_of_its_module_waits_for_it() {
+    // A member starting deploys its plugins directory: a client's first
+    // call of one of its modules must not find it missing while the
+    // module compiles; the watchers' repeats cost nothing.
+    let (mut h, member_compiles, mut worker, _) = compiling_harness();
+    h.connect(2);
+    let before = h.server.last_zxid();
+    h.step(plugin_deploy("m:1", "m.wasm"));
+    h.step(plugin_deploy("m:1", "copy.wasm"));
+    assert_eq!(h.steps.len(), 1, "one validation for both copies");
+    h.send(2, 1, rcall("m"));
+    h.send(2, 2, rcall("other"));
+    assert_eq!(reply_order(&h, 2), vec![], "the calls wait");
+    assert_eq!(h.steps.len(), 1, "only the validation runs");
+    run_workers(&mut h, &mut worker);
+    assert_eq!(h.server.last_zxid(), before.next(), "one txn");
+    let replies = reply_order(&h, 2);
+    assert_eq!(replies.len(), 2, "both answered: {replies:?}");
+    let first = h.sent[&2]
+        .iter()
+        .find_map(|s| match s {
+            Sent::Reply {
+                xid: 1,
+                body: Some(Response::Recipe(b)),
+                ..
+            } => Some(abi::decode::<Reply>(b).unwrap()),
+            _ => None,
+        })
+        .expect("the call of m is answered");
+    assert_eq!(
+        first,
+        Reply::Done(b"1".to_vec()),
+        "it ran the deployed module"
+    );
+    assert_eq!(
+        member_compiles.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    // The same file again once deployed: no validation, no txn.
+    h.step(plugin_deploy("m:1", "m.wasm"));
+    assert!(h.steps.is_empty());
+    assert_eq!(h.server.last_zxid(), before.next());
+}

@@ -36,6 +36,7 @@ use std::collections::{HashMap, VecDeque};
 use wazoo_proto::{ErrorCode, Request, Zxid};
 use wazoo_sdk::abi::Reply;
 
+use super::super::deploy::PluginOp;
 use super::super::{
     ensemble::INTERNAL_CXID, fingerprint, AuthInfo, ConnId, Origin, Output, Outstanding, ReadSet,
     Server, ServerConfig, Txn, View,
@@ -57,6 +58,9 @@ enum Work {
         guid: String,
     },
     Callback(RecipeWait),
+    /// Not a step: validating (compiling) a module to deploy, which the
+    /// engine then remembers, so the deploy's prep validates it at once.
+    Validate(Vec<u8>),
 }
 
 impl Work {
@@ -64,6 +68,7 @@ impl Work {
         match self {
             Work::Call { method, args, guid } => Step::Call { method, args, guid },
             Work::Callback(w) => Step::Callback(w),
+            Work::Validate(_) => unreachable!("a validation is not a step"),
         }
     }
 }
@@ -104,6 +109,20 @@ impl RecipeJob {
     /// Runs the step with `engine` against the view it carries (on any
     /// thread: it touches nothing of the pipeline).
     pub fn run(self, engine: &mut dyn RecipeEngine) -> RecipeStepDone {
+        if let Work::Validate(bytes) = &self.work {
+            // The answer is the engine's to remember; a panic is a refusal
+            // the deploy's prep then meets (it validates again).
+            let _ =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| engine.validate(bytes)));
+            return RecipeStepDone {
+                id: self.id,
+                outcome: StepOutcome::empty(Reply::Done(Vec::new())),
+                reads: ReadSet::default(),
+                saw_own_stamp: false,
+                zxid: self.zxid,
+                time_ms: self.time_ms,
+            };
+        }
         let host = PrepHost {
             cfg: &self.cfg,
             view: View {
@@ -178,7 +197,7 @@ impl std::fmt::Debug for RecipeStepDone {
 }
 
 /// Where an offloaded step's result goes.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum From {
     /// A call from a connection of this member.
     Conn { conn: ConnId, xid: i32 },
@@ -186,6 +205,12 @@ enum From {
     Remote { cxid: i32 },
     /// The callback of a fired wait (in `running_callbacks` meanwhile).
     Callback(WaitKey),
+    /// A client's deploy, served again once its module is validated (its
+    /// session's later requests wait behind it).
+    Deploy(Held),
+    /// A plugins directory deploy, prepped again once its module is
+    /// validated.
+    Plugin(PluginOp),
 }
 
 /// A step in flight.
@@ -200,6 +225,13 @@ struct Pending {
     attempts: u32,
     /// [`Offload::deploy_gen`] when it was sent.
     deploy_gen: u64,
+}
+
+/// Where a deploy whose module is validated on a worker came from
+/// ([`Server::offload_validation`]).
+pub(in crate::server) enum DeployFrom {
+    Client(Held),
+    Plugin(PluginOp),
 }
 
 /// A request that waits behind its session's call in flight.
@@ -236,6 +268,12 @@ pub(in crate::server) struct Offload {
     /// Steps that ran on the member's thread after
     /// [`OFFLOADED_ATTEMPTS_MAX`] conflicts.
     ran_here: u64,
+    /// Deploys whose module a worker is validating.
+    validating: usize,
+    /// Sessions whose call of a module not served waits (first in its
+    /// session's line) until no deploy is being validated: the module may
+    /// be the one coming (the plugins directory's, at a start).
+    behind_validation: Vec<i64>,
 }
 
 impl Offload {
@@ -245,6 +283,8 @@ impl Offload {
     pub(in crate::server) fn forget(&mut self) {
         self.jobs.clear();
         self.held.clear();
+        self.validating = 0;
+        self.behind_validation.clear();
     }
 }
 
@@ -335,6 +375,85 @@ impl Server {
         });
     }
 
+    /// Whether a deploy of `bytes` by `auth` is to wait for its module
+    /// to be validated on a worker ([`Server::offload_validation`]):
+    /// steps run off this thread, the deploy passes the checks made before
+    /// validating (permission, size: a refused one never costs a compile),
+    /// and the engine would have to compile the module to validate it.
+    pub(in crate::server) fn validate_off_thread(&mut self, auth: &AuthInfo, bytes: &[u8]) -> bool {
+        self.offloads()
+            && self.deploy_allowed(auth, bytes)
+            && self
+                .recipes
+                .as_mut()
+                .is_some_and(|e| !e.validates_quickly(bytes))
+    }
+
+    /// Validates a deploy's module on a worker; the deploy is served again
+    /// when that is done (a client's: first in its session's line, whose
+    /// later requests wait behind it; a plugins directory's: prepped
+    /// again), and then validates at once.
+    pub(in crate::server) fn offload_validation(
+        &mut self,
+        session: i64,
+        auth: &AuthInfo,
+        bytes: Vec<u8>,
+        from: DeployFrom,
+    ) {
+        let from = match from {
+            DeployFrom::Client(held) => {
+                self.offload.held.entry(session).or_default();
+                From::Deploy(held)
+            }
+            DeployFrom::Plugin(op) => From::Plugin(op),
+        };
+        self.offload.validating += 1;
+        tracing::debug!(
+            bytes = bytes.len(),
+            "validating a module to deploy on a recipe worker"
+        );
+        self.dispatch(Pending {
+            from,
+            session,
+            auth: auth.clone(),
+            module: String::new(),
+            work: Work::Validate(bytes),
+            attempts: 0,
+            deploy_gen: 0,
+        });
+    }
+
+    /// Whether a plugins directory deploy of `bytes` waits for a worker
+    /// to validate its module.
+    pub(in crate::server) fn plugin_deploy_in_flight(&self, bytes: &[u8]) -> bool {
+        self.offload.jobs.values().any(|p| {
+            matches!(&p.from, From::Plugin(PluginOp::Deploy { bytes: b, .. }) if b[..] == bytes[..])
+        })
+    }
+
+    /// Whether a call of `module` is to wait for the deploys being
+    /// validated: one of them may bring the module, which is not served
+    /// now (the plugins directory deploys its modules as a member starts:
+    /// a first call must not find them missing).
+    pub(in crate::server) fn call_waits_for_validation(&mut self, module: &str) -> bool {
+        self.offload.validating > 0 && self.recipes.as_ref().is_some_and(|e| !e.has_module(module))
+    }
+
+    /// Holds a call of `session` (see [`Self::call_waits_for_validation`])
+    /// until no deploy is being validated; its session's later requests
+    /// wait behind it.
+    pub(in crate::server) fn hold_for_validation(&mut self, session: i64, call: Held) {
+        self.hold_first(session, call);
+        if !self.offload.behind_validation.contains(&session) {
+            self.offload.behind_validation.push(session);
+        }
+    }
+
+    /// Puts `h` first in the line of `session`'s held requests.
+    fn hold_first(&mut self, session: i64, h: Held) {
+        self.offload.held.entry(session).or_default().push_front(h);
+    }
+
     fn dispatch(&mut self, mut p: Pending) {
         let id = self.offload.next_id;
         self.offload.next_id += 1;
@@ -367,22 +486,34 @@ impl Server {
             self.role.decides(),
             "steps in flight are forgotten when the member stops deciding"
         );
+        if matches!(p.from, From::Deploy(_) | From::Plugin(_)) {
+            self.offload.validating -= 1;
+            match p.from {
+                From::Deploy(held) => {
+                    // First in its session's line again, then served in order.
+                    self.hold_first(p.session, held);
+                    self.release_session(p.session);
+                }
+                From::Plugin(op) => self.prep_plugin(op),
+                _ => unreachable!("matched above"),
+            }
+            if self.offload.validating == 0 {
+                for session in std::mem::take(&mut self.offload.behind_validation) {
+                    self.release_session(session);
+                }
+            }
+            return;
+        }
         let outcome = if !self.sessions.is_live(p.session) {
             if let From::Callback(key) = &p.from {
                 // The session's end drops its waits.
                 self.running_callbacks.remove(key);
                 return;
             }
-            StepOutcome {
-                reply: error_reply(
-                    ErrorCode::SessionExpired,
-                    "the session ended while its recipe call ran",
-                ),
-                ops: Vec::new(),
-                waits: Vec::new(),
-                notes: Vec::new(),
-                changes: Vec::new(),
-            }
+            StepOutcome::empty(error_reply(
+                ErrorCode::SessionExpired,
+                "the session ended while its recipe call ran",
+            ))
         } else if self.still_current(&p, &done) {
             self.restamp(done)
         } else {
@@ -411,6 +542,7 @@ impl Server {
                 self.propose(Origin::Remote, cxid, p.session, txn, changes, None, false);
                 self.release_session(p.session);
             }
+            From::Deploy(_) | From::Plugin(_) => unreachable!("served above"),
             From::Callback(_) => self.propose(
                 Origin::Internal,
                 INTERNAL_CXID,
