@@ -940,3 +940,87 @@ async fn a_deploy_during_a_stream_of_calls_fails_none_and_splits_them_by_zxid() 
     );
     admin.close().await.ok();
 }
+
+/// A valid module of `functions` functions (each a little arithmetic):
+/// long to compile, as a large real recipe is.
+fn large_module(functions: usize) -> Vec<u8> {
+    let mut extra = String::new();
+    for i in 0..functions {
+        extra.push_str(&format!(
+            "(func $f{i} (param i32) (result i32) (i32.add (i32.mul (local.get 0) (i32.const {i})) (i32.const 7)))\n"
+        ));
+    }
+    let reply = mp(&Reply::Done(mp("large")));
+    plugin_support::wat_module(
+        &plugin_support::manifest("large", "1.0.0", &["get"], &[]),
+        &extra,
+        plugin_support::RETURN_DATA,
+        &reply,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploying_a_module_long_to_compile_holds_no_other_client_and_elects_no_one() {
+    // The leader compiles a module it validates on a recipe worker, not
+    // on the thread that serves its clients and answers its followers: a
+    // writer on another session goes on, and nobody's connection drops
+    // (every member drops its clients when the leader changes).
+    let (_plugins, opts) = options();
+    let (ens, leader) = start_three(opts);
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let module = large_module(6000);
+    let started = std::time::Instant::now();
+    wazoo::plugin::Runtime::new(Default::default())
+        .unwrap()
+        .validate_bytes(&module)
+        .expect("the large module is valid");
+    let compile = started.elapsed();
+    eprintln!("compiling the large module here took {compile:?}");
+    let writer = connect(&ens.addr(follower).to_string(), None).await;
+    let open = wazoo_client::Acl::open_unsafe();
+    writer
+        .create("/w", b"0", &open, wazoo_client::CreateMode::Persistent)
+        .await
+        .unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writes = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let (mut n, mut slowest) = (0u64, Duration::ZERO);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = std::time::Instant::now();
+                writer
+                    .set_data("/w", b"x", None)
+                    .await
+                    .expect("a write during the deploy");
+                slowest = slowest.max(t.elapsed());
+                n += 1;
+            }
+            (n, slowest)
+        })
+    };
+    let admin = connect(&ens.addr(leader).to_string(), Some("super:test")).await;
+    let d = admin
+        .deploy(&module)
+        .await
+        .expect("deploy the large module");
+    assert_eq!(d.sha256, sha256_hex(&module));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (n, slowest) = writes.await.unwrap();
+    eprintln!("{n} writes during the deploy, the slowest {slowest:?}");
+    assert!(n > 0);
+    assert_eq!(
+        ens.wait_for_leader(Duration::from_secs(5)).unwrap(),
+        leader,
+        "no election"
+    );
+    assert_eq!(served_module(&admin).await, "large");
+}
+
+async fn served_module(c: &Client) -> String {
+    let body = c.recipe_call("large", "get", &mp(&())).await.unwrap();
+    match abi::decode::<Reply>(&body).unwrap() {
+        Reply::Done(v) => abi::decode(&v).unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
