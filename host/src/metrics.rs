@@ -83,6 +83,7 @@ struct Baselines {
     log_fsyncs: u64,
     leases_expired: u64,
     step_reruns: u64,
+    steps_offloaded: u64,
 }
 
 /// The log writer's totals as last seen.
@@ -236,6 +237,7 @@ impl Metrics {
             log_fsyncs: log.fsyncs(),
             leases_expired: c.map_or(0, |c| c.leases_expired),
             step_reruns: s.recipe_step_reruns().0,
+            steps_offloaded: s.recipe_steps_offloaded(),
         };
     }
 
@@ -640,6 +642,13 @@ impl Metrics {
             "wazoo_recipe_steps_in_flight",
             "Recipe steps running on recipe workers now",
             int(s.recipe_steps_in_flight()),
+        );
+        counter(
+            &mut f,
+            "wazoo_recipe_steps_offloaded",
+            "Recipe steps sent to a recipe worker because their first try on the member's thread did not fit its budget",
+            s.recipe_steps_offloaded(),
+            base.steps_offloaded,
         );
         counter(
             &mut f,

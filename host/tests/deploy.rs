@@ -589,14 +589,16 @@ async fn a_plugins_directory_deploys_through_the_log_and_a_removed_file_undeploy
         "same bytes: no version churn"
     );
 
-    // Removing the copy keeps the module the other file still provides.
+    // Removing another member's copy keeps the module this member's file
+    // deployed; so does removing the copy in the same directory.
+    std::fs::remove_file(dir_g.join("ver.wasm")).unwrap();
     std::fs::remove_file(dir_f.join("ver_copy.wasm")).unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let lines = until_every_member_lists(&ens, "ver", Some(&sha256_hex(&v1))).await;
     assert_eq!(
         same_deployed_zxid(&lines),
         z1,
-        "the other file still provides it"
+        "the file that deployed it is still there"
     );
 
     // A changed file: a new version everywhere, from one later txn.

@@ -283,10 +283,36 @@ impl Deployer {
             .cloned()
             .collect();
         for path in gone {
-            let Some((name, sha256)) = self.files.remove(&path).and_then(|f| f.module) else {
+            let Some(file) = self.files.remove(&path) else {
+                continue;
+            };
+            let deploying = file.pending.is_some();
+            let Some((name, sha256)) = file.module else {
                 continue;
             };
             tracing::info!(module = %name, file = %path.display(), "recipe module file removed");
+            // Only what this directory's files deployed is undeployed:
+            // another member's copy, or a client, may have deployed the
+            // module (this file's deploy then made no txn). The deployed
+            // module records the file that deployed it; while that file
+            // is still here the module stays. While this file's own deploy
+            // is not seen yet, it may be the one: its sha256 decides, as
+            // the leader checks it.
+            let prefix = format!("{}:", self.label);
+            let deployer_gone = self
+                .runtime
+                .deployed_from(&prefix)
+                .iter()
+                .any(|(n, _, src)| {
+                    *n == name
+                        && !self
+                            .files
+                            .contains_key(&self.dir.join(&src[prefix.len()..]))
+                });
+            if !deployer_gone && !deploying {
+                tracing::info!(module = %name, file = %path.display(), "another file, member or client deployed this module: kept");
+                continue;
+            }
             // Another file declaring the name serves it instead (a deploy
             // of the same bytes as the module served is no txn).
             let since = self.runtime.deploy_count();

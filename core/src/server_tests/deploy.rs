@@ -497,10 +497,15 @@ fn the_recipes_acl_travels_in_snapshots_and_is_enforced_after_loading_one() {
     assert_eq!(waits.recipes_acl, crate::recipe::RecipesAcl::default());
 }
 
+/// Member 0's plugins directory asks to deploy `file` holding `bytes`.
 fn plugin_deploy(bytes: &str, file: &str) -> Input {
+    plugin_deploy_from(0, bytes, file)
+}
+
+fn plugin_deploy_from(member: u64, bytes: &str, file: &str) -> Input {
     Input::Plugin(PluginOp::Deploy {
         bytes: bytes.as_bytes().to_vec(),
-        source: format!("plugins:0:{file}"),
+        source: format!("plugins@{member}:{file}"),
     })
 }
 
@@ -513,13 +518,19 @@ fn a_plugins_file_deploys_through_the_log_and_the_same_bytes_again_make_no_txn()
     let m = &h.server.deployed_modules()["m"];
     assert_eq!(
         (m.version.as_str(), m.source.as_str()),
-        ("1", "plugins:0:m.wasm")
+        ("1", "plugins@0:m.wasm")
     );
     assert_eq!(served.lock().unwrap()["m"], "1");
-    // Another member's copy of the same file: an idempotent replace.
-    h.step(plugin_deploy("m:1", "copy.wasm"));
+    // Another member's copy of the same file, or the same file again: no
+    // txn (no version churn).
+    h.step(plugin_deploy_from(1, "m:1", "m.wasm"));
+    h.step(plugin_deploy("m:1", "m.wasm"));
     assert_eq!(h.server.last_zxid(), before.next(), "no version churn");
     assert_eq!(h.server.deployed_modules()["m"].zxid, before.next());
+    // A second file of the same directory holding the same bytes: no txn
+    // either (the watcher keeps track of which file deployed it).
+    h.step(plugin_deploy("m:1", "copy.wasm"));
+    assert_eq!(h.server.last_zxid(), before.next());
     // A changed file replaces it; an invalid one changes nothing.
     h.step(plugin_deploy("m:2", "m.wasm"));
     assert_eq!(h.server.deployed_modules()["m"].version, "2");

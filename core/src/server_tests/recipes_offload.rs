@@ -183,6 +183,11 @@ fn a_write_that_lands_while_a_step_runs_makes_it_run_again_and_no_update_is_lost
     assert_eq!(recipe_reply(&h, 1, 7), Some(Reply::Done(b"11".to_vec())));
     assert_eq!(data_of(&mut h, "/c"), b"11", "both updates are there");
     assert_eq!(h.server.recipe_steps_in_flight(), 0);
+    assert_eq!(
+        h.server.recipe_steps_offloaded(),
+        1,
+        "one step offloaded (its rerun is not another)"
+    );
 }
 
 #[test]

@@ -263,6 +263,8 @@ pub(in crate::server) struct Offload {
     held: HashMap<i64, VecDeque<Held>>,
     /// Moves whenever the modules the engine serves may change.
     pub(in crate::server) deploy_gen: u64,
+    /// Steps sent to a worker (first runs; not validations).
+    sent: u64,
     /// Steps that ran again because what they read changed.
     reruns: u64,
     /// Steps that ran on the member's thread after
@@ -303,6 +305,12 @@ impl Server {
         self.offload.jobs.len()
     }
 
+    /// Steps sent to a worker because their first try on this thread did
+    /// not fit its budget (or a module was compiling).
+    pub fn recipe_steps_offloaded(&self) -> u64 {
+        self.offload.sent
+    }
+
     /// Offloaded steps that ran again because what they read had changed,
     /// and of those, how many then ran on the member's thread.
     pub fn recipe_step_reruns(&self) -> (u64, u64) {
@@ -336,6 +344,7 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
+        self.offload.sent += 1;
         let from = match conn {
             Some(conn) => From::Conn { conn, xid },
             None => From::Remote { cxid: xid },
@@ -364,6 +373,7 @@ impl Server {
         auth: AuthInfo,
         wait: RecipeWait,
     ) {
+        self.offload.sent += 1;
         self.dispatch(Pending {
             from: From::Callback(key),
             session: wait.session,
