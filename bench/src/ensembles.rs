@@ -77,6 +77,13 @@ impl Ensemble {
             }
             Flavor::Wazoo => {
                 let mut opts = opts.binary(&cfg.wazoo_bin);
+                if plugins.is_some() {
+                    // The recipe workloads deploy what they run from the
+                    // plugins directory: the twelve built-ins would only
+                    // compile (below the member's priority) into the first
+                    // measured rounds.
+                    opts = opts.cfg("wazoo.recipes.builtin=false");
+                }
                 for line in &cfg.wazoo_cfg {
                     opts = opts.cfg(line.clone());
                 }
