@@ -338,9 +338,18 @@ impl Server {
             self.ens.touched(session);
         }
         // Behind a call of the session still running: served after it.
-        let held = recipes::Held::Local { conn, xid, req };
-        let Some(recipes::Held::Local { req, .. }) = self.hold_behind_step(session, held) else {
-            return;
+        // A ping is not held: it orders nothing (clients match its reply
+        // by its own xid), and a call that waits for a module to compile
+        // must not make its client give the connection up.
+        let req = if matches!(req, Request::Ping) {
+            req
+        } else {
+            let held = recipes::Held::Local { conn, xid, req };
+            let Some(recipes::Held::Local { req, .. }) = self.hold_behind_step(session, held)
+            else {
+                return;
+            };
+            req
         };
         if !matches!(req, Request::Auth(_)) && !self.auth_enforced_ok(conn, xid) {
             return;

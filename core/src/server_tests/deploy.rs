@@ -715,6 +715,15 @@ fn a_deploy_that_must_compile_is_validated_on_a_worker_and_its_sessions_next_req
         },
     );
     assert_eq!(reply_order(&h, 1), vec![], "all three wait");
+    // A ping is answered meanwhile: the client keeps its connection while
+    // the module compiles.
+    h.send(1, wazoo_proto::xid::PING, Request::Ping);
+    assert!(
+        h.sent[&1].iter().any(
+            |s| matches!(s, Sent::Reply { xid, err: 0, .. } if *xid == wazoo_proto::xid::PING)
+        ),
+        "the ping is answered at once"
+    );
     assert_eq!(h.steps.len(), 1, "the module goes to a worker");
     assert_eq!(h.server.last_zxid(), before, "no txn yet");
     // Another session is not held behind it.

@@ -148,8 +148,18 @@ async fn still_waiting<T>(h: &tokio::task::JoinHandle<T>, d: Duration) -> bool {
 #[tokio::test]
 async fn the_recp_word_lists_the_loaded_modules() {
     let s = Served::start(&["lock"]);
+    // The plugins directory's module is deployed once it is compiled (on a
+    // recipe worker, not the member's thread): a few seconds at most.
     let answer = tokio::task::spawn_blocking(move || {
-        wazoo_testkit::four_letter_word(s.server.addr(), "recp").expect("recp answers")
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let answer =
+                wazoo_testkit::four_letter_word(s.server.addr(), "recp").expect("recp answers");
+            if answer.contains("module=lock ") || std::time::Instant::now() > deadline {
+                return answer;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     })
     .await
     .unwrap();
