@@ -91,6 +91,10 @@ impl Ensemble {
                     opts = opts.arg("--plugins").arg(dir.display().to_string());
                 }
                 let e = WazooEnsemble::start(n, opts).context("starting a wazoo ensemble")?;
+                if let Some(dir) = plugins {
+                    let addrs: Vec<_> = (0..n).map(|i| e.addr(i)).collect();
+                    crate::servers::wait_for_plugins(&addrs, dir)?;
+                }
                 let dirs = (0..n).map(|i| e.data_dir(i).to_path_buf()).collect();
                 (Box::new(e), dirs)
             }

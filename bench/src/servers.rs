@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -118,7 +118,11 @@ impl Server {
                 if let Some(dir) = plugins {
                     opts = opts.arg("--plugins").arg(dir.display().to_string());
                 }
-                Server::Wazoo(WazooServer::start(opts).context("starting wazoo")?)
+                let server = WazooServer::start(opts).context("starting wazoo")?;
+                if let Some(dir) = plugins {
+                    wait_for_plugins(&[server.addr()], dir)?;
+                }
+                Server::Wazoo(server)
             }
         })
     }
@@ -502,6 +506,48 @@ pub fn find_wazoo_bin(explicit: Option<PathBuf>) -> Result<PathBuf> {
          or point at a binary with --wazoo-bin PATH (or WAZOO_BIN=PATH)",
         tried.join(", ")
     )
+}
+
+/// Waits until every member at `addrs` serves the module of each
+/// `NAME.wasm` in the plugins directory `dir`, compiled (its `recp` lists
+/// `module=NAME` with `loads=` above 0): the member deploys them as it
+/// starts, once the leader has compiled them, and every member compiles
+/// its copy (seconds each for a debug build, on a thread below the
+/// member's priority); a measured window must not begin before.
+pub fn wait_for_plugins(addrs: &[SocketAddr], dir: &Path) -> Result<()> {
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = e?.path();
+        if path.extension().is_some_and(|x| x == "wasm") {
+            if let Some(stem) = path.file_stem() {
+                names.push(stem.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(180);
+    for &addr in addrs {
+        loop {
+            let listed = wazoo_testkit::four_letter_word(addr, "recp").unwrap_or_default();
+            // Listed and loaded: a member lists a module it is still
+            // compiling with loads=0.
+            let loaded = |n: &String| {
+                listed
+                    .lines()
+                    .any(|l| l.starts_with(&format!("module={n} ")) && !l.contains(" loads=0 "))
+            };
+            if names.iter().all(loaded) {
+                break;
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "wazoo at {addr} does not serve the modules of {} ({names:?}) after 180 s: {listed:?}",
+                    dir.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

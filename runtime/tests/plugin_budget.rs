@@ -40,9 +40,21 @@ fn an_ordinary_call_fits_the_budget_and_counts() {
     rt.load_bytes(&good_module("good", "1.0.0", "fine"))
         .unwrap();
     let quick = rt.within(QUICK);
-    let out = quick
-        .call("good", "get", &[], &caller(), &mut MemTree::new(7))
-        .expect("fits");
+    // The deadline is the next epoch tick: on a busy machine a tick may
+    // land while the call runs (it is then over budget, not counted, and
+    // tried again, as the member sends it to a worker). Twenty tries in a
+    // row do not all meet one.
+    let mut last = None;
+    for _ in 0..20 {
+        match quick.call("good", "get", &[], &caller(), &mut MemTree::new(7)) {
+            Ok(out) => {
+                last = Some(out);
+                break;
+            }
+            Err(e) => assert!(quick.over_budget(&e), "only the budget may stop it: {e:?}"),
+        }
+    }
+    let out = last.expect("fits");
     assert_eq!(done::<String>(&out.reply), "fine");
     assert_eq!(calls_and_errors(&rt, "good"), (1, 0));
 }
