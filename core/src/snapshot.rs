@@ -134,12 +134,23 @@ mod tests {
             .collect()
     }
 
+    /// [`job`] with the committed recipe counters of [`counters`].
+    fn job_with_counters(tree: &DataTree) -> SnapshotJob {
+        let mut j = job(tree);
+        j.waits.counters = counters();
+        j
+    }
+
+    fn body_of(j: &SnapshotJob) -> Vec<u8> {
+        let mut body = Vec::new();
+        write_snapshot_body(j, &mut body).unwrap();
+        body
+    }
+
     #[test]
     fn every_truncated_body_is_an_error() {
-        let mut j = job(&DataTree::default());
-        j.waits.counters = counters();
-        let mut body = Vec::new();
-        write_snapshot_body(&j, &mut body).unwrap();
+        let j = job_with_counters(&DataTree::default());
+        let body = body_of(&j);
         for len in 0..body.len() {
             assert!(
                 read_snapshot_body(SNAPSHOT_FORMAT, &body[..len]).is_err(),
@@ -153,10 +164,8 @@ mod tests {
     #[test]
     fn the_committed_recipe_counters_read_back_from_a_snapshot_body() {
         let tree = DataTree::default();
-        let mut j = job(&tree);
-        j.waits.counters = counters();
-        let mut body = Vec::new();
-        write_snapshot_body(&j, &mut body).unwrap();
+        let j = job_with_counters(&tree);
+        let body = body_of(&j);
         let (waits, back) = read_snapshot_body(SNAPSHOT_FORMAT, &body).unwrap();
         assert_eq!(waits.counters, counters());
         assert_eq!(waits, j.waits, "the whole recipe state round-trips");
@@ -175,8 +184,7 @@ mod tests {
     #[test]
     fn a_format_3_snapshot_without_counters_loads_with_none() {
         let tree = DataTree::default();
-        let mut j = job(&tree);
-        j.waits.counters = counters();
+        let j = job_with_counters(&tree);
         let body = format_3_body(&j);
         let (waits, back) = read_snapshot_body(3, &body).unwrap();
         assert!(waits.counters.is_empty(), "format 3 has no counters");
@@ -190,10 +198,8 @@ mod tests {
 
     #[test]
     fn a_damaged_counters_section_is_an_error_naming_it() {
-        let mut j = job(&DataTree::default());
-        j.waits.counters = counters();
-        let mut body = Vec::new();
-        write_snapshot_body(&j, &mut body).unwrap();
+        let j = job_with_counters(&DataTree::default());
+        let body = body_of(&j);
         // The counters' module count follows the waits, the modules and
         // the ACL of /zookeeper/recipes.
         let mut head = Vec::new();

@@ -4,7 +4,7 @@
 
 use super::error::LoadError;
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,7 +58,7 @@ enum CompileKey {
 /// The compiles running in this process: a second caller wanting the
 /// same module waits for the first instead of compiling it again (then
 /// finds it in memory or on disk).
-static COMPILING: Mutex<Option<HashSet<CompileKey>>> = Mutex::new(None);
+static COMPILING: Mutex<Vec<CompileKey>> = Mutex::new(Vec::new());
 static COMPILED: Condvar = Condvar::new();
 static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -72,14 +72,14 @@ impl Claim {
     fn take(key: CompileKey) -> Option<Claim> {
         let mut running = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
         let mut waited = false;
-        while running.get_or_insert_with(HashSet::new).contains(&key) {
+        while running.contains(&key) {
             waited = true;
             running = COMPILED.wait(running).unwrap_or_else(|e| e.into_inner());
         }
         if waited {
             return None;
         }
-        running.get_or_insert_with(HashSet::new).insert(key.clone());
+        running.push(key.clone());
         Some(Claim(key))
     }
 }
@@ -87,9 +87,7 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         let mut running = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(r) = running.as_mut() {
-            r.remove(&self.0);
-        }
+        running.retain(|k| *k != self.0);
         COMPILED.notify_all();
     }
 }
@@ -146,19 +144,14 @@ impl ModuleCache {
             None => CompileKey::Memory(self.id, *hash),
         };
         loop {
-            if let Some(m) = self.memory.lock().unwrap().get(hash) {
-                return Ok((m.clone(), true));
-            }
-            if let Some(m) = path.as_deref().and_then(|p| load(engine, p)) {
-                self.remember(hash, &m);
+            if let Some(m) = self.cached(engine, hash, path.as_deref()) {
                 return Ok((m, true));
             }
             let Some(_claim) = Claim::take(key.clone()) else {
                 continue; // another thread compiled it meanwhile (or failed to)
             };
             // It may have landed between the look above and the claim.
-            if let Some(m) = path.as_deref().and_then(|p| load(engine, p)) {
-                self.remember(hash, &m);
+            if let Some(m) = self.cached(engine, hash, path.as_deref()) {
                 return Ok((m, true));
             }
             self.compiles.fetch_add(1, Ordering::Relaxed);
@@ -172,6 +165,17 @@ impl ModuleCache {
             self.remember(hash, &m);
             return Ok((m, false));
         }
+    }
+
+    /// The module of `hash` from memory, else from the cache file `path`
+    /// (then kept in memory).
+    fn cached(&self, engine: &Engine, hash: &ContentHash, path: Option<&Path>) -> Option<Module> {
+        if let Some(m) = self.memory.lock().unwrap().get(hash) {
+            return Some(m.clone());
+        }
+        let m = load(engine, path?)?;
+        self.remember(hash, &m);
+        Some(m)
     }
 
     fn remember(&self, hash: &ContentHash, m: &Module) {

@@ -372,9 +372,18 @@ impl Runtime {
     }
 
     fn prepare(&self, bytes: &[u8], source: Option<PathBuf>) -> Result<Arc<Loaded>, LoadError> {
+        self.prepare_hashed(bytes, content_hash(bytes), source)
+    }
+
+    /// [`prepare`](Self::prepare) for a caller that hashed `bytes` already.
+    fn prepare_hashed(
+        &self,
+        bytes: &[u8],
+        hash: ContentHash,
+        source: Option<PathBuf>,
+    ) -> Result<Arc<Loaded>, LoadError> {
         // The manifest first: nothing is compiled for a module we would refuse.
         let manifest = manifest::read_manifest(bytes)?;
-        let hash = content_hash(bytes);
         let (module, cached) = self
             .inner
             .cache
@@ -702,7 +711,8 @@ impl Runtime {
         let hash = content_hash(bytes);
         if self.inner.cache.in_memory(&hash) {
             // Compiled already (the leader validated it): no wait.
-            return self.swap_in_deployed(name, sha256, self.prepare(bytes, None));
+            let prepared = self.prepare_hashed(bytes, hash, None);
+            return self.swap_in_deployed(name, sha256, prepared);
         }
         let manifest = manifest::read_manifest(bytes).map_err(|e| e.to_string())?;
         let info = ModuleInfo::of(&manifest, hex(&hash));
@@ -784,7 +794,8 @@ impl Runtime {
         if let Some(why) = self.refusal(&hash) {
             return Err(why);
         }
-        self.validate_bytes(bytes).map_err(|e| {
+        let prepared = self.prepare_hashed(bytes, hash, None);
+        prepared.map(|l| l.info()).map_err(|e| {
             let why = e.to_string();
             let mut refused = self.inner.refused.lock().unwrap();
             if refused.len() >= REFUSED_KEPT {

@@ -309,6 +309,16 @@ impl Server {
             let errs = fail(ErrorCode::SessionMoved);
             return self.propose_error(session, cxid, errs);
         }
+        if let Some(wait) = self.compile_wait(&auth, &req) {
+            let held = super::recipes::Held::Remote {
+                from,
+                cxid,
+                auth: auth.clone(),
+                op,
+                body: body.to_vec(),
+            };
+            return self.wait_for_compile(session, &auth, wait, held);
+        }
         match req {
             Request::CloseSession => {
                 if !self.can_propose() {
@@ -337,16 +347,6 @@ impl Server {
                     false,
                 );
             }
-            Request::RecipeCall { module, .. } if self.call_waits_for_validation(&module) => {
-                let call = super::recipes::Held::Remote {
-                    from,
-                    cxid,
-                    auth,
-                    op,
-                    body: body.to_vec(),
-                };
-                self.hold_for_validation(session, call)
-            }
             Request::RecipeCall {
                 module,
                 method,
@@ -360,20 +360,6 @@ impl Server {
                     guid: super::recipes::call_guid(&guid, session, cxid),
                 };
                 self.remote_recipe_call(cxid, session, &auth, call)
-            }
-            req if Server::deploy_bytes(&req)
-                .is_some_and(|b| self.validate_off_thread(&auth, b)) =>
-            {
-                let bytes = Server::deploy_bytes(&req).expect("a deploy").to_vec();
-                let held = super::recipes::Held::Remote {
-                    from,
-                    cxid,
-                    auth: auth.clone(),
-                    op,
-                    body: body.to_vec(),
-                };
-                let from = super::recipes::DeployFrom::Client(held);
-                self.offload_validation(session, &auth, bytes, from)
             }
             req => match self.prep_write(&auth, session, &req) {
                 Ok((txn, changes, _kind)) => {

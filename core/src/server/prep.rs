@@ -377,11 +377,9 @@ impl Server {
             .get(&conn)
             .map(|c| c.auth.clone())
             .unwrap_or_default();
-        if let Request::RecipeCall { module, .. } = &req {
-            if self.call_waits_for_validation(module) {
-                let call = recipes::Held::Local { conn, xid, req };
-                return self.hold_for_validation(session, call);
-            }
+        if let Some(wait) = self.compile_wait(&auth, &req) {
+            let held = recipes::Held::Local { conn, xid, req };
+            return self.wait_for_compile(session, &auth, wait, held);
         }
         if let Request::RecipeCall {
             module,
@@ -397,13 +395,6 @@ impl Server {
                 guid: recipes::call_guid(guid, session, xid),
             };
             return self.local_recipe_call(conn, xid, session, &auth, call);
-        }
-        if let Some(bytes) = Server::deploy_bytes(&req) {
-            if self.validate_off_thread(&auth, bytes) {
-                let bytes = bytes.to_vec();
-                let from = recipes::DeployFrom::Client(recipes::Held::Local { conn, xid, req });
-                return self.offload_validation(session, &auth, bytes, from);
-            }
         }
         let prepped = self.prep_write(&auth, session, &req);
         match prepped {

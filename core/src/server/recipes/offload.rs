@@ -227,6 +227,15 @@ struct Pending {
     deploy_gen: u64,
 }
 
+/// Why a client's request waits for a module to compile
+/// ([`Server::compile_wait`]).
+pub(in crate::server) enum CompileWait {
+    /// A call of a module not served while deploys are being validated.
+    Call,
+    /// A deploy of these bytes, whose module a worker validates first.
+    Deploy(Vec<u8>),
+}
+
 /// Where a deploy whose module is validated on a worker came from
 /// ([`Server::offload_validation`]).
 pub(in crate::server) enum DeployFrom {
@@ -385,6 +394,39 @@ impl Server {
         });
     }
 
+    /// Whether a client's request (local or forwarded) must wait for a
+    /// module to compile, and why: the same check for both paths.
+    pub(in crate::server) fn compile_wait(
+        &mut self,
+        auth: &AuthInfo,
+        req: &Request,
+    ) -> Option<CompileWait> {
+        if let Request::RecipeCall { module, .. } = req {
+            return self
+                .call_waits_for_validation(module)
+                .then_some(CompileWait::Call);
+        }
+        let bytes = Server::deploy_bytes(req)?;
+        self.validate_off_thread(auth, bytes)
+            .then(|| CompileWait::Deploy(bytes.to_vec()))
+    }
+
+    /// Makes `held` (the request [`Self::compile_wait`] named) wait.
+    pub(in crate::server) fn wait_for_compile(
+        &mut self,
+        session: i64,
+        auth: &AuthInfo,
+        wait: CompileWait,
+        held: Held,
+    ) {
+        match wait {
+            CompileWait::Call => self.hold_for_validation(session, held),
+            CompileWait::Deploy(bytes) => {
+                self.offload_validation(session, auth, bytes, DeployFrom::Client(held))
+            }
+        }
+    }
+
     /// Whether a deploy of `bytes` by `auth` is to wait for its module
     /// to be validated on a worker ([`Server::offload_validation`]):
     /// steps run off this thread, the deploy passes the checks made before
@@ -445,14 +487,14 @@ impl Server {
     /// validated: one of them may bring the module, which is not served
     /// now (the plugins directory deploys its modules as a member starts:
     /// a first call must not find them missing).
-    pub(in crate::server) fn call_waits_for_validation(&mut self, module: &str) -> bool {
+    fn call_waits_for_validation(&self, module: &str) -> bool {
         self.offload.validating > 0 && self.recipes.as_ref().is_some_and(|e| !e.has_module(module))
     }
 
     /// Holds a call of `session` (see [`Self::call_waits_for_validation`])
     /// until no deploy is being validated; its session's later requests
     /// wait behind it.
-    pub(in crate::server) fn hold_for_validation(&mut self, session: i64, call: Held) {
+    fn hold_for_validation(&mut self, session: i64, call: Held) {
         self.hold_first(session, call);
         if !self.offload.behind_validation.contains(&session) {
             self.offload.behind_validation.push(session);
