@@ -762,6 +762,18 @@ fn a_deploy_that_must_compile_is_validated_on_a_worker_and_its_sessions_next_req
     );
     assert_eq!(compiles(&member_compiles), 0);
     assert_eq!(served.lock().unwrap()["m"], "1");
+    // A deploy without ADMIN on /zookeeper/recipes is refused before any
+    // compile: no worker, NoAuth at once.
+    h.send(2, 1, deploy("m:never-compiled"));
+    assert!(
+        h.steps.is_empty(),
+        "nothing to validate for a refused deploy"
+    );
+    assert_eq!(
+        reply_order(&h, 2).last(),
+        Some(&(1, ErrorCode::NoAuth.code()))
+    );
+    assert_eq!(compiles(&worker.compiles), 2);
     // Deploying bytes validated before needs no worker.
     h.send(1, 5, deploy("m:1"));
     assert!(h.steps.is_empty());
