@@ -338,9 +338,10 @@ impl Server {
             self.ens.touched(session);
         }
         // Behind a call of the session still running: served after it.
-        // A ping is not held: it orders nothing (clients match its reply
-        // by its own xid), and a call that waits for a module to compile
-        // must not make its client give the connection up.
+        // A ping is not held (nor queued behind the connection's requests,
+        // below): it orders nothing (clients match its reply by its own
+        // xid), and a call that waits for a module to compile must not
+        // make its client give the connection up.
         let req = if matches!(req, Request::Ping) {
             req
         } else {
@@ -356,6 +357,12 @@ impl Server {
         }
         match req {
             Request::Auth(pkt) => self.on_auth(conn, xid, pkt),
+            // Answered at once, where ZooKeeper queues a ping behind the
+            // session's requests in flight like a read: a recipe call may
+            // wait seconds (for its module to compile, its step to run)
+            // before it is proposed, and its client, hearing nothing, would
+            // drop the connection after 2/3 of the session timeout.
+            Request::Ping => self.send_reply(conn, xid, 0, &Response::Empty),
             Request::CloseSession if self.conns.get(&conn).is_some_and(|c| c.read_only) => {
                 // A read-only session is local: it just ends.
                 self.ro_sessions.remove(&session);

@@ -249,3 +249,34 @@ fn get_ephemerals_matches_the_prefix_untrimmed() {
         assert_eq!(r, Response::Ephemerals(want), "{prefix:?}");
     }
 }
+
+/// ZooKeeper queues a ping behind its session's requests in flight, as a
+/// read; wazoo answers it at once (ZooKeeper Programmer's Guide, "ZooKeeper
+/// Sessions": a client that hears nothing for 2/3 of its session timeout
+/// drops the connection). A recipe call may wait seconds before it is even
+/// proposed, and a client waiting for it must keep its connection. A ping
+/// orders nothing: clients match its reply by its xid, not by position.
+#[test]
+fn a_ping_is_answered_at_once_behind_a_write_that_is_not_yet_durable() {
+    let mut h = Harness::default();
+    h.connect(1);
+    h.auto_sync = false;
+    h.send(1, 1, create("/a", b"", CreateMode::Persistent));
+    h.send(1, wazoo_proto::xid::PING, Request::Ping);
+    let replies = |h: &Harness| -> Vec<i32> {
+        h.sent[&1]
+            .iter()
+            .filter_map(|s| match s {
+                Sent::Reply { xid, err: 0, .. } => Some(*xid),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        replies(&h),
+        vec![wazoo_proto::xid::PING],
+        "the ping is answered while the create waits for the log"
+    );
+    h.sync();
+    assert_eq!(replies(&h), vec![wazoo_proto::xid::PING, 1]);
+}

@@ -14,6 +14,7 @@ struct Grant {
 async fn lease_is_exclusive_renewable_and_lapses() {
     let (plugins, opts) = options(&["lease"]);
     let server = WazooServer::start(opts.cfg("extendedTypesEnabled=true")).expect("start wazoo");
+    wait_deployed(server.addr(), &["lease"]);
     let _plugins = plugins;
     let c = connect(&server.addr().to_string()).await;
     let acquire = |holder: &'static str, ttl_ms: i64| {

@@ -137,6 +137,9 @@ async fn lock_waiter_acquires_after_the_leader_is_killed() {
     let leader = ens
         .wait_for_leader(Duration::from_secs(30))
         .expect("a leader");
+    for i in 0..3 {
+        wait_deployed(ens.addr(i), &["lock"]);
+    }
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let holder = connect(&ens.addr(followers[1]).to_string()).await;
     let waiter = connect(&ens.addr(followers[0]).to_string()).await;

@@ -61,6 +61,7 @@ impl Served {
     fn start(modules: &[&str]) -> Served {
         let (plugins, opts) = options(modules);
         let server = WazooServer::start(opts).expect("start wazoo with --plugins");
+        wait_deployed(server.addr(), modules);
         Served {
             server,
             _plugins: plugins,
@@ -68,6 +69,30 @@ impl Served {
     }
     fn hosts(&self) -> String {
         self.server.addr().to_string()
+    }
+}
+
+/// Waits until `recp` lists every module of the plugins directory: each
+/// is deployed (a write of some 400 KB) once a recipe worker compiled it.
+/// The tests' sessions start after that, so a slow disk syncing those
+/// deploys never delays their replies (pings included) past their 1.5 s
+/// session timeout.
+fn wait_deployed(server: std::net::SocketAddr, modules: &[&str]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = wazoo_testkit::four_letter_word(server, "recp").expect("recp answers");
+        let missing: Vec<&&str> = modules
+            .iter()
+            .filter(|m| !answer.contains(&format!("module={m} ")))
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "modules {missing:?} not deployed after 60 s: {answer}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -148,18 +173,8 @@ async fn still_waiting<T>(h: &tokio::task::JoinHandle<T>, d: Duration) -> bool {
 #[tokio::test]
 async fn the_recp_word_lists_the_loaded_modules() {
     let s = Served::start(&["lock"]);
-    // The plugins directory's module is deployed once it is compiled (on a
-    // recipe worker, not the member's thread): a few seconds at most.
     let answer = tokio::task::spawn_blocking(move || {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let answer =
-                wazoo_testkit::four_letter_word(s.server.addr(), "recp").expect("recp answers");
-            if answer.contains("module=lock ") || std::time::Instant::now() > deadline {
-                return answer;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wazoo_testkit::four_letter_word(s.server.addr(), "recp").expect("recp answers")
     })
     .await
     .unwrap();
