@@ -136,6 +136,10 @@ pub(super) struct View<'a> {
     /// A recipe step run off the member's thread records what it read
     /// here (see `recipes/offload.rs`); `None` for every other prep.
     pub(super) reads: Option<std::cell::RefCell<ReadSet>>,
+    /// The ACL of the virtual node /zookeeper/recipes, where a client's
+    /// prep sees it (the member runs recipes); `None` for recipe steps,
+    /// which cannot reach it.
+    pub(super) recipes_node: Option<&'a [Acl]>,
 }
 
 /// What a node looked like to a step: `None` if absent. Every change to a
@@ -288,6 +292,10 @@ impl Server {
             zxid: self.prep_zxid(),
             time_ms: self.wall_ms,
             reads: None,
+            recipes_node: self
+                .recipes
+                .is_some()
+                .then(|| &self.prep_recipes_acl().acl[..]),
         }
     }
 
@@ -660,6 +668,17 @@ pub(super) fn prep_create(
     if parent_path.is_empty() {
         return Err(ErrorCode::BadArguments);
     }
+    if let Some(acl) = view.recipes_node {
+        // /zookeeper/recipes is no node of the tree, yet it exists: it
+        // cannot be created again (below), and it has no children but the
+        // deployed modules' names, which setData on it makes. A child is
+        // refused as a create under ZooKeeper's /zookeeper/config is, for
+        // want of CREATE in its ACL; even for a caller who has it.
+        if parent_path == super::recipes::RECIPES_NODE {
+            acl::check(acl, perms::CREATE, auth)?;
+            return Err(ErrorCode::BadArguments);
+        }
+    }
     let mut parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
     acl::check(&parent.acl, perms::CREATE, auth)?;
     let final_path = if mode.is_sequential() {
@@ -671,7 +690,9 @@ pub(super) fn prep_create(
     if final_path == "/" {
         return Err(ErrorCode::NodeExists);
     }
-    if view.exists(&final_path) {
+    if view.exists(&final_path)
+        || (view.recipes_node.is_some() && final_path == super::recipes::RECIPES_NODE)
+    {
         return Err(ErrorCode::NodeExists);
     }
     if parent.stat.ephemeral_owner != 0 {

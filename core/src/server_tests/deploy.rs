@@ -171,6 +171,53 @@ fn an_undeploy_removes_the_module_and_an_unknown_name_is_no_node() {
     assert_eq!(err(h.call(2, undeploy("m"))), ErrorCode::NoAuth);
 }
 
+/// docs/RECIPES.md, "Deploy"; ZooKeeper Programmer's Guide, "ZooKeeper
+/// Nodes": a node is created once (NodeExists after). /zookeeper/recipes
+/// is no node of the tree, yet it exists: a create of it, alone or in a
+/// multi, must not make a real node that its virtual one would hide; its
+/// children are the modules, made by a deploy, never by a create.
+#[test]
+fn zookeeper_recipes_cannot_be_created_and_a_child_of_it_is_refused() {
+    let (mut h, _) = harness();
+    h.connect(1);
+    h.connect(2);
+    h.digest_auth(2, "super:pw");
+    let before = h.server.last_zxid();
+    for conn in [1, 2] {
+        for mode in [CreateMode::Persistent, CreateMode::Ephemeral] {
+            assert_eq!(
+                err(h.call(conn, create("/zookeeper/recipes", b"x", mode))),
+                ErrorCode::NodeExists,
+                "conn {conn} {mode:?}"
+            );
+        }
+    }
+    // A child: NoAuth without CREATE in the node's ACL (world READ by
+    // default), as under ZooKeeper's /zookeeper/config; BadArguments for
+    // the super user, who passes every ACL.
+    let child = create("/zookeeper/recipes/m", b"", CreateMode::Persistent);
+    assert_eq!(err(h.call(1, child.clone())), ErrorCode::NoAuth);
+    assert_eq!(err(h.call(2, child)), ErrorCode::BadArguments);
+    let multi = Request::Multi(vec![create(
+        "/zookeeper/recipes",
+        b"",
+        CreateMode::Persistent,
+    )]);
+    assert_eq!(
+        ok(h.call(2, multi)),
+        Response::Multi(vec![OpResult::Error {
+            err: ErrorCode::NodeExists.code()
+        }])
+    );
+    assert_eq!(h.server.last_zxid(), before, "no txn was made");
+    assert!(!h.server.tree().exists("/zookeeper/recipes"));
+    // A sequential create makes a sibling, which is a plain node.
+    ok(h.call(
+        2,
+        create("/zookeeper/recipes", b"", CreateMode::PersistentSequential),
+    ));
+}
+
 #[test]
 fn calls_prepped_after_a_deploy_in_flight_run_the_new_version_and_earlier_ones_the_old() {
     let (mut h, _) = harness();

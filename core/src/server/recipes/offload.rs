@@ -132,6 +132,7 @@ impl RecipeJob {
                 zxid: self.zxid,
                 time_ms: self.time_ms,
                 reads: Some(Default::default()),
+                recipes_node: None,
             },
             auth: &self.auth,
             session: self.session,
