@@ -133,6 +133,14 @@ pub trait RecipeEngine: Send {
         let _ = bytes;
         true
     }
+    /// The name the module `bytes` declares, if the engine can tell
+    /// without compiling it (a call of that name waits while the module's
+    /// deploy is validated; with `None`, a call of any module not served
+    /// waits).
+    fn deploy_name(&self, bytes: &[u8]) -> Option<String> {
+        let _ = bytes;
+        None
+    }
     /// Makes the engine serve `module` under `name` (`None`: serve nothing
     /// under it). Driven by the replicated module set (see
     /// [`DeployedModules`]): the pipeline calls it when the set it runs

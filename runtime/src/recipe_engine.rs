@@ -142,6 +142,10 @@ impl RecipeEngine for Runtime {
         Runtime::validates_quickly(self, bytes)
     }
 
+    fn deploy_name(&self, bytes: &[u8]) -> Option<String> {
+        crate::manifest::read_manifest(bytes).ok().map(|m| m.name)
+    }
+
     /// Swaps in the deployed module, compiling it off the caller's thread
     /// unless it is compiled already ([`Runtime::install_deployed`]);
     /// calls already running finish on the old one, calls made after wait

@@ -210,6 +210,9 @@ fn a_module_validated_once_validates_quickly_after_and_a_refusal_is_remembered()
     // not compile (docs/RECIPES.md, "Deploy through the ensemble's log").
     let mut rt = Runtime::new(RuntimeConfig::default()).unwrap();
     let bytes = good_module("m", "1.0.0", "one");
+    // Its name is known before it compiles: calls of "m" wait for it.
+    assert_eq!(rt.deploy_name(&bytes).as_deref(), Some("m"));
+    assert_eq!(rt.deploy_name(b"\0asm garbage"), None);
     assert!(!rt.validates_quickly(&bytes), "a first validation compiles");
     RecipeEngine::validate(&mut rt, &bytes).unwrap();
     assert!(rt.validates_quickly(&bytes));

@@ -685,6 +685,10 @@ impl RecipeEngine for CompilingEngine {
         parse(bytes).is_err() || self.validated.lock().unwrap().contains(bytes)
     }
 
+    fn deploy_name(&self, bytes: &[u8]) -> Option<String> {
+        parse(bytes).ok().map(|(name, _)| name)
+    }
+
     fn validate(&mut self, bytes: &[u8]) -> Result<ModuleMeta, String> {
         if self.validated.lock().unwrap().insert(bytes.to_vec()) {
             self.compiles
@@ -834,6 +838,7 @@ fn a_plugins_deploy_is_validated_on_a_worker_once_and_a_call_of_its_module_waits
     // module compiles; the watchers' repeats cost nothing.
     let (mut h, member_compiles, mut worker, _) = compiling_harness();
     h.connect(2);
+    h.connect(3);
     let before = h.server.last_zxid();
     h.step(plugin_deploy("m:1", "m.wasm"));
     h.step(plugin_deploy("m:1", "copy.wasm"));
@@ -842,10 +847,15 @@ fn a_plugins_deploy_is_validated_on_a_worker_once_and_a_call_of_its_module_waits
     h.send(2, 2, rcall("other"));
     assert_eq!(reply_order(&h, 2), vec![], "the calls wait");
     assert_eq!(h.steps.len(), 1, "only the validation runs");
+    // Another session's call of a module no deploy in flight brings is
+    // not held behind it: its step runs (on a worker), and finds no module.
+    h.send(3, 1, rcall("other"));
+    assert_eq!(h.steps.len(), 2, "the call of other runs");
     run_workers(&mut h, &mut worker);
-    assert_eq!(h.server.last_zxid(), before.next(), "one txn");
+    assert_eq!(h.server.deployed_modules()["m"].zxid, before.next());
     let replies = reply_order(&h, 2);
     assert_eq!(replies.len(), 2, "both answered: {replies:?}");
+    assert_eq!(reply_order(&h, 3).len(), 1);
     let first = h.sent[&2]
         .iter()
         .find_map(|s| match s {
@@ -867,7 +877,8 @@ fn a_plugins_deploy_is_validated_on_a_worker_once_and_a_call_of_its_module_waits
         0
     );
     // The same file again once deployed: no validation, no txn.
+    let deployed = h.server.last_zxid();
     h.step(plugin_deploy("m:1", "m.wasm"));
     assert!(h.steps.is_empty());
-    assert_eq!(h.server.last_zxid(), before.next());
+    assert_eq!(h.server.last_zxid(), deployed);
 }

@@ -280,11 +280,13 @@ pub(in crate::server) struct Offload {
     /// Steps that ran on the member's thread after
     /// [`OFFLOADED_ATTEMPTS_MAX`] conflicts.
     ran_here: u64,
-    /// Deploys whose module a worker is validating.
-    validating: usize,
+    /// Deploys whose module a worker is validating: the name each one's
+    /// manifest gives ("" if the engine cannot tell before compiling).
+    validating: Vec<String>,
     /// Sessions whose call of a module not served waits (first in its
-    /// session's line) until no deploy is being validated: the module may
-    /// be the one coming (the plugins directory's, at a start).
+    /// session's line) while a deploy of that name is being validated:
+    /// the module may be the one coming (the plugins directory's, at a
+    /// start).
     behind_validation: Vec<i64>,
 }
 
@@ -295,7 +297,7 @@ impl Offload {
     pub(in crate::server) fn forget(&mut self) {
         self.jobs.clear();
         self.held.clear();
-        self.validating = 0;
+        self.validating.clear();
         self.behind_validation.clear();
     }
 }
@@ -460,7 +462,12 @@ impl Server {
             }
             DeployFrom::Plugin(op) => From::Plugin(op),
         };
-        self.offload.validating += 1;
+        let name = self
+            .recipes
+            .as_ref()
+            .and_then(|e| e.deploy_name(&bytes))
+            .unwrap_or_default();
+        self.offload.validating.push(name.clone());
         tracing::debug!(
             bytes = bytes.len(),
             "validating a module to deploy on a recipe worker"
@@ -469,7 +476,7 @@ impl Server {
             from,
             session,
             auth: auth.clone(),
-            module: String::new(),
+            module: name,
             work: Work::Validate(bytes),
             attempts: 0,
             deploy_gen: 0,
@@ -485,16 +492,22 @@ impl Server {
     }
 
     /// Whether a call of `module` is to wait for the deploys being
-    /// validated: one of them may bring the module, which is not served
-    /// now (the plugins directory deploys its modules as a member starts:
-    /// a first call must not find them missing).
+    /// validated: one of them brings the module (or may: its engine
+    /// cannot name it before compiling), which is not served now (the
+    /// plugins directory deploys its modules as a member starts: a first
+    /// call must not find them missing). A call of any other module
+    /// missing is answered at once.
     fn call_waits_for_validation(&self, module: &str) -> bool {
-        self.offload.validating > 0 && self.recipes.as_ref().is_some_and(|e| !e.has_module(module))
+        self.offload
+            .validating
+            .iter()
+            .any(|n| n.is_empty() || n == module)
+            && self.recipes.as_ref().is_some_and(|e| !e.has_module(module))
     }
 
     /// Holds a call of `session` (see [`Self::call_waits_for_validation`])
-    /// until no deploy is being validated; its session's later requests
-    /// wait behind it.
+    /// until the next validation is done, when it is served again (and
+    /// may wait again); its session's later requests wait behind it.
     fn hold_for_validation(&mut self, session: i64, call: Held) {
         self.hold_first(session, call);
         if !self.offload.behind_validation.contains(&session) {
@@ -540,7 +553,10 @@ impl Server {
             "steps in flight are forgotten when the member stops deciding"
         );
         if matches!(p.from, From::Deploy(_) | From::Plugin(_)) {
-            self.offload.validating -= 1;
+            let at = self.offload.validating.iter().position(|n| *n == p.module);
+            self.offload
+                .validating
+                .remove(at.expect("every validation in flight is listed"));
             match p.from {
                 From::Deploy(held) => {
                     // First in its session's line again, then served in order.
@@ -550,10 +566,10 @@ impl Server {
                 From::Plugin(op) => self.prep_plugin(op),
                 _ => unreachable!("matched above"),
             }
-            if self.offload.validating == 0 {
-                for session in std::mem::take(&mut self.offload.behind_validation) {
-                    self.release_session(session);
-                }
+            // The calls that waited are served again: each waits on if
+            // another validation in flight may still bring its module.
+            for session in std::mem::take(&mut self.offload.behind_validation) {
+                self.release_session(session);
             }
             return;
         }
