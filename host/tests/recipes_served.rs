@@ -234,6 +234,11 @@ async fn a_waiting_recipe_keeps_working_after_the_leader_is_killed() {
     let leader = ens
         .wait_for_leader(Duration::from_secs(30))
         .expect("a leader");
+    // Every member serves counter (compiled, deployed) before the calls.
+    for i in 0..3 {
+        wazoo_testkit::wait_for_recipes(ens.addr(i), &["counter"], Duration::from_secs(120))
+            .expect("counter is deployed");
+    }
     let followers: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
     let waiter_at = ens.addr(followers[0]).to_string();
     let bumper_at = ens.addr(followers[1]).to_string();

@@ -112,6 +112,26 @@ pub fn wait_for<T>(
     }
 }
 
+/// Waits until the wazoo member at `addr` serves every recipe module of
+/// `modules` (its `recp` word lists it), for at most `timeout`. A member
+/// deploys its plugins directory's modules once they are compiled: tests
+/// whose sessions have short timeouts start them after that, so neither
+/// a compile nor the sync of a deploy of some 400 KB is in their way.
+pub fn wait_for_recipes(
+    addr: SocketAddr,
+    modules: &[&str],
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let what = format!("{addr} to serve the recipe modules {modules:?}");
+    wait_for(&what, timeout, || {
+        let answer = four_letter_word(addr, "recp").ok()?;
+        modules
+            .iter()
+            .all(|m| answer.contains(&format!("module={m} ")))
+            .then_some(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

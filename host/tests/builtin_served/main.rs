@@ -72,28 +72,12 @@ impl Served {
     }
 }
 
-/// Waits until `recp` lists every module of the plugins directory: each
-/// is deployed (a write of some 400 KB) once a recipe worker compiled it.
-/// The tests' sessions start after that, so a slow disk syncing those
-/// deploys never delays their replies (pings included) past their 1.5 s
-/// session timeout.
+/// Waits until the member at `server` serves every module of the plugins
+/// directory (see `wazoo_testkit::wait_for_recipes`): the tests' sessions,
+/// some with 1.5 s timeouts, start after that.
 fn wait_deployed(server: std::net::SocketAddr, modules: &[&str]) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = wazoo_testkit::four_letter_word(server, "recp").expect("recp answers");
-        let missing: Vec<&&str> = modules
-            .iter()
-            .filter(|m| !answer.contains(&format!("module={m} ")))
-            .collect();
-        if missing.is_empty() {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "modules {missing:?} not deployed after 60 s: {answer}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wazoo_testkit::wait_for_recipes(server, modules, Duration::from_secs(120))
+        .expect("the plugins directory's modules are deployed");
 }
 
 async fn connect(hosts: &str) -> Client {
