@@ -509,11 +509,11 @@ pub fn find_wazoo_bin(explicit: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 /// Waits until every member at `addrs` serves the module of each
-/// `NAME.wasm` in the plugins directory `dir`, compiled (its `recp` lists
-/// `module=NAME` with `loads=` above 0): the member deploys them as it
-/// starts, once the leader has compiled them, and every member compiles
-/// its copy (seconds each for a debug build, on a thread below the
-/// member's priority); a measured window must not begin before.
+/// `NAME.wasm` in the plugins directory `dir`, compiled
+/// (`wazoo_testkit::wait_for_recipes`, 180 s in all): the member deploys
+/// them as it starts, once the leader has compiled them, and every member
+/// compiles its copy (seconds each for a debug build, on a thread below
+/// the member's priority); a measured window must not begin before.
 pub fn wait_for_plugins(addrs: &[SocketAddr], dir: &Path) -> Result<()> {
     let mut names = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
@@ -524,28 +524,12 @@ pub fn wait_for_plugins(addrs: &[SocketAddr], dir: &Path) -> Result<()> {
             }
         }
     }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let deadline = Instant::now() + Duration::from_secs(180);
     for &addr in addrs {
-        loop {
-            let listed = wazoo_testkit::four_letter_word(addr, "recp").unwrap_or_default();
-            // Listed and loaded: a member lists a module it is still
-            // compiling with loads=0.
-            let loaded = |n: &String| {
-                listed
-                    .lines()
-                    .any(|l| l.starts_with(&format!("module={n} ")) && !l.contains(" loads=0 "))
-            };
-            if names.iter().all(loaded) {
-                break;
-            }
-            if Instant::now() > deadline {
-                anyhow::bail!(
-                    "wazoo at {addr} does not serve the modules of {} ({names:?}) after 180 s: {listed:?}",
-                    dir.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        wazoo_testkit::wait_for_recipes(addr, &names, left)
+            .with_context(|| format!("the modules of {}", dir.display()))?;
     }
     Ok(())
 }

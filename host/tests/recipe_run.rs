@@ -126,15 +126,9 @@ fn recp_answers_on_every_member_of_an_ensemble() {
     for i in 0..3 {
         // The leader deploys the directory's module once it is compiled
         // (on a worker, not the member's thread): a few seconds at most.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let answer = loop {
-            let answer =
-                wazoo_testkit::four_letter_word(ens.addr(i), "recp").expect("recp answers");
-            if answer.contains("module=lock ") || std::time::Instant::now() > deadline {
-                break answer;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        };
+        wazoo_testkit::wait_for_recipes(ens.addr(i), &["lock"], std::time::Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("member {i}: {e:#}"));
+        let answer = wazoo_testkit::four_letter_word(ens.addr(i), "recp").expect("recp answers");
         assert!(answer.contains("module=lock "), "member {i}: {answer:?}");
         assert!(
             answer.ends_with("pending_waits=0\n"),

@@ -113,10 +113,12 @@ pub fn wait_for<T>(
 }
 
 /// Waits until the wazoo member at `addr` serves every recipe module of
-/// `modules` (its `recp` word lists it), for at most `timeout`. A member
-/// deploys its plugins directory's modules once they are compiled: tests
-/// whose sessions have short timeouts start them after that, so neither
-/// a compile nor the sync of a deploy of some 400 KB is in their way.
+/// `modules`, compiled, for at most `timeout`: its `recp` word lists each
+/// with `loads=` above 0 (a member lists a deployed module it is still
+/// compiling with `loads=0`). A member deploys its plugins directory's
+/// modules once they are compiled: tests whose sessions have short
+/// timeouts, and measured windows, start after that, so neither a compile
+/// nor the sync of a deploy of some 400 KB is in their way.
 pub fn wait_for_recipes(
     addr: SocketAddr,
     modules: &[&str],
@@ -125,10 +127,13 @@ pub fn wait_for_recipes(
     let what = format!("{addr} to serve the recipe modules {modules:?}");
     wait_for(&what, timeout, || {
         let answer = four_letter_word(addr, "recp").ok()?;
-        modules
-            .iter()
-            .all(|m| answer.contains(&format!("module={m} ")))
-            .then_some(())
+        let serves = |m: &&str| {
+            let listed = format!("module={m} ");
+            answer
+                .lines()
+                .any(|l| l.starts_with(&listed) && !l.contains(" loads=0 "))
+        };
+        modules.iter().all(serves).then_some(())
     })
 }
 
