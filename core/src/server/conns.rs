@@ -337,32 +337,29 @@ impl Server {
         if self.role.forwards() {
             self.ens.touched(session);
         }
+        // A ping is answered at once, neither held behind a call of the
+        // session nor queued behind its requests, where ZooKeeper queues
+        // it like a read: a recipe call may wait seconds (for its module
+        // to compile, its step to run) before it is proposed, and its
+        // client, hearing nothing, would drop the connection after 2/3 of
+        // the session timeout. A ping orders nothing: clients match its
+        // reply by its xid.
+        if matches!(req, Request::Ping) {
+            if self.auth_enforced_ok(conn, xid) {
+                self.send_reply(conn, xid, 0, &Response::Empty);
+            }
+            return;
+        }
         // Behind a call of the session still running: served after it.
-        // A ping is not held (nor queued behind the connection's requests,
-        // below): it orders nothing (clients match its reply by its own
-        // xid), and a call that waits for a module to compile must not
-        // make its client give the connection up.
-        let req = if matches!(req, Request::Ping) {
-            req
-        } else {
-            let held = recipes::Held::Local { conn, xid, req };
-            let Some(recipes::Held::Local { req, .. }) = self.hold_behind_step(session, held)
-            else {
-                return;
-            };
-            req
+        let held = recipes::Held::Local { conn, xid, req };
+        let Some(recipes::Held::Local { req, .. }) = self.hold_behind_step(session, held) else {
+            return;
         };
         if !matches!(req, Request::Auth(_)) && !self.auth_enforced_ok(conn, xid) {
             return;
         }
         match req {
             Request::Auth(pkt) => self.on_auth(conn, xid, pkt),
-            // Answered at once, where ZooKeeper queues a ping behind the
-            // session's requests in flight like a read: a recipe call may
-            // wait seconds (for its module to compile, its step to run)
-            // before it is proposed, and its client, hearing nothing, would
-            // drop the connection after 2/3 of the session timeout.
-            Request::Ping => self.send_reply(conn, xid, 0, &Response::Empty),
             Request::CloseSession if self.conns.get(&conn).is_some_and(|c| c.read_only) => {
                 // A read-only session is local: it just ends.
                 self.ro_sessions.remove(&session);
