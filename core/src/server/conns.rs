@@ -344,9 +344,17 @@ impl Server {
         // client, hearing nothing, would drop the connection after 2/3 of
         // the session timeout. A ping orders nothing: clients match its
         // reply by its xid.
+        // A client that does not take its replies gets none at once: its
+        // pings wait in line as reads do, so that pinging without reading
+        // cannot grow its unsent bytes past the reply bound.
         if matches!(req, Request::Ping) {
-            if self.auth_enforced_ok(conn, xid) {
+            if !self.auth_enforced_ok(conn, xid) {
+                return;
+            }
+            if self.reply_room(conn) {
                 self.send_reply(conn, xid, 0, &Response::Empty);
+            } else {
+                self.push_deferred(conn, xid, Deferred::Read(req));
             }
             return;
         }
@@ -586,6 +594,21 @@ impl Server {
         }
     }
 
+    /// Whether the connection's unsent bytes (including this step's) are
+    /// under [`ServerConfig::max_unsent_reply_bytes`], so that a reply may
+    /// go out now.
+    fn reply_room(&self, conn: ConnId) -> bool {
+        let Some(c) = self.conns.get(&conn) else {
+            return false;
+        };
+        let this_step = self
+            .sends
+            .bufs
+            .get(&conn)
+            .map_or(0, |(b, _)| b.len() as u64);
+        c.unsent_bytes + this_step < self.cfg.max_unsent_reply_bytes
+    }
+
     /// Sends every reply at the head of the connection's queue that is
     /// ready, while the connection's unsent bytes (including this step's)
     /// are under [`ServerConfig::max_unsent_reply_bytes`]; past that the
@@ -599,14 +622,12 @@ impl Server {
             if c.closing {
                 return;
             }
-            let this_step = self
-                .sends
-                .bufs
-                .get(&conn)
-                .map_or(0, |(b, _)| b.len() as u64);
-            if c.unsent_bytes + this_step >= self.cfg.max_unsent_reply_bytes {
+            if !self.reply_room(conn) {
                 return;
             }
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
             let ready = match c.queue.front() {
                 None => return,
                 Some(Queued::Write { result, .. }) => result.is_some(),

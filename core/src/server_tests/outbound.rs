@@ -97,6 +97,34 @@ fn pipelined_reads_wait_while_the_clients_unsent_bytes_are_over_the_bound() {
     );
 }
 
+/// A ping is answered at once (a deliberate difference from ZooKeeper,
+/// see zk_divergences.rs), but not to a client that does not take its
+/// replies: pinging without reading waits at the reply bound as reads do,
+/// and never takes the connection to the outbound bound that closes it.
+#[test]
+fn pings_from_a_client_that_does_not_read_wait_at_the_reply_bound() {
+    let mut h = bounded(1_000, 1_000_000);
+    h.connect(1);
+    h.stalled.insert(1, 0);
+    let ping = wazoo_proto::xid::PING;
+    for _ in 0..500 {
+        h.send(1, ping, Request::Ping);
+    }
+    let held = unsent(&h, 1).unwrap();
+    assert!(
+        (1_000..1_100).contains(&held),
+        "replies stop at the bound: {held}"
+    );
+    let answered = replies(&h, 1).len();
+    assert!(answered < 100, "{answered} of 500 answered");
+    while replies(&h, 1).len() < 500 {
+        read_all(&mut h, 1);
+    }
+    read_all(&mut h, 1);
+    assert_eq!(unsent(&h, 1), Some(0));
+    assert!(h.closed.is_empty(), "a slow reader of pings is not closed");
+}
+
 // ZooKeeper Programmer's Guide, sessions: a session expires when the server
 // hears nothing from its client for the timeout. A client that takes what
 // it is sent is heard, even while its own requests wait unread.
