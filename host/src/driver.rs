@@ -327,6 +327,14 @@ impl Driver {
             if let Some(peer) = self.member.peer() {
                 ctx.metrics.set_consensus(peer);
             }
+            // Recipe calls of this batch left their upkeep for now (the
+            // member's thread defers it: crate::plugin::defer_call_upkeep):
+            // let the connections' writers send the batch's replies first,
+            // then drop the calls' stores and make the next instance.
+            if crate::plugin::call_upkeep_waiting() {
+                tokio::task::yield_now().await;
+                crate::plugin::call_upkeep();
+            }
         }
         Ok(())
     }

@@ -563,6 +563,9 @@ impl Member {
                     .enable_all()
                     .build()
                     .context("cannot start the member's runtime")?;
+                // The core loop does a recipe call's upkeep after the
+                // replies of its batch are written (Driver::run_inner).
+                crate::plugin::defer_call_upkeep();
                 rt.block_on(async move {
                     let started = if cfg.is_ensemble() {
                         crate::ensemble_member::start(cfg, opts).await

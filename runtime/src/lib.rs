@@ -17,7 +17,10 @@
 //!
 //! Every [`Runtime::call`] and [`Runtime::on_watch`] runs in a fresh instance
 //! (pooling allocator, pre-instantiated), with a fuel budget, an epoch
-//! deadline, a memory cap, a cap on tree ops and on the reply size. A module is
+//! deadline, a memory cap, a cap on tree ops and on the reply size; a thread
+//! can leave each call's upkeep (dropping its store, making the next
+//! instance ahead) until after its replies are written ([`defer_call_upkeep`],
+//! [`call_upkeep`]). A module is
 //! compiled off the request path ([`Runtime::load_bytes`], [`Runtime::load_file`],
 //! [`Runtime::load_dir`], or the [`PluginWatcher`]), validated (manifest, ABI
 //! version, exports, imports) and swapped in atomically; calls in flight keep
@@ -36,10 +39,11 @@ mod reload;
 mod runtime;
 
 pub use error::{LoadError, RecipeError};
-pub use host::{path_within, RecipeHost};
+pub use host::{path_within, NoTree, RecipeHost};
 pub use reload::{LoadReport, PluginWatcher, Submit, WatchConfig};
 pub use runtime::{
-    lower_thread_priority, Budget, Limits, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig,
+    call_upkeep, call_upkeep_waiting, defer_call_upkeep, lower_thread_priority, Budget, Limits,
+    ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig,
 };
 pub use wazoo_sdk::abi;
 pub use wazoo_sdk::abi::{

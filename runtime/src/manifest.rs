@@ -20,8 +20,8 @@ fn leb_u32(b: &[u8], pos: &mut usize) -> Option<u32> {
     None
 }
 
-/// The payloads of every custom section named `name`.
-pub fn custom_sections<'a>(bytes: &'a [u8], name: &str) -> Result<Vec<&'a [u8]>, LoadError> {
+/// Every section of a core module, in order: its id and payload.
+fn sections(bytes: &[u8]) -> Result<Vec<(u8, &[u8])>, LoadError> {
     let bad = |why: &str| LoadError::Invalid(format!("not a WebAssembly module: {why}"));
     if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
         return Err(bad("bad magic"));
@@ -42,20 +42,38 @@ pub fn custom_sections<'a>(bytes: &'a [u8], name: &str) -> Result<Vec<&'a [u8]>,
             .checked_add(size)
             .filter(|&e| e <= bytes.len())
             .ok_or_else(|| bad("truncated section"))?;
-        if id == 0 {
-            let mut p = pos;
-            let n = leb_u32(bytes, &mut p).ok_or_else(|| bad("bad custom section name"))? as usize;
-            let name_end = p
-                .checked_add(n)
-                .filter(|&e| e <= end)
-                .ok_or_else(|| bad("bad custom section name"))?;
-            if &bytes[p..name_end] == name.as_bytes() {
-                out.push(&bytes[name_end..end]);
-            }
-        }
+        out.push((id, &bytes[pos..end]));
         pos = end;
     }
     Ok(out)
+}
+
+/// The payloads of every custom section named `name`.
+pub fn custom_sections<'a>(bytes: &'a [u8], name: &str) -> Result<Vec<&'a [u8]>, LoadError> {
+    let bad = || LoadError::Invalid("not a WebAssembly module: bad custom section name".into());
+    let mut out = Vec::new();
+    for (id, payload) in sections(bytes)? {
+        if id != 0 {
+            continue;
+        }
+        let mut p = 0;
+        let n = leb_u32(payload, &mut p).ok_or_else(bad)? as usize;
+        let name_end = p
+            .checked_add(n)
+            .filter(|&e| e <= payload.len())
+            .ok_or_else(bad)?;
+        if &payload[p..name_end] == name.as_bytes() {
+            out.push(&payload[name_end..]);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the module has a start section (a function that runs when it is
+/// instantiated).
+pub fn has_start_function(bytes: &[u8]) -> Result<bool, LoadError> {
+    const START: u8 = 8;
+    Ok(sections(bytes)?.iter().any(|&(id, _)| id == START))
 }
 
 /// Reads and validates the manifest; refuses another ABI major.

@@ -27,6 +27,7 @@ mod linker;
 use guest_imports::CallState;
 use linker::{build_linker, check_imports, export_func};
 
+pub use calls::{call_upkeep, call_upkeep_waiting, defer_call_upkeep};
 pub use limits::{Limits, RuntimeConfig};
 
 /// Bytes of each pooled linear memory kept resident (reset with memset)
@@ -104,6 +105,10 @@ struct Loaded {
     counters: Arc<Counters>,
     /// Whether the compiled code came from the cache.
     cached: bool,
+    /// Whether an instance may be made ahead of its call (no start
+    /// function: instantiating runs no guest code; see
+    /// `calls::defer_call_upkeep`).
+    warmable: bool,
 }
 
 impl Loaded {
@@ -384,6 +389,7 @@ impl Runtime {
     ) -> Result<Arc<Loaded>, LoadError> {
         // The manifest first: nothing is compiled for a module we would refuse.
         let manifest = manifest::read_manifest(bytes)?;
+        let warmable = !manifest::has_start_function(bytes)?;
         let (module, cached) = self
             .inner
             .cache
@@ -441,6 +447,7 @@ impl Runtime {
             counters,
             manifest,
             cached,
+            warmable,
         }))
     }
 

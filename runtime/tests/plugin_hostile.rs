@@ -760,3 +760,79 @@ fn a_read_batch_bomb_stops_at_the_response_cap() {
         other => panic!("expected TooLarge for the tree response, got {other}"),
     }
 }
+
+/// The member's thread defers a call's upkeep (`defer_call_upkeep`): the
+/// store is dropped, and the next instance made, by `call_upkeep` after the
+/// replies are written. Every call must still run in an instance nothing
+/// ran in before, see the version loaded when it started, and a start
+/// function must still run with the call's host.
+#[test]
+fn calls_whose_upkeep_is_deferred_each_run_in_an_instance_nothing_ran_in() {
+    use wazoo_runtime::{call_upkeep, call_upkeep_waiting, defer_call_upkeep};
+    // Traps if its instance ran a call before (a global and a byte of
+    // memory both say so), else answers the data segment.
+    let once = |version: &str, value: &str| {
+        wat_module(
+            &manifest("once", version, &["get"], &[]),
+            "(global $ran (mut i32) (i32.const 0))",
+            &format!(
+                "(if (global.get $ran) (then (unreachable)))
+                 (global.set $ran (i32.const 1))
+                 (if (i32.load8_u (i32.const 4000)) (then (unreachable)))
+                 (i32.store8 (i32.const 4000) (i32.const 1))
+                 {RETURN_DATA}"
+            ),
+            &mp(&Reply::Done(mp(value))),
+        )
+    };
+    let rt = runtime();
+    defer_call_upkeep();
+    rt.load_bytes(&once("1.0.0", "one")).unwrap();
+    assert!(!call_upkeep_waiting());
+    for _ in 0..3 {
+        // The first call instantiates; the others take the instance the
+        // upkeep made.
+        assert_eq!(done::<String>(&call(&rt, "once").unwrap()), "one");
+        assert!(call_upkeep_waiting());
+        assert_eq!(call_upkeep(), 1, "the call's store is dropped here");
+        assert!(!call_upkeep_waiting());
+    }
+    // Calls with no upkeep between them: at most 8 stores wait, the others
+    // are dropped at once, and no call is refused for want of a pool slot.
+    for _ in 0..100 {
+        assert_eq!(done::<String>(&call(&rt, "once").unwrap()), "one");
+    }
+    assert_eq!(call_upkeep(), 8);
+    // A new version: the instance made ahead for version 1 is not used.
+    rt.load_bytes(&once("2.0.0", "two")).unwrap();
+    assert_eq!(done::<String>(&call(&rt, "once").unwrap()), "two");
+    call_upkeep();
+    assert_eq!(done::<String>(&call(&rt, "once").unwrap()), "two");
+    call_upkeep();
+
+    // A module with a start function is instantiated by its call, so the
+    // start function's imports reach the call's host: here a notification.
+    let notify = r#"(import "wazoo" "notify" (func $notify (param i64 i32 i32) (result i32)))
+      (func $start (drop (call $notify (i64.const 7) (i32.const 1024) (i32.const 3))))
+      (start $start)"#;
+    let started = wat_module(
+        &manifest("started", "1.0.0", &["get"], &[]),
+        notify,
+        RETURN_DATA,
+        &mp(&Reply::Done(mp("up"))),
+    );
+    rt.load_bytes(&started).unwrap();
+    for _ in 0..3 {
+        let mut tree = MemTree::new(7);
+        let out = rt
+            .call("started", "get", &[], &caller(), &mut tree)
+            .unwrap();
+        assert_eq!(done::<String>(&out.reply), "up");
+        assert_eq!(
+            tree.notifications.len(),
+            1,
+            "the start function ran with this call's host"
+        );
+        call_upkeep();
+    }
+}

@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use wazoo::plugin::abi::{AclEntry, CallerInfo, CreateMode, NodeStat, Reply};
-use wazoo::plugin::{abi, RecipeHost, Runtime, RuntimeConfig};
-use wazoo_proto::ErrorCode;
+use wazoo::plugin::abi::{CallerInfo, Reply};
+use wazoo::plugin::{abi, NoTree, Runtime, RuntimeConfig};
 use zookeeper_client as zk;
 
 use super::wazoo_connect;
@@ -188,42 +187,6 @@ async fn recipe_call_wire(hosts: &str, pid: u32, spec: &RecipeCallSpec) -> Resul
     })
 }
 
-/// A tree that answers nothing: `echo.noop` never touches it.
-struct NoTree;
-
-impl RecipeHost for NoTree {
-    fn get(&mut self, _: &str, _: Option<&str>) -> Result<(Vec<u8>, NodeStat), ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn children(&mut self, _: &str, _: Option<&str>) -> Result<Vec<String>, ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn exists(&mut self, _: &str, _: Option<&str>) -> Result<Option<NodeStat>, ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn create(
-        &mut self,
-        _: &str,
-        _: &[u8],
-        _: CreateMode,
-        _: Option<&[AclEntry]>,
-    ) -> Result<String, ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn set(&mut self, _: &str, _: &[u8], _: i32) -> Result<NodeStat, ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn delete(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn check(&mut self, _: &str, _: i32) -> Result<(), ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-    fn notify(&mut self, _: i64, _: &[u8]) -> Result<(), ErrorCode> {
-        Err(ErrorCode::Unimplemented)
-    }
-}
-
 /// `echo.noop` instantiated and called `calls` times (after a tenth as
 /// many unmeasured) in the server's runtime, in this process.
 fn inprocess(echo_wasm: &Path, calls: usize) -> Result<InProcess> {
@@ -238,6 +201,7 @@ fn inprocess(echo_wasm: &Path, calls: usize) -> Result<InProcess> {
         guid: "bench".into(),
         ids: Vec::new(),
     };
+    // `echo.noop` never touches the tree.
     let mut tree = NoTree;
     let mut fuel = 0;
     for _ in 0..calls / 10 {

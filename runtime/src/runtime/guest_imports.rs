@@ -10,7 +10,7 @@ use wazoo_sdk::abi::{self, exports, OpOk, OpResult, TreeOp};
 use super::limits::Limiter;
 use super::{Limits, Loaded};
 use crate::error::RecipeError;
-use crate::host::{path_within, RecipeHost};
+use crate::host::{path_within, NoTree, RecipeHost};
 
 /// The host a call runs against, erased to `'static` for the store. Valid
 /// only while [`Runtime::run`] runs: the store is dropped before it returns.
@@ -18,6 +18,16 @@ pub(super) struct HostPtr(pub(super) *mut (dyn RecipeHost + 'static));
 // SAFETY: the store (and so the pointer) never leaves the calling thread.
 unsafe impl Send for HostPtr {}
 unsafe impl Sync for HostPtr {}
+
+impl HostPtr {
+    /// The host of an instance made ahead of its call, which runs no guest
+    /// code until the call gives it its host: one that refuses everything.
+    pub(super) fn none() -> Self {
+        // NoTree is zero-sized: any aligned pointer to it is valid.
+        let none: *mut NoTree = std::ptr::NonNull::dangling().as_ptr();
+        HostPtr(none)
+    }
+}
 
 pub(super) struct CallState {
     pub(super) host: HostPtr,
@@ -34,6 +44,30 @@ pub(super) struct CallState {
     /// Set while the host runs the guest's `alloc` from inside an import: a
     /// guest that calls an import from there is refused (no re-entrancy).
     pub(super) in_alloc: bool,
+}
+
+impl CallState {
+    /// The state of a call (or of an instance made ahead of one) of
+    /// `module` under `limits`, nothing run yet.
+    pub(super) fn new(host: HostPtr, module: Arc<Loaded>, limits: &Limits) -> Self {
+        CallState {
+            host,
+            module,
+            limits: limits.clone(),
+            limiter: Limiter {
+                cap: limits.memory_bytes,
+                hit: false,
+                peak: 0,
+            },
+            fatal: None,
+            ops: 0,
+            notifications: 0,
+            logs: 0,
+            memory: None,
+            alloc: None,
+            in_alloc: false,
+        }
+    }
 }
 
 pub(super) enum Entry {
