@@ -128,13 +128,15 @@ fn make_ready(next: NextInstance) -> Option<Ready> {
 }
 
 /// This thread's ready instance, if it is one of `module` (this version).
+/// One of another module stays where it is: [`call_upkeep`] replaces it,
+/// so its drop too waits until the replies are written.
 fn take_ready(module: &Arc<Loaded>) -> Option<(Store<CallState>, Instance)> {
-    let ready = UPKEEP.with(|u| u.borrow_mut().as_mut().and_then(|u| u.ready.take()))?;
-    if Arc::ptr_eq(&ready.module, module) {
-        Some((ready.store, ready.instance))
-    } else {
-        None
-    }
+    let ready = UPKEEP.with(|u| {
+        let mut u = u.borrow_mut();
+        let slot = &mut u.as_mut()?.ready;
+        slot.take_if(|r| Arc::ptr_eq(&r.module, module))
+    })?;
+    Some((ready.store, ready.instance))
 }
 
 /// After a call: its store is dropped now, or kept for [`call_upkeep`],

@@ -13,7 +13,10 @@ use crate::error::RecipeError;
 use crate::host::{path_within, NoTree, RecipeHost};
 
 /// The host a call runs against, erased to `'static` for the store. Valid
-/// only while [`Runtime::run`] runs: the store is dropped before it returns.
+/// only while [`Runtime::run`] runs: after it returns, the store runs no
+/// guest code again (it is dropped, or kept only to be dropped by
+/// `calls::call_upkeep`); a store made ahead of its call holds
+/// [`HostPtr::none`] until the call gives it its host.
 pub(super) struct HostPtr(pub(super) *mut (dyn RecipeHost + 'static));
 // SAFETY: the store (and so the pointer) never leaves the calling thread.
 unsafe impl Send for HostPtr {}
