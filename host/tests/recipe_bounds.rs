@@ -100,6 +100,10 @@ async fn a_recipe_step_past_jute_maxbuffer_commits_only_what_fits() {
         .binary(env!("CARGO_BIN_EXE_wazoo"))
         .tick_time_ms(500)
         .session_timeouts_ms(1000, 30_000)
+        // The bound checked here is jute.maxbuffer, not the step's deadline:
+        // a debug-built member staging 2.7 MB through the module boundary
+        // once passed the default 100 ms on a busy machine.
+        .cfg("recipe.deadlineMs=10000")
         .arg("--plugins")
         .arg(plugins.path().to_string_lossy().to_string());
     let mut e = WazooEnsemble::start(3, opts).expect("start a 3-member ensemble");
