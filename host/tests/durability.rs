@@ -103,10 +103,23 @@ async fn sessions_survive_a_restart(flavor: Flavor) {
         .connect(&hosts)
         .await
         .unwrap();
-    assert!(
-        back.check_stat("/kept").await.unwrap().is_some(),
-        "{flavor}: ephemeral kept with its session"
-    );
+    // A connection lost right after the re-attach (ZooKeeper 3.8 has
+    // dropped one under load here) is retried, as a client would: the
+    // session, not the connection, is what must survive.
+    let mut kept = None;
+    for _ in 0..5 {
+        match back.check_stat("/kept").await {
+            Err(zookeeper_client::Error::ConnectionLoss) => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            other => {
+                kept = Some(other.unwrap());
+                break;
+            }
+        }
+    }
+    let kept = kept.unwrap_or_else(|| panic!("{flavor}: the connection kept being lost"));
+    assert!(kept.is_some(), "{flavor}: ephemeral kept with its session");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
