@@ -102,15 +102,22 @@ pub fn call_upkeep() -> usize {
     dropped
 }
 
+/// A store for one call's instance: memory capped by its limiter, and the
+/// epoch deadline a trap (each call sets its fuel and deadline).
+fn new_store(engine: &Engine, state: CallState) -> Store<CallState> {
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.epoch_deadline_trap();
+    store
+}
+
 /// A store and instance of `next.module` for a later call: `None` if the
 /// pool has no slot free now (the call then instantiates as usual).
 fn make_ready(next: NextInstance) -> Option<Ready> {
-    let mut store = Store::new(
+    let mut store = new_store(
         &next.engine,
         CallState::new(HostPtr::none(), next.module.clone(), &next.limits),
     );
-    store.limiter(|s| &mut s.limiter);
-    store.epoch_deadline_trap();
     // The store has no fuel yet (the call sets its own): had the module a
     // start function after all, it would trap at once, and no instance is
     // made ahead.
@@ -240,12 +247,10 @@ impl Runtime {
                 (store, Some(instance))
             }
             None => {
-                let mut store = Store::new(
+                let store = new_store(
                     &self.inner.engine,
                     CallState::new(HostPtr(host), m.clone(), limits),
                 );
-                store.limiter(|s| &mut s.limiter);
-                store.epoch_deadline_trap();
                 (store, None)
             }
         };
