@@ -300,17 +300,7 @@ fn zkcli(cs: &str, cmd: &str) -> (i32, String, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = child.wait_with_output().unwrap();
-    let mut stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    if stdout.starts_with("Connecting to ") {
-        stdout = stdout
-            .split_once('\n')
-            .map(|(_, r)| r.to_string())
-            .unwrap_or_default();
-    }
-    let banner = "\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n";
-    if let Some(i) = stdout.find(banner) {
-        stdout.replace_range(i..i + banner.len(), "");
-    }
+    let stdout = wazoo_testkit::zkcli_stdout(&String::from_utf8_lossy(&out.stdout));
     let stderr: String = String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter(|l| !l.starts_with("SLF4J:") && !l.starts_with("log4j:"))

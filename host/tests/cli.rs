@@ -104,7 +104,7 @@ fn wait_text(b: &Arc<Mutex<Vec<u8>>>, what: &str, cond: impl Fn(&str) -> bool) {
     }
 }
 
-/// Apache ZooKeeper's shell with `TZ=tz`: stdout after its connection lines.
+/// Apache ZooKeeper's shell with `TZ=tz`: stdout without its connection lines.
 fn zkcli(addr: &str, tz: &str, args: &[&str]) -> String {
     let child = Command::new("/usr/share/zookeeper/bin/zkCli.sh")
         .arg("-server")
@@ -117,12 +117,8 @@ fn zkcli(addr: &str, tz: &str, args: &[&str]) -> String {
         .stderr(Stdio::null())
         .spawn()
         .expect("zkCli.sh (Debian's zookeeper package)");
-    let out = String::from_utf8_lossy(&output_within(child, "zkCli").stdout).into_owned();
-    let banner = "WatchedEvent state:SyncConnected type:None path:null\n";
-    match out.find(banner) {
-        Some(i) => out[i + banner.len()..].to_string(),
-        None => out,
-    }
+    let out = output_within(child, "zkCli").stdout;
+    wazoo_testkit::zkcli_stdout(&String::from_utf8_lossy(&out))
 }
 
 fn server(flavor: Flavor) -> Box<dyn TestServer> {

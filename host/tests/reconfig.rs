@@ -406,17 +406,7 @@ fn shell(flavor_of_cli: &str, addr: &str, args: &[&str]) -> (i32, String) {
             panic!("{flavor_of_cli} {args:?} did not finish within 60 s");
         }
     };
-    let mut stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    if stdout.starts_with("Connecting to ") {
-        stdout = stdout
-            .split_once('\n')
-            .map(|(_, r)| r.to_string())
-            .unwrap_or_default();
-    }
-    let banner = "\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n";
-    if let Some(i) = stdout.find(banner) {
-        stdout.replace_range(i..i + banner.len(), "");
-    }
+    let mut stdout = wazoo_testkit::zkcli_stdout(&String::from_utf8_lossy(&out.stdout));
     let code = out.status.code().unwrap_or(-1);
     if code != 0 {
         let stderr = String::from_utf8_lossy(&out.stderr);

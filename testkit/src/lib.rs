@@ -41,7 +41,9 @@ pub use flavor::{start_server, start_server_with, Flavor, TestServer};
 pub use proxy::Proxy;
 pub use quorum_net::QuorumNet;
 pub use wazoo::{wazoo_bin, WazooServer};
-pub use zookeeper::{netty_jars_debian_omits, zookeeper_classpath, ZkEnsemble, ZkServer};
+pub use zookeeper::{
+    netty_jars_debian_omits, zkcli_stdout, zookeeper_classpath, ZkEnsemble, ZkServer,
+};
 
 /// How long [`four_letter_word`] waits to connect and for the answer.
 pub const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(5);

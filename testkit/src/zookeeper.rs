@@ -70,6 +70,34 @@ pub fn zookeeper_classpath() -> anyhow::Result<Vec<PathBuf>> {
     Ok(jars)
 }
 
+/// zkCli's standard output without its connection chatter: the first line
+/// `Connecting to ...`, and the watcher thread's `WATCHER::` and
+/// `WatchedEvent state:SyncConnected ...` lines.
+///
+/// zkCli prints each of those with its own `println("\n" + line)` from the
+/// watcher thread while its main thread prints the command's answer line by
+/// line, so they may come before the answer or between two of its lines; a
+/// `println` is never split. Each is removed once, wherever it is.
+pub fn zkcli_stdout(raw: &str) -> String {
+    let mut out = match raw.strip_prefix("Connecting to ") {
+        Some(rest) => rest
+            .split_once('\n')
+            .map(|(_, r)| r)
+            .unwrap_or("")
+            .to_string(),
+        None => raw.to_string(),
+    };
+    for line in [
+        "\nWATCHER::\n",
+        "\nWatchedEvent state:SyncConnected type:None path:null\n",
+    ] {
+        if let Some(i) = out.find(line) {
+            out.replace_range(i..i + line.len(), "");
+        }
+    }
+    out
+}
+
 /// The Netty jars the Netty connection factory and client socket
 /// (`NettyServerCnxnFactory`, `ClientCnxnSocketNetty`, which TLS needs)
 /// load and that the Class-Path of Debian's zookeeper.jar does not list
@@ -464,5 +492,33 @@ impl ZkEnsemble {
         self.members[i].process.respawn()?;
         self.wait_member_serving(i, self.startup_timeout)
             .map_err(|e| anyhow::anyhow!(e.message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::zkcli_stdout;
+
+    const STAT: &str = "cZxid = 0x2\nctime = Sat Nov 28 04:18:01 EST 2026\nmZxid = 0x2\n";
+
+    #[test]
+    fn zkcli_stdout_drops_the_connection_lines_before_the_answer() {
+        let raw = format!(
+            "Connecting to 127.0.0.1:1\n\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n{STAT}"
+        );
+        assert_eq!(zkcli_stdout(&raw), STAT);
+    }
+
+    #[test]
+    fn zkcli_stdout_drops_watcher_lines_printed_in_the_middle_of_the_answer() {
+        // As CI saw once: the first answer line before the watcher's event.
+        let raw = "Connecting to 127.0.0.1:1\n\nWATCHER::\ncZxid = 0x2\n\nWatchedEvent state:SyncConnected type:None path:null\nctime = Sat Nov 28 04:18:01 EST 2026\nmZxid = 0x2\n";
+        assert_eq!(zkcli_stdout(raw), STAT);
+    }
+
+    #[test]
+    fn zkcli_stdout_keeps_empty_lines_of_the_answer() {
+        let raw = "Connecting to a:1\n\nWATCHER::\n\nWatchedEvent state:SyncConnected type:None path:null\n\n";
+        assert_eq!(zkcli_stdout(raw), "\n");
     }
 }
