@@ -6,6 +6,8 @@
 #     C client against it),
 #   - Apache Curator (Debian package `libcurator-framework-java`: a test drives
 #     reconfiguration through its API),
+#   - nc and socat (Debian packages `netcat-openbsd`, `socat`: a test asks
+#     four-letter words the way health probes do),
 #   - the Python test dependencies pinned in tests/python/requirements.txt,
 #   - the Rust target wasm32-unknown-unknown.
 # Idempotent: does nothing (and prints one line) when all is in place.
@@ -68,6 +70,11 @@ install_deb libcurator-framework-java "a test drives reconfiguration through Cur
 [ -f /usr/share/java/curator-framework.jar ] && [ -f /usr/share/java/curator-client.jar ] \
   || die "Curator's jars missing after installing libcurator-framework-java"
 command -v javac >/dev/null || die "javac not found (the Curator test compiles with it)"
+
+# --- nc and socat (Debian packages) ----------------------------------------------------
+install_deb netcat-openbsd "a test asks four-letter words with \`echo ruok | nc\`, as probes do"
+install_deb socat "a test asks four-letter words with socat, as probes do"
+command -v nc >/dev/null && command -v socat >/dev/null || die "nc or socat not found after installing them"
 
 # --- Python test dependencies -----------------------------------------------------------
 pick_python "$REPO" yes

@@ -87,6 +87,8 @@ pub fn four_letter(
                     let _ = writeln!(out, "\t{p}");
                 }
             }
+            // ZooKeeper ends the dump with a line of its own.
+            out.push('\n');
             out
         }
         "wchp" => {
@@ -102,6 +104,7 @@ pub fn four_letter(
                     let _ = writeln!(out, "\t0x{sid:x}");
                 }
             }
+            out.push('\n');
             out
         }
         "dump" => dump(s),
@@ -125,7 +128,9 @@ pub fn four_letter(
             ctx.metrics.reset(s, &ctx.log_stats);
             "Server stats reset.\n".into()
         }
-        "hash" => "No digest available.\n".into(),
+        // ZooKeeper 3.8 lists the tree digests it logged; wazoo keeps none,
+        // and answers as ZooKeeper does with an empty digest log.
+        "hash" => String::new(),
         "gtmk" | "stmk" => "0\n".into(),
         other => format!("{other} is not executed because it is not a known command.\n"),
     }

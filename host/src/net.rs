@@ -325,7 +325,10 @@ async fn handle<R, W>(
         }
         Ok(None) => return,
         Ok(Some(Opening::Word(word))) => {
-            let answered = four_letter(word, wr, &core, &cfg);
+            let answered = async {
+                four_letter(word, wr, &core, &cfg).await;
+                drain_until_closed(&mut rd).await;
+            };
             if tokio::time::timeout(HANDSHAKE_TIMEOUT, answered)
                 .await
                 .is_err()
@@ -667,6 +670,23 @@ async fn write_loop(
                 return;
             }
             unreported = 0;
+        }
+    }
+}
+
+/// Reads and drops what a four-letter word's client still sends (the
+/// newline of `echo ruok | nc`, or anything else) until it closes its
+/// side, after the answer and our FIN went out. Closing a socket with
+/// unread bytes makes the kernel send a reset instead of a FIN, and a
+/// reset discards the answer the client has not read yet: ZooKeeper's NIO
+/// server reads the rest of the request before it closes, so its answer
+/// always arrives. The caller bounds this in time; the bytes are dropped
+/// as they come, so a client that keeps sending costs no memory.
+async fn drain_until_closed(rd: &mut (impl AsyncRead + Unpin)) {
+    let mut scratch = [0u8; 512];
+    while let Ok(n) = rd.read(&mut scratch).await {
+        if n == 0 {
+            return;
         }
     }
 }
