@@ -367,6 +367,10 @@ pub struct RecipeWait {
     /// (the callback then gets the session-derived one, see
     /// `server::recipes::caller_info`).
     pub guid: String,
+    /// The call node of a call made by a create under /zookeeper/calls
+    /// (`server::recipes::node_calls`): the wait's end is written there,
+    /// not sent as a notification. Empty for a native call's wait.
+    pub call_node: String,
     /// Set when a txn triggered it: the callback is owed.
     pub fired: Option<(String, WatchEvent)>,
 }
@@ -376,6 +380,10 @@ pub struct RecipeWait {
 /// before guids were kept read as they did). Not an ACL scheme: never
 /// among the ids a callback's ACL checks use.
 const GUID_SCHEME: &str = "wazoo:guid";
+
+/// The scheme a wait's call node is recorded under, after its guid, the
+/// same way (records and snapshots of native calls' waits read as before).
+const CALL_NODE_SCHEME: &str = "wazoo:callnode";
 
 impl RecipeWait {
     pub fn key(&self) -> WaitKey {
@@ -398,14 +406,21 @@ impl RecipeWait {
         w.write_string(&self.token);
         w.write_string(&self.path);
         w.write_bool(self.child);
-        if self.guid.is_empty() {
+        if self.guid.is_empty() && self.call_node.is_empty() {
             w.write_vec(&self.auth);
         } else {
             let mut ids = self.auth.clone();
-            ids.push(Id {
-                scheme: GUID_SCHEME.into(),
-                id: self.guid.clone(),
-            });
+            for (scheme, id) in [
+                (GUID_SCHEME, &self.guid),
+                (CALL_NODE_SCHEME, &self.call_node),
+            ] {
+                if !id.is_empty() {
+                    ids.push(Id {
+                        scheme: scheme.into(),
+                        id: id.clone(),
+                    });
+                }
+            }
             w.write_vec(&ids);
         }
         match &self.fired {
@@ -424,10 +439,12 @@ impl RecipeWait {
         let path = r.read_string()?;
         let child = r.read_bool()?;
         let mut auth: Vec<Id> = r.read_vec()?;
-        let guid = match auth.last() {
-            Some(id) if id.scheme == GUID_SCHEME => auth.pop().map(|id| id.id).unwrap_or_default(),
+        let mut take = |scheme: &str| match auth.last() {
+            Some(id) if id.scheme == scheme => auth.pop().map(|id| id.id).unwrap_or_default(),
             _ => String::new(),
         };
+        let call_node = take(CALL_NODE_SCHEME);
+        let guid = take(GUID_SCHEME);
         let fired = match r.read_i32()? {
             -1 => None,
             t => Some((r.read_string()?, event_of(t)?)),
@@ -440,6 +457,7 @@ impl RecipeWait {
             child,
             auth,
             guid,
+            call_node,
             fired,
         })
     }
@@ -532,6 +550,21 @@ impl RecipeWaits {
     }
 
     /// How many waits `session` has (fired or not).
+    /// Whether `session` has a wait of a native call (not one made by a
+    /// create), or the kept end of one: it speaks wazoo's own protocol.
+    pub fn has_native_for(&self, session: i64) -> bool {
+        let mut mine = self
+            .waits
+            .range(WaitKey::first_of(session)..)
+            .take_while(|(k, _)| k.session == session);
+        mine.any(|(_, w)| w.call_node.is_empty())
+            || self
+                .results
+                .range(WaitKey::first_of(session)..)
+                .next()
+                .is_some_and(|(k, _)| k.session == session)
+    }
+
     pub fn count_for(&self, session: i64) -> usize {
         self.waits
             .range(WaitKey::first_of(session)..)

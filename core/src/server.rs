@@ -461,6 +461,11 @@ pub struct Conn {
     /// reported written ([`Input::Written`]); bounded by
     /// [`ServerConfig::max_outbound_bytes`].
     pub unsent_bytes: u64,
+    /// The connection asked for wazoo's own recipe frames (notifications,
+    /// xid -0x5A00): it sent a native recipe call, or its session
+    /// re-attached with native waits pending. Stock clients never do, and
+    /// never get a frame ZooKeeper would not send.
+    pub native_recipes: bool,
     /// The handshake reply has been sent; requests are accepted.
     pub established: bool,
     pub closing: bool,

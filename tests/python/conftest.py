@@ -221,13 +221,19 @@ def server(request):
     (servers.ServerProcess) or a chroot of its own on a shared ensemble
     (EnsembleTarget). Either way `.hosts` is the connect string, `.flavor`
     the target's name and `.is_ensemble` says which."""
-    if request.param in ENSEMBLE_FLAVORS:
-        shared = request.getfixturevalue(request.param.replace("-", "_"))
-        target = shared.target_for(request.node.name)
-        yield target
-        shared.release(target)
+    yield from serve_target(request, request.param)
+
+
+def serve_target(request, target: str):
+    """The body of `server` for one target; a test module that runs on some
+    targets only overrides `server` with its own params and this."""
+    if target in ENSEMBLE_FLAVORS:
+        shared = request.getfixturevalue(target.replace("-", "_"))
+        ensemble_target = shared.target_for(request.node.name)
+        yield ensemble_target
+        shared.release(ensemble_target)
     else:
-        srv = _start_standalone(request.param)
+        srv = _start_standalone(target)
         yield srv
         srv.close()
 

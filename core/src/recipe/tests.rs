@@ -12,6 +12,7 @@ fn wait(session: i64, token: &str, path: &str, child: bool) -> RecipeWait {
             id: "u:x".into(),
         }],
         guid: format!("g-{token}"),
+        call_node: String::new(),
         fired: None,
     }
 }

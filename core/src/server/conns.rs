@@ -142,6 +142,7 @@ impl Server {
             read_only: false,
             queue: VecDeque::new(),
             unsent_bytes: 0,
+            native_recipes: false,
             established: false,
             closing: false,
             packets_received: 1,
@@ -357,6 +358,11 @@ impl Server {
                 self.push_deferred(conn, xid, Deferred::Read(req));
             }
             return;
+        }
+        if matches!(req, Request::RecipeCall { .. }) {
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.native_recipes = true;
+            }
         }
         // Behind a call of the session still running: served after it.
         let held = recipes::Held::Local { conn, xid, req };

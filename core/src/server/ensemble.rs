@@ -247,7 +247,7 @@ impl Server {
         }
     }
 
-    fn propose_error(&mut self, session: i64, cxid: i32, errs: Vec<i32>) {
+    pub(super) fn propose_error(&mut self, session: i64, cxid: i32, errs: Vec<i32>) {
         self.propose(
             Origin::Remote,
             cxid,
@@ -319,6 +319,11 @@ impl Server {
             };
             return self.wait_for_compile(session, &auth, wait, held);
         }
+        match self.recipe_call_of(&req, session, cxid) {
+            Some(Ok(call)) => return self.remote_recipe_call(cxid, session, &auth, call),
+            Some(Err(code)) => return self.propose_error(session, cxid, vec![code.code()]),
+            None => {}
+        }
         match req {
             Request::CloseSession => {
                 if !self.can_propose() {
@@ -346,20 +351,6 @@ impl Server {
                     None,
                     false,
                 );
-            }
-            Request::RecipeCall {
-                module,
-                method,
-                args,
-                guid,
-            } => {
-                let call = super::recipes::RecipeCall {
-                    module: &module,
-                    method: &method,
-                    args: &args,
-                    guid: super::recipes::call_guid(&guid, session, cxid),
-                };
-                self.remote_recipe_call(cxid, session, &auth, call)
             }
             req => match self.prep_write(&auth, session, &req) {
                 Ok((txn, changes, _kind)) => {
@@ -510,6 +501,14 @@ impl Server {
                     .and_then(|&e| ErrorCode::from_i32(e))
                     .unwrap_or(ErrorCode::SystemError);
                 Reply::Frame(code, Response::Empty)
+            }
+            // A call made by a create (`recipes::node_calls`) is answered
+            // as that create: the call node's path.
+            Txn::Recipe(r) if matches!(meta.op, OpCode::Create | OpCode::Create2) => {
+                match super::recipes::node_calls::created_call_node(&r.ops) {
+                    Some(path) => ok(self.created_result(meta.op, path)),
+                    None => Reply::Frame(ErrorCode::SystemError, Response::Empty),
+                }
             }
             Txn::Recipe(r) => ok(Response::Recipe(r.reply.clone())),
             Txn::Deploy(_) | Txn::SetRecipesAcl { .. } => ok(Response::Stat(

@@ -389,20 +389,16 @@ impl Server {
             let held = recipes::Held::Local { conn, xid, req };
             return self.wait_for_compile(session, &auth, wait, held);
         }
-        if let Request::RecipeCall {
-            module,
-            method,
-            args,
-            guid,
-        } = &req
-        {
-            let call = recipes::RecipeCall {
-                module,
-                method,
-                args,
-                guid: recipes::call_guid(guid, session, xid),
-            };
-            return self.local_recipe_call(conn, xid, session, &auth, call);
+        match self.recipe_call_of(&req, session, xid) {
+            Some(Ok(call)) => return self.local_recipe_call(conn, xid, session, &auth, call),
+            Some(Err(code)) => {
+                let d = match self.last_outstanding() {
+                    Some(zxid) => Deferred::ErrorAfter { zxid, code },
+                    None => Deferred::Error(code),
+                };
+                return self.push_deferred(conn, xid, d);
+            }
+            None => {}
         }
         let prepped = self.prep_write(&auth, session, &req);
         match prepped {
@@ -597,7 +593,7 @@ pub(super) fn prep_single(
             Ok((txn, Some(WriteKind::Create { op, path })))
         }
         Request::Delete { path, version } => {
-            prep_delete(view, auth, path, *version)?;
+            prep_delete(view, auth, session, path, *version)?;
             Ok((Txn::Delete { path: path.clone() }, Some(WriteKind::Delete)))
         }
         // ZooKeeper reads a deleteContainer's body as a bare path (servers
@@ -618,6 +614,9 @@ pub(super) fn prep_single(
             let fixed = acl::fixup(acl, auth, cfg.acl_schemes)?;
             let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
             acl::check(&r.acl, perms::ADMIN, auth)?;
+            if recipes::node_calls::under_calls(path) {
+                return Err(ErrorCode::NoAuth);
+            }
             let aversion = check_version(r.stat.aversion, *version)?;
             let txn = checked(Txn::SetAcl {
                 path: path.clone(),
@@ -679,7 +678,12 @@ pub(super) fn prep_create(
             return Err(ErrorCode::BadArguments);
         }
     }
-    let mut parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
+    // A node there is made by a call alone (a create outside a multi, on a
+    // member that runs recipes: `recipes::node_calls`).
+    if recipes::node_calls::under_calls(path) {
+        return Err(ErrorCode::BadArguments);
+    }
+    let parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
     acl::check(&parent.acl, perms::CREATE, auth)?;
     let final_path = if mode.is_sequential() {
         crate::tree::sequential_path(path, parent.stored_cversion)
@@ -702,7 +706,6 @@ pub(super) fn prep_create(
     if cfg.enforce_quota {
         view.check_quota(&final_path, c.data.len() as i64, true)?;
     }
-    let new_cversion = parent.stored_cversion.wrapping_add(1);
     let kind = if mode.is_container() {
         NodeKind::Container
     } else if mode.is_ttl() {
@@ -710,6 +713,37 @@ pub(super) fn prep_create(
     } else {
         NodeKind::Regular
     };
+    let owner = if mode.is_ephemeral() { session } else { 0 };
+    let txn = stage_new_node(
+        view,
+        parent_path,
+        parent,
+        &final_path,
+        &c.data,
+        acl,
+        owner,
+        kind,
+    )?;
+    Ok((txn, final_path))
+}
+
+/// Stages, in `view`, the create of `path` under `parent` (its record, at
+/// `parent_path`) once every check of the create passed: the txn (checked
+/// as apply will check it), the parent's counters and the new node's
+/// record. `owner`: the ephemeral owner, 0 for any other node (containers
+/// and TTL nodes too, as clients see them).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn stage_new_node(
+    view: &mut View<'_>,
+    parent_path: &str,
+    mut parent: Record,
+    path: &str,
+    data: &[u8],
+    acl: Vec<Acl>,
+    owner: i64,
+    kind: NodeKind,
+) -> Result<Txn, ErrorCode> {
+    let new_cversion = parent.stored_cversion.wrapping_add(1);
     // The new node's record shares the parent's list when the two are the
     // same (the usual case), so that it copies no ACL.
     let record_acl: std::sync::Arc<[Acl]> = if *parent.acl == *acl {
@@ -718,10 +752,10 @@ pub(super) fn prep_create(
         acl.as_slice().into()
     };
     let txn = checked(Txn::Create(CreateTxn {
-        path: final_path.clone(),
-        data: c.data.clone(),
+        path: path.to_string(),
+        data: data.to_vec(),
         acl,
-        ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
+        ephemeral_owner: owner,
         parent_cversion: new_cversion,
         kind,
     }))?;
@@ -731,30 +765,27 @@ pub(super) fn prep_create(
     parent.refresh_cversion();
     parent.stat.pzxid = view.zxid.to_wire();
     view.set(parent_path, Some(parent));
+    let zxid = view.zxid.to_wire();
     let stat = Stat {
-        czxid: view.zxid.to_wire(),
-        mzxid: view.zxid.to_wire(),
+        czxid: zxid,
+        mzxid: zxid,
         ctime: view.time_ms,
         mtime: view.time_ms,
-        version: 0,
-        cversion: 0,
-        aversion: 0,
-        // Clients see containers and TTL nodes as owned by no one.
-        ephemeral_owner: if mode.is_ephemeral() { session } else { 0 },
-        data_length: c.data.len() as i32,
-        num_children: 0,
-        pzxid: view.zxid.to_wire(),
+        ephemeral_owner: owner,
+        data_length: data.len() as i32,
+        pzxid: zxid,
+        ..Stat::default()
     };
     view.set(
-        &final_path,
+        path,
         Some(Record {
             stat,
             stored_cversion: 0,
             acl: record_acl,
-            data: recipes::record_data(&c.data),
+            data: recipes::record_data(data),
         }),
     );
-    Ok((txn, final_path))
+    Ok(txn)
 }
 
 /// Prep's half of the rules prep and apply share ([`check_txn`]): a txn
@@ -776,6 +807,7 @@ pub(super) fn check_data_size(cfg: &ServerConfig, data: &[u8]) -> Result<(), Err
 pub(super) fn prep_delete(
     view: &mut View<'_>,
     auth: &AuthInfo,
+    session: i64,
     path: &str,
     version: i32,
 ) -> Result<(), ErrorCode> {
@@ -795,7 +827,12 @@ pub(super) fn prep_delete(
         &path[..last_slash]
     };
     let mut parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
-    acl::check(&parent.acl, perms::DELETE, auth)?;
+    if recipes::node_calls::under_calls(path) {
+        // A call node goes with its session or by its owner's hand alone.
+        recipes::node_calls::check_client_delete(view, session, path)?;
+    } else {
+        acl::check(&parent.acl, perms::DELETE, auth)?;
+    }
     let node = view.get(path).ok_or(ErrorCode::NoNode)?;
     check_version(node.stat.version, version)?;
     if node.stat.num_children > 0 {
@@ -824,6 +861,10 @@ pub(super) fn prep_set_data(
     validate_path(path)?;
     let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
     acl::check(&r.acl, perms::WRITE, auth)?;
+    // A call node's data is its result: the server's alone to write.
+    if recipes::node_calls::under_calls(path) {
+        return Err(ErrorCode::NoAuth);
+    }
     if cfg.enforce_quota {
         view.check_quota(path, data.len() as i64, false)?;
     }

@@ -35,9 +35,11 @@ use crate::recipe::{
     error_reply, render_report, ModuleReport, RecipeEngine, RecipeTxn, RecipeWait, WaitKey,
 };
 
+pub(super) mod node_calls;
 mod offload;
 mod prep_host;
 
+use node_calls::NodeCall;
 pub(super) use offload::{DeployFrom, Held, Offload};
 pub use offload::{RecipeJob, RecipeStepDone};
 use prep_host::PrepHost;
@@ -50,9 +52,11 @@ pub const RECIPES_NODE: &str = "/zookeeper/recipes";
 pub(super) struct RecipeCall<'a> {
     pub module: &'a str,
     pub method: &'a str,
-    pub args: &'a [u8],
+    pub args: std::borrow::Cow<'a, [u8]>,
     /// The call's guid (see [`call_guid`]).
     pub guid: String,
+    /// A call made by a create under /zookeeper/calls: its call node.
+    pub node: Option<NodeCall>,
 }
 
 /// The `caller_guid` of a call: the one its client sent (the same for every
@@ -73,6 +77,7 @@ enum Step<'a> {
         method: &'a str,
         args: &'a [u8],
         guid: &'a str,
+        node: Option<&'a NodeCall>,
     },
     Callback(&'a RecipeWait),
 }
@@ -192,6 +197,17 @@ pub(crate) fn caller_info(session: i64, guid: &str, auth: &AuthInfo) -> CallerIn
                 id: i.id.clone(),
             })
             .collect(),
+    }
+}
+
+/// The error code a failed step's reply (MessagePack) carries, for a
+/// call made by a create, which fails with it.
+fn failed_code(reply: &[u8]) -> ErrorCode {
+    match abi::decode::<Reply>(reply) {
+        Ok(Reply::Error { code, .. }) => {
+            ErrorCode::from_i32(code).unwrap_or(ErrorCode::SystemError)
+        }
+        _ => ErrorCode::SystemError,
     }
 }
 
@@ -325,6 +341,41 @@ impl Server {
         }))
     }
 
+    /// The recipe call `req` makes: a native call, or, on a member that
+    /// runs recipes, a create under /zookeeper/calls (`node_calls`); an
+    /// error for a create there that is no valid call. `None` for any
+    /// other request.
+    pub(super) fn recipe_call_of<'a>(
+        &self,
+        req: &'a Request,
+        session: i64,
+        xid: i32,
+    ) -> Option<Result<RecipeCall<'a>, ErrorCode>> {
+        if let Request::RecipeCall {
+            module,
+            method,
+            args,
+            guid,
+        } = req
+        {
+            return Some(Ok(RecipeCall {
+                module,
+                method,
+                args: std::borrow::Cow::Borrowed(args),
+                guid: call_guid(guid, session, xid),
+                node: None,
+            }));
+        }
+        self.recipes.as_ref()?;
+        Some(node_calls::parse(req)?.map(|p| RecipeCall {
+            module: p.module,
+            method: p.method,
+            args: std::borrow::Cow::Owned(p.args),
+            guid: call_guid(p.guid.unwrap_or_default(), session, xid),
+            node: Some(p.node),
+        }))
+    }
+
     /// A recipe call from one of this member's connections, on the member
     /// that decides (leader or standalone).
     pub(super) fn local_recipe_call(
@@ -335,6 +386,7 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
+        let node_op = call.node.as_ref().map(|n| n.op);
         let (rt, changes) = if self.offloads() {
             match self.prep_call_quick(auth, session, &call) {
                 Some(done) => done,
@@ -343,10 +395,11 @@ impl Server {
         } else {
             self.prep_call(auth, session, call)
         };
-        self.commit_local_call(conn, xid, session, rt, changes);
+        self.commit_local_call(conn, xid, session, rt, changes, node_op);
     }
 
-    /// A local call's step is done: its txn, or its reply.
+    /// A local call's step is done: its txn, or its reply. `node_op`: the
+    /// opcode of the create that made the call, answered as that create.
     fn commit_local_call(
         &mut self,
         conn: ConnId,
@@ -354,7 +407,30 @@ impl Server {
         session: i64,
         rt: RecipeTxn,
         changes: Changes,
+        node_op: Option<wazoo_proto::OpCode>,
     ) {
+        if let Some(op) = node_op {
+            let Some(path) = node_calls::created_call_node(&rt.ops).map(str::to_string) else {
+                // Failed: the create fails with the call's error.
+                let d = match self.last_outstanding() {
+                    Some(zxid) => super::Deferred::ErrorAfter {
+                        zxid,
+                        code: failed_code(&rt.reply),
+                    },
+                    None => super::Deferred::Error(failed_code(&rt.reply)),
+                };
+                return self.push_deferred(conn, xid, d);
+            };
+            return self.propose(
+                Origin::Conn(conn),
+                xid,
+                session,
+                Txn::Recipe(Box::new(rt)),
+                changes,
+                Some(WriteKind::Create { op, path }),
+                false,
+            );
+        }
         if rt.is_empty() {
             // Read-only or failed: no txn. The reply waits until what the
             // step read is committed (every txn proposed before it, if any:
@@ -385,6 +461,7 @@ impl Server {
         auth: &AuthInfo,
         call: RecipeCall<'_>,
     ) {
+        let node = call.node.is_some();
         let (rt, changes) = if self.offloads() {
             match self.prep_call_quick(auth, session, &call) {
                 Some(done) => done,
@@ -393,6 +470,24 @@ impl Server {
         } else {
             self.prep_call(auth, session, call)
         };
+        self.propose_remote_call(cxid, session, rt, changes, node);
+    }
+
+    /// A forwarded call's step is done: its txn carries the reply to the
+    /// follower; a call made by a create that failed is an error txn, as
+    /// a failed create is.
+    pub(super) fn propose_remote_call(
+        &mut self,
+        cxid: i32,
+        session: i64,
+        rt: RecipeTxn,
+        changes: Changes,
+        node: bool,
+    ) {
+        if node && node_calls::created_call_node(&rt.ops).is_none() {
+            let code = failed_code(&rt.reply).code();
+            return self.propose_error(session, cxid, vec![code]);
+        }
         self.propose(
             Origin::Remote,
             cxid,
@@ -413,11 +508,12 @@ impl Server {
     ) -> Option<(RecipeTxn, Changes)> {
         let step = Step::Call {
             method: call.method,
-            args: call.args,
+            args: &call.args,
             guid: &call.guid,
+            node: call.node.as_ref(),
         };
         let outcome = self.try_step_here(auth, session, call.module, &step)?;
-        Some(self.finish_step(session, call.module, &step, outcome))
+        Some(self.finish_step(auth, session, call.module, &step, outcome))
     }
 
     fn prep_call(
@@ -428,8 +524,9 @@ impl Server {
     ) -> (RecipeTxn, Changes) {
         let step = Step::Call {
             method: call.method,
-            args: call.args,
+            args: &call.args,
             guid: &call.guid,
+            node: call.node.as_ref(),
         };
         self.prep_recipe(auth, session, call.module, step)
     }
@@ -444,7 +541,7 @@ impl Server {
         step: Step<'_>,
     ) -> (RecipeTxn, Changes) {
         let outcome = self.run_step_here(auth, session, module, &step);
-        self.finish_step(session, module, &step, outcome)
+        self.finish_step(auth, session, module, &step, outcome)
     }
 
     /// Runs one step on this thread against the prep view.
@@ -508,9 +605,12 @@ impl Server {
     }
 
     /// Turns what a step did into its txn (and the view changes its ops
-    /// make), checking its waits against the wait table as it is now.
+    /// make), checking its waits against the wait table as it is now. A
+    /// call made by a create gets its call node in the same txn; a wait of
+    /// such a call ends by setting that node's data, not by a notification.
     fn finish_step(
         &mut self,
+        auth: &AuthInfo,
         session: i64,
         module: &str,
         step: &Step<'_>,
@@ -527,11 +627,11 @@ impl Server {
             Step::Call { .. } => Vec::new(),
             Step::Callback(w) => vec![(w.session, w.token.clone())],
         };
-        let reply = match reply {
+        let mut reply = match reply {
             Reply::Wait { token } => self.check_wait(session, module, &token, &waits, step),
             r => r,
         };
-        let (ops, waits, changes) = match reply {
+        let (mut ops, mut waits, mut changes) = match reply {
             // A failed step changes nothing of what it staged.
             Reply::Error { .. } => {
                 notes.clear();
@@ -542,6 +642,35 @@ impl Server {
             Reply::Done(_) => (ops, Vec::new(), changes),
             Reply::Wait { .. } => (ops, waits, changes),
         };
+        let call_node = match step {
+            Step::Call {
+                node: Some(call), ..
+            } if !matches!(reply, Reply::Error { .. }) => {
+                let data = node_calls::result_data(&reply);
+                let mut view = self.view_after(std::mem::take(&mut changes));
+                match node_calls::stage_call_node(&self.cfg, &mut view, auth, session, call, &data)
+                {
+                    Ok((created, path)) => {
+                        ops.extend(created);
+                        changes = view.into_changes();
+                        path
+                    }
+                    // The call node cannot be made: the call fails, and
+                    // nothing of it applies.
+                    Err(code) => {
+                        reply = error_reply(code, "the call node cannot be created");
+                        (ops, waits) = (Vec::new(), Vec::new());
+                        notes.clear();
+                        String::new()
+                    }
+                }
+            }
+            Step::Callback(w) => w.call_node.clone(),
+            Step::Call { .. } => String::new(),
+        };
+        for w in &mut waits {
+            w.call_node.clone_from(&call_node);
+        }
         let mut rt = RecipeTxn {
             module: module.to_string(),
             ops,
@@ -553,20 +682,40 @@ impl Server {
         };
         match step {
             Step::Call { .. } => rt.reply = encode(&reply),
+            Step::Callback(_) if matches!(reply, Reply::Wait { .. }) => {}
+            Step::Callback(w) if !w.call_node.is_empty() => {
+                let mut view = self.view_after(std::mem::take(&mut changes));
+                let set =
+                    node_calls::stage_result(&self.cfg, &mut view, w.session, &w.call_node, &reply);
+                rt.ops.extend(set);
+                changes = view.into_changes();
+            }
             Step::Callback(w) => {
-                if !matches!(reply, Reply::Wait { .. }) {
-                    rt.notifications.push((
-                        w.session,
-                        encode(&Notification::Finished {
-                            module: module.to_string(),
-                            token: w.token.clone(),
-                            reply,
-                        }),
-                    ));
-                }
+                rt.notifications.push((
+                    w.session,
+                    encode(&Notification::Finished {
+                        module: module.to_string(),
+                        token: w.token.clone(),
+                        reply,
+                    }),
+                ));
             }
         }
         (rt, changes)
+    }
+
+    /// The prep view with `changes` (a step's) made in it, for staging
+    /// more of the same txn.
+    fn view_after(&self, changes: Changes) -> View<'_> {
+        View {
+            tree: &self.tree,
+            outstanding: &self.prep.outstanding,
+            local: changes,
+            zxid: self.prep_zxid(),
+            time_ms: self.wall_ms,
+            reads: None,
+            recipes_node: None,
+        }
     }
 
     /// A step that answers `Wait` must leave a watch registered with that
@@ -654,7 +803,8 @@ impl Server {
             let Some(&conn) = self.session_conn.get(to) else {
                 continue;
             };
-            if !self.conns.contains_key(&conn) {
+            // Only a connection that asked for wazoo's frames gets one.
+            if !self.conns.get(&conn).is_some_and(|c| c.native_recipes) {
                 continue;
             }
             let buf = self.send_buf(conn);
@@ -668,6 +818,12 @@ impl Server {
     /// away would be lost otherwise); clients ignore those they are not
     /// waiting for.
     pub(super) fn redeliver_recipe_results(&mut self, session: i64, conn: ConnId) {
+        if !self.waits.has_native_for(session) {
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.native_recipes = true;
+        }
         let payloads: Vec<Vec<u8>> = self
             .waits
             .results_of(session)
@@ -721,7 +877,7 @@ impl Server {
             let (rt, changes) = if self.offloads() {
                 let step = Step::Callback(&w);
                 match self.try_step_here(&auth, w.session, &w.module, &step) {
-                    Some(outcome) => self.finish_step(w.session, &w.module, &step, outcome),
+                    Some(outcome) => self.finish_step(&auth, w.session, &w.module, &step, outcome),
                     None => {
                         self.running_callbacks.insert(key.clone());
                         self.offload_callback(key, auth, w);
@@ -813,21 +969,36 @@ impl Server {
                 continue;
             }
             let WaitKey { session, token, .. } = key.clone();
-            let note = Notification::Finished {
-                module: module.to_string(),
-                token: token.clone(),
-                reply: error_reply(
-                    ErrorCode::Unimplemented,
-                    format!("recipe module {module:?} was unloaded while this call waited"),
-                ),
+            let reply = error_reply(
+                ErrorCode::Unimplemented,
+                format!("recipe module {module:?} was unloaded while this call waited"),
+            );
+            let call_node = self
+                .waits
+                .get(&key)
+                .map(|w| w.call_node.clone())
+                .unwrap_or_default();
+            // A call made by a create learns it from its call node.
+            let (ops, notifications, changes) = if call_node.is_empty() {
+                let note = Notification::Finished {
+                    module: module.to_string(),
+                    token: token.clone(),
+                    reply,
+                };
+                (Vec::new(), vec![(session, encode(&note))], Vec::new())
+            } else {
+                let mut view = self.view_after(Vec::new());
+                let set =
+                    node_calls::stage_result(&self.cfg, &mut view, session, &call_node, &reply);
+                (set.into_iter().collect(), Vec::new(), view.into_changes())
             };
             let rt = RecipeTxn {
                 module: module.to_string(),
-                ops: Vec::new(),
+                ops,
                 consumed: Vec::new(),
                 cancelled: vec![(session, token)],
                 waits: Vec::new(),
-                notifications: vec![(session, encode(&note))],
+                notifications,
                 reply: Vec::new(),
             };
             self.running_callbacks.insert(key);
@@ -836,7 +1007,7 @@ impl Server {
                 super::ensemble::INTERNAL_CXID,
                 session,
                 Txn::Recipe(Box::new(rt)),
-                Vec::new(),
+                changes,
                 None,
                 false,
             );

@@ -52,7 +52,8 @@ impl RecipeEngine for TestEngine {
         if module != "t" || !self.has_module(module) {
             return error_reply(ErrorCode::Unimplemented, format!("no module {module}"));
         }
-        let arg = text(args);
+        // A call made by a create sends its JSON string as MessagePack.
+        let arg = abi::decode::<String>(args).unwrap_or_else(|_| text(args));
         let r: Result<Reply, ErrorCode> = (|| match method {
             // Creates an ephemeral sequential node under `arg` (and the parent).
             "make" => {
@@ -243,16 +244,21 @@ fn reply_of(r: (i32, Option<Response>)) -> Reply {
     }
 }
 
-fn notifications(h: &Harness, conn: u64) -> Vec<Notification> {
+/// What `conn` was sent of the frames `pick` takes, in order.
+fn frames<T>(h: &Harness, conn: u64, pick: impl Fn(&Sent) -> Option<T>) -> Vec<T> {
     h.sent
         .get(&conn)
         .into_iter()
         .flatten()
-        .filter_map(|s| match s {
-            Sent::Recipe(b) => Some(abi::decode(b).unwrap()),
-            _ => None,
-        })
+        .filter_map(pick)
         .collect()
+}
+
+fn notifications(h: &Harness, conn: u64) -> Vec<Notification> {
+    frames(h, conn, |s| match s {
+        Sent::Recipe(b) => Some(abi::decode(b).unwrap()),
+        _ => None,
+    })
 }
 
 fn exists(h: &mut Harness, conn: u64, path: &str) -> bool {
@@ -642,6 +648,9 @@ fn a_step_reads_outstanding_writes_and_a_read_only_reply_waits_for_them() {
 fn notifications_reach_the_named_session_after_the_txn() {
     let (mut h, _) = with_engine();
     let s1 = h.connect(1).session_id;
+    // A native call asks for wazoo's own frames (see
+    // `a_session_that_never_called_natively_gets_no_recipe_frame`).
+    reply_of(h.call(1, rcall("t", "children", "/")));
     h.connect(2);
     let r = reply_of(h.call(2, rcall("t", "notify", &s1.to_string())));
     assert!(
@@ -911,4 +920,313 @@ fn a_member_loaded_from_a_snapshot_shows_the_committed_recipe_counters() {
         committed,
         "after a SNAP"
     );
+}
+
+// ---- Calls made through ZooKeeper's standard operations (docs/RECIPES.md,
+// "Calling from any client"): a create under /zookeeper/calls/<module>/.
+
+fn call_create(method_path: &str, flags: i32, data: &[u8]) -> Request {
+    Request::Create(CreateRequest {
+        path: format!("/zookeeper/calls/{method_path}"),
+        data: data.to_vec(),
+        acl: Acl::open_unsafe(),
+        flags,
+        ttl: None,
+    })
+}
+
+const EPHEMERAL_SEQUENTIAL: i32 = 3;
+
+fn created(r: (i32, Option<Response>)) -> String {
+    match ok(r) {
+        Response::Create { path } => path,
+        other => panic!("expected a create reply, got {other:?}"),
+    }
+}
+
+fn data_of(h: &mut Harness, conn: u64, path: &str, watch: bool) -> (String, wazoo_proto::Stat) {
+    match ok(h.call(
+        conn,
+        Request::GetData {
+            path: path.into(),
+            watch,
+        },
+    )) {
+        Response::GetData { data, stat } => (text(&data), stat),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn events(h: &Harness, conn: u64) -> Vec<WatcherEvent> {
+    frames(h, conn, |s| match s {
+        Sent::Event(e) => Some(e.clone()),
+        _ => None,
+    })
+}
+
+// ZooKeeper Programmer's Guide, "Data Model", "Sequence Nodes -- Unique
+// Naming" and "Ephemeral Nodes": the call node is the caller's, numbered
+// as any sequential child, and holds the result.
+#[test]
+fn a_create_under_zookeeper_calls_runs_the_recipe_and_its_node_holds_the_result() {
+    let (mut h, _) = with_engine();
+    let s1 = h.connect(1).session_id;
+    let before = h.server.last_zxid();
+    let path = created(h.call(
+        1,
+        call_create("t/make", EPHEMERAL_SEQUENTIAL, br#""/locks""#),
+    ));
+    assert_eq!(path, "/zookeeper/calls/t/make0000000000");
+    assert_eq!(
+        h.server.last_zxid(),
+        before.next(),
+        "call and node in one txn"
+    );
+    let (data, stat) = data_of(&mut h, 1, &path, false);
+    assert_eq!(data, r#"{"done":"/locks/n-0000000000"}"#);
+    assert_eq!(stat.ephemeral_owner, s1, "the caller's node");
+    assert!(
+        exists(&mut h, 1, "/locks/n-0000000000"),
+        "the recipe's write"
+    );
+    // The next call is numbered after it, and the node goes with its
+    // session (the caller deletes it when it has read it, or not).
+    let second = created(h.call(
+        1,
+        call_create("t/make", EPHEMERAL_SEQUENTIAL, br#""/locks""#),
+    ));
+    assert_eq!(second, "/zookeeper/calls/t/make0000000001");
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: second.clone(),
+            version: -1,
+        },
+    ));
+    assert!(!exists(&mut h, 1, &second));
+    assert!(
+        notifications(&h, 1).is_empty(),
+        "a stock client's session gets no frame of wazoo's own"
+    );
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Watches": a getData watch on the
+// call node fires NodeDataChanged when a waiting call finishes.
+#[test]
+fn a_waiting_call_made_by_a_create_finishes_by_changing_its_nodes_data() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Ephemeral)));
+    let path = created(h.call(
+        1,
+        call_create("t/await_gone", EPHEMERAL_SEQUENTIAL, br#""/n""#),
+    ));
+    let (data, _) = data_of(&mut h, 1, &path, true);
+    assert_eq!(data, r#"{"waiting":"/n"}"#);
+    ok(h.call(
+        2,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    ));
+    assert_eq!(
+        events(&h, 1),
+        vec![WatcherEvent {
+            event_type: EventType::NodeDataChanged as i32,
+            state: 3,
+            path: path.clone(),
+        }]
+    );
+    let (data, stat) = data_of(&mut h, 1, &path, false);
+    assert_eq!(data, r#"{"done":"/n"}"#);
+    assert_eq!(stat.version, 1);
+    assert!(notifications(&h, 1).is_empty(), "no frame of wazoo's own");
+    assert!(
+        h.server.recipe_waits().is_empty(),
+        "the callback consumed it"
+    );
+}
+
+#[test]
+fn a_waiting_call_whose_node_was_deleted_ends_without_writing() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Ephemeral)));
+    let path = created(h.call(
+        1,
+        call_create("t/await_gone", EPHEMERAL_SEQUENTIAL, br#""/n""#),
+    ));
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: path.clone(),
+            version: -1,
+        },
+    ));
+    ok(h.call(
+        2,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    ));
+    assert!(!exists(&mut h, 1, &path));
+    assert!(h.server.recipe_waits().is_empty());
+}
+
+#[test]
+fn a_failed_call_fails_its_create_with_the_recipes_code_and_applies_nothing() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    let before = h.server.last_zxid();
+    let r = h.call(
+        1,
+        call_create("t/fail_after_write", EPHEMERAL_SEQUENTIAL, br#""/x""#),
+    );
+    assert_eq!(err(r), ErrorCode::BadArguments);
+    assert_eq!(h.server.last_zxid(), before, "no txn");
+    assert!(!exists(&mut h, 1, "/x"));
+    assert!(!exists(&mut h, 1, "/zookeeper/calls"));
+    let r = h.call(1, call_create("nope/make", EPHEMERAL_SEQUENTIAL, b""));
+    assert_eq!(err(r), ErrorCode::Unimplemented, "a module not served");
+}
+
+#[test]
+fn a_create_under_zookeeper_calls_that_is_no_call_is_bad_arguments() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    for (path, flags, data) in [
+        ("t/make", 0, &b""[..]),
+        ("t/make", 2, b""),
+        ("t", 1, b""),
+        ("t/make/x", 1, b""),
+        ("t/make", 1, b"{not json"),
+    ] {
+        assert_eq!(
+            err(h.call(1, call_create(path, flags, data))),
+            ErrorCode::BadArguments,
+            "{path} {flags}"
+        );
+    }
+    // Nor inside a multi: a call is a request of its own.
+    let r = ok(h.call(
+        1,
+        Request::Multi(vec![call_create("t/make", 1, br#""/m""#)]),
+    ));
+    assert!(
+        matches!(&r, Response::Multi(rs) if matches!(rs[0], OpResult::Error { err } if err == ErrorCode::BadArguments.code())),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn only_the_owner_deletes_a_call_node_and_nobody_writes_one() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    let path = created(h.call(1, call_create("t/make", EPHEMERAL_SEQUENTIAL, br#""/l""#)));
+    let delete = |p: &str| Request::Delete {
+        path: p.into(),
+        version: -1,
+    };
+    assert_eq!(err(h.call(2, delete(&path))), ErrorCode::NoAuth);
+    assert_eq!(
+        err(h.call(
+            1,
+            Request::SetData {
+                path: path.clone(),
+                data: b"forged".to_vec(),
+                version: -1,
+            }
+        )),
+        ErrorCode::NoAuth
+    );
+    assert_eq!(
+        err(h.call(1, delete("/zookeeper/calls/t"))),
+        ErrorCode::NoAuth
+    );
+    ok(h.call(1, delete(&path)));
+}
+
+// Curator's protected mode (its "guid" in the node's name) gives the call
+// the guid ZooKeeper Recipes and Solutions' lost-reply rule relies on: the
+// same for every retry of the call.
+#[test]
+fn curators_protected_name_gives_the_call_its_guid() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    let guid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    let path = created(h.call(
+        1,
+        call_create(&format!("t/_c_{guid}-guid"), EPHEMERAL_SEQUENTIAL, br#""""#),
+    ));
+    assert_eq!(path, format!("/zookeeper/calls/t/_c_{guid}-guid0000000000"));
+    assert_eq!(
+        data_of(&mut h, 1, &path, false).0,
+        format!(r#"{{"done":"{guid}"}}"#)
+    );
+}
+
+#[test]
+fn a_session_that_never_called_natively_gets_no_recipe_frame() {
+    let (mut h, _) = with_engine();
+    let s1 = h.connect(1).session_id;
+    h.connect(2);
+    reply_of(h.call(2, rcall("t", "notify", &s1.to_string())));
+    assert!(notifications(&h, 1).is_empty());
+}
+
+#[test]
+fn a_call_nodes_wait_on_an_unloaded_module_ends_with_an_error_in_its_node() {
+    let (mut h, loaded) = with_engine();
+    h.connect(1);
+    ok(h.call(1, create("/n", b"", CreateMode::Persistent)));
+    let path = created(h.call(
+        1,
+        call_create("t/await_gone", EPHEMERAL_SEQUENTIAL, br#""/n""#),
+    ));
+    loaded.store(false, Ordering::SeqCst);
+    h.step(Input::Tick);
+    let (data, _) = data_of(&mut h, 1, &path, false);
+    assert!(
+        data.starts_with(r#"{"error":{"code":-6,"message":"recipe module \"t\" was unloaded"#),
+        "{data}"
+    );
+    assert!(notifications(&h, 1).is_empty());
+    assert!(h.server.recipe_waits().is_empty());
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions" (the chroot suffix):
+// a chrooted client's create arrives with its chroot in front, and its
+// call node is made there, where the client reads it.
+#[test]
+fn a_chrooted_clients_call_node_is_made_under_its_chroot() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    ok(h.call(1, create("/app", b"", CreateMode::Persistent)));
+    let req = Request::Create(CreateRequest {
+        path: "/app/zookeeper/calls/t/make".into(),
+        data: br#""/l""#.to_vec(),
+        acl: Acl::open_unsafe(),
+        flags: EPHEMERAL_SEQUENTIAL,
+        ttl: None,
+    });
+    let path = created(h.call(1, req));
+    assert_eq!(path, "/app/zookeeper/calls/t/make0000000000");
+    assert_eq!(
+        data_of(&mut h, 1, &path, false).0,
+        r#"{"done":"/l/n-0000000000"}"#
+    );
+    // The chroot must exist, as any parent must.
+    let req = Request::Create(CreateRequest {
+        path: "/nowhere/zookeeper/calls/t/make".into(),
+        data: br#""/l""#.to_vec(),
+        acl: Acl::open_unsafe(),
+        flags: EPHEMERAL_SEQUENTIAL,
+        ttl: None,
+    });
+    assert_eq!(err(h.call(1, req)), ErrorCode::NoNode);
 }

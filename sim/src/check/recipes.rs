@@ -167,6 +167,7 @@ mod tests {
                     child: false,
                     auth: Vec::new(),
                     guid: String::new(),
+                    call_node: String::new(),
                     fired: None,
                 })
                 .collect(),

@@ -41,7 +41,7 @@ use super::super::{
     ensemble::INTERNAL_CXID, fingerprint, AuthInfo, ConnId, Origin, Output, Outstanding, ReadSet,
     Server, ServerConfig, Txn, View,
 };
-use super::{run_engine, PrepHost, RecipeCall, Step, StepOutcome};
+use super::{run_engine, NodeCall, PrepHost, RecipeCall, Step, StepOutcome};
 use crate::recipe::{error_reply, RecipeEngine, RecipeWait, WaitKey};
 use crate::tree::DataTree;
 
@@ -56,6 +56,7 @@ enum Work {
         method: String,
         args: Vec<u8>,
         guid: String,
+        node: Option<NodeCall>,
     },
     Callback(RecipeWait),
     /// Not a step: validating (compiling) a module to deploy, which the
@@ -66,7 +67,17 @@ enum Work {
 impl Work {
     fn step(&self) -> Step<'_> {
         match self {
-            Work::Call { method, args, guid } => Step::Call { method, args, guid },
+            Work::Call {
+                method,
+                args,
+                guid,
+                node,
+            } => Step::Call {
+                method,
+                args,
+                guid,
+                node: node.as_ref(),
+            },
             Work::Callback(w) => Step::Callback(w),
             Work::Validate(_) => unreachable!("a validation is not a step"),
         }
@@ -369,8 +380,9 @@ impl Server {
             module: call.module.to_string(),
             work: Work::Call {
                 method: call.method.to_string(),
-                args: call.args.to_vec(),
+                args: call.args.into_owned(),
                 guid: call.guid,
+                node: call.node,
             },
             attempts: 0,
             deploy_gen: 0,
@@ -404,7 +416,11 @@ impl Server {
         auth: &AuthInfo,
         req: &Request,
     ) -> Option<CompileWait> {
-        if let Request::RecipeCall { module, .. } = req {
+        let called = match req {
+            Request::RecipeCall { module, .. } => Some(module.as_str()),
+            _ => super::node_calls::called_module(req),
+        };
+        if let Some(module) = called {
             return self
                 .call_waits_for_validation(module)
                 .then_some(CompileWait::Call);
@@ -600,15 +616,18 @@ impl Server {
             self.run_step_here(&p.auth, p.session, &p.module, &step)
         };
         let step = p.work.step();
-        let (rt, changes) = self.finish_step(p.session, &p.module, &step, outcome);
+        let (rt, changes) = self.finish_step(&p.auth, p.session, &p.module, &step, outcome);
+        let node_op = match &p.work {
+            Work::Call { node, .. } => node.as_ref().map(|n| n.op),
+            _ => None,
+        };
         match p.from {
             From::Conn { conn, xid } => {
-                self.commit_local_call(conn, xid, p.session, rt, changes);
+                self.commit_local_call(conn, xid, p.session, rt, changes, node_op);
                 self.release_session(p.session);
             }
             From::Remote { cxid } => {
-                let txn = Txn::Recipe(Box::new(rt));
-                self.propose(Origin::Remote, cxid, p.session, txn, changes, None, false);
+                self.propose_remote_call(cxid, p.session, rt, changes, node_op.is_some());
                 self.release_session(p.session);
             }
             From::Deploy(_) | From::Plugin(_) => unreachable!("served above"),

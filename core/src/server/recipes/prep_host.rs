@@ -76,6 +76,7 @@ impl PrepHost<'_, '_> {
                 child,
                 auth: self.auth.ids.clone(),
                 guid: self.guid.clone(),
+                call_node: String::new(),
                 fired: None,
             });
         }
@@ -189,7 +190,7 @@ impl RecipeHost for PrepHost<'_, '_> {
 
     fn delete(&mut self, path: &str, version: i32) -> Result<(), ErrorCode> {
         let staged = self.stage(path, b"")?;
-        prep_delete(&mut self.view, self.auth, path, version)?;
+        prep_delete(&mut self.view, self.auth, self.session, path, version)?;
         self.ops.push(Txn::Delete {
             path: path.to_string(),
         });

@@ -1,0 +1,432 @@
+//! Recipe calls through ZooKeeper's standard operations (docs/RECIPES.md,
+//! "Calling from any client"), so that every client calls a recipe with
+//! its public API: a create under `/zookeeper/calls/<module>/` is a call.
+//!
+//! - `create -e [-s] /zookeeper/calls/<module>/<method> <args>`: the node's
+//!   name is the method (with a sequence suffix when sequential; Curator's
+//!   protected-mode prefix `_c_<guid>-` gives the call its guid), its data
+//!   the arguments (JSON, or MessagePack). The call runs as one replicated
+//!   step, as a native call does, and its txn also creates the call node:
+//!   ephemeral, the caller's, with the client's ACL, holding the result as
+//!   JSON (`{"done":V}`, `{"waiting":"token"}`).
+//! - A call that waits finishes by setting the call node's data
+//!   (`{"done":V}` or `{"error":{"code":C,"message":M}}`) in the txn of the
+//!   callback that ends it, so a getData watch on the node fires: the
+//!   wait's record names its call node ([`RecipeWait::call_node`]).
+//! - A call that fails at once fails the create with the recipe's error
+//!   code, and nothing is applied.
+//! - The parents `/zookeeper/calls` and `/zookeeper/calls/<module>` are
+//!   containers the first call creates (world READ): the container reaper
+//!   removes them once empty. Clients may delete their own call nodes
+//!   (only the owning session may), and write nothing else there.
+//! - A chrooted client's create arrives as `<chroot>/zookeeper/calls/...`
+//!   (the server never sees the chroot as such): its call node lives there,
+//!   under containers `<chroot>/zookeeper` and below made as above, so the
+//!   client reads it at the path it asked for. The recipe's arguments are
+//!   not chrooted: they name absolute paths, as a native call's do.
+//!
+//! [`RecipeWait::call_node`]: crate::recipe::RecipeWait::call_node
+
+use wazoo_proto::{perms, Acl, CreateMode, ErrorCode, OpCode, Request};
+use wazoo_sdk::abi::{self, Reply};
+
+use super::super::prep::{check_data_size, stage_new_node, validate_path, View};
+use super::super::ServerConfig;
+use super::record_data;
+use crate::txn::{NodeKind, Txn};
+
+/// Where calls are made (under a chroot, below it: `<chroot>/zookeeper/calls`).
+pub const CALLS_ROOT: &str = "/zookeeper/calls";
+
+/// Curator's protected-mode prefix: `_c_`, a 36-character UUID, `-`.
+const PROTECTED_PREFIX: &str = "_c_";
+const PROTECTED_GUID_LEN: usize = 36;
+
+/// A call made by a create: what the create asked for besides the call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeCall {
+    /// The create's opcode (create or create2: the reply's form).
+    pub op: OpCode,
+    /// The path the client asked for (the sequence suffix comes later).
+    pub path: String,
+    pub sequential: bool,
+    /// The call node's ACL, as the client sent it (fixed up when staged).
+    pub acl: Vec<Acl>,
+}
+
+/// A call a create asks for, parsed: `Ok(None)` if `req` is no create under
+/// [`CALLS_ROOT`]; an error code for a create there that is no valid call.
+pub struct ParsedCall<'a> {
+    pub module: &'a str,
+    pub method: &'a str,
+    /// The guid of Curator's protected mode, if the name carries one.
+    pub guid: Option<&'a str>,
+    /// The arguments as MessagePack.
+    pub args: Vec<u8>,
+    pub node: NodeCall,
+}
+
+/// `path` split at its calls root: the chroot before it (empty without
+/// one: the server sees a chrooted client's full paths) and what follows
+/// `<chroot>/zookeeper/calls/`; `None` outside a calls subtree.
+fn split(path: &str) -> Option<(&str, &str)> {
+    let marker = "/zookeeper/calls/";
+    let at = path.rfind(marker)?;
+    let rest = &path[at + marker.len()..];
+    (!rest.is_empty()).then_some((&path[..at], rest))
+}
+
+/// Whether `path` is in a calls subtree (the root itself excluded).
+pub fn under_calls(path: &str) -> bool {
+    split(path).is_some()
+}
+
+/// The module a create under a calls root calls, without parsing the rest
+/// (for the check whether the call waits for a module to compile).
+pub fn called_module(req: &Request) -> Option<&str> {
+    match req {
+        Request::Create(c) | Request::Create2(c) => split(&c.path)?.1.split('/').next(),
+        _ => None,
+    }
+}
+
+/// The call a create under [`CALLS_ROOT`] makes: `None` for any other
+/// request; an error for a create there that is not a valid call (not
+/// ephemeral, not `<module>/<name>`, arguments neither JSON nor
+/// MessagePack).
+pub fn parse(req: &Request) -> Option<Result<ParsedCall<'_>, ErrorCode>> {
+    let c = match req {
+        Request::Create(c) | Request::Create2(c) => c,
+        Request::CreateContainer(c) | Request::CreateTtl(c) if under_calls(&c.path) => {
+            return Some(Err(ErrorCode::BadArguments))
+        }
+        _ => return None,
+    };
+    if !under_calls(&c.path) {
+        return None;
+    }
+    Some(parse_create(req.opcode(), c))
+}
+
+fn parse_create(op: OpCode, c: &wazoo_proto::CreateRequest) -> Result<ParsedCall<'_>, ErrorCode> {
+    let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
+    // A call node goes with the session that made it: only ephemeral
+    // modes make one.
+    if !mode.is_ephemeral() || c.ttl.is_some_and(|t| t >= 0) {
+        return Err(ErrorCode::BadArguments);
+    }
+    let (_, rest) = split(&c.path).ok_or(ErrorCode::BadArguments)?;
+    let (module, name) = rest.split_once('/').ok_or(ErrorCode::BadArguments)?;
+    if module.is_empty() || name.is_empty() || name.contains('/') {
+        return Err(ErrorCode::BadArguments);
+    }
+    let (guid, method) = split_protected(name);
+    if method.is_empty() {
+        return Err(ErrorCode::BadArguments);
+    }
+    Ok(ParsedCall {
+        module,
+        method,
+        guid,
+        args: args_to_msgpack(&c.data)?,
+        node: NodeCall {
+            op,
+            path: c.path.clone(),
+            sequential: mode.is_sequential(),
+            acl: c.acl.clone(),
+        },
+    })
+}
+
+/// A node name's Curator protected-mode guid and the rest (the method).
+fn split_protected(name: &str) -> (Option<&str>, &str) {
+    let Some(rest) = name.strip_prefix(PROTECTED_PREFIX) else {
+        return (None, name);
+    };
+    match (
+        rest.get(..PROTECTED_GUID_LEN),
+        rest.get(PROTECTED_GUID_LEN..),
+    ) {
+        (Some(guid), Some(method)) if method.starts_with('-') => (Some(guid), &method[1..]),
+        _ => (None, name),
+    }
+}
+
+/// A call node's data as the recipe's MessagePack arguments: nothing is
+/// nil; UTF-8 JSON is converted (objects keep their field names, as the
+/// recipes' argument structs expect); anything else must be one whole
+/// MessagePack value and passes unchanged.
+pub fn args_to_msgpack(data: &[u8]) -> Result<Vec<u8>, ErrorCode> {
+    if data.iter().all(u8::is_ascii_whitespace) {
+        return Ok(abi::encode(&()).expect("nil encodes"));
+    }
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
+        return abi::encode(&v).map_err(|_| ErrorCode::BadArguments);
+    }
+    if whole_msgpack::<serde::de::IgnoredAny>(data).is_some() {
+        Ok(data.to_vec())
+    } else {
+        Err(ErrorCode::BadArguments)
+    }
+}
+
+/// `b` decoded as one whole MessagePack value (no bytes left over).
+fn whole_msgpack<T: serde::de::DeserializeOwned>(b: &[u8]) -> Option<T> {
+    let mut rest = b;
+    let mut de = rmp_serde::Deserializer::new(&mut rest);
+    let v = T::deserialize(&mut de).ok()?;
+    rest.is_empty().then_some(v)
+}
+
+/// A recipe's result as JSON: its MessagePack value; binary data, or bytes
+/// that are no MessagePack value, as a string when UTF-8, else as `0x` and
+/// hex.
+fn msgpack_to_json(b: &[u8]) -> serde_json::Value {
+    #[derive(serde::Deserialize)]
+    struct Bin(#[serde(with = "wazoo_sdk::abi::bytes")] Vec<u8>);
+    if let Some(v) = whole_msgpack::<serde_json::Value>(b) {
+        return v;
+    }
+    let bytes = match whole_msgpack::<Bin>(b) {
+        Some(Bin(bytes)) => bytes,
+        None => b.to_vec(),
+    };
+    match String::from_utf8(bytes) {
+        Ok(s) => serde_json::Value::String(s),
+        Err(e) => {
+            let hex: String = e.as_bytes().iter().map(|x| format!("{x:02x}")).collect();
+            serde_json::Value::String(format!("0x{hex}"))
+        }
+    }
+}
+
+/// What a call node holds for `reply`, as JSON.
+pub fn result_data(reply: &Reply) -> Vec<u8> {
+    use serde_json::json;
+    let v = match reply {
+        Reply::Done(v) => json!({ "done": msgpack_to_json(v) }),
+        Reply::Wait { token } => json!({ "waiting": token }),
+        Reply::Error { code, message } => {
+            json!({ "error": { "code": code, "message": message } })
+        }
+    };
+    serde_json::to_vec(&v).expect("JSON values always encode")
+}
+
+/// The path of the call node a recipe txn's ops create, if any (the last
+/// create in the calls subtree: parents come before it).
+pub fn created_call_node(ops: &[Txn]) -> Option<&str> {
+    ops.iter().rev().find_map(|op| match op {
+        Txn::Create(c) if under_calls(&c.path) && c.ephemeral_owner != 0 => Some(c.path.as_str()),
+        _ => None,
+    })
+}
+
+/// The parents' ACL: anyone may read (list the calls), no one may write.
+fn parents_acl() -> Vec<Acl> {
+    vec![Acl::new(perms::READ, "world", "anyone")]
+}
+
+/// Stages, in `view`, the call node of `call` holding `data`, owned by
+/// `session`, and the parents it lacks; returns the creates and the node's
+/// path. The client's ACL is fixed up as any create's.
+pub(in crate::server) fn stage_call_node(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    auth: &crate::acl::AuthInfo,
+    session: i64,
+    call: &NodeCall,
+    data: &[u8],
+) -> Result<(Vec<Txn>, String), ErrorCode> {
+    let acl = crate::acl::fixup(&call.acl, auth, cfg.acl_schemes)?;
+    check_data_size(cfg, data)?;
+    let module_dir = wazoo_proto::path::parent(&call.path).to_string();
+    let (chroot, _) = split(&call.path).ok_or(ErrorCode::BadArguments)?;
+    let calls_root = format!("{chroot}{CALLS_ROOT}");
+    let zk_dir = wazoo_proto::path::parent(&calls_root);
+    let mut ops = Vec::new();
+    for dir in [zk_dir, &calls_root, &module_dir] {
+        if !view.exists(dir) {
+            validate_path(dir)?;
+            ops.push(stage_create(
+                view,
+                dir,
+                b"",
+                parents_acl(),
+                0,
+                NodeKind::Container,
+            )?);
+        }
+    }
+    let parent = view.get(&module_dir).ok_or(ErrorCode::NoNode)?;
+    let path = if call.sequential {
+        crate::tree::sequential_path(&call.path, parent.stored_cversion)
+    } else {
+        call.path.clone()
+    };
+    validate_path(&path)?;
+    if view.exists(&path) {
+        return Err(ErrorCode::NodeExists);
+    }
+    ops.push(stage_create(
+        view,
+        &path,
+        data,
+        acl,
+        session,
+        NodeKind::Regular,
+    )?);
+    Ok((ops, path))
+}
+
+/// One create, in `view`, of a node whose parent exists there.
+fn stage_create(
+    view: &mut View<'_>,
+    path: &str,
+    data: &[u8],
+    acl: Vec<Acl>,
+    owner: i64,
+    kind: NodeKind,
+) -> Result<Txn, ErrorCode> {
+    let parent_path = wazoo_proto::path::parent(path);
+    let parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
+    if parent.stat.ephemeral_owner != 0 {
+        return Err(ErrorCode::NoChildrenForEphemerals);
+    }
+    stage_new_node(view, parent_path, parent, path, data, acl, owner, kind)
+}
+
+/// Stages, in `view`, the result of a finished wait into its call node:
+/// `None` when the node is gone (its client deleted it, or its session
+/// ended) or is not the session's.
+pub(in crate::server) fn stage_result(
+    cfg: &ServerConfig,
+    view: &mut View<'_>,
+    session: i64,
+    call_node: &str,
+    reply: &Reply,
+) -> Option<Txn> {
+    let mut r = view.get(call_node)?;
+    if r.stat.ephemeral_owner != session {
+        return None;
+    }
+    let mut data = result_data(reply);
+    if check_data_size(cfg, &data).is_err() {
+        data = result_data(&crate::recipe::error_reply(
+            ErrorCode::BadArguments,
+            "the recipe's result exceeds jute.maxbuffer as JSON",
+        ));
+    }
+    let version = r.stat.version.wrapping_add(1);
+    let txn = Txn::SetData {
+        path: call_node.to_string(),
+        data: data.clone(),
+        version,
+    };
+    r.stat.version = version;
+    r.stat.mzxid = view.zxid.to_wire();
+    r.stat.mtime = view.time_ms;
+    r.stat.data_length = data.len() as i32;
+    r.data = record_data(&data);
+    view.set(call_node, Some(r));
+    Some(txn)
+}
+
+/// What a client's write in the calls subtree other than a call may do:
+/// only the owning session deletes its call node; everything else there is
+/// the server's to write (NoAuth).
+pub(in crate::server) fn check_client_delete(
+    view: &View<'_>,
+    session: i64,
+    path: &str,
+) -> Result<(), ErrorCode> {
+    let node = view.get(path).ok_or(ErrorCode::NoNode)?;
+    if node.stat.ephemeral_owner == session && session != 0 {
+        Ok(())
+    } else {
+        Err(ErrorCode::NoAuth)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wazoo_proto::CreateRequest;
+
+    fn create(path: &str, flags: i32, data: &[u8]) -> Request {
+        Request::Create(CreateRequest {
+            path: path.into(),
+            data: data.to_vec(),
+            acl: Acl::open_unsafe(),
+            flags,
+            ttl: None,
+        })
+    }
+
+    #[test]
+    fn a_create_under_calls_names_module_method_and_arguments() {
+        let req = create("/zookeeper/calls/lock/acquire", 3, br#"{"path":"/l"}"#);
+        let call = parse(&req).unwrap().unwrap();
+        assert_eq!(
+            (call.module, call.method, call.guid),
+            ("lock", "acquire", None)
+        );
+        let args: serde_json::Value = abi::decode(&call.args).unwrap();
+        assert_eq!(args, serde_json::json!({"path": "/l"}));
+        assert!(call.node.sequential);
+    }
+
+    #[test]
+    fn curators_protected_prefix_gives_the_guid() {
+        let guid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        let req = create(&format!("/zookeeper/calls/lock/_c_{guid}-acquire"), 3, b"");
+        let call = parse(&req).unwrap().unwrap();
+        assert_eq!((call.method, call.guid), ("acquire", Some(guid)));
+        assert_eq!(call.args, abi::encode(&()).unwrap());
+    }
+
+    #[test]
+    fn only_ephemeral_calls_of_module_and_method_are_calls() {
+        for (path, flags) in [
+            ("/zookeeper/calls/lock/acquire", 0),
+            ("/zookeeper/calls/lock/acquire", 2),
+            ("/zookeeper/calls/lock", 1),
+            ("/zookeeper/calls/lock/a/b", 1),
+            ("/zookeeper/calls//acquire", 1),
+        ] {
+            assert_eq!(
+                parse(&create(path, flags, b"")).map(|r| r.err()),
+                Some(Some(ErrorCode::BadArguments)),
+                "{path} {flags}"
+            );
+        }
+        assert!(parse(&create("/zookeeper/callsx/a", 1, b"")).is_none());
+        assert!(parse(&create("/zookeeper/calls", 1, b"")).is_none());
+    }
+
+    #[test]
+    fn arguments_are_json_or_one_messagepack_value() {
+        assert!(args_to_msgpack(b"{not json").is_err());
+        let packed = abi::encode(&serde_json::json!({"a": 1})).unwrap();
+        assert_eq!(args_to_msgpack(&packed).unwrap(), packed);
+        let mut two = packed.clone();
+        two.extend_from_slice(&packed);
+        assert!(args_to_msgpack(&two).is_err());
+    }
+
+    #[test]
+    fn results_are_json_objects_of_one_key() {
+        let done = Reply::Done(abi::encode("/locks/x/n1").unwrap());
+        assert_eq!(result_data(&done), br#"{"done":"/locks/x/n1"}"#);
+        let wait = Reply::Wait { token: "t".into() };
+        assert_eq!(result_data(&wait), br#"{"waiting":"t"}"#);
+        let err = Reply::Error {
+            code: -101,
+            message: "gone".into(),
+        };
+        assert_eq!(
+            result_data(&err),
+            br#"{"error":{"code":-101,"message":"gone"}}"#
+        );
+    }
+}
