@@ -325,7 +325,7 @@ async fn handle<R, W>(
         }
         Ok(None) => return,
         Ok(Some(Opening::Word(word))) => {
-            let answered = four_letter(word, wr, &core, &cfg);
+            let answered = four_letter(word, peer, wr, &core, &cfg);
             if tokio::time::timeout(HANDSHAKE_TIMEOUT, answered)
                 .await
                 .is_err()
@@ -673,6 +673,7 @@ async fn write_loop(
 
 async fn four_letter(
     word: &'static str,
+    peer: SocketAddr,
     mut wr: impl AsyncWrite + Unpin,
     core: &mpsc::Sender<Event>,
     cfg: &Config,
@@ -684,6 +685,7 @@ async fn four_letter(
         if core
             .send(Event::Admin {
                 word: word.to_string(),
+                peer,
                 reply: tx,
             })
             .await
