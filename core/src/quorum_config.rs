@@ -95,6 +95,16 @@ impl QuorumConfig {
     /// configuration file): `server.N=...` lines and an optional
     /// `version=HEX`; blank lines and `#` comments are skipped.
     pub fn parse(text: &str) -> Result<QuorumConfig, String> {
+        let c = Self::parse_any_ids(text)?;
+        c.check_ids()?;
+        Ok(c)
+    }
+
+    /// [`QuorumConfig::parse`] without wazoo's bounds on ids and members
+    /// ([`QuorumConfig::check_ids`]): a reconfig request is parsed so, as
+    /// ZooKeeper parses it, and checked against them after ZooKeeper's
+    /// own checks.
+    pub fn parse_any_ids(text: &str) -> Result<QuorumConfig, String> {
         let mut c = QuorumConfig::default();
         for line in text.lines() {
             let line = line.trim();
@@ -113,9 +123,6 @@ impl QuorumConfig {
                 if c.servers.insert(id, e).is_some() {
                     return Err(format!("server.{id} is listed twice"));
                 }
-                if c.servers.len() > MEMBERS_MAX {
-                    return Err(format!("more than {MEMBERS_MAX} servers"));
-                }
             } else {
                 return Err(format!(
                     "{k:?}: a dynamic configuration holds only server.N and version lines"
@@ -123,6 +130,19 @@ impl QuorumConfig {
             }
         }
         Ok(c)
+    }
+
+    /// wazoo's own bounds, which ZooKeeper has not: at most
+    /// [`MEMBERS_MAX`] members, with ids 1 to 255 (the session id layout
+    /// keeps a server id in one byte).
+    pub fn check_ids(&self) -> Result<(), String> {
+        if self.servers.len() > MEMBERS_MAX {
+            return Err(format!("more than {MEMBERS_MAX} servers"));
+        }
+        match self.servers.keys().find(|&&id| id == 0 || id > 255) {
+            Some(id) => Err(format!("server.{id}: the server id must be 1 to 255")),
+            None => Ok(()),
+        }
     }
 
     /// Checks what every configuration must satisfy: at least one
@@ -151,14 +171,13 @@ impl QuorumConfig {
 
 /// `N` (the text after `server.`) and
 /// `host:quorumPort:electionPort[:participant|observer][;[clientAddr:]clientPort]`.
+/// Any number is an id here, as ZooKeeper reads one; wazoo's bounds on ids
+/// are [`QuorumConfig::check_ids`].
 pub fn parse_server_line(id: &str, v: &str) -> Result<(u64, ServerEntry), String> {
     let id: u64 = id
         .trim()
         .parse()
         .map_err(|_| format!("server.{id}: the server id must be a number"))?;
-    if id == 0 || id > 255 {
-        return Err(format!("server.{id}: the server id must be 1 to 255"));
-    }
     let e = parse_server_entry(v).map_err(|e| format!("server.{id}={v}: {e}"))?;
     Ok((id, e))
 }

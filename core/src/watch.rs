@@ -1,119 +1,269 @@
-//! Watches (ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "ZooKeeper Watches"): one-shot data, exists and child
-//! watches, persistent and persistent-recursive watches, per connection.
+//! Watches (ZooKeeper Programmer's Guide, "ZooKeeper Sessions", "ZooKeeper
+//! Watches", "Persistent, Recursive Watches"), kept per connection as
+//! ZooKeeper 3.8 keeps them.
 //!
 //! A watch belongs to the connection that set it, as in ZooKeeper (the
 //! server-side connection is the Watcher): when the connection goes, so do
 //! its watches, and the client re-registers them with setWatches after it
 //! reconnects. A connection gets at most one event per change, however many
 //! of its watches match.
+//!
+//! ZooKeeper 3.8's DataTree has two tables, data watches and child watches
+//! (its `WatchManager`), and each holds ONE mode per (path, connection):
+//! standard (one-shot), persistent or persistent recursive (its
+//! `WatcherModeManager`). So:
+//!
+//! - getData and exists set a standard entry in the data table,
+//!   getChildren one in the child table; addWatch (and setWatches'
+//!   persistent lists) set the entry of both tables to its mode. A later
+//!   watch on the same path by the same connection replaces the earlier
+//!   one's mode in the tables it touches: `addWatch` recursive then
+//!   `addWatch` persistent leaves a persistent watch only, and a getData
+//!   watch on a persistently watched path turns its data entry one-shot.
+//! - A change fires the entries of one table: created and data changed the
+//!   data table's, children changed the child table's, deleted both. An
+//!   entry on the path fires (a standard one is consumed); a recursive entry
+//!   fires for its path and every descendant, except for children changed.
+//! - removeWatches with Children or Data removes the connection's entry from
+//!   that table, whatever its mode ("half" of a persistent watch); Any from
+//!   both. checkWatches with Children or Data is true when any connection
+//!   has an entry on the path in that table (ZooKeeper's
+//!   `WatchManager.containsWatcher` looks the path up, not the connection).
+//!
+//! Everything observable is in connection order (no hash-map order).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use wazoo_proto::{EventType, WatcherType};
 
 /// The connection a watch belongs to.
 pub type ConnId = u64;
 
+/// What a request asks to watch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
-    /// getData / exists: fires on created, changed, deleted.
+    /// getData / exists: a one-shot entry in the data table.
     Data,
-    /// getChildren: fires on children changed and deleted.
+    /// getChildren: a one-shot entry in the child table.
     Child,
-    /// addWatch PERSISTENT: every event on the path, until removed.
+    /// addWatch PERSISTENT: a persistent entry in both tables.
     Persistent,
-    /// addWatch PERSISTENT_RECURSIVE: every event but children-changed on
-    /// the path and every descendant, until removed.
+    /// addWatch PERSISTENT_RECURSIVE: a recursive entry in both tables.
     Recursive,
+}
+
+/// How one (path, connection) entry of a table fires: ZooKeeper's
+/// `WatcherMode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Fires once, for the path itself, and is consumed.
+    Standard,
+    /// Fires for the path itself, until removed.
+    Persistent,
+    /// Fires for the path and its descendants, but not for children
+    /// changed, until removed.
+    Recursive,
+}
+
+/// ZooKeeper's two watch tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Table {
+    Data,
+    Child,
+}
+
+/// One table: path -> connection -> mode.
+#[derive(Debug, Default)]
+struct Entries {
+    by_path: HashMap<String, BTreeMap<ConnId, Mode>>,
+    /// Number of recursive entries, to skip the ancestor walk when none.
+    recursive: usize,
+}
+
+impl Entries {
+    /// Sets the connection's mode on `path`; true if it had no entry there.
+    fn set(&mut self, conn: ConnId, path: &str, mode: Mode) -> bool {
+        let old = match self.by_path.get_mut(path) {
+            Some(m) => m.insert(conn, mode),
+            None => {
+                self.by_path
+                    .insert(path.to_string(), BTreeMap::from([(conn, mode)]));
+                None
+            }
+        };
+        if old == Some(Mode::Recursive) {
+            self.recursive -= 1;
+        }
+        if mode == Mode::Recursive {
+            self.recursive += 1;
+        }
+        old.is_none()
+    }
+
+    fn remove(&mut self, conn: ConnId, path: &str) -> bool {
+        let Some(m) = self.by_path.get_mut(path) else {
+            return false;
+        };
+        let Some(mode) = m.remove(&conn) else {
+            return false;
+        };
+        if m.is_empty() {
+            self.by_path.remove(path);
+        }
+        if mode == Mode::Recursive {
+            self.recursive -= 1;
+        }
+        true
+    }
+
+    fn mode(&self, conn: ConnId, path: &str) -> Option<Mode> {
+        self.by_path.get(path)?.get(&conn).copied()
+    }
+
+    /// ZooKeeper's `WatchManager.triggerWatch`: adds the connections whose
+    /// entries fire to `out` and returns those whose standard entry on
+    /// `path` was consumed.
+    fn fire(&mut self, path: &str, event: EventType, out: &mut BTreeSet<ConnId>) -> Vec<ConnId> {
+        let children_changed = event == EventType::NodeChildrenChanged;
+        let mut consumed = Vec::new();
+        if let Some(m) = self.by_path.get_mut(path) {
+            for (&conn, &mode) in m.iter() {
+                match mode {
+                    Mode::Recursive if children_changed => {}
+                    Mode::Recursive | Mode::Persistent => {
+                        out.insert(conn);
+                    }
+                    Mode::Standard => {
+                        out.insert(conn);
+                        consumed.push(conn);
+                    }
+                }
+            }
+            for conn in &consumed {
+                m.remove(conn);
+            }
+            if m.is_empty() {
+                self.by_path.remove(path);
+            }
+        }
+        if self.recursive > 0 && !children_changed {
+            let mut p = path;
+            while p != "/" && !p.is_empty() {
+                p = wazoo_proto::path::parent(p);
+                if let Some(m) = self.by_path.get(p) {
+                    out.extend(
+                        m.iter()
+                            .filter(|(_, &mode)| mode == Mode::Recursive)
+                            .map(|(&c, _)| c),
+                    );
+                }
+            }
+        }
+        consumed
+    }
 }
 
 #[derive(Debug, Default)]
 pub struct WatchManager {
-    by_path: HashMap<Kind, HashMap<String, BTreeSet<ConnId>>>,
-    by_conn: HashMap<ConnId, HashSet<(Kind, String)>>,
-    /// Number of recursive watches, to skip the ancestor walk when none.
-    recursive_count: usize,
+    data: Entries,
+    child: Entries,
+    /// Connection -> its entries, for closing a connection and the views.
+    by_conn: HashMap<ConnId, BTreeSet<(Table, String)>>,
 }
 
-const KINDS: [Kind; 4] = [Kind::Data, Kind::Child, Kind::Persistent, Kind::Recursive];
+/// The tables a checkWatches or removeWatches of type `t` looks at, as
+/// ZooKeeper's DataTree does (it has no case for the persistent types,
+/// which its FinalRequestProcessor refuses before).
+fn tables_for(t: WatcherType) -> &'static [Table] {
+    match t {
+        WatcherType::Children => &[Table::Child],
+        WatcherType::Data => &[Table::Data],
+        WatcherType::Any => &[Table::Child, Table::Data],
+        WatcherType::Persistent | WatcherType::PersistentRecursive => &[],
+    }
+}
 
 impl WatchManager {
     pub fn new() -> Self {
         Self::default()
     }
 
-    pub fn add(&mut self, conn: ConnId, path: &str, kind: Kind) {
-        let set = self
-            .by_path
-            .entry(kind)
-            .or_default()
-            .entry(path.to_string())
-            .or_default();
-        if set.insert(conn) {
-            if kind == Kind::Recursive {
-                self.recursive_count += 1;
-            }
-            self.by_conn
-                .entry(conn)
-                .or_default()
-                .insert((kind, path.to_string()));
+    fn table(&mut self, t: Table) -> &mut Entries {
+        match t {
+            Table::Data => &mut self.data,
+            Table::Child => &mut self.child,
         }
     }
 
-    fn remove_one(&mut self, conn: ConnId, path: &str, kind: Kind) -> bool {
-        let Some(paths) = self.by_path.get_mut(&kind) else {
-            return false;
-        };
-        let Some(set) = paths.get_mut(path) else {
-            return false;
-        };
-        if !set.remove(&conn) {
-            return false;
+    fn table_ref(&self, t: Table) -> &Entries {
+        match t {
+            Table::Data => &self.data,
+            Table::Child => &self.child,
         }
-        if set.is_empty() {
-            paths.remove(path);
+    }
+
+    fn set(&mut self, conn: ConnId, path: &str, t: Table, mode: Mode) {
+        if self.table(t).set(conn, path, mode) {
+            self.by_conn
+                .entry(conn)
+                .or_default()
+                .insert((t, path.to_string()));
         }
-        if kind == Kind::Recursive {
-            self.recursive_count -= 1;
-        }
+    }
+
+    /// Forgets the connection's entry `(t, path)` in `by_conn`.
+    fn unlink(&mut self, conn: ConnId, t: Table, path: &str) {
         if let Some(c) = self.by_conn.get_mut(&conn) {
-            c.remove(&(kind, path.to_string()));
+            c.remove(&(t, path.to_string()));
             if c.is_empty() {
                 self.by_conn.remove(&conn);
             }
         }
-        true
     }
 
-    fn has(&self, conn: ConnId, path: &str, kind: Kind) -> bool {
-        self.by_path
-            .get(&kind)
-            .and_then(|p| p.get(path))
-            .is_some_and(|s| s.contains(&conn))
-    }
-
-    fn kinds_for(t: WatcherType) -> &'static [Kind] {
-        match t {
-            WatcherType::Children => &[Kind::Child],
-            WatcherType::Data => &[Kind::Data],
-            WatcherType::Any => &KINDS,
-            WatcherType::Persistent => &[Kind::Persistent],
-            WatcherType::PersistentRecursive => &[Kind::Recursive],
+    /// Sets a watch: the entries of the tables `kind` touches take its
+    /// mode, replacing what the connection had there.
+    pub fn add(&mut self, conn: ConnId, path: &str, kind: Kind) {
+        match kind {
+            Kind::Data => self.set(conn, path, Table::Data, Mode::Standard),
+            Kind::Child => self.set(conn, path, Table::Child, Mode::Standard),
+            Kind::Persistent | Kind::Recursive => {
+                let mode = if kind == Kind::Persistent {
+                    Mode::Persistent
+                } else {
+                    Mode::Recursive
+                };
+                // ZooKeeper's DataTree.addWatch: data table, then child.
+                self.set(conn, path, Table::Data, mode);
+                self.set(conn, path, Table::Child, mode);
+            }
         }
     }
 
-    /// removeWatches: true if any watch of that type was there.
+    /// removeWatches: removes the connection's entry on `path` from the
+    /// tables of `t`, whatever its mode; true if there was one.
     pub fn remove(&mut self, conn: ConnId, path: &str, t: WatcherType) -> bool {
         let mut found = false;
-        for &k in Self::kinds_for(t) {
-            found |= self.remove_one(conn, path, k);
+        for &table in tables_for(t) {
+            if self.table(table).remove(conn, path) {
+                self.unlink(conn, table, path);
+                found = true;
+            }
         }
         found
     }
 
-    /// checkWatches: true if a watch of that type is there.
-    pub fn contains(&self, conn: ConnId, path: &str, t: WatcherType) -> bool {
-        Self::kinds_for(t).iter().any(|&k| self.has(conn, path, k))
+    /// checkWatches: true if any connection has an entry on `path` in the
+    /// tables of `t` (ZooKeeper 3.8 does not look at whose it is).
+    pub fn contains(&self, path: &str, t: WatcherType) -> bool {
+        tables_for(t)
+            .iter()
+            .any(|&table| self.table_ref(table).by_path.contains_key(path))
+    }
+
+    /// The mode of the connection's entry on `path` in table `t`.
+    pub fn mode(&self, conn: ConnId, path: &str, t: Table) -> Option<Mode> {
+        self.table_ref(t).mode(conn, path)
     }
 
     /// Drops every watch of a connection that went away.
@@ -121,39 +271,8 @@ impl WatchManager {
         let Some(all) = self.by_conn.remove(&conn) else {
             return;
         };
-        for (kind, path) in all {
-            if let Some(paths) = self.by_path.get_mut(&kind) {
-                if let Some(set) = paths.get_mut(&path) {
-                    set.remove(&conn);
-                    if set.is_empty() {
-                        paths.remove(&path);
-                    }
-                }
-            }
-            if kind == Kind::Recursive {
-                self.recursive_count -= 1;
-            }
-        }
-    }
-
-    fn take_one_shot(&mut self, path: &str, kind: Kind, out: &mut BTreeSet<ConnId>) {
-        let Some(set) = self.by_path.get_mut(&kind).and_then(|p| p.remove(path)) else {
-            return;
-        };
-        for conn in set {
-            if let Some(c) = self.by_conn.get_mut(&conn) {
-                c.remove(&(kind, path.to_string()));
-                if c.is_empty() {
-                    self.by_conn.remove(&conn);
-                }
-            }
-            out.insert(conn);
-        }
-    }
-
-    fn peek(&self, path: &str, kind: Kind, out: &mut BTreeSet<ConnId>) {
-        if let Some(set) = self.by_path.get(&kind).and_then(|p| p.get(path)) {
-            out.extend(set.iter().copied());
+        for (t, path) in all {
+            self.table(t).remove(conn, &path);
         }
     }
 
@@ -173,55 +292,41 @@ impl WatchManager {
         event: EventType,
         mut may_read: impl FnMut(ConnId) -> bool,
     ) -> Vec<ConnId> {
-        let mut conns = self.matching(path, event);
-        conns.retain(|&c| may_read(c));
-        conns
-    }
-
-    fn matching(&mut self, path: &str, event: EventType) -> Vec<ConnId> {
-        let mut out = BTreeSet::new();
-        match event {
-            EventType::NodeCreated | EventType::NodeDataChanged => {
-                self.take_one_shot(path, Kind::Data, &mut out);
-            }
-            EventType::NodeDeleted => {
-                self.take_one_shot(path, Kind::Data, &mut out);
-                self.take_one_shot(path, Kind::Child, &mut out);
-            }
-            EventType::NodeChildrenChanged => {
-                self.take_one_shot(path, Kind::Child, &mut out);
-            }
+        let tables: &[Table] = match event {
+            EventType::NodeCreated | EventType::NodeDataChanged => &[Table::Data],
+            EventType::NodeChildrenChanged => &[Table::Child],
+            // ZooKeeper's DataTree.deleteNode: the data table, then the
+            // child table without those already told.
+            EventType::NodeDeleted => &[Table::Data, Table::Child],
             _ => return Vec::new(),
-        }
-        self.peek(path, Kind::Persistent, &mut out);
-        if event != EventType::NodeChildrenChanged && self.recursive_count > 0 {
-            let mut p = path;
-            loop {
-                self.peek(p, Kind::Recursive, &mut out);
-                if p == "/" {
-                    break;
-                }
-                p = wazoo_proto::path::parent(p);
-                if p.is_empty() {
-                    break;
-                }
+        };
+        let mut out = BTreeSet::new();
+        for &t in tables {
+            for conn in self.table(t).fire(path, event, &mut out) {
+                self.unlink(conn, t, path);
             }
         }
-        out.into_iter().collect()
+        out.into_iter().filter(|&c| may_read(c)).collect()
     }
 
-    /// Number of watches in all.
+    /// Number of watches in all: the entries of both tables, as
+    /// ZooKeeper's `zk_watch_count` (a persistent watch counts twice).
     pub fn count(&self) -> usize {
-        self.by_conn.values().map(HashSet::len).sum()
+        self.by_conn.values().map(BTreeSet::len).sum()
     }
 
     /// Number of distinct watched paths.
     pub fn path_count(&self) -> usize {
-        let mut paths: HashSet<&str> = HashSet::new();
-        for m in self.by_path.values() {
-            paths.extend(m.keys().map(String::as_str));
-        }
-        paths.len()
+        self.data
+            .by_path
+            .keys()
+            .chain(
+                self.child
+                    .by_path
+                    .keys()
+                    .filter(|p| !self.data.by_path.contains_key(*p)),
+            )
+            .count()
     }
 
     /// Connection -> watched paths (the `wchc` view), sorted.
@@ -230,10 +335,8 @@ impl WatchManager {
             .by_conn
             .iter()
             .map(|(c, s)| {
-                let mut p: Vec<String> = s.iter().map(|(_, p)| p.clone()).collect();
-                p.sort();
-                p.dedup();
-                (*c, p)
+                let p: BTreeSet<&String> = s.iter().map(|(_, p)| p).collect();
+                (*c, p.into_iter().cloned().collect())
             })
             .collect();
         v.sort();
@@ -242,18 +345,15 @@ impl WatchManager {
 
     /// Path -> connections (the `wchp` view), sorted.
     pub fn by_path(&self) -> Vec<(String, Vec<ConnId>)> {
-        let mut m: HashMap<String, BTreeSet<ConnId>> = HashMap::new();
-        for paths in self.by_path.values() {
-            for (p, s) in paths {
-                m.entry(p.clone()).or_default().extend(s.iter().copied());
+        let mut m: BTreeMap<&str, BTreeSet<ConnId>> = BTreeMap::new();
+        for t in [&self.data, &self.child] {
+            for (p, s) in &t.by_path {
+                m.entry(p).or_default().extend(s.keys().copied());
             }
         }
-        let mut v: Vec<(String, Vec<ConnId>)> = m
-            .into_iter()
-            .map(|(p, s)| (p, s.into_iter().collect()))
-            .collect();
-        v.sort();
-        v
+        m.into_iter()
+            .map(|(p, s)| (p.to_string(), s.into_iter().collect()))
+            .collect()
     }
 
     /// Number of connections holding watches.
@@ -301,6 +401,7 @@ mod tests {
         );
     }
 
+    // Programmer's Guide, "Persistent, Recursive Watches".
     #[test]
     fn persistent_watches_stay_and_recursive_ones_skip_child_events() {
         let mut w = WatchManager::new();
@@ -325,18 +426,164 @@ mod tests {
         w.add(2, "/a", Kind::Data);
         w.remove_conn(1);
         assert_eq!(w.trigger("/a", EventType::NodeDataChanged, all), vec![2]);
-        assert!(!w.contains(1, "/", WatcherType::Any));
+        assert!(!w.contains("/", WatcherType::Any));
+        assert_eq!(w.count(), 0);
+        assert_eq!(w.conn_count(), 0);
     }
 
     #[test]
     fn remove_and_check_report_whether_a_watch_was_there() {
         let mut w = WatchManager::new();
         w.add(1, "/a", Kind::Data);
-        assert!(w.contains(1, "/a", WatcherType::Data));
-        assert!(!w.contains(1, "/a", WatcherType::Children));
+        assert!(w.contains("/a", WatcherType::Data));
+        assert!(!w.contains("/a", WatcherType::Children));
         assert!(!w.remove(1, "/a", WatcherType::Children));
         assert!(w.remove(1, "/a", WatcherType::Data));
-        assert!(!w.contains(1, "/a", WatcherType::Any));
+        assert!(!w.contains("/a", WatcherType::Any));
+    }
+
+    // Programmer's Guide, "Persistent, Recursive Watches", as ZooKeeper
+    // 3.8 keeps them (WatcherModeManager): one mode per path and connection
+    // in each table, so a later addWatch replaces the earlier one's mode.
+    // A recursive watch made persistent no longer sees descendants.
+    #[test]
+    fn a_later_add_watch_replaces_the_earlier_mode() {
+        let mut w = WatchManager::new();
+        w.add(1, "/p", Kind::Recursive);
+        w.add(1, "/p", Kind::Persistent);
+        assert_eq!(w.mode(1, "/p", Table::Data), Some(Mode::Persistent));
+        assert_eq!(w.mode(1, "/p", Table::Child), Some(Mode::Persistent));
+        assert!(w.trigger("/p/c2", EventType::NodeCreated, all).is_empty());
+        assert_eq!(
+            w.trigger("/p", EventType::NodeChildrenChanged, all),
+            vec![1]
+        );
+        // And back: recursive again sees descendants, not children changed.
+        w.add(1, "/p", Kind::Recursive);
+        assert_eq!(w.trigger("/p/c2", EventType::NodeCreated, all), vec![1]);
+        assert!(w
+            .trigger("/p", EventType::NodeChildrenChanged, all)
+            .is_empty());
+        assert_eq!(w.count(), 2, "one entry per table");
+    }
+
+    // Programmer's Guide, "ZooKeeper Watches" and "Persistent, Recursive
+    // Watches": a getData (or exists) watch on a persistently watched path
+    // turns the data table's entry one-shot; the child table's stays.
+    #[test]
+    fn a_data_watch_makes_the_data_half_of_a_persistent_watch_one_shot() {
+        let mut w = WatchManager::new();
+        w.add(1, "/p", Kind::Persistent);
+        w.add(1, "/p", Kind::Data);
+        assert_eq!(w.mode(1, "/p", Table::Data), Some(Mode::Standard));
+        assert_eq!(w.trigger("/p", EventType::NodeDataChanged, all), vec![1]);
+        assert!(w.trigger("/p", EventType::NodeDataChanged, all).is_empty());
+        for _ in 0..2 {
+            assert_eq!(
+                w.trigger("/p", EventType::NodeChildrenChanged, all),
+                vec![1]
+            );
+        }
+        // The child table's persistent entry still reports the deletion.
+        assert_eq!(w.trigger("/p", EventType::NodeDeleted, all), vec![1]);
+    }
+
+    // Programmer's Guide, "ZooKeeper Watches": a getChildren watch turned
+    // recursive by addWatch no longer fires for children changed.
+    #[test]
+    fn a_recursive_watch_replaces_a_child_watch() {
+        let mut w = WatchManager::new();
+        w.add(1, "/w", Kind::Child);
+        w.add(1, "/w", Kind::Recursive);
+        assert!(w
+            .trigger("/w", EventType::NodeChildrenChanged, all)
+            .is_empty());
+        assert_eq!(w.trigger("/w/a", EventType::NodeCreated, all), vec![1]);
+    }
+
+    // Programmer's Guide, "Remove Watches" (removeWatches with
+    // WatcherType Children or Data): ZooKeeper 3.8 removes the entry of
+    // that table only, so a persistent watch loses half of what it sees.
+    #[test]
+    fn remove_of_children_or_data_removes_half_a_persistent_watch() {
+        let mut w = WatchManager::new();
+        w.add(1, "/r", Kind::Persistent);
+        assert!(w.remove(1, "/r", WatcherType::Children));
+        assert!(!w.remove(1, "/r", WatcherType::Children));
+        assert!(w
+            .trigger("/r", EventType::NodeChildrenChanged, all)
+            .is_empty());
+        assert_eq!(w.trigger("/r", EventType::NodeDataChanged, all), vec![1]);
+        assert!(w.remove(1, "/r", WatcherType::Any));
+        assert!(w.trigger("/r", EventType::NodeDataChanged, all).is_empty());
+        assert!(!w.remove(1, "/r", WatcherType::Any));
+        assert_eq!(w.count(), 0);
+    }
+
+    // As above for a recursive watch: with its data half removed, only the
+    // child table's recursive entry is left, which hears of deletions.
+    #[test]
+    fn a_recursive_watch_without_its_data_half_hears_only_deletions() {
+        let mut w = WatchManager::new();
+        w.add(1, "/t", Kind::Recursive);
+        assert!(w.remove(1, "/t", WatcherType::Data));
+        assert!(w.trigger("/t/a", EventType::NodeCreated, all).is_empty());
+        assert!(w
+            .trigger("/t/a", EventType::NodeDataChanged, all)
+            .is_empty());
+        assert_eq!(w.trigger("/t/a", EventType::NodeDeleted, all), vec![1]);
+        assert_eq!(w.trigger("/t", EventType::NodeDeleted, all), vec![1]);
+    }
+
+    // Programmer's Guide, "Remove Watches" (checkWatches): ZooKeeper 3.8's
+    // WatchManager.containsWatcher finds an entry on the path in the
+    // table, any connection's, and a persistent watch is in both tables.
+    #[test]
+    fn check_finds_any_connections_entry_in_the_table() {
+        let mut w = WatchManager::new();
+        w.add(1, "/a", Kind::Data);
+        w.add(2, "/b", Kind::Persistent);
+        for t in [WatcherType::Data, WatcherType::Any] {
+            assert!(w.contains("/a", t), "{t:?}");
+        }
+        assert!(!w.contains("/a", WatcherType::Children));
+        for t in [WatcherType::Children, WatcherType::Data, WatcherType::Any] {
+            assert!(w.contains("/b", t), "{t:?}");
+        }
+        // The persistent types match no table (ZooKeeper refuses them
+        // before it looks).
+        for t in [WatcherType::Persistent, WatcherType::PersistentRecursive] {
+            assert!(!w.contains("/b", t), "{t:?}");
+            assert!(!w.remove(2, "/b", t), "{t:?}");
+        }
+        // Removing is the asking connection's: 1 has nothing on /b.
+        assert!(!w.remove(1, "/b", WatcherType::Any));
+        assert!(w.remove(2, "/b", WatcherType::Children));
+        assert!(!w.contains("/b", WatcherType::Children));
+        assert!(w.contains("/b", WatcherType::Data));
+    }
+
+    // The `wchc`/`wchp`/`wchs` views: both tables, sorted.
+    #[test]
+    fn views_list_both_tables_in_order() {
+        let mut w = WatchManager::new();
+        w.add(3, "/b", Kind::Child);
+        w.add(1, "/b", Kind::Persistent);
+        w.add(1, "/a", Kind::Data);
+        assert_eq!(w.count(), 4);
+        assert_eq!(w.path_count(), 2);
+        assert_eq!(w.conn_count(), 2);
+        assert_eq!(
+            w.by_connection(),
+            vec![
+                (1, vec!["/a".to_string(), "/b".to_string()]),
+                (3, vec!["/b".to_string()])
+            ]
+        );
+        assert_eq!(
+            w.by_path(),
+            vec![("/a".to_string(), vec![1]), ("/b".to_string(), vec![1, 3])]
+        );
     }
 
     // ZooKeeper Programmer's Guide, "ZooKeeper Watches" and "ACL
@@ -349,17 +596,17 @@ mod tests {
         w.add(2, "/p", Kind::Recursive);
         w.add(1, "/p/s", Kind::Data);
         w.add(2, "/p/s", Kind::Data);
-        w.add(2, "/p/s", Kind::Persistent);
-        let only_1 = |c: ConnId| c == 1;
-        assert_eq!(w.trigger("/p/s", EventType::NodeCreated, only_1), vec![1]);
+        w.add(3, "/p/s", Kind::Persistent);
+        let not_2 = |c: ConnId| c != 2;
+        assert_eq!(w.trigger("/p/s", EventType::NodeCreated, not_2), vec![1, 3]);
         // Connection 2's one-shot watch was consumed though nothing was
-        // sent; its persistent and recursive watches stay.
-        assert!(!w.contains(2, "/p/s", WatcherType::Data));
-        assert!(w.contains(2, "/p/s", WatcherType::Persistent));
-        assert!(w.contains(2, "/p", WatcherType::PersistentRecursive));
+        // sent; the persistent and recursive watches stay.
+        assert_eq!(w.mode(2, "/p/s", Table::Data), None);
+        assert_eq!(w.mode(3, "/p/s", Table::Data), Some(Mode::Persistent));
+        assert_eq!(w.mode(2, "/p", Table::Data), Some(Mode::Recursive));
         assert_eq!(
             w.trigger("/p/s", EventType::NodeDataChanged, all),
-            vec![1, 2]
+            vec![1, 2, 3]
         );
         assert!(w
             .trigger("/p/s", EventType::NodeDeleted, |_| false)

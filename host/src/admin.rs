@@ -28,6 +28,30 @@ pub fn resets_stats(word: &str, s: &mut Server) {
     }
 }
 
+/// The connection a four-letter word came on, and how many client
+/// connections are open beside it.
+///
+/// ZooKeeper counts the asking connection as alive while it asks
+/// (`zk_num_alive_connections`, and `Connections:` in `srvr` and `stat`
+/// are its connection factory's count), and lists it in `cons` and `stat`
+/// as a connection without a session that has received one packet.
+pub struct Asker {
+    pub peer: std::net::SocketAddr,
+    pub others: usize,
+}
+
+impl Asker {
+    /// The open connections, the asking one included.
+    fn alive(&self) -> usize {
+        self.others + 1
+    }
+
+    /// Its line in `cons` and `stat`, as ZooKeeper prints it.
+    fn line(&self) -> String {
+        format!(" /{}[0](queued=0,recved=1,sent=0)", self.peer)
+    }
+}
+
 /// The answer to a four-letter word. `leader` is the consensus' report when
 /// this member leads an ensemble (its `mntr` then has ZooKeeper's leader
 /// keys).
@@ -35,9 +59,10 @@ pub fn four_letter(
     word: &str,
     s: &Server,
     ctx: &AdminContext,
-    conns: usize,
+    asker: Asker,
     leader: Option<LeaderReport>,
 ) -> String {
+    let conns = asker.alive();
     match word {
         "ruok" => "imok".to_string(),
         "isro" => if s.in_read_only_mode() {
@@ -51,7 +76,7 @@ pub fn four_letter(
         "srvr" => srvr(s, conns),
         "stat" => {
             let mut out = format!("Zookeeper version: {}\nClients:\n", version());
-            for line in cons_lines(s, false) {
+            for line in cons_lines(s, false).into_iter().chain([asker.line()]) {
                 let _ = writeln!(out, "{line}");
             }
             out.push('\n');
@@ -59,7 +84,7 @@ pub fn four_letter(
         }
         "cons" => {
             let mut out = String::new();
-            for line in cons_lines(s, true) {
+            for line in cons_lines(s, true).into_iter().chain([asker.line()]) {
                 let _ = writeln!(out, "{line}");
             }
             out.push('\n');

@@ -282,14 +282,17 @@ impl Driver {
                     Event::Link(LinkEvent::App { from, payload }) => {
                         self.member.handle(MemberInput::App { from, payload }, now)
                     }
-                    Event::Admin { word, reply } => {
+                    Event::Admin { word, peer, reply } => {
                         crate::admin::resets_stats(&word, self.member.server_mut());
                         let leader = self.member.peer().and_then(|p| p.leader_report());
                         let text = crate::admin::four_letter(
                             &word,
                             self.member.server(),
                             ctx,
-                            self.conns.len(),
+                            crate::admin::Asker {
+                                peer,
+                                others: self.conns.len(),
+                            },
                             leader,
                         );
                         let _ = reply.send(text);

@@ -56,9 +56,10 @@ pub enum Event {
     Inputs(Vec<Input>),
     /// The log writer's report: every record up to this zxid is durable.
     Durable(Zxid),
-    /// A four-letter word to answer.
+    /// A four-letter word to answer, asked from `peer`.
     Admin {
         word: String,
+        peer: std::net::SocketAddr,
         reply: oneshot::Sender<String>,
     },
     /// A backup wants a consistent copy of the state (`crate::backup`).

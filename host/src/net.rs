@@ -326,7 +326,7 @@ async fn handle<R, W>(
         Ok(None) => return,
         Ok(Some(Opening::Word(word))) => {
             let answered = async {
-                four_letter(word, wr, &core, &cfg).await;
+                four_letter(word, peer, wr, &core, &cfg).await;
                 drain_until_closed(&mut rd).await;
             };
             if tokio::time::timeout(HANDSHAKE_TIMEOUT, answered)
@@ -693,6 +693,7 @@ async fn drain_until_closed(rd: &mut (impl AsyncRead + Unpin)) {
 
 async fn four_letter(
     word: &'static str,
+    peer: SocketAddr,
     mut wr: impl AsyncWrite + Unpin,
     core: &mpsc::Sender<Event>,
     cfg: &Config,
@@ -704,6 +705,7 @@ async fn four_letter(
         if core
             .send(Event::Admin {
                 word: word.to_string(),
+                peer,
                 reply: tx,
             })
             .await

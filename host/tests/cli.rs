@@ -313,3 +313,176 @@ fn a_refused_port_fails_at_once_with_connection_refused() {
         started.elapsed()
     );
 }
+
+/// Runs zkCli interactively against `addr`, one command of `script` at a
+/// time, and returns one block per command: the command, what zkCli
+/// printed for it (stdout and stderr, in order), then the watch events its
+/// watcher thread printed meanwhile, in their order. The two threads'
+/// lines are kept apart because their interleaving is a race; after each
+/// command zkCli runs `ls` of a missing marker node, and the block ends a
+/// while after the marker's answer, once the events of the command are
+/// printed.
+fn zkcli_transcript(addr: &str, script: &[&str]) -> Vec<String> {
+    let log_dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("exec /usr/share/zookeeper/bin/zkCli.sh -server \"$1\" 2>&1")
+        .arg("zkCli")
+        .arg(addr)
+        .env("ZOO_LOG_DIR", log_dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("zkCli.sh (Debian's zookeeper package)");
+    let out = collect(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    wait_text(&out, "zkCli's connection", |t| {
+        t.contains("WatchedEvent state:SyncConnected type:None path:null")
+    });
+    let mut seen = text(&out).len();
+    let mut blocks = Vec::new();
+    for (i, cmd) in script.iter().enumerate() {
+        let marker = format!("/wz-step-{i}");
+        writeln!(stdin, "{cmd}\nls {marker}").unwrap();
+        stdin.flush().unwrap();
+        wait_text(&out, cmd, |t| t[seen..].contains(&marker));
+        std::thread::sleep(Duration::from_millis(250));
+        let all = text(&out);
+        let (mut printed, mut events) = (Vec::new(), Vec::new());
+        for line in all[seen..].lines() {
+            if line.contains(&marker)
+                || line.trim().is_empty()
+                || line == "WATCHER::"
+                || line.starts_with("SLF4J:")
+                || line.starts_with("log4j:")
+            {
+                continue;
+            }
+            if line.starts_with("WatchedEvent ") {
+                events.push(line);
+            } else {
+                printed.push(line);
+            }
+        }
+        seen = all.len();
+        let mut block = format!("> {cmd}\n");
+        for l in printed.iter().chain([&"-- events:"]).chain(&events) {
+            block.push_str(l);
+            block.push('\n');
+        }
+        blocks.push(block);
+    }
+    writeln!(stdin, "quit").unwrap();
+    drop(stdin);
+    wait_exit(&mut child, "zkCli");
+    blocks
+}
+
+/// The events block `cmd` got in `transcript`.
+fn events_of<'a>(transcript: &'a [String], cmd: &str) -> Vec<&'a str> {
+    let block = transcript
+        .iter()
+        .find(|b| b.starts_with(&format!("> {cmd}\n")))
+        .unwrap_or_else(|| panic!("no block for {cmd}"));
+    block
+        .split_once("-- events:\n")
+        .unwrap()
+        .1
+        .lines()
+        .map(|l| l.trim_start_matches("WatchedEvent state:SyncConnected "))
+        .collect()
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Watches", "Persistent,
+// Recursive Watches" and "Remove Watches", and the ZooKeeper CLI's
+// addWatch, get -w, ls -w and removewatches: zkCli prints the same
+// transcript against wazoo as against ZooKeeper 3.8, which keeps one watch
+// mode per path and connection in each of its data and child tables.
+#[test]
+fn zkcli_watch_modes_transcript_is_zookeepers() {
+    let script = [
+        "create /wm",
+        // A persistent watch replaces a recursive one on the same path: no
+        // NodeCreated for the new child, only NodeChildrenChanged. (The
+        // mode is always given: zkCli's addWatch keeps the last -m.)
+        "create /wm/p",
+        "addWatch -m PERSISTENT_RECURSIVE /wm/p",
+        "addWatch -m PERSISTENT /wm/p",
+        "create /wm/p/c2",
+        "set /wm/p x",
+        // A data watch makes the data part of it one-shot; the child part
+        // stays persistent.
+        "get -w /wm/p",
+        "set /wm/p y",
+        "set /wm/p z",
+        "create /wm/p/c3",
+        // removewatches -c removes the child part of a persistent watch,
+        // -d its data part (zkCli reports NoWatcher when its own maps have
+        // no watch of that type, whatever the server did).
+        "create /wm/r",
+        "addWatch -m PERSISTENT /wm/r",
+        "removewatches /wm/r -c",
+        "create /wm/r/c",
+        "set /wm/r x",
+        "removewatches /wm/r -d",
+        "set /wm/r y",
+        "removewatches /wm/r -a",
+        // A recursive watch without its data part hears of deletions only.
+        "create /wm/t",
+        "create /wm/t/a",
+        "addWatch -m PERSISTENT_RECURSIVE /wm/t",
+        "removewatches /wm/t -d",
+        "set /wm/t/a x",
+        "create /wm/t/b",
+        "delete /wm/t/a",
+        // A recursive watch replaces a child watch on the same path.
+        "create /wm/w",
+        "ls -w /wm/w",
+        "addWatch -m PERSISTENT_RECURSIVE /wm/w",
+        "create /wm/w/a",
+        // A persistent watch replaces a data watch, and -a removes it.
+        "create /wm/v v0",
+        "get -w /wm/v",
+        "addWatch -m PERSISTENT /wm/v",
+        "set /wm/v 1",
+        "set /wm/v 2",
+        "removewatches /wm/v -a",
+        "set /wm/v 3",
+    ];
+    let zk = server(Flavor::Zookeeper);
+    let expected = zkcli_transcript(&zk.addr().to_string(), &script);
+    drop(zk);
+    let ours = server(Flavor::Wazoo);
+    let got = zkcli_transcript(&ours.addr().to_string(), &script);
+    // What ZooKeeper 3.8 does, so that the comparison below is about it.
+    let changed = |p: &str| format!("type:NodeDataChanged path:{p}");
+    let children = |p: &str| format!("type:NodeChildrenChanged path:{p}");
+    for (cmd, events) in [
+        ("create /wm/p/c2", vec![children("/wm/p")]),
+        ("set /wm/p y", vec![changed("/wm/p")]),
+        ("set /wm/p z", vec![]),
+        ("create /wm/p/c3", vec![children("/wm/p")]),
+        ("create /wm/r/c", vec![]),
+        ("set /wm/r x", vec![changed("/wm/r")]),
+        ("set /wm/r y", vec![]),
+        ("set /wm/t/a x", vec![]),
+        ("create /wm/t/b", vec![]),
+        (
+            "delete /wm/t/a",
+            vec!["type:NodeDeleted path:/wm/t/a".into()],
+        ),
+        (
+            "create /wm/w/a",
+            vec!["type:NodeCreated path:/wm/w/a".into()],
+        ),
+        ("set /wm/v 2", vec![changed("/wm/v")]),
+        ("set /wm/v 3", vec![]),
+    ] {
+        assert_eq!(events_of(&expected, cmd), events, "ZooKeeper: {cmd}");
+    }
+    for (z, w) in expected.iter().zip(&got) {
+        assert_eq!(w, z, "wazoo's transcript differs from ZooKeeper's");
+    }
+    assert_eq!(got.len(), expected.len());
+}

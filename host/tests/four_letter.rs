@@ -1,6 +1,8 @@
 //! Four-letter words that change something (ZooKeeper Administrator's
 //! Guide, "The Four Letter Words"): `srst` resets the server's statistics
-//! and `crst` every connection's, on ZooKeeper and wazoo alike.
+//! and `crst` every connection's, on ZooKeeper and wazoo alike; and the
+//! asking connection counts among the open ones in `mntr`, `srvr` and
+//! `cons`.
 
 #[macro_use]
 mod common;
@@ -54,3 +56,84 @@ async fn srst_and_crst_reset_what_they_say(flavor: Flavor) {
 }
 
 on_both!(srst_and_crst_reset_what_they_say);
+
+/// `mntr`'s alive connections, `srvr`'s `Connections:`, and `cons`'
+/// lines at `addr`, once `mntr` says `alive` (a connection closed just
+/// before may take a moment to go).
+fn connections_seen(addr: std::net::SocketAddr, alive: u64) -> (u64, String, Vec<String>) {
+    let key = "zk_num_alive_connections\t";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while mntr(addr, key) != alive && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let srvr = wazoo_testkit::four_letter_word(addr, "srvr").unwrap();
+    let connections = srvr
+        .lines()
+        .find(|l| l.starts_with("Connections: "))
+        .unwrap_or_else(|| panic!("srvr has no Connections: {srvr}"))
+        .to_string();
+    let cons = wazoo_testkit::four_letter_word(addr, "cons").unwrap();
+    let lines = cons
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    (mntr(addr, key), connections, lines)
+}
+
+/// `cons`' line for the connection asking it, as ZooKeeper prints it: no
+/// session, one packet received (the word).
+fn is_asking_line(l: &str) -> bool {
+    l.strip_prefix(" /127.0.0.1:")
+        .and_then(|r| r.split_once("[0](queued=0,recved=1,sent=0)"))
+        .is_some_and(|(port, rest)| port.parse::<u16>().is_ok() && rest.is_empty())
+}
+
+// ZooKeeper Administrator's Guide, "The Four Letter Words" (mntr, srvr,
+// cons): the connection asking a four-letter word is open while it asks,
+// and counts as one: `zk_num_alive_connections` and `Connections:` are 1
+// on a server or ensemble member no client is connected to, 2 with one
+// client, and `cons` lists the asking connection beside the clients'.
+async fn the_asking_connection_counts_as_alive(flavor: Flavor) {
+    let standalone = start(flavor);
+    let ensemble = wazoo_testkit::start_ensemble(flavor, 3, common::ensemble_options(flavor))
+        .unwrap_or_else(|e| panic!("cannot start a {flavor} ensemble: {e:#}"));
+    ensemble
+        .wait_for_leader(std::time::Duration::from_secs(30))
+        .unwrap();
+    for (what, addr) in [
+        ("server", standalone.addr()),
+        ("ensemble member", ensemble.addr(0)),
+    ] {
+        let (alive, connections, cons) =
+            tokio::task::spawn_blocking(move || connections_seen(addr, 1))
+                .await
+                .unwrap();
+        assert_eq!(alive, 1, "{flavor} {what}: mntr");
+        assert_eq!(connections, "Connections: 1", "{flavor} {what}: srvr");
+        assert!(
+            cons.len() == 1 && is_asking_line(&cons[0]),
+            "{flavor} {what}: cons {cons:?}"
+        );
+        let zk = connect(&addr.to_string()).await;
+        zk.check_stat("/").await.unwrap();
+        let (alive, connections, cons) =
+            tokio::task::spawn_blocking(move || connections_seen(addr, 2))
+                .await
+                .unwrap();
+        assert_eq!(alive, 2, "{flavor} {what}: mntr with a client");
+        assert_eq!(
+            connections, "Connections: 2",
+            "{flavor} {what}: srvr with a client"
+        );
+        assert!(
+            cons.len() == 2
+                && cons.iter().filter(|l| is_asking_line(l)).count() == 1
+                && cons.iter().any(|l| l.contains(",sid=0x")),
+            "{flavor} {what}: cons with a client {cons:?}"
+        );
+        drop(zk);
+    }
+}
+
+on_both!(the_asking_connection_counts_as_alive);

@@ -740,6 +740,110 @@ async fn a_running_observer_is_added(flavor: Flavor) {
     assert_eq!(o.get_config().await.unwrap().0, data, "{flavor}");
 }
 
+// ZooKeeper Dynamic Reconfiguration, "Security" and "Incremental mode"
+// ("Adding servers"), in the order of ZooKeeper 3.8's PrepRequestProcessor:
+// a standalone server answers Unimplemented; on an ensemble the version,
+// the new membership's form, its two participants and a synced quorum of
+// it are checked before WRITE on /zookeeper/config, so a client that is
+// not the super user hears those refusals first, and NoAuth for a
+// well-formed request (a client library's test adds
+// `server.999=0.0.0.0:1234:2345:observer;3456` and expects NoAuth).
+async fn reconfig_refusals_come_in_zookeepers_order(flavor: Flavor) {
+    use zookeeper_client::Error;
+    let standalone = flavor
+        .start_with(common::options(flavor).cfg("reconfigEnabled=true"))
+        .unwrap_or_else(|e| panic!("cannot start a {flavor} server: {e:#}"));
+    let zk = connect(&standalone.connect_string()).await;
+    assert_eq!(
+        remove(&zk, "1", None).await.unwrap_err(),
+        Error::Unimplemented,
+        "{flavor}: standalone"
+    );
+    drop(standalone);
+
+    let e = ensemble(flavor, reconfigurable(flavor));
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let zk = connect(&e.addr(leader).to_string()).await;
+    let (config, _) = zk.get_config().await.unwrap();
+    let (members, version) = parse_config(&config);
+    let join = |servers: &[String]| {
+        let zk = &zk;
+        let servers = servers.to_vec();
+        async move {
+            let joinings: Vec<&str> = servers.iter().map(String::as_str).collect();
+            zk.update_ensemble(
+                EnsembleUpdate::Incremental {
+                    joinings: joinings.iter().copied(),
+                    leavings: [].iter().copied(),
+                },
+                None,
+            )
+            .await
+            .unwrap_err()
+        }
+    };
+    let port = wazoo_testkit::free_port;
+    // The version first.
+    assert_eq!(
+        remove(&zk, &id_of(follower), Some(version + 1))
+            .await
+            .unwrap_err(),
+        Error::BadVersion,
+        "{flavor}"
+    );
+    // The new membership's form: a joiner gives three ports.
+    let no_client = format!("server.9=127.0.0.1:{}:{}", port(), port());
+    let err = join(&[no_client]).await;
+    assert!(matches!(err, Error::BadArguments(_)), "{flavor}: {err:?}");
+    // Two participants at least (standaloneEnabled is true).
+    let others: Vec<String> = (0..3).filter(|&i| i != leader).map(id_of).collect();
+    let err = remove(&zk, &others.join(","), None).await.unwrap_err();
+    assert!(matches!(err, Error::BadArguments(_)), "{flavor}: {err:?}");
+    // A synced quorum of the new membership: three joiners that do not
+    // run make the three members half of six.
+    let absent: Vec<String> = (7..10)
+        .map(|id| {
+            format!(
+                "server.{id}=127.0.0.1:{}:{}:participant;{}",
+                port(),
+                port(),
+                port()
+            )
+        })
+        .collect();
+    assert_eq!(
+        join(&absent).await,
+        Error::UnexpectedErrorCode(-13),
+        "{flavor}: NewConfigNoQuorum"
+    );
+    // Then the ACL: a well-formed request is NoAuth.
+    assert_eq!(
+        join(&["server.999=0.0.0.0:1234:2345:observer;3456".to_string()]).await,
+        Error::NoAuth,
+        "{flavor}: an observer joins"
+    );
+    assert_eq!(
+        remove(&zk, &id_of(follower), Some(version))
+            .await
+            .unwrap_err(),
+        Error::NoAuth,
+        "{flavor}: a follower leaves"
+    );
+    let err = zk
+        .update_ensemble(
+            EnsembleUpdate::New {
+                ensemble: members.iter().map(String::as_str),
+            },
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::NoAuth, "{flavor}: the same membership");
+    // Nothing changed.
+    assert_eq!(zk.get_config().await.unwrap().0, config, "{flavor}");
+}
+
 on_both! {
     every_member_serves_the_configuration,
     reconfig_is_refused_while_disabled,
@@ -751,6 +855,7 @@ on_both! {
     refused_reconfigs_print_alike_in_both_shells,
     a_running_observer_is_added,
     curator_removes_a_follower,
+    reconfig_refusals_come_in_zookeepers_order,
 }
 
 /// The jars Curator's reconfig program runs with (Debian's

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::quorum_config::QuorumConfig;
-use wazoo_proto::{AuthPacket, ReconfigRequest};
+use wazoo_proto::{AuthPacket, ErrorCode, ReconfigRequest};
 
 const MEMBERS: &str = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
                        server.2=127.0.0.1:2889:3889:participant;0.0.0.0:2182\n\
@@ -15,6 +15,18 @@ const MEMBERS: &str = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
 /// membership above and a super user, and a session on connection 1 that
 /// authenticated as the super user.
 fn reconfigurable_leader() -> (Harness, i64) {
+    let (mut h, session) = reconfigurable_leader_without_auth();
+    let auth = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"super:pw".to_vec(),
+    });
+    h.request(1, wazoo_proto::xid::AUTH, auth);
+    (h, session)
+}
+
+/// [`reconfigurable_leader`] before its session authenticates.
+fn reconfigurable_leader_without_auth() -> (Harness, i64) {
     let mut h = member_with(
         ServerConfig {
             server_id: 3,
@@ -26,14 +38,7 @@ fn reconfigurable_leader() -> (Harness, i64) {
     );
     h.m.server_mut()
         .set_quorum_config(QuorumConfig::parse(MEMBERS).unwrap());
-    let (mut h, session) = leader_with_session_from(leader_from(h));
-    let auth = Request::Auth(AuthPacket {
-        auth_type: 0,
-        scheme: "digest".into(),
-        auth: b"super:pw".to_vec(),
-    });
-    h.request(1, wazoo_proto::xid::AUTH, auth);
-    (h, session)
+    leader_with_session_from(leader_from(h))
 }
 
 fn remove(ids: &str, from: i64) -> Request {
@@ -119,4 +124,66 @@ fn a_reconfig_commits_on_the_old_quorum_and_is_active_from_its_commit() {
     );
     assert_eq!(h.m.server().quorum_config(), Some(&config));
     assert_eq!(h.m.peer().unwrap().config().voters, vec![1, 3]);
+}
+
+fn join(servers: &str) -> Request {
+    Request::Reconfig(ReconfigRequest {
+        joining_servers: Some(servers.into()),
+        leaving_servers: None,
+        new_members: None,
+        cur_config_id: -1,
+    })
+}
+
+/// ZooKeeper Dynamic Reconfiguration, "Security" and ZooKeeper 3.8's
+/// PrepRequestProcessor: a reconfig is checked for its version, its new
+/// membership, two participants, a synced quorum, and only then for WRITE
+/// on /zookeeper/config; wazoo's own bound on server ids comes last. So a
+/// client that is not the super user hears NoAuth for a well-formed
+/// request (a client library's test adds `server.999=...:observer`), and
+/// the other refusals first.
+#[test]
+fn reconfig_refusals_come_in_zookeepers_order() {
+    let (mut h, _) = reconfigurable_leader_without_auth();
+    let observer_999 = "server.999=0.0.0.0:1234:2345:observer;3456";
+    // The code of the one refusal `req` gets (zxid: nothing was committed).
+    let mut xid = 20;
+    let mut code_of = |h: &mut Harness, req: Request| {
+        xid += 1;
+        let out = h.request(1, xid, req);
+        [
+            ErrorCode::BadVersion,
+            ErrorCode::BadArguments,
+            ErrorCode::NewConfigNoQuorum,
+            ErrorCode::NoAuth,
+        ]
+        .into_iter()
+        .find(|c| {
+            out == vec![Out::Send {
+                conn: 1,
+                frames: vec![reply(xid, z(2, 1), c.code(), &Response::Empty)],
+                replies: 1,
+            }]
+        })
+        .unwrap_or_else(|| panic!("not one of the refusals: {out:?}"))
+    };
+    for (req, code) in [
+        (remove("2", 0x1234), ErrorCode::BadVersion),
+        (join("server.9=127.0.0.1:1:2"), ErrorCode::BadArguments),
+        (remove("1,2", -1), ErrorCode::BadArguments),
+        (remove("1", -1), ErrorCode::NewConfigNoQuorum),
+        (join(observer_999), ErrorCode::NoAuth),
+        (remove("2", 0), ErrorCode::NoAuth),
+    ] {
+        let what = format!("{req:?}");
+        assert_eq!(code_of(&mut h, req), code, "{what}");
+    }
+    let auth = Request::Auth(AuthPacket {
+        auth_type: 0,
+        scheme: "digest".into(),
+        auth: b"super:pw".to_vec(),
+    });
+    h.request(1, wazoo_proto::xid::AUTH, auth);
+    // The super user passes ZooKeeper's checks; wazoo keeps ids in a byte.
+    assert_eq!(code_of(&mut h, join(observer_999)), ErrorCode::BadArguments);
 }

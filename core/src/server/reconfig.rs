@@ -6,7 +6,8 @@
 //! `standaloneEnabled` is true, as ZooKeeper requires), a quorum of it
 //! synced with the leader, and last
 //! WRITE on `/zookeeper/config` (read-only for `world:anyone`, so only the
-//! super user passes). The txn carries the new configuration's text with
+//! super user passes). wazoo's own bounds (server ids 1 to 255, at most
+//! 255 members) are checked after all of these. The txn carries the new configuration's text with
 //! the txn's zxid as its version; every member activates it when it
 //! applies it (see `apply.rs`).
 
@@ -62,7 +63,7 @@ pub(super) fn prep_reconfig(
         // Non-incremental: the whole membership, comma or line separated.
         Some(members) => {
             let text = members.replace(',', "\n");
-            let mut c = QuorumConfig::parse(&text).map_err(|e| bad(&e))?;
+            let mut c = QuorumConfig::parse_any_ids(&text).map_err(|e| bad(&e))?;
             c.version = 0;
             c
         }
@@ -112,6 +113,9 @@ pub(super) fn prep_reconfig(
         return Err(ErrorCode::NewConfigNoQuorum);
     }
     acl::check(&record.acl, perms::WRITE, auth)?;
+    // wazoo's own bounds come after ZooKeeper's checks, so a client that
+    // may not reconfigure hears NoAuth as from ZooKeeper.
+    next.check_ids().map_err(|e| bad(&e))?;
     next.version = view.zxid.to_wire();
     let data = next.render().into_bytes();
     check_data_size(cfg, &data)?;

@@ -137,12 +137,6 @@ pub struct Gen {
     /// multi: "" and "/" are then left out (docs/COMPATIBILITY.md, "Found
     /// by the differential test").
     no_root: bool,
-    /// The session of the step being drawn. Session 0 holds the persistent
-    /// and recursive watches, sessions 1 and 2 the one-shot ones: ZooKeeper
-    /// 3.8 keeps one watch mode per path and connection, wazoo keeps the
-    /// kinds apart (docs/COMPATIBILITY.md, "Found by the differential
-    /// test").
-    session: usize,
 }
 
 /// The names a path is made of: a small set, so requests collide.
@@ -194,7 +188,6 @@ impl Gen {
             rng: Rng::new(seed),
             root: format!("/s{seed}"),
             no_root: false,
-            session: 0,
         }
     }
 
@@ -453,7 +446,7 @@ impl Gen {
 
     fn path_watch(&mut self, op: i32, name: &str) -> (i32, Vec<u8>, String) {
         let p = self.read_path();
-        let w = self.session != 0 && self.rng.chance(50);
+        let w = self.rng.chance(50);
         let mut b = Vec::new();
         put_buf(&mut b, Some(&p.0));
         put_bool(&mut b, w);
@@ -535,10 +528,8 @@ impl Gen {
         let mut b = Vec::new();
         put_i64(&mut b, rel);
         let mut descs = Vec::new();
-        for l in 0..lists {
-            // The persistent lists of setWatches2 stay empty: this runs on
-            // the one-shot sessions.
-            let n = if l < 3 { self.rng.below(3) } else { 0 };
+        for _ in 0..lists {
+            let n = self.rng.below(3);
             put_i32(&mut b, n as i32);
             let mut l = Vec::new();
             for _ in 0..n {
@@ -561,8 +552,7 @@ impl Gen {
     }
 
     fn step(&mut self) -> Step {
-        let mut session = self.rng.below(SESSIONS);
-        self.session = session;
+        let session = self.rng.below(SESSIONS);
         let (op, body, desc) = match self.rng.below(200) {
             0..=39 => self.create(false),
             40..=54 => self.path_version(2, "delete"),
@@ -598,14 +588,9 @@ impl Gen {
                 } else {
                     (18, "removeWatches")
                 };
-                // Children (1) and Data (2) also match a persistent watch in
-                // ZooKeeper 3.8 (it files one in both its tables): session 0,
-                // which holds those, asks with Any or an invalid type only.
-                let types: &[i32] = if session == 0 {
-                    &[3, 3, 3, 0, 4, 5, 6, -1]
-                } else {
-                    &[1, 1, 2, 2, 3, 3, 0, 4, 5, 6, -1]
-                };
+                // Children (1) and Data (2) also match (and remove half of)
+                // a persistent watch, as in ZooKeeper 3.8 (core::watch).
+                let types: &[i32] = &[1, 1, 2, 2, 3, 3, 0, 4, 5, 6, -1];
                 let (op, mut b, desc) = self.path_int(op, name, types);
                 // A checkWatches path without a leading '/' fails in
                 // ZooKeeper 3.8 only while some recursive watch exists
@@ -626,12 +611,9 @@ impl Gen {
                 (op, b, desc)
             }
             158..=167 => {
-                session = 0;
-                self.session = 0;
                 let p = self.read_path();
-                // One mode per path: the mode is a function of the path.
                 let mode = if self.rng.chance(90) {
-                    (p.0.iter().map(|&b| b as u32).sum::<u32>() % 2) as i32
+                    self.rng.pick(&[0, 1])
                 } else {
                     self.rng.pick(&[2, 3, -1, i32::MAX])
                 };
@@ -640,11 +622,7 @@ impl Gen {
                 put_i32(&mut b, mode);
                 (106, b, format!("addWatch {} {mode}", p.show()))
             }
-            168..=171 => {
-                session = 1 + self.rng.below(SESSIONS - 1);
-                self.session = session;
-                self.set_watches()
-            }
+            168..=171 => self.set_watches(),
             172..=174 => {
                 let prefix = if self.rng.chance(70) {
                     P(self.valid_path().into_bytes())

@@ -356,10 +356,6 @@ impl System {
             if rx != xid {
                 continue;
             }
-            // checkWatches: ZooKeeper 3.8 answers OK when any connection
-            // watches the path, wazoo only for the asking one; the two
-            // answers are not told apart (docs/COMPATIBILITY.md).
-            let err = if op == 17 && err == -121 { 0 } else { err };
             let mut out = format!("err {err}");
             if err == 0 || matches!(op, 14 | 22) {
                 match decode_body(op, &mut r, &self.sessions) {

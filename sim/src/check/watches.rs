@@ -82,6 +82,15 @@ impl ConnWatches {
         }
         if watch {
             self.data.insert(path.to_string(), mzxid);
+            // ZooKeeper 3.8 keeps one mode per path and connection in its
+            // data table: a data watch on a persistently watched path
+            // makes that part of it one-shot (core::watch).
+            let before = self.persistent.len();
+            self.persistent
+                .retain(|(root, recursive)| *recursive || root != path);
+            if self.persistent.len() != before && !self.covers(path) {
+                self.covered.remove(path);
+            }
         }
         Ok(())
     }
@@ -166,5 +175,20 @@ mod tests {
         w.on_persistent("/", true);
         w.on_read("/a", 0x1, false).unwrap();
         assert!(w.on_read("/a", 0x3, false).is_err());
+    }
+
+    // Programmer's Guide, "Persistent, Recursive Watches", as ZooKeeper
+    // 3.8 keeps them: a data watch on a persistently watched path makes
+    // the data part one-shot, so a second change may come unannounced.
+    #[test]
+    fn a_data_watch_on_a_persistent_path_is_one_shot() {
+        let s = shadow_with_two_sets();
+        let changed = EventType::NodeDataChanged as i32;
+        let mut w = ConnWatches::default();
+        w.on_persistent("/a", false);
+        w.on_read("/a", 0x1, true).unwrap();
+        w.on_event(&s, "/a", changed).unwrap();
+        w.on_read("/a", 0x2, false).unwrap();
+        w.on_read("/a", 0x3, false).unwrap();
     }
 }
