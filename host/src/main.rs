@@ -140,6 +140,10 @@ enum RecipeCmd {
         /// Fuel per call (the server's `recipe.fuel` default unless given).
         #[arg(long)]
         fuel: Option<u64>,
+        /// The leader's clock for the step, ms since the epoch: the ctime
+        /// and mtime of its writes (default: this machine's clock now).
+        #[arg(long)]
+        now_ms: Option<i64>,
     },
 }
 
@@ -384,6 +388,7 @@ fn main() -> std::process::ExitCode {
                         tree,
                         session,
                         fuel,
+                        now_ms,
                     },
             } => {
                 init_tracing()?;
@@ -398,8 +403,21 @@ fn main() -> std::process::ExitCode {
                     ..Default::default()
                 };
                 let session = parse_session(&session)?;
-                wazoo::recipe_run::run_file(&file, &method, &args, tree.as_deref(), session, limits)
-                    .map(|_| 0)
+                let now_ms = now_ms.unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as i64)
+                });
+                wazoo::recipe_run::run_file(
+                    &file,
+                    &method,
+                    &args,
+                    tree.as_deref(),
+                    session,
+                    limits,
+                    now_ms,
+                )
+                .map(|_| 0)
             }
             Cmd::Cli {
                 server,
