@@ -162,4 +162,40 @@ fn recp_answers_on_every_member_of_an_ensemble() {
             "member {i}: {answer:?}"
         );
     }
+    // A call of a module not served is counted (under `*`) by the leader,
+    // which commits its counters: every member shows them within 5 s.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (c, _) = wazoo_client::Client::connect(&ens.addr(0).to_string(), Default::default())
+            .await
+            .expect("connect");
+        let reply = c
+            .recipe_call("nosuch", "x", &mp(&()))
+            .await
+            .expect("a reply");
+        assert!(
+            matches!(
+                wazoo::plugin::abi::decode::<wazoo::plugin::abi::Reply>(&reply),
+                Ok(wazoo::plugin::abi::Reply::Error { code: -6, .. })
+            ),
+            "{reply:?}"
+        );
+    });
+    for i in 0..3 {
+        wazoo_testkit::wait_for(
+            &format!("member {i} to count the call of a module not served"),
+            std::time::Duration::from_secs(30),
+            || {
+                let answer = wazoo_testkit::four_letter_word(ens.addr(i), "recp").ok()?;
+                answer
+                    .lines()
+                    .any(|l| {
+                        l.starts_with("module=* ")
+                            && l.contains(" errors_by_kind=unknown_module:1 ")
+                    })
+                    .then_some(())
+            },
+        )
+        .unwrap();
+    }
 }
