@@ -79,7 +79,7 @@ impl Ensemble {
                 let mut opts = opts.binary(&cfg.wazoo_bin);
                 if plugins.is_some() {
                     // The recipe workloads deploy what they run from the
-                    // plugins directory: the twelve built-ins would only
+                    // plugins directory: the ten built-ins would only
                     // compile (below the member's priority) into the first
                     // measured rounds.
                     opts = opts.cfg("wazoo.recipes.builtin=false");

@@ -42,8 +42,13 @@ pub fn parse_recipes_node(data: &[u8]) -> Vec<DeployedRecipe> {
                     .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
                     .map(str::to_string)
             };
+            let name = field("module")?;
+            // `module=*`: the counters of calls that found no module.
+            if name == "*" {
+                return None;
+            }
             Some(DeployedRecipe {
-                name: field("module")?,
+                name,
                 version: field("version")?,
                 sha256: field("hash")?,
             })
@@ -109,8 +114,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_recipes_node_lines_parse_into_modules() {
-        let data = b"module=lock version=0.1.0 hash=ab12 calls=3 errors=0 fuel_used=9 loads=1 methods=acquire,release\npending_waits=0\n";
+    fn the_recipes_node_lines_parse_into_modules_without_the_unserved_calls_line() {
+        let data = b"module=lock version=0.1.0 hash=ab12 calls=3 errors=0 fuel_used=9 loads=1 methods=acquire,release\nmodule=* version=- hash=- calls=1 errors=1 fuel_used=0 loads=0 methods= errors_by_kind=unknown_module:1\npending_waits=0\n";
         assert_eq!(
             parse_recipes_node(data),
             vec![DeployedRecipe {

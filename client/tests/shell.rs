@@ -557,3 +557,34 @@ async fn reconfig_refusals_print_zookeepers_messages(flavor: Flavor) {
     assert_eq!(err, zk_err, "wazoo cli vs zkCli");
     assert!(err.starts_with("KeeperErrorCode = "), "{err}");
 }
+
+/// docs/RECIPES.md, "Who may deploy": deploying and undeploying need ADMIN
+/// on /zookeeper/recipes (by default only the super user has it). A refusal
+/// says so, not "Insufficient permission : FILE", which reads like a file
+/// error. (wazoo only: ZooKeeper has no deploy.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_deploy_names_the_admin_permission_on_the_recipes_node() {
+    let plugins = std::env::temp_dir().join(format!("wazoo-cli-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&plugins).unwrap();
+    let srv = wazoo_testkit::WazooServer::start(
+        wazoo_testkit::ServerOptions::default()
+            .arg("--plugins")
+            .arg(plugins.to_string_lossy()),
+    )
+    .unwrap_or_else(|e| panic!("cannot start wazoo: {e:#}"));
+    let cs = srv.connect_string();
+    // Any bytes: the permission is checked before the module is read.
+    let module = plugins.with_extension("wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").unwrap();
+    let (code, out, err) = cli(&cs, &format!("deploy {}", module.display())).await;
+    let want = "deploy refused: needs ADMIN permission on /zookeeper/recipes (authenticate as a \
+                user its ACL grants, e.g. the super user: addauth digest super:PASSWORD)\n";
+    assert_eq!((code, out.as_str(), err.as_str()), (1, "", want));
+    let (code, _, err) = cli(&cs, "undeploy lock").await;
+    assert_eq!(
+        (code, err.as_str()),
+        (1, want.replacen("deploy", "undeploy", 1).as_str())
+    );
+    let _ = std::fs::remove_file(&module);
+    let _ = std::fs::remove_dir_all(&plugins);
+}

@@ -898,6 +898,7 @@ mod counters;
 pub(crate) use counters::{read_counters, write_counters};
 pub use counters::{
     ModuleCounters, RecipeCounters, COUNTERS_INTERVAL_MS, LATENCY_BOUNDS_US, LATENCY_BUCKETS,
+    UNSERVED,
 };
 
 #[cfg(test)]

@@ -375,6 +375,13 @@ impl Config {
         Config::from_map(kv)
     }
 
+    /// A config from zoo.cfg keys and values, as if read from a file
+    /// holding them (`wazoo dev` builds its members' this way, with no
+    /// escaping to get wrong).
+    pub fn from_pairs(kv: BTreeMap<String, String>) -> Result<Config> {
+        Config::from_map(kv)
+    }
+
     fn from_map(mut kv: BTreeMap<String, String>) -> Result<Config> {
         check_security_keys(&kv)?;
         let tls = tls::take(&mut kv)?;

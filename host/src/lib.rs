@@ -15,6 +15,7 @@
 //!   a backup (a consistent snapshot sent over the client port).
 //! - [`metrics`]: the Prometheus endpoint.
 //! - [`config`]: reading zoo.cfg.
+//! - [`dev`]: `wazoo dev`'s playground ensemble (its members' configs).
 //! - [`logging`]: reading `WAZOO_LOG`.
 //! - [`import`]: `wazoo import` (an Apache ZooKeeper data directory) and
 //!   the installing of a snapshot that it shares with `wazoo restore`.
@@ -25,6 +26,7 @@
 pub mod admin;
 pub mod backup;
 pub mod config;
+pub mod dev;
 mod driver;
 pub mod ensemble_member;
 pub mod import;

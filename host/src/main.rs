@@ -38,12 +38,24 @@ enum Cmd {
         #[arg(long)]
         jaas: Option<PathBuf>,
     },
-    /// Run a local 3-member ensemble on 127.0.0.1:2181-2183 with the built-in
-    /// recipes, on a default data directory.
+    /// Run a local playground: a 3-member ensemble on 127.0.0.1:2181-2183
+    /// with the built-in recipes, a super user (its password printed),
+    /// Prometheus metrics on 7000-7002, on a default data directory.
     Dev {
         /// Where to keep data (default: ./wazoo-dev-data).
         #[arg(long, default_value = "wazoo-dev-data")]
         data_dir: PathBuf,
+        /// A zoo.cfg key for all three members (repeatable). A port key
+        /// (clientPort, secureClientPort, metricsProvider.httpPort) is the
+        /// first member's; the others take the next two.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set_arg)]
+        set: Vec<(String, String)>,
+        /// The first member's quorum port (the others take the next two).
+        #[arg(long, default_value_t = 2888, value_parser = clap::value_parser!(u16).range(1..=65533))]
+        quorum_port: u16,
+        /// The first member's election port (the others take the next two).
+        #[arg(long, default_value_t = 3888, value_parser = clap::value_parser!(u16).range(1..=65533))]
+        election_port: u16,
     },
     /// An interactive shell (like zkCli) for wazoo or Apache ZooKeeper.
     Cli {
@@ -128,7 +140,16 @@ enum RecipeCmd {
         /// Fuel per call (the server's `recipe.fuel` default unless given).
         #[arg(long)]
         fuel: Option<u64>,
+        /// The leader's clock for the step, ms since the epoch: the ctime
+        /// and mtime of its writes (default: this machine's clock now).
+        #[arg(long)]
+        now_ms: Option<i64>,
     },
+}
+
+/// `wazoo dev --set KEY=VALUE`.
+fn parse_set_arg(s: &str) -> Result<(String, String), String> {
+    wazoo::dev::parse_set(s).map_err(|e| format!("{e:#}"))
 }
 
 /// A session id as `wazoo recipe run` takes it.
@@ -196,11 +217,10 @@ async fn serve(cfg: wazoo::config::Config) -> Result<()> {
     result
 }
 
-/// `wazoo dev`: a local 3-member ensemble in one process, clients on
-/// 127.0.0.1:2181-2183, quorum links on 127.0.0.1:2888-2890, data under
-/// `data_dir/m1..m3` (kept across runs).
-async fn dev(data_dir: &std::path::Path) -> Result<()> {
-    let plugins = data_dir.join("plugins");
+/// `wazoo dev`: the playground of [`wazoo::dev`], three members in this
+/// process, until a signal.
+async fn dev(o: &wazoo::dev::DevOptions) -> Result<()> {
+    let plugins = o.plugins_dir();
     let n = wazoo::builtin::install(&plugins).with_context(|| {
         format!(
             "cannot install the built-in recipes in {}",
@@ -212,35 +232,24 @@ async fn dev(data_dir: &std::path::Path) -> Result<()> {
             "this binary was built without the built-in recipes (the wasm32-unknown-unknown target was missing; scripts/setup.sh installs it)"
         );
     }
+    let (cfgs, password) = wazoo::dev::member_configs(o)?;
+    // The members share their keys: unused ones are noted once.
+    for k in cfgs[0].unknown.keys() {
+        tracing::warn!("{}", wazoo::config::unused_key_note(k));
+    }
     let mut starts = Vec::new();
-    for id in 1..=3u64 {
-        let dir = data_dir.join(format!("m{id}"));
+    for mut cfg in cfgs {
+        let dir = cfg.data_dir.clone();
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
+        let id = cfg.my_id.expect("dev members have ids");
         std::fs::write(dir.join("myid"), id.to_string())
             .with_context(|| format!("cannot write {}/myid", dir.display()))?;
-        let mut text = format!(
-            "tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\nextendedTypesEnabled=true\n",
-            dir.display(),
-            2180 + id
-        );
-        for peer in 1..=3u64 {
-            text.push_str(&format!(
-                "server.{peer}=127.0.0.1:{}:{};{}\n",
-                2887 + peer,
-                3887 + peer,
-                2180 + peer
-            ));
+        if n == 0 {
+            // No modules in the directory: the runtime still starts (and
+            // says the binary has none).
+            cfg.builtin_recipes = true;
         }
-        let mut cfg = wazoo::config::Config::parse(&text)?;
-        cfg.my_id = Some(id);
-        cfg.plugins_dir = Some(plugins.clone());
-        // The directory holds the built-ins: they are deployed from it,
-        // not loaded a second time on the side.
-        cfg.builtin_recipes = n == 0;
-        // One compiled-module cache for the three: each module compiles
-        // once, not once per member.
-        cfg.recipe.cache_dir = Some(data_dir.join("recipe-cache"));
         // The members start side by side (each on a thread of its own).
         starts.push(tokio::spawn(wazoo::member::Member::start(cfg)));
     }
@@ -248,15 +257,10 @@ async fn dev(data_dir: &std::path::Path) -> Result<()> {
     for s in starts {
         members.push(s.await.context("a member's start failed")??);
     }
-    println!(
-        "wazoo dev: 3 members serving on 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183 (data in {})",
-        data_dir.display()
-    );
-    println!(
-        "recipes: {n} built-in modules in {} (drop more .wasm files there)",
-        plugins.display()
-    );
-    println!("try: wazoo cli --server 127.0.0.1:2181,127.0.0.1:2182,127.0.0.1:2183");
+    let exe = std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .unwrap_or_else(|_| PathBuf::from("wazoo"));
+    print!("{}", wazoo::dev::banner(o, n, password.as_deref(), &exe));
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let mut runs = Vec::new();
     for m in members {
@@ -350,9 +354,20 @@ fn main() -> std::process::ExitCode {
                 }
                 serve(cfg).await.map(|_| 0)
             }
-            Cmd::Dev { data_dir } => {
+            Cmd::Dev {
+                data_dir,
+                set,
+                quorum_port,
+                election_port,
+            } => {
                 init_tracing()?;
-                dev(&data_dir).await.map(|_| 0)
+                let o = wazoo::dev::DevOptions {
+                    data_dir,
+                    sets: set,
+                    quorum_port,
+                    election_port,
+                };
+                dev(&o).await.map(|_| 0)
             }
             Cmd::Import {
                 zookeeper_data,
@@ -373,6 +388,7 @@ fn main() -> std::process::ExitCode {
                         tree,
                         session,
                         fuel,
+                        now_ms,
                     },
             } => {
                 init_tracing()?;
@@ -387,8 +403,21 @@ fn main() -> std::process::ExitCode {
                     ..Default::default()
                 };
                 let session = parse_session(&session)?;
-                wazoo::recipe_run::run_file(&file, &method, &args, tree.as_deref(), session, limits)
-                    .map(|_| 0)
+                let now_ms = now_ms.unwrap_or_else(|| {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as i64)
+                });
+                wazoo::recipe_run::run_file(
+                    &file,
+                    &method,
+                    &args,
+                    tree.as_deref(),
+                    session,
+                    limits,
+                    now_ms,
+                )
+                .map(|_| 0)
             }
             Cmd::Cli {
                 server,

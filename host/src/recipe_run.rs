@@ -34,6 +34,9 @@ pub struct RunSpec<'a> {
     pub session: i64,
     /// The sandbox limits (the server's defaults unless overridden).
     pub limits: Limits,
+    /// The leader's clock for this step, ms since the epoch: the ctime and
+    /// mtime of what it writes (how a recipe learns the time).
+    pub now_ms: i64,
 }
 
 /// Runs the call and returns the text `wazoo recipe run` prints, and
@@ -75,13 +78,13 @@ pub fn run(spec: &RunSpec<'_>) -> Result<(String, bool)> {
         spec.method,
         &args,
         zxid.next(),
-        0,
+        spec.now_ms,
     );
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "module {} {} (sha256 {}), session 0x{:x}",
-        info.name, info.version, info.hash, spec.session
+        "module {} {} (sha256 {}), session 0x{:x}, now_ms {}",
+        info.name, info.version, info.hash, spec.session, spec.now_ms
     );
     let ok = match &out.reply {
         Reply::Done(v) => {
@@ -152,6 +155,7 @@ pub fn run_file(
     tree: Option<&Path>,
     session: i64,
     limits: Limits,
+    now_ms: i64,
 ) -> Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     let (text, ok) = run(&RunSpec {
@@ -161,6 +165,7 @@ pub fn run_file(
         tree,
         session,
         limits,
+        now_ms,
     })?;
     print!("{text}");
     if !ok {

@@ -369,7 +369,7 @@ async fn serve_loads_the_builtin_recipes_unless_turned_off() {
         .expect("start wazoo");
     let c = connect(&on.connect_string(), None).await;
     let mut listed = Vec::new();
-    // Compiling twelve modules in a debug build takes tens of seconds
+    // Compiling ten modules in a debug build takes tens of seconds
     // (at nice 10: more on a busy machine).
     for _ in 0..1500 {
         listed = c.deployed_recipes().await.expect("the recipes node");

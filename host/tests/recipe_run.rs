@@ -71,6 +71,33 @@ fn a_lock_acquire_on_an_empty_tree_prints_its_node_and_no_wait() {
     );
 }
 
+// docs/RECIPES.md, "Time in a recipe": a recipe learns the time from the
+// mtime of its own write, which the leader stamps with its clock;
+// `--now-ms` is that clock for the run. The lease recipe grants a lease
+// until now + ttl_ms, and its write carries the time given.
+#[test]
+fn now_ms_is_the_clock_that_stamps_the_steps_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lease) = builtin("lease", dir.path()) else {
+        eprintln!("skipped: this build has no built-in recipes (wasm target missing)");
+        return;
+    };
+    let args = r#"{"name":"report","holder":"alice","ttl_ms":1500}"#;
+    let (ok, out, err) = recipe_run(&[&lease, "acquire", args, "--now-ms", "1700000000000"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .ends_with(", now_ms 1700000000000"),
+        "{out}"
+    );
+    assert!(out.contains("\"now_ms\":1700000000000"), "{out}");
+    assert!(out.contains("\"expires_ms\":1700000001500"), "{out}");
+    // The write that told the recipe the time: one op of the step's txn.
+    assert!(out.contains("\n  set /leases \"\" (version "), "{out}");
+}
+
 /// Module "spin": `call` loops forever.
 fn spin_module() -> Vec<u8> {
     let text = format!(
@@ -134,5 +161,41 @@ fn recp_answers_on_every_member_of_an_ensemble() {
             answer.ends_with("pending_waits=0\n"),
             "member {i}: {answer:?}"
         );
+    }
+    // A call of a module not served is counted (under `*`) by the leader,
+    // which commits its counters: every member shows them within 5 s.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let (c, _) = wazoo_client::Client::connect(&ens.addr(0).to_string(), Default::default())
+            .await
+            .expect("connect");
+        let reply = c
+            .recipe_call("nosuch", "x", &mp(&()))
+            .await
+            .expect("a reply");
+        assert!(
+            matches!(
+                wazoo::plugin::abi::decode::<wazoo::plugin::abi::Reply>(&reply),
+                Ok(wazoo::plugin::abi::Reply::Error { code: -6, .. })
+            ),
+            "{reply:?}"
+        );
+    });
+    for i in 0..3 {
+        wazoo_testkit::wait_for(
+            &format!("member {i} to count the call of a module not served"),
+            std::time::Duration::from_secs(30),
+            || {
+                let answer = wazoo_testkit::four_letter_word(ens.addr(i), "recp").ok()?;
+                answer
+                    .lines()
+                    .any(|l| {
+                        l.starts_with("module=* ")
+                            && l.contains(" errors_by_kind=unknown_module:1 ")
+                    })
+                    .then_some(())
+            },
+        )
+        .unwrap();
     }
 }

@@ -5,6 +5,7 @@
 //! leader is killed. The modules are the SDK-built ones in recipes-wasm/.
 
 // Shared with the runtime's own tests, which it mostly serves.
+mod common;
 #[path = "../../runtime/tests/plugin_support/mod.rs"]
 mod plugin_support;
 
@@ -193,6 +194,8 @@ async fn a_waiting_recipe_is_finished_by_its_watch_callback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandbox_and_call_errors_reach_the_caller_and_the_member_stays_healthy() {
     let (_plugins, opts) = options();
+    let metrics_port = wazoo_testkit::free_port();
+    let opts = opts.cfg(format!("metricsProvider.httpPort={metrics_port}"));
     let server = WazooServer::start(opts).expect("start");
     let hosts = server.addr().to_string();
     let c = connect(&hosts).await;
@@ -221,6 +224,48 @@ async fn sandbox_and_call_errors_reach_the_caller_and_the_member_stays_healthy()
         }
     }
     assert!(c.exists("/elsewhere").await.unwrap().is_none());
+
+    // Every failure is counted by kind, those before any guest code ran
+    // too: the unknown method and the undecodable arguments under the
+    // module, the call of a module not served under `*`.
+    let recp = wazoo_testkit::four_letter_word(server.addr(), "recp").expect("recp");
+    let line = |m: &str| {
+        recp.lines()
+            .find(|l| l.starts_with(&format!("module={m} ")))
+            .unwrap_or_else(|| panic!("no module={m} in {recp}"))
+            .to_string()
+    };
+    let counter = line("counter");
+    assert!(counter.contains(" calls=3 errors=3 "), "{counter}");
+    assert!(
+        counter
+            .contains(" errors_by_kind=bad_arguments:1,path_outside_prefixes:1,unknown_method:1 "),
+        "{counter}"
+    );
+    let unserved = line("*");
+    assert!(unserved.contains(" calls=1 errors=1 "), "{unserved}");
+    assert!(
+        unserved.contains(" errors_by_kind=unknown_module:1 "),
+        "{unserved}"
+    );
+    // The same figures for Prometheus; and `*` is no deployed module.
+    let body = common::get_metrics(metrics_port);
+    for sample in [
+        r#"wazoo_recipe_errors_by_kind_total{module="counter",kind="unknown_method"} 1"#,
+        r#"wazoo_recipe_errors_by_kind_total{module="counter",kind="bad_arguments"} 1"#,
+        r#"wazoo_recipe_errors_by_kind_total{module="*",kind="unknown_module"} 1"#,
+    ] {
+        assert!(body.contains(sample), "{sample} not in:\n{body}");
+    }
+    let listed: Vec<String> = c
+        .deployed_recipes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(listed, ["counter"]);
+
     assert_eq!(
         done::<i64>(&call(&c, "counter", "incr", &Incr { name: "h", by: 1 }).await),
         1

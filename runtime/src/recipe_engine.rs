@@ -108,7 +108,11 @@ impl RecipeEngine for Runtime {
         self.module(module).is_some() || self.is_pending(module)
     }
 
+    /// The loaded modules, then, once a call found no module, the entry
+    /// [`UNSERVED`](wazoo_core::recipe::UNSERVED) with those calls' counters.
     fn modules(&self) -> Vec<ModuleReport> {
+        let unserved = self.unserved_counters();
+        let unserved = (unserved != Default::default()).then(|| ModuleReport::unserved(unserved));
         self.stats()
             .into_iter()
             .map(|s| ModuleReport {
@@ -122,6 +126,7 @@ impl RecipeEngine for Runtime {
                 loads: s.loads,
                 counters: s.counters,
             })
+            .chain(unserved)
             .collect()
     }
 

@@ -220,6 +220,9 @@ struct Inner {
     cache: ModuleCache,
     modules: RwLock<HashMap<String, Arc<Loaded>>>,
     counters: Mutex<HashMap<String, Arc<Counters>>>,
+    /// Calls and callbacks of a module not served (the counters' entry
+    /// [`UNSERVED`](wazoo_core::recipe::UNSERVED)).
+    unserved: Mutex<ModuleCounters>,
     /// What the pipeline told this runtime to serve as deployed modules
     /// (`RecipeEngine::install`), for the plugins directory's watcher.
     deployed: Mutex<DeployedSeen>,
@@ -305,6 +308,7 @@ impl Runtime {
                 cache,
                 modules: RwLock::new(HashMap::new()),
                 counters: Mutex::new(HashMap::new()),
+                unserved: Mutex::default(),
                 deployed: Mutex::default(),
                 pending: Mutex::default(),
                 pending_done: Condvar::new(),
@@ -612,12 +616,33 @@ impl Runtime {
         out
     }
 
+    /// The counters of calls and callbacks of modules not served.
+    pub fn unserved_counters(&self) -> ModuleCounters {
+        self.inner.unserved.lock().unwrap().clone()
+    }
+
+    /// Counts a call or callback that found no module: it failed before
+    /// any module ran (kind `unknown_module`).
+    pub(crate) fn count_unserved(&self, e: &RecipeError) {
+        if matches!(e, RecipeError::UnknownModule(_)) {
+            self.inner
+                .unserved
+                .lock()
+                .unwrap()
+                .record(0, 0, Some(e.kind()));
+        }
+    }
+
     /// Goes on counting from `counters` (the ensemble's committed figures,
     /// when this member becomes the leader): each module's counters are
     /// set to them, those of a module not named there are kept.
     pub fn seed_counters(&self, counters: &RecipeCounters) {
         let mut all = self.inner.counters.lock().unwrap();
         for (name, c) in counters {
+            if name == wazoo_core::recipe::UNSERVED {
+                *self.inner.unserved.lock().unwrap() = c.clone();
+                continue;
+            }
             *all.entry(name.clone()).or_default().detail.lock().unwrap() = c.clone();
         }
     }

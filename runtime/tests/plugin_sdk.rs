@@ -423,3 +423,49 @@ fn every_call_gets_a_fresh_instance() {
     .unwrap();
     assert_eq!(done::<i64>(&out.reply), 1);
 }
+
+// A call that fails before any guest code runs is counted all the same, by
+// kind: an unknown method under its module, arguments that do not decode
+// as `bad_arguments`, and a call of a module not served under `*`
+// (`UNSERVED`), which a new leader's runtime goes on counting from.
+#[test]
+fn failures_before_the_recipe_runs_are_counted_by_kind() {
+    use wazoo_core::recipe::{RecipeCounters, RecipeEngine, UNSERVED};
+    let mut first = rt();
+    let mut t = MemTree::new(1);
+    for (module, method, args, code) in [
+        ("echo", "nope", mp(&()), -6),
+        ("echo", "echo", mp(&17), -8),
+        ("nosuch", "x", mp(&()), -6),
+    ] {
+        let r = RecipeEngine::call(&mut first, module, method, &args, &caller(), &mut t);
+        assert!(
+            matches!(&r, Reply::Error { code: c, .. } if *c == code),
+            "{module}.{method}: {r:?}"
+        );
+    }
+    let reports = first.modules();
+    let echo = reports.iter().find(|m| m.name == "echo").unwrap();
+    assert_eq!((echo.calls, echo.errors), (2, 2));
+    assert_eq!(echo.counters.errors["unknown_method"], 1);
+    assert_eq!(echo.counters.errors["bad_arguments"], 1);
+    let unserved = reports.iter().find(|m| m.name == UNSERVED).unwrap();
+    assert_eq!((unserved.calls, unserved.errors), (1, 1));
+    assert_eq!(unserved.counters.errors["unknown_module"], 1);
+    assert!(unserved.methods.is_empty());
+
+    let committed: RecipeCounters = reports
+        .iter()
+        .map(|m| (m.name.clone(), m.counters.clone()))
+        .collect();
+    let mut next = rt();
+    assert!(
+        !next.modules().iter().any(|m| m.name == UNSERVED),
+        "listed only once a call found no module"
+    );
+    RecipeEngine::seed_counters(&mut next, &committed);
+    RecipeEngine::call(&mut next, "gone", "x", &mp(&()), &caller(), &mut t);
+    let after = next.modules();
+    let unserved = after.iter().find(|m| m.name == UNSERVED).unwrap();
+    assert_eq!(unserved.counters.errors["unknown_module"], 2);
+}

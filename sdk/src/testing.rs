@@ -9,6 +9,12 @@
 //! Client writes (create, set, delete, a session's end with its ephemerals)
 //! fire watches too.
 //!
+//! Time: a recipe has no clock import; it learns the time by writing a node
+//! and reading the write's `mtime`, which the leader stamps with its clock
+//! (docs/RECIPES.md, "Time in a recipe"). The harness stamps every write's
+//! `ctime`/`mtime` with its own clock, which starts at 0 and moves only
+//! when the test moves it: [`Harness::set_now_ms`], [`Harness::advance_ms`].
+//!
 //! ```ignore
 //! #[cfg(test)]
 //! mod tests {
@@ -78,6 +84,8 @@ struct Wait {
 struct Step {
     nodes: BTreeMap<String, Node>,
     zxid: i64,
+    /// The harness's clock: the ctime and mtime of this step's writes.
+    now_ms: i64,
     session: i64,
     guid: String,
     prefixes: &'static [&'static str],
@@ -177,15 +185,15 @@ impl Step {
                     CreateMode::Ephemeral | CreateMode::EphemeralSequential => self.session,
                     _ => 0,
                 };
-                create(&mut self.nodes, &mut self.zxid, path, data, *mode, owner).map(
-                    |(p, events)| {
-                        self.events.extend(events);
-                        OpOk::Created { path: p }
-                    },
-                )
+                let (z, now) = (&mut self.zxid, self.now_ms);
+                create(&mut self.nodes, z, now, path, data, *mode, owner).map(|(p, events)| {
+                    self.events.extend(events);
+                    OpOk::Created { path: p }
+                })
             }
             TreeOp::Set { data, version, .. } => {
-                set(&mut self.nodes, &mut self.zxid, path, data, *version).map(|(stat, e)| {
+                let (z, now) = (&mut self.zxid, self.now_ms);
+                set(&mut self.nodes, z, now, path, data, *version).map(|(stat, e)| {
                     self.events.extend(e);
                     OpOk::Stat { stat }
                 })
@@ -243,6 +251,7 @@ type Events = Vec<(String, WatchEvent)>;
 fn create(
     nodes: &mut BTreeMap<String, Node>,
     zxid: &mut i64,
+    now_ms: i64,
     path: &str,
     data: &[u8],
     mode: CreateMode,
@@ -277,8 +286,8 @@ fn create(
             stat: NodeStat {
                 czxid: z,
                 mzxid: z,
-                ctime: z,
-                mtime: z,
+                ctime: now_ms,
+                mtime: now_ms,
                 ephemeral_owner: owner,
                 data_length: data.len() as i32,
                 pzxid: z,
@@ -296,6 +305,7 @@ fn create(
 fn set(
     nodes: &mut BTreeMap<String, Node>,
     zxid: &mut i64,
+    now_ms: i64,
     path: &str,
     data: &[u8],
     version: i32,
@@ -308,7 +318,7 @@ fn set(
     n.data = data.to_vec();
     n.stat.version += 1;
     n.stat.mzxid = *zxid;
-    n.stat.mtime = *zxid;
+    n.stat.mtime = now_ms;
     n.stat.data_length = data.len() as i32;
     Ok((n.stat, vec![(path.to_string(), WatchEvent::DataChanged)]))
 }
@@ -386,6 +396,8 @@ pub struct Harness {
     recipe: Recipe,
     nodes: BTreeMap<String, Node>,
     zxid: i64,
+    /// The clock stamping writes' ctime and mtime, in ms.
+    now_ms: i64,
     waits: Vec<Wait>,
     /// (session, token, reply) of every wait that ended.
     finished: Vec<(i64, String, Reply)>,
@@ -413,6 +425,7 @@ impl Harness {
             recipe,
             nodes,
             zxid: 0,
+            now_ms: 0,
             waits: Vec::new(),
             finished: Vec::new(),
             messages: Vec::new(),
@@ -420,6 +433,23 @@ impl Harness {
             next_session: 0x1000_0000_0000,
             calls: 0,
         }
+    }
+
+    /// The harness's clock, ms: the `ctime`/`mtime` the next write gets
+    /// (a step's and a client's alike), as the leader stamps a write with
+    /// its clock. It starts at 0 and moves only when the test moves it.
+    pub fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
+    /// Sets the clock (it may go back, as a new leader's clock may).
+    pub fn set_now_ms(&mut self, ms: i64) {
+        self.now_ms = ms;
+    }
+
+    /// Moves the clock `ms` forward.
+    pub fn advance_ms(&mut self, ms: i64) {
+        self.now_ms = self.now_ms.saturating_add(ms);
     }
 
     /// A new session id.
@@ -459,15 +489,23 @@ impl Harness {
     }
 
     fn client_create(&mut self, path: &str, data: &[u8], mode: CreateMode, owner: i64) {
-        let (_, events) = create(&mut self.nodes, &mut self.zxid, path, data, mode, owner)
-            .unwrap_or_else(|c| panic!("create {path}: {}", code::name(c)));
+        let (_, events) = create(
+            &mut self.nodes,
+            &mut self.zxid,
+            self.now_ms,
+            path,
+            data,
+            mode,
+            owner,
+        )
+        .unwrap_or_else(|c| panic!("create {path}: {}", code::name(c)));
         self.fire(&events);
         self.run_callbacks();
     }
 
     /// Sets a node's data as a client would (any version), firing watches.
     pub fn set(&mut self, path: &str, data: &[u8]) {
-        let (_, events) = set(&mut self.nodes, &mut self.zxid, path, data, -1)
+        let (_, events) = set(&mut self.nodes, &mut self.zxid, self.now_ms, path, data, -1)
             .unwrap_or_else(|c| panic!("set {path}: {}", code::name(c)));
         self.fire(&events);
         self.run_callbacks();
@@ -559,6 +597,7 @@ impl Harness {
             *s.borrow_mut() = Some(Step {
                 nodes: self.nodes.clone(),
                 zxid: self.zxid,
+                now_ms: self.now_ms,
                 session,
                 guid: guid.clone(),
                 prefixes: self.recipe.prefixes,
@@ -712,6 +751,11 @@ mod tests {
                 cx.create("/elsewhere", b"", CreateMode::Persistent)?;
                 Ok(Reply::Done(Vec::new()))
             }
+            // The time as a recipe learns it: write, read the write's mtime.
+            "now" => {
+                let stat = cx.set("/made", b"", -1)?;
+                Ok(Reply::Done(abi::encode(&stat.mtime).unwrap()))
+            }
             _ => Ok(Reply::Done(Vec::new())),
         }
     }
@@ -727,7 +771,7 @@ mod tests {
         Recipe {
             name: "t",
             prefixes: &["/made", "/gone", "/callback"],
-            methods: &["ok", "fail", "wait", "outside"],
+            methods: &["ok", "fail", "wait", "outside", "now"],
             call: write_then,
             on_watch: Some(on_watch),
         }
@@ -748,6 +792,34 @@ mod tests {
         assert!(h.data("/made").is_none());
         assert!(!h.call_raw(s, "ok", &[]).is_error());
         assert_eq!(h.data("/made"), Some(&b"v"[..]));
+    }
+
+    #[test]
+    fn writes_are_stamped_with_the_clock_the_test_sets_and_advances() {
+        let mut h = Harness::new(recipe());
+        let s = h.session();
+        assert_eq!(h.now_ms(), 0);
+        h.set_now_ms(1_700_000_000_000);
+        h.create("/gone", b"");
+        assert_eq!(h.stat("/gone").unwrap().ctime, 1_700_000_000_000);
+        h.advance_ms(1_500);
+        let now: i64 = done(&h.call_raw(s, "now", &[]));
+        assert_eq!(
+            now, 1_700_000_001_500,
+            "the step's write has the clock's time"
+        );
+        let made = *h.stat("/made").unwrap();
+        assert_eq!((made.ctime, made.mtime), (now, now));
+        h.advance_ms(250);
+        h.set("/made", b"x");
+        let made = *h.stat("/made").unwrap();
+        assert_eq!(
+            (made.ctime, made.mtime),
+            (now, now + 250),
+            "a client's set moves mtime, not ctime"
+        );
+        // A read is not stamped: only writes carry the time.
+        assert_eq!(h.now_ms(), 1_700_000_001_750);
     }
 
     #[test]

@@ -284,10 +284,13 @@ impl Shell {
             "deploy" => {
                 let bytes = std::fs::read(&a.pos[0])
                     .map_err(|e| cmd_failed(format!("{}: {e}", a.pos[0])))?;
-                let r = zk.deploy(&bytes).await?;
+                let r = zk.deploy(&bytes).await.map_err(|e| refused("deploy", e))?;
                 wr(writeln!(out, "{} {} {}", r.name, r.version, r.sha256))?;
             }
-            "undeploy" => zk.undeploy(&a.pos[0]).await?,
+            "undeploy" => zk
+                .undeploy(&a.pos[0])
+                .await
+                .map_err(|e| refused("undeploy", e))?,
             "recipes" => {
                 for r in zk.deployed_recipes().await? {
                     wr(writeln!(out, "{} {} {}", r.name, r.version, r.sha256))?;
@@ -296,6 +299,20 @@ impl Shell {
             other => return Err(cmd_failed(format!("{other}: not implemented"))),
         }
         Ok(())
+    }
+}
+
+/// A deploy or undeploy the ensemble refused for want of permission says
+/// which permission on which node (zkCli's "Insufficient permission : PATH"
+/// would name the module file, which reads like a file error).
+fn refused(what: &str, e: Error) -> OpError {
+    match e.root() {
+        Error::NoAuth => cmd_failed(format!(
+            "{what} refused: needs ADMIN permission on {} (authenticate as a user its ACL \
+             grants, e.g. the super user: addauth digest super:PASSWORD)",
+            crate::deploy::RECIPES_NODE
+        )),
+        _ => OpError::Zk(e),
     }
 }
 

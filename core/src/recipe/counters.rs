@@ -18,6 +18,31 @@ pub const LATENCY_BOUNDS_US: [u64; 9] = [
 /// Buckets of the latency histogram: one per bound and one above them.
 pub const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_US.len() + 1;
 
+/// The entry of the counters for calls and callbacks of a module that is
+/// not served (kind `unknown_module`): they fail before any module runs,
+/// and count under this name, which no module can have (module names are
+/// `[A-Za-z0-9_.-]`). `recp`, /zookeeper/recipes and the metrics show it
+/// as the module `*`.
+pub const UNSERVED: &str = "*";
+
+impl super::ModuleReport {
+    /// The report listed as the module [`UNSERVED`]: no module, the
+    /// counters of the calls that found none.
+    pub fn unserved(counters: ModuleCounters) -> super::ModuleReport {
+        super::ModuleReport {
+            name: UNSERVED.into(),
+            version: "-".into(),
+            hash: "-".into(),
+            methods: Vec::new(),
+            calls: counters.calls,
+            errors: counters.errors_total(),
+            fuel_used: counters.fuel,
+            loads: 0,
+            counters,
+        }
+    }
+}
+
 /// How often, at most, the leader commits changed counters.
 pub const COUNTERS_INTERVAL_MS: i64 = 5_000;
 

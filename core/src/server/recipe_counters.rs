@@ -5,7 +5,7 @@
 //! itself, and a member that starts running steps goes on from them.
 
 use super::{ensemble, Origin, Server, Txn};
-use crate::recipe::{ModuleReport, RecipeCounters, COUNTERS_INTERVAL_MS};
+use crate::recipe::{ModuleReport, RecipeCounters, COUNTERS_INTERVAL_MS, UNSERVED};
 
 impl Server {
     /// The counters as last committed (kept with the replicated recipe
@@ -70,6 +70,13 @@ impl Server {
     pub(super) fn ensemble_reports(&self, mut reports: Vec<ModuleReport>) -> Vec<ModuleReport> {
         if self.role.decides() {
             return reports;
+        }
+        // Calls that found no module: listed once the leader counted one
+        // (this member's engine runs no call, so it has no entry of its own).
+        if let Some(c) = self.waits.counters.get(UNSERVED) {
+            if !reports.iter().any(|r| r.name == UNSERVED) {
+                reports.push(ModuleReport::unserved(c.clone()));
+            }
         }
         for r in &mut reports {
             let c = self

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use wasmtime::{Engine, Instance, ModuleExport, Store, Trap};
 use wazoo_sdk::abi::{self, CallRequest, CallerInfo, Reply, WatchRequest};
+use wazoo_sdk::code::BAD_ARGUMENTS;
 
 use super::guest_imports::{CallState, Entry, HostPtr};
 use super::{Limits, Loaded, Outcome, Runtime};
@@ -177,12 +178,20 @@ impl Runtime {
         caller: &CallerInfo,
         host: &mut dyn RecipeHost,
     ) -> Result<Outcome, RecipeError> {
-        let m = self.get(module)?;
+        let m = self.get(module).inspect_err(|e| self.count_unserved(e))?;
         if !m.manifest.methods.iter().any(|x| x == method) {
-            return Err(RecipeError::UnknownMethod {
+            let e = RecipeError::UnknownMethod {
                 module: module.into(),
                 method: method.into(),
-            });
+            };
+            // Failed before any guest code ran, and counted as a failure
+            // of the module all the same (`recp`'s errors_by_kind, metrics).
+            m.counters
+                .detail
+                .lock()
+                .unwrap()
+                .record(0, 0, Some(e.kind()));
+            return Err(e);
         }
         let req = CallRequest {
             method: method.into(),
@@ -203,7 +212,7 @@ impl Runtime {
         event: &WatchRequest,
         host: &mut dyn RecipeHost,
     ) -> Result<Outcome, RecipeError> {
-        let m = self.get(module)?;
+        let m = self.get(module).inspect_err(|e| self.count_unserved(e))?;
         if m.on_watch.is_none() {
             return Err(RecipeError::NoWatchHandler(module.into()));
         }
@@ -281,6 +290,9 @@ impl Runtime {
             }
         }
         let error_kind = match &result {
+            // Arguments that do not decode (the SDK answers so before the
+            // method runs), or that the recipe found wrong.
+            Ok(Ok(Reply::Error { code, .. })) if *code == BAD_ARGUMENTS => Some("bad_arguments"),
             Ok(Ok(Reply::Error { .. })) => Some("recipe"),
             Ok(Ok(_)) => None,
             Ok(Err(e)) | Err(e) => Some(e.kind()),
