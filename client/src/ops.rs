@@ -113,7 +113,7 @@ impl Op {
                 check_path(path, false)?;
                 Request::SetData {
                     path: to_server(chroot, path),
-                    data: data.clone(),
+                    data: Some(data.clone()),
                     version: *version,
                 }
             }
@@ -168,7 +168,7 @@ pub(crate) fn create_request_with(
     }
     let body = CreateRequest {
         path: to_server(chroot, path),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: acl.to_vec(),
         flags: mode.flags(),
         ttl,

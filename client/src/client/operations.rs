@@ -123,11 +123,12 @@ impl Client {
         }
     }
 
-    /// The node's data and stat.
+    /// The node's data and stat. Null data (a node created or set with
+    /// null data by another client) reads as empty.
     pub async fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
         let path = self.server_path(path)?;
         let resp = self.call(Request::GetData { path, watch: false }).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat))
     }
 
     /// [`Client::get_data`] and a watch that fires when the data changes or
@@ -145,7 +146,7 @@ impl Client {
             watch: true,
         };
         let resp = self.submit(req, Some(reg), None).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat, rx))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat, rx))
     }
 
     /// Sets the node's data; `version` `None` whatever the version.
@@ -154,7 +155,7 @@ impl Client {
         let resp = self
             .call(Request::SetData {
                 path,
-                data: data.to_vec(),
+                data: Some(data.to_vec()),
                 version: version.unwrap_or(-1),
             })
             .await?;
@@ -342,7 +343,10 @@ impl Client {
         Ok(results
             .into_iter()
             .map(|r| match r {
-                OpResult::GetData { data, stat } => Ok(ReadResult::Data { data, stat }),
+                OpResult::GetData { data, stat } => Ok(ReadResult::Data {
+                    data: data.unwrap_or_default(),
+                    stat,
+                }),
                 OpResult::GetChildren { children } => Ok(ReadResult::Children { children }),
                 OpResult::Error { err } => {
                     Err(Error::from_code(err).unwrap_or(Error::Unknown(err)))
@@ -482,7 +486,7 @@ impl Client {
     pub async fn get_config(&self) -> Result<(Vec<u8>, Stat)> {
         let path = CONFIG_NODE.to_string();
         let resp = self.call(Request::GetData { path, watch: false }).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat))
     }
 
     /// [`Client::get_config`] and a watch that fires when the configuration
@@ -499,7 +503,7 @@ impl Client {
             watch: true,
         };
         let resp = self.submit(req, Some(reg), None).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat, rx))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat, rx))
     }
 
     /// Asks the ensemble to change its membership (ZooKeeper 3.5+'s
@@ -523,7 +527,7 @@ impl Client {
             cur_config_id: from_config,
         });
         let resp = self.call(req).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat))
     }
 
     // ---- recipes (wazoo only) -----------------------------------------------
