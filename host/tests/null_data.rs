@@ -4,17 +4,19 @@
 //! as null, through ZooKeeper's C client (libzookeeper-mt, compiled with cc
 //! at test time: `zoo_get` gives buffer_len -1) and its Java client
 //! (zookeeper.jar, compiled with javac: `getData` returns null), and after
-//! a restart that loads a snapshot and replays the log. Every test runs
+//! a restart that loads a snapshot and replays the log, and in a member
+//! that lost its files and syncs from the leader. Every test runs
 //! against Apache ZooKeeper 3.8 and wazoo and expects the same answers.
 //! (kazoo's tests are in tests/python/test_null_data_kazoo.py.)
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use wazoo_proto::Request;
-use wazoo_testkit::Flavor;
+use wazoo_testkit::{Flavor, TestEnsemble, WazooEnsemble, ZkEnsemble};
 
 /// The jars ZooKeeper's Java client runs with (Debian's `zookeeper`
 /// package and its dependencies).
@@ -147,8 +149,64 @@ async fn null_data_survives_a_restart(flavor: Flavor) {
     assert_eq!(data, [None, None, None, Some(Vec::new())], "{flavor}");
 }
 
+/// A member that lost its files syncs null data from the leader: every
+/// member first restarts from a snapshot holding the nodes (so a wazoo
+/// leader's history starts after them and it sends the empty member a
+/// SNAP, ZooKeeper Internals, "Atomic Broadcast"), then one follower
+/// starts with nothing.
+fn a_member_without_files_syncs_null_data<E: TestEnsemble>(
+    e: &mut E,
+    files: impl Fn(&E, usize) -> PathBuf,
+) {
+    let wait = Duration::from_secs(60);
+    let leader = e.wait_for_leader(wait).expect("a leader");
+    let mut writes = vec![
+        common::raw_create("/ens-null", None),
+        common::raw_create("/ens-empty", Some(b"")),
+    ];
+    for i in 0..30 {
+        writes.push(common::raw_create(&format!("/ens-filler{i}"), Some(b"f")));
+    }
+    common::raw_writes(e.addr(leader), &writes);
+    for i in 0..e.len() {
+        e.kill(i);
+        e.restart(i).expect("a member restarts");
+    }
+    let leader = e
+        .wait_for_leader(wait)
+        .expect("a leader after the restarts");
+    let lost = (leader + 1) % e.len();
+    e.kill(lost);
+    std::fs::remove_dir_all(files(e, lost)).expect("the member's files are removed");
+    e.restart(lost).expect("the member restarts empty");
+    for i in 0..e.len() {
+        assert_eq!(
+            common::raw_data(e.addr(i), &["/ens-null", "/ens-empty"]),
+            [None, Some(Vec::new())],
+            "member {i} (leader {leader}, emptied {lost})"
+        );
+    }
+}
+
+async fn a_member_without_files_syncs_null_data_from_the_leader(flavor: Flavor) {
+    let opts = common::ensemble_options(flavor).cfg("snapCount=10");
+    tokio::task::spawn_blocking(move || match flavor {
+        Flavor::Wazoo => {
+            let mut e = WazooEnsemble::start(3, opts).expect("a wazoo ensemble");
+            a_member_without_files_syncs_null_data(&mut e, |e, i| e.data_dir(i).join("wazoo-v1"));
+        }
+        Flavor::Zookeeper => {
+            let mut e = ZkEnsemble::start_with(3, opts).expect("a ZooKeeper ensemble");
+            a_member_without_files_syncs_null_data(&mut e, |e, i| e.data_dir(i).join("version-2"));
+        }
+    })
+    .await
+    .unwrap();
+}
+
 on_both! {
     the_c_client_reads_null_data_as_length_minus_one,
     the_java_client_reads_null_data_as_null,
     null_data_survives_a_restart,
+    a_member_without_files_syncs_null_data_from_the_leader,
 }
