@@ -163,7 +163,7 @@ async fn stub(mut s: TcpStream) -> anyhow::Result<()> {
                     stat: Stat::default(),
                 },
                 4 => Response::GetData {
-                    data: vec![7; 100],
+                    data: Some(vec![7; 100]),
                     stat: Stat::default(),
                 },
                 _ => Response::Empty,

@@ -67,7 +67,7 @@ impl Client {
         let sha256 = sha256_hex(module);
         self.call(Request::SetData {
             path: RECIPES_NODE.into(),
-            data: module.to_vec(),
+            data: Some(module.to_vec()),
             version: -1,
         })
         .await?;
@@ -101,7 +101,7 @@ impl Client {
             })
             .await?
         {
-            Response::GetData { data, .. } => Ok(parse_recipes_node(&data)),
+            Response::GetData { data, .. } => Ok(parse_recipes_node(&data.unwrap_or_default())),
             other => Err(Error::BadArguments(format!(
                 "unexpected reply to getData {RECIPES_NODE}: {other:?}"
             ))),

@@ -113,7 +113,7 @@ impl Op {
                 check_path(path, false)?;
                 Request::SetData {
                     path: to_server(chroot, path),
-                    data: data.clone(),
+                    data: Some(data.clone()),
                     version: *version,
                 }
             }
@@ -138,7 +138,7 @@ pub(crate) fn check_path(path: &str, sequential: bool) -> Result<()> {
 pub(crate) fn create_request_with(
     chroot: Option<&Chroot>,
     path: &str,
-    data: &[u8],
+    data: Option<&[u8]>,
     acl: &[Acl],
     mode: CreateMode,
     ttl: Option<i64>,
@@ -168,7 +168,7 @@ pub(crate) fn create_request_with(
     }
     let body = CreateRequest {
         path: to_server(chroot, path),
-        data: data.to_vec(),
+        data: data.map(<[u8]>::to_vec),
         acl: acl.to_vec(),
         flags: mode.flags(),
         ttl,
@@ -192,7 +192,7 @@ fn create_request(
     mode: CreateMode,
     ttl: Option<i64>,
 ) -> Result<Request> {
-    create_request_with(chroot, path, data, acl, mode, ttl, false)
+    create_request_with(chroot, path, Some(data), acl, mode, ttl, false)
 }
 
 /// The result of one op of a successful `multi`. Paths are relative to
@@ -325,7 +325,7 @@ mod tests {
     fn create_picks_the_opcode_of_its_mode() {
         let acl = Acl::open_unsafe();
         let op = |mode, ttl| {
-            create_request_with(None, "/a", b"", &acl, mode, ttl, false)
+            create_request_with(None, "/a", Some(b""), &acl, mode, ttl, false)
                 .unwrap()
                 .opcode()
         };
@@ -338,9 +338,17 @@ mod tests {
             OpCode::CreateTtl
         );
         assert_eq!(
-            create_request_with(None, "/a", b"", &acl, CreateMode::Ephemeral, None, true)
-                .unwrap()
-                .opcode(),
+            create_request_with(
+                None,
+                "/a",
+                Some(b""),
+                &acl,
+                CreateMode::Ephemeral,
+                None,
+                true
+            )
+            .unwrap()
+            .opcode(),
             OpCode::Create2
         );
     }
@@ -349,7 +357,7 @@ mod tests {
     fn invalid_create_arguments_are_refused_before_sending() {
         let acl = Acl::open_unsafe();
         let bad = |path, mode, ttl, acl: &[Acl]| {
-            create_request_with(None, path, b"", acl, mode, ttl, false).unwrap_err()
+            create_request_with(None, path, Some(b""), acl, mode, ttl, false).unwrap_err()
         };
         assert!(matches!(
             bad("a", CreateMode::Persistent, None, &acl),
@@ -379,7 +387,7 @@ mod tests {
         assert!(create_request_with(
             None,
             "/a/",
-            b"",
+            Some(b""),
             &acl,
             CreateMode::PersistentSequential,
             None,

@@ -137,7 +137,7 @@ async fn serve(mut s: TcpStream, fake: Arc<Fake>) -> anyhow::Result<()> {
                     xid,
                     0,
                     &Response::GetData {
-                        data: b"d".to_vec(),
+                        data: Some(b"d".to_vec()),
                         stat: Stat::default(),
                     },
                 ),

@@ -25,6 +25,7 @@ flavored!(
     completion_reads_children_from_the_server,
     reconfig_refusals_print_zookeepers_messages,
     an_interrupt_stops_the_running_command_not_the_shell,
+    create_without_data_makes_null_data_printed_as_null,
 );
 
 /// Runs `wazoo cli --server cs -c cmd`: (exit code, stdout, stderr).
@@ -331,6 +332,25 @@ async fn same_as_zkcli(cs: &str, cmd: &str) -> String {
     }
     let _ = zk_code;
     out
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Data Model": a node's data
+/// may be null. zkCli's `create` without data makes a node with null data
+/// and `get` prints null data as `null`; this shell does both alike.
+async fn create_without_data_makes_null_data_printed_as_null(flavor: Flavor) {
+    let (_srv, cs) = fresh_root(flavor, "cli_null").await;
+    ok(&cs, "create /n").await;
+    assert_eq!(same_as_zkcli(&cs, "get /n").await, "null\n");
+    let cs2 = cs.clone();
+    tokio::task::spawn_blocking(move || zkcli(&cs2, "create /z"))
+        .await
+        .unwrap();
+    assert_eq!(ok(&cs, "get /z").await, "null\n");
+    ok(&cs, "set /n x").await;
+    assert_eq!(same_as_zkcli(&cs, "get /n").await, "x\n");
+    let get_s = ok(&cs, "get -s /z").await;
+    assert!(get_s.starts_with("null\ncZxid = 0x"), "{get_s}");
+    assert!(get_s.contains("\ndataLength = 0\n"), "{get_s}");
 }
 
 /// ZooKeeper Programmer's Guide, "ZooKeeper Command Line Tools": `ls -R`.

@@ -85,7 +85,7 @@ fn main() {
     let create = |path: String| {
         Request::Create(CreateRequest {
             path,
-            data: vec![b'x'; 100],
+            data: Some(vec![b'x'; 100]),
             acl: Acl::open_unsafe(),
             flags: 0,
             ttl: None,
@@ -124,7 +124,7 @@ fn main() {
                 } else {
                     Request::SetData {
                         path: format!("/bench/s{:04}", (conn as usize * 7 + *c) % SET_NODES),
-                        data: vec![b'y'; 100],
+                        data: Some(vec![b'y'; 100]),
                         version: -1,
                     }
                 };

@@ -321,7 +321,7 @@ fn create_session(session: i64, zxid: Zxid) -> TxnRecord {
 fn create(path: &str) -> Request {
     Request::Create(CreateRequest {
         path: path.into(),
-        data: b"x".to_vec(),
+        data: Some(b"x".to_vec()),
         acl: Acl::open_unsafe(),
         flags: 0,
         ttl: None,
@@ -386,7 +386,7 @@ fn create_txn(session: i64, xid: i32, zxid: Zxid, path: &str, parent_cversion: i
         header: header(session, xid, zxid),
         txn: Txn::Create(CreateTxn {
             path: path.into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             acl: Acl::open_unsafe(),
             ephemeral_owner: 0,
             parent_cversion,

@@ -758,7 +758,7 @@ impl Server {
         let Some(current) = &self.quorum else {
             return;
         };
-        let Some((data, _)) = self.tree.get_data(reconfig::CONFIG_NODE) else {
+        let Some((Some(data), _)) = self.tree.get_data(reconfig::CONFIG_NODE) else {
             return;
         };
         let Ok(c) = std::str::from_utf8(&data)

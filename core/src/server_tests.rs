@@ -271,7 +271,7 @@ impl Harness {
 fn create(path: &str, data: &[u8], mode: CreateMode) -> Request {
     Request::Create(CreateRequest {
         path: path.into(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: Acl::open_unsafe(),
         flags: mode.flags(),
         ttl: None,
@@ -317,7 +317,7 @@ fn create_then_get_returns_the_data_and_a_full_stat() {
         },
     )) {
         Response::GetData { data, stat } => {
-            assert_eq!(data, b"hello");
+            assert_eq!(data.as_deref(), Some(&b"hello"[..]));
             assert_eq!(stat.data_length, 5);
             assert_eq!(stat.version, 0);
             assert_eq!(stat.czxid, stat.mzxid);
@@ -425,7 +425,7 @@ fn delete_and_set_data_check_versions() {
     ok(h.call(1, create("/a", b"", CreateMode::Persistent)));
     let set = |v| Request::SetData {
         path: "/a".into(),
-        data: b"x".to_vec(),
+        data: Some(b"x".to_vec()),
         version: v,
     };
     assert_eq!(err(h.call(1, set(5))), ErrorCode::BadVersion);
@@ -552,7 +552,7 @@ fn a_standalone_server_refuses_reconfig_whatever_its_config_node_holds() {
     assert_eq!(err(h.call(1, remove)), ErrorCode::Unimplemented);
     assert_eq!(
         h.server.tree().get_data("/zookeeper/config").unwrap().0,
-        imported.to_vec()
+        Some(imported.to_vec())
     );
 }
 
@@ -606,7 +606,7 @@ fn multi_is_all_or_nothing_with_zookeepers_per_op_results() {
             },
             Request::SetData {
                 path: "/m".into(),
-                data: b"d".to_vec(),
+                data: Some(b"d".to_vec()),
                 version: 0,
             },
         ]),
@@ -632,7 +632,7 @@ fn acl_digest_protects_reads_and_auth_opens_them() {
         1,
         Request::Create(CreateRequest {
             path: "/s".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             acl,
             flags: 0,
             ttl: None,
@@ -664,7 +664,7 @@ fn ttl_nodes_need_extended_types() {
     h.connect(1);
     let req = Request::CreateTtl(CreateRequest {
         path: "/t".into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: Acl::open_unsafe(),
         flags: CreateMode::PersistentWithTtl.flags(),
         ttl: Some(1000),
@@ -683,7 +683,7 @@ fn an_emptied_container_is_reaped_by_the_periodic_check() {
     h.connect(1);
     let c = Request::CreateContainer(CreateRequest {
         path: "/c".into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: Acl::open_unsafe(),
         flags: CreateMode::Container.flags(),
         ttl: None,
@@ -730,7 +730,7 @@ fn set_watches_reports_what_was_missed_since_the_relative_zxid() {
         1,
         Request::SetData {
             path: "/a".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             version: -1,
         },
     ));

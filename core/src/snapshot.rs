@@ -15,6 +15,10 @@
 //! 4: Waits Modules RecipesAcl Counters Tree
 //! ```
 //!
+//! The tree carries a version of its own (`crate::tree` snapshot format:
+//! 2 written, keeping null data apart from empty data; 1 still read), so a
+//! change of the tree's encoding needs no new body format.
+//!
 //! Every section is read from bytes off disk or from another member: each
 //! count is checked against the bytes left (and a fixed maximum) before
 //! anything is allocated, and a damaged section is an error naming it.

@@ -135,8 +135,14 @@ pub struct NodeView {
 }
 
 impl NodeView {
+    /// The data's bytes (none for null data).
     pub fn data(&self) -> &[u8] {
         self.node.data()
+    }
+
+    /// The data, `None` when it is null.
+    pub fn nullable_data(&self) -> Option<&[u8]> {
+        self.node.nullable_data()
     }
 }
 
@@ -158,6 +164,9 @@ impl std::fmt::Debug for NodeView {
 pub fn sequential_path(requested: &str, parent_cversion: i32) -> String {
     format!("{requested}{parent_cversion:010}")
 }
+
+/// What getData answers: the data (`None` when it is null) and the stat.
+pub type DataAndStat = (Option<Vec<u8>>, Stat);
 
 /// Undo log of a multi: each changed path with the node it had before.
 type Undo = Vec<(Box<str>, Option<Node>)>;
@@ -206,7 +215,7 @@ impl PartialEq for DataTree {
                 let same_acl = self.acls.get(ha.acl) == other.acls.get(hb.acl);
                 ha.acl = 0;
                 hb.acl = 0;
-                a.key() == b.key() && ha == hb && a.data() == b.data() && same_acl
+                a.key() == b.key() && ha == hb && a.nullable_data() == b.nullable_data() && same_acl
             })
     }
 }
@@ -248,7 +257,7 @@ impl DataTree {
             (QUOTA_ROOT, Header::zero(open)),
             ("/zookeeper/config", config),
         ] {
-            t.set_node(p, Some(Node::for_path(&h, p, &[])));
+            t.set_node(p, Some(Node::for_path(&h, p, Some(&[]))));
         }
         t.acls.purge();
         t
@@ -322,10 +331,11 @@ impl DataTree {
         })
     }
 
-    /// getData: a copy of the data and the stat.
-    pub fn get_data(&self, p: &str) -> Option<(Vec<u8>, Stat)> {
+    /// getData: a copy of the data (`None` when it is null, as ZooKeeper
+    /// answers it) and the stat.
+    pub fn get_data(&self, p: &str) -> Option<DataAndStat> {
         let n = self.get(p)?;
-        Some((n.data().to_vec(), Self::stat_of(n)))
+        Some((n.nullable_data().map(<[u8]>::to_vec), Self::stat_of(n)))
     }
 
     /// getData behind a check of the node's ACL (`check`'s error is given
@@ -334,9 +344,12 @@ impl DataTree {
         &self,
         p: &str,
         check: impl FnOnce(&[Acl]) -> Result<(), E>,
-    ) -> Option<Result<(Vec<u8>, Stat), E>> {
+    ) -> Option<Result<DataAndStat, E>> {
         let n = self.get(p)?;
-        Some(check(&self.acl_of(n)).map(|()| (n.data().to_vec(), Self::stat_of(n))))
+        Some(
+            check(&self.acl_of(n))
+                .map(|()| (n.nullable_data().map(<[u8]>::to_vec), Self::stat_of(n))),
+        )
     }
 
     /// The stat of a node as clients see it, with dataLength and numChildren
@@ -563,7 +576,7 @@ impl DataTree {
         st.set_count(st.count().saturating_add(count_diff));
         st.set_bytes(st.bytes().saturating_add(bytes_diff));
         let data = st.to_string();
-        self.set_node(&sp, Some(n.with_data(&n.header(), data.as_bytes())));
+        self.set_node(&sp, Some(n.with_data(&n.header(), Some(data.as_bytes()))));
     }
 
     /// `updateQuotaForPath`: recounts the subtree of `root` (the root
@@ -589,7 +602,7 @@ impl DataTree {
         st.set_count(count);
         st.set_bytes(bytes);
         let data = st.to_string();
-        self.set_node(&sp, Some(n.with_data(&n.header(), data.as_bytes())));
+        self.set_node(&sp, Some(n.with_data(&n.header(), Some(data.as_bytes()))));
     }
 
     /// Sets `/zookeeper/config` to the ensemble's configuration text, as
@@ -606,7 +619,7 @@ impl DataTree {
         h.mzxid = version;
         h.mtime = mtime;
         h.version = -1;
-        self.set_node(CONFIG, Some(Node::for_path(&h, CONFIG, data)));
+        self.set_node(CONFIG, Some(Node::for_path(&h, CONFIG, Some(data))));
     }
 
     /// Applies a reconfig txn: the configuration text into

@@ -8,6 +8,14 @@
 //!
 //! Encoding (jute primitives, big-endian): the header, then a type tag and
 //! the body. The log treats the bytes as opaque.
+//!
+//! A node's data in a create or setData is a jute buffer, and null data
+//! (ZooKeeper Programmer's Guide, "ZooKeeper Data Model": a node created or
+//! set with null data reads back as null) is jute's null, length -1, as in
+//! ZooKeeper's own CreateTxn and SetDataTxn. Until null data was kept, txns
+//! wrote it as an empty buffer and never wrote -1, so every record an older
+//! wazoo logged decodes as it did (its empty data stays empty); an older
+//! wazoo would read a -1 as empty data.
 
 use wazoo_proto::jute::{DecodeError, Reader, Writer};
 use wazoo_proto::Acl;
@@ -41,13 +49,21 @@ pub enum NodeKind {
 pub struct CreateTxn {
     /// The final path (with the sequence suffix already appended).
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None` for null data.
+    pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
     /// The owning session for ephemeral nodes, 0 otherwise.
     pub ephemeral_owner: i64,
     /// The parent's cversion after this create.
     pub parent_cversion: i32,
     pub kind: NodeKind,
+}
+
+impl CreateTxn {
+    /// The data's length, 0 for null data (as a Stat's dataLength).
+    pub fn data_len(&self) -> i64 {
+        self.data.as_ref().map_or(0, Vec::len) as i64
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +79,8 @@ pub enum Txn {
     },
     SetData {
         path: String,
-        data: Vec<u8>,
+        /// `None` for null data.
+        data: Option<Vec<u8>>,
         /// The node's version after this write.
         version: i32,
     },
@@ -154,7 +171,7 @@ impl Txn {
             Txn::Create(c) => {
                 w.write_i32(tag::CREATE);
                 w.write_string(&c.path);
-                w.write_buffer(&c.data);
+                w.write_nullable_buffer(c.data.as_deref());
                 w.write_vec(&c.acl);
                 w.write_i64(c.ephemeral_owner);
                 w.write_i32(c.parent_cversion);
@@ -178,7 +195,7 @@ impl Txn {
             } => {
                 w.write_i32(tag::SET_DATA);
                 w.write_string(path);
-                w.write_buffer(data);
+                w.write_nullable_buffer(data.as_deref());
                 w.write_i32(*version);
             }
             Txn::SetAcl {
@@ -250,7 +267,7 @@ impl Txn {
             tag::CLOSE_SESSION => Txn::CloseSession,
             tag::CREATE => Txn::Create(CreateTxn {
                 path: r.read_string()?,
-                data: r.read_buffer()?,
+                data: r.read_nullable_buffer()?,
                 acl: r.read_vec()?,
                 ephemeral_owner: r.read_i64()?,
                 parent_cversion: r.read_i32()?,
@@ -268,7 +285,7 @@ impl Txn {
             },
             tag::SET_DATA => Txn::SetData {
                 path: r.read_string()?,
-                data: r.read_buffer()?,
+                data: r.read_nullable_buffer()?,
                 version: r.read_i32()?,
             },
             tag::SET_ACL => Txn::SetAcl {
@@ -382,7 +399,7 @@ mod tests {
             Txn::CloseSession,
             Txn::Create(CreateTxn {
                 path: "/a/b0000000001".into(),
-                data: b"x".to_vec(),
+                data: Some(b"x".to_vec()),
                 acl: Acl::open_unsafe(),
                 ephemeral_owner: 7,
                 parent_cversion: 2,
@@ -391,9 +408,24 @@ mod tests {
             Txn::Delete { path: "/a".into() },
             Txn::SetData {
                 path: "/a".into(),
-                data: vec![],
+                data: Some(vec![]),
                 version: 3,
             },
+            Txn::Multi(vec![
+                Txn::Create(CreateTxn {
+                    path: "/n".into(),
+                    data: None,
+                    acl: Acl::open_unsafe(),
+                    ephemeral_owner: 0,
+                    parent_cversion: 1,
+                    kind: NodeKind::Regular,
+                }),
+                Txn::SetData {
+                    path: "/n".into(),
+                    data: None,
+                    version: 1,
+                },
+            ]),
             Txn::SetAcl {
                 path: "/a".into(),
                 acl: Acl::read_unsafe(),
@@ -447,6 +479,52 @@ mod tests {
                 txn,
             };
             assert_eq!(TxnRecord::decode(&rec.encode()).unwrap(), rec);
+        }
+    }
+
+    /// ZooKeeper Programmer's Guide, "ZooKeeper Data Model": null data
+    /// stays null through a txn's encoding (length -1, as ZooKeeper's
+    /// CreateTxn and SetDataTxn write it), empty data stays empty, and a
+    /// record an older wazoo wrote (which never held -1) decodes as before.
+    #[test]
+    fn null_data_survives_the_txn_encoding_apart_from_empty_data() {
+        let header = TxnHeader {
+            session_id: 1,
+            cxid: 2,
+            zxid: 3,
+            time_ms: 4,
+        };
+        let set = |data: Option<Vec<u8>>| TxnRecord {
+            header: header.clone(),
+            txn: Txn::SetData {
+                path: "/a".into(),
+                data,
+                version: 1,
+            },
+        };
+        let null = set(None).encode();
+        let empty = set(Some(vec![])).encode();
+        // Header (28 bytes), tag, path "/a": then the data's length.
+        assert_eq!(&null[38..42], &(-1i32).to_be_bytes());
+        assert_eq!(&empty[38..42], &0i32.to_be_bytes());
+        assert_eq!(TxnRecord::decode(&null).unwrap(), set(None));
+        assert_eq!(TxnRecord::decode(&empty).unwrap(), set(Some(vec![])));
+        // The old encoding of a create with empty data, written by hand.
+        let mut old = Vec::new();
+        old.write_i64(1);
+        old.write_i32(2);
+        old.write_i64(3);
+        old.write_i64(4);
+        old.write_i32(tag::CREATE);
+        old.write_string("/c");
+        old.write_i32(0);
+        old.write_vec(&Acl::open_unsafe());
+        old.write_i64(0);
+        old.write_i32(1);
+        old.write_i32(kind_tag::REGULAR);
+        match TxnRecord::decode(&old).unwrap().txn {
+            Txn::Create(c) => assert_eq!(c.data, Some(vec![])),
+            t => panic!("{t:?}"),
         }
     }
 

@@ -123,9 +123,10 @@ pub fn run(spec: &RunSpec<'_>) -> Result<(String, bool)> {
 
 /// One staged op as a line.
 fn op_line(op: &Txn) -> String {
-    let data = |d: &[u8]| match std::str::from_utf8(d) {
-        Ok(s) if !s.chars().any(char::is_control) => format!("{s:?}"),
-        _ => format!("{} bytes", d.len()),
+    let data = |d: &Option<Vec<u8>>| match d.as_deref().map(std::str::from_utf8) {
+        None => "null".to_string(),
+        Some(Ok(s)) if !s.chars().any(char::is_control) => format!("{s:?}"),
+        Some(_) => format!("{} bytes", d.as_ref().map_or(0, Vec::len)),
     };
     match op {
         Txn::Create(c) if c.ephemeral_owner != 0 => format!(

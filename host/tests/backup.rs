@@ -258,6 +258,9 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
         .create("/box/in", &[0u8, 255], &open(), CreateMode::Persistent)
         .await
         .unwrap();
+    // Null data (ZooKeeper Programmer's Guide, "ZooKeeper Data Model"),
+    // which the walk's client reads as empty: checked on its own below.
+    common::raw_writes(server.addr(), &[common::raw_create("/null", None)]);
     let writer = Writer::start(&hosts).await;
     writer.wait_for(100).await;
     let out: PathBuf = work.path().join("backup.snap");
@@ -300,6 +303,8 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
     assert!(sessions.iter().any(|(id, _)| *id == owner.session_id()));
     let backup = nodes_of(&tree);
     assert_eq!(backup["/eph"].2.ephemeral_owner, owner.session_id());
+    assert_eq!(tree.node("/null").unwrap().nullable_data(), None);
+    assert_eq!(tree.node("/box").unwrap().nullable_data(), Some(&b""[..]));
 
     // A new standalone member.
     let data = work.path().join("standalone");
@@ -315,6 +320,7 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
         &walk(&restored.connect_string()).await,
         &backup,
     );
+    assert_eq!(common::raw_data(restored.addr(), &["/null"]), [None]);
     // Restoring over it is refused.
     let cfg = data.with_extension("cfg");
     let (ok, _, stderr) = wazoo(&[
@@ -356,6 +362,12 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
             &format!("ensemble member {}", i + 1),
             &served,
             &backup_but_config,
+        );
+        assert_eq!(
+            common::raw_data(ensemble.addr(i), &["/null"]),
+            [None],
+            "member {}",
+            i + 1
         );
     }
     // The ensemble takes writes after the restored history.

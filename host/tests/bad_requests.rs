@@ -71,7 +71,7 @@ impl Raw {
 fn create(path: &str, mode: CreateMode, acl: Vec<Acl>, ttl: Option<i64>) -> CreateRequest {
     CreateRequest {
         path: path.into(),
-        data: b"d".to_vec(),
+        data: Some(b"d".to_vec()),
         acl,
         flags: mode.flags(),
         ttl,
@@ -223,7 +223,7 @@ fn hard_quota_of_two(r: &mut Raw) {
         ("/bad/q/one", ""),
     ] {
         let mut c = create(path, CreateMode::Persistent, open(), None);
-        c.data = data.as_bytes().to_vec();
+        c.data = Some(data.as_bytes().to_vec());
         assert_eq!(r.send(&Request::Create(c)), 0, "creating {path}");
     }
 }

@@ -5,8 +5,9 @@
 //! its list with the same session). Run against Apache ZooKeeper's
 //! ensemble and wazoo's; the C program is compiled at test time.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -22,28 +23,9 @@ fn options(flavor: Flavor) -> ServerOptions {
     }
 }
 
-/// Compiles the C program into `dir`.
-fn compile(dir: &Path) -> std::path::PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c_client/failover.c");
-    let bin = dir.join("failover");
-    let out = Command::new("cc")
-        .args(["-DTHREADED", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .arg("-lzookeeper_mt")
-        .output()
-        .expect("a C compiler (cc)");
-    assert!(
-        out.status.success(),
-        "compiling the C client (needs libzookeeper-mt-dev, which scripts/setup.sh installs): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
-}
-
 fn the_session_survives_the_death_of_its_member(flavor: Flavor, kill_leader: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path());
+    let bin = common::compile_c_client(dir.path(), "failover");
     let mut e = start_ensemble(flavor, 3, options(flavor))
         .unwrap_or_else(|err| panic!("cannot start a {flavor} ensemble: {err:#}"));
     let leader = e

@@ -52,7 +52,7 @@ fn get_data(path: &str) -> Request {
 fn create(path: &str, data: Vec<u8>) -> Request {
     Request::Create(CreateRequest {
         path: path.into(),
-        data,
+        data: Some(data),
         acl: Acl::open_unsafe(),
         flags: 0,
         ttl: None,
@@ -328,7 +328,7 @@ async fn flood(
             .flat_map(|i| {
                 let req = Request::SetData {
                     path: node.to_string(),
-                    data: vec![1; 100],
+                    data: Some(vec![1; 100]),
                     version: -1,
                 };
                 request(*xid + i, &req)

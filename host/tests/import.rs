@@ -146,6 +146,9 @@ async fn build_tree(hosts: &str) -> Client {
     c.create("/data/empty", b"", &open(), CreateMode::Persistent)
         .await
         .unwrap();
+    // Null data (ZooKeeper Programmer's Guide, "ZooKeeper Data Model"),
+    // which no wazoo_client call makes: in a snapshot.
+    common::raw_writes(hosts, &[common::raw_create("/data/null", None)]);
     let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
     c.create("/data/big", &big, &open(), CreateMode::Persistent)
         .await
@@ -190,8 +193,24 @@ async fn build_tree(hosts: &str) -> Client {
             c.delete(&format!("/app/n{i}"), None).await.unwrap();
         }
     }
+    // Null data in the log after the newest snapshot.
+    common::raw_writes(
+        hosts,
+        &[
+            common::raw_create("/data/null-late", None),
+            wazoo_proto::Request::SetData {
+                path: "/data/empty".into(),
+                data: None,
+                version: -1,
+            },
+        ],
+    );
     owner
 }
+
+/// The nodes [`build_tree`] leaves with null data, which the walk (through
+/// wazoo_client) would not tell from empty data.
+const NULL_DATA: [&str; 3] = ["/data/null", "/data/null-late", "/data/empty"];
 
 fn zookeeper() -> ZkServer {
     let opts = common::options(Flavor::Zookeeper)
@@ -258,6 +277,7 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
     let owner = build_tree(&zk.connect_string()).await;
     let (session, password) = (owner.session_id(), owner.session_password());
     let before = walk(&zk.connect_string()).await;
+    assert_eq!(common::raw_data(zk.addr(), &NULL_DATA), [None, None, None]);
     // Stop ZooKeeper with the owner's session still open: its ephemerals
     // and its session are in ZooKeeper's files.
     zk.kill();
@@ -302,6 +322,10 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
         assert_eq!(s, stat, "{path}: Stat");
     }
     assert_eq!(after["/app/eph"].2.ephemeral_owner, session);
+    assert_eq!(
+        common::raw_data(wazoo.addr(), &NULL_DATA),
+        [None, None, None]
+    );
     assert!(before.contains_key("/data/big") && after["/data/big"].0.len() == 1_000_000);
 
     // The session the ephemerals belong to re-attaches to wazoo, with the
@@ -384,6 +408,12 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
             assert_eq!(a, acl, "member {}: {path}: ACL", i + 1);
             assert_eq!(s, stat, "member {}: {path}: Stat", i + 1);
         }
+        assert_eq!(
+            common::raw_data(ensemble.addr(i), &NULL_DATA),
+            [None, None, None],
+            "member {}",
+            i + 1
+        );
     }
 }
 

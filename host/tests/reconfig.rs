@@ -874,42 +874,12 @@ const CURATOR_CLASSPATH: &[&str] = &[
 /// lines.
 fn curator_reconfig(addr: &str, leaving: &str) -> Vec<String> {
     let classes = tempfile::tempdir().unwrap();
-    let classpath = CURATOR_CLASSPATH.join(":");
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/java/CuratorReconfig.java"
-    );
-    let out = std::process::Command::new("javac")
-        .args(["-cp", &classpath, "-d"])
-        .arg(classes.path())
-        .arg(src)
-        .output()
-        .expect("javac runs");
-    assert!(
-        out.status.success(),
-        "javac: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run_cp = format!("{}:{classpath}", classes.path().display());
-    let out = std::process::Command::new("timeout")
-        .args([
-            "120",
-            "java",
-            "-cp",
-            &run_cp,
-            "CuratorReconfig",
-            addr,
-            leaving,
-        ])
-        .output()
-        .expect("java runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "Curator: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().map(str::to_string).collect()
+    common::run_java(
+        classes.path(),
+        "CuratorReconfig",
+        CURATOR_CLASSPATH,
+        &[addr, leaving],
+    )
 }
 
 // ZooKeeper Dynamic Reconfiguration, "Incremental mode" and "Conditional

@@ -90,7 +90,15 @@ impl<'a> Reader<'a> {
         Ok(Some(self.take(len as usize)?))
     }
 
-    /// A buffer; null decodes as empty, as ZooKeeper's server treats it.
+    /// A buffer that keeps null (-1) apart from empty, as ZooKeeper keeps
+    /// a znode's data (ZooKeeper Programmer's Guide, "ZooKeeper Data
+    /// Model": a node created or set with null data reads back as null).
+    pub fn read_nullable_buffer(&mut self) -> Result<Option<Vec<u8>>, DecodeError> {
+        Ok(self.read_opt_buffer()?.map(<[u8]>::to_vec))
+    }
+
+    /// A buffer; null decodes as empty, as ZooKeeper's server treats every
+    /// buffer but node data (see [`Reader::read_nullable_buffer`]).
     pub fn read_buffer(&mut self) -> Result<Vec<u8>, DecodeError> {
         Ok(self
             .read_opt_buffer()?
@@ -156,6 +164,13 @@ pub trait Writer {
     fn write_bool(&mut self, v: bool);
     fn write_buffer(&mut self, v: &[u8]);
     fn write_null(&mut self);
+    /// A buffer, or null (length -1) for `None`.
+    fn write_nullable_buffer(&mut self, v: Option<&[u8]>) {
+        match v {
+            Some(b) => self.write_buffer(b),
+            None => self.write_null(),
+        }
+    }
     fn write_string(&mut self, v: &str) {
         self.write_buffer(v.as_bytes())
     }

@@ -208,7 +208,8 @@ impl Jute for ConnectResponse {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CreateRequest {
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None`: jute's null (-1), which the node keeps as null data.
+    pub data: Option<Vec<u8>>,
     pub acl: Vec<Acl>,
     pub flags: i32,
     pub ttl: Option<i64>,
@@ -217,7 +218,7 @@ pub struct CreateRequest {
 impl CreateRequest {
     fn write_into(&self, w: &mut Vec<u8>) {
         w.write_string(&self.path);
-        w.write_buffer(&self.data);
+        w.write_nullable_buffer(self.data.as_deref());
         w.write_vec(&self.acl);
         w.write_i32(self.flags);
         if let Some(ttl) = self.ttl {
@@ -227,7 +228,7 @@ impl CreateRequest {
     fn read_from(r: &mut Reader<'_>, with_ttl: bool) -> Result<Self, DecodeError> {
         Ok(CreateRequest {
             path: r.read_string()?,
-            data: r.read_buffer()?,
+            data: r.read_nullable_buffer()?,
             acl: r.read_vec()?,
             flags: r.read_i32()?,
             ttl: if with_ttl { Some(r.read_i64()?) } else { None },

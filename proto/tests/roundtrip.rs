@@ -22,7 +22,7 @@ fn acl() -> impl Strategy<Value = Acl> {
 fn create() -> impl Strategy<Value = CreateRequest> {
     (
         path(),
-        prop::collection::vec(any::<u8>(), 0..32),
+        prop::option::of(prop::collection::vec(any::<u8>(), 0..32)),
         prop::collection::vec(acl(), 0..3),
         0..7i32,
     )
@@ -42,7 +42,7 @@ fn write_op() -> impl Strategy<Value = Request> {
         (path(), any::<i32>()).prop_map(|(path, version)| Request::Delete { path, version }),
         (
             path(),
-            prop::collection::vec(any::<u8>(), 0..16),
+            prop::option::of(prop::collection::vec(any::<u8>(), 0..16)),
             any::<i32>()
         )
             .prop_map(|(path, data, version)| Request::SetData {
@@ -139,7 +139,14 @@ fn responses_round_trip() {
         (
             OpCode::GetData,
             Response::GetData {
-                data: b"x".to_vec(),
+                data: Some(b"x".to_vec()),
+                stat: stat.clone(),
+            },
+        ),
+        (
+            OpCode::GetData,
+            Response::GetData {
+                data: None,
                 stat: stat.clone(),
             },
         ),
@@ -191,6 +198,65 @@ fn responses_round_trip() {
         let got = Response::read_body(op, &mut Reader::new(&out)).unwrap();
         assert_eq!(got, resp, "{op:?}");
     }
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Data Model": a znode's data
+/// may be null. Null node data is jute's null buffer (length -1) both ways,
+/// in a setData request, a create and a getData reply (single and inside a
+/// multi), never an empty buffer (length 0).
+#[test]
+fn null_node_data_is_a_length_of_minus_one_on_the_wire() {
+    let stat = Stat::default();
+    let mut get = Vec::new();
+    Response::GetData {
+        data: None,
+        stat: stat.clone(),
+    }
+    .write_body(&mut get);
+    assert_eq!(&get[..4], &(-1i32).to_be_bytes());
+    assert_eq!(get.len(), 4 + stat.to_bytes().len());
+    let mut multi = Vec::new();
+    Response::Multi(vec![OpResult::GetData {
+        data: None,
+        stat: stat.clone(),
+    }])
+    .write_body(&mut multi);
+    // After the op's header (op, done, err): the data's length.
+    assert_eq!(&multi[9..13], &(-1i32).to_be_bytes());
+    let back = Response::read_body(OpCode::MultiRead, &mut Reader::new(&multi)).unwrap();
+    assert_eq!(
+        back,
+        Response::Multi(vec![OpResult::GetData { data: None, stat }])
+    );
+
+    let set = Request::SetData {
+        path: "/a".into(),
+        data: None,
+        version: -1,
+    };
+    let mut body = Vec::new();
+    set.write_body(&mut body);
+    assert_eq!(&body[6..10], &(-1i32).to_be_bytes());
+    let op = OpCode::SetData.code();
+    assert_eq!(
+        Request::read_body(op, &mut Reader::new(&body)).unwrap(),
+        Some(set)
+    );
+    let create = Request::Create(CreateRequest {
+        path: "/a".into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        flags: 0,
+        ttl: None,
+    });
+    let mut body = Vec::new();
+    create.write_body(&mut body);
+    assert_eq!(&body[6..10], &(-1i32).to_be_bytes());
+    let op = OpCode::Create.code();
+    assert_eq!(
+        Request::read_body(op, &mut Reader::new(&body)).unwrap(),
+        Some(create)
+    );
 }
 
 #[test]

@@ -544,7 +544,7 @@ impl Client {
                 let req = if ctx.rng.chance(700) {
                     Request::Create(CreateRequest {
                         path,
-                        data: vec![1],
+                        data: Some(vec![1]),
                         acl: Acl::open_unsafe(),
                         flags: 1,
                         ttl: None,
@@ -562,9 +562,11 @@ impl Client {
                 self.next_value += 1;
                 let tag = format!("{}-{}", self.id, self.next_value);
                 let create = |p: String| {
+                    // Null data, which every member keeps null (ZooKeeper
+                    // Programmer's Guide, "ZooKeeper Data Model").
                     Request::Create(CreateRequest {
                         path: p,
-                        data: Vec::new(),
+                        data: None,
                         acl: Acl::open_unsafe(),
                         flags: 0,
                         ttl: None,
@@ -647,7 +649,7 @@ impl Client {
                 RegOp::Create { value },
                 Request::Create(CreateRequest {
                     path: path.clone(),
-                    data: value.to_be_bytes().to_vec(),
+                    data: Some(value.to_be_bytes().to_vec()),
                     acl: Acl::open_unsafe(),
                     flags: 0,
                     ttl: None,
@@ -657,7 +659,7 @@ impl Client {
                 RegOp::Set { value, version },
                 Request::SetData {
                     path: path.clone(),
-                    data: value.to_be_bytes().to_vec(),
+                    data: Some(value.to_be_bytes().to_vec()),
                     version,
                 },
             ),

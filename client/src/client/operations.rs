@@ -41,7 +41,23 @@ impl Client {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<String> {
-        let req = create_request_with(self.chroot_ref(), path, data, acl, mode, None, false)?;
+        self.create_maybe_null(path, Some(data), acl, mode, None)
+            .await
+    }
+
+    /// [`Client::create`], or with `ttl` [`Client::create_ttl`], with
+    /// `data` `None` for null data (what zkCli's `create` without data
+    /// sends; ZooKeeper Programmer's Guide, "ZooKeeper Data Model").
+    pub(crate) async fn create_maybe_null(
+        &self,
+        path: &str,
+        data: Option<&[u8]>,
+        acl: &[Acl],
+        mode: CreateMode,
+        ttl: Option<Duration>,
+    ) -> Result<String> {
+        let ttl_ms = ttl.map(|t| t.as_millis().min(i64::MAX as u128) as i64);
+        let req = create_request_with(self.chroot_ref(), path, data, acl, mode, ttl_ms, false)?;
         let resp = self.call(req).await?;
         expect!(resp,
             Response::Create { path } | Response::Create2 { path, .. } => self.client_path(&path))
@@ -55,7 +71,7 @@ impl Client {
         acl: &[Acl],
         mode: CreateMode,
     ) -> Result<(String, Stat)> {
-        let req = create_request_with(self.chroot_ref(), path, data, acl, mode, None, true)?;
+        let req = create_request_with(self.chroot_ref(), path, Some(data), acl, mode, None, true)?;
         let resp = self.call(req).await?;
         expect!(resp, Response::Create2 { path, stat } => (self.client_path(&path), stat))
     }
@@ -73,8 +89,15 @@ impl Client {
         ttl: Duration,
     ) -> Result<(String, Stat)> {
         let ttl_ms = ttl.as_millis().min(i64::MAX as u128) as i64;
-        let req =
-            create_request_with(self.chroot_ref(), path, data, acl, mode, Some(ttl_ms), true)?;
+        let req = create_request_with(
+            self.chroot_ref(),
+            path,
+            Some(data),
+            acl,
+            mode,
+            Some(ttl_ms),
+            true,
+        )?;
         let resp = self.call(req).await?;
         expect!(resp, Response::Create2 { path, stat } => (self.client_path(&path), stat))
     }
@@ -123,8 +146,15 @@ impl Client {
         }
     }
 
-    /// The node's data and stat.
+    /// The node's data and stat. Null data (a node created or set with
+    /// null data by another client) reads as empty.
     pub async fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat)> {
+        let (data, stat) = self.get_data_maybe_null(path).await?;
+        Ok((data.unwrap_or_default(), stat))
+    }
+
+    /// [`Client::get_data`] with null data as `None`.
+    pub(crate) async fn get_data_maybe_null(&self, path: &str) -> Result<(Option<Vec<u8>>, Stat)> {
         let path = self.server_path(path)?;
         let resp = self.call(Request::GetData { path, watch: false }).await?;
         expect!(resp, Response::GetData { data, stat } => (data, stat))
@@ -133,6 +163,15 @@ impl Client {
     /// [`Client::get_data`] and a watch that fires when the data changes or
     /// the node is deleted.
     pub async fn get_data_w(&self, path: &str) -> Result<(Vec<u8>, Stat, WatchReceiver)> {
+        let (data, stat, rx) = self.get_data_maybe_null_w(path).await?;
+        Ok((data.unwrap_or_default(), stat, rx))
+    }
+
+    /// [`Client::get_data_w`] with null data as `None`.
+    pub(crate) async fn get_data_maybe_null_w(
+        &self,
+        path: &str,
+    ) -> Result<(Option<Vec<u8>>, Stat, WatchReceiver)> {
         let spath = self.server_path(path)?;
         let (tx, rx) = WatchReceiver::new();
         let reg = WatchReg {
@@ -154,7 +193,7 @@ impl Client {
         let resp = self
             .call(Request::SetData {
                 path,
-                data: data.to_vec(),
+                data: Some(data.to_vec()),
                 version: version.unwrap_or(-1),
             })
             .await?;
@@ -342,7 +381,10 @@ impl Client {
         Ok(results
             .into_iter()
             .map(|r| match r {
-                OpResult::GetData { data, stat } => Ok(ReadResult::Data { data, stat }),
+                OpResult::GetData { data, stat } => Ok(ReadResult::Data {
+                    data: data.unwrap_or_default(),
+                    stat,
+                }),
                 OpResult::GetChildren { children } => Ok(ReadResult::Children { children }),
                 OpResult::Error { err } => {
                     Err(Error::from_code(err).unwrap_or(Error::Unknown(err)))
@@ -482,7 +524,7 @@ impl Client {
     pub async fn get_config(&self) -> Result<(Vec<u8>, Stat)> {
         let path = CONFIG_NODE.to_string();
         let resp = self.call(Request::GetData { path, watch: false }).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat))
     }
 
     /// [`Client::get_config`] and a watch that fires when the configuration
@@ -499,7 +541,7 @@ impl Client {
             watch: true,
         };
         let resp = self.submit(req, Some(reg), None).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat, rx))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat, rx))
     }
 
     /// Asks the ensemble to change its membership (ZooKeeper 3.5+'s
@@ -523,7 +565,7 @@ impl Client {
             cur_config_id: from_config,
         });
         let resp = self.call(req).await?;
-        expect!(resp, Response::GetData { data, stat } => (data, stat))
+        expect!(resp, Response::GetData { data, stat } => (data.unwrap_or_default(), stat))
     }
 
     // ---- recipes (wazoo only) -----------------------------------------------

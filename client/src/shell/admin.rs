@@ -58,7 +58,7 @@ pub(super) async fn config(
     } else {
         zk.get_config().await?
     };
-    let text = format::data(&data);
+    let text = format::data(Some(&data));
     if a.has('c') {
         wr(writeln!(out, "{}", client_config(&text)))?;
     } else {
@@ -182,7 +182,7 @@ pub(super) async fn reconfig(
     wr(writeln!(
         out,
         "Committed new configuration:\n{}",
-        format::data(&data)
+        format::data(Some(&data))
     ))?;
     if a.has('s') {
         wr(write!(out, "{}", format::stat(&stat)))?;

@@ -170,9 +170,12 @@ pub fn error(e: &Error, path: &str) -> String {
     }
 }
 
-/// Data as zkCli prints it: UTF-8 (lossy).
-pub fn data(d: &[u8]) -> String {
-    String::from_utf8_lossy(d).into_owned()
+/// Data as zkCli prints it: UTF-8 (lossy), and `null` for null data.
+pub fn data(d: Option<&[u8]>) -> String {
+    match d {
+        Some(d) => String::from_utf8_lossy(d).into_owned(),
+        None => "null".to_string(),
+    }
 }
 
 /// Bytes as text if they are printable UTF-8, else `0x` hex.

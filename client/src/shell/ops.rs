@@ -61,13 +61,13 @@ impl Shell {
             }
             "get" => {
                 let (data, stat) = if a.has('w') {
-                    let (d, s, watch) = zk.get_data_w(p).await?;
+                    let (d, s, watch) = zk.get_data_maybe_null_w(p).await?;
                     self.watch_printer(watch);
                     (d, s)
                 } else {
-                    zk.get_data(p).await?
+                    zk.get_data_maybe_null(p).await?
                 };
-                wr(writeln!(out, "{}", format::data(&data)))?;
+                wr(writeln!(out, "{}", format::data(data.as_deref())))?;
                 if a.has('s') {
                     wr(write!(out, "{}", format::stat(&stat)))?;
                 }
@@ -112,22 +112,19 @@ impl Shell {
                     (true, false, _, _) => CreateMode::PersistentSequential,
                     (false, false, _, _) => CreateMode::Persistent,
                 };
-                let data = a.pos.get(1).map(|d| d.as_bytes()).unwrap_or(b"");
+                // No data is null data, as zkCli sends it.
+                let data = a.pos.get(1).map(|d| d.as_bytes());
                 let acl = match a.pos.get(2) {
                     Some(s) => format::parse_acl(s).map_err(cmd_failed)?,
                     None => Acl::open_unsafe(),
                 };
-                let created = match ttl {
+                let ttl = match ttl {
                     Some(t) if t <= 0 => {
                         return Err(cmd_failed(format!("ttl must be positive, got {t}")))
                     }
-                    Some(t) => {
-                        zk.create_ttl(p, data, &acl, mode, Duration::from_millis(t as u64))
-                            .await?
-                            .0
-                    }
-                    None => zk.create(p, data, &acl, mode).await?,
+                    t => t.map(|t| Duration::from_millis(t as u64)),
                 };
+                let created = zk.create_maybe_null(p, data, &acl, mode, ttl).await?;
                 wr(writeln!(out, "Created {created}"))?;
             }
             "delete" => zk.delete(p, a.version()?).await?,

@@ -111,7 +111,7 @@ fn a_reconfig_commits_on_the_old_quorum_and_is_active_from_its_commit() {
                         z(2, 2),
                         0,
                         &Response::GetData {
-                            data: new_text.as_bytes().to_vec(),
+                            data: Some(new_text.as_bytes().to_vec()),
                             stat: stat(&h),
                         }
                     ),

@@ -119,6 +119,8 @@ impl Server {
     ) -> Option<Result<(Txn, WriteKind), ErrorCode>> {
         match req {
             Request::SetData { path, data, .. } if path == RECIPES_NODE => {
+                // Null data deploys nothing, as empty data does.
+                let data = data.as_deref().unwrap_or_default();
                 Some(self.prep_deploy_bytes(auth, data, SOURCE_CLIENT))
             }
             Request::Delete { path, .. } if is_module_path(path) => {
@@ -250,7 +252,9 @@ impl Server {
     /// The module a write deploys, if `req` is a deploy.
     pub(super) fn deploy_bytes(req: &Request) -> Option<&[u8]> {
         match req {
-            Request::SetData { path, data, .. } if path == RECIPES_NODE => Some(data),
+            Request::SetData { path, data, .. } if path == RECIPES_NODE => {
+                Some(data.as_deref().unwrap_or_default())
+            }
             _ => None,
         }
     }

@@ -606,7 +606,7 @@ pub(super) fn prep_single(
             data,
             version,
         } => {
-            let txn = prep_set_data(cfg, view, auth, path, data, *version)?;
+            let txn = prep_set_data(cfg, view, auth, path, data.as_deref(), *version)?;
             Ok((txn, Some(WriteKind::SetData { path: path.clone() })))
         }
         Request::SetAcl { path, acl, version } => {
@@ -702,9 +702,10 @@ pub(super) fn prep_create(
     if parent.stat.ephemeral_owner != 0 {
         return Err(ErrorCode::NoChildrenForEphemerals);
     }
-    check_data_size(cfg, &c.data)?;
+    let data = c.data.as_deref();
+    check_data_size(cfg, data)?;
     if cfg.enforce_quota {
-        view.check_quota(&final_path, c.data.len() as i64, true)?;
+        view.check_quota(&final_path, data_len(data), true)?;
     }
     let kind = if mode.is_container() {
         NodeKind::Container
@@ -719,7 +720,7 @@ pub(super) fn prep_create(
         parent_path,
         parent,
         &final_path,
-        &c.data,
+        data,
         acl,
         owner,
         kind,
@@ -738,7 +739,7 @@ pub(super) fn stage_new_node(
     parent_path: &str,
     mut parent: Record,
     path: &str,
-    data: &[u8],
+    data: Option<&[u8]>,
     acl: Vec<Acl>,
     owner: i64,
     kind: NodeKind,
@@ -753,7 +754,7 @@ pub(super) fn stage_new_node(
     };
     let txn = checked(Txn::Create(CreateTxn {
         path: path.to_string(),
-        data: data.to_vec(),
+        data: data.map(<[u8]>::to_vec),
         acl,
         ephemeral_owner: owner,
         parent_cversion: new_cversion,
@@ -772,7 +773,7 @@ pub(super) fn stage_new_node(
         ctime: view.time_ms,
         mtime: view.time_ms,
         ephemeral_owner: owner,
-        data_length: data.len() as i32,
+        data_length: data_len(data) as i32,
         pzxid: zxid,
         ..Stat::default()
     };
@@ -795,10 +796,15 @@ pub(super) fn checked(txn: Txn) -> Result<Txn, ErrorCode> {
     Ok(txn)
 }
 
+/// The length of node data as a Stat's dataLength counts it: 0 for null.
+fn data_len(data: Option<&[u8]>) -> i64 {
+    data.map_or(0, <[u8]>::len) as i64
+}
+
 /// Node data over `jute.maxbuffer` is refused: no client can send it, and
 /// no recipe may write it (no client could read it back).
-pub(super) fn check_data_size(cfg: &ServerConfig, data: &[u8]) -> Result<(), ErrorCode> {
-    if data.len() > cfg.max_buffer_bytes {
+pub(super) fn check_data_size(cfg: &ServerConfig, data: Option<&[u8]>) -> Result<(), ErrorCode> {
+    if data_len(data) > cfg.max_buffer_bytes as i64 {
         return Err(ErrorCode::BadArguments);
     }
     Ok(())
@@ -855,7 +861,7 @@ pub(super) fn prep_set_data(
     view: &mut View<'_>,
     auth: &AuthInfo,
     path: &str,
-    data: &[u8],
+    data: Option<&[u8]>,
     version: i32,
 ) -> Result<Txn, ErrorCode> {
     validate_path(path)?;
@@ -866,19 +872,19 @@ pub(super) fn prep_set_data(
         return Err(ErrorCode::NoAuth);
     }
     if cfg.enforce_quota {
-        view.check_quota(path, data.len() as i64, false)?;
+        view.check_quota(path, data_len(data), false)?;
     }
     check_data_size(cfg, data)?;
     let v = check_version(r.stat.version, version)?;
     let txn = checked(Txn::SetData {
         path: path.to_string(),
-        data: data.to_vec(),
+        data: data.map(<[u8]>::to_vec),
         version: v,
     })?;
     r.stat.version = v;
     r.stat.mzxid = view.zxid.to_wire();
     r.stat.mtime = view.time_ms;
-    r.stat.data_length = data.len() as i32;
+    r.stat.data_length = data_len(data) as i32;
     r.data = recipes::record_data(data);
     view.set(path, Some(r));
     Ok(txn)

@@ -330,7 +330,10 @@ impl Server {
         let stat = self.recipes_node_stat()?;
         Some(Ok(match req {
             Request::Exists { .. } => Response::Stat(stat),
-            Request::GetData { .. } => Response::GetData { data, stat },
+            Request::GetData { .. } => Response::GetData {
+                data: Some(data),
+                stat,
+            },
             Request::GetChildren { .. } => Response::GetChildren {
                 children: Vec::new(),
             },
@@ -1027,9 +1030,10 @@ impl RecipeTxn {
 }
 
 /// Data carried by prep records so a recipe reads what outstanding writes
-/// will leave (`None`: the tree's data is current).
-pub(super) fn record_data(data: &[u8]) -> Option<Arc<[u8]>> {
-    Some(Arc::from(data))
+/// will leave (`None`: the tree's data is current). Recipes read null data
+/// as empty.
+pub(super) fn record_data(data: Option<&[u8]>) -> Option<Arc<[u8]>> {
+    Some(Arc::from(data.unwrap_or_default()))
 }
 
 /// What one recipe call does to a tree, without a pipeline: the reply and

@@ -41,6 +41,7 @@ pub(super) fn prep_reconfig(
         return Err(ErrorCode::ReconfigDisabled);
     }
     let (committed, committed_stat) = view.tree.get_data(CONFIG_NODE).ok_or(ErrorCode::NoNode)?;
+    let committed = committed.unwrap_or_default();
     if !ensemble || committed.is_empty() {
         // A standalone server has no membership to change (whatever an
         // imported tree holds): ZooKeeper's ZooKeeperServer (not a
@@ -118,12 +119,12 @@ pub(super) fn prep_reconfig(
     next.check_ids().map_err(|e| bad(&e))?;
     next.version = view.zxid.to_wire();
     let data = next.render().into_bytes();
-    check_data_size(cfg, &data)?;
+    check_data_size(cfg, Some(&data))?;
     record.stat.mzxid = view.zxid.to_wire();
     record.stat.mtime = view.time_ms;
     record.stat.version = -1;
     record.stat.data_length = data.len() as i32;
-    record.data = recipes::record_data(&data);
+    record.data = recipes::record_data(Some(&data));
     view.set(CONFIG_NODE, Some(record));
     Ok(Txn::Reconfig { data })
 }

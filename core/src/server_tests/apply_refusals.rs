@@ -9,7 +9,7 @@ use crate::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
 fn create_ttl(path: &str, ttl: i64) -> Request {
     Request::CreateTtl(CreateRequest {
         path: path.into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: Acl::open_unsafe(),
         flags: CreateMode::PersistentWithTtl.flags(),
         ttl: Some(ttl),
@@ -31,7 +31,7 @@ fn record(zxid: i64, session_id: i64, txn: Txn) -> TxnRecord {
 fn create_txn(path: &str, kind: NodeKind) -> Txn {
     Txn::Create(CreateTxn {
         path: path.into(),
-        data: b"x".to_vec(),
+        data: Some(b"x".to_vec()),
         acl: Acl::open_unsafe(),
         ephemeral_owner: 0,
         parent_cversion: 1,
@@ -76,7 +76,7 @@ fn node_data_over_jute_maxbuffer_is_refused_in_prep() {
     ok(h.call(1, create("/n", &big[..1024], CreateMode::Persistent)));
     let set = Request::SetData {
         path: "/n".into(),
-        data: big,
+        data: Some(big),
         version: -1,
     };
     assert_eq!(err(h.call(1, set)), ErrorCode::BadArguments);

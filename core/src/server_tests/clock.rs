@@ -124,7 +124,7 @@ fn a_ttl_node_ages_by_the_wall_clock_as_in_zookeeper() {
     let ttl = |path: &str, ttl_ms: i64| {
         Request::CreateTtl(CreateRequest {
             path: path.into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: Acl::open_unsafe(),
             flags: CreateMode::PersistentWithTtl.flags(),
             ttl: Some(ttl_ms),

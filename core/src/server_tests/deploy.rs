@@ -87,7 +87,7 @@ fn harness() -> (Harness, Served) {
 fn deploy(bytes: &str) -> Request {
     Request::SetData {
         path: "/zookeeper/recipes".into(),
-        data: bytes.as_bytes().to_vec(),
+        data: Some(bytes.as_bytes().to_vec()),
         version: -1,
     }
 }
@@ -228,7 +228,7 @@ fn calls_prepped_after_a_deploy_in_flight_run_the_new_version_and_earlier_ones_t
         1,
         Request::Create(wazoo_proto::CreateRequest {
             path: "/x".into(),
-            data: Vec::new(),
+            data: Some(Vec::new()),
             acl: wazoo_proto::Acl::open_unsafe(),
             flags: 0,
             ttl: None,
@@ -243,7 +243,7 @@ fn calls_prepped_after_a_deploy_in_flight_run_the_new_version_and_earlier_ones_t
         1,
         Request::SetData {
             path: "/x".into(),
-            data: b"a".to_vec(),
+            data: Some(b"a".to_vec()),
             version: -1,
         },
     );

@@ -136,7 +136,7 @@ fn data_of(h: &mut Harness, path: &str) -> Vec<u8> {
             watch: false,
         },
     )) {
-        Response::GetData { data, .. } => data,
+        Response::GetData { data, .. } => data.unwrap(),
         other => panic!("{other:?}"),
     }
 }
@@ -146,7 +146,7 @@ fn set_c(h: &mut Harness, value: &str) {
         2,
         Request::SetData {
             path: "/c".into(),
-            data: value.as_bytes().to_vec(),
+            data: Some(value.as_bytes().to_vec()),
             version: -1,
         },
     ));
@@ -267,7 +267,7 @@ fn a_sessions_later_requests_wait_behind_its_call_in_flight() {
         xid: 8,
         req: Request::SetData {
             path: "/c".into(),
-            data: b"50".to_vec(),
+            data: Some(b"50".to_vec()),
             version: -1,
         },
     });
@@ -296,7 +296,7 @@ fn a_sessions_later_requests_wait_behind_its_call_in_flight() {
         Some(Sent::Reply {
             body: Some(Response::GetData { data, .. }),
             ..
-        }) => assert_eq!(data, b"50"),
+        }) => assert_eq!(data.as_deref(), Some(&b"50"[..])),
         other => panic!("{other:?}"),
     }
 }
@@ -438,7 +438,7 @@ fn an_offloaded_steps_writes_are_checked_against_the_quota_as_it_is_when_it_retu
         h.server
             .tree()
             .get_data("/zookeeper/quota/q/zookeeper_stats")
-            .map(|(d, _)| String::from_utf8(d).unwrap()),
+            .map(|(d, _)| String::from_utf8(d.unwrap()).unwrap()),
         Some("count=3,bytes=0".to_string())
     );
 }

@@ -24,7 +24,7 @@ fn a_data_watch_fires_once_before_the_write_reply() {
         1,
         Request::SetData {
             path: "/w".into(),
-            data: b"1".to_vec(),
+            data: Some(b"1".to_vec()),
             version: -1,
         },
     ));
@@ -32,7 +32,7 @@ fn a_data_watch_fires_once_before_the_write_reply() {
         1,
         Request::SetData {
             path: "/w".into(),
-            data: b"2".to_vec(),
+            data: Some(b"2".to_vec()),
             version: -1,
         },
     ));

@@ -167,7 +167,7 @@ fn a_multi_read_sets_no_watches() {
         1,
         Request::SetData {
             path: "/a".into(),
-            data: b"x".to_vec(),
+            data: Some(b"x".to_vec()),
             version: -1,
         },
     ));
@@ -182,7 +182,7 @@ fn a_create2_inside_a_multi_is_answered_as_a_create() {
     h.connect(1);
     let c = CreateRequest {
         path: "/a".into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: Acl::open_unsafe(),
         flags: 0,
         ttl: None,
@@ -203,7 +203,7 @@ fn a_clients_delete_container_is_bad_arguments_and_deletes_nothing() {
     h.connect(1);
     let c = CreateRequest {
         path: "/c".into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: Acl::open_unsafe(),
         flags: CreateMode::Container.flags(),
         ttl: None,
@@ -279,4 +279,61 @@ fn a_ping_is_answered_at_once_behind_a_write_that_is_not_yet_durable() {
     );
     h.sync();
     assert_eq!(replies(&h), vec![wazoo_proto::xid::PING, 1]);
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Data Model": a node created or
+/// set with null data (a jute buffer of length -1) keeps it, and getData
+/// answers null (length -1), alone and inside a multiRead, with dataLength
+/// 0; empty data stays empty. wazoo answered an empty buffer for null.
+#[test]
+fn null_data_reads_back_as_null_not_empty() {
+    let mut h = Harness::default();
+    h.connect(1);
+    let get = |path: &str| Request::GetData {
+        path: path.into(),
+        watch: false,
+    };
+    let data_of = |r: Response| match r {
+        Response::GetData { data, stat } => {
+            assert_eq!(stat.data_length, 0);
+            data
+        }
+        other => panic!("{other:?}"),
+    };
+    let mut null_create = create("/n", b"", CreateMode::Persistent);
+    if let Request::Create(c) = &mut null_create {
+        c.data = None;
+    }
+    ok(h.call(1, null_create));
+    ok(h.call(1, create("/e", b"", CreateMode::Persistent)));
+    assert_eq!(data_of(ok(h.call(1, get("/n")))), None);
+    assert_eq!(data_of(ok(h.call(1, get("/e")))), Some(Vec::new()));
+    match ok(h.call(1, Request::MultiRead(vec![get("/n"), get("/e")]))) {
+        Response::Multi(results) => {
+            let data: Vec<_> = results
+                .into_iter()
+                .map(|r| match r {
+                    OpResult::GetData { data, .. } => data,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(data, vec![None, Some(Vec::new())]);
+        }
+        other => panic!("{other:?}"),
+    }
+    // setData with null, alone and in a multi, makes the data null again.
+    let set = |path: &str, data: Option<&[u8]>| Request::SetData {
+        path: path.into(),
+        data: data.map(<[u8]>::to_vec),
+        version: -1,
+    };
+    ok(h.call(1, set("/n", Some(b"x"))));
+    assert!(matches!(
+        ok(h.call(1, get("/n"))),
+        Response::GetData { data: Some(d), .. } if d == b"x"
+    ));
+    ok(h.call(1, set("/n", None)));
+    assert_eq!(data_of(ok(h.call(1, get("/n")))), None);
+    ok(h.call(1, Request::Multi(vec![set("/e", None)])));
+    assert_eq!(data_of(ok(h.call(1, get("/e")))), None);
 }

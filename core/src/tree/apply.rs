@@ -98,7 +98,7 @@ impl DataTree {
                 path,
                 data,
                 version,
-            } => self.set_data(hdr, path, data, *version, triggers),
+            } => self.set_data(hdr, path, data.as_deref(), *version, triggers),
             Txn::SetAcl {
                 path,
                 acl,
@@ -155,7 +155,7 @@ impl DataTree {
             num_children: 0,
             kind,
         };
-        if !self.insert_new(p, Node::for_path(&h, p, &c.data)) {
+        if !self.insert_new(p, Node::for_path(&h, p, c.data.as_deref())) {
             return Err(ApplyError::NodeExists(c.path.clone()));
         }
         let mut ph = parent.header();
@@ -168,7 +168,7 @@ impl DataTree {
             self.update_quota_for_path(root);
         }
         if let Some(root) = self.quota_root_of(p).map(str::to_string) {
-            self.update_quota_stat(&root, c.data.len() as i64, 1);
+            self.update_quota_stat(&root, c.data_len(), 1);
         }
         let parent_acl = self.acl_of(&parent);
         // The new node's list, by the id it was interned under (the node
@@ -236,7 +236,7 @@ impl DataTree {
         &mut self,
         hdr: &TxnHeader,
         p: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> Result<(), ApplyError> {
@@ -248,7 +248,7 @@ impl DataTree {
         h.mzxid = hdr.zxid;
         h.mtime = hdr.time_ms;
         h.version = version;
-        let diff = data.len() as i64 - node.data().len() as i64;
+        let diff = data.map_or(0, <[u8]>::len) as i64 - node.data().len() as i64;
         self.set_node(p, Some(node.with_data(&h, data)));
         if let Some(root) = self.quota_root_of(p).map(str::to_string) {
             self.update_quota_stat(&root, diff, 0);

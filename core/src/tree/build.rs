@@ -31,7 +31,8 @@ pub struct NodeSpec {
     pub stored_cversion: i32,
     pub aversion: i32,
     pub acl: Vec<Acl>,
-    pub data: Vec<u8>,
+    /// `None` for null data.
+    pub data: Option<Vec<u8>>,
 }
 
 impl DataTree {
@@ -94,7 +95,7 @@ impl DataTree {
                 num_children,
                 kind: n.kind,
             };
-            t.set_node(&n.path, Some(Node::new(&h, &key, &n.data)));
+            t.set_node(&n.path, Some(Node::new(&h, &key, n.data.as_deref())));
         }
         t.acls.purge();
         t.check_invariants()?;
@@ -120,7 +121,7 @@ mod tests {
             stored_cversion: 9,
             aversion: 10,
             acl: Acl::open_unsafe(),
-            data: data.to_vec(),
+            data: Some(data.to_vec()),
         }
     }
 

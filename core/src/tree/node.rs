@@ -20,7 +20,8 @@
 //! # Layout
 //!
 //! A node is an `Arc<[u8]>`: a flags byte, the key, the stat fields (those
-//! at their usual value left out, see [`Node`]), then the data. One
+//! at their usual value left out, see [`Node`]), then the data (null data,
+//! which ZooKeeper keeps apart from empty data, is a flag bit and no bytes). One
 //! allocation per znode and no separate children set keep a znode of 100
 //! bytes at about 210 bytes of resident memory, set overhead and allocator
 //! slack included (the `memory_per_node` test; Apache ZooKeeper 3.8 holds
@@ -166,13 +167,18 @@ impl Header {
 }
 
 /// Byte 0 of a node: the type's tag in the low two bits, then one bit per
-/// optional field present (see [`Node`]'s layout).
+/// optional field present (see [`Node`]'s layout), then whether the data
+/// is null.
 const TAG_MASK: u8 = 0b11;
 const F_CHILDREN: u8 = 1 << 2;
 const F_MZXID: u8 = 1 << 3;
 const F_MTIME: u8 = 1 << 4;
 const F_PZXID: u8 = 1 << 5;
 const F_VERSIONS: u8 = 1 << 6;
+/// The data is null (ZooKeeper Programmer's Guide, "ZooKeeper Data Model":
+/// a node created or set with null data reads back as null, not empty);
+/// no data bytes follow.
+const F_NULL_DATA: u8 = 1 << 7;
 /// The optional fields, in the order they are stored, with their sizes.
 const OPTIONALS: [(u8, usize); 5] = [
     (F_CHILDREN, 4),
@@ -232,7 +238,8 @@ impl Fields {
 /// ctime, the ACL id; then, each only when it differs from its usual value,
 /// numChildren (else 0), mzxid (else czxid), mtime (else ctime), pzxid (else
 /// czxid), version/cversion/aversion (else all 0); the owner or TTL for an
-/// ephemeral or TTL node; then the data. A fresh leaf, the bulk of any
+/// ephemeral or TTL node; then the data (none when the flags byte says it
+/// is null). A fresh leaf, the bulk of any
 /// large tree, stores 22 bytes besides its key and data instead of the 73 of
 /// every field in full: at 100 bytes of data that moves its allocation from
 /// allocator size class 224 to 160. The key comes first so that comparing
@@ -241,20 +248,25 @@ impl Fields {
 pub(crate) struct Node(Arc<[u8]>);
 
 impl Node {
-    /// Builds a node. `key` is the encoded key (see [`encode_key`]).
-    pub fn new(header: &Header, key: &[u8], data: &[u8]) -> Node {
+    /// Builds a node. `key` is the encoded key (see [`encode_key`]);
+    /// `data` is `None` for null data.
+    pub fn new(header: &Header, key: &[u8], data: Option<&[u8]>) -> Node {
         Node::build(header, [key, b"", b""], data)
     }
 
     /// Builds the node for a (valid) path.
-    pub fn for_path(header: &Header, path: &str, data: &[u8]) -> Node {
+    pub fn for_path(header: &Header, path: &str, data: Option<&[u8]>) -> Node {
         let p = Probe::path(path);
         Node::build(header, [p.head, p.sep, p.tail], data)
     }
 
-    fn build(header: &Header, key: [&[u8]; 3], data: &[u8]) -> Node {
+    fn build(header: &Header, key: [&[u8]; 3], data: Option<&[u8]>) -> Node {
         let key_len = key[0].len() + key[1].len() + key[2].len();
         let mut flags = header.kind.tag();
+        if data.is_none() {
+            flags |= F_NULL_DATA;
+        }
+        let data = data.unwrap_or_default();
         let mut f = Fields {
             buf: [0; FIXED_LEN + 48],
             len: 0,
@@ -331,11 +343,11 @@ impl Node {
 
     /// The same key and data with another header.
     pub fn with_header(&self, header: &Header) -> Node {
-        Node::new(header, self.key(), self.data())
+        Node::new(header, self.key(), self.nullable_data())
     }
 
     /// The same key and header with other data.
-    pub fn with_data(&self, header: &Header, data: &[u8]) -> Node {
+    pub fn with_data(&self, header: &Header, data: Option<&[u8]>) -> Node {
         Node::new(header, self.key(), data)
     }
 
@@ -395,8 +407,19 @@ impl Node {
         &self.0[at..at + len]
     }
 
+    /// The data's bytes: none for null data (whose length ZooKeeper's
+    /// Stat also reports as 0).
     pub fn data(&self) -> &[u8] {
         &self.0[self.fields_at() + FIXED_LEN + optional_len(self.flags())..]
+    }
+
+    /// The data, `None` when it is null.
+    pub fn nullable_data(&self) -> Option<&[u8]> {
+        if self.flags() & F_NULL_DATA != 0 {
+            None
+        } else {
+            Some(self.data())
+        }
     }
 
     pub fn kind(&self) -> ZnodeType {
@@ -508,7 +531,7 @@ impl std::fmt::Debug for Node {
         f.debug_struct("Node")
             .field("path", &decode_key(self.key()))
             .field("header", &self.header())
-            .field("data_len", &self.data().len())
+            .field("data_len", &self.nullable_data().map(<[u8]>::len))
             .finish()
     }
 }
@@ -697,7 +720,7 @@ mod tests {
             num_children: 3,
             kind: ZnodeType::Ttl { ttl_ms: MAX_TTL_MS },
         };
-        let n = Node::new(&h, b"/a\0b", b"data");
+        let n = Node::new(&h, b"/a\0b", Some(&b"data"[..]));
         assert_eq!(n.header(), h);
         assert_eq!(n.key(), b"/a\0b");
         assert_eq!(n.data(), b"data");
@@ -743,7 +766,7 @@ mod tests {
                     };
                     let key = vec![b'k'; len];
                     let data = [bits as u8, 1, 2];
-                    let n = Node::new(&h, &key, &data);
+                    let n = Node::new(&h, &key, Some(&data[..]));
                     assert_eq!(n.header(), h, "bits {bits:05b}, key {len}");
                     assert_eq!(n.key(), &key[..]);
                     assert_eq!(n.data(), &data[..]);
@@ -754,6 +777,46 @@ mod tests {
                     assert_eq!(n.acl(), 9);
                     assert_eq!(n.with_header(&Header::zero(3)).data(), &data[..]);
                 }
+            }
+        }
+    }
+
+    /// Null data (ZooKeeper Programmer's Guide, "ZooKeeper Data Model")
+    /// is kept apart from empty data under every combination of fields,
+    /// through a header change, and costs no byte.
+    #[test]
+    fn null_data_is_kept_apart_from_empty_data() {
+        let kinds = [
+            ZnodeType::Persistent,
+            ZnodeType::Ephemeral { owner: 3 },
+            ZnodeType::Container,
+            ZnodeType::Ttl { ttl_ms: 9 },
+        ];
+        for kind in kinds {
+            for versions in [0, 5] {
+                let h = Header {
+                    czxid: 1,
+                    mzxid: 2,
+                    version: versions,
+                    num_children: 1,
+                    kind,
+                    ..Header::zero(4)
+                };
+                let null = Node::new(&h, b"\0n", None);
+                let empty = Node::new(&h, b"\0n", Some(&b""[..]));
+                assert_eq!(null.nullable_data(), None);
+                assert_eq!(null.data(), b"");
+                assert_eq!(empty.nullable_data(), Some(&b""[..]));
+                assert_eq!((null.header(), null.kind()), (h, kind));
+                assert_eq!(null.heap_size(), empty.heap_size());
+                let moved = null.with_header(&Header::zero(8));
+                assert_eq!(moved.nullable_data(), None);
+                assert_eq!(moved.header(), Header::zero(8));
+                assert_eq!(
+                    null.with_data(&h, Some(&b"x"[..])).nullable_data(),
+                    Some(&b"x"[..])
+                );
+                assert_eq!(empty.with_data(&h, None).nullable_data(), None);
             }
         }
     }
@@ -769,7 +832,7 @@ mod tests {
             mtime: 99,
             ..Header::zero(1)
         };
-        let n = Node::for_path(&h, "/mem/b0000/n0000", &[b'm'; 100]);
+        let n = Node::for_path(&h, "/mem/b0000/n0000", Some(&[b'm'; 100][..]));
         assert_eq!(
             n.heap_size(),
             HEADER_LEN_MIN + 16 + 100 + 2 * std::mem::size_of::<usize>()

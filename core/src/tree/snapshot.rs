@@ -1,12 +1,12 @@
 //! Tree snapshots: an O(1) copy of the applied state, and its binary form.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! Integers are big-endian. A "string" is a `u32` byte length and that many
 //! bytes of UTF-8.
 //!
 //! ```text
-//! magic     8 bytes  "WZTREE" then u16 version (1)
+//! magic     8 bytes  "WZTREE" then u16 version (2)
 //! count     u64      number of nodes
 //! node * count, in key order (every parent before its children, siblings
 //!                    sorted by name; the root first):
@@ -20,9 +20,15 @@
 //!                     list is defined here:
 //!                       count u32, then per entry: perms i32, scheme string,
 //!                       id string
-//!   data      u32 length, then the bytes
+//!   data      u32 length, then the bytes; 0xFFFFFFFF (jute's -1) and no
+//!                     bytes for null data
 //! crc       u32      CRC-32 (IEEE) of every byte before it
 //! ```
+//!
+//! Version 1, still read, is the same but for null data: it had none, and
+//! its data, empty included, loads as bytes, never as null (ZooKeeper
+//! Programmer's Guide, "ZooKeeper Data Model": null data reads back as
+//! null, which version 2 keeps apart from empty).
 //!
 //! numChildren is not stored (it is the number of children that follow).
 //! The reader consumes exactly these bytes, so a snapshot can be embedded
@@ -41,7 +47,12 @@ use super::node::{encode_key, Header, Node, ZnodeType};
 use super::DataTree;
 
 const MAGIC: &[u8; 6] = b"WZTREE";
-const VERSION: u16 = 1;
+/// The version written: 2 keeps null data apart from empty data.
+const VERSION: u16 = 2;
+/// The version before null data, still read.
+const VERSION_1: u16 = 1;
+/// The data length that stands for null data (version 2).
+const NULL_DATA: u32 = u32::MAX;
 
 /// Bytes of a node record between its path and its ACL definition.
 const FIXED_LEN: usize = 1 + 8 + 5 * 8 + 3 * 4 + 4;
@@ -207,7 +218,10 @@ impl TreeSnapshot {
                     }
                 }
             }
-            out.bytes(n.data())?;
+            match n.nullable_data() {
+                Some(data) => out.bytes(data)?,
+                None => out.u32(NULL_DATA),
+            }
             if out.buf.len() >= 64 << 10 {
                 out.flush()?;
             }
@@ -250,6 +264,11 @@ impl In<'_> {
     /// allocate what the input does not hold.
     fn bytes(&mut self, max: u32, what: &str) -> Result<Vec<u8>, SnapshotError> {
         let len = self.u32()?;
+        self.bytes_of_len(len, max, what)
+    }
+
+    /// [`In::bytes`] once its length is read.
+    fn bytes_of_len(&mut self, len: u32, max: u32, what: &str) -> Result<Vec<u8>, SnapshotError> {
         if len > max {
             return Err(corrupt(format!(
                 "{what} of {len} bytes is over the limit of {max}"
@@ -278,9 +297,9 @@ pub(super) fn read(r: &mut dyn Read) -> Result<DataTree, SnapshotError> {
     if &inp.exact::<6>()? != MAGIC {
         return Err(SnapshotError::BadMagic);
     }
-    let version = inp.u16()?;
-    if version != VERSION {
-        return Err(SnapshotError::Version(version));
+    let format = inp.u16()?;
+    if format != VERSION && format != VERSION_1 {
+        return Err(SnapshotError::Version(format));
     }
     let count = inp.u64()?;
     if count == 0 {
@@ -346,7 +365,10 @@ pub(super) fn read(r: &mut dyn Read) -> Result<DataTree, SnapshotError> {
         } else if acl as usize > acl_lists.len() {
             return Err(corrupt(format!("{p}: ACL {acl} is not defined")));
         }
-        let data = inp.bytes(MAX_DATA_LEN, "data")?;
+        let data = match inp.u32()? {
+            NULL_DATA if format >= VERSION => None,
+            len => Some(inp.bytes_of_len(len, MAX_DATA_LEN, "data")?),
+        };
         if i > 0 {
             let parent = encode_key(wazoo_proto::path::parent(&p));
             let pi = nodes
@@ -370,7 +392,7 @@ pub(super) fn read(r: &mut dyn Read) -> Result<DataTree, SnapshotError> {
             num_children: 0,
             kind,
         };
-        nodes.push(Node::new(&h, &key, &data));
+        nodes.push(Node::new(&h, &key, data.as_deref()));
         kids.push(0);
     }
     let computed = inp.crc.clone().finalize();

@@ -38,7 +38,7 @@ fn create_txn(tree: &DataTree, path: &str, data: &[u8], owner: i64, kind: NodeKi
         .map_or(0, |c| c.wrapping_add(1));
     Txn::Create(CreateTxn {
         path: path.to_string(),
-        data: data.to_vec(),
+        data: Some(data.to_vec()),
         acl: Acl::open_unsafe(),
         ephemeral_owner: owner,
         parent_cversion: pcv,
@@ -83,6 +83,15 @@ impl Fixture {
         self.apply(S1, &t).unwrap()
     }
 
+    /// Creates `path` with null data.
+    fn create_null(&mut self, path: &str) -> Vec<Trigger> {
+        let mut t = create_txn(&self.tree, path, b"", 0, NodeKind::Regular);
+        if let Txn::Create(c) = &mut t {
+            c.data = None;
+        }
+        self.apply(S1, &t).unwrap()
+    }
+
     fn create_kind(&mut self, path: &str, owner: i64, kind: NodeKind) {
         let t = create_txn(&self.tree, path, b"", owner, kind);
         self.apply(S1, &t).unwrap();
@@ -96,7 +105,7 @@ impl Fixture {
         let v = self.tree.stat(path).unwrap().version + 1;
         let t = Txn::SetData {
             path: path.into(),
-            data: data.to_vec(),
+            data: Some(data.to_vec()),
             version: v,
         };
         self.apply(S1, &t).unwrap()
@@ -276,20 +285,81 @@ fn set_data_replaces_the_data_and_takes_the_version_from_the_txn() {
     assert_eq!(s.data_length, 12);
     assert_eq!(
         f.tree.get_data("/n").unwrap(),
-        (b"second value".to_vec(), s)
+        (Some(b"second value".to_vec()), s)
     );
     // The txn carries the absolute version; apply does not increment.
     f.apply(
         S1,
         &Txn::SetData {
             path: "/n".into(),
-            data: vec![],
+            data: Some(vec![]),
             version: 41,
         },
     )
     .unwrap();
     assert_eq!(f.stat("/n").version, 41);
     assert_eq!(f.stat("/n").data_length, 0);
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Data Model": a node created or
+/// set with null data reads back as null (ZooKeeper's getData answers a
+/// null buffer), not as empty data, and its Stat's dataLength is 0; data
+/// set again reads back as set. Null counts as no bytes for quotas and the
+/// data size, and trees that differ only in null against empty differ.
+#[test]
+fn null_data_reads_back_as_null_not_empty() {
+    let mut f = Fixture::new();
+    let size = f.tree.approximate_data_size();
+    f.create_null("/n");
+    assert_eq!(f.tree.approximate_data_size(), size + 2);
+    let (data, stat) = f.tree.get_data("/n").unwrap();
+    assert_eq!((data, stat.data_length), (None, 0));
+    assert_eq!(f.tree.node("/n").unwrap().nullable_data(), None);
+    assert_eq!(f.tree.node("/n").unwrap().data(), b"");
+    let empty = {
+        let mut g = Fixture::new();
+        g.create("/n", b"");
+        g.tree
+    };
+    assert!(f.tree != empty, "null and empty data are different trees");
+
+    f.set_data("/n", b"x");
+    assert_eq!(f.tree.get_data("/n").unwrap().0, Some(b"x".to_vec()));
+    let set_null = |version| Txn::SetData {
+        path: "/n".into(),
+        data: None,
+        version,
+    };
+    f.apply(S1, &set_null(2)).unwrap();
+    let (data, stat) = f.tree.get_data("/n").unwrap();
+    assert_eq!((data, stat.data_length, stat.version), (None, 0, 2));
+    // A change of the header (a child, an ACL) keeps the data null.
+    f.create("/n/c", b"");
+    f.apply(
+        S1,
+        &Txn::SetAcl {
+            path: "/n".into(),
+            acl: Acl::read_unsafe(),
+            aversion: 1,
+        },
+    )
+    .unwrap();
+    assert_eq!(f.tree.get_data("/n").unwrap().0, None);
+    // A multi that fails rolls null data back as null.
+    f.apply_err(
+        S1,
+        &Txn::Multi(vec![
+            Txn::SetData {
+                path: "/n".into(),
+                data: Some(b"y".to_vec()),
+                version: 3,
+            },
+            Txn::Delete {
+                path: "/missing".into(),
+            },
+        ]),
+    );
+    assert_eq!(f.tree.get_data("/n").unwrap().0, None);
 }
 
 #[test]
@@ -386,7 +456,7 @@ fn sequence_names_come_from_the_parent_cversion() {
     // The tree stores whatever cversion the txn carries, wrapped ones too.
     let t = Txn::Create(CreateTxn {
         path: "/q/-2147483648".into(),
-        data: vec![],
+        data: Some(vec![]),
         acl: Acl::open_unsafe(),
         ephemeral_owner: 0,
         parent_cversion: i32::MIN,
@@ -498,7 +568,7 @@ fn memory_per_node() {
     for i in 0..n {
         let txn = Txn::Create(CreateTxn {
             path: format!("/bench/node{i:010}"),
-            data: data.clone(),
+            data: Some(data.clone()),
             acl: Acl::open_unsafe(),
             ephemeral_owner: 0,
             parent_cversion: i as i32 + 1,

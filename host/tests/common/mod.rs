@@ -332,3 +332,136 @@ pub fn get_metrics(port: u16) -> String {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.to_string()
 }
+
+/// Sends `req` on a raw session (see [`raw_session`]) and reads until its
+/// reply (watch events before it are skipped): the reply's error code and,
+/// when it is 0, its decoded body. Panics if the connection fails.
+pub fn raw_call(
+    s: &mut std::net::TcpStream,
+    xid: i32,
+    req: &wazoo_proto::Request,
+) -> (i32, Option<wazoo_proto::Response>) {
+    use std::io::Write;
+    use wazoo_proto::jute::{Jute, Reader};
+    let mut out = Vec::new();
+    wazoo_proto::frame::write_request(&mut out, xid, req);
+    s.write_all(&out).expect("send a raw request");
+    loop {
+        let p = read_frame(s).expect("a raw reply");
+        let mut r = Reader::new(&p);
+        let h = wazoo_proto::ReplyHeader::read(&mut r).expect("a reply header");
+        if h.xid != xid {
+            continue;
+        }
+        if h.err != 0 {
+            return (h.err, None);
+        }
+        let body = wazoo_proto::Response::read_body(req.opcode(), &mut r).expect("a reply body");
+        return (0, Some(body));
+    }
+}
+
+/// Runs each request on a new raw session to `addr`; each must succeed.
+pub fn raw_writes(addr: impl std::net::ToSocketAddrs, reqs: &[wazoo_proto::Request]) {
+    let mut s = raw_session(addr).expect("a raw session");
+    for (i, req) in reqs.iter().enumerate() {
+        let (err, _) = raw_call(&mut s, i as i32 + 1, req);
+        assert_eq!(err, 0, "{req:?}");
+    }
+}
+
+/// The data getData answers for each path, on a new raw session to `addr`
+/// (`None`: null data, which `wazoo_client` would show as empty); each
+/// node's dataLength must be its data's length.
+pub fn raw_data(addr: impl std::net::ToSocketAddrs, paths: &[&str]) -> Vec<Option<Vec<u8>>> {
+    let mut s = raw_session(addr).expect("a raw session");
+    paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let get = wazoo_proto::Request::GetData {
+                path: p.to_string(),
+                watch: false,
+            };
+            match raw_call(&mut s, i as i32 + 1, &get) {
+                (0, Some(wazoo_proto::Response::GetData { data, stat })) => {
+                    assert_eq!(stat.data_length, data.as_ref().map_or(0, Vec::len) as i32);
+                    data
+                }
+                other => panic!("getData {p}: {other:?}"),
+            }
+        })
+        .collect()
+}
+
+/// A create of a world-open persistent node; `data` `None` is null data.
+pub fn raw_create(path: &str, data: Option<&[u8]>) -> wazoo_proto::Request {
+    wazoo_proto::Request::Create(wazoo_proto::CreateRequest {
+        path: path.into(),
+        data: data.map(<[u8]>::to_vec),
+        acl: wazoo_proto::Acl::open_unsafe(),
+        flags: 0,
+        ttl: None,
+    })
+}
+
+/// Compiles `tests/c_client/<name>.c` against ZooKeeper's C client
+/// (libzookeeper-mt) into `dir`: the program.
+pub fn compile_c_client(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c_client")
+        .join(format!("{name}.c"));
+    let bin = dir.join(name);
+    let out = std::process::Command::new("cc")
+        .args(["-DTHREADED", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .arg("-lzookeeper_mt")
+        .output()
+        .expect("a C compiler (cc)");
+    assert!(
+        out.status.success(),
+        "compiling the C client (needs libzookeeper-mt-dev, which scripts/setup.sh installs): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    bin
+}
+
+/// Compiles `tests/java/<class>.java` against `classpath` into `dir` and
+/// runs it with `args` (for at most 120 s): its stdout lines. Panics if
+/// either step fails.
+pub fn run_java(
+    dir: &std::path::Path,
+    class: &str,
+    classpath: &[&str],
+    args: &[&str],
+) -> Vec<String> {
+    let classpath = classpath.join(":");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/java")
+        .join(format!("{class}.java"));
+    let out = std::process::Command::new("javac")
+        .args(["-cp", &classpath, "-d"])
+        .arg(dir)
+        .arg(&src)
+        .output()
+        .expect("javac runs");
+    assert!(
+        out.status.success(),
+        "javac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_cp = format!("{}:{classpath}", dir.display());
+    let out = std::process::Command::new("timeout")
+        .args(["120", "java", "-cp", &run_cp, class])
+        .args(args)
+        .output()
+        .expect("java runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{class}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().map(str::to_string).collect()
+}

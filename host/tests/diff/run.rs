@@ -77,8 +77,8 @@ impl<'a> R<'a> {
     }
     fn data(&mut self) -> Option<String> {
         Some(match self.buf()? {
-            // Null data reads back as empty from wazoo (docs/COMPATIBILITY.md).
-            None => "[]".into(),
+            // Null data reads back as null, apart from empty ("[]").
+            None => "null".into(),
             Some(b) if b.len() <= 16 => format!("{b:02x?}"),
             Some(b) => format!(
                 "{} bytes, sum {}",

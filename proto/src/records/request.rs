@@ -31,7 +31,8 @@ pub enum Request {
     },
     SetData {
         path: String,
-        data: Vec<u8>,
+        /// `None`: jute's null (-1), which the node keeps as null data.
+        data: Option<Vec<u8>>,
         version: i32,
     },
     GetAcl {
@@ -190,7 +191,7 @@ impl Request {
                 version,
             } => {
                 w.write_string(path);
-                w.write_buffer(data);
+                w.write_nullable_buffer(data.as_deref());
                 w.write_i32(*version);
             }
             Request::SetAcl { path, acl, version } => {
@@ -287,7 +288,7 @@ impl Request {
             }
             O::SetData => Request::SetData {
                 path: r.read_string()?,
-                data: r.read_buffer()?,
+                data: r.read_nullable_buffer()?,
                 version: r.read_i32()?,
             },
             O::GetAcl => Request::GetAcl {

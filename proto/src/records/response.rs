@@ -7,14 +7,29 @@ use crate::jute::{DecodeError, Jute, Reader, Writer};
 /// The result of one op inside a multi or multiRead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
-    Create { path: String },
-    Create2 { path: String, stat: Stat },
+    Create {
+        path: String,
+    },
+    Create2 {
+        path: String,
+        stat: Stat,
+    },
     Delete,
-    SetData { stat: Stat },
+    SetData {
+        stat: Stat,
+    },
     Check,
-    GetChildren { children: Vec<String> },
-    GetData { data: Vec<u8>, stat: Stat },
-    Error { err: i32 },
+    GetChildren {
+        children: Vec<String>,
+    },
+    /// `data` is `None` for a node whose data is null (written as -1).
+    GetData {
+        data: Option<Vec<u8>>,
+        stat: Stat,
+    },
+    Error {
+        err: i32,
+    },
 }
 
 impl OpResult {
@@ -46,7 +61,7 @@ impl OpResult {
             OpResult::SetData { stat } => stat.write(w),
             OpResult::GetChildren { children } => w.write_strings(children),
             OpResult::GetData { data, stat } => {
-                w.write_buffer(data);
+                w.write_nullable_buffer(data.as_deref());
                 stat.write(w);
             }
             OpResult::Error { err } => w.write_i32(*err),
@@ -78,7 +93,7 @@ impl OpResult {
                     children: r.read_strings()?,
                 },
                 Some(O::GetData) => OpResult::GetData {
-                    data: r.read_buffer()?,
+                    data: r.read_nullable_buffer()?,
                     stat: Stat::read(r)?,
                 },
                 Some(O::Error) => OpResult::Error { err: r.read_i32()? },
@@ -108,8 +123,10 @@ pub enum Response {
     },
     /// exists, setData, setACL.
     Stat(Stat),
+    /// getData (and reconfig): `data` is `None` for a node whose data is
+    /// null, written as jute's null (-1) as ZooKeeper writes it.
     GetData {
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         stat: Stat,
     },
     GetAcl {
@@ -150,7 +167,7 @@ impl Response {
             }
             Response::Stat(s) => s.write(w),
             Response::GetData { data, stat } => {
-                w.write_buffer(data);
+                w.write_nullable_buffer(data.as_deref());
                 stat.write(w);
             }
             Response::GetAcl { acl, stat } => {
@@ -198,7 +215,7 @@ impl Response {
             O::Exists | O::SetData | O::SetAcl => Response::Stat(Stat::read(r)?),
             // A reconfig answers with the new configuration's data and stat.
             O::GetData | O::Reconfig => Response::GetData {
-                data: r.read_buffer()?,
+                data: r.read_nullable_buffer()?,
                 stat: Stat::read(r)?,
             },
             O::GetAcl => Response::GetAcl {

@@ -5,8 +5,11 @@
 use wazoo_core::tree::DataTree;
 use wazoo_proto::{Acl, Stat};
 
+/// One znode as the listing shows it: path, data (`None`: null), stat, ACL.
+pub type Listed = (String, Option<Vec<u8>>, Stat, Vec<Acl>);
+
 /// Every znode, depth first, children in name order.
-pub fn listing(tree: &DataTree) -> Vec<(String, Vec<u8>, Stat, Vec<Acl>)> {
+pub fn listing(tree: &DataTree) -> Vec<Listed> {
     let mut out = Vec::new();
     let mut stack = vec!["/".to_string()];
     while let Some(path) = stack.pop() {
@@ -87,7 +90,7 @@ mod tests {
             &hdr,
             &Txn::SetData {
                 path: "/zookeeper".into(),
-                data: vec![1],
+                data: Some(vec![1]),
                 version: 1,
             },
         )
@@ -107,7 +110,7 @@ mod tests {
         let create = |path: &str| {
             Txn::Create(wazoo_core::txn::CreateTxn {
                 path: path.into(),
-                data: vec![],
+                data: Some(vec![]),
                 acl: wazoo_proto::Acl::open_unsafe(),
                 ephemeral_owner: 0,
                 parent_cversion: 1,

@@ -80,7 +80,7 @@ mod tests {
         };
         let create = Txn::Create(CreateTxn {
             path: "/e".into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: vec![Acl {
                 perms: 31,
                 id: Id::new("world", "anyone"),

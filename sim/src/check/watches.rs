@@ -127,7 +127,7 @@ mod tests {
             1,
             Txn::Create(CreateTxn {
                 path: "/a".into(),
-                data: vec![],
+                data: Some(vec![]),
                 acl: vec![Acl {
                     perms: 31,
                     id: Id::new("world", "anyone"),
@@ -142,7 +142,7 @@ mod tests {
                 z,
                 Txn::SetData {
                     path: "/a".into(),
-                    data: vec![z as u8],
+                    data: Some(vec![z as u8]),
                     version: z as i32 - 1,
                 },
             );

@@ -50,7 +50,8 @@ pub struct ZxidDigest {
 pub struct SnapNode {
     /// The root's path is `""`.
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None`: null data (ZooKeeper writes it as length -1).
+    pub data: Option<Vec<u8>>,
     pub acl: i64,
     pub stat: StatPersisted,
 }
@@ -154,10 +155,7 @@ pub fn parse_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, FormatError> {
         if path == "/" {
             break;
         }
-        let data = r
-            .buffer("node data")?
-            .map(<[u8]>::to_vec)
-            .unwrap_or_default();
+        let data = r.buffer("node data")?.map(<[u8]>::to_vec);
         let acl = r.long("node ACL")?;
         if r.remaining() < STAT_LEN {
             return Err(r.error("node stat is truncated"));

@@ -23,14 +23,14 @@ fn the_newest_snapshot_and_the_logs_after_it_give_zookeepers_tree() {
     assert!(loaded.digests_matched >= loaded.replayed, "{loaded:?}");
     let t = &loaded.tree;
     let node = |p: &str| t.nodes.get(p).unwrap_or_else(|| panic!("{p} is missing"));
-    assert_eq!(node("/app").data, b"hello2");
+    assert_eq!(node("/app").data.as_deref(), Some(&b"hello2"[..]));
     assert_eq!(node("/app").stat.version, 1);
     assert!(!t.nodes.contains_key("/app/seq-0000000000"));
-    assert_eq!(node("/app/seq-0000000001").data, b"x");
+    assert_eq!(node("/app/seq-0000000001").data.as_deref(), Some(&b"x"[..]));
     assert_eq!(node("/app/eph").stat.ephemeral_owner, SESSION);
     assert!(t.sessions.contains_key(&SESSION));
-    assert_eq!(node("/bin").data, (0..=255u8).collect::<Vec<_>>());
-    assert_eq!(node("/empty").data, b"");
+    assert_eq!(node("/bin").data, Some((0..=255u8).collect::<Vec<_>>()));
+    assert_eq!(node("/empty").data.as_deref(), Some(&b""[..]));
     let sec = &node("/sec").acl;
     assert_eq!(sec.len(), 1);
     assert_eq!(sec[0].scheme, "digest");
@@ -46,8 +46,8 @@ fn the_newest_snapshot_and_the_logs_after_it_give_zookeepers_tree() {
     assert_eq!(node("/m1").stat.czxid, node("/m2").stat.czxid, "one multi");
     // /app, its two children left from the sequence and ephemeral, /app/q.
     assert_eq!(
-        node("/zookeeper/quota/app/zookeeper_stats").data,
-        b"count=4,bytes=13"
+        node("/zookeeper/quota/app/zookeeper_stats").data.as_deref(),
+        Some(&b"count=4,bytes=13"[..])
     );
     assert_eq!(node("/many").children.len(), 10);
     assert_eq!(
@@ -248,4 +248,87 @@ fn a_file_name_past_a_long_or_signed_is_no_txn_file() {
     assert_eq!(zxid_from_name("log.-5", "log"), None);
     assert_eq!(zxid_from_name("log.+5", "log"), None);
     assert_eq!(zxid_from_name("snapshot.5", "log"), None);
+}
+
+/// Jute by hand, as ZooKeeper writes it: big-endian, a buffer's null is
+/// length -1.
+fn put_i32(b: &mut Vec<u8>, v: i32) {
+    b.extend_from_slice(&v.to_be_bytes());
+}
+fn put_i64(b: &mut Vec<u8>, v: i64) {
+    b.extend_from_slice(&v.to_be_bytes());
+}
+fn put_buf(b: &mut Vec<u8>, v: Option<&[u8]>) {
+    match v {
+        None => put_i32(b, -1),
+        Some(v) => {
+            put_i32(b, v.len() as i32);
+            b.extend_from_slice(v);
+        }
+    }
+}
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Data Model": ZooKeeper keeps
+/// a node's null data null, and writes it as a buffer of length -1 in its
+/// snapshots (`DataNode.data`) and txns (`CreateTxn`, `SetDataTxn`). The
+/// import keeps it null, apart from empty data.
+#[test]
+fn null_data_in_zookeepers_snapshot_and_txns_stays_null() {
+    let mut b = Vec::new();
+    put_i32(&mut b, SNAP_MAGIC);
+    put_i32(&mut b, 2);
+    put_i64(&mut b, 0); // dbid
+    put_i32(&mut b, 0); // sessions
+    put_i32(&mut b, 0); // ACL lists
+    for (path, data) in [("", Some(&b""[..])), ("/n", None), ("/e", Some(&b""[..]))] {
+        put_buf(&mut b, Some(path.as_bytes()));
+        put_buf(&mut b, data);
+        put_i64(&mut b, -1); // world:anyone
+        for v in [1i64, 1, 0, 0] {
+            put_i64(&mut b, v); // czxid mzxid ctime mtime
+        }
+        for v in [0i32, 0, 0] {
+            put_i32(&mut b, v); // version cversion aversion
+        }
+        put_i64(&mut b, 0); // ephemeralOwner
+        put_i64(&mut b, 1); // pzxid
+    }
+    put_buf(&mut b, Some(b"/"));
+    let seal = super::jute::Adler32::of(&b);
+    put_i64(&mut b, i64::from(seal));
+    put_buf(&mut b, Some(b"/"));
+    let snap = parse_snapshot(&b).unwrap();
+    let mut t = ZkTree::from_snapshot(&snap, 1).unwrap();
+    assert_eq!(t.nodes["/n"].data, None);
+    assert_eq!(t.nodes["/e"].data.as_deref(), Some(&b""[..]));
+
+    // A create with null data and a setData to null, as ZooKeeper logs them.
+    let entry = |zxid: i64, op: i32, body: &dyn Fn(&mut Vec<u8>)| {
+        let mut e = Vec::new();
+        put_i64(&mut e, 5); // clientId
+        put_i32(&mut e, 1); // cxid
+        put_i64(&mut e, zxid);
+        put_i64(&mut e, 100); // time
+        put_i32(&mut e, op);
+        body(&mut e);
+        decode_entry(&e, 0).unwrap()
+    };
+    let create = entry(2, op::CREATE, &|e| {
+        put_buf(e, Some(b"/c"));
+        put_buf(e, None);
+        put_i32(e, -1); // a null ACL vector: OPEN_ACL_UNSAFE
+        e.push(0); // not ephemeral
+        put_i32(e, 1); // parentCVersion
+    });
+    let set = entry(3, op::SET_DATA, &|e| {
+        put_buf(e, Some(b"/e"));
+        put_buf(e, None);
+        put_i32(e, 1);
+    });
+    for entry in [create, set] {
+        t.apply(&entry.header, &entry.txn);
+    }
+    assert_eq!(t.nodes["/c"].data, None);
+    assert_eq!(t.nodes["/e"].data, None);
+    assert_eq!(t.nodes["/e"].stat.version, 1);
 }

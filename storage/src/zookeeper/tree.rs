@@ -64,7 +64,8 @@ pub fn owner_kind(owner: i64) -> OwnerKind {
 /// One znode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ZkNode {
-    pub data: Vec<u8>,
+    /// `None`: null data, as ZooKeeper's `DataNode.data` may be.
+    pub data: Option<Vec<u8>>,
     pub acl: Arc<[ZkAcl]>,
     pub stat: StatPersisted,
     pub children: BTreeSet<String>,
@@ -99,6 +100,11 @@ fn open_acl() -> Arc<[ZkAcl]> {
     }])
 }
 
+/// The length of node data, 0 for null (as ZooKeeper counts it).
+fn data_len(data: &Option<Vec<u8>>) -> i64 {
+    data.as_ref().map_or(0, Vec::len) as i64
+}
+
 /// The parent's path and the child's name; the root's children have `/`.
 fn split(path: &str) -> Option<(&str, &str)> {
     let slash = path.rfind('/')?;
@@ -116,7 +122,8 @@ fn node_digest(path: &str, n: &ZkNode) -> u64 {
     if path != "/" {
         h.update(path.as_bytes());
     }
-    h.update(&n.data);
+    // ZooKeeper adds null data as nothing, like empty data.
+    h.update(n.data.as_deref().unwrap_or_default());
     let s = &n.stat;
     for v in [s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime] {
         h.update(&v.to_be_bytes());
@@ -305,10 +312,10 @@ impl ZkTree {
     fn update_quota_stat(&mut self, prefix: &str, bytes: i64, count: i64) {
         let sp = Self::stat_path(prefix);
         if let Some(n) = self.nodes.get_mut(&sp) {
-            let mut st = StatsTrack::parse(&n.data);
+            let mut st = StatsTrack::parse(n.data.as_deref().unwrap_or_default());
             st.set("count", st.get("count").wrapping_add(count));
             st.set("bytes", st.get("bytes").wrapping_add(bytes));
-            n.data = st.render();
+            n.data = Some(st.render());
         }
     }
 
@@ -322,7 +329,7 @@ impl ZkTree {
                 continue;
             };
             count += 1;
-            bytes += n.data.len() as i64;
+            bytes += data_len(&n.data);
             for c in &n.children {
                 stack.push(if p == "/" {
                     format!("/{c}")
@@ -335,7 +342,7 @@ impl ZkTree {
         let mut st = StatsTrack::default();
         st.set("count", count);
         st.set("bytes", bytes);
-        self.modify(&sp, |n| n.data = st.render());
+        self.modify(&sp, |n| n.data = Some(st.render()));
     }
 
     /// `setupQuota`/`traverseNode`: every leaf under /zookeeper/quota named
@@ -517,7 +524,7 @@ impl ZkTree {
             }
         }
         if let Some(prefix) = self.quota_prefix(&c.path) {
-            self.update_quota_stat(&prefix, c.data.len() as i64, 1);
+            self.update_quota_stat(&prefix, data_len(&c.data), 1);
         }
         Ok(())
     }
@@ -552,7 +559,7 @@ impl ZkTree {
             self.quotas.remove(&parent[QUOTA_ROOT.len()..]);
         }
         if let Some(prefix) = self.quota_prefix(path) {
-            self.update_quota_stat(&prefix, -(node.data.len() as i64), -1);
+            self.update_quota_stat(&prefix, -data_len(&node.data), -1);
         }
         Ok(())
     }
@@ -560,15 +567,15 @@ impl ZkTree {
     fn set_data(
         &mut self,
         path: &str,
-        data: &[u8],
+        data: &Option<Vec<u8>>,
         version: i32,
         zxid: i64,
         time: i64,
     ) -> Result<(), TxnFailure> {
         let mut old_len = 0i64;
         if !self.modify(path, |n| {
-            old_len = n.data.len() as i64;
-            n.data = data.to_vec();
+            old_len = data_len(&n.data);
+            n.data = data.clone();
             n.stat.mtime = time;
             n.stat.mzxid = zxid;
             n.stat.version = version;
@@ -576,7 +583,7 @@ impl ZkTree {
             return Err(TxnFailure::NoNode);
         }
         if let Some(prefix) = self.quota_prefix(path) {
-            self.update_quota_stat(&prefix, data.len() as i64 - old_len, 0);
+            self.update_quota_stat(&prefix, data_len(data) - old_len, 0);
         }
         Ok(())
     }

@@ -46,7 +46,8 @@ pub struct TxnDigest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Create {
     pub path: String,
-    pub data: Vec<u8>,
+    /// `None`: null data (length -1).
+    pub data: Option<Vec<u8>>,
     /// `None`: a null vector (ZooKeeper reads it as OPEN_ACL_UNSAFE).
     pub acl: Option<Vec<ZkAcl>>,
     /// `-1` for a V0 create without one (ZooKeeper then uses the parent's
@@ -89,7 +90,8 @@ pub enum ZkTxn {
     /// setData and reconfig (which sets `/zookeeper/config`).
     SetData {
         path: String,
-        data: Vec<u8>,
+        /// `None`: null data (length -1).
+        data: Option<Vec<u8>>,
         version: i32,
     },
     SetAcl {
@@ -135,8 +137,9 @@ pub(crate) fn read_acl_list(
     Ok(Some(list))
 }
 
-fn data(r: &mut Jute<'_>) -> Result<Vec<u8>, FormatError> {
-    Ok(r.buffer("data")?.map(<[u8]>::to_vec).unwrap_or_default())
+/// Node data: ZooKeeper writes null data as length -1 and keeps it null.
+fn data(r: &mut Jute<'_>) -> Result<Option<Vec<u8>>, FormatError> {
+    Ok(r.buffer("data")?.map(<[u8]>::to_vec))
 }
 
 fn read_create(r: &mut Jute<'_>, op: i32) -> Result<Create, FormatError> {

@@ -128,7 +128,7 @@ fn parse_create(op: OpCode, c: &wazoo_proto::CreateRequest) -> Result<ParsedCall
         module,
         method,
         guid,
-        args: args_to_msgpack(&c.data)?,
+        args: args_to_msgpack(c.data.as_deref().unwrap_or_default())?,
         node: NodeCall {
             op,
             path: c.path.clone(),
@@ -239,7 +239,7 @@ pub(in crate::server) fn stage_call_node(
     data: &[u8],
 ) -> Result<(Vec<Txn>, String), ErrorCode> {
     let acl = crate::acl::fixup(&call.acl, auth, cfg.acl_schemes)?;
-    check_data_size(cfg, data)?;
+    check_data_size(cfg, Some(data))?;
     let module_dir = wazoo_proto::path::parent(&call.path).to_string();
     let (chroot, _) = split(&call.path).ok_or(ErrorCode::BadArguments)?;
     let calls_root = format!("{chroot}{CALLS_ROOT}");
@@ -293,7 +293,16 @@ fn stage_create(
     if parent.stat.ephemeral_owner != 0 {
         return Err(ErrorCode::NoChildrenForEphemerals);
     }
-    stage_new_node(view, parent_path, parent, path, data, acl, owner, kind)
+    stage_new_node(
+        view,
+        parent_path,
+        parent,
+        path,
+        Some(data),
+        acl,
+        owner,
+        kind,
+    )
 }
 
 /// Stages, in `view`, the result of a finished wait into its call node:
@@ -311,7 +320,7 @@ pub(in crate::server) fn stage_result(
         return None;
     }
     let mut data = result_data(reply);
-    if check_data_size(cfg, &data).is_err() {
+    if check_data_size(cfg, Some(&data)).is_err() {
         data = result_data(&crate::recipe::error_reply(
             ErrorCode::BadArguments,
             "the recipe's result exceeds jute.maxbuffer as JSON",
@@ -320,14 +329,14 @@ pub(in crate::server) fn stage_result(
     let version = r.stat.version.wrapping_add(1);
     let txn = Txn::SetData {
         path: call_node.to_string(),
-        data: data.clone(),
+        data: Some(data.clone()),
         version,
     };
     r.stat.version = version;
     r.stat.mzxid = view.zxid.to_wire();
     r.stat.mtime = view.time_ms;
     r.stat.data_length = data.len() as i32;
-    r.data = record_data(&data);
+    r.data = record_data(Some(&data));
     view.set(call_node, Some(r));
     Some(txn)
 }
@@ -356,7 +365,7 @@ mod tests {
     fn create(path: &str, flags: i32, data: &[u8]) -> Request {
         Request::Create(CreateRequest {
             path: path.into(),
-            data: data.to_vec(),
+            data: Some(data.to_vec()),
             acl: Acl::open_unsafe(),
             flags,
             ttl: None,

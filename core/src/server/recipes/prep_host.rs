@@ -111,7 +111,7 @@ impl RecipeHost for PrepHost<'_, '_> {
                 .view
                 .tree
                 .get_data(path)
-                .map(|(d, _)| d)
+                .and_then(|(d, _)| d)
                 .unwrap_or_default(),
         };
         Ok((data, self.shown(&r.stat)))
@@ -160,7 +160,7 @@ impl RecipeHost for PrepHost<'_, '_> {
         };
         let req = CreateRequest {
             path: path.to_string(),
-            data: data.to_vec(),
+            data: Some(data.to_vec()),
             // As a client's create: `auth` entries expand to the caller's
             // identities in `prep_create` (fixupACL), with its errors.
             acl: match acl {
@@ -181,7 +181,14 @@ impl RecipeHost for PrepHost<'_, '_> {
 
     fn set(&mut self, path: &str, data: &[u8], version: i32) -> Result<NodeStat, ErrorCode> {
         let staged = self.stage(path, data)?;
-        let txn = prep_set_data(self.cfg, &mut self.view, self.auth, path, data, version)?;
+        let txn = prep_set_data(
+            self.cfg,
+            &mut self.view,
+            self.auth,
+            path,
+            Some(data),
+            version,
+        )?;
         self.ops.push(txn);
         self.staged_bytes = staged;
         let r = self.view.get(path).ok_or(ErrorCode::NoNode)?;

@@ -33,7 +33,7 @@ fn txns_that_do_not_fit_are_errors_and_change_nothing() {
         (
             Txn::SetData {
                 path: "/x".into(),
-                data: vec![],
+                data: Some(vec![]),
                 version: 1,
             },
             ApplyError::NoNode("/x".into()),
@@ -84,7 +84,7 @@ fn a_multi_applies_all_of_its_ops_in_order_or_none() {
         Txn::Check { path: "/m".into() },
         Txn::Create(CreateTxn {
             path: "/m/a".into(),
-            data: b"1".to_vec(),
+            data: Some(b"1".to_vec()),
             acl: Acl::open_unsafe(),
             ephemeral_owner: S1,
             parent_cversion: 1,
@@ -92,12 +92,12 @@ fn a_multi_applies_all_of_its_ops_in_order_or_none() {
         }),
         Txn::SetData {
             path: "/m".into(),
-            data: b"top".to_vec(),
+            data: Some(b"top".to_vec()),
             version: 1,
         },
         Txn::Create(CreateTxn {
             path: "/m/b".into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: Acl::read_unsafe(),
             ephemeral_owner: 0,
             parent_cversion: 2,
@@ -133,7 +133,7 @@ fn a_multi_applies_all_of_its_ops_in_order_or_none() {
     let bad = Txn::Multi(vec![
         Txn::Create(CreateTxn {
             path: "/m/c".into(),
-            data: b"xyz".to_vec(),
+            data: Some(b"xyz".to_vec()),
             acl: vec![Acl::new(perms::ALL, "ip", "1.2.3.4")],
             ephemeral_owner: S2,
             parent_cversion: 3,
@@ -141,7 +141,7 @@ fn a_multi_applies_all_of_its_ops_in_order_or_none() {
         }),
         Txn::Create(CreateTxn {
             path: "/m/d".into(),
-            data: vec![],
+            data: Some(vec![]),
             acl: vec![Acl::new(perms::ALL, "ip", "1.2.3.4")],
             ephemeral_owner: 0,
             parent_cversion: 3,
@@ -149,7 +149,7 @@ fn a_multi_applies_all_of_its_ops_in_order_or_none() {
         }),
         Txn::SetData {
             path: "/m/a".into(),
-            data: b"changed".to_vec(),
+            data: Some(b"changed".to_vec()),
             version: 1,
         },
         Txn::SetAcl {

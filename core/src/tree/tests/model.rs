@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq)]
 struct MNode {
-    data: Vec<u8>,
+    /// `None`: null data.
+    data: Option<Vec<u8>>,
     acl: Vec<Acl>,
     kind: ZnodeType,
     czxid: i64,
@@ -28,7 +29,7 @@ struct Model {
 
 fn zero(acl: Vec<Acl>) -> MNode {
     MNode {
-        data: vec![],
+        data: Some(vec![]),
         acl,
         kind: ZnodeType::Persistent,
         czxid: 0,
@@ -76,7 +77,7 @@ impl Model {
                 ZnodeType::Ephemeral { owner } => owner,
                 _ => 0,
             },
-            data_length: n.data.len() as i32,
+            data_length: n.data.as_ref().map_or(0, Vec::len) as i32,
             num_children: kids,
             pzxid: n.pzxid,
         }
@@ -232,11 +233,11 @@ enum Op {
         seq: bool,
         kind: u8,
         session: u8,
-        data: Vec<u8>,
+        data: Option<Vec<u8>>,
         acl: u8,
     },
     Delete(Target),
-    SetData(Target, Vec<u8>),
+    SetData(Target, Option<Vec<u8>>),
     SetAcl(Target, u8),
     Check(Target),
     Close(u8),
@@ -355,8 +356,9 @@ fn target() -> impl Strategy<Value = Target> {
         })
 }
 
-fn data() -> impl Strategy<Value = Vec<u8>> {
-    proptest::collection::vec(any::<u8>(), 0..8)
+/// Null data too (ZooKeeper Programmer's Guide, "ZooKeeper Data Model").
+fn data() -> impl Strategy<Value = Option<Vec<u8>>> {
+    proptest::option::weighted(0.8, proptest::collection::vec(any::<u8>(), 0..8))
 }
 
 fn leaf_op() -> impl Strategy<Value = Op> {
@@ -387,7 +389,7 @@ fn assert_same(t: &DataTree, m: &Model) {
         let v = t.node(p).unwrap_or_else(|| panic!("{p} missing"));
         assert_eq!(v.stat, m.stat(p), "{p}");
         assert_eq!(v.stored_cversion, n.cversion, "{p}");
-        assert_eq!(v.data(), n.data.as_slice(), "{p}");
+        assert_eq!(v.nullable_data(), n.data.as_deref(), "{p}");
         assert_eq!(&*v.acl, n.acl.as_slice(), "{p}");
         assert_eq!(v.kind, n.kind, "{p}");
         assert_eq!(t.children(p).unwrap(), m.children(p), "{p}");

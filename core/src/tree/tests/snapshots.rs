@@ -30,6 +30,16 @@ fn busy_tree() -> Fixture {
     )
     .unwrap();
     f.set_data("/app", b"");
+    f.create_null("/app/null");
+    f.apply(
+        S1,
+        &Txn::SetData {
+            path: "/app/cfg".into(),
+            data: None,
+            version: 1,
+        },
+    )
+    .unwrap();
     set_quota(&mut f, "/app", "count=-1,bytes=-1=;countHardLimit=100");
     for i in 0..50 {
         f.create(&format!("/app/n{i:03}"), format!("{i}").as_bytes());
@@ -45,6 +55,7 @@ fn a_snapshot_round_trips_to_an_equal_tree() {
     for p in [
         "/",
         "/app",
+        "/app/null",
         "/app/cfg",
         "/big",
         "/app/e1",
@@ -54,11 +65,16 @@ fn a_snapshot_round_trips_to_an_equal_tree() {
     ] {
         let (a, b) = (f.tree.node(p).unwrap(), back.node(p).unwrap());
         assert_eq!(
-            (&a.stat, &a.acl, a.kind, a.data()),
-            (&b.stat, &b.acl, b.kind, b.data()),
+            (&a.stat, &a.acl, a.kind, a.nullable_data()),
+            (&b.stat, &b.acl, b.kind, b.nullable_data()),
             "{p}"
         );
     }
+    // ZooKeeper Programmer's Guide, "ZooKeeper Data Model": null data
+    // stays null through a snapshot, and empty data stays empty.
+    assert_eq!(back.node("/app/null").unwrap().nullable_data(), None);
+    assert_eq!(back.node("/app/cfg").unwrap().nullable_data(), None);
+    assert_eq!(back.node("/app").unwrap().nullable_data(), Some(&b""[..]));
     assert_eq!(back.ephemerals(S1), f.tree.ephemerals(S1));
     assert_eq!(back.sessions_with_ephemerals(), vec![S1, S2]);
     assert_eq!(back.reapable(i64::MAX), f.tree.reapable(i64::MAX));
@@ -162,7 +178,7 @@ fn truncated_or_corrupt_snapshots_are_errors_not_panics() {
     };
     let stream = |nodes: &[(&str, u8, i64, u32, bool)], claimed: u64| {
         let mut w = b"WZTREE".to_vec();
-        w.extend_from_slice(&1u16.to_be_bytes());
+        w.extend_from_slice(&2u16.to_be_bytes());
         w.extend_from_slice(&claimed.to_be_bytes());
         for &(p, k, v, a, d) in nodes {
             node(&mut w, p, k, v, a, d);
@@ -252,7 +268,7 @@ fn truncated_or_corrupt_snapshots_are_errors_not_panics() {
     }
     // A length that lies about what follows does not allocate it.
     let mut huge = b"WZTREE".to_vec();
-    huge.extend_from_slice(&1u16.to_be_bytes());
+    huge.extend_from_slice(&2u16.to_be_bytes());
     huge.extend_from_slice(&1u64.to_be_bytes());
     huge.extend_from_slice(&(1u32 << 20).to_be_bytes());
     assert!(matches!(
@@ -272,7 +288,7 @@ fn random_garbage_never_loads_or_panics() {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     for len in 0..300usize {
         let mut b = Vec::with_capacity(len + 8);
-        b.extend_from_slice(b"WZTREE\0\x01");
+        b.extend_from_slice(b"WZTREE\0\x02");
         for _ in 0..len {
             x ^= x << 13;
             x ^= x >> 7;
@@ -281,4 +297,59 @@ fn random_garbage_never_loads_or_panics() {
         }
         assert!(DataTree::read_from(&mut b.as_slice()).is_err());
     }
+}
+
+/// A version 1 snapshot (the format before null data), written byte by
+/// byte: the root, /a with data "x" and /e with empty data. It still
+/// loads, and its empty data is empty, not null: version 1 had no null
+/// data (ZooKeeper Programmer's Guide, "ZooKeeper Data Model" keeps the
+/// two apart; version 2 does). A length of 0xFFFFFFFF, null data in
+/// version 2, is corrupt in version 1.
+#[test]
+fn a_version_1_snapshot_loads_with_empty_data_not_null() {
+    let v1 = |nodes: &[(&str, &[u8])], data_len: Option<u32>| {
+        let mut w = b"WZTREE".to_vec();
+        w.extend_from_slice(&1u16.to_be_bytes());
+        w.extend_from_slice(&(nodes.len() as u64).to_be_bytes());
+        for (i, (path, data)) in nodes.iter().enumerate() {
+            w.extend_from_slice(&(path.len() as u32).to_be_bytes());
+            w.extend_from_slice(path.as_bytes());
+            // Persistent, no owner, every zxid, time and version 0.
+            w.push(0);
+            w.extend_from_slice(&[0u8; 8 + 5 * 8 + 3 * 4]);
+            w.extend_from_slice(&0u32.to_be_bytes());
+            if i == 0 {
+                // The ACL list 0, defined at its first use: world:anyone.
+                w.extend_from_slice(&1u32.to_be_bytes());
+                w.extend_from_slice(&31i32.to_be_bytes());
+                for s in ["world", "anyone"] {
+                    w.extend_from_slice(&(s.len() as u32).to_be_bytes());
+                    w.extend_from_slice(s.as_bytes());
+                }
+            }
+            let len = data_len
+                .filter(|_| *path == "/e")
+                .unwrap_or(data.len() as u32);
+            w.extend_from_slice(&len.to_be_bytes());
+            w.extend_from_slice(data);
+        }
+        let crc = crc32fast::hash(&w);
+        w.extend_from_slice(&crc.to_be_bytes());
+        w
+    };
+    let nodes: &[(&str, &[u8])] = &[("/", b""), ("/a", b"x"), ("/e", b"")];
+    let t = DataTree::read_from(&mut v1(nodes, None).as_slice()).unwrap();
+    t.check_invariants().unwrap();
+    assert_eq!(t.get_data("/e").unwrap().0, Some(Vec::new()));
+    assert_eq!(t.get_data("/a").unwrap().0, Some(b"x".to_vec()));
+    assert_eq!(t.node("/").unwrap().nullable_data(), Some(&b""[..]));
+    assert_eq!(t.children("/").unwrap(), vec!["a", "e"]);
+    // Written again, it is version 2 and reads back the same.
+    let again = snapshot_bytes(&t);
+    assert_eq!(&again[6..8], &2u16.to_be_bytes());
+    assert!(reload(&t) == t);
+    assert!(matches!(
+        DataTree::read_from(&mut v1(nodes, Some(u32::MAX)).as_slice()),
+        Err(SnapshotError::Corrupt(_))
+    ));
 }
