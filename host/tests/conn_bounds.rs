@@ -131,13 +131,18 @@ async fn call(s: &mut TcpStream, xid: i32, req: &Request) -> Vec<u8> {
     }
 }
 
-/// The connections `cons` lists; `usize::MAX` when the `cons` connection
-/// itself is refused (every place still taken), so `eventually` asks again.
+/// The client connections `cons` lists (those with a session: `cons`
+/// also lists the connection asking, as ZooKeeper does); `usize::MAX` when
+/// the `cons` connection itself is refused (every place still taken), so
+/// `eventually` asks again.
 fn cons_count(addr: SocketAddr) -> usize {
     let Ok(listing) = four_letter_word(addr, "cons") else {
         return usize::MAX;
     };
-    listing.lines().filter(|l| l.contains("(queued=")).count()
+    listing
+        .lines()
+        .filter(|l| l.contains("(queued=") && l.contains(",sid="))
+        .count()
 }
 
 fn metric(port: u16, name: &str) -> f64 {
