@@ -489,6 +489,25 @@ mod tests {
     }
 
     #[test]
+    fn serve_takes_truncate_corrupt_log_tail_off_by_default() {
+        let flag = |argv: &[&str]| match Cli::parse_from(argv.iter().copied()).cmd {
+            Cmd::Serve {
+                truncate_corrupt_log_tail,
+                ..
+            } => truncate_corrupt_log_tail,
+            _ => panic!("not serve"),
+        };
+        assert!(!flag(&["wazoo", "serve", "--config", "z.cfg"]));
+        assert!(flag(&[
+            "wazoo",
+            "serve",
+            "--config",
+            "z.cfg",
+            "--truncate-corrupt-log-tail"
+        ]));
+    }
+
+    #[test]
     fn command_words_join_into_a_line_the_shell_splits_back() {
         let words: Vec<String> = ["create", "/a", "two words", "it's here", ""]
             .iter()
