@@ -136,6 +136,11 @@ pub struct Config {
     /// about at start. Secret values (see [`is_secret_key`]) are stored as
     /// `****`, so no log line, debug print or report can leak them.
     pub unknown: BTreeMap<String, String>,
+    /// `wazoo serve --truncate-corrupt-log-tail` (never a zoo.cfg key, so it
+    /// cannot stay on by accident): the operator accepts losing the records
+    /// from the first corrupt one on, instead of the member refusing to
+    /// start (`wazoo_storage::LogOptions::truncate_corrupt_tail`).
+    pub truncate_corrupt_log_tail: bool,
 }
 
 pub const DEFAULT_TICK_TIME_MS: u32 = 3000;
@@ -533,6 +538,7 @@ impl Config {
             config_version: 0,
             my_id: None,
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
+            truncate_corrupt_log_tail: false,
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
             suspect_ms,
             metrics_port,

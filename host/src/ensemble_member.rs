@@ -25,7 +25,7 @@ use crate::member::{
     load_newest_snapshot, log_dir, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
 };
 use crate::quorum::{self, LinkEvent};
-use wazoo_storage::{GroupCommitLog, LogOptions, TxnLog};
+use wazoo_storage::{GroupCommitLog, TxnLog};
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
     (host, port)
@@ -144,7 +144,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let (mut server, snap_zxid) = load_newest_snapshot(&cfg, now)?;
     server.set_quorum_config(cfg.quorum_config());
     let plugins = crate::member::start_plugins(&cfg, &mut server)?;
-    let (mut log, repaired) = TxnLog::open(&ldir, LogOptions::default())
+    let (mut log, repaired) = TxnLog::open(&ldir, crate::member::log_options(&cfg))
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
     for r in &repaired.repairs {
         tracing::warn!("log repaired at startup: {r:?}");

@@ -37,6 +37,13 @@ enum Cmd {
         /// DigestLoginModule `user_NAME="password"` entries).
         #[arg(long)]
         jaas: Option<PathBuf>,
+        /// Accept losing transactions: if the transaction log is corrupt,
+        /// cut it at the first bad record (deleting later segments) and
+        /// start, instead of refusing to. Records dropped may have been
+        /// acknowledged; for a one-off start after reading
+        /// docs/OPERATIONS.md, "A damaged transaction log".
+        #[arg(long)]
+        truncate_corrupt_log_tail: bool,
     },
     /// Run a local playground: a 3-member ensemble on 127.0.0.1:2181-2183
     /// with the built-in recipes, a super user (its password printed),
@@ -340,6 +347,7 @@ fn main() -> std::process::ExitCode {
                 config,
                 plugins,
                 jaas,
+                truncate_corrupt_log_tail,
             } => {
                 init_tracing()?;
                 let mut cfg = wazoo::config::Config::load(&config)?;
@@ -352,6 +360,7 @@ fn main() -> std::process::ExitCode {
                 if plugins.is_some() {
                     cfg.plugins_dir = plugins;
                 }
+                cfg.truncate_corrupt_log_tail = truncate_corrupt_log_tail;
                 serve(cfg).await.map(|_| 0)
             }
             Cmd::Dev {
@@ -477,6 +486,25 @@ mod tests {
             (server.as_str(), command, words),
             ("h:1", None, vec!["get".into(), "-s".into(), "/a".into()])
         );
+    }
+
+    #[test]
+    fn serve_takes_truncate_corrupt_log_tail_off_by_default() {
+        let flag = |argv: &[&str]| match Cli::parse_from(argv.iter().copied()).cmd {
+            Cmd::Serve {
+                truncate_corrupt_log_tail,
+                ..
+            } => truncate_corrupt_log_tail,
+            _ => panic!("not serve"),
+        };
+        assert!(!flag(&["wazoo", "serve", "--config", "z.cfg"]));
+        assert!(flag(&[
+            "wazoo",
+            "serve",
+            "--config",
+            "z.cfg",
+            "--truncate-corrupt-log-tail"
+        ]));
     }
 
     #[test]

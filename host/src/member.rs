@@ -244,6 +244,14 @@ pub(crate) fn load_newest_snapshot(cfg: &Config, now: Now) -> Result<(Server, Zx
     Ok((server, zxid))
 }
 
+/// The options the member opens its log with.
+pub fn log_options(cfg: &Config) -> LogOptions {
+    LogOptions {
+        truncate_corrupt_tail: cfg.truncate_corrupt_log_tail,
+        ..LogOptions::default()
+    }
+}
+
 /// Rebuilds the state from the newest valid snapshot plus the log after it.
 pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
     let sdir = snap_dir(cfg);
@@ -254,7 +262,7 @@ pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
         .with_context(|| format!("cannot create data log directory {}", ldir.display()))?;
     let started = std::time::Instant::now();
     let (mut server, snap_zxid) = load_newest_snapshot(cfg, now)?;
-    let (mut log, recovered) = TxnLog::open(&ldir, LogOptions::default())
+    let (mut log, recovered) = TxnLog::open(&ldir, log_options(cfg))
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
     for r in &recovered.repairs {
         tracing::warn!("log repaired at startup: {r:?}");

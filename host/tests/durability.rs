@@ -170,6 +170,47 @@ fn last_record(bytes: &[u8]) -> Option<(usize, usize)> {
     last
 }
 
+/// Restarts `server`, which must exit by itself with a failure status
+/// (`what` says why); returns the start's error message.
+fn restart_refused(server: &mut dyn TestServer, what: &str) -> String {
+    let flavor = server.flavor();
+    let err = server.restart().expect_err(what);
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("exited (") && !msg.contains("exit status: 0)"),
+        "{flavor} exited by itself, with a failure status: {msg}"
+    );
+    msg
+}
+
+/// The newest of Apache ZooKeeper's log files (`log.<hex zxid>`) under `dir`.
+fn zookeeper_newest_log(dir: &std::path::Path) -> std::path::PathBuf {
+    wazoo_log_segments(dir)
+        .into_iter()
+        .max_by_key(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            u64::from_str_radix(&name[4..], 16).unwrap_or(0)
+        })
+        .expect("ZooKeeper wrote a log file")
+}
+
+/// (offset, length) of each record of an Apache ZooKeeper log file: after a
+/// 16-byte file header, an 8-byte CRC, a 4-byte length, the txn and an
+/// end-of-record byte 'B'; a length of 0 (preallocated zero fill) ends it.
+fn zookeeper_records(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut at = 16;
+    let mut records = Vec::new();
+    while at + 12 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+        if len == 0 || at + 12 + len + 1 > bytes.len() {
+            break;
+        }
+        records.push((at, 12 + len + 1));
+        at += 12 + len + 1;
+    }
+    records
+}
+
 /// A member whose last log record (complete, fsynced, acknowledged) has a
 /// flipped bit must not start as if the record were a torn write: cutting it
 /// would lose an acknowledged write. Apache ZooKeeper refuses to start on
@@ -193,14 +234,7 @@ async fn wazoo_refuses_to_start_on_a_flipped_bit_in_its_last_log_record() {
     bytes[at + 16 + len / 2] ^= 0x10;
     std::fs::write(newest, &bytes).unwrap();
 
-    let err = server
-        .restart()
-        .expect_err("wazoo must not start on a corrupt log record");
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("exited (") && !msg.contains("exit status: 0)"),
-        "wazoo exited by itself, with a failure status: {msg}"
-    );
+    let msg = restart_refused(&mut *server, "wazoo must not start on a corrupt log record");
     for needle in [
         "transaction log is corrupt",
         "checksum mismatch",
@@ -232,35 +266,178 @@ async fn zookeeper_refuses_to_start_on_a_flipped_bit_in_its_last_log_record() {
         common::create_persistent(&hosts, &format!("/flip{i}")).await;
     }
     server.kill();
-    let newest = wazoo_log_segments(&server.data_dir())
-        .into_iter()
-        .max_by_key(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            u64::from_str_radix(&name[4..], 16).unwrap_or(0)
-        })
-        .expect("ZooKeeper wrote a log file");
+    let newest = zookeeper_newest_log(&server.data_dir());
     let mut bytes = std::fs::read(&newest).unwrap();
-    let mut at = 16;
-    let mut last = None;
-    while at + 12 <= bytes.len() {
-        let len = u32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
-        if len == 0 || at + 12 + len + 1 > bytes.len() {
-            break;
-        }
-        last = Some((at, len));
-        at += 12 + len + 1;
-    }
-    let (at, len) = last.expect("the log holds a record");
+    let &(at, frame) = zookeeper_records(&bytes)
+        .last()
+        .expect("the log holds a record");
+    let len = frame - 13;
     bytes[at + 12 + len / 2] ^= 0x10;
     std::fs::write(&newest, &bytes).unwrap();
 
-    let err = server
-        .restart()
-        .expect_err("ZooKeeper does not start on a corrupt log record");
-    let msg = format!("{err:#}");
-    assert!(
-        msg.contains("exited (") && !msg.contains("exit status: 0)"),
-        "ZooKeeper exited by itself, with a failure status: {msg}"
+    let msg = restart_refused(
+        &mut *server,
+        "ZooKeeper does not start on a corrupt log record",
     );
     assert!(msg.contains("CRC check failed"), "{msg}");
+}
+
+/// Seeded garbage (splitmix64), so a failure reproduces.
+fn garbage(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_be_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Start offsets of the records of a wazoo log segment (same grammar as
+/// [`last_record`]).
+fn wazoo_record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut at = 8;
+    let mut offsets = Vec::new();
+    while at + 16 <= bytes.len() {
+        let len = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        offsets.push(at);
+        at += 16 + len;
+    }
+    offsets
+}
+
+/// Random bytes over the last 3 records of the log (acknowledged creates,
+/// fsynced) are not a torn write: wazoo refuses to start, naming the file,
+/// the offset and the way to accept the loss; started once with
+/// `--truncate-corrupt-log-tail` it cuts the log there and serves every
+/// write before the damage. ZooKeeper refuses to start on the same damage
+/// (below). Administrator's Guide, "Data File Management": the transaction
+/// log is what makes a write durable before it is acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wazoo_refuses_garbage_over_its_last_log_records_until_the_operator_accepts_the_loss() {
+    let mut server =
+        wazoo_testkit::WazooServer::start(common::options(Flavor::Wazoo)).expect("wazoo starts");
+    let hosts = server.connect_string();
+    // One session, kept open across the kill, so that the last records of
+    // the log are the last creates (no session txns after them).
+    let zk = connect(&hosts).await;
+    let n = 10;
+    for i in 0..n {
+        zk.create(
+            &format!("/tail{i}"),
+            format!("v{i}").as_bytes(),
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    }
+    server.kill();
+    drop(zk);
+    let segments = wazoo_log_segments(&server.data_dir());
+    let newest = segments.last().expect("wazoo wrote a log segment");
+    let mut bytes = std::fs::read(newest).unwrap();
+    let offsets = wazoo_record_offsets(&bytes);
+    assert!(offsets.len() >= 3, "the newest segment holds 3 records");
+    let at = offsets[offsets.len() - 3];
+    let len = bytes.len() - at;
+    bytes[at..].copy_from_slice(&garbage(3, len));
+    std::fs::write(newest, &bytes).unwrap();
+
+    let msg = restart_refused(
+        &mut server,
+        "wazoo must not start on garbage over acknowledged records",
+    );
+    let name = newest.file_name().unwrap().to_string_lossy().into_owned();
+    for needle in [
+        "transaction log is corrupt",
+        name.as_str(),
+        &format!("byte offset {at}"),
+        "--truncate-corrupt-log-tail",
+    ] {
+        assert!(msg.contains(needle), "message mentions {needle:?}: {msg}");
+    }
+    assert_eq!(std::fs::read(newest).unwrap(), bytes, "file left untouched");
+
+    server
+        .restart_with_args(&["--truncate-corrupt-log-tail"])
+        .expect("wazoo starts when the operator accepts the loss");
+    let log = server.log_tail(200);
+    assert!(
+        log.contains("truncating a CORRUPT transaction log")
+            && log.contains(&format!("{len} bytes dropped")),
+        "the cut is logged with the bytes dropped: {log}"
+    );
+    assert_eq!(std::fs::metadata(newest).unwrap().len(), at as u64);
+    let zk = connect(&hosts).await;
+    for i in 0..n - 3 {
+        let (data, _) = zk
+            .get_data(&format!("/tail{i}"))
+            .await
+            .unwrap_or_else(|e| panic!("/tail{i}, written before the damage: {e}"));
+        assert_eq!(data, format!("v{i}").as_bytes());
+    }
+    for i in n - 3..n {
+        assert!(
+            zk.check_stat(&format!("/tail{i}")).await.unwrap().is_none(),
+            "/tail{i} was in the records the operator gave up"
+        );
+    }
+    // Writes go on, and a plain restart afterwards needs no flag.
+    zk.create(
+        "/after",
+        b"",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    drop(zk);
+    server.restart().expect("a plain restart after the cut");
+    let zk = connect(&hosts).await;
+    assert!(zk.check_stat("/after").await.unwrap().is_some());
+}
+
+/// ZooKeeper 3.8 on the same damage: garbage over its last 3 records (each
+/// an 8-byte CRC, a 4-byte length, the txn and an end-of-record byte 'B').
+/// Its reader takes a length past `jute.maxbuffer` as an error ("Unreasonable
+/// length", what this seed gives: `java.io.IOException: Unreasonable length
+/// = -1287229558`, exit status 1), a checksum that fails as "CRC check
+/// failed", and the server does not start either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_refuses_garbage_over_its_last_log_records() {
+    let mut server: Box<dyn TestServer> = start(Flavor::Zookeeper);
+    let hosts = server.connect_string();
+    let zk = connect(&hosts).await;
+    for i in 0..10 {
+        zk.create(
+            &format!("/tail{i}"),
+            b"v",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    }
+    server.kill();
+    drop(zk);
+    let newest = zookeeper_newest_log(&server.data_dir());
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let records = zookeeper_records(&bytes);
+    assert!(records.len() >= 3, "the log holds 3 records");
+    let from = records[records.len() - 3].0;
+    let (last, frame) = records[records.len() - 1];
+    let end = last + frame;
+    bytes[from..end].copy_from_slice(&garbage(3, end - from));
+    std::fs::write(&newest, &bytes).unwrap();
+
+    let msg = restart_refused(
+        &mut *server,
+        "ZooKeeper does not start on garbage over its last records",
+    );
+    assert!(
+        msg.contains("Unreasonable length") || msg.contains("CRC check failed"),
+        "{msg}"
+    );
 }

@@ -44,7 +44,9 @@ pub enum StorageError {
          cut, and wazoo refuses to start on this log, as ZooKeeper does. In an ensemble: stop \
          this member, move its data and log directories aside and start it empty; it resyncs \
          from the other members (keep the moved files for diagnosis). Standalone: restore them \
-         from a backup",
+         from a backup, or accept losing every record from this offset on by starting once with \
+         `wazoo serve --truncate-corrupt-log-tail` (docs/OPERATIONS.md, \"A damaged transaction \
+         log\")",
         file.display(),
         describe_zxid(*zxid)
     )]
@@ -220,6 +222,20 @@ pub enum CorruptReason {
     /// fsyncs a segment whole before it starts the next and never zero-fills,
     /// so the zeros replaced data, possibly acknowledged records.
     ZeroFillInSealedSegment,
+    /// A record header the writer could not have written as the next record
+    /// (a body longer than the largest record it accepts, or a zxid that
+    /// does not follow the previous one), in front of a body that runs past
+    /// the end of the file. A crash leaves the real header there, so this is
+    /// garbage over what may have been acknowledged records, not a short
+    /// write.
+    GarbledHeader {
+        /// Body length in the header.
+        len: u32,
+        /// Zxid in the header.
+        zxid: u64,
+        /// Zxid of the last good record (0 if none).
+        previous: u64,
+    },
 }
 
 impl fmt::Display for CorruptReason {
@@ -263,6 +279,15 @@ impl fmt::Display for CorruptReason {
             Self::ZeroFillInSealedSegment => write!(
                 f,
                 "zero fill in a segment that is not the last one (records may have been there)"
+            ),
+            Self::GarbledHeader {
+                len,
+                zxid,
+                previous,
+            } => write!(
+                f,
+                "garbled record header (declares {len} bytes and zxid {zxid:#x} after zxid \
+                 {previous:#x}; the writer never wrote such a header, so this is not a torn write)"
             ),
         }
     }

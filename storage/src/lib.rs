@@ -86,14 +86,18 @@
 //! fsyncs a new segment's header (and the directory) before writing records
 //! into it. So after a crash only the end of the last segment can hold a
 //! partial write. [`TxnLog::open`] cuts off what a crash leaves there (a short
-//! write, a zero-filled end, a record whose end never reached the disk, each
-//! with a `tracing::warn!`) and nothing else: a record that is complete but
-//! fails its CRC, or any bad record with valid records after it, is reported
+//! write under a header the writer wrote, a zero-filled end, a record whose
+//! end never reached the disk, each with a `tracing::warn!`) and nothing
+//! else: a record that is complete but fails its CRC, a garbled header whose
+//! declared body runs past the end of the file (random bytes over complete
+//! records), or any bad record with valid records after it, is reported
 //! as [`StorageError::Corrupt`] (naming file, offset and zxid, and what an
 //! operator can do) and the log refuses to open, because cutting there could
 //! silently drop an acknowledged record. Apache ZooKeeper refuses to start on
 //! such a record too. The precise rules, and why a crash cannot produce
 //! anything else, are in the docs of the `recovery` module (`src/recovery.rs`).
+//! [`LogOptions::truncate_corrupt_tail`] is the operator's way to accept the
+//! loss instead: the log is cut at the first bad record.
 //! A file named like a segment that is not one gives
 //! [`StorageError::BadMagic`] or [`StorageError::UnsupportedVersion`].
 //! Nothing read from disk can make this crate panic.

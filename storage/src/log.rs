@@ -42,6 +42,14 @@ pub struct LogOptions {
     /// Size of the in-memory write buffer in front of the active segment.
     /// Default 256 KiB.
     pub write_buffer_bytes: usize,
+    /// Accept losing records to a damaged log: instead of refusing to open
+    /// on [`StorageError::Corrupt`], [`TxnLog::open`] cuts the segment at the
+    /// first bad record and deletes every later segment
+    /// ([`crate::Repair::TruncatedCorruption`], logged with `tracing::warn!`).
+    /// Default `false`. Records dropped this way may have been acknowledged;
+    /// this is the operator's decision (`wazoo serve
+    /// --truncate-corrupt-log-tail`), never a default.
+    pub truncate_corrupt_tail: bool,
 }
 
 impl Default for LogOptions {
@@ -50,6 +58,7 @@ impl Default for LogOptions {
             segment_bytes: 64 * 1024 * 1024,
             max_record_bytes: 16 * 1024 * 1024,
             write_buffer_bytes: 256 * 1024,
+            truncate_corrupt_tail: false,
         }
     }
 }
@@ -153,7 +162,7 @@ impl TxnLog {
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<(TxnLog, Recovered)> {
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).at(&dir)?;
-        let recovered = recover(&dir)?;
+        let recovered = recover(&dir, &opts)?;
         let stats = Arc::new(LogStats::default());
         stats.count_fsyncs(recovered.fsyncs);
         let last_zxid = recovered.report.last_zxid.0;

@@ -44,7 +44,10 @@
 //!    the file, unless the record's CRC matches its bytes under a length
 //!    one bit away from the declared one or ending exactly at the end of the
 //!    file: then the record is complete and its length field is damaged
-//!    ([`CorruptReason::DamagedLength`], corruption).
+//!    ([`CorruptReason::DamagedLength`], corruption). The header must also be
+//!    one the writer wrote (see below), or the declared length is no proof
+//!    of anything: random bytes over complete records declare a length past
+//!    the end of the file almost always.
 //! 2. **Zero fill**: nothing but zero bytes from the record boundary to the
 //!    end of the file (a file extended without its data; a preallocating
 //!    writer would leave the same).
@@ -56,6 +59,19 @@
 //!    begin: a sector or page boundary, or the end of a `write` call. The
 //!    record must also not be one flipped bit away from a valid one (a
 //!    single-bit error is bit rot, and CRC-32 locates it unambiguously).
+//!
+//! In rules 1 and 3 the record's header is what the writer wrote: a crash
+//! loses bytes (they read back as zeros), it does not invent them. So the
+//! header must be one the writer could have written next: a body length no
+//! larger than it accepts ([`LogOptions::max_record_bytes`]), and a zxid that
+//! is the one the segment is named after (its first record) or is above the
+//! previous record's by at most [`MAX_EPOCH_STEP`] epochs. Only where the run
+//! of zeros ending the file starts inside the header (its end lost) is the
+//! zxid not checked, as its lost bytes are unknown. A header that fails this
+//! is [`CorruptReason::GarbledHeader`] when its body runs past the end of
+//! the file (otherwise the record's own failure is reported): garbage over
+//! the log, which may have replaced acknowledged records. Random bytes pass
+//! with a probability of about 2^-24.
 //!
 //! And in every case no valid record (correct CRC, zxid above the last good
 //! one) may start anywhere after the defect: one would prove that the
@@ -76,6 +92,15 @@
 //! write was never acknowledged; an operator then wipes the member and lets
 //! it resync, or cuts the file at the reported offset after checking that the
 //! record's zxid was never committed.
+//!
+//! # Accepting the loss
+//!
+//! [`LogOptions::truncate_corrupt_tail`] (`wazoo serve
+//! --truncate-corrupt-log-tail`) is the operator's decision to lose records:
+//! instead of failing, the open cuts the segment holding the first bad
+//! record at its offset, deletes every later segment, logs both at WARN with
+//! the bytes dropped, and reports [`Repair::TruncatedCorruption`]. Those
+//! records may have been acknowledged, so this is never done by default.
 
 use std::fs::{self, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom};
@@ -83,6 +108,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{CorruptReason, IoContext, Result, StorageError};
 use crate::fsutil::{fsync_dir, list_zxid_files, ZxidFile};
+use crate::log::LogOptions;
 use crate::segment::{
     header_at, length_matching_crc, one_bit_from_valid, open_segment, trailing_zeros_start,
     valid_record_follows, Frame, HeaderProblem, HeaderState, OpenSegment, RecordReader,
@@ -95,6 +121,12 @@ use crate::Zxid;
 /// of it, and files are laid out in whole blocks, so file offsets that are
 /// multiples of it are sector boundaries on the device).
 const SECTOR_BYTES: u64 = 512;
+
+/// How many epochs the zxid of a record may be ahead of the record before it
+/// for its header to pass for one the writer wrote (see [`header_follows`]).
+/// Each election that commits anything moves the epoch by one; a member that
+/// was away for 65,536 elections resyncs by snapshot, whatever its log holds.
+const MAX_EPOCH_STEP: u64 = 1 << 16;
 
 /// What [`crate::TxnLog::open`] found and repaired.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -130,6 +162,23 @@ pub enum Repair {
     RemovedEmptySegment {
         /// The deleted file.
         file: PathBuf,
+    },
+    /// Corruption that is not a crash was cut off because the log was opened
+    /// with [`LogOptions::truncate_corrupt_tail`]: the operator accepted
+    /// losing every record from `offset` on, acknowledged ones included.
+    TruncatedCorruption {
+        /// The segment holding the first bad record.
+        file: PathBuf,
+        /// New length of the file: the offset of the first bad record.
+        offset: u64,
+        /// Bytes removed, from `file` and from the deleted later segments.
+        dropped_bytes: u64,
+        /// Later segments deleted (every record after a bad one is dropped).
+        removed_segments: Vec<PathBuf>,
+        /// The zxid in the bad record's header, if it was complete.
+        zxid: Option<u64>,
+        /// What was wrong at `offset`.
+        reason: CorruptReason,
     },
 }
 
@@ -184,19 +233,40 @@ pub(crate) fn list_segments(dir: &Path) -> Result<Vec<ZxidFile>> {
 /// Validates every segment of `dir`, repairs a torn tail of the last one and
 /// fsyncs what remains of the last segment (records read back from the page
 /// cache after a process crash may not have reached the disk yet; the next
-/// segment must not exist before they have).
-pub(crate) fn recover(dir: &Path) -> Result<RecoveredLog> {
-    let files = list_segments(dir)?;
-    let count = files.len();
+/// segment must not exist before they have). With
+/// [`LogOptions::truncate_corrupt_tail`], corruption is cut off too (the
+/// segment at its first bad record, every later segment deleted) instead of
+/// refusing the open.
+pub(crate) fn recover(dir: &Path, opts: &LogOptions) -> Result<RecoveredLog> {
+    let mut files = list_segments(dir)?;
     let mut log = RecoveredLog {
-        segments: Vec::with_capacity(count),
+        segments: Vec::with_capacity(files.len()),
         report: Recovered::default(),
         fsyncs: 0,
     };
+    let max_len = opts.max_record_bytes;
     let mut prev_zxid = 0;
-    for (i, file) in files.into_iter().enumerate() {
-        let is_last = i + 1 == count;
-        let scan = scan_segment(&file, is_last, prev_zxid)?;
+    let mut i = 0;
+    while i < files.len() {
+        let is_last = i + 1 == files.len();
+        let scan = match scan_segment(&files[i], is_last, prev_zxid, max_len) {
+            Err(StorageError::Corrupt {
+                offset,
+                zxid,
+                reason,
+                ..
+            }) if opts.truncate_corrupt_tail && offset >= FILE_HEADER_LEN => {
+                let later = files.split_off(i + 1);
+                let repair = cut_corruption(&files[i].path, offset, zxid, reason, later)?;
+                log.report.repairs.push(repair);
+                log.fsyncs += 1;
+                // The segment now ends at its last good record.
+                scan_segment(&files[i], true, prev_zxid, max_len)?
+            }
+            other => other?,
+        };
+        let file = files[i].clone();
+        i += 1;
         if let Some(tail) = scan.torn_tail {
             log.report.repairs.push(cut_tail(&file.path, tail)?);
             log.fsyncs += 1;
@@ -239,7 +309,13 @@ struct TornTail {
 
 /// Validates one segment. `prev_zxid` is the zxid of the last record of the
 /// previous segment (0 for the first).
-fn scan_segment(file: &ZxidFile, is_last: bool, prev_zxid: u64) -> Result<SegmentScan> {
+/// `max_len` is the largest body the writer accepts.
+fn scan_segment(
+    file: &ZxidFile,
+    is_last: bool,
+    prev_zxid: u64,
+    max_len: u32,
+) -> Result<SegmentScan> {
     let path = &file.path;
     let OpenSegment {
         file: mut handle,
@@ -305,7 +381,12 @@ fn scan_segment(file: &ZxidFile, is_last: bool, prev_zxid: u64) -> Result<Segmen
             let mut inner = reader.into_inner();
             inner.seek(SeekFrom::Start(offset)).at(path)?;
             inner.read_to_end(&mut tail).at(path)?;
-            match classify_tail(&tail, offset, scan.last_zxid, reason) {
+            let next = NextRecord {
+                prev_zxid: scan.last_zxid,
+                named: (scan.records == 0).then_some(file.zxid),
+                max_len,
+            };
+            match classify_tail(&tail, offset, &next, reason) {
                 Ok(cause) => scan.torn_tail = Some(torn_at(offset, cause)),
                 Err(reason) => return Err(corrupt(path, offset, zxid, reason)),
             }
@@ -357,17 +438,50 @@ pub(crate) fn corrupt(
     }
 }
 
+/// What the writer could have written as the record after the last good one.
+struct NextRecord {
+    /// Zxid of the last good record (0 if none).
+    prev_zxid: u64,
+    /// The zxid the segment is named after, when no record of it is good yet
+    /// (its first record has exactly that zxid).
+    named: Option<u64>,
+    /// Largest body the writer accepts.
+    max_len: u32,
+}
+
+/// Whether a record header declaring `len` bytes and `zxid` is one the writer
+/// could have written after the last good record: the body is no longer than
+/// it accepts, and the zxid is the one the segment is named after (first
+/// record) or is above the previous one by at most [`MAX_EPOCH_STEP`] epochs.
+/// `zxid_intact` says whether all 8 bytes of the zxid are what was written
+/// (not in a run of zeros a lost write may have left; zeros only lower the
+/// value, so the length is checked either way). Random bytes pass with a
+/// probability of about 2^-8 x 2^-16 (first record: 2^-8 x 2^-64).
+fn header_follows(len: u32, zxid: u64, zxid_intact: bool, next: &NextRecord) -> bool {
+    if len > next.max_len {
+        return false;
+    }
+    if !zxid_intact {
+        return true;
+    }
+    match next.named {
+        Some(named) => zxid == named,
+        None => zxid > next.prev_zxid && (zxid >> 32) <= (next.prev_zxid >> 32) + MAX_EPOCH_STEP,
+    }
+}
+
 /// Decides whether the bad frame at `offset` of the last segment, followed by
 /// `tail` (its bytes up to the end of the file), is what a crash leaves
 /// (`Ok`, with what to report) or corruption (`Err`, with the reason to
-/// report). `prev_zxid` is the zxid of the last good record. The rules are
-/// those of the module docs.
+/// report). `next` says what record could follow the last good one. The
+/// rules are those of the module docs.
 fn classify_tail(
     tail: &[u8],
     offset: u64,
-    prev_zxid: u64,
+    next: &NextRecord,
     reason: CorruptReason,
 ) -> std::result::Result<TailDefect, CorruptReason> {
+    let prev_zxid = next.prev_zxid;
     if matches!(reason, CorruptReason::DataAfterZeroFill { .. })
         || valid_record_follows(tail, prev_zxid)
     {
@@ -384,19 +498,34 @@ fn classify_tail(
             actual,
         });
     }
+    let header_end = offset + RECORD_HEADER_LEN as u64;
+    let zeros_from = offset + trailing_zeros_start(tail) as u64;
+    // A crash leaves the header the writer wrote, or a prefix of it followed
+    // by the zeros of a lost write. Anything else is garbage written over
+    // the log, which may have replaced acknowledged records.
+    let header_ours = header_follows(len, zxid, zeros_from >= header_end, next);
     let Some(body) = rest.get(..len as usize) else {
-        // The declared body runs past the end of the file: a short write.
+        // The declared body runs past the end of the file: a short write,
+        // if the header is one the writer wrote.
+        if !header_ours {
+            return Err(CorruptReason::GarbledHeader {
+                len,
+                zxid,
+                previous: prev_zxid,
+            });
+        }
         return Ok(TailDefect::Torn(reason));
     };
     // Complete in length, yet invalid. A crash explains it only if the run
     // of zeros that ends the file reaches back over a point where a lost
     // write can begin inside this record.
-    let header_end = offset + RECORD_HEADER_LEN as u64;
     let frame_end = header_end + u64::from(len);
-    let zeros_from = offset + trailing_zeros_start(tail) as u64;
     let lost_at_header_end = zeros_from <= header_end && header_end < frame_end;
     let lost_at_sector = zeros_from.next_multiple_of(SECTOR_BYTES) < frame_end;
-    if (lost_at_header_end || lost_at_sector) && !one_bit_from_valid(zxid, body, stored) {
+    if (lost_at_header_end || lost_at_sector)
+        && header_ours
+        && !one_bit_from_valid(zxid, body, stored)
+    {
         return Ok(TailDefect::LostWrite { zeros_from, reason });
     }
     Err(reason)
@@ -436,6 +565,50 @@ fn cut_tail(path: &Path, tail: TornTail) -> Result<Repair> {
         offset: tail.offset,
         dropped_bytes,
         cause: tail.cause,
+    })
+}
+
+/// Cuts `path` at the bad record at `offset` and deletes the `later`
+/// segments (newest first, so a crash half way leaves a shorter log), at the
+/// operator's request ([`LogOptions::truncate_corrupt_tail`]).
+fn cut_corruption(
+    path: &Path,
+    offset: u64,
+    zxid: Option<u64>,
+    reason: CorruptReason,
+    later: Vec<ZxidFile>,
+) -> Result<Repair> {
+    let file_len = fs::metadata(path).at(path)?.len();
+    let mut dropped_bytes = file_len.saturating_sub(offset);
+    let mut removed_segments = Vec::with_capacity(later.len());
+    for seg in later.into_iter().rev() {
+        dropped_bytes += fs::metadata(&seg.path).at(&seg.path)?.len();
+        fs::remove_file(&seg.path).at(&seg.path)?;
+        removed_segments.push(seg.path);
+    }
+    removed_segments.reverse();
+    tracing::warn!(
+        file = %path.display(),
+        offset,
+        zxid = zxid.map(|z| format!("{z:#x}")),
+        dropped_bytes,
+        removed_segments = removed_segments.len(),
+        %reason,
+        "truncating a CORRUPT transaction log at the first bad record as asked \
+         (--truncate-corrupt-log-tail): {dropped_bytes} bytes dropped, from offset {offset} \
+         and {} later segment(s); records in them may have been acknowledged",
+        removed_segments.len()
+    );
+    let file = OpenOptions::new().write(true).open(path).at(path)?;
+    file.set_len(offset).at(path)?;
+    file.sync_all().at(path)?;
+    Ok(Repair::TruncatedCorruption {
+        file: path.to_path_buf(),
+        offset,
+        dropped_bytes,
+        removed_segments,
+        zxid,
+        reason,
     })
 }
 

@@ -37,6 +37,16 @@ impl ServerProcess {
         Ok(process)
     }
 
+    /// Like [`respawn`](Self::respawn), with `extra` appended to the
+    /// arguments of this start only.
+    pub(crate) fn respawn_with(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        let saved = self.spec.args.clone();
+        self.spec.args.extend(extra.iter().map(|a| a.to_string()));
+        let result = self.respawn();
+        self.spec.args = saved;
+        result
+    }
+
     /// Starts the process again (after [`kill`](Self::kill)); a no-op while it runs.
     pub(crate) fn respawn(&mut self) -> anyhow::Result<()> {
         if self.is_running() {

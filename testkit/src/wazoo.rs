@@ -192,4 +192,12 @@ impl WazooServer {
         self.process.respawn()?;
         self.wait_imok().map_err(|e| anyhow::anyhow!(e.message))
     }
+
+    /// [`restart`](Self::restart) with `extra` appended to the `wazoo serve`
+    /// arguments of this start only (a later restart runs without them).
+    pub fn restart_with_args(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        self.process.kill();
+        self.process.respawn_with(extra)?;
+        self.wait_imok().map_err(|e| anyhow::anyhow!(e.message))
+    }
 }

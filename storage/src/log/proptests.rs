@@ -51,6 +51,7 @@ fn options() -> LogOptions {
         max_record_bytes: 1024,
         // Tiny buffer: partial flushes leave half-written records on disk.
         write_buffer_bytes: 40,
+        truncate_corrupt_tail: false,
     }
 }
 
