@@ -199,6 +199,18 @@ fn every_handle_works_on_a_3_member_ensemble() {
 // the same session.
 #[test]
 fn a_java_lock_waiter_gets_the_lock_after_the_leader_dies() {
+    lock_waiter_across_a_leader_failover("/locks/java", &[]);
+}
+
+// The same through Curator: the waiter's calls are Curator's protected-mode
+// creates, its getData watch set with usingWatcher, and Curator's retry
+// policy rides out the lost connection.
+#[test]
+fn a_curator_lock_waiter_gets_the_lock_after_the_leader_dies() {
+    lock_waiter_across_a_leader_failover("/locks/curator", &["curator"]);
+}
+
+fn lock_waiter_across_a_leader_failover(lock: &str, flags: &[&str]) {
     let _one = ENSEMBLES.lock().unwrap_or_else(|p| p.into_inner());
     let (_dir, dir) = temp();
     let cp = build(&dir);
@@ -208,22 +220,21 @@ fn a_java_lock_waiter_gets_the_lock_after_the_leader_dies() {
         .expect("a leader");
     let go = dir.join("go");
     let go_arg = go.to_string_lossy().to_string();
-    let (child, mut out, line) = common::spawn_first_line(&mut program(
-        &cp,
-        180,
-        &["failover", &e.connect_string(), "/locks/java", &go_arg],
-    ));
-    assert!(line.starts_with("holder /locks/java/"), "{line:?}");
+    let hosts = e.connect_string();
+    let mut args = vec!["failover", &hosts, lock, &go_arg];
+    args.extend_from_slice(flags);
+    let (child, mut out, line) = common::spawn_first_line(&mut program(&cp, 180, &args));
+    assert!(line.starts_with(&format!("holder {lock}/")), "{line:?}");
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert_eq!(
         line.trim_end(),
-        r#"waiting {"waiting":"acquire:/locks/java"}"#
+        format!(r#"waiting {{"waiting":"acquire:{lock}"}}"#)
     );
     let rest = common::kill_leader_then_go(&mut e, leader, &go, child, out);
     assert!(
         rest.iter()
-            .any(|l| l.starts_with("held /locks/java/") && l.contains("__lock__")),
+            .any(|l| l.starts_with(&format!("held {lock}/")) && l.contains("__lock__")),
         "{rest:?}"
     );
     assert!(rest.iter().any(|l| l == "same session"), "{rest:?}");

@@ -2,8 +2,10 @@
 // host/tests/java_recipes.rs. Modes:
 //   json                       the JSON reader/writer's checks (no server)
 //   handles HOSTS              each typed handle once, one line per check
-//   failover HOSTS LOCK GO     a holder and a waiter; prints "waiting" while
-//                              the waiter's acquire waits, then waits for the
+//   failover HOSTS LOCK GO [curator]
+//                              a holder and a waiter (through Curator with
+//                              "curator"); prints "waiting" while the
+//                              waiter's acquire waits, then waits for the
 //                              file GO (the test kills the leader first),
 //                              releases, and the waiter must get the lock.
 // Any failed check exits 1 with what went wrong.
@@ -58,7 +60,7 @@ public class JavaRecipes {
         switch (a[0]) {
             case "json": json(); break;
             case "handles": handles(a[1]); break;
-            case "failover": failover(a[1], a[2], a[3]); break;
+            case "failover": failover(a[1], a[2], a[3], a.length > 4 && a[4].equals("curator")); break;
             default: check(false, "mode " + a[0]);
         }
         System.exit(0);
@@ -340,14 +342,26 @@ public class JavaRecipes {
         three.close();
     }
 
-    static void failover(String hosts, String lock, String go) throws Exception {
+    static void failover(String hosts, String lock, String go, boolean viaCurator) throws Exception {
         ZooKeeper holder = connect(hosts);
-        ZooKeeper waiter = connect(hosts);
+        ZooKeeper waiter;
+        RecipeCaller waiterCalls;
+        CuratorFramework curator = null;
+        if (viaCurator) {
+            curator = CuratorFrameworkFactory.newClient(hosts, 20000, 15000, new ExponentialBackoffRetry(200, 20));
+            curator.start();
+            check(curator.blockUntilConnected(60, TimeUnit.SECONDS), "Curator connected");
+            waiter = curator.getZookeeperClient().getZooKeeper();
+            waiterCalls = CuratorRecipes.caller(curator);
+        } else {
+            waiter = connect(hosts);
+            waiterCalls = Recipes.caller(waiter);
+        }
         long session = waiter.getSessionId();
         System.out.println("holder " + new WazooLock(holder, lock).acquire(LONG));
         System.out.flush();
         ExecutorService pool = Executors.newSingleThreadExecutor();
-        Future<String> held = pool.submit(() -> new WazooLock(waiter, lock).acquire(Duration.ofSeconds(120)));
+        Future<String> held = pool.submit(() -> new WazooLock(waiterCalls, lock).acquire(Duration.ofSeconds(120)));
         // Until the waiter's call node says it waits.
         String data = null;
         for (int i = 0; i < 600 && data == null; i++) {
@@ -374,6 +388,7 @@ public class JavaRecipes {
         if (waiter.getSessionId() == session) System.out.println("same session");
         pool.shutdownNow();
         holder.close();
-        waiter.close();
+        if (curator != null) curator.close();
+        else waiter.close();
     }
 }

@@ -48,7 +48,13 @@ public final class WazooQueue extends Handle {
         long start = System.nanoTime();
         if (pendingTake == null) pendingTake = caller.start(module, "take", Json.object("path", path), timeout);
         Duration left = timeout.minusNanos(System.nanoTime() - start);
-        Object item = pendingTake.await(left.isNegative() ? Duration.ZERO : left);
+        Object item;
+        try {
+            item = pendingTake.await(left.isNegative() ? Duration.ZERO : left);
+        } catch (KeeperException | RuntimeException e) {
+            pendingTake = null; // the call ended (failed, or its session did)
+            throw e;
+        }
         pendingTake = null;
         return Recipes.bytes(item);
     }
