@@ -7,7 +7,7 @@
 //! Guide, "ZooKeeper Watches"). kazoo's side is tests/python/
 //! test_recipe_calls.py.
 
-use std::io::{BufRead, BufReader};
+use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -15,6 +15,8 @@ use std::time::Duration;
 // Shared with the runtime's own tests: where the built recipe modules are.
 #[path = "../../runtime/tests/plugin_support/mod.rs"]
 mod plugin_support;
+
+mod common;
 
 use wazoo_testkit::{ServerOptions, TestEnsemble, WazooEnsemble, WazooServer};
 
@@ -138,21 +140,16 @@ fn a_c_clients_waiting_call_ends_in_its_node_after_the_leader_dies() {
         .wait_for_leader(Duration::from_secs(30))
         .expect("a leader");
     let go = dir.path().join("go");
-    let mut child = Command::new("timeout")
-        .arg("120")
-        .arg(&bin)
-        .arg(e.connect_string())
-        .arg("/locks/c")
-        .arg(&go)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
+    let (child, mut out, line) = common::spawn_first_line(
+        Command::new("timeout")
+            .arg("120")
+            .arg(&bin)
+            .arg(e.connect_string())
+            .arg("/locks/c")
+            .arg(&go),
+    );
     assert!(line.starts_with(r#"holder {"done":"/locks/c/"#), "{line:?}");
-    line.clear();
+    let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert!(
         line.starts_with("waiting /zookeeper/calls/lock/acquire")
@@ -161,15 +158,7 @@ fn a_c_clients_waiting_call_ends_in_its_node_after_the_leader_dies() {
                 .ends_with(r#"{"waiting":"acquire:/locks/c"}"#),
         "{line:?}"
     );
-    e.kill(leader);
-    let new_leader = e
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a new leader");
-    assert_ne!(new_leader, leader);
-    std::fs::write(&go, b"").unwrap();
-    let rest: Vec<String> = out.lines().map_while(Result::ok).collect();
-    let status = child.wait().unwrap();
-    assert!(status.success(), "the C client said {rest:?}");
+    let rest = common::kill_leader_then_go(&mut e, leader, &go, child, out);
     assert!(
         rest.iter()
             .any(|l| l.starts_with(r#"held {"done":"/locks/c/"#) && l.contains("__lock__")),

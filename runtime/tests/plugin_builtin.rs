@@ -16,18 +16,6 @@ use std::collections::BTreeMap;
 use wazoo_runtime::abi::{self, CallerInfo, Reply, WatchEvent, WatchRequest};
 use wazoo_runtime::{RecipeHost, Runtime, RuntimeConfig};
 
-const MODULES: &[&str] = &[
-    "lock",
-    "rwlock",
-    "semaphore",
-    "queue",
-    "barrier",
-    "double_barrier",
-    "twophase",
-    "election",
-    "group",
-];
-
 #[derive(Serialize, Clone)]
 #[serde(untagged)]
 enum V {
@@ -81,7 +69,7 @@ impl Sim {
             ..Default::default()
         })
         .unwrap();
-        for m in MODULES {
+        for m in BUILTIN_MODULES {
             rt.load_bytes(&recipe_bytes(m)).unwrap();
         }
         Sim {

@@ -427,6 +427,26 @@ pub fn compile_c_client(dir: &std::path::Path, name: &str) -> std::path::PathBuf
     bin
 }
 
+/// Compiles `tests/java/<class>.java` against `classpath` (colon-separated)
+/// into `dir`, warnings as errors. Panics if javac fails.
+pub fn compile_java(dir: &std::path::Path, class: &str, classpath: &str) {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/java")
+        .join(format!("{class}.java"));
+    // `-path`: Debian's jars name absent jars in their Class-Path.
+    let out = std::process::Command::new("javac")
+        .args(["-Xlint:all,-path", "-Werror", "-cp", classpath, "-d"])
+        .arg(dir)
+        .arg(&src)
+        .output()
+        .expect("javac runs");
+    assert!(
+        out.status.success(),
+        "javac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Compiles `tests/java/<class>.java` against `classpath` into `dir` and
 /// runs it with `args` (for at most 120 s): its stdout lines. Panics if
 /// either step fails.
@@ -437,20 +457,7 @@ pub fn run_java(
     args: &[&str],
 ) -> Vec<String> {
     let classpath = classpath.join(":");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/java")
-        .join(format!("{class}.java"));
-    let out = std::process::Command::new("javac")
-        .args(["-cp", &classpath, "-d"])
-        .arg(dir)
-        .arg(&src)
-        .output()
-        .expect("javac runs");
-    assert!(
-        out.status.success(),
-        "javac: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_java(dir, class, &classpath);
     let run_cp = format!("{}:{classpath}", dir.display());
     let out = std::process::Command::new("timeout")
         .args(["120", "java", "-cp", &run_cp, class])
@@ -464,4 +471,47 @@ pub fn run_java(
         String::from_utf8_lossy(&out.stderr)
     );
     stdout.lines().map(str::to_string).collect()
+}
+
+/// A client program's stdout, read line by line as it runs.
+pub type ProgramOut = std::io::BufReader<std::process::ChildStdout>;
+
+/// Starts `cmd` with its stdout piped and its stderr dropped: the child and
+/// its stdout, and the first line of it (without the line end).
+pub fn spawn_first_line(
+    cmd: &mut std::process::Command,
+) -> (std::process::Child, ProgramOut, String) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the client program starts");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    (child, out, line.trim_end().to_string())
+}
+
+/// Kills member `leader` of `e` while a client program waits on it, waits
+/// for another leader, then creates `go` so the program goes on: its
+/// remaining stdout lines. Panics unless it exits 0.
+pub fn kill_leader_then_go(
+    e: &mut impl wazoo_testkit::TestEnsemble,
+    leader: usize,
+    go: &std::path::Path,
+    mut child: std::process::Child,
+    out: ProgramOut,
+) -> Vec<String> {
+    use std::io::BufRead;
+    e.kill(leader);
+    let new_leader = e
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a new leader");
+    assert_ne!(new_leader, leader);
+    std::fs::write(go, b"").unwrap();
+    let rest: Vec<String> = out.lines().map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the client program said {rest:?}");
+    rest
 }

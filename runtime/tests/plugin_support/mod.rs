@@ -249,6 +249,20 @@ pub fn good_module(name: &str, version: &str, value: &str) -> Vec<u8> {
     )
 }
 
+/// The built-in recipe modules (docs/BUILTIN_RECIPES.md), as named in
+/// recipes-wasm/ (NAME.wasm).
+pub const BUILTIN_MODULES: &[&str] = &[
+    "lock",
+    "rwlock",
+    "semaphore",
+    "queue",
+    "barrier",
+    "double_barrier",
+    "twophase",
+    "election",
+    "group",
+];
+
 /// Builds the recipes in recipes-wasm/ (once per test process) and returns
 /// the directory holding NAME.wasm.
 pub fn recipes_dir() -> PathBuf {

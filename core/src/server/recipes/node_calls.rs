@@ -178,25 +178,92 @@ fn whole_msgpack<T: serde::de::DeserializeOwned>(b: &[u8]) -> Option<T> {
     rest.is_empty().then_some(v)
 }
 
-/// A recipe's result as JSON: its MessagePack value; binary data, or bytes
-/// that are no MessagePack value, as a string when UTF-8, else as `0x` and
-/// hex.
+/// A recipe's result as JSON: its MessagePack value; binary data, wherever
+/// it is (the whole result, or inside an array or a map, as the group's
+/// members and the semaphore's holders are), and bytes that are no
+/// MessagePack value, as a string when UTF-8, else as `0x` and hex.
 fn msgpack_to_json(b: &[u8]) -> serde_json::Value {
-    #[derive(serde::Deserialize)]
-    struct Bin(#[serde(with = "wazoo_sdk::abi::bytes")] Vec<u8>);
-    if let Some(v) = whole_msgpack::<serde_json::Value>(b) {
-        return v;
+    match whole_msgpack::<JsonOf>(b) {
+        Some(JsonOf(v)) => v,
+        None => bytes_to_json(b.to_vec()),
     }
-    let bytes = match whole_msgpack::<Bin>(b) {
-        Some(Bin(bytes)) => bytes,
-        None => b.to_vec(),
-    };
+}
+
+/// Binary data as JSON: a string when UTF-8, else `0x` and hex.
+fn bytes_to_json(bytes: Vec<u8>) -> serde_json::Value {
     match String::from_utf8(bytes) {
         Ok(s) => serde_json::Value::String(s),
         Err(e) => {
             let hex: String = e.as_bytes().iter().map(|x| format!("{x:02x}")).collect();
             serde_json::Value::String(format!("0x{hex}"))
         }
+    }
+}
+
+/// A MessagePack value read as JSON ([`msgpack_to_json`]'s rules):
+/// `serde_json::Value` itself refuses binary data. Map keys that are not
+/// strings become their JSON text.
+struct JsonOf(serde_json::Value);
+
+impl<'de> serde::Deserialize<'de> for JsonOf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{MapAccess, SeqAccess, Visitor};
+        use serde_json::Value;
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = JsonOf;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a MessagePack value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<JsonOf, E> {
+                Ok(JsonOf(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<JsonOf, E> {
+                Ok(JsonOf(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<JsonOf, E> {
+                Ok(JsonOf(v.into()))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<JsonOf, E> {
+                Ok(JsonOf(
+                    serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+                ))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<JsonOf, E> {
+                Ok(JsonOf(Value::String(v.to_string())))
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<JsonOf, E> {
+                Ok(JsonOf(bytes_to_json(v.to_vec())))
+            }
+            fn visit_unit<E>(self) -> Result<JsonOf, E> {
+                Ok(JsonOf(Value::Null))
+            }
+            fn visit_none<E>(self) -> Result<JsonOf, E> {
+                Ok(JsonOf(Value::Null))
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<JsonOf, D::Error> {
+                <JsonOf as serde::Deserialize>::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<JsonOf, A::Error> {
+                let mut out = Vec::new();
+                while let Some(JsonOf(v)) = a.next_element()? {
+                    out.push(v);
+                }
+                Ok(JsonOf(Value::Array(out)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<JsonOf, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some((JsonOf(k), JsonOf(v))) = a.next_entry()? {
+                    let key = match k {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    out.insert(key, v);
+                }
+                Ok(JsonOf(Value::Object(out)))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -421,6 +488,45 @@ mod tests {
         let mut two = packed.clone();
         two.extend_from_slice(&packed);
         assert!(args_to_msgpack(&two).is_err());
+    }
+
+    #[test]
+    fn binary_data_in_a_result_is_text_or_hex_wherever_it_is() {
+        #[derive(serde::Serialize)]
+        struct Member {
+            name: &'static str,
+            #[serde(with = "wazoo_sdk::abi::bytes")]
+            data: Vec<u8>,
+        }
+        let members = vec![
+            Member {
+                name: "a",
+                data: b"text".to_vec(),
+            },
+            Member {
+                name: "b",
+                data: vec![0xff, 0],
+            },
+        ];
+        let reply = Reply::Done(abi::encode(&members).unwrap());
+        assert_eq!(
+            result_data(&reply),
+            br#"{"done":[{"data":"text","name":"a"},{"data":"0xff00","name":"b"}]}"#
+        );
+        let whole = Reply::Done(abi::encode(&serde_bytes_of(b"\xfe")).unwrap());
+        assert_eq!(result_data(&whole), br#"{"done":"0xfe"}"#);
+        let none = Reply::Done(abi::encode(&Option::<u8>::None).unwrap());
+        assert_eq!(result_data(&none), br#"{"done":null}"#);
+    }
+
+    fn serde_bytes_of(b: &[u8]) -> impl serde::Serialize + '_ {
+        struct B<'a>(&'a [u8]);
+        impl serde::Serialize for B<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(self.0)
+            }
+        }
+        B(b)
     }
 
     #[test]
