@@ -9,6 +9,8 @@
 #   - nc and socat (Debian packages `netcat-openbsd`, `socat`: a test asks
 #     four-letter words the way health probes do),
 #   - the Python test dependencies pinned in tests/python/requirements.txt,
+#   - the Python helper package clients/python (`wazoo_recipes`, for users; the tests
+#     import it from the source tree),
 #   - the Rust target wasm32-unknown-unknown.
 # Idempotent: does nothing (and prints one line) when all is in place.
 # Quiet: an installer's output is shown only if it fails, and then the script fails.
@@ -98,6 +100,16 @@ then
   say "pip installing $(grep -v '^#' "$REQUIREMENTS" | xargs) into $PYTHON"
   quietly "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
     -r "$REQUIREMENTS"
+fi
+
+# --- wazoo_recipes (clients/python) ----------------------------------------------------
+WANT_RECIPES="$(sed -n 's/^version = "\(.*\)"$/\1/p' "$REPO/clients/python/pyproject.toml")"
+HAVE_RECIPES="$("$PYTHON" -c 'from importlib.metadata import version; print(version("wazoo-recipes"))' \
+  2>/dev/null || true)"
+if [ "$HAVE_RECIPES" != "$WANT_RECIPES" ]; then
+  say "pip installing wazoo-recipes $WANT_RECIPES (clients/python) into $PYTHON"
+  quietly "$PYTHON" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    "$REPO/clients/python"
 fi
 
 # --- Rust ------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 import warnings
 
 import pytest
@@ -236,6 +237,31 @@ def serve_target(request, target: str):
         srv = _start_standalone(target)
         yield srv
         srv.close()
+
+
+def wait_for_recipes(members, modules) -> None:
+    """Until every member serves the recipe modules named, compiled (`recp`
+    lists each with loads= above 0): a fresh wazoo compiles its built-in
+    modules after it starts serving."""
+    deadline = time.monotonic() + 300
+    for member in members:
+        while True:
+            recp = member.four_letter("recp")
+            loaded = {line.split()[0].removeprefix("module="): line for line in recp.splitlines()
+                      if line.startswith("module=")}
+            if all(m in loaded and " loads=0 " not in loaded[m] for m in modules):
+                break
+            if time.monotonic() > deadline:
+                pytest.fail(f"the built-in modules were not served within 300 s: {recp}")
+            time.sleep(0.2)
+
+
+def serve_with_recipes(request, target: str, modules):
+    """serve_target, once every member serves the recipe `modules`: the
+    body of `server` for a test module that calls recipes (wazoo only)."""
+    for served in serve_target(request, target):
+        wait_for_recipes(served.ensemble.members if served.is_ensemble else [served], modules)
+        yield served
 
 
 def connect(hosts: str, **kwargs) -> KazooClient:

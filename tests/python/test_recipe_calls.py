@@ -16,41 +16,21 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 
 import pytest
 from kazoo.exceptions import BadArgumentsError, NoAuthError
 
-from conftest import serve_target
+from conftest import serve_with_recipes
 from servers import TARGETS, WAIT
 
 
 BUILTINS_USED = ("lock",)
 
 
-def wait_for_recipes(members) -> None:
-    """Until every member serves the modules used here, compiled (`recp`
-    lists each with loads= above 0): a fresh server compiles its built-in
-    modules after it starts serving."""
-    deadline = time.monotonic() + 300
-    for member in members:
-        while True:
-            recp = member.four_letter("recp")
-            loaded = {line.split()[0].removeprefix("module="): line for line in recp.splitlines()
-                      if line.startswith("module=")}
-            if all(m in loaded and " loads=0 " not in loaded[m] for m in BUILTINS_USED):
-                break
-            if time.monotonic() > deadline:
-                pytest.fail(f"the built-in modules were not served within 300 s: {recp}")
-            time.sleep(0.2)
-
-
 @pytest.fixture(params=[t for t in TARGETS if t.startswith("wazoo")])
 def server(request):
-    for target in serve_target(request, request.param):
-        wait_for_recipes(target.ensemble.members if target.is_ensemble else [target])
-        yield target
+    yield from serve_with_recipes(request, request.param, BUILTINS_USED)
 
 
 def call(client, module: str, method: str, args) -> tuple[str, dict]:
