@@ -853,6 +853,14 @@ impl Server {
             // Callbacks of waits a proposed txn will fire come first (see
             // `find_prefired`); then those owed by applied txns.
             let (key, w) = if let Some((key, path, event)) = self.prefired.pop_front() {
+                // The same wait registered again by a txn still in flight:
+                // the table's registration is the one that txn replaces,
+                // and a callback of it would answer the earlier call. The
+                // firing txn, once applied, fires the new registration,
+                // which is then called back as owed.
+                if self.registration_in_flight(&key) {
+                    continue;
+                }
                 let Some(mut w) = self.waits.get(&key).cloned() else {
                     continue;
                 };
@@ -901,6 +909,16 @@ impl Server {
                 false,
             );
         }
+    }
+
+    /// Whether a txn proposed and not yet applied registers the wait `key`
+    /// (again): its session's recipe txn of that module naming the token.
+    fn registration_in_flight(&self, key: &WaitKey) -> bool {
+        self.prep.proposals.iter().any(|p| {
+            p.record.header.session_id == key.session
+                && matches!(&p.record.txn, Txn::Recipe(rt)
+                    if rt.module == key.module && rt.waits.iter().any(|w| w.token == key.token))
+        })
     }
 
     /// Leader, in `propose`: the waits the txn being proposed will fire

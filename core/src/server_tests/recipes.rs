@@ -1230,3 +1230,50 @@ fn a_chrooted_clients_call_node_is_made_under_its_chroot() {
     });
     assert_eq!(err(h.call(1, req)), ErrorCode::NoNode);
 }
+
+// ZooKeeper Recipes and Solutions, "Locks": a waiter that calls again
+// (re-registering its wait) while the node it waits on is deleted gets its
+// answer in the node of the call it made last. The delete's callback,
+// prepped right behind it while the new registration is still in flight,
+// would otherwise run the registration the table held (the first call's)
+// and answer in the first call's node, leaving the second one waiting for
+// good.
+#[test]
+fn a_wait_registered_again_in_flight_is_answered_in_the_latest_call_node() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    ok(h.call(2, create("/n", b"", CreateMode::Ephemeral)));
+    let first = created(h.call(
+        1,
+        call_create("t/await_gone", EPHEMERAL_SEQUENTIAL, br#""/n""#),
+    ));
+    h.auto_sync = false;
+    h.send(
+        1,
+        70,
+        call_create("t/await_gone", EPHEMERAL_SEQUENTIAL, br#""/n""#),
+    );
+    h.send(
+        2,
+        71,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    );
+    h.auto_sync = true;
+    h.sync();
+    h.step(Input::Tick);
+    let replies = frames(&h, 1, |s| match s {
+        Sent::Reply { xid: 70, err, body } => Some((*err, body.clone())),
+        _ => None,
+    });
+    let second = match replies.as_slice() {
+        [(0, Some(Response::Create { path }))] => path.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_ne!(first, second);
+    assert_eq!(data_of(&mut h, 1, &second, false).0, r#"{"done":"/n"}"#);
+    assert!(h.server.recipe_waits().is_empty());
+}
