@@ -20,7 +20,7 @@ mod common;
 
 use plugin_support::BUILTIN_MODULES as MODULES;
 
-use wazoo_testkit::{ServerOptions, TestEnsemble, WazooEnsemble};
+use wazoo_testkit::{TestEnsemble, WazooEnsemble};
 
 const COMPILE_WAIT: Duration = Duration::from_secs(300);
 
@@ -92,20 +92,7 @@ fn run(classpath: &str, args: &[&str]) -> Vec<String> {
 /// A plugins directory holding the built-in modules, and a 3-member
 /// ensemble loading it, each member serving them.
 fn ensemble() -> (tempfile::TempDir, WazooEnsemble) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    for m in MODULES {
-        std::fs::copy(
-            plugin_support::recipes_dir().join(format!("{m}.wasm")),
-            dir.path().join(format!("{m}.wasm")),
-        )
-        .unwrap_or_else(|e| panic!("copy {m}.wasm: {e}"));
-    }
-    let opts = ServerOptions::default()
-        .tick_time_ms(500)
-        .session_timeouts_ms(1000, 30_000)
-        .binary(env!("CARGO_BIN_EXE_wazoo"))
-        .arg("--plugins")
-        .arg(dir.path().to_string_lossy().to_string());
+    let (dir, opts) = common::plugins_options(&plugin_support::recipes_dir(), MODULES);
     let e = WazooEnsemble::start(3, opts).expect("start a wazoo ensemble");
     for i in 0..3 {
         wazoo_testkit::wait_for_recipes(e.addr(i), MODULES, COMPILE_WAIT).unwrap();

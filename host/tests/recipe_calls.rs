@@ -8,7 +8,6 @@
 //! test_recipe_calls.py.
 
 use std::io::BufRead;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -22,22 +21,10 @@ use wazoo_testkit::{ServerOptions, TestEnsemble, WazooEnsemble, WazooServer};
 
 const COMPILE_WAIT: Duration = Duration::from_secs(300);
 
-/// A plugins directory holding the lock module only (each member compiles
-/// what it loads at start), and server options using it.
+/// A plugins directory holding the lock module only, and server options
+/// using it.
 fn options() -> (tempfile::TempDir, ServerOptions) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::copy(
-        plugin_support::recipes_dir().join("lock.wasm"),
-        dir.path().join("lock.wasm"),
-    )
-    .expect("copy lock.wasm");
-    let opts = ServerOptions::default()
-        .tick_time_ms(500)
-        .session_timeouts_ms(1000, 30_000)
-        .binary(env!("CARGO_BIN_EXE_wazoo"))
-        .arg("--plugins")
-        .arg(dir.path().to_string_lossy().to_string());
-    (dir, opts)
+    common::plugins_options(&plugin_support::recipes_dir(), &["lock"])
 }
 
 /// zkCli.sh's answers to `commands` (one line each, on stdin): its stdout
@@ -102,25 +89,6 @@ fn zkcli_calls_a_recipe_with_create_and_reads_the_result_with_get() {
     );
 }
 
-/// Compiles the C program into `dir`.
-fn compile(dir: &Path) -> std::path::PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c_client/recipe_call.c");
-    let bin = dir.join("recipe_call");
-    let out = Command::new("cc")
-        .args(["-DTHREADED", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .arg("-lzookeeper_mt")
-        .output()
-        .expect("a C compiler (cc)");
-    assert!(
-        out.status.success(),
-        "compiling the C client (needs libzookeeper-mt-dev, which scripts/setup.sh installs): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    bin
-}
-
 // ZooKeeper Recipes and Solutions, "Locks", run server-side: the waiter's
 // wait is replicated state, so when the leader dies mid-wait the new
 // leader runs the callback, and the waiter's call node changes on the
@@ -130,7 +98,7 @@ fn compile(dir: &Path) -> std::path::PathBuf {
 #[test]
 fn a_c_clients_waiting_call_ends_in_its_node_after_the_leader_dies() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = compile(dir.path());
+    let bin = common::compile_c_client(dir.path(), "recipe_call");
     let (_plugins, opts) = options();
     let mut e = WazooEnsemble::start(3, opts).expect("start a wazoo ensemble");
     for i in 0..3 {

@@ -405,6 +405,30 @@ pub fn raw_create(path: &str, data: Option<&[u8]>) -> wazoo_proto::Request {
     })
 }
 
+/// A plugins directory holding `modules` copied from `recipes_dir` (each
+/// member compiles what it loads at start), and wazoo server options using
+/// it: ticks of 500 ms, session timeouts from 1 s to 30 s.
+pub fn plugins_options(
+    recipes_dir: &std::path::Path,
+    modules: &[&str],
+) -> (tempfile::TempDir, ServerOptions) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for m in modules {
+        std::fs::copy(
+            recipes_dir.join(format!("{m}.wasm")),
+            dir.path().join(format!("{m}.wasm")),
+        )
+        .unwrap_or_else(|e| panic!("copy {m}.wasm: {e}"));
+    }
+    let opts = ServerOptions::default()
+        .tick_time_ms(500)
+        .session_timeouts_ms(1000, 30_000)
+        .binary(env!("CARGO_BIN_EXE_wazoo"))
+        .arg("--plugins")
+        .arg(dir.path().to_string_lossy().to_string());
+    (dir, opts)
+}
+
 /// Compiles `tests/c_client/<name>.c` against ZooKeeper's C client
 /// (libzookeeper-mt) into `dir`: the program.
 pub fn compile_c_client(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
