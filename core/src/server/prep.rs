@@ -392,10 +392,7 @@ impl Server {
         match self.recipe_call_of(&req, session, xid) {
             Some(Ok(call)) => return self.local_recipe_call(conn, xid, session, &auth, call),
             Some(Err(code)) => {
-                let d = match self.last_outstanding() {
-                    Some(zxid) => Deferred::ErrorAfter { zxid, code },
-                    None => Deferred::Error(code),
-                };
+                let d = self.error_after_outstanding(code);
                 return self.push_deferred(conn, xid, d);
             }
             None => {}
@@ -420,10 +417,7 @@ impl Server {
             // fall then loses, and the client would have seen a state the
             // ensemble never had (found by the whole-member simulation).
             Err(PrepError::Code(code)) => {
-                let d = match self.last_outstanding() {
-                    Some(zxid) => Deferred::ErrorAfter { zxid, code },
-                    None => Deferred::Error(code),
-                };
+                let d = self.error_after_outstanding(code);
                 self.push_deferred(conn, xid, d)
             }
             Err(PrepError::Done) => {
@@ -444,6 +438,14 @@ impl Server {
             .proposals
             .back()
             .map(|p| Zxid::from_wire(p.record.header.zxid))
+    }
+
+    /// The error `code` now, or once every txn proposed so far is applied.
+    pub(super) fn error_after_outstanding(&self, code: ErrorCode) -> Deferred {
+        match self.last_outstanding() {
+            Some(zxid) => Deferred::ErrorAfter { zxid, code },
+            None => Deferred::Error(code),
+        }
     }
 
     /// `body` now, or once every txn proposed so far is applied.
@@ -865,7 +867,7 @@ pub(super) fn prep_set_data(
     version: i32,
 ) -> Result<Txn, ErrorCode> {
     validate_path(path)?;
-    let mut r = view.get(path).ok_or(ErrorCode::NoNode)?;
+    let r = view.get(path).ok_or(ErrorCode::NoNode)?;
     acl::check(&r.acl, perms::WRITE, auth)?;
     // A call node's data is its result: the server's alone to write.
     if recipes::node_calls::under_calls(path) {
@@ -876,12 +878,25 @@ pub(super) fn prep_set_data(
     }
     check_data_size(cfg, data)?;
     let v = check_version(r.stat.version, version)?;
+    stage_set_data(view, path, r, data, v)
+}
+
+/// Stages, in `view`, a setData of `path` (its record `r`) to `data` as
+/// version `version`, once every check of the write passed: the txn
+/// (checked as apply will check it) and the node's new record.
+pub(super) fn stage_set_data(
+    view: &mut View<'_>,
+    path: &str,
+    mut r: Record,
+    data: Option<&[u8]>,
+    version: i32,
+) -> Result<Txn, ErrorCode> {
     let txn = checked(Txn::SetData {
         path: path.to_string(),
         data: data.map(<[u8]>::to_vec),
-        version: v,
+        version,
     })?;
-    r.stat.version = v;
+    r.stat.version = version;
     r.stat.mzxid = view.zxid.to_wire();
     r.stat.mtime = view.time_ms;
     r.stat.data_length = data_len(data) as i32;

@@ -415,13 +415,7 @@ impl Server {
         if let Some(op) = node_op {
             let Some(path) = node_calls::created_call_node(&rt.ops).map(str::to_string) else {
                 // Failed: the create fails with the call's error.
-                let d = match self.last_outstanding() {
-                    Some(zxid) => super::Deferred::ErrorAfter {
-                        zxid,
-                        code: failed_code(&rt.reply),
-                    },
-                    None => super::Deferred::Error(failed_code(&rt.reply)),
-                };
+                let d = self.error_after_outstanding(failed_code(&rt.reply));
                 return self.push_deferred(conn, xid, d);
             };
             return self.propose(

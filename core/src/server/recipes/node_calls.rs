@@ -30,9 +30,8 @@
 use wazoo_proto::{perms, Acl, CreateMode, ErrorCode, OpCode, Request};
 use wazoo_sdk::abi::{self, Reply};
 
-use super::super::prep::{check_data_size, stage_new_node, validate_path, View};
+use super::super::prep::{check_data_size, stage_new_node, stage_set_data, validate_path, View};
 use super::super::ServerConfig;
-use super::record_data;
 use crate::txn::{NodeKind, Txn};
 
 /// Where calls are made (under a chroot, below it: `<chroot>/zookeeper/calls`).
@@ -382,7 +381,7 @@ pub(in crate::server) fn stage_result(
     call_node: &str,
     reply: &Reply,
 ) -> Option<Txn> {
-    let mut r = view.get(call_node)?;
+    let r = view.get(call_node)?;
     if r.stat.ephemeral_owner != session {
         return None;
     }
@@ -394,18 +393,7 @@ pub(in crate::server) fn stage_result(
         ));
     }
     let version = r.stat.version.wrapping_add(1);
-    let txn = Txn::SetData {
-        path: call_node.to_string(),
-        data: Some(data.clone()),
-        version,
-    };
-    r.stat.version = version;
-    r.stat.mzxid = view.zxid.to_wire();
-    r.stat.mtime = view.time_ms;
-    r.stat.data_length = data.len() as i32;
-    r.data = record_data(Some(&data));
-    view.set(call_node, Some(r));
-    Some(txn)
+    stage_set_data(view, call_node, r, Some(&data), version).ok()
 }
 
 /// What a client's write in the calls subtree other than a call may do:
