@@ -141,6 +141,10 @@ pub struct Config {
     /// from the first corrupt one on, instead of the member refusing to
     /// start (`wazoo_storage::LogOptions::truncate_corrupt_tail`).
     pub truncate_corrupt_log_tail: bool,
+    /// `forceSync` (ZooKeeper's key, `yes` by default): `no` writes the log
+    /// without fdatasync (`wazoo_storage::LogOptions::force_sync`), so a
+    /// machine crash may lose acknowledged writes; the member warns at start.
+    pub force_sync: bool,
 }
 
 pub const DEFAULT_TICK_TIME_MS: u32 = 3000;
@@ -389,6 +393,7 @@ impl Config {
 
     fn from_map(mut kv: BTreeMap<String, String>) -> Result<Config> {
         check_security_keys(&kv)?;
+        check_feature_keys(&kv)?;
         let tls = tls::take(&mut kv)?;
         let sasl = take_sasl(&mut kv)?;
         let tick = take_num::<u32>(&mut kv, "tickTime")?.unwrap_or(DEFAULT_TICK_TIME_MS);
@@ -539,6 +544,7 @@ impl Config {
             my_id: None,
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
             truncate_corrupt_log_tail: false,
+            force_sync: take_yes_no(&mut kv, "forceSync")?.unwrap_or(true),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
             suspect_ms,
             metrics_port,
@@ -722,16 +728,84 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
 /// Authentication, Authorization Options" and "Communication using the
 /// Netty framework" (docs/SECURITY.md lists them).
 fn check_security_keys(kv: &BTreeMap<String, String>) -> Result<()> {
+    refuse_keys(
+        kv,
+        security_refusal,
+        "zoo.cfg configures security that wazoo does not implement yet, and serving without it would leave the service open (see docs/SECURITY.md)",
+    )
+}
+
+/// Fails naming every key of `kv` that `why` refuses (never their values),
+/// one a line under `what`.
+fn refuse_keys(
+    kv: &BTreeMap<String, String>,
+    why: impl Fn(&str, &str) -> Option<String>,
+    what: &str,
+) -> Result<()> {
     let refused: Vec<String> = kv
         .iter()
-        .filter_map(|(k, v)| security_refusal(k, v).map(|why| format!("  {k}: {why}")))
+        .filter_map(|(k, v)| why(k, v).map(|why| format!("  {k}: {why}")))
         .collect();
     if refused.is_empty() {
         return Ok(());
     }
-    bail!(
-        "refusing to start: zoo.cfg configures security that wazoo does not implement yet, and serving without it would leave the service open (see docs/SECURITY.md):\n{}",
-        refused.join("\n")
+    bail!("refusing to start: {what}:\n{}", refused.join("\n"))
+}
+
+/// Why wazoo refuses a zoo.cfg key that asks for a ZooKeeper feature it
+/// does not implement yet (docs/OPERATIONS.md, "ZooKeeper features not
+/// implemented"): serving without the feature would give the operator
+/// something other than what the file says, such as plain majorities where
+/// `weight.3=0` takes member 3 out of the vote, or no audit trail where
+/// one was asked for. Keys are matched as [`security_refusal`] matches
+/// them (any case, with or without `zookeeper.`).
+fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
+    let lower = key.to_ascii_lowercase();
+    let k = lower.strip_prefix("zookeeper.").unwrap_or(&lower);
+    let v = value.trim();
+    let unless_false = |what: &str| {
+        (!v.eq_ignore_ascii_case("false")).then(|| format!("{what} (only `false` is accepted)"))
+    };
+    let per_member = |prefix: &str| {
+        k.strip_prefix(prefix)
+            .is_some_and(|n| n.parse::<u64>().is_ok())
+    };
+    match k {
+        _ if per_member("group.") || per_member("weight.") => {
+            Some("hierarchical quorums (group.N and weight.N)".to_string())
+        }
+        "audit.enable" => unless_false("audit logs"),
+        "localsessionsenabled" | "localsessionsupgradingenabled" => unless_false("local sessions"),
+        "multiaddress.enabled" => unless_false("several addresses per member (multiAddress)"),
+        "observermasterport" => Some("observers that sync from a follower".to_string()),
+        "oraclepath" => Some("the Oracle Quorum of 2-member ensembles".to_string()),
+        "leaderserves" => (v != "yes")
+            .then(|| "a leader that serves no clients (only `yes` is accepted)".to_string()),
+        "electionalg" => (v != "3").then(|| {
+            "an election algorithm other than fast leader election (only `3` is accepted)"
+                .to_string()
+        }),
+        "admin.enableserver" => unless_false("the AdminServer"),
+        "admin.serverport" | "admin.serveraddress" | "admin.commandurl" | "admin.idletimeout"
+            if !admin_off =>
+        {
+            Some("the AdminServer (set admin.enableServer=false to start without it)".to_string())
+        }
+        _ => None,
+    }
+}
+
+/// Refuses, all named in one error, the keys of [`feature_refusal`].
+fn check_feature_keys(kv: &BTreeMap<String, String>) -> Result<()> {
+    let admin_off = kv.iter().any(|(k, v)| {
+        let k = k.to_ascii_lowercase();
+        k.strip_prefix("zookeeper.").unwrap_or(&k) == "admin.enableserver"
+            && v.trim().eq_ignore_ascii_case("false")
+    });
+    refuse_keys(
+        kv,
+        |k, v| feature_refusal(k, v, admin_off),
+        "zoo.cfg asks for ZooKeeper features that wazoo does not implement yet (see docs/OPERATIONS.md, \"ZooKeeper features not implemented\")",
     )
 }
 
@@ -754,6 +828,18 @@ fn take_bool(kv: &mut BTreeMap<String, String>, key: &str) -> Result<Option<bool
         Some(v) if v.eq_ignore_ascii_case("true") => Ok(Some(true)),
         Some(v) if v.eq_ignore_ascii_case("false") => Ok(Some(false)),
         Some(v) => bail!("{key}={v:?} must be true or false"),
+    }
+}
+
+/// A ZooKeeper `yes`/`no` key. ZooKeeper's `forceSync` syncs unless the
+/// value is exactly `no`, so `forceSync=false` syncs, against what its
+/// writer meant; wazoo refuses anything but the two words, naming the key.
+fn take_yes_no(kv: &mut BTreeMap<String, String>, key: &str) -> Result<Option<bool>> {
+    match kv.remove(key).as_deref() {
+        None => Ok(None),
+        Some("yes") => Ok(Some(true)),
+        Some("no") => Ok(Some(false)),
+        Some(v) => bail!("{key}={v:?} must be yes or no"),
     }
 }
 

@@ -244,10 +244,18 @@ pub(crate) fn load_newest_snapshot(cfg: &Config, now: Now) -> Result<(Server, Zx
     Ok((server, zxid))
 }
 
-/// The options the member opens its log with.
+/// The options the member opens its log with; warns when `forceSync=no`
+/// lets acknowledged writes go unsynced (the member calls this once, as
+/// it opens its log).
 pub fn log_options(cfg: &Config) -> LogOptions {
+    if !cfg.force_sync {
+        tracing::warn!(
+            "forceSync=no: the transaction log is written without fdatasync, so writes acknowledged to clients may be lost if the machine crashes"
+        );
+    }
     LogOptions {
         truncate_corrupt_tail: cfg.truncate_corrupt_log_tail,
+        force_sync: cfg.force_sync,
         ..LogOptions::default()
     }
 }

@@ -441,3 +441,55 @@ async fn zookeeper_refuses_garbage_over_its_last_log_records() {
         "{msg}"
     );
 }
+
+/// `mntr`'s `zk_cnt_fsynctime` after ten creates on a fresh server with
+/// `extra` zoo.cfg lines.
+async fn fsyncs_after_ten_creates(flavor: Flavor, extra: &[&str]) -> u64 {
+    let mut opts = common::options(flavor);
+    for line in extra {
+        opts = opts.cfg(*line);
+    }
+    let server = flavor
+        .start_with(opts)
+        .unwrap_or_else(|e| panic!("cannot start {flavor}: {e:#}"));
+    let zk = connect(&server.connect_string()).await;
+    for i in 0..10 {
+        zk.create(
+            &format!("/fsync-{i}"),
+            b"x",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    }
+    let addr = server.addr();
+    let mntr = tokio::task::spawn_blocking(move || {
+        wazoo_testkit::four_letter_word(addr, "mntr").expect("mntr answers")
+    })
+    .await
+    .unwrap();
+    mntr.lines()
+        .find_map(|l| l.strip_prefix("zk_cnt_fsynctime\t"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{flavor}: mntr has no zk_cnt_fsynctime: {mntr}"))
+}
+
+/// ZooKeeper Administrator's Guide, "Advanced Configuration", forceSync:
+/// with `forceSync=no` the log is not synced to the media, so no fsync time
+/// is recorded; by default every group commit is.
+async fn force_sync_no_writes_the_log_without_syncing_it(flavor: Flavor) {
+    let synced = fsyncs_after_ten_creates(flavor, &[]).await;
+    assert!(synced >= 1, "{flavor}: {synced} fsyncs by default");
+    let unsynced = fsyncs_after_ten_creates(flavor, &["forceSync=no"]).await;
+    assert_eq!(unsynced, 0, "{flavor}: forceSync=no");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wazoo_honors_force_sync_no() {
+    force_sync_no_writes_the_log_without_syncing_it(Flavor::Wazoo).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_honors_force_sync_no() {
+    force_sync_no_writes_the_log_without_syncing_it(Flavor::Zookeeper).await;
+}

@@ -50,6 +50,14 @@ pub struct LogOptions {
     /// this is the operator's decision (`wazoo serve
     /// --truncate-corrupt-log-tail`), never a default.
     pub truncate_corrupt_tail: bool,
+    /// fdatasync the active segment on [`TxnLog::sync`] (ZooKeeper's
+    /// `forceSync`). Default `true`. With `false` a sync only hands the
+    /// buffered records to the OS: acknowledged writes may be lost when
+    /// the machine crashes (not when only the process dies). A segment's
+    /// creation and sealing are still made durable, so a crash can lose
+    /// only the active segment's tail, which recovery treats as a torn
+    /// write.
+    pub force_sync: bool,
 }
 
 impl Default for LogOptions {
@@ -59,6 +67,7 @@ impl Default for LogOptions {
             max_record_bytes: 16 * 1024 * 1024,
             write_buffer_bytes: 256 * 1024,
             truncate_corrupt_tail: false,
+            force_sync: true,
         }
     }
 }
@@ -326,7 +335,7 @@ impl TxnLog {
 
     /// Writes out and fsyncs the active segment and closes it.
     fn seal_active(&mut self) -> Result<()> {
-        self.sync_active()?;
+        self.write_out_active(true)?;
         self.active = None;
         Ok(())
     }
@@ -357,8 +366,16 @@ impl TxnLog {
     }
 
     fn sync_active(&mut self) -> Result<()> {
+        self.write_out_active(self.opts.force_sync)
+    }
+
+    /// Writes out the active segment's buffer and, when `durable`,
+    /// fdatasyncs it (counted as a group commit).
+    fn write_out_active(&mut self, durable: bool) -> Result<()> {
         if let Some(active) = &mut self.active {
-            if active.synced_len < active.len {
+            if !durable {
+                active.out.flush().at(&active.path)?;
+            } else if active.synced_len < active.len {
                 let started = std::time::Instant::now();
                 active.out.flush().at(&active.path)?;
                 active.out.get_ref().sync_data().at(&active.path)?;

@@ -285,3 +285,38 @@ fn truncate_after_discards_buffered_records_above_the_cut_too() {
     let (mut log, _) = open(dir.path(), opts());
     assert_eq!(records(&mut log), expected(1..=7));
 }
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration", forceSync:
+// with `no`, a sync hands the records to the OS without fdatasync (and
+// counts no group commit, as ZooKeeper records no fsync time); the records
+// are still readable, and still there after a reopen (the process, not the
+// machine, went away).
+#[test]
+fn without_force_sync_a_sync_writes_the_records_out_without_fdatasync() {
+    let dir = tempfile::tempdir().unwrap();
+    let no_sync = LogOptions {
+        force_sync: false,
+        ..opts()
+    };
+    let (mut log, _) = open(dir.path(), no_sync.clone());
+    let stats = log.stats();
+    // The first record creates the segment, which is synced.
+    append_all(&mut log, 1..=1);
+    let fsyncs_with_segment = stats.fsyncs();
+    append_all(&mut log, 2..=3);
+    log.sync().unwrap();
+    assert_eq!(stats.commits(), 0, "no group commit counted");
+    assert_eq!(stats.fsyncs(), fsyncs_with_segment, "no fdatasync issued");
+    assert_eq!(log.durable_zxid().0, 3, "handed to the OS");
+    drop(log);
+    let (mut log, recovered) = open(dir.path(), no_sync);
+    assert_eq!(recovered.last_zxid.0, 3);
+    assert_eq!(records(&mut log), expected(1..=3));
+
+    // The default syncs.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, _) = open(dir.path(), opts());
+    append_all(&mut log, 1..=3);
+    log.sync().unwrap();
+    assert_eq!(log.stats().commits(), 1);
+}

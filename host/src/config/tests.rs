@@ -97,8 +97,8 @@ fn an_unknown_key_gets_the_closest_known_key() {
         "zoo.cfg key autopurge.purgeIntreval is unknown; did you mean autopurge.purgeInterval?"
     );
     assert_eq!(
-        unused_key_note("admin.serverPort"),
-        "zoo.cfg key admin.serverPort is a ZooKeeper key that wazoo does not use"
+        unused_key_note("admin.idleTimeout"),
+        "zoo.cfg key admin.idleTimeout is a ZooKeeper key that wazoo does not use"
     );
     assert_eq!(unused_key_note("zzz.qqq"), "zoo.cfg key zzz.qqq is unknown");
     // Every key wazoo reads is one from_map takes: none is left over.
@@ -118,6 +118,7 @@ fn sample_value(key: &str) -> &'static str {
         "recipe.memoryBytes" => "65536",
         "wazoo.client.maxUnsentReplyBytes" => "2097152",
         "wazoo.client.maxOutboundBytes" => "8388608",
+        "forceSync" => "no",
         _ if key.ends_with("Enabled")
             || key.ends_with("enabled")
             || key == "enforceQuota"
@@ -134,6 +135,75 @@ fn refusal(line: &str) -> Option<String> {
     Config::parse(&format!("dataDir=/d\n{line}\n"))
         .err()
         .map(|e| format!("{e:#}"))
+}
+
+// ZooKeeper Administrator's Guide, "Cluster Options" (hierarchical
+// quorums, local sessions, multiAddress, observerMasterPort, oraclePath,
+// leaderServes, electionAlg), "Experimental Options/Features" and "Audit
+// Logs" (audit.enable), "AdminServer configuration": a key that asks for a
+// feature wazoo does not implement yet stops the start, naming the key;
+// the same key turning the feature off is accepted.
+#[test]
+fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
+    let refused = [
+        ("group.1=1:2:3", "hierarchical quorums"),
+        ("weight.3=0", "hierarchical quorums"),
+        ("audit.enable=true", "audit logs"),
+        ("zookeeper.audit.enable=true", "audit logs"),
+        ("localSessionsEnabled=true", "local sessions"),
+        ("localSessionsUpgradingEnabled=true", "local sessions"),
+        ("multiAddress.enabled=true", "multiAddress"),
+        (
+            "observerMasterPort=2191",
+            "observers that sync from a follower",
+        ),
+        ("oraclePath=/var/oracle", "Oracle Quorum"),
+        ("leaderServes=no", "a leader that serves no clients"),
+        ("electionAlg=0", "election algorithm"),
+        ("admin.enableServer=true", "the AdminServer"),
+        ("admin.serverPort=8080", "admin.enableServer=false"),
+        ("admin.commandURL=/commands", "the AdminServer"),
+    ];
+    for (line, why) in refused {
+        let e = refusal(line).unwrap_or_else(|| panic!("{line} was accepted"));
+        let key = line.split('=').next().unwrap();
+        assert!(e.contains(key), "{line}: {e}");
+        assert!(e.contains(why), "{line}: {e}");
+        assert!(e.contains("ZooKeeper features not implemented"), "{e}");
+    }
+    let accepted = [
+        "audit.enable=false",
+        "localSessionsEnabled=false",
+        "multiAddress.enabled=false",
+        "leaderServes=yes",
+        "electionAlg=3",
+        "admin.enableServer=false",
+        "admin.enableServer=false\nadmin.serverPort=9090\nadmin.serverAddress=127.0.0.1",
+    ];
+    for line in accepted {
+        assert_eq!(refusal(line), None, "{line}");
+    }
+}
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration": forceSync
+// `no` writes the log without syncing it to the media. ZooKeeper syncs
+// unless the value is exactly `no` (so `false` syncs); wazoo takes the two
+// words only and names the key otherwise.
+#[test]
+fn force_sync_takes_yes_or_no_and_reaches_the_log_options() {
+    let c = Config::parse("dataDir=/d\n").unwrap();
+    assert!(c.force_sync, "syncing is the default");
+    assert!(crate::member::log_options(&c).force_sync);
+    let c = Config::parse("dataDir=/d\nforceSync=no\n").unwrap();
+    assert!(!c.force_sync);
+    assert!(!crate::member::log_options(&c).force_sync);
+    assert!(
+        Config::parse("dataDir=/d\nforceSync=yes\n")
+            .unwrap()
+            .force_sync
+    );
+    let e = refusal("forceSync=false").expect("refused");
+    assert!(e.contains("forceSync") && e.contains("yes or no"), "{e}");
 }
 
 // ZooKeeper Administrator's Guide, "Encryption, Authentication,

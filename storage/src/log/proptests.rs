@@ -52,6 +52,7 @@ fn options() -> LogOptions {
         // Tiny buffer: partial flushes leave half-written records on disk.
         write_buffer_bytes: 40,
         truncate_corrupt_tail: false,
+        force_sync: true,
     }
 }
 
