@@ -1,6 +1,6 @@
 //! TLS for the secure client port and for the links between members, on
-//! rustls (ring provider): loading ZooKeeper's key and trust stores (PEM
-//! and PKCS12), building the rustls configurations from the `ssl.*` and
+//! rustls (ring provider): loading ZooKeeper's key and trust stores (PEM,
+//! PKCS12 and JKS), building the rustls configurations from the `ssl.*` and
 //! `ssl.quorum.*` keys (config/tls.rs), reloading them when the store
 //! files change, and the x509 identity of a client certificate.
 //!
@@ -32,6 +32,8 @@ use wazoo_proto::Id;
 use crate::config::tls::{ClientAuth, Store, StoreType, TlsConfig, TlsSettings, TlsVersion};
 use crate::config::Config;
 
+mod jks;
+
 // ----- stores -------------------------------------------------------------
 
 /// A store's password: from `passwordPath` if given (it takes precedence,
@@ -51,6 +53,17 @@ fn password(store: &Store, what: &str) -> Result<String> {
 
 fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read the {what} {}", path.display()))
+}
+
+/// A JKS store opened with its password.
+fn read_jks(store: &Store, what: &str, bytes: &[u8]) -> Result<jks::JksStore> {
+    let pw = password(store, what)?;
+    jks::read(bytes, &pw).map_err(|e| {
+        anyhow!(
+            "the {what} {} is not a JKS store this password opens: {e}",
+            store.location.display()
+        )
+    })
 }
 
 /// The certificate chain and private key of a key store.
@@ -108,6 +121,22 @@ fn load_key_store(
             let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec()));
             (certs, key)
         }
+        StoreType::Jks => {
+            // The first private key entry, as Java's key manager picks one
+            // when the store has a single key (ZooKeeper's stores do).
+            let (key, chain) = read_jks(store, what, &bytes)?
+                .keys
+                .into_iter()
+                .next()
+                .ok_or_else(|| {
+                    anyhow!(
+                        "the {what} {} holds no private key with its certificate",
+                        store.location.display()
+                    )
+                })?;
+            let certs = chain.into_iter().map(CertificateDer::from).collect();
+            (certs, PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)))
+        }
     };
     if certs.is_empty() {
         bail!(
@@ -156,6 +185,16 @@ fn load_trust_store(store: &Store, what: &str) -> Result<RootCertStore> {
                 }
             }
             certs
+        }
+        StoreType::Jks => {
+            // Trusted certificate entries and the chains of key entries,
+            // as for PKCS12 above.
+            let jks = read_jks(store, what, &bytes)?;
+            jks.trusted
+                .into_iter()
+                .chain(jks.keys.into_iter().flat_map(|(_, chain)| chain))
+                .map(CertificateDer::from)
+                .collect()
         }
     };
     let mut roots = RootCertStore::empty();

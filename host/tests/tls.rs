@@ -83,18 +83,20 @@ impl Ca {
     /// A PKCS12 trust store holding this CA, made by keytool (so Java
     /// reads it as a trust store).
     fn trust_p12(&self) -> PathBuf {
-        let out = self.dir.join(format!("{}-trust.p12", self.name));
+        self.trust_store("PKCS12", "p12")
+    }
+
+    /// The same trust as a JKS store.
+    fn trust_jks(&self) -> PathBuf {
+        self.trust_store("JKS", "jks")
+    }
+
+    fn trust_store(&self, store_type: &str, ext: &str) -> PathBuf {
+        let out = self.dir.join(format!("{}-trust.{ext}", self.name));
         if !out.exists() {
             run(Command::new("keytool")
-                .args([
-                    "-importcert",
-                    "-noprompt",
-                    "-storetype",
-                    "PKCS12",
-                    "-alias",
-                    "ca",
-                ])
-                .arg("-file")
+                .args(["-importcert", "-noprompt", "-storetype", store_type])
+                .args(["-alias", "ca", "-file"])
                 .arg(self.pem())
                 .arg("-keystore")
                 .arg(&out)
@@ -174,15 +176,44 @@ fn pki() -> Pki {
     }
 }
 
-/// The zoo.cfg lines of a secure client port with PKCS12 stores.
-fn secure_port_cfg(opts: ServerOptions, pki: &Pki, port: u16) -> ServerOptions {
+/// A leaf's PKCS12 store converted to a JKS store by keytool.
+fn jks_of(leaf: &Leaf) -> PathBuf {
+    let out = leaf.p12.with_extension("jks");
+    if !out.exists() {
+        run(Command::new("keytool")
+            .args(["-importkeystore", "-noprompt", "-srcstoretype", "PKCS12"])
+            .arg("-srckeystore")
+            .arg(&leaf.p12)
+            .args(["-srcstorepass", PW, "-deststoretype", "JKS"])
+            .arg("-destkeystore")
+            .arg(&out)
+            .args(["-deststorepass", PW, "-destkeypass", PW]));
+    }
+    out
+}
+
+/// The server's key and trust store formats.
+#[derive(Clone, Copy, Debug)]
+enum Stores {
+    Pkcs12,
+    /// JKS, as most ZooKeeper TLS setups have them (the type from the
+    /// `.jks` file name, as ZooKeeper's KeyStoreFileType tells it).
+    Jks,
+}
+
+/// The zoo.cfg lines of a secure client port with `stores`.
+fn secure_port_cfg(opts: ServerOptions, pki: &Pki, port: u16, stores: Stores) -> ServerOptions {
+    let (key, trust) = match stores {
+        Stores::Pkcs12 => (pki.server.p12.clone(), pki.ca.trust_p12()),
+        Stores::Jks => (jks_of(&pki.server), pki.ca.trust_jks()),
+    };
     [
         format!("secureClientPort={port}"),
         "secureClientPortAddress=127.0.0.1".to_string(),
         "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory".to_string(),
-        format!("ssl.keyStore.location={}", pki.server.p12.display()),
+        format!("ssl.keyStore.location={}", key.display()),
         format!("ssl.keyStore.password={PW}"),
-        format!("ssl.trustStore.location={}", pki.ca.trust_p12().display()),
+        format!("ssl.trustStore.location={}", trust.display()),
         format!("ssl.trustStore.password={PW}"),
         "ssl.clientAuth=need".to_string(),
     ]
@@ -335,8 +366,9 @@ fn plain_client_on_the_secure_port_is_closed(secure: SocketAddr) {
     );
 }
 
-/// The secure port scenarios, on one flavor.
-fn secure_port_with_real_clients(flavor: Flavor) {
+/// The secure port scenarios, on one flavor, with the server's stores
+/// in `stores`.
+fn secure_port_with_real_clients(flavor: Flavor, stores: Stores) {
     let pki = pki();
     let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let server = flavor
@@ -344,6 +376,7 @@ fn secure_port_with_real_clients(flavor: Flavor) {
             common::options(flavor),
             &pki,
             secure.port(),
+            stores,
         ))
         .unwrap_or_else(|e| panic!("{} starts: {e:#}", flavor.name()));
     let plain = server.addr();
@@ -392,12 +425,24 @@ fn secure_port_with_real_clients(flavor: Flavor) {
 // "Built-in ACL Schemes" (x509).
 #[test]
 fn zookeeper_serves_real_clients_over_tls() {
-    secure_port_with_real_clients(Flavor::Zookeeper);
+    secure_port_with_real_clients(Flavor::Zookeeper, Stores::Pkcs12);
 }
 
 #[test]
 fn wazoo_serves_real_clients_over_tls() {
-    secure_port_with_real_clients(Flavor::Wazoo);
+    secure_port_with_real_clients(Flavor::Wazoo, Stores::Pkcs12);
+}
+
+// The same zoo.cfg with JKS key and trust stores made by the JDK's
+// keytool: ZooKeeper reads them, and so does wazoo.
+#[test]
+fn zookeeper_serves_real_clients_over_tls_with_jks_stores() {
+    secure_port_with_real_clients(Flavor::Zookeeper, Stores::Jks);
+}
+
+#[test]
+fn wazoo_serves_real_clients_over_tls_with_jks_stores() {
+    secure_port_with_real_clients(Flavor::Wazoo, Stores::Jks);
 }
 
 // ----- certificate reload -------------------------------------------------

@@ -38,6 +38,8 @@ pub enum StoreType {
     /// a trust store the trusted certificates.
     Pem,
     Pkcs12,
+    /// A Java KeyStore as the JDK's keytool writes it (`host/src/tls/jks.rs`).
+    Jks,
 }
 
 /// A key store or a trust store: `<prefix>.keyStore.*` or `<prefix>.trustStore.*`.
@@ -208,12 +210,11 @@ pub fn refusal(k: &str, v: &str) -> Option<String> {
     match side {
         Some((_, "keystore.type" | "truststore.type")) => store_type_refusal(v),
         Some((_, "keystore.location" | "truststore.location")) => {
-            // The type follows the file name when it is not given; a Java
-            // key store file is refused here already (its type may be
-            // given explicitly too, and then that decides).
-            let lower = v.to_ascii_lowercase();
-            (lower.ends_with(".jks") || lower.ends_with(".bcfks"))
-                .then(|| "a JKS or BCFKS store file (only PEM and PKCS12 are read; convert it with `keytool -importkeystore -deststoretype PKCS12`)".to_string())
+            // The type follows the file name when it is not given; a BCFKS
+            // file is refused here already (its type may be given
+            // explicitly too, and then that decides).
+            v.to_ascii_lowercase().ends_with(".bcfks")
+                .then(|| "a BCFKS store file (PEM, PKCS12 and JKS are read; convert it with `keytool -importkeystore -deststoretype PKCS12`)".to_string())
         }
         Some((_, "ciphersuites")) => {
             let unknown: Vec<&str> = list(v)
@@ -249,11 +250,11 @@ pub fn refusal(k: &str, v: &str) -> Option<String> {
 
 fn store_type_refusal(v: &str) -> Option<String> {
     match v.to_ascii_uppercase().as_str() {
-        "PEM" | "PKCS12" | "" => None,
-        "JKS" | "BCFKS" => Some(
-            "a JKS or BCFKS store (only PEM and PKCS12 are read; convert it with `keytool -importkeystore -deststoretype PKCS12`)".to_string(),
+        "PEM" | "PKCS12" | "JKS" | "" => None,
+        "BCFKS" => Some(
+            "a BCFKS store (PEM, PKCS12 and JKS are read; convert it with `keytool -importkeystore -deststoretype PKCS12`)".to_string(),
         ),
-        _ => Some("a store type other than PEM or PKCS12".to_string()),
+        _ => Some("a store type other than PEM, PKCS12 or JKS".to_string()),
     }
 }
 
@@ -363,10 +364,11 @@ fn side(keys: &BTreeMap<String, (String, String)>, prefix: &'static str) -> Resu
         let kind = match get(&format!("{name}.type")).map(|(_, t)| t.to_ascii_uppercase()) {
             Some(t) if t == "PEM" => StoreType::Pem,
             Some(t) if t == "PKCS12" => StoreType::Pkcs12,
+            Some(t) if t == "JKS" => StoreType::Jks,
             // Unset (or empty): from the file name, as ZooKeeper's
             // KeyStoreFileType.fromFilename.
             _ => type_from_file_name(Path::new(location)).ok_or_else(|| {
-                anyhow!("{key}: cannot tell the store's type from its file name (.pem, .p12 or .pfx); set {prefix}.{shown}.type to PEM or PKCS12")
+                anyhow!("{key}: cannot tell the store's type from its file name (.pem, .p12, .pfx or .jks); set {prefix}.{shown}.type to PEM, PKCS12 or JKS")
             })?,
         };
         Ok(Some(Store {
@@ -436,6 +438,7 @@ fn type_from_file_name(path: &Path) -> Option<StoreType> {
     match ext.as_str() {
         "pem" => Some(StoreType::Pem),
         "p12" | "pfx" => Some(StoreType::Pkcs12),
+        "jks" => Some(StoreType::Jks),
         _ => None,
     }
 }
@@ -511,8 +514,8 @@ mod tests {
     #[test]
     fn what_wazoo_cannot_honour_is_refused_by_name() {
         for (line, says) in [
-            ("ssl.keyStore.type=JKS", "JKS"),
-            ("ssl.keyStore.location=/k/server.jks", "JKS"),
+            ("ssl.keyStore.type=BCFKS", "BCFKS"),
+            ("ssl.keyStore.location=/k/server.bcfks", "BCFKS"),
             (
                 "ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA",
                 "TLS_RSA_WITH_AES_128_CBC_SHA",
@@ -530,6 +533,8 @@ mod tests {
         }
         for line in [
             "ssl.keyStore.type=PKCS12",
+            "ssl.keyStore.type=JKS",
+            "ssl.trustStore.location=/k/ca.jks",
             "ssl.crl=false",
             "ssl.authProvider=x509",
         ] {
