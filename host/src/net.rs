@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
@@ -47,6 +47,7 @@ use crate::tls::ClientTls;
 use wazoo_proto::frame::{self, ClientFrame};
 use wazoo_proto::{ConnectRequest, Jute, OpCode};
 
+mod frame_reader;
 mod limits;
 
 use limits::{ConnRequests, PerIp, RequestBytes};
@@ -432,7 +433,7 @@ async fn read_loop(
     sasl: &mut SaslConn,
 ) {
     let max = bounds.max_frame;
-    let mut rd = tokio::io::BufReader::with_capacity(64 * 1024, rd);
+    let mut rd = frame_reader::FrameReader::new(rd);
     let mut batch: Vec<Input> = Vec::new();
     loop {
         // Read nothing while the client has not taken its replies...
@@ -616,7 +617,8 @@ async fn write_loop(
     core: mpsc::Sender<Event>,
     bounds: Bounds,
 ) {
-    let mut buf = Vec::with_capacity(64 * 1024);
+    // No buffer of its own while idle: the first message's bytes become it.
+    let mut buf = Vec::new();
     // Written but not yet reported to the core.
     let mut unreported = 0usize;
     while let Some(msg) = rx.recv().await {
@@ -649,8 +651,9 @@ async fn write_loop(
             shared.queued_bytes.fetch_sub(buf.len(), Ordering::AcqRel);
             shared.written.notify_one();
             unreported += buf.len();
-            if buf.capacity() > COALESCE_BYTES {
-                buf = Vec::with_capacity(64 * 1024);
+            // A large reply's buffer is not kept for the small ones.
+            if buf.capacity() > WRITTEN_REPORT_BYTES {
+                buf = Vec::new();
             } else {
                 buf.clear();
             }
