@@ -10,9 +10,9 @@
 //! - The runnable examples examples/go/lock.go and examples/c/lock.c, run
 //!   together against a live server.
 //! - The client's API behaviors (create, get, set, null data, errors,
-//!   ephemerals, sequential names, watches, multi) as a transcript on
-//!   Apache ZooKeeper 3.8 and on wazoo, standalone and on 3 members: the
-//!   transcripts must be equal.
+//!   ephemerals, sequential names, watches, multi, session expiry) as a
+//!   transcript on Apache ZooKeeper 3.8 and on wazoo, standalone and on 3
+//!   members: the transcripts must be equal.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -289,6 +289,10 @@ fn assert_same_and_expected([zookeeper, wazoo]: [Vec<String>; 2]) {
         "set /go/null again: ok; the data watch fired once only",
         "multi create,check(bad version),set: zk: version conflict",
         "exists /go/m3: false ok",
+        // A session cut off past its timeout expires.
+        "the short session cut off; watch: EventNodeDeleted /go/exp",
+        "the short session reaches a server: StateExpired",
+        "its watch: EventNotWatching /go/exp zk: session has been expired by the server",
         "done",
     ] {
         assert!(
@@ -300,7 +304,8 @@ fn assert_same_and_expected([zookeeper, wazoo]: [Vec<String>; 2]) {
 
 // Programmer's Guide, "ZooKeeper Data Model" (null data, versions,
 // "Ephemeral Nodes", "Sequence Nodes -- Unique Naming"), "ZooKeeper
-// Watches" (one-time triggers, event types) and the multi operation, with
+// Watches" (one-time triggers, event types), the multi operation and
+// "ZooKeeper Sessions" (a session cut off past its timeout expires), with
 // the error codes a client sees: the Go client's answers on one server.
 #[test]
 fn the_go_clients_transcript_is_the_same_on_zookeeper_and_wazoo_standalone() {

@@ -32,12 +32,15 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/ioutil"
 	"log"
+	"net"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/samuel/go-zookeeper/zk"
@@ -366,8 +369,100 @@ func transcript(hosts string) {
 	kids, st, err = c.Children("/go")
 	sort.Strings(kids)
 	p("children /go: %v %s %s", kids, stat(st), errText(err))
+
+	expiry(hosts, c, p)
 	c.Close()
 	p("done")
+}
+
+// gate dials the servers until it is cut: then it closes the connections
+// it made and refuses new ones until it is opened again.
+type gate struct {
+	mu     sync.Mutex
+	closed bool
+	conns  []net.Conn
+}
+
+func (g *gate) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil, errors.New("cut off by the test")
+	}
+	conn, err := net.DialTimeout(network, addr, timeout)
+	if err == nil {
+		g.conns = append(g.conns, conn)
+	}
+	return conn, err
+}
+
+func (g *gate) cut(closed bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = closed
+	for _, conn := range g.conns {
+		conn.Close()
+	}
+	g.conns = nil
+}
+
+// Programmer's Guide, "ZooKeeper Sessions": a session cut off from every
+// server for longer than its timeout expires; its ephemerals go (another
+// session's watch fires), and when it reaches a server again it is told it
+// expired (the client drops its watches, then makes a new session).
+func expiry(hosts string, c *zk.Conn, p func(string, ...interface{})) {
+	g := &gate{}
+	states := make(chan zk.State, 1000)
+	s, _, err := zk.Connect(strings.Split(hosts, ","), 4*time.Second,
+		zk.WithLogger(log.New(ioutil.Discard, "", 0)), zk.WithDialer(g.dial),
+		zk.WithEventCallback(func(e zk.Event) {
+			if e.Type == zk.EventSession {
+				select {
+				case states <- e.State:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		fail("connect %s: %v", hosts, err)
+	}
+	state := func(want zk.State) string {
+		deadline := time.After(60 * time.Second)
+		for {
+			select {
+			case got := <-states:
+				if got == want {
+					return got.String()
+				}
+			case <-deadline:
+				return "no " + want.String()
+			}
+		}
+	}
+	p("the short session: %s", state(zk.StateHasSession))
+	first := s.SessionID()
+	name, err := s.Create("/go/exp", nil, zk.FlagEphemeral, acl)
+	p("create /go/exp ephemeral (short session): %s %s", name, errText(err))
+	_, _, own, err := s.GetW("/go/exp")
+	p("getw /go/exp (short session): %s", errText(err))
+	_, err = c.Sync("/go/exp")
+	p("sync: %s", errText(err))
+	_, _, other, err := c.ExistsW("/go/exp")
+	p("existsw /go/exp: %s", errText(err))
+	g.cut(true)
+	p("the short session cut off; watch: %s", event(other))
+	g.cut(false)
+	p("the short session reaches a server: %s", state(zk.StateExpired))
+	select {
+	case e := <-own:
+		p("its watch: %v %s %v", e.Type, e.Path, e.Err)
+	case <-time.After(30 * time.Second):
+		p("its watch: nothing")
+	}
+	p("then: %s, a new session: %v", state(zk.StateHasSession), s.SessionID() != first && s.SessionID() != 0)
+	ok, _, err := s.Exists("/go/exp")
+	p("exists /go/exp: %v %s", ok, errText(err))
+	s.Close()
 }
 
 func main() {
