@@ -102,9 +102,9 @@ fn ensemble(modules: &[&str]) -> (tempfile::TempDir, WazooEnsemble) {
 }
 
 // ZooKeeper Recipes and Solutions, "Locks", run server-side: a Go waiter's
-// wait is replicated state, so when the leader dies mid-wait the new
-// leader runs the callback, and the waiter's call node changes on the
-// member its session moved to (ZooKeeper Programmer's Guide, "ZooKeeper
+// wait is replicated state, so when the leader (the member its session
+// starts on) dies mid-wait the new leader runs the callback, and the
+// waiter's call node changes on the member its session moved to (ZooKeeper Programmer's Guide, "ZooKeeper
 // Sessions"; its getData watch is set again on reconnect, "ZooKeeper
 // Watches").
 #[test]
@@ -113,10 +113,19 @@ fn a_go_clients_waiting_lock_call_ends_in_its_node_after_the_leader_dies() {
     let dir = tempfile::tempdir().unwrap();
     let bin = client(dir.path());
     let (_plugins, mut e) = ensemble(&["lock"]);
+    let leader = e
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
+    // The program's sessions start on the leader, so they must move.
+    let hosts = std::iter::once(leader)
+        .chain((0..3).filter(|&i| i != leader))
+        .map(|i| e.addr(i).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
     let go = dir.path().join("go");
-    let hosts = e.connect_string();
     let rest = common::lock_waiter_outlives_the_leader(
         &mut e,
+        leader,
         Command::new("timeout")
             .arg("180")
             .arg(&bin)
@@ -129,6 +138,12 @@ fn a_go_clients_waiting_lock_call_ends_in_its_node_after_the_leader_dies() {
         rest.first().map(String::as_str),
         Some(r#"released {"done":true}"#),
         "{rest:?}"
+    );
+    let dead = format!("waiter on {}", e.addr(leader));
+    assert!(
+        rest.last()
+            .is_some_and(|l| l.starts_with("waiter on ") && *l != dead),
+        "the waiter's session moved off the dead leader: {rest:?}"
     );
 }
 

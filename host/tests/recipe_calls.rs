@@ -105,8 +105,12 @@ fn a_c_clients_waiting_call_ends_in_its_node_after_the_leader_dies() {
     }
     let go = dir.path().join("go");
     let hosts = e.connect_string();
+    let leader = e
+        .wait_for_leader(Duration::from_secs(30))
+        .expect("a leader");
     common::lock_waiter_outlives_the_leader(
         &mut e,
+        leader,
         Command::new("timeout")
             .arg("120")
             .arg(&bin)

@@ -550,18 +550,17 @@ pub fn kill_leader_then_go(
 /// (tests/c_client/recipe_call.c and tests/go/client.go's `lock` print the
 /// same lines): starts `cmd` (which waits for the file `go` once its
 /// waiter waits), checks that a holder of `lock` and a waiting acquire
-/// came first, kills the leader of `e` and lets the program go on; checks
-/// that the waiter then held the lock. The program's remaining lines.
+/// came first, kills member `leader` of `e` (its leader) and lets the
+/// program go on; checks that the waiter then held the lock. The program's
+/// remaining lines.
 pub fn lock_waiter_outlives_the_leader(
     e: &mut impl wazoo_testkit::TestEnsemble,
+    leader: usize,
     cmd: &mut std::process::Command,
     lock: &str,
     go: &std::path::Path,
 ) -> Vec<String> {
     use std::io::BufRead;
-    let leader = e
-        .wait_for_leader(Duration::from_secs(30))
-        .expect("a leader");
     let (child, mut out, line) = spawn_first_line(cmd);
     assert!(
         line.starts_with(&format!(r#"holder {{"done":"{lock}/"#)),

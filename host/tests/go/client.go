@@ -3,25 +3,26 @@
 // host/tests/go_client.rs. Subcommands:
 //
 //	lock HOSTS CHROOT LOCK_PATH GO_FILE
-//	    A recipe call through standard operations only (docs/RECIPES.md,
+//	    Sessions start on the first of HOSTS. A recipe call through standard operations only (docs/RECIPES.md,
 //	    "Calling from any client"): a holder session's acquire of the
 //	    built-in lock, then a waiter session's acquire, which waits (its
 //	    call node says "waiting") under a getData watch; prints "holder
 //	    <data>" and "waiting <node> <data>", then waits until GO_FILE exists
 //	    (the test may kill the leader meanwhile). The holder releases (a
 //	    call too); the waiter's watch must fire and its node hold the lock:
-//	    prints "held <data>". CHROOT ("" for none) is prefixed to every
+//	    prints "held <data>", then "waiter on <the waiter's server>". CHROOT ("" for none) is prefixed to every
 //	    path the calls create, which is all a chrooted client does on the
 //	    wire (this client has no chroot option).
 //	queue HOSTS CHROOT QUEUE_PATH
-//	    A taker's queue take that waits on the empty queue, a put by another
-//	    session, the taker's node then holding the item: prints "taking
+//	    A taker's (on the first of HOSTS) queue take that waits on the empty queue, a put by another
+//	    session (on the second), the taker's node then holding the item: prints "taking
 //	    <data>", "put <data>", "took <data>".
 //	semaphore HOSTS CHROOT PATH
 //	    Two leases of a semaphore of two, a third acquire that waits, a
 //	    release that gives it the lease: prints each call's result.
 //	transcript HOSTS
-//	    Client API behaviors under /go (which must not exist), one line
+//	    Client API behaviors (a second session starts on the second of
+//	    HOSTS) under /go (which must not exist), one line
 //	    each, with nothing that differs between two runs of the same server
 //	    (no session ids, zxids or times): the test compares the transcripts
 //	    of ZooKeeper and wazoo.
@@ -51,10 +52,38 @@ func fail(format string, args ...interface{}) {
 	os.Exit(1)
 }
 
-// connect opens a session on HOSTS (comma-separated) and waits for it.
+// inOrder gives the servers in the order of the connect string (the
+// client shuffles them otherwise), so that a session starts on the first.
+type inOrder struct {
+	servers []string
+	next    int
+	tried   int
+}
+
+func (h *inOrder) Init([]string) error { return nil }
+func (h *inOrder) Len() int            { return len(h.servers) }
+func (h *inOrder) Connected()          { h.tried = 0 }
+func (h *inOrder) Next() (string, bool) {
+	server := h.servers[h.next]
+	h.next = (h.next + 1) % len(h.servers)
+	h.tried++
+	return server, h.tried > len(h.servers) && (h.tried-1)%len(h.servers) == 0
+}
+
+// connect opens a session on HOSTS (comma-separated), starting on the
+// first, and waits for it.
 func connect(hosts string) *zk.Conn {
-	conn, events, err := zk.Connect(strings.Split(hosts, ","), 20*time.Second,
-		zk.WithLogger(log.New(ioutil.Discard, "", 0)))
+	return connectFrom(hosts, 0)
+}
+
+// connectFrom opens a session starting on the i-th of HOSTS (modulo their
+// number), then trying the ones after it.
+func connectFrom(hosts string, i int) *zk.Conn {
+	all := strings.Split(hosts, ",")
+	servers := append(append([]string{}, all[i%len(all):]...), all[:i%len(all)]...)
+	conn, events, err := zk.Connect(servers, 20*time.Second,
+		zk.WithLogger(log.New(ioutil.Discard, "", 0)),
+		zk.WithHostProvider(&inOrder{servers: servers}))
 	if err != nil {
 		fail("connect %s: %v", hosts, err)
 	}
@@ -154,12 +183,13 @@ func lockScenario(hosts, chroot, lock, goFile string) {
 		fail("the waiter's session changed")
 	}
 	fmt.Printf("held %s\n", data)
+	fmt.Printf("waiter on %s\n", waiter.Server())
 	holder.Close()
 	waiter.Close()
 }
 
 func queueScenario(hosts, chroot, queue string) {
-	taker, producer := connect(hosts), connect(hosts)
+	taker, producer := connectFrom(hosts, 0), connectFrom(hosts, 1)
 	node, data, watch := call(taker, chroot, "queue", "take", map[string]string{"path": queue})
 	fmt.Printf("taking %s\n", data)
 	_, data, _ = call(producer, chroot, "queue", "put", map[string]string{"path": queue, "data": "job-1"})
@@ -172,7 +202,7 @@ func queueScenario(hosts, chroot, queue string) {
 }
 
 func semaphoreScenario(hosts, chroot, path string) {
-	a, b, c := connect(hosts), connect(hosts), connect(hosts)
+	a, b, c := connectFrom(hosts, 0), connectFrom(hosts, 1), connectFrom(hosts, 2)
 	args := map[string]interface{}{"path": path, "max_leases": 2}
 	for i, s := range []*zk.Conn{a, b} {
 		_, data, _ := call(s, chroot, "semaphore", "acquire", args)
@@ -269,7 +299,7 @@ func transcript(hosts string) {
 	p("exists /go/missing: %v %s", ok, errText(err))
 
 	// "Ephemeral Nodes": a second session's ephemeral, gone with its session.
-	other := connect(hosts)
+	other := connectFrom(hosts, 1)
 	name, err = other.Create("/go/eph", []byte("e"), zk.FlagEphemeral, acl)
 	p("create /go/eph ephemeral (other session): %s %s", name, errText(err))
 	_, err = other.Create("/go/eph/child", nil, 0, acl)
