@@ -6,6 +6,9 @@
 #     C client against it),
 #   - Apache Curator (Debian package `libcurator-framework-java`: a test drives
 #     reconfiguration through its API),
+#   - Go and ZooKeeper's Go client (Debian packages `golang-go`,
+#     `golang-github-samuel-go-zookeeper-dev`: a test compiles a Go client program and
+#     examples/go/lock.go against it, offline, in GOPATH mode),
 #   - nc and socat (Debian packages `netcat-openbsd`, `socat`: a test asks
 #     four-letter words the way health probes do),
 #   - the Python test dependencies pinned in tests/python/requirements.txt,
@@ -72,6 +75,13 @@ install_deb libcurator-framework-java "a test drives reconfiguration through Cur
 [ -f /usr/share/java/curator-framework.jar ] && [ -f /usr/share/java/curator-client.jar ] \
   || die "Curator's jars missing after installing libcurator-framework-java"
 command -v javac >/dev/null || die "javac not found (the Curator test compiles with it)"
+
+# --- Go and ZooKeeper's Go client (Debian packages) --------------------------------------
+install_deb golang-go "a test compiles a Go client program with it"
+install_deb golang-github-samuel-go-zookeeper-dev "ZooKeeper's Go client, for that program"
+command -v go >/dev/null || die "go not found after installing golang-go"
+[ -f /usr/share/gocode/src/github.com/samuel/go-zookeeper/zk/conn.go ] \
+  || die "the Go client's sources missing after installing golang-github-samuel-go-zookeeper-dev"
 
 # --- nc and socat (Debian packages) ----------------------------------------------------
 install_deb netcat-openbsd "a test asks four-letter words with \`echo ruok | nc\`, as probes do"

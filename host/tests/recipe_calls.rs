@@ -7,7 +7,6 @@
 //! Guide, "ZooKeeper Watches"). kazoo's side is tests/python/
 //! test_recipe_calls.py.
 
-use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -104,32 +103,21 @@ fn a_c_clients_waiting_call_ends_in_its_node_after_the_leader_dies() {
     for i in 0..3 {
         wazoo_testkit::wait_for_recipes(e.addr(i), &["lock"], COMPILE_WAIT).unwrap();
     }
+    let go = dir.path().join("go");
+    let hosts = e.connect_string();
     let leader = e
         .wait_for_leader(Duration::from_secs(30))
         .expect("a leader");
-    let go = dir.path().join("go");
-    let (child, mut out, line) = common::spawn_first_line(
+    common::lock_waiter_outlives_the_leader(
+        &mut e,
+        leader,
         Command::new("timeout")
             .arg("120")
             .arg(&bin)
-            .arg(e.connect_string())
+            .arg(&hosts)
             .arg("/locks/c")
             .arg(&go),
-    );
-    assert!(line.starts_with(r#"holder {"done":"/locks/c/"#), "{line:?}");
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert!(
-        line.starts_with("waiting /zookeeper/calls/lock/acquire")
-            && line
-                .trim_end()
-                .ends_with(r#"{"waiting":"acquire:/locks/c"}"#),
-        "{line:?}"
-    );
-    let rest = common::kill_leader_then_go(&mut e, leader, &go, child, out);
-    assert!(
-        rest.iter()
-            .any(|l| l.starts_with(r#"held {"done":"/locks/c/"#) && l.contains("__lock__")),
-        "{rest:?}"
+        "/locks/c",
+        &go,
     );
 }

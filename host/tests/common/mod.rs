@@ -435,11 +435,17 @@ pub fn compile_c_client(dir: &std::path::Path, name: &str) -> std::path::PathBuf
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c_client")
         .join(format!("{name}.c"));
+    compile_c(dir, &src, name)
+}
+
+/// Compiles the C program `src` against ZooKeeper's C client
+/// (libzookeeper-mt) into `dir/<name>`: the program.
+pub fn compile_c(dir: &std::path::Path, src: &std::path::Path, name: &str) -> std::path::PathBuf {
     let bin = dir.join(name);
     let out = std::process::Command::new("cc")
         .args(["-DTHREADED", "-o"])
         .arg(&bin)
-        .arg(&src)
+        .arg(src)
         .arg("-lzookeeper_mt")
         .output()
         .expect("a C compiler (cc)");
@@ -537,5 +543,43 @@ pub fn kill_leader_then_go(
     let rest: Vec<String> = out.lines().map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert!(status.success(), "the client program said {rest:?}");
+    rest
+}
+
+/// A client program's lock waiter through a leader's death
+/// (tests/c_client/recipe_call.c and tests/go/client.go's `lock` print the
+/// same lines): starts `cmd` (which waits for the file `go` once its
+/// waiter waits), checks that a holder of `lock` and a waiting acquire
+/// came first, kills member `leader` of `e` (its leader) and lets the
+/// program go on; checks that the waiter then held the lock. The program's
+/// remaining lines.
+pub fn lock_waiter_outlives_the_leader(
+    e: &mut impl wazoo_testkit::TestEnsemble,
+    leader: usize,
+    cmd: &mut std::process::Command,
+    lock: &str,
+    go: &std::path::Path,
+) -> Vec<String> {
+    use std::io::BufRead;
+    let (child, mut out, line) = spawn_first_line(cmd);
+    assert!(
+        line.starts_with(&format!(r#"holder {{"done":"{lock}/"#)),
+        "{line:?}"
+    );
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(
+        line.starts_with("waiting /zookeeper/calls/lock/acquire")
+            && line
+                .trim_end()
+                .ends_with(&format!(r#"{{"waiting":"acquire:{lock}"}}"#)),
+        "{line:?}"
+    );
+    let rest = kill_leader_then_go(e, leader, go, child, out);
+    assert!(
+        rest.iter()
+            .any(|l| l.starts_with(&format!(r#"held {{"done":"{lock}/"#)) && l.contains("__lock__")),
+        "{rest:?}"
+    );
     rest
 }

@@ -37,9 +37,12 @@ use crate::txn::{NodeKind, Txn};
 /// Where calls are made (under a chroot, below it: `<chroot>/zookeeper/calls`).
 pub const CALLS_ROOT: &str = "/zookeeper/calls";
 
-/// Curator's protected-mode prefix: `_c_`, a 36-character UUID, `-`.
+/// The protected-mode prefix of Curator, kazoo and go-zookeeper: `_c_`, a
+/// guid, `-`. Curator's guid is a 36-character UUID; go-zookeeper's
+/// (`CreateProtectedEphemeralSequential`) is 32 hex digits.
 const PROTECTED_PREFIX: &str = "_c_";
 const PROTECTED_GUID_LEN: usize = 36;
+const PROTECTED_HEX_GUID_LEN: usize = 32;
 
 /// A call made by a create: what the create asked for besides the call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,17 +140,25 @@ fn parse_create(op: OpCode, c: &wazoo_proto::CreateRequest) -> Result<ParsedCall
     })
 }
 
-/// A node name's Curator protected-mode guid and the rest (the method).
+/// A node name's protected-mode guid and the rest (the method): 32 hex
+/// digits (go-zookeeper), else any 36 characters (Curator's UUID, which has
+/// dashes, so it is never taken for the former).
 fn split_protected(name: &str) -> (Option<&str>, &str) {
     let Some(rest) = name.strip_prefix(PROTECTED_PREFIX) else {
         return (None, name);
     };
-    match (
-        rest.get(..PROTECTED_GUID_LEN),
-        rest.get(PROTECTED_GUID_LEN..),
-    ) {
-        (Some(guid), Some(method)) if method.starts_with('-') => (Some(guid), &method[1..]),
-        _ => (None, name),
+    let split = |len: usize| {
+        let (guid, method) = (rest.get(..len)?, rest.get(len..)?);
+        Some((guid, method.strip_prefix('-')?))
+    };
+    if let Some((guid, method)) = split(PROTECTED_HEX_GUID_LEN) {
+        if guid.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return (Some(guid), method);
+        }
+    }
+    match split(PROTECTED_GUID_LEN) {
+        Some((guid, method)) => (Some(guid), method),
+        None => (None, name),
     }
 }
 
@@ -447,6 +458,24 @@ mod tests {
         let call = parse(&req).unwrap().unwrap();
         assert_eq!((call.method, call.guid), ("acquire", Some(guid)));
         assert_eq!(call.args, abi::encode(&()).unwrap());
+    }
+
+    // go-zookeeper's CreateProtectedEphemeralSequential names the node
+    // `_c_<32 hex digits>-<name>`.
+    #[test]
+    fn go_zookeepers_protected_prefix_gives_the_guid() {
+        let guid = "0f8fad5bd9cb469fa16570867728950e";
+        let req = create(&format!("/zookeeper/calls/lock/_c_{guid}-acquire"), 3, b"");
+        let call = parse(&req).unwrap().unwrap();
+        assert_eq!((call.method, call.guid), ("acquire", Some(guid)));
+        // 32 characters that are not all hex digits are no guid of that form.
+        let req = create(
+            "/zookeeper/calls/lock/_c_0f8fad5b-d9cb-469f-a165-7086772-acquire",
+            3,
+            b"",
+        );
+        let call = parse(&req).unwrap().unwrap();
+        assert_eq!(call.guid, None);
     }
 
     #[test]
