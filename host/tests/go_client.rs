@@ -15,7 +15,7 @@
 //!   members: the transcripts must be equal.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -188,14 +188,6 @@ fn go_clients_take_from_a_queue_under_a_chroot_and_share_a_semaphore_on_3_member
     );
 }
 
-/// Starts `cmd` with stdout piped.
-fn spawn(cmd: &mut Command) -> std::process::Child {
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the example starts")
-}
-
 // The runnable examples examples/go/lock.go and examples/c/lock.c (two
 // processes each, at once, on one lock) against a live wazoo serving the
 // built-in lock: each acquires, holds, releases (ZooKeeper Recipes and
@@ -212,52 +204,20 @@ fn the_go_and_c_lock_examples_take_turns_on_one_lock() {
     let srv = WazooServer::start(opts).expect("start wazoo");
     wazoo_testkit::wait_for_recipes(srv.addr(), &["lock"], COMPILE_WAIT).unwrap();
     let server = srv.addr().to_string();
-    let mut children = Vec::new();
+    let mut cmds = Vec::new();
     for _ in 0..2 {
-        children.push(spawn(
-            Command::new("timeout")
-                .arg("120")
-                .arg(&go)
-                .args(["-server", &server, "-hold", "300ms"]),
-        ));
-        children.push(spawn(Command::new("timeout").arg("120").arg(&c).args([
-            server.as_str(),
-            "/examples/lock",
-            "300",
-        ])));
+        let mut cmd = Command::new("timeout");
+        cmd.arg("120")
+            .arg(&go)
+            .args(["-server", &server, "-hold", "300ms"]);
+        cmds.push(cmd);
+        let mut cmd = Command::new("timeout");
+        cmd.arg("120")
+            .arg(&c)
+            .args([server.as_str(), "/examples/lock", "300"]);
+        cmds.push(cmd);
     }
-    let mut seqs = Vec::new();
-    for child in children {
-        let out = child.wait_with_output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lines: Vec<&str> = stdout.lines().collect();
-        let [waiting, acquired, released] = lines[..] else {
-            panic!("three lines expected: {stdout}");
-        };
-        let pid = waiting.split(':').next().unwrap();
-        assert_eq!(waiting, format!("{pid}: waiting for /examples/lock"));
-        assert!(
-            acquired.starts_with(&format!("{pid}: acquired after ")),
-            "{stdout}"
-        );
-        let node = acquired.rsplit(' ').next().unwrap();
-        let seq = node
-            .strip_prefix("/examples/lock/")
-            .and_then(|n| n.split("__lock__").nth(1))
-            .unwrap_or_else(|| panic!("a lock node: {stdout}"));
-        seqs.push(seq.to_string());
-        assert_eq!(released, format!("{pid}: released"));
-    }
-    seqs.sort();
-    assert_eq!(
-        seqs,
-        ["0000000000", "0000000001", "0000000002", "0000000003"]
-    );
+    common::lock_examples_take_turns(&mut cmds, "/examples/lock");
 }
 
 /// The transcript of the program's API scenario on a server of each

@@ -463,16 +463,23 @@ pub fn compile_java(dir: &std::path::Path, class: &str, classpath: &str) {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/java")
         .join(format!("{class}.java"));
+    compile_java_file(dir, &src, classpath);
+}
+
+/// Compiles the Java source `src` against `classpath` (colon-separated)
+/// into `dir`, warnings as errors. Panics if javac fails.
+pub fn compile_java_file(dir: &std::path::Path, src: &std::path::Path, classpath: &str) {
     // `-path`: Debian's jars name absent jars in their Class-Path.
     let out = std::process::Command::new("javac")
         .args(["-Xlint:all,-path", "-Werror", "-cp", classpath, "-d"])
         .arg(dir)
-        .arg(&src)
+        .arg(src)
         .output()
         .expect("javac runs");
     assert!(
         out.status.success(),
-        "javac: {}",
+        "javac {}: {}",
+        src.display(),
         String::from_utf8_lossy(&out.stderr)
     );
 }
@@ -582,4 +589,59 @@ pub fn lock_waiter_outlives_the_leader(
         "{rest:?}"
     );
     rest
+}
+
+/// The runnable lock examples (examples/lock.rs and its Python, Java, Go
+/// and C twins print the same lines), all started at once on `lock`:
+/// waits for each to end and checks that it exited 0 having printed
+/// `pid N: waiting for LOCK`, `pid N: acquired after S s as NODE` and
+/// `pid N: released`, NODE a lock node of its own under `lock`; the lock
+/// nodes' sequence numbers are the first ones, one per process (ZooKeeper
+/// Recipes and Solutions, "Locks": every contender a sequential node).
+pub fn lock_examples_take_turns(cmds: &mut [std::process::Command], lock: &str) {
+    let children: Vec<_> = cmds
+        .iter_mut()
+        .map(|cmd| {
+            cmd.stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{cmd:?} starts: {e}"))
+        })
+        .collect();
+    let mut seqs = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}: {stdout}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<&str> = stdout.lines().collect();
+        let [waiting, acquired, released] = lines[..] else {
+            panic!("three lines expected: {stdout}");
+        };
+        let pid = waiting.split(':').next().unwrap();
+        assert!(
+            pid.strip_prefix("pid ")
+                .is_some_and(|n| n.parse::<u32>().is_ok()),
+            "{stdout}"
+        );
+        assert_eq!(waiting, format!("{pid}: waiting for {lock}"));
+        assert!(
+            acquired.starts_with(&format!("{pid}: acquired after ")),
+            "{stdout}"
+        );
+        let node = acquired.rsplit(' ').next().unwrap();
+        let seq = node
+            .strip_prefix(&format!("{lock}/"))
+            .and_then(|n| n.split("__lock__").nth(1))
+            .unwrap_or_else(|| panic!("a lock node: {stdout}"));
+        seqs.push(seq.to_string());
+        assert_eq!(released, format!("{pid}: released"));
+    }
+    seqs.sort();
+    let first: Vec<String> = (0..seqs.len()).map(|i| format!("{i:010}")).collect();
+    assert_eq!(seqs, first);
 }
