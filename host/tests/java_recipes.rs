@@ -5,6 +5,10 @@
 //! per built-in recipe (docs/BUILTIN_RECIPES.md, each after its section of
 //! "ZooKeeper Recipes and Solutions"), and a lock waiter whose wait
 //! outlives the leader. The program is tests/java/JavaRecipes.java.
+//!
+//! Also the runnable lock examples examples/java/LockExample.java (on the
+//! jar) and examples/python/lock.py (kazoo and clients/python's
+//! `wazoo_recipes`), run together against a live server.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -39,10 +43,14 @@ const JARS: &[&str] = &[
 /// nine modules at start).
 static ENSEMBLES: Mutex<()> = Mutex::new(());
 
-/// Builds the jar with clients/java/build.sh and compiles the test program
-/// against it, into `dir`: the classpath to run it with.
-fn build(dir: &Path) -> String {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+/// The repository's root.
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// Builds the jar with clients/java/build.sh into `dir`: its path.
+fn jar(dir: &Path) -> PathBuf {
+    let repo = repo();
     let out = Command::new("bash")
         .arg(repo.join("clients/java/build.sh"))
         .arg(dir)
@@ -57,6 +65,13 @@ fn build(dir: &Path) -> String {
     );
     let jar = dir.join("wazoo-recipes.jar");
     assert!(jar.is_file(), "build.sh made {}", jar.display());
+    jar
+}
+
+/// Builds the jar with clients/java/build.sh and compiles the test program
+/// against it, into `dir`: the classpath to run it with.
+fn build(dir: &Path) -> String {
+    let jar = jar(dir);
     let classpath = std::iter::once(jar.to_string_lossy().to_string())
         .chain(JARS.iter().map(|j| j.to_string()))
         .collect::<Vec<_>>()
@@ -225,4 +240,59 @@ fn lock_waiter_across_a_leader_failover(lock: &str, flags: &[&str]) {
         "{rest:?}"
     );
     assert!(rest.iter().any(|l| l == "same session"), "{rest:?}");
+}
+
+// The runnable examples examples/java/LockExample.java (ZooKeeper's Java
+// client and the jar, built and run as the file's header says) and
+// examples/python/lock.py (kazoo and clients/python's wazoo_recipes, as the
+// README runs it), two processes of each at once on one lock against a
+// live wazoo serving the built-in lock: each acquires, holds, releases
+// (ZooKeeper Recipes and Solutions, "Locks"); every process holds its own
+// lock node, and the lock nodes' sequence numbers are the four first ones.
+#[test]
+fn the_java_and_python_lock_examples_take_turns_on_one_lock() {
+    let _one = ENSEMBLES.lock().unwrap_or_else(|p| p.into_inner());
+    let (_dir, dir) = temp();
+    let jar = jar(&dir);
+    // The example's classpath: the jar, the ZooKeeper client and a logger.
+    let classpath = std::iter::once(jar.to_string_lossy().to_string())
+        .chain(
+            [
+                "zookeeper.jar",
+                "zookeeper-jute.jar",
+                "slf4j-api.jar",
+                "slf4j-nop.jar",
+            ]
+            .iter()
+            .map(|j| format!("/usr/share/java/{j}")),
+        )
+        .collect::<Vec<_>>()
+        .join(":");
+    let classes = dir.join("examples");
+    common::compile_java_file(
+        &classes,
+        &repo().join("examples/java/LockExample.java"),
+        &classpath,
+    );
+    let classpath = format!("{}:{classpath}", classes.display());
+    let (_plugins, opts) = common::plugins_options(&plugin_support::recipes_dir(), &["lock"]);
+    let srv = wazoo_testkit::WazooServer::start(opts).expect("start wazoo");
+    wazoo_testkit::wait_for_recipes(srv.addr(), &["lock"], COMPILE_WAIT).unwrap();
+    let server = srv.addr().to_string();
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmds = Vec::new();
+    for _ in 0..2 {
+        let mut cmd = Command::new("timeout");
+        cmd.args(["120", "java", "-cp", &classpath, "LockExample"])
+            .args([server.as_str(), "/examples/lock", "300"]);
+        cmds.push(cmd);
+        // This checkout's wazoo_recipes, ahead of an installed one.
+        let mut cmd = Command::new("timeout");
+        cmd.args(["120", &python])
+            .arg(repo().join("examples/python/lock.py"))
+            .args([server.as_str(), "/examples/lock", "300"])
+            .env("PYTHONPATH", repo().join("clients/python"));
+        cmds.push(cmd);
+    }
+    common::lock_examples_take_turns(&mut cmds, "/examples/lock");
 }
