@@ -375,3 +375,57 @@ fn handshake_on(out: &[Output], conn: u64) -> Option<ConnectResponse> {
         _ => None,
     })
 }
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the leader answers a
+// follower's revalidation of a session with a txn for the session, a no-op
+// if it lives and SessionExpired if not; the password is the follower's to
+// check, so the leader's answer carries none and decides nothing else.
+#[test]
+fn a_leader_answers_a_revalidation_with_a_txn_for_the_session() {
+    let mut s = Server::new(ServerConfig::default(), at(1_000_000));
+    s.set_ensemble();
+    s.handle(Input::Role(Role::Leader { epoch: 1 }), at(1_000_000));
+    s.set_numbering(Numbering::Granted {
+        next: Zxid::new(1, 1),
+        room: 1_000,
+    });
+    let _ = s.take_outputs();
+    let create = PeerMsg::CreateSession {
+        session: SESSION,
+        timeout_ms: 4_000,
+        verifier: Some(crate::session::verifier(&SESSION_PASSWORD)),
+    };
+    let proposed = |s: &mut Server, msg: PeerMsg| -> Vec<TxnRecord> {
+        s.handle(Input::Peer { from: 2, msg }, at(1_000_000));
+        s.take_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Propose { record, .. } => Some(TxnRecord::decode(&record).unwrap()),
+                _ => None,
+            })
+            .collect()
+    };
+    let created = proposed(&mut s, create);
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].txn, create_session_txn());
+    let live = proposed(&mut s, PeerMsg::Revalidate { session: SESSION });
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        (live[0].header.session_id, live[0].header.cxid),
+        (SESSION, 0)
+    );
+    assert_eq!(live[0].txn, Txn::Noop);
+    let unknown = proposed(
+        &mut s,
+        PeerMsg::Revalidate {
+            session: SESSION + 1,
+        },
+    );
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(
+        unknown[0].txn,
+        Txn::Error {
+            errs: vec![ErrorCode::SessionExpired.code()]
+        }
+    );
+}
