@@ -294,12 +294,8 @@ fn a_reattach_the_leader_refuses_is_told_the_session_expired() {
     assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 5 })));
 }
 
-// A recipe call that changes nothing is answered once what it read is
-// committed: every txn proposed before it. Right after an election no txn
-// of the new epoch is proposed yet, and there is nothing to wait for; the
-// answer must not wait for the epoch's first write.
-#[test]
-fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
+/// A member that has just become the leader of epoch 1, its outputs taken.
+fn leader_of_epoch_1() -> Server {
     let mut s = Server::new(ServerConfig::default(), at(1_000_000));
     s.set_ensemble();
     s.handle(Input::Role(Role::Leader { epoch: 1 }), at(1_000_000));
@@ -309,6 +305,16 @@ fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
         room: 1_000,
     });
     let _ = s.take_outputs();
+    s
+}
+
+// A recipe call that changes nothing is answered once what it read is
+// committed: every txn proposed before it. Right after an election no txn
+// of the new epoch is proposed yet, and there is nothing to wait for; the
+// answer must not wait for the epoch's first write.
+#[test]
+fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
+    let mut s = leader_of_epoch_1();
     let connect = |s: &mut Server, conn: u64, session_id: i64| {
         s.handle(
             Input::Connect {
@@ -382,14 +388,7 @@ fn handshake_on(out: &[Output], conn: u64) -> Option<ConnectResponse> {
 // check, so the leader's answer carries none and decides nothing else.
 #[test]
 fn a_leader_answers_a_revalidation_with_a_txn_for_the_session() {
-    let mut s = Server::new(ServerConfig::default(), at(1_000_000));
-    s.set_ensemble();
-    s.handle(Input::Role(Role::Leader { epoch: 1 }), at(1_000_000));
-    s.set_numbering(Numbering::Granted {
-        next: Zxid::new(1, 1),
-        room: 1_000,
-    });
-    let _ = s.take_outputs();
+    let mut s = leader_of_epoch_1();
     let create = PeerMsg::CreateSession {
         session: SESSION,
         timeout_ms: 4_000,
