@@ -77,6 +77,7 @@ fn main() {
                     passwd: vec![0; 16],
                     read_only: Some(false),
                 },
+                fresh_password: [conn as u8; 16],
             },
             now,
         );

@@ -84,8 +84,8 @@ use crate::watch::ConnId;
 #[derive(Debug)]
 pub struct LoadedSnapshot {
     pub zxid: Zxid,
-    /// (session id, timeout) of every live session.
-    pub sessions: Vec<(i64, i32)>,
+    /// Every live session.
+    pub sessions: Vec<wazoo_proto::SessionRecord>,
     pub waits: RecipeWaits,
     pub tree: DataTree,
 }

@@ -170,6 +170,7 @@ impl Harness {
 
     fn connect(&mut self, conn: u64) -> Vec<Out> {
         self.client(server::Input::Connect {
+            fresh_password: FRESH_PASSWORD,
             conn,
             peer: None,
             req: ConnectRequest {
@@ -311,10 +312,16 @@ fn header(session_id: i64, cxid: i32, zxid: Zxid) -> TxnHeader {
     }
 }
 
+/// The password the shell's randomness gives every new session here.
+const FRESH_PASSWORD: [u8; 16] = [0x5a; 16];
+
 fn create_session(session: i64, zxid: Zxid) -> TxnRecord {
     TxnRecord {
         header: header(session, 0, zxid),
-        txn: Txn::CreateSession { timeout_ms: 30_000 },
+        txn: Txn::CreateSession {
+            timeout_ms: 30_000,
+            verifier: Some(session::verifier(&FRESH_PASSWORD)),
+        },
     }
 }
 
@@ -333,7 +340,7 @@ fn connected(session: i64) -> Frame {
         protocol_version: 0,
         timeout_ms: 30_000,
         session_id: session,
-        passwd: session::password(session).to_vec(),
+        passwd: FRESH_PASSWORD.to_vec(),
         read_only: None,
     })
 }
@@ -638,6 +645,7 @@ fn a_refused_txn_leaves_nothing_for_later_preps() {
     });
     s.handle(
         server::Input::Connect {
+            fresh_password: FRESH_PASSWORD,
             conn: 1,
             peer: None,
             req: ConnectRequest {

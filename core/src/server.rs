@@ -27,8 +27,8 @@ use std::net::SocketAddr;
 use wazoo_proto::frame;
 use wazoo_proto::{
     perms, Acl, AddWatchMode, ClientInfo, ConnectRequest, ConnectResponse, CreateMode, ErrorCode,
-    EventType, KeeperState, OpCode, OpResult, Request, Response, SetWatches2, Stat, WatcherEvent,
-    WatcherType,
+    EventType, KeeperState, OpCode, OpResult, Request, Response, SessionRecord, SetWatches2, Stat,
+    WatcherEvent, WatcherType,
 };
 
 mod apply;
@@ -210,6 +210,10 @@ pub enum Input {
         conn: ConnId,
         peer: Option<SocketAddr>,
         req: ConnectRequest,
+        /// 16 random bytes the shell drew from the OS: the password of the
+        /// session if this handshake creates one (unused otherwise). A
+        /// simulation gives bytes from its seeded generator.
+        fresh_password: [u8; session::PASSWORD_LEN],
     },
     /// Identities the transport proved for a connection, right after its
     /// Connect: a TLS client certificate's `x509` subject (and `super`
@@ -319,7 +323,7 @@ pub struct SnapshotJob {
     /// The recipe wait table as of `zxid`.
     pub waits: RecipeWaits,
     /// (session id, timeout) of every live session.
-    pub sessions: Vec<(i64, i32)>,
+    pub sessions: Vec<SessionRecord>,
 }
 
 /// How the result of a write is built once its txn is applied.
@@ -329,6 +333,7 @@ enum WriteKind {
         session: i64,
         timeout_ms: i32,
         read_only_byte: bool,
+        password: [u8; session::PASSWORD_LEN],
     },
     Create {
         op: OpCode,
@@ -447,6 +452,10 @@ impl Proposal {
 #[derive(Debug)]
 pub struct Conn {
     pub session: i64,
+    /// The session's password as this connection's handshake presented it
+    /// (a re-attach) or was given it (a new session): what its connect
+    /// response carries. The session table keeps only its hash.
+    password: Vec<u8>,
     pub timeout_ms: i32,
     /// Shared, so that a write borrows it for its prep without a copy;
     /// adding an identity copies it once ([`Arc::make_mut`]).
@@ -591,7 +600,7 @@ impl Server {
     pub fn recovered(
         cfg: ServerConfig,
         tree: DataTree,
-        sessions: Vec<(i64, i32)>,
+        sessions: Vec<SessionRecord>,
         waits: RecipeWaits,
         zxid: Zxid,
         now: Now,
@@ -600,8 +609,8 @@ impl Server {
         // reading from the process that wrote the snapshot means nothing
         // here (ZooKeeper also gives every session a full timeout on load).
         let mut tracker = SessionTracker::new(cfg.server_id, now.wall_ms, cfg.tick_ms);
-        for (id, timeout) in sessions {
-            tracker.add(id, timeout, now.mono_ms);
+        for s in sessions {
+            tracker.add(s.id, s.timeout_ms, s.verifier, now.mono_ms);
         }
         Server {
             next_container_check_ms: now.mono_ms + cfg.container_check_interval_ms as i64,
@@ -653,11 +662,16 @@ impl Server {
 
     /// After recovery: sessions that own ephemerals but no longer exist in
     /// the table (their close was never logged) get a close of their own.
+    /// No password re-attaches to such a session: it only expires.
     pub fn finish_recovery(&mut self) {
         for owner in self.tree.sessions_with_ephemerals() {
             if self.sessions.get(owner).is_none() {
-                self.sessions
-                    .add(owner, self.cfg.min_session_timeout_ms as i32, self.mono_ms);
+                self.sessions.add(
+                    owner,
+                    self.cfg.min_session_timeout_ms as i32,
+                    Some(session::NO_PASSWORD),
+                    self.mono_ms,
+                );
             }
         }
     }
@@ -728,7 +742,7 @@ impl Server {
     pub fn install_snapshot(
         &mut self,
         tree: DataTree,
-        sessions: Vec<(i64, i32)>,
+        sessions: Vec<SessionRecord>,
         waits: RecipeWaits,
         zxid: Zxid,
     ) {
@@ -739,8 +753,9 @@ impl Server {
         }
         self.tree = tree;
         self.sessions = SessionTracker::new(self.cfg.server_id, self.wall_ms, self.cfg.tick_ms);
-        for (id, timeout) in sessions {
-            self.sessions.add(id, timeout, self.mono_ms);
+        for s in sessions {
+            self.sessions
+                .add(s.id, s.timeout_ms, s.verifier, self.mono_ms);
         }
         self.waits = waits;
         self.last_applied = zxid;
@@ -833,7 +848,12 @@ impl Server {
         self.mono_ms = self.mono_ms.max(now.mono_ms);
         self.wall_ms = self.wall_ms.max(now.wall_ms);
         match input {
-            Input::Connect { conn, peer, req } => self.on_connect(conn, peer, req),
+            Input::Connect {
+                conn,
+                peer,
+                req,
+                fresh_password,
+            } => self.on_connect(conn, peer, req, fresh_password),
             Input::Authenticated { conn, ids } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {

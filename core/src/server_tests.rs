@@ -204,6 +204,7 @@ impl Harness {
     ) -> ConnectResponse {
         self.step(Input::Connect {
             conn,
+            fresh_password: [0x40 | conn as u8; 16],
             peer: Some("127.0.0.1:5000".parse().unwrap()),
             req: ConnectRequest {
                 protocol_version: 0,
@@ -787,6 +788,7 @@ fn unknown_opcodes_get_unimplemented_and_bad_bodies_marshalling_error() {
 fn a_client_ahead_of_the_server_is_refused() {
     let mut h = Harness::default();
     h.step(Input::Connect {
+        fresh_password: [0x5a; 16],
         conn: 9,
         peer: None,
         req: ConnectRequest {
@@ -814,6 +816,7 @@ fn a_read_only_session_gets_a_negotiated_timeout() {
     h.step(Input::Role(Role::Looking));
     for (conn, asked, got) in [(1, 15_000, 15_000), (2, 10, 4_000), (3, 900_000, 40_000)] {
         h.step(Input::Connect {
+            fresh_password: [0x5a; 16],
             conn,
             peer: None,
             req: ConnectRequest {

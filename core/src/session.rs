@@ -6,6 +6,17 @@
 //! nor keeps dead ones. Only the seed of session ids is a wall-clock
 //! reading, so ids stay unique across restarts.
 //!
+//! Passwords: ZooKeeper computes a session's password from its id, and
+//! every reader sees ids (`ephemeralOwner`, `cons`, `dump`), so anyone
+//! can re-attach to anyone's session. wazoo's passwords are 16 random
+//! bytes, drawn by the shell (an input, [`crate::server::Input::Connect`])
+//! for each new session; the table keeps only their SHA-256 (the
+//! *verifier*), which the createSession txn replicates to every member and
+//! snapshots keep, so any member validates a re-attach and nothing on
+//! disk or on the wire between members lets a reader present the
+//! password. A session without a verifier (created before passwords were
+//! random, or imported from ZooKeeper) keeps ZooKeeper's computed password.
+//!
 //! Expiry works like ZooKeeper's ExpiryQueue: deadlines are rounded up to the
 //! next multiple of the tick, so sessions expire in buckets, one check per
 //! tick. The tracker never deletes ephemerals itself: it reports expired
@@ -13,12 +24,22 @@
 
 use std::collections::BTreeMap;
 
+use sha2::{Digest, Sha256};
+use wazoo_proto::jute::{DecodeError, Reader};
+use wazoo_proto::{SessionRecord, VERIFIER_LEN};
+
 use crate::id_hash::{IdMap, IdSet};
 
-/// ZooKeeper's `superSecret`: passwords are derived from the session id so
-/// that any member can validate a re-attach without shared state.
+/// ZooKeeper's `superSecret`, from which it derives passwords.
 const SUPER_SECRET: i64 = 0xB341_5C00;
 pub const PASSWORD_LEN: usize = 16;
+
+/// What a member keeps of a session's password: its SHA-256.
+pub type Verifier = [u8; VERIFIER_LEN];
+
+/// A verifier no password is known to hash to (no SHA-256 preimage of all
+/// zeros is known): a session that must expire and never be re-attached.
+pub const NO_PASSWORD: Verifier = [0; VERIFIER_LEN];
 
 /// Java's `java.util.Random`, to derive passwords exactly as ZooKeeper does.
 struct JavaRandom(u64);
@@ -50,11 +71,25 @@ impl JavaRandom {
     }
 }
 
-/// The password a client must present to re-attach to `session_id`.
-pub fn password(session_id: i64) -> [u8; PASSWORD_LEN] {
+/// The password ZooKeeper gives `session_id`, computed from the id alone.
+/// wazoo accepts it only for a session without a verifier.
+pub fn zookeeper_password(session_id: i64) -> [u8; PASSWORD_LEN] {
     let mut p = [0u8; PASSWORD_LEN];
     JavaRandom::new(session_id ^ SUPER_SECRET).next_bytes(&mut p);
     p
+}
+
+/// The verifier of `password`.
+pub fn verifier(password: &[u8]) -> Verifier {
+    Sha256::digest(password).into()
+}
+
+/// Reads a verifier written as a jute buffer (in a txn or a peer
+/// message); any other length is an error.
+pub fn read_verifier(r: &mut Reader<'_>) -> Result<Verifier, DecodeError> {
+    r.read_buffer()?.try_into().map_err(|b: Vec<u8>| {
+        DecodeError::Invalid(format!("session verifier of {} bytes", b.len()))
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +101,8 @@ pub struct Session {
     pub expires_at_ms: i64,
     /// Set once expiry or a close has been decided; no more touches count.
     pub closing: bool,
+    /// The SHA-256 of the password; `None`: ZooKeeper's computed password.
+    pub verifier: Option<Verifier>,
 }
 
 #[derive(Debug)]
@@ -112,7 +149,8 @@ impl SessionTracker {
     }
 
     /// Adds (or re-adds, as log replay does) a session with a fresh deadline.
-    pub fn add(&mut self, id: i64, timeout_ms: i32, mono_ms: i64) {
+    /// A re-add keeps the session's verifier.
+    pub fn add(&mut self, id: i64, timeout_ms: i32, verifier: Option<Verifier>, mono_ms: i64) {
         if self.sessions.contains_key(&id) {
             self.touch(id, mono_ms);
             return;
@@ -126,8 +164,19 @@ impl SessionTracker {
                 timeout_ms,
                 expires_at_ms: at,
                 closing: false,
+                verifier,
             },
         );
+    }
+
+    /// Whether `password` is the password of session `id` (false if the
+    /// session is unknown).
+    pub fn password_matches(&self, id: i64, password: &[u8]) -> bool {
+        match self.sessions.get(&id).map(|s| s.verifier) {
+            None => false,
+            Some(None) => password == zookeeper_password(id),
+            Some(Some(v)) => verifier(password) == v,
+        }
     }
 
     pub fn get(&self, id: i64) -> Option<&Session> {
@@ -254,6 +303,18 @@ impl SessionTracker {
         v.sort_by_key(|s| s.id);
         v
     }
+
+    /// Every session as a snapshot keeps it, by id.
+    pub fn records(&self) -> Vec<SessionRecord> {
+        self.all()
+            .into_iter()
+            .map(|s| SessionRecord {
+                id: s.id,
+                timeout_ms: s.timeout_ms,
+                verifier: s.verifier,
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -263,10 +324,58 @@ mod tests {
     #[test]
     fn passwords_match_zookeepers_java_random_derivation() {
         // java: new Random(0 ^ 0xB3415C00L).nextBytes(new byte[16])
-        let p = password(0);
+        let p = zookeeper_password(0);
         assert_eq!(p.len(), 16);
-        assert_eq!(password(42), password(42), "derivation is a pure function");
-        assert_ne!(password(42), password(43));
+        assert_eq!(
+            zookeeper_password(42),
+            zookeeper_password(42),
+            "derivation is a pure function"
+        );
+        assert_ne!(zookeeper_password(42), zookeeper_password(43));
+    }
+
+    // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client
+    // re-attaches with the session's id and password. A session with a
+    // verifier takes only the password whose hash it is; ZooKeeper's
+    // password computed from the id is refused.
+    #[test]
+    fn a_session_with_a_verifier_takes_only_its_password() {
+        let mut t = SessionTracker::new(1, 0, 1000);
+        let pw = [7u8; PASSWORD_LEN];
+        t.add(5, 4000, Some(verifier(&pw)), 0);
+        assert!(t.password_matches(5, &pw));
+        assert!(!t.password_matches(5, &zookeeper_password(5)), "the hijack");
+        assert!(!t.password_matches(5, &[7u8; PASSWORD_LEN - 1]));
+        assert!(!t.password_matches(5, &[]));
+        assert!(!t.password_matches(6, &pw), "unknown session");
+        t.add(5, 4000, None, 10);
+        assert!(t.password_matches(5, &pw), "a re-add keeps the verifier");
+    }
+
+    #[test]
+    fn a_session_without_a_verifier_keeps_zookeepers_password() {
+        let mut t = SessionTracker::new(1, 0, 1000);
+        t.add(5, 4000, None, 0);
+        assert!(t.password_matches(5, &zookeeper_password(5)));
+        assert!(!t.password_matches(5, &zookeeper_password(6)));
+        t.add(8, 4000, Some(NO_PASSWORD), 0);
+        assert!(!t.password_matches(8, &zookeeper_password(8)));
+        assert!(!t.password_matches(8, &[]));
+        assert_eq!(
+            t.records(),
+            vec![
+                SessionRecord {
+                    id: 5,
+                    timeout_ms: 4000,
+                    verifier: None
+                },
+                SessionRecord {
+                    id: 8,
+                    timeout_ms: 4000,
+                    verifier: Some(NO_PASSWORD)
+                },
+            ]
+        );
     }
 
     #[test]
@@ -289,7 +398,7 @@ mod tests {
     #[test]
     fn a_session_expires_in_the_bucket_after_its_timeout_unless_touched() {
         let mut t = SessionTracker::new(1, 0, 1000);
-        t.add(7, 5000, 0);
+        t.add(7, 5000, None, 0);
         assert!(
             t.expire(5000).is_empty(),
             "bucket is rounded up to the next tick"
@@ -298,7 +407,7 @@ mod tests {
         assert!(t.expire(7000).is_empty(), "reported once");
         assert!(!t.is_live(7));
 
-        t.add(8, 5000, 10_000);
+        t.add(8, 5000, None, 10_000);
         assert!(t.touch(8, 14_000));
         assert!(t.expire(16_000).is_empty(), "a touch pushed the deadline");
         assert_eq!(t.expire(20_000), vec![8]);
@@ -307,8 +416,8 @@ mod tests {
     #[test]
     fn reopened_sessions_expire_again_after_a_full_timeout() {
         let mut t = SessionTracker::new(1, 0, 1000);
-        t.add(7, 5000, 0);
-        t.add(8, 5000, 0);
+        t.add(7, 5000, None, 0);
+        t.add(8, 5000, None, 0);
         assert_eq!(t.expire(6000), vec![7, 8]);
         t.set_closing(8);
         t.reopen_closing(10_000);
@@ -323,7 +432,7 @@ mod tests {
     #[test]
     fn closing_sessions_cannot_be_touched_back_to_life() {
         let mut t = SessionTracker::new(1, 0, 1000);
-        t.add(1, 4000, 0);
+        t.add(1, 4000, None, 0);
         t.set_closing(1);
         assert!(!t.touch(1, 100));
         assert!(t.remove(1).is_some());

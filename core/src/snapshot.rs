@@ -13,6 +13,7 @@
 //! 2: Waits Tree
 //! 3: Waits Modules Tree
 //! 4: Waits Modules RecipesAcl Counters Tree
+//! 5: as 4 (the envelope's sessions carry their password's verifier)
 //! ```
 //!
 //! The tree carries a version of its own (`crate::tree` snapshot format:
@@ -32,8 +33,10 @@ use crate::server::SnapshotJob;
 use crate::tree::{DataTree, SnapshotError};
 
 /// The body format [`write_snapshot_body`] writes: 4 adds the recipe
-/// counters after the deployed modules.
-pub const SNAPSHOT_FORMAT: u32 = 4;
+/// counters after the deployed modules; 5 lays the body out as 4 (it is
+/// the envelope's sessions that changed, each with its password's
+/// verifier).
+pub const SNAPSHOT_FORMAT: u32 = 5;
 
 /// Why a snapshot body cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +113,11 @@ mod tests {
             zxid: wazoo_proto::Zxid(7),
             tree: tree.snapshot(),
             waits: RecipeWaits::default(),
-            sessions: vec![(1, 4000)],
+            sessions: vec![wazoo_proto::SessionRecord {
+                id: 1,
+                timeout_ms: 4000,
+                verifier: None,
+            }],
         }
     }
 

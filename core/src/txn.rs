@@ -70,6 +70,11 @@ impl CreateTxn {
 pub enum Txn {
     CreateSession {
         timeout_ms: i32,
+        /// The SHA-256 of the session's password (`crate::session`).
+        /// `None` only in records written before passwords were random
+        /// (tag `CREATE_SESSION`, no verifier): those sessions keep
+        /// ZooKeeper's password computed from the id.
+        verifier: Option<crate::session::Verifier>,
     },
     /// Ends a session: the tree deletes every ephemeral it owns.
     CloseSession,
@@ -149,6 +154,9 @@ mod tag {
     pub const RECONFIG: i32 = 14;
     pub const RECIPE_COUNTERS: i32 = 15;
     pub const SET_RECIPES_ACL: i32 = 16;
+    /// A createSession with its password's verifier (`CREATE_SESSION`
+    /// has none: it is what wazoo wrote before passwords were random).
+    pub const CREATE_SESSION_VERIFIED: i32 = 17;
 }
 
 mod kind_tag {
@@ -163,9 +171,20 @@ const MAX_MULTI_DEPTH: usize = 1;
 impl Txn {
     pub fn write(&self, w: &mut Vec<u8>) {
         match self {
-            Txn::CreateSession { timeout_ms } => {
+            Txn::CreateSession {
+                timeout_ms,
+                verifier: None,
+            } => {
                 w.write_i32(tag::CREATE_SESSION);
                 w.write_i32(*timeout_ms);
+            }
+            Txn::CreateSession {
+                timeout_ms,
+                verifier: Some(v),
+            } => {
+                w.write_i32(tag::CREATE_SESSION_VERIFIED);
+                w.write_i32(*timeout_ms);
+                w.write_buffer(v);
             }
             Txn::CloseSession => w.write_i32(tag::CLOSE_SESSION),
             Txn::Create(c) => {
@@ -263,6 +282,11 @@ impl Txn {
         Ok(match r.read_i32()? {
             tag::CREATE_SESSION => Txn::CreateSession {
                 timeout_ms: r.read_i32()?,
+                verifier: None,
+            },
+            tag::CREATE_SESSION_VERIFIED => Txn::CreateSession {
+                timeout_ms: r.read_i32()?,
+                verifier: Some(crate::session::read_verifier(r)?),
             },
             tag::CLOSE_SESSION => Txn::CloseSession,
             tag::CREATE => Txn::Create(CreateTxn {
@@ -395,7 +419,14 @@ mod tests {
 
     fn sample() -> Vec<Txn> {
         vec![
-            Txn::CreateSession { timeout_ms: 30000 },
+            Txn::CreateSession {
+                timeout_ms: 30000,
+                verifier: None,
+            },
+            Txn::CreateSession {
+                timeout_ms: 30000,
+                verifier: Some([9; 32]),
+            },
             Txn::CloseSession,
             Txn::Create(CreateTxn {
                 path: "/a/b0000000001".into(),
@@ -526,6 +557,34 @@ mod tests {
             Txn::Create(c) => assert_eq!(c.data, Some(vec![])),
             t => panic!("{t:?}"),
         }
+    }
+
+    /// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a createSession
+    /// an older wazoo logged (tag 1, the timeout alone) decodes as a
+    /// session without a verifier, which keeps ZooKeeper's password; one
+    /// with a verifier has a tag of its own, and a verifier of another
+    /// length is refused.
+    #[test]
+    fn a_create_session_logged_before_random_passwords_still_decodes() {
+        let mut old = Vec::new();
+        old.write_i64(1);
+        old.write_i32(2);
+        old.write_i64(3);
+        old.write_i64(4);
+        old.write_i32(1);
+        old.write_i32(30_000);
+        assert_eq!(
+            TxnRecord::decode(&old).unwrap().txn,
+            Txn::CreateSession {
+                timeout_ms: 30_000,
+                verifier: None
+            }
+        );
+        let mut short = old[..28].to_vec();
+        short.write_i32(tag::CREATE_SESSION_VERIFIED);
+        short.write_i32(30_000);
+        short.write_buffer(&[1; 31]);
+        assert!(TxnRecord::decode(&short).is_err());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::core::recipe::RecipeWaits;
 use crate::core::server::SnapshotJob;
 use crate::core::tree::{DataTree, NodeSpec, ZnodeType};
 use crate::member::{log_dir, read_snapshot_payload, snap_dir, write_snapshot_payload};
-use wazoo_proto::{Acl, Id, Zxid};
+use wazoo_proto::{Acl, Id, SessionRecord, Zxid};
 use wazoo_storage::zookeeper::{self, OwnerKind, ZkLoaded, ZkTree};
 
 /// Refuses to write into a member whose wazoo directories hold anything:
@@ -60,7 +60,7 @@ pub fn install(
     cfg: &Config,
     zxid: Zxid,
     tree: DataTree,
-    sessions: Vec<(i64, i32)>,
+    sessions: Vec<SessionRecord>,
     waits: RecipeWaits,
     min_epoch: u32,
 ) -> Result<Installed> {
@@ -169,7 +169,18 @@ pub fn import(cfg: &Config, zk_data: &Path, zk_log: Option<&Path>) -> Result<Imp
     ensure_empty(cfg)?;
     let loaded = zookeeper::load_data_dir(zk_data, zk_log)?;
     let tree = convert(&loaded.tree)?;
-    let sessions: Vec<(i64, i32)> = loaded.tree.sessions.iter().map(|(&s, &t)| (s, t)).collect();
+    // ZooKeeper's sessions have its passwords, computed from their ids:
+    // no verifier, so their clients re-attach with the passwords they hold.
+    let sessions: Vec<SessionRecord> = loaded
+        .tree
+        .sessions
+        .iter()
+        .map(|(&id, &timeout_ms)| SessionRecord {
+            id,
+            timeout_ms,
+            verifier: None,
+        })
+        .collect();
     let min_epoch = loaded
         .accepted_epoch
         .unwrap_or(0)

@@ -344,6 +344,13 @@ async fn handle<R, W>(
         }
         Ok(Some(Opening::Connect(req))) => req,
     };
+    // The password of the session this handshake may create: randomness
+    // is the shell's input to the core (docs/ARCHITECTURE.md, "Sessions").
+    let mut fresh_password = [0u8; crate::core::session::PASSWORD_LEN];
+    if let Err(e) = getrandom::getrandom(&mut fresh_password) {
+        tracing::error!(%peer, "no randomness for a session password: {e}; closing");
+        return;
+    }
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(ConnShared::default());
@@ -356,6 +363,7 @@ async fn handle<R, W>(
             conn,
             peer: Some(peer),
             req,
+            fresh_password,
         }))
         .await
         .is_err()

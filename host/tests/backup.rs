@@ -300,7 +300,14 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
             "{path} (0x{czxid:x}) against the backup at 0x{zxid:x}"
         );
     }
-    assert!(sessions.iter().any(|(id, _)| *id == owner.session_id()));
+    // The session travels with its password's hash, never the password.
+    let verifier = wazoo::core::session::verifier(&owner.session_password());
+    assert!(sessions
+        .iter()
+        .any(|s| s.id == owner.session_id() && s.verifier == Some(verifier)));
+    assert!(!bytes
+        .windows(16)
+        .any(|w| w == owner.session_password().as_slice()));
     let backup = nodes_of(&tree);
     assert_eq!(backup["/eph"].2.ephemeral_owner, owner.session_id());
     assert_eq!(tree.node("/null").unwrap().nullable_data(), None);

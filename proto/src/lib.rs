@@ -20,10 +20,12 @@ pub mod frame;
 pub mod jute;
 pub mod path;
 pub mod records;
+mod session_record;
 mod zxid;
 
 pub use consts::*;
 pub use error::ErrorCode;
 pub use jute::{DecodeError, Jute, Reader, Writer};
 pub use records::*;
+pub use session_record::{SessionRecord, VERIFIER_LEN};
 pub use zxid::Zxid;

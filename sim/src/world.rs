@@ -98,6 +98,9 @@ pub struct World {
     /// in prep. A generator of its own, so even seeds replay as before.
     offload: bool,
     step_rng: Rng,
+    /// Draws each handshake's fresh session password (the shell's OS
+    /// randomness); a generator of its own, so seeds replay as before.
+    password_rng: Rng,
     params: Params,
     now_ms: u64,
     events: BTreeMap<(u64, u64), Event>,
@@ -133,6 +136,7 @@ impl World {
             rng,
             offload: seed % 2 == 1,
             step_rng: Rng::new(seed ^ 0x5a00_5a00_5a00_5a00),
+            password_rng: Rng::new(seed ^ 0x0a55_0a55_0a55_0a55),
             now_ms: 0,
             events: BTreeMap::new(),
             sequence: 0,
@@ -587,11 +591,19 @@ impl World {
 
     fn deliver_up(&mut self, member: ServerId, conn: ConnId, up: Up) {
         let input = match up {
-            Up::Connect(req) => Input::Connect {
-                conn,
-                peer: None,
-                req,
-            },
+            Up::Connect(req) => {
+                let mut fresh_password = [0u8; wazoo_core::session::PASSWORD_LEN];
+                for chunk in fresh_password.chunks_mut(8) {
+                    let n = chunk.len();
+                    chunk.copy_from_slice(&self.password_rng.next_u64().to_be_bytes()[..n]);
+                }
+                Input::Connect {
+                    conn,
+                    peer: None,
+                    req,
+                    fresh_password,
+                }
+            }
             Up::Request { xid, req } => {
                 // Through the wire format, as the shell's reader decodes it.
                 let mut bytes = Vec::new();

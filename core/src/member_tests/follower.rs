@@ -46,7 +46,8 @@ fn follower_with_session() -> (Harness, i64) {
             3,
             PeerMsg::CreateSession {
                 session,
-                timeout_ms: 30_000
+                timeout_ms: 30_000,
+                verifier: Some(crate::session::verifier(&FRESH_PASSWORD)),
             }
         )]
     );

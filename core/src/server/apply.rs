@@ -128,12 +128,16 @@ impl Server {
         self.prep.outstanding.applied(zxid);
         self.stats.txns_applied += 1;
         match txn {
-            Txn::CreateSession { timeout_ms } => {
+            Txn::CreateSession {
+                timeout_ms,
+                verifier,
+            } => {
                 tracing::debug!(
                     "session 0x{:x} opened, timeout {timeout_ms} ms",
                     hdr.session_id
                 );
-                self.sessions.add(hdr.session_id, *timeout_ms, self.mono_ms);
+                self.sessions
+                    .add(hdr.session_id, *timeout_ms, *verifier, self.mono_ms);
             }
             Txn::CloseSession => {
                 tracing::debug!("session 0x{:x} closed", hdr.session_id);
@@ -274,12 +278,7 @@ impl Server {
             zxid: self.last_applied,
             tree: self.tree.snapshot(),
             waits: self.waits.clone(),
-            sessions: self
-                .sessions
-                .all()
-                .iter()
-                .map(|s| (s.id, s.timeout_ms))
-                .collect(),
+            sessions: self.sessions.records(),
         }
     }
 
@@ -338,12 +337,13 @@ impl Server {
                 session,
                 timeout_ms,
                 read_only_byte,
+                password,
             } => {
                 return Reply::Connect(ConnectResponse {
                     protocol_version: 0,
                     timeout_ms,
                     session_id: session,
-                    passwd: session::password(session).to_vec(),
+                    passwd: password.to_vec(),
                     read_only: read_only_byte.then_some(false),
                 })
             }

@@ -130,11 +130,13 @@ impl Server {
         conn: ConnId,
         peer: Option<SocketAddr>,
         req: ConnectRequest,
+        fresh_password: [u8; session::PASSWORD_LEN],
     ) {
         self.stats.packets_received += 1;
         let read_only_byte = req.read_only.is_some();
         let mut c = Conn {
             session: 0,
+            password: Vec::new(),
             timeout_ms: 0,
             auth: std::sync::Arc::new(AuthInfo::for_addr(peer.map(|p| p.ip()))),
             peer,
@@ -163,7 +165,7 @@ impl Server {
         c.timeout_ms = timeout;
         if !self.role.serves_clients() {
             if self.cfg.read_only_enabled && req.read_only == Some(true) {
-                return self.connect_read_only(conn, c, &req);
+                return self.connect_read_only(conn, c, &req, fresh_password);
             }
             self.conns.insert(conn, c);
             self.close_conn(conn);
@@ -182,8 +184,9 @@ impl Server {
             return;
         }
         if req.session_id == 0 && self.role.forwards() {
+            c.password = fresh_password.to_vec();
             self.conns.insert(conn, c);
-            self.follower_new_session(conn, timeout);
+            self.follower_new_session(conn, timeout, session::verifier(&fresh_password));
             return;
         }
         if req.session_id == 0 {
@@ -193,15 +196,18 @@ impl Server {
                 return;
             }
             let id = self.sessions.next_session_id();
+            let verifier = session::verifier(&fresh_password);
             c.session = id;
+            c.password = fresh_password.to_vec();
             self.conns.insert(conn, c);
             self.session_conn.insert(id, conn);
-            self.sessions.add(id, timeout, self.mono_ms);
+            self.sessions.add(id, timeout, Some(verifier), self.mono_ms);
             self.ens.owned_here(id, self.cfg.server_id);
             let kind = WriteKind::Connect {
                 session: id,
                 timeout_ms: timeout,
                 read_only_byte,
+                password: fresh_password,
             };
             self.propose(
                 Origin::Conn(conn),
@@ -209,6 +215,7 @@ impl Server {
                 id,
                 Txn::CreateSession {
                     timeout_ms: timeout,
+                    verifier: Some(verifier),
                 },
                 Vec::new(),
                 Some(kind),
@@ -217,16 +224,15 @@ impl Server {
             return;
         }
         let id = req.session_id;
-        if self.role.forwards()
-            && req.passwd.as_slice() == session::password(id)
-            && self.sessions.get(id).is_none()
-        {
+        c.password = req.passwd.clone();
+        if self.role.forwards() && self.sessions.get(id).is_none() {
+            // The password is checked once the session is known here.
             c.session = id;
             self.conns.insert(conn, c);
             self.follower_revalidate(conn, id);
             return;
         }
-        let valid = req.passwd.as_slice() == session::password(id)
+        let valid = self.sessions.password_matches(id, &req.passwd)
             && self.sessions.is_live(id)
             && self.sessions.touch(id, self.mono_ms);
         if valid && self.role.forwards() {
@@ -254,7 +260,7 @@ impl Server {
             protocol_version: 0,
             timeout_ms: timeout,
             session_id: id,
-            passwd: session::password(id).to_vec(),
+            passwd: req.passwd.clone(),
             read_only: read_only_byte.then_some(false),
         };
         self.send_connect_response(conn, &resp);
@@ -266,28 +272,36 @@ impl Server {
     /// replicated) and every write gets NotReadOnly; when the quorum is
     /// back, the connection is closed and the client finds a read-write
     /// server.
-    pub(super) fn connect_read_only(&mut self, conn: ConnId, mut c: Conn, req: &ConnectRequest) {
+    pub(super) fn connect_read_only(
+        &mut self,
+        conn: ConnId,
+        mut c: Conn,
+        req: &ConnectRequest,
+        fresh_password: [u8; session::PASSWORD_LEN],
+    ) {
         let timeout = c.timeout_ms;
-        let id = if req.session_id != 0
-            && req.passwd.as_slice() == session::password(req.session_id)
-            && self.sessions.get(req.session_id).is_some()
-        {
-            req.session_id
-        } else {
-            let id = self.sessions.next_session_id();
-            self.sessions.add(id, timeout, self.mono_ms);
-            self.ro_sessions.insert(id);
-            id
-        };
+        let id =
+            if req.session_id != 0 && self.sessions.password_matches(req.session_id, &req.passwd) {
+                c.password = req.passwd.clone();
+                req.session_id
+            } else {
+                let id = self.sessions.next_session_id();
+                let verifier = session::verifier(&fresh_password);
+                self.sessions.add(id, timeout, Some(verifier), self.mono_ms);
+                self.ro_sessions.insert(id);
+                c.password = fresh_password.to_vec();
+                id
+            };
         c.session = id;
         c.read_only = true;
+        let c_password = c.password.clone();
         self.conns.insert(conn, c);
         self.session_conn.insert(id, conn);
         let resp = ConnectResponse {
             protocol_version: 0,
             timeout_ms: timeout,
             session_id: id,
-            passwd: session::password(id).to_vec(),
+            passwd: c_password,
             read_only: Some(true),
         };
         self.send_connect_response(conn, &resp);

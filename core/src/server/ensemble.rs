@@ -73,10 +73,17 @@ impl Server {
     // ----- follower side ---------------------------------------------------
 
     /// A new client session on a follower: the id is made here (this
-    /// member's id in its top byte), the leader makes it a txn.
-    pub(super) fn follower_new_session(&mut self, conn: ConnId, timeout: i32) {
+    /// member's id in its top byte), the leader makes it a txn. The
+    /// password stays here (the connection answers with it); the leader
+    /// gets its verifier.
+    pub(super) fn follower_new_session(
+        &mut self,
+        conn: ConnId,
+        timeout: i32,
+        verifier: session::Verifier,
+    ) {
         let id = self.sessions.next_session_id();
-        self.sessions.add(id, timeout, self.mono_ms);
+        self.sessions.add(id, timeout, Some(verifier), self.mono_ms);
         self.session_conn.insert(id, conn);
         let now = self.mono_ms;
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -99,27 +106,26 @@ impl Server {
             .push(super::Output::ToLeader(PeerMsg::CreateSession {
                 session: id,
                 timeout_ms: timeout,
+                verifier: Some(verifier),
             }));
     }
 
-    /// A client re-attaches with the right password to a session this
-    /// member does not know: it may not have applied the session's
-    /// creation yet (the client was just on another member), so the leader
-    /// decides, as ZooKeeper's follower revalidates a session with its
-    /// leader. A `sync` for the session goes to the leader, which answers
-    /// with a no-op txn if the session lives, an error txn if not; once it
-    /// is applied here (and with it every txn before, the session's
-    /// creation included) the handshake is answered.
+    /// A client re-attaches to a session this member does not know: it
+    /// may not have applied the session's creation yet (the client was
+    /// just on another member), so the leader decides, as ZooKeeper's
+    /// follower revalidates a session with its leader. The leader answers
+    /// with a no-op txn for the session if it lives, an error txn if not;
+    /// once it is applied here (and with it every txn before, the
+    /// session's creation and its password's verifier included) the
+    /// password is checked and the handshake answered. Only then is the
+    /// session claimed: a client that knows the id but not the password
+    /// moves nothing.
     pub(super) fn follower_revalidate(&mut self, conn: ConnId, session: i64) {
         self.session_conn.insert(session, conn);
-        // The claim reaches the leader before the sync (the link is FIFO).
-        self.ens.claim(session);
-        self.report_touches();
         let now = self.mono_ms;
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let auth = c.auth.ids.clone();
         c.queue.push_back(Queued::Write {
             xid: 0,
             zxid: Zxid::ZERO,
@@ -133,15 +139,8 @@ impl Server {
                 revalidate: true,
             }),
         });
-        let mut body = Vec::new();
-        Request::Sync { path: "/".into() }.write_body(&mut body);
-        self.out.push(super::Output::ToLeader(PeerMsg::Forward {
-            session,
-            cxid: 0,
-            auth,
-            op: OpCode::Sync.code(),
-            body,
-        }));
+        self.out
+            .push(super::Output::ToLeader(PeerMsg::Revalidate { session }));
     }
 
     /// Sends a client's write (or sync, or close) to the leader and queues
@@ -208,21 +207,46 @@ impl Server {
             PeerMsg::CreateSession {
                 session,
                 timeout_ms,
+                verifier,
             } => {
                 if !self.can_propose() {
                     return;
                 }
-                self.sessions.add(session, timeout_ms, self.mono_ms);
+                self.sessions
+                    .add(session, timeout_ms, verifier, self.mono_ms);
                 self.ens.owners.insert(session, from);
                 self.propose(
                     Origin::Remote,
                     0,
                     session,
-                    Txn::CreateSession { timeout_ms },
+                    Txn::CreateSession {
+                        timeout_ms,
+                        verifier,
+                    },
                     Vec::new(),
                     None,
                     false,
                 );
+            }
+            PeerMsg::Revalidate { session } => {
+                // Ordered behind every txn proposed before it, as a sync;
+                // the follower checks the password once it is applied.
+                if !self.can_propose() {
+                    return;
+                }
+                if self.sessions.is_live(session) {
+                    self.propose(
+                        Origin::Remote,
+                        0,
+                        session,
+                        Txn::Noop,
+                        Vec::new(),
+                        None,
+                        false,
+                    );
+                } else {
+                    self.propose_error(session, 0, vec![ErrorCode::SessionExpired.code()]);
+                }
             }
             PeerMsg::Touch { sessions, claimed } => {
                 for s in sessions {
@@ -437,6 +461,13 @@ impl Server {
                         None => self.reply_from_txn(conn, &meta, &hdr, &rec.txn, pre.as_ref()),
                         Some(e) => Self::refused_reply(&rec.txn, e),
                     };
+                    if meta.revalidate && matches!(&reply, Reply::Connect(r) if r.timeout_ms != 0) {
+                        // The password is right: the session moves here,
+                        // claimed before the client can send a write (the
+                        // link to the leader is FIFO).
+                        self.ens.claim(hdr.session_id);
+                        self.report_touches();
+                    }
                     if let Some(Queued::Write { result, .. }) =
                         self.conns.get_mut(&conn).and_then(|c| c.queue.get_mut(i))
                     {
@@ -467,13 +498,15 @@ impl Server {
             // Every txn the leader committed before its answer is applied.
             let c = &self.conns[&conn];
             let id = hdr.session_id;
-            let live = !matches!(txn, Txn::Error { .. }) && self.sessions.is_live(id);
+            let live = !matches!(txn, Txn::Error { .. })
+                && self.sessions.is_live(id)
+                && self.sessions.password_matches(id, &c.password);
             return Reply::Connect(ConnectResponse {
                 protocol_version: 0,
                 timeout_ms: if live { c.timeout_ms } else { 0 },
                 session_id: if live { id } else { 0 },
                 passwd: if live {
-                    session::password(id).to_vec()
+                    c.password.clone()
                 } else {
                     vec![0; session::PASSWORD_LEN]
                 },
@@ -486,7 +519,7 @@ impl Server {
                 protocol_version: 0,
                 timeout_ms: c.timeout_ms,
                 session_id: hdr.session_id,
-                passwd: session::password(hdr.session_id).to_vec(),
+                passwd: c.password.clone(),
                 read_only: c.read_only_byte.then_some(false),
             });
         }

@@ -19,8 +19,19 @@ pub enum PeerMsg {
         op: i32,
         body: Vec<u8>,
     },
-    /// A new session a follower created for a client.
-    CreateSession { session: i64, timeout_ms: i32 },
+    /// A new session a follower created for a client, with its
+    /// password's verifier (`None` only from a member older than random
+    /// passwords, tag `CREATE_SESSION`).
+    CreateSession {
+        session: i64,
+        timeout_ms: i32,
+        verifier: Option<crate::session::Verifier>,
+    },
+    /// A client re-attaches on a follower to a session it does not know
+    /// yet: the leader answers with a txn for the session (a no-op if it
+    /// lives, an error if not), after which the follower knows it and
+    /// checks the password.
+    Revalidate { session: i64 },
     /// Sessions that showed activity here since the last report; `claimed`
     /// re-attached here (their owner is now this member).
     Touch {
@@ -37,6 +48,8 @@ const CREATE_SESSION: i32 = 2;
 const TOUCH: i32 = 3;
 const PLUGIN_DEPLOY: i32 = 4;
 const PLUGIN_UNDEPLOY: i32 = 5;
+const CREATE_SESSION_VERIFIED: i32 = 6;
+const REVALIDATE: i32 = 7;
 
 fn write_ids(w: &mut Vec<u8>, v: &[i64]) {
     w.write_i32(v.len() as i32);
@@ -71,10 +84,21 @@ impl PeerMsg {
             PeerMsg::CreateSession {
                 session,
                 timeout_ms,
+                verifier,
             } => {
-                w.write_i32(CREATE_SESSION);
+                w.write_i32(match verifier {
+                    None => CREATE_SESSION,
+                    Some(_) => CREATE_SESSION_VERIFIED,
+                });
                 w.write_i64(*session);
                 w.write_i32(*timeout_ms);
+                if let Some(v) = verifier {
+                    w.write_buffer(v);
+                }
+            }
+            PeerMsg::Revalidate { session } => {
+                w.write_i32(REVALIDATE);
+                w.write_i64(*session);
             }
             PeerMsg::Touch { sessions, claimed } => {
                 w.write_i32(TOUCH);
@@ -108,6 +132,15 @@ impl PeerMsg {
             CREATE_SESSION => PeerMsg::CreateSession {
                 session: r.read_i64()?,
                 timeout_ms: r.read_i32()?,
+                verifier: None,
+            },
+            CREATE_SESSION_VERIFIED => PeerMsg::CreateSession {
+                session: r.read_i64()?,
+                timeout_ms: r.read_i32()?,
+                verifier: Some(crate::session::read_verifier(&mut r)?),
+            },
+            REVALIDATE => PeerMsg::Revalidate {
+                session: r.read_i64()?,
             },
             TOUCH => PeerMsg::Touch {
                 sessions: read_ids(&mut r)?,
@@ -149,7 +182,14 @@ mod tests {
             PeerMsg::CreateSession {
                 session: 9,
                 timeout_ms: 4000,
+                verifier: None,
             },
+            PeerMsg::CreateSession {
+                session: 9,
+                timeout_ms: 4000,
+                verifier: Some([3; 32]),
+            },
+            PeerMsg::Revalidate { session: 9 },
             PeerMsg::Touch {
                 sessions: vec![1, 2],
                 claimed: vec![2],

@@ -136,7 +136,10 @@ fn replaying_a_txn_the_tree_refuses_changes_nothing_and_recovery_goes_on() {
     s.replay(&record(
         1,
         session,
-        Txn::CreateSession { timeout_ms: 30_000 },
+        Txn::CreateSession {
+            timeout_ms: 30_000,
+            verifier: None,
+        },
     ))
     .unwrap();
     let before = s.tree().node_count();
@@ -187,7 +190,10 @@ fn a_follower_applies_a_refused_committed_txn_as_an_error_and_keeps_going() {
     commit(
         &mut s,
         0x1_0000_0001,
-        Txn::CreateSession { timeout_ms: 30_000 },
+        Txn::CreateSession {
+            timeout_ms: 30_000,
+            verifier: None,
+        },
     );
     commit(
         &mut s,

@@ -97,7 +97,11 @@ fn restored_sessions_get_a_full_timeout_from_this_process_clock() {
     h.server = Server::recovered(
         ServerConfig::default(),
         DataTree::new(),
-        vec![(0x0100_0000_0000_0007, 4000)],
+        vec![wazoo_proto::SessionRecord {
+            id: 0x0100_0000_0000_0007,
+            timeout_ms: 4000,
+            verifier: None,
+        }],
         RecipeWaits::default(),
         Zxid::ZERO,
         h.clocks(),

@@ -9,7 +9,7 @@
 use super::*;
 use crate::txn::{Txn, TxnHeader, TxnRecord};
 use wazoo_proto::jute::{Jute, Reader};
-use wazoo_proto::{ConnectRequest, ConnectResponse, ErrorCode, OpCode, Zxid};
+use wazoo_proto::{ConnectRequest, ConnectResponse, ErrorCode, Zxid};
 
 const SESSION: i64 = 0x0200_0000_0000_0001;
 
@@ -43,7 +43,10 @@ fn a_session_whose_close_was_lost_with_the_leadership_expires_under_the_next_lea
             zxid: 0x1_0000_0001,
             time_ms: 0,
         },
-        txn: Txn::CreateSession { timeout_ms: 4_000 },
+        txn: Txn::CreateSession {
+            timeout_ms: 4_000,
+            verifier: None,
+        },
     }
     .encode();
     s.handle(
@@ -98,6 +101,7 @@ fn a_role_change_closes_every_connection_in_id_order() {
     for &conn in &conns {
         s.handle(
             Input::Connect {
+                fresh_password: [0x5a; 16],
                 conn,
                 peer: None,
                 req: ConnectRequest {
@@ -161,20 +165,33 @@ fn a_refusal_resting_on_an_outstanding_write_waits_for_it() {
     assert_eq!(replies(&h), 3);
 }
 
-/// A follower gets a re-attach for `SESSION`, which it has not applied;
-/// returns the frames it sends the client and what it asks of the leader.
-fn reattach_to_a_follower_behind(s: &mut Server) -> Vec<PeerMsg> {
+/// The password `SESSION` was created with (on another member).
+const SESSION_PASSWORD: [u8; 16] = [0x33; 16];
+
+/// `SESSION`'s creation, with its password's verifier.
+fn create_session_txn() -> Txn {
+    Txn::CreateSession {
+        timeout_ms: 4_000,
+        verifier: Some(crate::session::verifier(&SESSION_PASSWORD)),
+    }
+}
+
+/// A follower gets a re-attach for `SESSION` with `passwd`, a session it
+/// has not applied; returns what it asks of the leader (nothing goes to
+/// the client before the leader answers).
+fn reattach_to_a_follower_behind(s: &mut Server, passwd: &[u8]) -> Vec<PeerMsg> {
     s.set_ensemble();
     s.handle(Input::Role(Role::Follower { leader: 2 }), at(1_000_000));
     let _ = s.take_outputs();
     s.handle(
         Input::Connect {
+            fresh_password: [0x5a; 16],
             conn: 5,
             peer: None,
             req: ConnectRequest {
                 timeout_ms: 4_000,
                 session_id: SESSION,
-                passwd: crate::session::password(SESSION).to_vec(),
+                passwd: passwd.to_vec(),
                 ..ConnectRequest::default()
             },
         },
@@ -224,31 +241,46 @@ fn handshake(out: &[Output]) -> Option<ConnectResponse> {
 // another member a moment ago and this follower has not applied it yet:
 // it asks the leader (ZooKeeper's follower revalidates with its leader)
 // instead of telling the client its session expired, and answers once the
-// leader's answer, and the session's creation before it, are applied.
+// leader's answer, and the session's creation before it, are applied: the
+// password is checked then, and only then is the session claimed here.
 #[test]
 fn a_reattach_to_a_follower_that_has_not_applied_the_session_yet_keeps_it() {
     let mut s = Server::new(ServerConfig::default(), at(1_000_000));
-    let asked = reattach_to_a_follower_behind(&mut s);
-    assert!(matches!(&asked[0], PeerMsg::Touch { claimed, .. } if claimed == &[SESSION]));
-    assert!(matches!(
-        &asked[1],
-        PeerMsg::Forward { session: SESSION, cxid: 0, op, .. } if *op == OpCode::Sync.code()
-    ));
-    let out = commit(
-        &mut s,
-        0x1_0000_0001,
-        0,
-        Txn::CreateSession { timeout_ms: 4_000 },
-    );
+    let asked = reattach_to_a_follower_behind(&mut s, &SESSION_PASSWORD);
+    assert_eq!(asked, vec![PeerMsg::Revalidate { session: SESSION }]);
+    let out = commit(&mut s, 0x1_0000_0001, 0, create_session_txn());
     let r = handshake(&out).expect("the creation answers the re-attach");
     assert_eq!((r.session_id, r.timeout_ms), (SESSION, 4_000));
+    assert_eq!(r.passwd, SESSION_PASSWORD);
     assert!(!out.iter().any(|o| matches!(o, Output::Close { .. })));
+    assert!(out.iter().any(|o| matches!(o,
+        Output::ToLeader(PeerMsg::Touch { claimed, .. }) if claimed == &[SESSION])));
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a re-attach needs
+// the session's password. ZooKeeper's, computed from the id (which every
+// reader sees in ephemeralOwner), is not it: the follower that has not
+// applied the session yet answers as for an expired session once it has,
+// and claims nothing, so the session's owner keeps it.
+#[test]
+fn a_reattach_to_a_follower_behind_with_the_computed_password_is_refused() {
+    let mut s = Server::new(ServerConfig::default(), at(1_000_000));
+    let hijack = crate::session::zookeeper_password(SESSION);
+    reattach_to_a_follower_behind(&mut s, &hijack);
+    let out = commit(&mut s, 0x1_0000_0001, 0, create_session_txn());
+    let r = handshake(&out).expect("an answer");
+    assert_eq!((r.session_id, r.timeout_ms), (0, 0));
+    assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 5 })));
+    assert!(!out
+        .iter()
+        .any(|o| matches!(o, Output::ToLeader(PeerMsg::Touch { .. }))));
+    assert!(s.sessions().is_live(SESSION), "the session lives on");
 }
 
 #[test]
 fn a_reattach_the_leader_refuses_is_told_the_session_expired() {
     let mut s = Server::new(ServerConfig::default(), at(1_000_000));
-    reattach_to_a_follower_behind(&mut s);
+    reattach_to_a_follower_behind(&mut s, &SESSION_PASSWORD);
     let out = commit(
         &mut s,
         0x1_0000_0001,
@@ -262,12 +294,8 @@ fn a_reattach_the_leader_refuses_is_told_the_session_expired() {
     assert!(out.iter().any(|o| matches!(o, Output::Close { conn: 5 })));
 }
 
-// A recipe call that changes nothing is answered once what it read is
-// committed: every txn proposed before it. Right after an election no txn
-// of the new epoch is proposed yet, and there is nothing to wait for; the
-// answer must not wait for the epoch's first write.
-#[test]
-fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
+/// A member that has just become the leader of epoch 1, its outputs taken.
+fn leader_of_epoch_1() -> Server {
     let mut s = Server::new(ServerConfig::default(), at(1_000_000));
     s.set_ensemble();
     s.handle(Input::Role(Role::Leader { epoch: 1 }), at(1_000_000));
@@ -277,15 +305,26 @@ fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
         room: 1_000,
     });
     let _ = s.take_outputs();
+    s
+}
+
+// A recipe call that changes nothing is answered once what it read is
+// committed: every txn proposed before it. Right after an election no txn
+// of the new epoch is proposed yet, and there is nothing to wait for; the
+// answer must not wait for the epoch's first write.
+#[test]
+fn a_recipe_call_that_writes_nothing_right_after_an_election_is_answered() {
+    let mut s = leader_of_epoch_1();
     let connect = |s: &mut Server, conn: u64, session_id: i64| {
         s.handle(
             Input::Connect {
+                fresh_password: [0x5a; 16],
                 conn,
                 peer: None,
                 req: ConnectRequest {
                     timeout_ms: 4_000,
                     session_id,
-                    passwd: crate::session::password(session_id).to_vec(),
+                    passwd: vec![0x5a; 16],
                     ..ConnectRequest::default()
                 },
             },
@@ -341,4 +380,51 @@ fn handshake_on(out: &[Output], conn: u64) -> Option<ConnectResponse> {
         }
         _ => None,
     })
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the leader answers a
+// follower's revalidation of a session with a txn for the session, a no-op
+// if it lives and SessionExpired if not; the password is the follower's to
+// check, so the leader's answer carries none and decides nothing else.
+#[test]
+fn a_leader_answers_a_revalidation_with_a_txn_for_the_session() {
+    let mut s = leader_of_epoch_1();
+    let create = PeerMsg::CreateSession {
+        session: SESSION,
+        timeout_ms: 4_000,
+        verifier: Some(crate::session::verifier(&SESSION_PASSWORD)),
+    };
+    let proposed = |s: &mut Server, msg: PeerMsg| -> Vec<TxnRecord> {
+        s.handle(Input::Peer { from: 2, msg }, at(1_000_000));
+        s.take_outputs()
+            .into_iter()
+            .filter_map(|o| match o {
+                Output::Propose { record, .. } => Some(TxnRecord::decode(&record).unwrap()),
+                _ => None,
+            })
+            .collect()
+    };
+    let created = proposed(&mut s, create);
+    assert_eq!(created.len(), 1);
+    assert_eq!(created[0].txn, create_session_txn());
+    let live = proposed(&mut s, PeerMsg::Revalidate { session: SESSION });
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        (live[0].header.session_id, live[0].header.cxid),
+        (SESSION, 0)
+    );
+    assert_eq!(live[0].txn, Txn::Noop);
+    let unknown = proposed(
+        &mut s,
+        PeerMsg::Revalidate {
+            session: SESSION + 1,
+        },
+    );
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(
+        unknown[0].txn,
+        Txn::Error {
+            errs: vec![ErrorCode::SessionExpired.code()]
+        }
+    );
 }

@@ -143,3 +143,48 @@ fn close_session_deletes_ephemerals_replies_then_closes() {
         ErrorCode::NoNode
     );
 }
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client re-attaches
+// with its session's id and password. ZooKeeper computes the password from
+// the id, which every reader sees (a node's ephemeralOwner, `cons`); here
+// the password is the random bytes the shell gave the handshake, so the
+// computed one is refused as ZooKeeper refuses a wrong password (timeout
+// 0: the client sees its session expired) and the session is untouched.
+#[test]
+fn the_password_computed_from_the_session_id_does_not_reattach() {
+    let mut h = Harness::default();
+    let s = h.connect(1);
+    assert_eq!(s.passwd, vec![0x41; 16], "the shell's random bytes");
+    let hijack = crate::session::zookeeper_password(s.session_id).to_vec();
+    let r = h.connect_with(2, s.session_id, hijack, 30_000);
+    assert_eq!((r.session_id, r.timeout_ms), (0, 0));
+    assert!(h.closed.contains(&2) && !h.closed.contains(&1));
+    let r = h.connect_with(3, s.session_id, s.passwd.clone(), 30_000);
+    assert_eq!((r.session_id, r.passwd), (s.session_id, s.passwd));
+}
+
+// A session restored without a verifier (a snapshot written before
+// passwords were random, or ZooKeeper's data imported) keeps ZooKeeper's
+// password: its client holds nothing else.
+#[test]
+fn a_session_from_before_random_passwords_keeps_zookeepers_password() {
+    let mut h = Harness::default();
+    let id = 0x0100_0000_0000_0007;
+    h.server = Server::recovered(
+        ServerConfig::default(),
+        crate::tree::DataTree::new(),
+        vec![wazoo_proto::SessionRecord {
+            id,
+            timeout_ms: 30_000,
+            verifier: None,
+        }],
+        crate::recipe::RecipeWaits::default(),
+        Zxid::ZERO,
+        h.clocks(),
+    );
+    let r = h.connect_with(2, id, vec![0x42; 16], 30_000);
+    assert_eq!(r.timeout_ms, 0, "a wrong password is still refused");
+    let zk = crate::session::zookeeper_password(id).to_vec();
+    let r = h.connect_with(3, id, zk.clone(), 30_000);
+    assert_eq!((r.session_id, r.passwd), (id, zk));
+}

@@ -178,8 +178,22 @@ mod tests {
     #[test]
     fn two_members_applying_different_txns_at_one_position_fail() {
         let mut s = Shadow::default();
-        let a = record(1, 7, Txn::CreateSession { timeout_ms: 1000 });
-        let b = record(1, 8, Txn::CreateSession { timeout_ms: 1000 });
+        let a = record(
+            1,
+            7,
+            Txn::CreateSession {
+                timeout_ms: 1000,
+                verifier: None,
+            },
+        );
+        let b = record(
+            1,
+            8,
+            Txn::CreateSession {
+                timeout_ms: 1000,
+                verifier: None,
+            },
+        );
         s.applied(1, Zxid(1), &a).unwrap();
         s.applied(2, Zxid(1), &a).unwrap();
         assert!(s.applied(3, Zxid(1), &b).is_err(), "agreement");
@@ -199,7 +213,14 @@ mod tests {
         s.applied(
             1,
             Zxid(1),
-            &record(1, 7, Txn::CreateSession { timeout_ms: 1000 }),
+            &record(
+                1,
+                7,
+                Txn::CreateSession {
+                    timeout_ms: 1000,
+                    verifier: None,
+                },
+            ),
         )
         .unwrap();
         s.applied(1, Zxid(2), &record(2, 7, Txn::CloseSession))
@@ -208,7 +229,14 @@ mod tests {
             .applied(
                 1,
                 Zxid(3),
-                &record(3, 7, Txn::CreateSession { timeout_ms: 1000 })
+                &record(
+                    3,
+                    7,
+                    Txn::CreateSession {
+                        timeout_ms: 1000,
+                        verifier: None,
+                    }
+                )
             )
             .is_err());
     }

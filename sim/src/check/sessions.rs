@@ -109,7 +109,11 @@ mod tests {
         let owned = Server::recovered(
             ServerConfig::default(),
             tree_with_ephemeral_of(0x55),
-            vec![(0x55, 4000)],
+            vec![wazoo_proto::SessionRecord {
+                id: 0x55,
+                timeout_ms: 4000,
+                verifier: None,
+            }],
             RecipeWaits::default(),
             wazoo_zab::Zxid(1),
             now,

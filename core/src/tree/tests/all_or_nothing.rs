@@ -190,7 +190,10 @@ fn a_multi_applies_all_of_its_ops_in_order_or_none() {
     for inner in [
         Txn::Multi(vec![]),
         Txn::CloseSession,
-        Txn::CreateSession { timeout_ms: 1 },
+        Txn::CreateSession {
+            timeout_ms: 1,
+            verifier: None,
+        },
     ] {
         let e = f.apply_err(
             S1,

@@ -33,7 +33,13 @@ fn ephemerals_are_owned_listed_and_deleted_with_their_session() {
 
     // createSession changes nothing in the tree.
     assert!(f
-        .apply(S1, &Txn::CreateSession { timeout_ms: 30_000 })
+        .apply(
+            S1,
+            &Txn::CreateSession {
+                timeout_ms: 30_000,
+                verifier: None,
+            }
+        )
         .unwrap()
         .is_empty());
 
