@@ -80,10 +80,7 @@ async fn the_c_client_transcript_is_zookeepers(target: Target) {
     .unwrap();
     let got = String::from_utf8_lossy(&out.stdout);
     let got: Vec<&str> = got.lines().collect();
-    for (i, (g, want)) in got.iter().zip(TRANSCRIPT).enumerate() {
-        assert_eq!(g, want, "{target}: line {} of {got:#?}", i + 1);
-    }
-    assert_eq!(got.len(), TRANSCRIPT.len(), "{target}: {got:#?}");
+    common::assert_lines(target, &got, TRANSCRIPT);
     assert!(out.status.success(), "{target}: exit {:?}", out.status);
 }
 

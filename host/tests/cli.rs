@@ -605,12 +605,22 @@ fn check_session(expected: &[String], what: &str) {
     }
 }
 
-/// Runs `script` through zkCli against each flavor in turn (a standalone
-/// server, or a 3-member ensemble through its full connect string), checks
-/// ZooKeeper's transcript with `check`, and wazoo's against ZooKeeper's
-/// block by block.
-fn transcripts_agree(script: &[&str], ensemble: bool, check: fn(&[String], &str)) {
-    let run = |flavor: Flavor| {
+/// What checks ZooKeeper's transcript of a script: (transcript, what).
+type Check = fn(&[String], &str);
+
+/// Runs each script through zkCli against each flavor in turn (a
+/// standalone server, or a 3-member ensemble through its full connect
+/// string; one server or ensemble per flavor for all the scripts, which
+/// use paths of their own), checks ZooKeeper's transcripts with their
+/// checks, and wazoo's against ZooKeeper's block by block.
+fn transcripts_agree(scripts: &[(&[&str], Check)], ensemble: bool) {
+    let run = |flavor: Flavor| -> Vec<Vec<String>> {
+        let each = |addr: &str| {
+            scripts
+                .iter()
+                .map(|(s, _)| zkcli_transcript(addr, s))
+                .collect()
+        };
         if ensemble {
             let opts = match flavor {
                 Flavor::Wazoo => wazoo_testkit::ServerOptions::default()
@@ -620,20 +630,23 @@ fn transcripts_agree(script: &[&str], ensemble: bool, check: fn(&[String], &str)
             };
             let e = wazoo_testkit::start_ensemble(flavor, 3, opts)
                 .unwrap_or_else(|err| panic!("cannot start a {flavor} ensemble: {err:#}"));
-            zkcli_transcript(&e.connect_string(), script)
+            each(&e.connect_string())
         } else {
-            let srv = server(flavor);
-            zkcli_transcript(&srv.addr().to_string(), script)
+            each(&server(flavor).addr().to_string())
         }
     };
     let kind = if ensemble { "3 members" } else { "standalone" };
     let expected = run(Flavor::Zookeeper);
-    check(&expected, &format!("ZooKeeper, {kind}"));
-    let got = run(Flavor::Wazoo);
-    for (z, w) in expected.iter().zip(&got) {
-        assert_eq!(w, z, "wazoo's transcript ({kind}) differs from ZooKeeper's");
+    for ((_, check), transcript) in scripts.iter().zip(&expected) {
+        check(transcript, &format!("ZooKeeper, {kind}"));
     }
-    assert_eq!(got.len(), expected.len());
+    let got = run(Flavor::Wazoo);
+    for (expected, got) in expected.iter().zip(&got) {
+        for (z, w) in expected.iter().zip(got) {
+            assert_eq!(w, z, "wazoo's transcript ({kind}) differs from ZooKeeper's");
+        }
+        assert_eq!(got.len(), expected.len());
+    }
 }
 
 // ZooKeeper Programmer's Guide, "ZooKeeper Watches", "Persistent,
@@ -643,14 +656,7 @@ fn transcripts_agree(script: &[&str], ensemble: bool, check: fn(&[String], &str)
 // mode per path and connection in each of its data and child tables.
 #[test]
 fn zkcli_watch_modes_transcript_is_zookeepers() {
-    transcripts_agree(WATCH_MODES_SCRIPT, false, check_watch_modes);
-}
-
-// The same on 3-member ensembles (watches live on the member a session is
-// connected to; the changes come through the leader).
-#[test]
-fn zkcli_watch_modes_transcript_on_three_members_is_zookeepers() {
-    transcripts_agree(WATCH_MODES_SCRIPT, true, check_watch_modes);
+    transcripts_agree(&[(WATCH_MODES_SCRIPT, check_watch_modes)], false);
 }
 
 // ZooKeeper CLI (zkCli) commands of the "ZooKeeper Command Line Tools"
@@ -660,11 +666,19 @@ fn zkcli_watch_modes_transcript_on_three_members_is_zookeepers() {
 // ZooKeeper 3.8, standalone.
 #[test]
 fn zkcli_session_transcript_is_zookeepers() {
-    transcripts_agree(SESSION_SCRIPT, false, check_session);
+    transcripts_agree(&[(SESSION_SCRIPT, check_session)], false);
 }
 
-// The same on 3-member ensembles.
+// Both transcripts on 3-member ensembles, one per flavor (watches live on
+// the member a session is connected to; the changes come through the
+// leader).
 #[test]
-fn zkcli_session_transcript_on_three_members_is_zookeepers() {
-    transcripts_agree(SESSION_SCRIPT, true, check_session);
+fn zkcli_transcripts_on_three_members_are_zookeepers() {
+    transcripts_agree(
+        &[
+            (WATCH_MODES_SCRIPT, check_watch_modes),
+            (SESSION_SCRIPT, check_session),
+        ],
+        true,
+    );
 }

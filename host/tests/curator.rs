@@ -12,17 +12,6 @@ mod common;
 
 use common::Target;
 
-const CLASSPATH: &[&str] = &[
-    "/usr/share/java/curator-recipes.jar",
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
-
 /// What CuratorPins prints against ZooKeeper 3.8 (paths relative to its
 /// base node).
 const EXPECTED: &[&str] = &[
@@ -79,16 +68,13 @@ async fn curator_recipes_and_caches_behave_as_on_zookeeper(target: Target) {
         common::run_java(
             classes.path(),
             "CuratorPins",
-            CLASSPATH,
+            common::CURATOR_CLASSPATH,
             &[&hosts, "/curator-pins"],
         )
     })
     .await
     .unwrap();
-    for (i, (got, want)) in lines.iter().zip(EXPECTED).enumerate() {
-        assert_eq!(got, want, "{target}: line {} of {lines:#?}", i + 1);
-    }
-    assert_eq!(lines.len(), EXPECTED.len(), "{target}: {lines:#?}");
+    common::assert_lines(target, &lines, EXPECTED);
 }
 
 on_all! {
