@@ -4,8 +4,9 @@
 #   - libfaketime (Debian package `libfaketime`: a test steps a server's wall clock),
 #   - ZooKeeper's C client (Debian package `libzookeeper-mt-dev`: a test compiles a
 #     C client against it),
-#   - Apache Curator (Debian package `libcurator-framework-java`: a test drives
-#     reconfiguration through its API),
+#   - Apache Curator (Debian packages `libcurator-framework-java`: a test drives
+#     reconfiguration through its API, and `libcurator-recipes-java`: a test runs
+#     its recipes and caches on both servers),
 #   - Go and ZooKeeper's Go client (Debian packages `golang-go`,
 #     `golang-github-samuel-go-zookeeper-dev`: a test compiles a Go client program and
 #     examples/go/lock.go against it, offline, in GOPATH mode),
@@ -74,6 +75,9 @@ command -v cc >/dev/null || die "cc not found (the C client test compiles with i
 install_deb libcurator-framework-java "a test drives reconfiguration through Curator's API"
 [ -f /usr/share/java/curator-framework.jar ] && [ -f /usr/share/java/curator-client.jar ] \
   || die "Curator's jars missing after installing libcurator-framework-java"
+install_deb libcurator-recipes-java "a test runs Curator's recipes and caches on both servers"
+[ -f /usr/share/java/curator-recipes.jar ] \
+  || die "curator-recipes.jar missing after installing libcurator-recipes-java"
 command -v javac >/dev/null || die "javac not found (the Curator test compiles with it)"
 
 # --- Go and ZooKeeper's Go client (Debian packages) --------------------------------------

@@ -394,68 +394,60 @@ fn events_of<'a>(transcript: &'a [String], cmd: &str) -> Vec<&'a str> {
         .collect()
 }
 
-// ZooKeeper Programmer's Guide, "ZooKeeper Watches", "Persistent,
-// Recursive Watches" and "Remove Watches", and the ZooKeeper CLI's
-// addWatch, get -w, ls -w and removewatches: zkCli prints the same
-// transcript against wazoo as against ZooKeeper 3.8, which keeps one watch
-// mode per path and connection in each of its data and child tables.
-#[test]
-fn zkcli_watch_modes_transcript_is_zookeepers() {
-    let script = [
-        "create /wm",
-        // A persistent watch replaces a recursive one on the same path: no
-        // NodeCreated for the new child, only NodeChildrenChanged. (The
-        // mode is always given: zkCli's addWatch keeps the last -m.)
-        "create /wm/p",
-        "addWatch -m PERSISTENT_RECURSIVE /wm/p",
-        "addWatch -m PERSISTENT /wm/p",
-        "create /wm/p/c2",
-        "set /wm/p x",
-        // A data watch makes the data part of it one-shot; the child part
-        // stays persistent.
-        "get -w /wm/p",
-        "set /wm/p y",
-        "set /wm/p z",
-        "create /wm/p/c3",
-        // removewatches -c removes the child part of a persistent watch,
-        // -d its data part (zkCli reports NoWatcher when its own maps have
-        // no watch of that type, whatever the server did).
-        "create /wm/r",
-        "addWatch -m PERSISTENT /wm/r",
-        "removewatches /wm/r -c",
-        "create /wm/r/c",
-        "set /wm/r x",
-        "removewatches /wm/r -d",
-        "set /wm/r y",
-        "removewatches /wm/r -a",
-        // A recursive watch without its data part hears of deletions only.
-        "create /wm/t",
-        "create /wm/t/a",
-        "addWatch -m PERSISTENT_RECURSIVE /wm/t",
-        "removewatches /wm/t -d",
-        "set /wm/t/a x",
-        "create /wm/t/b",
-        "delete /wm/t/a",
-        // A recursive watch replaces a child watch on the same path.
-        "create /wm/w",
-        "ls -w /wm/w",
-        "addWatch -m PERSISTENT_RECURSIVE /wm/w",
-        "create /wm/w/a",
-        // A persistent watch replaces a data watch, and -a removes it.
-        "create /wm/v v0",
-        "get -w /wm/v",
-        "addWatch -m PERSISTENT /wm/v",
-        "set /wm/v 1",
-        "set /wm/v 2",
-        "removewatches /wm/v -a",
-        "set /wm/v 3",
-    ];
-    let zk = server(Flavor::Zookeeper);
-    let expected = zkcli_transcript(&zk.addr().to_string(), &script);
-    drop(zk);
-    let ours = server(Flavor::Wazoo);
-    let got = zkcli_transcript(&ours.addr().to_string(), &script);
-    // What ZooKeeper 3.8 does, so that the comparison below is about it.
+/// The zkCli script of the watch-modes transcript (below).
+const WATCH_MODES_SCRIPT: &[&str] = &[
+    "create /wm",
+    // A persistent watch replaces a recursive one on the same path: no
+    // NodeCreated for the new child, only NodeChildrenChanged. (The
+    // mode is always given: zkCli's addWatch keeps the last -m.)
+    "create /wm/p",
+    "addWatch -m PERSISTENT_RECURSIVE /wm/p",
+    "addWatch -m PERSISTENT /wm/p",
+    "create /wm/p/c2",
+    "set /wm/p x",
+    // A data watch makes the data part of it one-shot; the child part
+    // stays persistent.
+    "get -w /wm/p",
+    "set /wm/p y",
+    "set /wm/p z",
+    "create /wm/p/c3",
+    // removewatches -c removes the child part of a persistent watch,
+    // -d its data part (zkCli reports NoWatcher when its own maps have
+    // no watch of that type, whatever the server did).
+    "create /wm/r",
+    "addWatch -m PERSISTENT /wm/r",
+    "removewatches /wm/r -c",
+    "create /wm/r/c",
+    "set /wm/r x",
+    "removewatches /wm/r -d",
+    "set /wm/r y",
+    "removewatches /wm/r -a",
+    // A recursive watch without its data part hears of deletions only.
+    "create /wm/t",
+    "create /wm/t/a",
+    "addWatch -m PERSISTENT_RECURSIVE /wm/t",
+    "removewatches /wm/t -d",
+    "set /wm/t/a x",
+    "create /wm/t/b",
+    "delete /wm/t/a",
+    // A recursive watch replaces a child watch on the same path.
+    "create /wm/w",
+    "ls -w /wm/w",
+    "addWatch -m PERSISTENT_RECURSIVE /wm/w",
+    "create /wm/w/a",
+    // A persistent watch replaces a data watch, and -a removes it.
+    "create /wm/v v0",
+    "get -w /wm/v",
+    "addWatch -m PERSISTENT /wm/v",
+    "set /wm/v 1",
+    "set /wm/v 2",
+    "removewatches /wm/v -a",
+    "set /wm/v 3",
+];
+
+/// What ZooKeeper 3.8's transcript of [`WATCH_MODES_SCRIPT`] shows for the
+/// commands whose events matter, so that a comparison is about them.
+fn check_watch_modes(expected: &[String], what: &str) {
     let changed = |p: &str| format!("type:NodeDataChanged path:{p}");
     let children = |p: &str| format!("type:NodeChildrenChanged path:{p}");
     for (cmd, events) in [
@@ -479,10 +471,214 @@ fn zkcli_watch_modes_transcript_is_zookeepers() {
         ("set /wm/v 2", vec![changed("/wm/v")]),
         ("set /wm/v 3", vec![]),
     ] {
-        assert_eq!(events_of(&expected, cmd), events, "ZooKeeper: {cmd}");
+        assert_eq!(events_of(expected, cmd), events, "{what}: {cmd}");
     }
-    for (z, w) in expected.iter().zip(&got) {
-        assert_eq!(w, z, "wazoo's transcript differs from ZooKeeper's");
+}
+
+/// A zkCli session of everyday commands whose output does not depend on
+/// zxids, times or ports: creates (plain, sequential, ephemeral, with an
+/// ACL), get/set with versions, ls, one-shot watches, deletes, ACLs,
+/// auth, whoami, quotas, sync and the errors zkCli prints for each.
+const SESSION_SCRIPT: &[&str] = &[
+    "create /s",
+    "create /s/a hello",
+    "create /s/a again",
+    "create /nope/a x",
+    "get /s/a",
+    "set /s/a world",
+    "get /s/a",
+    "set -v 0 /s/a stale",
+    "create -s /s/q- x",
+    "create -s /s/q- y",
+    "create -e /s/e",
+    "create /s/e/c",
+    "ls /s",
+    "get -w /s/a",
+    "set /s/a again",
+    "set /s/a once-more",
+    "ls -w /s",
+    "create /s/b",
+    "create /s/c",
+    "delete /s",
+    "delete -v 5 /s/b",
+    "delete /s/b",
+    "deleteall /s/q-0000000001",
+    "stat /missing",
+    "get /missing",
+    "ls /zookeeper",
+    "getAcl /s",
+    "addauth digest u:p",
+    "whoami",
+    "create /s/p secret auth::cdrwa",
+    "getAcl /s/p",
+    "create /s/r readonly world:anyone:r",
+    "set /s/r x",
+    "getAcl /s/r",
+    "setAcl /s/r world:anyone:cdrwa",
+    "set /s/r x",
+    "getEphemerals /s",
+    "setquota -n 5 /s",
+    "listquota /s",
+    "delquota /s",
+    "listquota /s",
+    "sync /s",
+];
+
+/// What ZooKeeper 3.8 prints for some commands of [`SESSION_SCRIPT`]: the
+/// lines of their blocks before "-- events:", then the events.
+fn check_session(expected: &[String], what: &str) {
+    let changed = "type:NodeDataChanged path:/s/a".to_string();
+    let children = "type:NodeChildrenChanged path:/s".to_string();
+    for (cmd, printed, events) in [
+        (
+            "create /s/a again",
+            vec!["Node already exists: /s/a"],
+            vec![],
+        ),
+        (
+            "create /nope/a x",
+            vec!["Node does not exist: /nope/a"],
+            vec![],
+        ),
+        ("get /s/a", vec!["hello"], vec![]),
+        (
+            "set -v 0 /s/a stale",
+            vec!["version No is not valid : /s/a"],
+            vec![],
+        ),
+        ("create -s /s/q- y", vec!["Created /s/q-0000000002"], vec![]),
+        (
+            "create /s/e/c",
+            vec!["Ephemerals cannot have children: /s/e/c"],
+            vec![],
+        ),
+        ("ls /s", vec!["[a, e, q-0000000001, q-0000000002]"], vec![]),
+        ("set /s/a again", vec![], vec![changed.clone()]),
+        ("set /s/a once-more", vec![], vec![]),
+        ("create /s/b", vec!["Created /s/b"], vec![children.clone()]),
+        ("create /s/c", vec!["Created /s/c"], vec![]),
+        ("delete /s", vec!["Node not empty: /s"], vec![]),
+        ("ls /zookeeper", vec!["[config, quota]"], vec![]),
+        ("getAcl /s", vec!["'world,'anyone", ": cdrwa"], vec![]),
+        ("deleteall /s/q-0000000001", vec![], vec![]),
+        (
+            "whoami",
+            vec!["Auth scheme: User", "ip: 127.0.0.1", "digest: u"],
+            vec![],
+        ),
+        (
+            "getAcl /s/p",
+            vec!["'digest,'u:Jq7wMyA/w2Vd5WIDAKdu4OIIFEQ=", ": cdrwa"],
+            vec![],
+        ),
+        ("set /s/r x", vec!["Insufficient permission : /s/r"], vec![]),
+        (
+            "setAcl /s/r world:anyone:cdrwa",
+            vec!["Insufficient permission : /s/r"],
+            vec![],
+        ),
+        ("getEphemerals /s", vec!["[/s/e]"], vec![]),
+        (
+            "listquota /s",
+            vec![
+                "absolute path is /zookeeper/quota/s/zookeeper_limits",
+                "Output quota for /s count=5,bytes=-1=;byteHardLimit=-1;countHardLimit=-1",
+                "Output stat for /s count=7,bytes=24",
+            ],
+            vec![],
+        ),
+        ("sync /s", vec!["Sync is OK"], vec![]),
+    ] {
+        let block = expected
+            .iter()
+            .find(|b| b.starts_with(&format!("> {cmd}\n")))
+            .unwrap_or_else(|| panic!("{what}: no block for {cmd}"));
+        let (head, _) = block.split_once("-- events:\n").unwrap();
+        let got: Vec<&str> = head.lines().skip(1).collect();
+        assert_eq!(got, printed, "{what}: {cmd} in {}", expected.concat());
+        assert_eq!(
+            events_of(expected, cmd),
+            events,
+            "{what}: {cmd} in {}",
+            expected.concat()
+        );
     }
-    assert_eq!(got.len(), expected.len());
+}
+
+/// What checks ZooKeeper's transcript of a script: (transcript, what).
+type Check = fn(&[String], &str);
+
+/// Runs each script through zkCli against each flavor in turn (a
+/// standalone server, or a 3-member ensemble through its full connect
+/// string; one server or ensemble per flavor for all the scripts, which
+/// use paths of their own), checks ZooKeeper's transcripts with their
+/// checks, and wazoo's against ZooKeeper's block by block.
+fn transcripts_agree(scripts: &[(&[&str], Check)], ensemble: bool) {
+    let run = |flavor: Flavor| -> Vec<Vec<String>> {
+        let each = |addr: &str| {
+            scripts
+                .iter()
+                .map(|(s, _)| zkcli_transcript(addr, s))
+                .collect()
+        };
+        if ensemble {
+            let opts = match flavor {
+                Flavor::Wazoo => wazoo_testkit::ServerOptions::default()
+                    .binary(env!("CARGO_BIN_EXE_wazoo"))
+                    .cfg("wazoo.recipes.builtin=false"),
+                Flavor::Zookeeper => wazoo_testkit::ServerOptions::default(),
+            };
+            let e = wazoo_testkit::start_ensemble(flavor, 3, opts)
+                .unwrap_or_else(|err| panic!("cannot start a {flavor} ensemble: {err:#}"));
+            each(&e.connect_string())
+        } else {
+            each(&server(flavor).addr().to_string())
+        }
+    };
+    let kind = if ensemble { "3 members" } else { "standalone" };
+    let expected = run(Flavor::Zookeeper);
+    for ((_, check), transcript) in scripts.iter().zip(&expected) {
+        check(transcript, &format!("ZooKeeper, {kind}"));
+    }
+    let got = run(Flavor::Wazoo);
+    for (expected, got) in expected.iter().zip(&got) {
+        for (z, w) in expected.iter().zip(got) {
+            assert_eq!(w, z, "wazoo's transcript ({kind}) differs from ZooKeeper's");
+        }
+        assert_eq!(got.len(), expected.len());
+    }
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Watches", "Persistent,
+// Recursive Watches" and "Remove Watches", and the ZooKeeper CLI's
+// addWatch, get -w, ls -w and removewatches: zkCli prints the same
+// transcript against wazoo as against ZooKeeper 3.8, which keeps one watch
+// mode per path and connection in each of its data and child tables.
+#[test]
+fn zkcli_watch_modes_transcript_is_zookeepers() {
+    transcripts_agree(&[(WATCH_MODES_SCRIPT, check_watch_modes)], false);
+}
+
+// ZooKeeper CLI (zkCli) commands of the "ZooKeeper Command Line Tools"
+// page, on ZooKeeper Programmer's Guide, "ZNodes", "ZooKeeper Watches",
+// "ZooKeeper access control using ACLs" and Administrator's Guide,
+// "Quotas": zkCli prints the same transcript against wazoo as against
+// ZooKeeper 3.8, standalone.
+#[test]
+fn zkcli_session_transcript_is_zookeepers() {
+    transcripts_agree(&[(SESSION_SCRIPT, check_session)], false);
+}
+
+// Both transcripts on 3-member ensembles, one per flavor (watches live on
+// the member a session is connected to; the changes come through the
+// leader).
+#[test]
+fn zkcli_transcripts_on_three_members_are_zookeepers() {
+    transcripts_agree(
+        &[
+            (WATCH_MODES_SCRIPT, check_watch_modes),
+            (SESSION_SCRIPT, check_session),
+        ],
+        true,
+    );
 }

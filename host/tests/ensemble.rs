@@ -233,10 +233,13 @@ async fn a_member_without_quorum_serves_read_only_clients(flavor: Flavor) {
     )
     .unwrap();
     if flavor == Flavor::Zookeeper {
-        // The oracle agrees on `isro` above. Neither the zookeeper-client
-        // crate nor our client finishes a read-only handshake with
-        // ZooKeeper 3.8's read-only server here (an open question), so the
-        // client-side checks run on wazoo only.
+        // The oracle agrees on `isro` above. ZooKeeper 3.8's read-only
+        // server opens no new session without localSessionsEnabled=true
+        // (the createSession is a write it refuses: the client reads a
+        // NotReadOnly reply header as its connect response), so the
+        // client-side checks run on wazoo only here;
+        // tests/python/test_read_only_kazoo.py runs them with kazoo on
+        // both, ZooKeeper with local sessions.
         return;
     }
     let ro = Client::connector()

@@ -858,18 +858,6 @@ on_both! {
     reconfig_refusals_come_in_zookeepers_order,
 }
 
-/// The jars Curator's reconfig program runs with (Debian's
-/// `libcurator-framework-java`, `zookeeper` and their dependencies).
-const CURATOR_CLASSPATH: &[&str] = &[
-    "/usr/share/java/curator-framework.jar",
-    "/usr/share/java/curator-client.jar",
-    "/usr/share/java/guava.jar",
-    "/usr/share/java/zookeeper.jar",
-    "/usr/share/java/zookeeper-jute.jar",
-    "/usr/share/java/slf4j-api.jar",
-    "/usr/share/java/slf4j-nop.jar",
-];
-
 /// Compiles and runs `tests/java/CuratorReconfig.java`: its `name: result`
 /// lines.
 fn curator_reconfig(addr: &str, leaving: &str) -> Vec<String> {
@@ -877,7 +865,7 @@ fn curator_reconfig(addr: &str, leaving: &str) -> Vec<String> {
     common::run_java(
         classes.path(),
         "CuratorReconfig",
-        CURATOR_CLASSPATH,
+        common::CURATOR_CLASSPATH,
         &[addr, leaving],
     )
 }

@@ -18,6 +18,11 @@ it), so tests keep using absolute paths such as "/node" without colliding.
 A server or ensemble that is missing or does not come up makes its tests
 fail, never skip; so does an ensemble member that died during a test.
 
+Every shared server runs with SHARED_CFG (reconfig enabled, the super user
+super:test). A module whose tests need no fresh standalone server overrides
+`server` with serve_shared_target: its standalone targets are shared too
+(one server per flavor for the session, a chroot per test).
+
 `standalone_server` is the same without the ensemble targets, for tests
 that depend on standalone behaviour (test_golden_replay.py: zxid numbering
 of a fresh server, one connection to one port).
@@ -48,10 +53,19 @@ from servers import (
 # Parent of every test's chroot on a shared ensemble.
 ENSEMBLE_TEST_ROOT = "/kazoo-tests"
 
+# The super user's digest (super:test, as in the Rust tests). ZooKeeper reads
+# an unknown zoo.cfg key as the system property "zookeeper.<key>", so one
+# line serves both servers.
+SUPER_DIGEST = "DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU="
+# What every shared server (ensemble or standalone) runs with: a super user
+# and reconfig enabled, for the tests of their refusals
+# (test_super_user_kazoo.py). No test reconfigures a shared server.
+SHARED_CFG = ["reconfigEnabled=true", SUPER_DIGEST]
 
-def _start_standalone(flavor: str):
+
+def _start_standalone(flavor: str, extra_cfg=()):
     try:
-        srv = start_server(flavor)
+        srv = start_server(flavor, extra_cfg=list(extra_cfg))
     except ServerStartError as e:
         failure = str(e)
     else:
@@ -80,8 +94,6 @@ class EnsembleTarget:
     KazooClient(hosts=server.hosts) sees an empty tree of its own.
     `.ensemble` is the servers.Ensemble (member ports, modes, logs)."""
 
-    is_ensemble = True
-
     def __init__(self, ensemble: Ensemble, chroot: str, first_member: int):
         self.ensemble = ensemble
         self.chroot = chroot
@@ -90,6 +102,11 @@ class EnsembleTarget:
     @property
     def flavor(self) -> str:
         return self.ensemble.flavor
+
+    @property
+    def is_ensemble(self) -> bool:
+        """False for a shared standalone server (SharedStandalone)."""
+        return len(self.ensemble.members) > 1
 
     @property
     def hosts(self) -> str:
@@ -186,13 +203,19 @@ class SharedEnsemble:
 
 def _shared_ensemble(flavor: str):
     try:
-        ensemble = start_ensemble(flavor)
+        ensemble = start_ensemble(flavor, extra_cfg=SHARED_CFG)
     except ServerStartError as e:
         failure = str(e)
     else:
         failure = None
     if failure is not None:  # outside `except`, so the report shows no chained traceback
         pytest.fail(f"the {flavor} did not start: {failure}", pytrace=False)
+    yield from _share(ensemble)
+
+
+def _share(ensemble):
+    """The SharedEnsemble of a started ensemble (or StandaloneAsEnsemble),
+    with its admin session on member 0 and the tests' root; closed after."""
     try:
         admin = connect(ensemble.connect_string(0), randomize_hosts=False)
         admin.ensure_path(ENSEMBLE_TEST_ROOT)
@@ -214,6 +237,67 @@ def zookeeper_ensemble():
 def wazoo_ensemble():
     """A 3-member wazoo ensemble for the whole session (SharedEnsemble)."""
     yield from _shared_ensemble("wazoo-ensemble")
+
+
+class StandaloneAsEnsemble:
+    """A standalone server with the few methods of servers.Ensemble that
+    SharedEnsemble and EnsembleTarget use: an ensemble of one, which never
+    reports a leader."""
+
+    def __init__(self, srv):
+        self.members = [srv]
+        self.flavor = srv.flavor
+
+    def connect_string(self, first: int = 0, chroot: str = "") -> str:
+        return self.members[0].hosts + chroot
+
+    def leader(self) -> None:
+        return None
+
+    def modes(self) -> list[str | None]:
+        return [self.members[0].mode()]
+
+    def check_running(self) -> None:
+        srv = self.members[0]
+        if not srv.is_running():
+            raise ServerStartError(
+                f"{srv.flavor} on {srv.hosts} is no longer running; log {srv.log_path}:\n"
+                + srv.log_tail()
+            )
+
+    def close(self) -> None:
+        self.members[0].close()
+
+
+def _shared_standalone(flavor: str):
+    yield from _share(StandaloneAsEnsemble(_start_standalone(flavor, SHARED_CFG)))
+
+
+@pytest.fixture(scope="session")
+def zookeeper_shared():
+    """A standalone Apache ZooKeeper for the whole session, shared as the
+    ensembles are (serve_shared_target)."""
+    yield from _shared_standalone("zookeeper")
+
+
+@pytest.fixture(scope="session")
+def wazoo_shared():
+    """A standalone wazoo for the whole session, shared as the ensembles
+    are (serve_shared_target)."""
+    yield from _shared_standalone("wazoo")
+
+
+def serve_shared_target(request, target: str):
+    """The body of `server` for a test module whose tests need no fresh
+    server: a standalone target is then one server for the whole session,
+    each test in a chroot of its own, exactly as on the shared ensembles
+    (.is_ensemble stays False). Saves a server start per test (seconds for
+    ZooKeeper's JVM)."""
+    fixture = target.replace("-", "_") if target in ENSEMBLE_FLAVORS else f"{target}_shared"
+    shared = request.getfixturevalue(fixture)
+    shared_target = shared.target_for(request.node.name)
+    yield shared_target
+    shared.release(shared_target)
 
 
 @pytest.fixture(params=TARGETS)

@@ -404,6 +404,13 @@ class ZooKeeperServer(ServerProcess):
     flavor = "zookeeper"
     log_name = "zookeeper.log"
 
+    def __init__(self, jvm_flags: list[str] | None = None, **kwargs):
+        """jvm_flags: more java arguments before the main class, e.g.
+        system properties ZooKeeper reads only from there
+        ("-Dreadonlymode.enabled=true")."""
+        super().__init__(**kwargs)
+        self.jvm_flags = list(jvm_flags or [])
+
     def _flavor_cfg(self) -> dict[str, str]:
         return {"admin.enableServer": "false"}
 
@@ -419,6 +426,7 @@ class ZooKeeperServer(ServerProcess):
             f"-Dlog4j.configuration=file:{self.dir}/log4j.properties",
             "-Dzookeeper.admin.enableServer=false",
             "-Dzookeeper.jmx.log4j.disable=true",
+            *self.jvm_flags,
             "-cp",
             classpath,
             ZK_MAIN_CLASS,
@@ -455,7 +463,8 @@ def start_server(flavor: str, **kwargs) -> ServerProcess:
     """Start a standalone server of `flavor` ("zookeeper" or "wazoo") and wait
     until it answers ruok with imok. kwargs: tick_time_ms,
     min_session_timeout_ms, max_session_timeout_ms, extra_cfg (list of
-    "key=value"), startup_timeout (s), env."""
+    "key=value"), startup_timeout (s), env; for ZooKeeper also jvm_flags
+    (list of java arguments)."""
     if flavor == "zookeeper":
         return ZooKeeperServer(**kwargs).start()
     if flavor == "wazoo":

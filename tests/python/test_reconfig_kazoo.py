@@ -13,12 +13,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError
 
+from conftest import SUPER_DIGEST
 from servers import WAIT, start_ensemble
-
-# super:test, as the Rust tests' super user. ZooKeeper reads an unknown
-# zoo.cfg key as the system property "zookeeper.<key>", so one line serves
-# both servers.
-SUPER_DIGEST = "DigestAuthenticationProvider.superDigest=super:D/InIHSb7yEEbrWz8b9l71RjZJU="
 
 
 def parse_config(data: bytes) -> tuple[list[str], int]:

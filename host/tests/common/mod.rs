@@ -645,3 +645,29 @@ pub fn lock_examples_take_turns(cmds: &mut [std::process::Command], lock: &str) 
     let first: Vec<String> = (0..seqs.len()).map(|i| format!("{i:010}")).collect();
     assert_eq!(seqs, first);
 }
+
+/// Debian's jars a Curator program runs with (`libcurator-framework-java`,
+/// `libcurator-recipes-java`, `zookeeper` and their dependencies).
+pub const CURATOR_CLASSPATH: &[&str] = &[
+    "/usr/share/java/curator-recipes.jar",
+    "/usr/share/java/curator-framework.jar",
+    "/usr/share/java/curator-client.jar",
+    "/usr/share/java/guava.jar",
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/zookeeper-jute.jar",
+    "/usr/share/java/slf4j-api.jar",
+    "/usr/share/java/slf4j-nop.jar",
+];
+
+/// Asserts that a client program printed exactly `expected` (ZooKeeper
+/// 3.8's lines) on `target`: the first differing line, then the count.
+pub fn assert_lines<S: AsRef<str> + std::fmt::Debug>(
+    target: impl std::fmt::Display,
+    got: &[S],
+    expected: &[&str],
+) {
+    for (i, (g, want)) in got.iter().zip(expected).enumerate() {
+        assert_eq!(g.as_ref(), *want, "{target}: line {} of {got:#?}", i + 1);
+    }
+    assert_eq!(got.len(), expected.len(), "{target}: {got:#?}");
+}
