@@ -98,6 +98,10 @@ pub struct Config {
     pub large_request_threshold: i64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
+    /// `znode.container.maxNeverUsedIntervalMs` (ZooKeeper's key, 0 by
+    /// default: never): how old a container that never had a child may
+    /// get before the periodic check deletes it.
+    pub container_max_never_used_ms: i64,
     pub enforce_quota: bool,
     /// `user:base64(sha1(user:password))` of the super user, if any.
     pub super_digest: Option<String>,
@@ -117,7 +121,9 @@ pub struct Config {
     pub builtin_recipes: bool,
     /// Recipe sandbox limits (`recipe.*` keys).
     pub recipe: RecipeLimits,
-    /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`).
+    /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`;
+    /// 7000 when `metricsProvider.className` names ZooKeeper's Prometheus
+    /// provider without a port, as ZooKeeper serves it).
     pub metrics_port: Option<u16>,
     pub metrics_host: Option<IpAddr>,
     pub reconfig_enabled: bool,
@@ -168,6 +174,10 @@ pub struct SaslConfig {
     /// it the SASL request is not served.
     pub users: Option<std::sync::Arc<crate::sasl::SaslUsers>>,
 }
+
+/// The Prometheus metrics provider class ZooKeeper's zoo.cfg names.
+const PROMETHEUS_PROVIDER: &str =
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
 
 /// The SASL provider class ZooKeeper's zoo.cfg names.
 const SASL_PROVIDER: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
@@ -436,7 +446,14 @@ impl Config {
         let four = kv
             .remove("4lw.commands.whitelist")
             .unwrap_or_else(|| "srvr".to_string());
-        let metrics_port = take_num::<u16>(&mut kv, "metricsProvider.httpPort")?;
+        // ZooKeeper's Prometheus provider serves on port 7000 unless told
+        // otherwise; any provider but it and the default one is refused
+        // (`feature_refusal`).
+        let prometheus = kv
+            .remove("metricsProvider.className")
+            .is_some_and(|c| c.trim() == PROMETHEUS_PROVIDER);
+        let metrics_port =
+            take_num::<u16>(&mut kv, "metricsProvider.httpPort")?.or(prometheus.then_some(7000));
         let metrics_host = match kv.remove("metricsProvider.httpHost") {
             None => None,
             Some(a) => Some(
@@ -481,6 +498,11 @@ impl Config {
         let enforce_quota = take_bool(&mut kv, "enforceQuota")?
             .or(take_bool(&mut kv, "zookeeper.enforceQuota")?)
             .unwrap_or(false);
+        let container_max_never_used_ms =
+            take_num::<i64>(&mut kv, "znode.container.maxNeverUsedIntervalMs")?.unwrap_or(0);
+        if container_max_never_used_ms < 0 {
+            bail!("znode.container.maxNeverUsedIntervalMs ({container_max_never_used_ms}) must be 0 (never) or positive");
+        }
         let d = RecipeLimits::default();
         let recipe = RecipeLimits {
             fuel: take_num(&mut kv, "recipe.fuel")?.unwrap_or(d.fuel),
@@ -536,6 +558,7 @@ impl Config {
                 .unwrap_or(60_000),
             container_max_per_minute: take_num(&mut kv, "znode.container.maxPerMinute")?
                 .unwrap_or(10_000),
+            container_max_never_used_ms,
             enforce_quota,
             super_digest,
             servers,
@@ -694,6 +717,11 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
         }
         "superuser" => None,
         "ensembleauthname" => always("ensemble authentication"),
+        // Read by ZooKeeper's AdminServer, which wazoo does not have.
+        "ipauthenticationprovider.usexforwardedfor" => {
+            unless_false("taking a client's address from X-Forwarded-For")
+        }
+        "fips-mode" => unless_false("FIPS mode (wazoo's TLS library is not FIPS-validated)"),
         _ if k.starts_with("authprovider.") => {
             // The digest, ip and x509 providers are built in (x509 serves
             // the secure client port); naming them again changes nothing.
@@ -766,6 +794,12 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
     let unless_false = |what: &str| {
         (!v.eq_ignore_ascii_case("false")).then(|| format!("{what} (only `false` is accepted)"))
     };
+    let unless_true = |what: &str| {
+        (!v.eq_ignore_ascii_case("true")).then(|| format!("{what} (only `true` is accepted)"))
+    };
+    // A number that leaves the feature off (ZooKeeper's default).
+    let unless_num =
+        |off: &str, what: &str| (v != off).then(|| format!("{what} (only `{off}` is accepted)"));
     let per_member = |prefix: &str| {
         k.strip_prefix(prefix)
             .is_some_and(|n| n.parse::<u64>().is_ok())
@@ -786,11 +820,48 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
                 .to_string()
         }),
         "admin.enableserver" => unless_false("the AdminServer"),
-        "admin.serverport" | "admin.serveraddress" | "admin.commandurl" | "admin.idletimeout"
+        "admin.serverport"
+        | "admin.serveraddress"
+        | "admin.commandurl"
+        | "admin.idletimeout"
+        | "admin.ratelimiterintervalinms"
+        | "admin.snapshot.enabled"
+        | "admin.restore.enabled"
             if !admin_off =>
         {
             Some("the AdminServer (set admin.enableServer=false to start without it)".to_string())
         }
+        "maxcnxns" => unless_num("0", "a cap on all client connections of a member"),
+        "clientportlistenbacklog" => unless_num("-1", "a listen backlog for the client port"),
+        "syncenabled" => unless_true("observers that keep no log or snapshots"),
+        "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
+        "connectionmaxtokens" => unless_num("0", "connection throttling"),
+        "requestthrottlelimit" => unless_num("0", "request throttling"),
+        "throttledopwaittime" => unless_num("0", "failing requests that waited too long"),
+        "enableeageraclcheck" => {
+            unless_false("checking ACLs where a write arrives, before it is forwarded")
+        }
+        "digest.enabled" => unless_false("tree digests"),
+        "snapshot.compression.method" => (!v.is_empty())
+            .then(|| "compressed snapshots (only an empty value is accepted)".to_string()),
+        "snapshot.trust.empty" => unless_false("starting from logs without a snapshot"),
+        "audit.impl.class" => Some("audit logs".to_string()),
+        "outstandinghandshake.limit" => v.parse::<i64>().map_or(true, |n| n > 0).then(|| {
+            "a cap on TLS handshakes in progress (only 0 or below, no cap, is accepted)".to_string()
+        }),
+        "netty.server.earlydropsecureconnectionhandshakes" => {
+            unless_false("dropping TLS connections before the member has started")
+        }
+        "tcpkeepalive" => unless_false("TCP keepalive on links between members"),
+        "clienttcpkeepalive" => unless_false("TCP keepalive on client connections"),
+        "quorumlistenonallips" => unless_false("listening for members on every address"),
+        "metricsprovider.classname" => (!matches!(
+            v,
+            PROMETHEUS_PROVIDER | "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
+        ))
+        .then(|| "a metrics provider other than ZooKeeper's Prometheus one".to_string()),
+        "datadir.autocreate" => unless_true("refusing to create missing data directories"),
+        "db.autocreate" => unless_true("db existence validation"),
         _ => None,
     }
 }

@@ -159,6 +159,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         snap_count: cfg.snap_count,
         container_check_interval_ms: cfg.container_check_interval_ms,
         container_max_per_minute: cfg.container_max_per_minute,
+        container_max_never_used_ms: cfg.container_max_never_used_ms,
         reconfig_enabled: cfg.reconfig_enabled,
         standalone_enabled: cfg.standalone_enabled,
         read_only_enabled: cfg.read_only_enabled,
