@@ -131,6 +131,10 @@ pub struct Config {
     /// (`readonlymode.enabled`, a system property in ZooKeeper).
     pub read_only_enabled: bool,
     pub standalone_enabled: bool,
+    /// `quorumListenOnAllIPs` (ZooKeeper's key, `false` by default): the
+    /// quorum port listens on every address rather than the member's own
+    /// in its `server.N` line.
+    pub quorum_listen_on_all_ips: bool,
     /// The secure client port and TLS between members (`secureClientPort`,
     /// `ssl.*`, `sslQuorum`, `ssl.quorum.*`).
     pub tls: tls::TlsConfig,
@@ -577,6 +581,7 @@ impl Config {
                 .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
                 .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
+            quorum_listen_on_all_ips: take_bool(&mut kv, "quorumListenOnAllIPs")?.unwrap_or(false),
             tls,
             sasl,
             unknown: kv
@@ -854,7 +859,6 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
         }
         "tcpkeepalive" => unless_false("TCP keepalive on links between members"),
         "clienttcpkeepalive" => unless_false("TCP keepalive on client connections"),
-        "quorumlistenonallips" => unless_false("listening for members on every address"),
         "metricsprovider.classname" => (!matches!(
             v,
             PROMETHEUS_PROVIDER | "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"

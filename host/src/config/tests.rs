@@ -119,6 +119,7 @@ fn sample_value(key: &str) -> &'static str {
         "wazoo.client.maxUnsentReplyBytes" => "2097152",
         "wazoo.client.maxOutboundBytes" => "8388608",
         "forceSync" => "no",
+        "quorumListenOnAllIPs" => "true",
         "metricsProvider.className" => {
             "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
         }
