@@ -68,6 +68,10 @@ pub struct Config {
     pub client_port: u16,
     pub client_port_address: Option<IpAddr>,
     pub max_client_cnxns: u32,
+    /// `clientPortListenBacklog` (ZooKeeper's key, -1 by default): the
+    /// listen backlog of the client ports when positive; otherwise
+    /// wazoo's (1024).
+    pub client_port_listen_backlog: i32,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub snap_retain_count: u32,
@@ -538,6 +542,7 @@ impl Config {
             client_port: take_num(&mut kv, "clientPort")?.unwrap_or(2181),
             client_port_address,
             max_client_cnxns: take_num(&mut kv, "maxClientCnxns")?.unwrap_or(60),
+            client_port_listen_backlog: take_num(&mut kv, "clientPortListenBacklog")?.unwrap_or(-1),
             min_session_timeout_ms: min_to,
             max_session_timeout_ms: max_to,
             snap_retain_count: take_num::<u32>(&mut kv, "autopurge.snapRetainCount")?
@@ -641,7 +646,10 @@ impl Config {
             format!("maxClientCnxns={}", self.max_client_cnxns),
             format!("minSessionTimeout={}", self.min_session_timeout_ms),
             format!("maxSessionTimeout={}", self.max_session_timeout_ms),
-            format!("clientPortListenBacklog=-1"),
+            format!(
+                "clientPortListenBacklog={}",
+                self.client_port_listen_backlog
+            ),
             format!("serverId={}", self.my_id.unwrap_or(0)),
         ];
         if self.is_ensemble() {
@@ -837,7 +845,6 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
             Some("the AdminServer (set admin.enableServer=false to start without it)".to_string())
         }
         "maxcnxns" => unless_num("0", "a cap on all client connections of a member"),
-        "clientportlistenbacklog" => unless_num("-1", "a listen backlog for the client port"),
         "syncenabled" => unless_true("observers that keep no log or snapshots"),
         "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
         "connectionmaxtokens" => unless_num("0", "connection throttling"),

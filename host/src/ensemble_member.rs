@@ -218,8 +218,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         Some((None, p)) => SocketAddr::new(cfg.client_addr().ip(), *p),
         None => cfg.client_addr(),
     };
-    let listener = tokio::net::TcpListener::bind(client_addr)
-        .await
+    let listener = crate::member::client_listener(client_addr, cfg.client_port_listen_backlog)
         .with_context(|| format!("cannot listen on {client_addr}"))?;
     let client_addr = listener.local_addr()?;
     let ctx = Arc::new(AdminContext {

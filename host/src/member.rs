@@ -142,6 +142,26 @@ impl std::fmt::Debug for Clock {
     }
 }
 
+/// A client port's listener, made as tokio's `TcpListener::bind` makes one
+/// (SO_REUSEADDR, a backlog of 1024), with zoo.cfg's
+/// `clientPortListenBacklog` as the backlog when it is positive
+/// (ZooKeeper, too, leaves the system's default for -1, its default).
+pub fn client_listener(addr: SocketAddr, backlog: i32) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(
+        u32::try_from(backlog)
+            .ok()
+            .filter(|&b| b > 0)
+            .unwrap_or(1024),
+    )
+}
+
 pub fn server_config(cfg: &Config) -> ServerConfig {
     ServerConfig {
         server_id: cfg.my_id.unwrap_or(0),
@@ -516,8 +536,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         group_commit.clone(),
         durable_callback(durable_tx.clone()),
     )?;
-    let listener = tokio::net::TcpListener::bind(cfg.client_addr())
-        .await
+    let listener = client_listener(cfg.client_addr(), cfg.client_port_listen_backlog)
         .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
     let client_addr = listener.local_addr()?;
     let ctx = Arc::new(AdminContext {

@@ -592,7 +592,6 @@ fn refused_sample(key: &str) -> String {
         "snapshot.compression.method" => "gz",
         "group.x" => "1:2:3",
         "observerMasterPort"
-        | "clientPortListenBacklog"
         | "maxCnxns"
         | "connectionMaxTokens"
         | "requestThrottleLimit"
@@ -727,4 +726,43 @@ fn the_never_used_container_interval_is_read_and_not_negative() {
     );
     let e = refusal("znode.container.maxNeverUsedIntervalMs=-1").expect("refused");
     assert!(e.contains("znode.container.maxNeverUsedIntervalMs"), "{e}");
+}
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration",
+// clientPortListenBacklog: the client port's listen backlog, shown by
+// `conf`. With a backlog of 1 and no accept, Linux completes two
+// connections and drops the SYNs of the rest; with wazoo's default all
+// complete.
+#[tokio::test]
+async fn the_client_port_listen_backlog_bounds_connections_waiting_to_be_accepted() {
+    let c = Config::parse("dataDir=/d\n").unwrap();
+    assert_eq!(c.client_port_listen_backlog, -1);
+    assert!(c
+        .conf_lines()
+        .contains(&"clientPortListenBacklog=-1".to_string()));
+    let c = Config::parse("dataDir=/d\nclientPortListenBacklog=1\n").unwrap();
+    assert!(c
+        .conf_lines()
+        .contains(&"clientPortListenBacklog=1".to_string()));
+    for (backlog, most) in [(c.client_port_listen_backlog, 2), (-1, 4)] {
+        let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let listener = crate::member::client_listener(addr, backlog).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let attempts: Vec<_> = (0..4)
+            .map(|_| {
+                tokio::spawn(tokio::time::timeout(
+                    std::time::Duration::from_secs(2),
+                    tokio::net::TcpStream::connect(addr),
+                ))
+            })
+            .collect();
+        let mut connected = Vec::new();
+        for a in attempts {
+            if let Ok(Ok(stream)) = a.await.unwrap() {
+                connected.push(stream);
+            }
+        }
+        assert_eq!(connected.len(), most, "backlog {backlog}");
+        drop(listener);
+    }
 }
