@@ -72,6 +72,10 @@ pub struct Config {
     /// listen backlog of the client ports when positive; otherwise
     /// wazoo's (1024).
     pub client_port_listen_backlog: i32,
+    /// `maxCnxns` (ZooKeeper's key, 0 by default: no limit): the most
+    /// connections a client port holds, from all addresses; one more is
+    /// closed as soon as it is accepted, as ZooKeeper closes it.
+    pub max_cnxns: u32,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub snap_retain_count: u32,
@@ -542,6 +546,7 @@ impl Config {
             client_port: take_num(&mut kv, "clientPort")?.unwrap_or(2181),
             client_port_address,
             max_client_cnxns: take_num(&mut kv, "maxClientCnxns")?.unwrap_or(60),
+            max_cnxns: take_num(&mut kv, "maxCnxns")?.unwrap_or(0),
             client_port_listen_backlog: take_num(&mut kv, "clientPortListenBacklog")?.unwrap_or(-1),
             min_session_timeout_ms: min_to,
             max_session_timeout_ms: max_to,
@@ -844,7 +849,6 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
         {
             Some("the AdminServer (set admin.enableServer=false to start without it)".to_string())
         }
-        "maxcnxns" => unless_num("0", "a cap on all client connections of a member"),
         "syncenabled" => unless_true("observers that keep no log or snapshots"),
         "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
         "connectionmaxtokens" => unless_num("0", "connection throttling"),

@@ -49,7 +49,7 @@ use wazoo_proto::{ConnectRequest, Jute, OpCode};
 
 mod limits;
 
-use limits::{ConnRequests, PerIp, RequestBytes};
+use limits::{ConnRequests, PerIp, Refused, RequestBytes};
 
 /// Requests one connection may have unanswered before we stop reading it.
 pub const MAX_IN_FLIGHT: usize = 1000;
@@ -228,14 +228,22 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Some(guard) = per_ip.try_add(peer.ip(), cfg.max_client_cnxns) else {
-            tracing::warn!(
-                "too many connections from {} - max is {}",
-                peer.ip(),
-                cfg.max_client_cnxns
-            );
-            drop(stream);
-            continue;
+        let guard = match per_ip.try_add(peer.ip(), cfg.max_client_cnxns, cfg.max_cnxns) {
+            Ok(guard) => guard,
+            Err(Refused::Total(n)) => {
+                tracing::warn!("too many connections {n} - max is {}", cfg.max_cnxns);
+                drop(stream);
+                continue;
+            }
+            Err(Refused::PerIp) => {
+                tracing::warn!(
+                    "too many connections from {} - max is {}",
+                    peer.ip(),
+                    cfg.max_client_cnxns
+                );
+                drop(stream);
+                continue;
+            }
         };
         let (core, cfg, tls) = (core.clone(), Arc::clone(&cfg), tls.clone());
         let requests = ConnRequests::new(Arc::clone(&request_bytes), Arc::clone(&metrics));

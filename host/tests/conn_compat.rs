@@ -128,3 +128,32 @@ on_both!(
     addauth_ip_succeeds_and_the_connection_goes_on,
     addauth_with_an_unknown_scheme_fails_and_closes,
 );
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration", maxCnxns: a
+// limit on all the connections of a client port. ZooKeeper 3.8 closes one
+// more as soon as it accepts it, before the ConnectRequest is answered,
+// and takes a new one once a connection has gone.
+#[test]
+fn a_connection_past_max_cnxns_is_closed_and_room_comes_back_when_one_goes() {
+    for flavor in [Flavor::Zookeeper, Flavor::Wazoo] {
+        let server = flavor
+            .start_with(common::options(flavor).cfg("maxCnxns=2"))
+            .unwrap_or_else(|e| panic!("cannot start {flavor}: {e:#}"));
+        let addr = server.addr();
+        let first = common::raw_session(addr).expect("the first session");
+        let _second = common::raw_session(addr).expect("the second session");
+        assert!(
+            common::raw_session(addr).is_none(),
+            "{flavor}: a third connection is closed"
+        );
+        drop(first);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while common::raw_session(addr).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{flavor}: no room 20 s after a connection closed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}

@@ -592,7 +592,6 @@ fn refused_sample(key: &str) -> String {
         "snapshot.compression.method" => "gz",
         "group.x" => "1:2:3",
         "observerMasterPort"
-        | "maxCnxns"
         | "connectionMaxTokens"
         | "requestThrottleLimit"
         | "throttledOpWaitTime"
