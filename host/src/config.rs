@@ -163,6 +163,11 @@ pub struct Config {
     /// without fdatasync (`wazoo_storage::LogOptions::force_sync`), so a
     /// machine crash may lose acknowledged writes; the member warns at start.
     pub force_sync: bool,
+    /// `zookeeper.datadir.autocreate` (or `datadir.autocreate`, the
+    /// spelling ZooKeeper's zoo.cfg turns into that system property; `true`
+    /// by default): `false` makes a missing `<dataDir>/wazoo-v1` or
+    /// `<dataLogDir>/wazoo-v1` stop the start rather than be created.
+    pub data_dir_autocreate: bool,
 }
 
 pub const DEFAULT_TICK_TIME_MS: u32 = 3000;
@@ -582,6 +587,9 @@ impl Config {
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
             truncate_corrupt_log_tail: false,
             force_sync: take_yes_no(&mut kv, "forceSync")?.unwrap_or(true),
+            data_dir_autocreate: take_bool(&mut kv, "zookeeper.datadir.autocreate")?
+                .or(take_bool(&mut kv, "datadir.autocreate")?)
+                .unwrap_or(true),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
             suspect_ms,
             metrics_port,
@@ -875,7 +883,6 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
             PROMETHEUS_PROVIDER | "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
         ))
         .then(|| "a metrics provider other than ZooKeeper's Prometheus one".to_string()),
-        "datadir.autocreate" => unless_true("refusing to create missing data directories"),
         "db.autocreate" => unless_true("db existence validation"),
         _ => None,
     }

@@ -22,7 +22,7 @@ use crate::core::member::Member as CoreMember;
 use crate::core::zab::{self, Peer};
 use crate::driver::{durable_callback, read_epoch, Driver, LogFeed};
 use crate::member::{
-    load_newest_snapshot, log_dir, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
+    load_newest_snapshot, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
 };
 use crate::quorum::{self, LinkEvent};
 use wazoo_storage::{GroupCommitLog, TxnLog};
@@ -137,9 +137,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let zcfg = zab_config(&cfg, my_id);
     zcfg.validate()
         .map_err(|e| anyhow!("ensemble config: {e}"))?;
-    let ldir = log_dir(&cfg);
-    std::fs::create_dir_all(&sdir).with_context(|| format!("cannot create {}", sdir.display()))?;
-    std::fs::create_dir_all(&ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
+    let (_, ldir) = crate::member::make_data_dirs(&cfg)?;
     let now = clock.now();
     let (mut server, snap_zxid) = load_newest_snapshot(&cfg, now)?;
     server.set_quorum_config(cfg.quorum_config());

@@ -281,14 +281,30 @@ pub fn log_options(cfg: &Config) -> LogOptions {
     }
 }
 
+/// Creates the member's snapshot and log directories if they are missing
+/// and returns them; with `zookeeper.datadir.autocreate=false` a missing
+/// one stops the start instead, as ZooKeeper's FileTxnSnapLog refuses a
+/// missing `version-2` (a mistyped dataDir would otherwise serve an empty
+/// tree).
+pub fn make_data_dirs(cfg: &Config) -> Result<(PathBuf, PathBuf)> {
+    let (sdir, ldir) = (snap_dir(cfg), log_dir(cfg));
+    for (dir, what) in [(&sdir, "data directory"), (&ldir, "data log directory")] {
+        if !cfg.data_dir_autocreate && !dir.is_dir() {
+            bail!(
+                "the {what} {} is missing and zookeeper.datadir.autocreate is false: create it \
+                 (empty for a new member), or correct dataDir or dataLogDir",
+                dir.display()
+            );
+        }
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create {what} {}", dir.display()))?;
+    }
+    Ok((sdir, ldir))
+}
+
 /// Rebuilds the state from the newest valid snapshot plus the log after it.
 pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
-    let sdir = snap_dir(cfg);
-    let ldir = log_dir(cfg);
-    std::fs::create_dir_all(&sdir)
-        .with_context(|| format!("cannot create data directory {}", sdir.display()))?;
-    std::fs::create_dir_all(&ldir)
-        .with_context(|| format!("cannot create data log directory {}", ldir.display()))?;
+    let (_, ldir) = make_data_dirs(cfg)?;
     let started = std::time::Instant::now();
     let (mut server, snap_zxid) = load_newest_snapshot(cfg, now)?;
     let (mut log, recovered) = TxnLog::open(&ldir, log_options(cfg))

@@ -49,6 +49,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "wazoo.client.maxUnsentReplyBytes",
     "wazoo.quorum.suspectMs",
     "wazoo.recipes.builtin",
+    "zookeeper.datadir.autocreate",
     "znode.container.checkIntervalMs",
     "znode.container.maxNeverUsedIntervalMs",
     "znode.container.maxPerMinute",
@@ -187,7 +188,6 @@ pub(super) const KEYS_REFUSED: &[&str] = &[
     "syncEnabled",
     "tcpKeepAlive",
     "throttledOpWaitTime",
-    "zookeeper.datadir.autocreate",
     "zookeeper.db.autocreate",
     "zookeeper.ensembleAuthName",
 ];

@@ -120,6 +120,7 @@ fn sample_value(key: &str) -> &'static str {
         "wazoo.client.maxOutboundBytes" => "8388608",
         "forceSync" => "no",
         "quorumListenOnAllIPs" => "true",
+        "zookeeper.datadir.autocreate" => "false",
         "metricsProvider.className" => {
             "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
         }
@@ -587,7 +588,7 @@ fn refused_sample(key: &str) -> String {
         "leaderServes" => "no",
         "skipACL" => "yes",
         "DigestAuthenticationProvider.enabled" | "syncEnabled" => "false",
-        "zookeeper.datadir.autocreate" | "zookeeper.db.autocreate" => "false",
+        "zookeeper.db.autocreate" => "false",
         "DigestAuthenticationProvider.digestAlg" => "SHA3-256",
         "snapshot.compression.method" => "gz",
         "group.x" => "1:2:3",
@@ -764,4 +765,43 @@ async fn the_client_port_listen_backlog_bounds_connections_waiting_to_be_accepte
         assert_eq!(connected.len(), most, "backlog {backlog}");
         drop(listener);
     }
+}
+
+// ZooKeeper Administrator's Guide, "Disabling data directory
+// autocreation": with zookeeper.datadir.autocreate=false a missing data
+// directory stops the start instead of being created; by default it is
+// created.
+#[test]
+fn with_data_dir_autocreate_off_a_missing_data_directory_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let logs = dir.path().join("logs");
+    let text = |extra: &str| {
+        format!(
+            "dataDir={}\ndataLogDir={}\n{extra}\n",
+            data.display(),
+            logs.display()
+        )
+    };
+    for off in [
+        "zookeeper.datadir.autocreate=false",
+        "datadir.autocreate=false",
+    ] {
+        let c = Config::parse(&text(off)).unwrap();
+        assert!(!c.data_dir_autocreate, "{off}");
+        let e = format!("{:#}", crate::member::make_data_dirs(&c).unwrap_err());
+        assert!(e.contains("zookeeper.datadir.autocreate"), "{e}");
+        assert!(!data.exists() && !logs.exists(), "nothing was created");
+    }
+    let c = Config::parse(&text("")).unwrap();
+    assert!(c.data_dir_autocreate);
+    let (sdir, ldir) = crate::member::make_data_dirs(&c).unwrap();
+    assert!(sdir.is_dir() && ldir.is_dir());
+    // Once they exist, a member with autocreation off starts.
+    let c = Config::parse(&text("zookeeper.datadir.autocreate=false")).unwrap();
+    assert_eq!(crate::member::make_data_dirs(&c).unwrap(), (sdir, ldir));
+    // The log directory is checked too.
+    std::fs::remove_dir_all(&logs).unwrap();
+    let e = format!("{:#}", crate::member::make_data_dirs(&c).unwrap_err());
+    assert!(e.contains("data log directory"), "{e}");
 }
