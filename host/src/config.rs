@@ -76,6 +76,9 @@ pub struct Config {
     /// connections a client port holds, from all addresses; one more is
     /// closed as soon as it is accepted, as ZooKeeper closes it.
     pub max_cnxns: u32,
+    /// `clientTcpKeepAlive` (ZooKeeper's key, `false` by default): TCP
+    /// keepalive on client connections.
+    pub client_tcp_keepalive: bool,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub snap_retain_count: u32,
@@ -551,6 +554,9 @@ impl Config {
             client_port: take_num(&mut kv, "clientPort")?.unwrap_or(2181),
             client_port_address,
             max_client_cnxns: take_num(&mut kv, "maxClientCnxns")?.unwrap_or(60),
+            client_tcp_keepalive: take_bool(&mut kv, "clientTcpKeepAlive")?
+                .or(take_bool(&mut kv, "zookeeper.clientTcpKeepAlive")?)
+                .unwrap_or(false),
             max_cnxns: take_num(&mut kv, "maxCnxns")?.unwrap_or(0),
             client_port_listen_backlog: take_num(&mut kv, "clientPortListenBacklog")?.unwrap_or(-1),
             min_session_timeout_ms: min_to,
@@ -877,7 +883,6 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
             unless_false("dropping TLS connections before the member has started")
         }
         "tcpkeepalive" => unless_false("TCP keepalive on links between members"),
-        "clienttcpkeepalive" => unless_false("TCP keepalive on client connections"),
         "metricsprovider.classname" => (!matches!(
             v,
             PROMETHEUS_PROVIDER | "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"

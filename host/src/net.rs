@@ -245,6 +245,11 @@ async fn accept_loop(
                 continue;
             }
         };
+        if cfg.client_tcp_keepalive {
+            if let Err(e) = set_keepalive(&stream) {
+                tracing::warn!(%peer, "cannot turn TCP keepalive on: {e}");
+            }
+        }
         let (core, cfg, tls) = (core.clone(), Arc::clone(&cfg), tls.clone());
         let requests = ConnRequests::new(Arc::clone(&request_bytes), Arc::clone(&metrics));
         tokio::spawn(async move {
@@ -266,6 +271,31 @@ async fn accept_loop(
             }
             drop(guard);
         });
+    }
+}
+
+/// Turns TCP keepalive on for an accepted client connection
+/// (`clientTcpKeepAlive`), with the system's probe timing, as ZooKeeper's
+/// `Socket.setKeepAlive(true)` does.
+fn set_keepalive(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: the descriptor is open for the duration of the call (the
+    // stream is borrowed), and the option value is a c_int of the given
+    // length.
+    let r = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_KEEPALIVE,
+            std::ptr::addr_of!(on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
