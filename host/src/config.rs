@@ -872,6 +872,10 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
             unless_false("checking ACLs where a write arrives, before it is forwarded")
         }
         "digest.enabled" => unless_false("tree digests"),
+        "snapsizelimitinkb" => v.parse::<i64>().map_or(true, |n| n > 0).then(|| {
+            "snapshots taken by the log's size (only 0 or below, off, is accepted; snapCount counts txns)"
+                .to_string()
+        }),
         "snapshot.compression.method" => (!v.is_empty())
             .then(|| "compressed snapshots (only an empty value is accepted)".to_string()),
         "snapshot.trust.empty" => unless_false("starting from logs without a snapshot"),

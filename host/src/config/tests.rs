@@ -596,7 +596,8 @@ fn refused_sample(key: &str) -> String {
         | "connectionMaxTokens"
         | "requestThrottleLimit"
         | "throttledOpWaitTime"
-        | "outstandingHandshake.limit" => "250",
+        | "outstandingHandshake.limit"
+        | "snapSizeLimitInKb" => "250",
         _ => "true",
     };
     format!("{}={value}", concrete(key))
