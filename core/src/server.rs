@@ -102,6 +102,10 @@ pub struct ServerConfig {
     pub snap_count: u64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
+    /// `znode.container.maxNeverUsedIntervalMs`: a container that never
+    /// had a child is deleted once its mtime is older than this (wall
+    /// clock, as ZooKeeper's ContainerManager ages it); 0 never.
+    pub container_max_never_used_ms: i64,
     pub reconfig_enabled: bool,
     /// zoo.cfg `standaloneEnabled`: while true, a reconfig may not leave
     /// fewer than two participants (ZooKeeper's rule).
@@ -142,6 +146,7 @@ impl Default for ServerConfig {
             snap_count: 100_000,
             container_check_interval_ms: 60_000,
             container_max_per_minute: 10_000,
+            container_max_never_used_ms: 0,
             reconfig_enabled: false,
             standalone_enabled: true,
             read_only_enabled: false,

@@ -721,6 +721,50 @@ fn an_emptied_container_is_reaped_by_the_periodic_check() {
     );
 }
 
+// ZooKeeper Administrator's Guide, "Performance Tuning Options",
+// znode.container.maxNeverUsedIntervalMs: a container that never had a
+// child is deleted once it is older than the interval; 0 keeps it.
+#[test]
+fn a_container_that_never_had_a_child_is_reaped_after_the_never_used_interval() {
+    for (never_used_ms, reaped) in [(0, false), (5_000, true)] {
+        let mut h = Harness::new(ServerConfig {
+            container_check_interval_ms: 1000,
+            container_max_never_used_ms: never_used_ms,
+            ..ServerConfig::default()
+        });
+        h.connect(1);
+        ok(h.call(
+            1,
+            Request::CreateContainer(CreateRequest {
+                path: "/c".into(),
+                data: Some(vec![]),
+                acl: Acl::open_unsafe(),
+                flags: CreateMode::Container.flags(),
+                ttl: None,
+            }),
+        ));
+        let exists = |h: &mut Harness| {
+            h.call(
+                1,
+                Request::Exists {
+                    path: "/c".into(),
+                    watch: false,
+                },
+            )
+        };
+        h.now += 3000;
+        h.step(Input::Tick);
+        ok(exists(&mut h));
+        h.now += 3000;
+        h.step(Input::Tick);
+        if reaped {
+            assert_eq!(err(exists(&mut h)), ErrorCode::NoNode, "{never_used_ms}");
+        } else {
+            ok(exists(&mut h));
+        }
+    }
+}
+
 #[test]
 fn set_watches_reports_what_was_missed_since_the_relative_zxid() {
     let mut h = Harness::default();

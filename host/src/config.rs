@@ -68,6 +68,17 @@ pub struct Config {
     pub client_port: u16,
     pub client_port_address: Option<IpAddr>,
     pub max_client_cnxns: u32,
+    /// `clientPortListenBacklog` (ZooKeeper's key, -1 by default): the
+    /// listen backlog of the client ports when positive; otherwise
+    /// wazoo's (1024).
+    pub client_port_listen_backlog: i32,
+    /// `maxCnxns` (ZooKeeper's key, 0 by default: no limit): the most
+    /// connections a client port holds, from all addresses; one more is
+    /// closed as soon as it is accepted, as ZooKeeper closes it.
+    pub max_cnxns: u32,
+    /// `clientTcpKeepAlive` (ZooKeeper's key, `false` by default): TCP
+    /// keepalive on client connections.
+    pub client_tcp_keepalive: bool,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub snap_retain_count: u32,
@@ -98,6 +109,10 @@ pub struct Config {
     pub large_request_threshold: i64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
+    /// `znode.container.maxNeverUsedIntervalMs` (ZooKeeper's key, 0 by
+    /// default: never): how old a container that never had a child may
+    /// get before the periodic check deletes it.
+    pub container_max_never_used_ms: i64,
     pub enforce_quota: bool,
     /// `user:base64(sha1(user:password))` of the super user, if any.
     pub super_digest: Option<String>,
@@ -117,7 +132,9 @@ pub struct Config {
     pub builtin_recipes: bool,
     /// Recipe sandbox limits (`recipe.*` keys).
     pub recipe: RecipeLimits,
-    /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`).
+    /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`;
+    /// 7000 when `metricsProvider.className` names ZooKeeper's Prometheus
+    /// provider without a port, as ZooKeeper serves it).
     pub metrics_port: Option<u16>,
     pub metrics_host: Option<IpAddr>,
     pub reconfig_enabled: bool,
@@ -125,6 +142,10 @@ pub struct Config {
     /// (`readonlymode.enabled`, a system property in ZooKeeper).
     pub read_only_enabled: bool,
     pub standalone_enabled: bool,
+    /// `quorumListenOnAllIPs` (ZooKeeper's key, `false` by default): the
+    /// quorum port listens on every address rather than the member's own
+    /// in its `server.N` line.
+    pub quorum_listen_on_all_ips: bool,
     /// The secure client port and TLS between members (`secureClientPort`,
     /// `ssl.*`, `sslQuorum`, `ssl.quorum.*`).
     pub tls: tls::TlsConfig,
@@ -145,6 +166,11 @@ pub struct Config {
     /// without fdatasync (`wazoo_storage::LogOptions::force_sync`), so a
     /// machine crash may lose acknowledged writes; the member warns at start.
     pub force_sync: bool,
+    /// `zookeeper.datadir.autocreate` (or `datadir.autocreate`, the
+    /// spelling ZooKeeper's zoo.cfg turns into that system property; `true`
+    /// by default): `false` makes a missing `<dataDir>/wazoo-v1` or
+    /// `<dataLogDir>/wazoo-v1` stop the start rather than be created.
+    pub data_dir_autocreate: bool,
 }
 
 pub const DEFAULT_TICK_TIME_MS: u32 = 3000;
@@ -168,6 +194,10 @@ pub struct SaslConfig {
     /// it the SASL request is not served.
     pub users: Option<std::sync::Arc<crate::sasl::SaslUsers>>,
 }
+
+/// The Prometheus metrics provider class ZooKeeper's zoo.cfg names.
+const PROMETHEUS_PROVIDER: &str =
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
 
 /// The SASL provider class ZooKeeper's zoo.cfg names.
 const SASL_PROVIDER: &str = "org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
@@ -436,7 +466,14 @@ impl Config {
         let four = kv
             .remove("4lw.commands.whitelist")
             .unwrap_or_else(|| "srvr".to_string());
-        let metrics_port = take_num::<u16>(&mut kv, "metricsProvider.httpPort")?;
+        // ZooKeeper's Prometheus provider serves on port 7000 unless told
+        // otherwise; any provider but it and the default one is refused
+        // (`feature_refusal`).
+        let prometheus = kv
+            .remove("metricsProvider.className")
+            .is_some_and(|c| c.trim() == PROMETHEUS_PROVIDER);
+        let metrics_port =
+            take_num::<u16>(&mut kv, "metricsProvider.httpPort")?.or(prometheus.then_some(7000));
         let metrics_host = match kv.remove("metricsProvider.httpHost") {
             None => None,
             Some(a) => Some(
@@ -481,6 +518,11 @@ impl Config {
         let enforce_quota = take_bool(&mut kv, "enforceQuota")?
             .or(take_bool(&mut kv, "zookeeper.enforceQuota")?)
             .unwrap_or(false);
+        let container_max_never_used_ms =
+            take_num::<i64>(&mut kv, "znode.container.maxNeverUsedIntervalMs")?.unwrap_or(0);
+        if container_max_never_used_ms < 0 {
+            bail!("znode.container.maxNeverUsedIntervalMs ({container_max_never_used_ms}) must be 0 (never) or positive");
+        }
         let d = RecipeLimits::default();
         let recipe = RecipeLimits {
             fuel: take_num(&mut kv, "recipe.fuel")?.unwrap_or(d.fuel),
@@ -512,6 +554,11 @@ impl Config {
             client_port: take_num(&mut kv, "clientPort")?.unwrap_or(2181),
             client_port_address,
             max_client_cnxns: take_num(&mut kv, "maxClientCnxns")?.unwrap_or(60),
+            client_tcp_keepalive: take_bool(&mut kv, "clientTcpKeepAlive")?
+                .or(take_bool(&mut kv, "zookeeper.clientTcpKeepAlive")?)
+                .unwrap_or(false),
+            max_cnxns: take_num(&mut kv, "maxCnxns")?.unwrap_or(0),
+            client_port_listen_backlog: take_num(&mut kv, "clientPortListenBacklog")?.unwrap_or(-1),
             min_session_timeout_ms: min_to,
             max_session_timeout_ms: max_to,
             snap_retain_count: take_num::<u32>(&mut kv, "autopurge.snapRetainCount")?
@@ -536,6 +583,7 @@ impl Config {
                 .unwrap_or(60_000),
             container_max_per_minute: take_num(&mut kv, "znode.container.maxPerMinute")?
                 .unwrap_or(10_000),
+            container_max_never_used_ms,
             enforce_quota,
             super_digest,
             servers,
@@ -545,6 +593,9 @@ impl Config {
             plugins_dir: kv.remove("plugins.dir").map(PathBuf::from),
             truncate_corrupt_log_tail: false,
             force_sync: take_yes_no(&mut kv, "forceSync")?.unwrap_or(true),
+            data_dir_autocreate: take_bool(&mut kv, "zookeeper.datadir.autocreate")?
+                .or(take_bool(&mut kv, "datadir.autocreate")?)
+                .unwrap_or(true),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
             suspect_ms,
             metrics_port,
@@ -554,6 +605,7 @@ impl Config {
                 .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
                 .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
+            quorum_listen_on_all_ips: take_bool(&mut kv, "quorumListenOnAllIPs")?.unwrap_or(false),
             tls,
             sasl,
             unknown: kv
@@ -613,7 +665,10 @@ impl Config {
             format!("maxClientCnxns={}", self.max_client_cnxns),
             format!("minSessionTimeout={}", self.min_session_timeout_ms),
             format!("maxSessionTimeout={}", self.max_session_timeout_ms),
-            format!("clientPortListenBacklog=-1"),
+            format!(
+                "clientPortListenBacklog={}",
+                self.client_port_listen_backlog
+            ),
             format!("serverId={}", self.my_id.unwrap_or(0)),
         ];
         if self.is_ensemble() {
@@ -694,6 +749,11 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
         }
         "superuser" => None,
         "ensembleauthname" => always("ensemble authentication"),
+        // Read by ZooKeeper's AdminServer, which wazoo does not have.
+        "ipauthenticationprovider.usexforwardedfor" => {
+            unless_false("taking a client's address from X-Forwarded-For")
+        }
+        "fips-mode" => unless_false("FIPS mode (wazoo's TLS library is not FIPS-validated)"),
         _ if k.starts_with("authprovider.") => {
             // The digest, ip and x509 providers are built in (x509 serves
             // the secure client port); naming them again changes nothing.
@@ -766,6 +826,12 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
     let unless_false = |what: &str| {
         (!v.eq_ignore_ascii_case("false")).then(|| format!("{what} (only `false` is accepted)"))
     };
+    let unless_true = |what: &str| {
+        (!v.eq_ignore_ascii_case("true")).then(|| format!("{what} (only `true` is accepted)"))
+    };
+    // A number that leaves the feature off (ZooKeeper's default).
+    let unless_num =
+        |off: &str, what: &str| (v != off).then(|| format!("{what} (only `{off}` is accepted)"));
     let per_member = |prefix: &str| {
         k.strip_prefix(prefix)
             .is_some_and(|n| n.parse::<u64>().is_ok())
@@ -786,11 +852,47 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
                 .to_string()
         }),
         "admin.enableserver" => unless_false("the AdminServer"),
-        "admin.serverport" | "admin.serveraddress" | "admin.commandurl" | "admin.idletimeout"
+        "admin.serverport"
+        | "admin.serveraddress"
+        | "admin.commandurl"
+        | "admin.idletimeout"
+        | "admin.ratelimiterintervalinms"
+        | "admin.snapshot.enabled"
+        | "admin.restore.enabled"
             if !admin_off =>
         {
             Some("the AdminServer (set admin.enableServer=false to start without it)".to_string())
         }
+        "syncenabled" => unless_true("observers that keep no log or snapshots"),
+        "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
+        "connectionmaxtokens" => unless_num("0", "connection throttling"),
+        "requestthrottlelimit" => unless_num("0", "request throttling"),
+        "throttledopwaittime" => unless_num("0", "failing requests that waited too long"),
+        "enableeageraclcheck" => {
+            unless_false("checking ACLs where a write arrives, before it is forwarded")
+        }
+        "digest.enabled" => unless_false("tree digests"),
+        "snapsizelimitinkb" => v.parse::<i64>().map_or(true, |n| n > 0).then(|| {
+            "snapshots taken by the log's size (only 0 or below, off, is accepted; snapCount counts txns)"
+                .to_string()
+        }),
+        "snapshot.compression.method" => (!v.is_empty())
+            .then(|| "compressed snapshots (only an empty value is accepted)".to_string()),
+        "snapshot.trust.empty" => unless_false("starting from logs without a snapshot"),
+        "audit.impl.class" => Some("audit logs".to_string()),
+        "outstandinghandshake.limit" => v.parse::<i64>().map_or(true, |n| n > 0).then(|| {
+            "a cap on TLS handshakes in progress (only 0 or below, no cap, is accepted)".to_string()
+        }),
+        "netty.server.earlydropsecureconnectionhandshakes" => {
+            unless_false("dropping TLS connections before the member has started")
+        }
+        "tcpkeepalive" => unless_false("TCP keepalive on links between members"),
+        "metricsprovider.classname" => (!matches!(
+            v,
+            PROMETHEUS_PROVIDER | "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"
+        ))
+        .then(|| "a metrics provider other than ZooKeeper's Prometheus one".to_string()),
+        "db.autocreate" => unless_true("db existence validation"),
         _ => None,
     }
 }

@@ -22,7 +22,7 @@ use crate::core::member::Member as CoreMember;
 use crate::core::zab::{self, Peer};
 use crate::driver::{durable_callback, read_epoch, Driver, LogFeed};
 use crate::member::{
-    load_newest_snapshot, log_dir, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
+    load_newest_snapshot, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
 };
 use crate::quorum::{self, LinkEvent};
 use wazoo_storage::{GroupCommitLog, TxnLog};
@@ -137,9 +137,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let zcfg = zab_config(&cfg, my_id);
     zcfg.validate()
         .map_err(|e| anyhow!("ensemble config: {e}"))?;
-    let ldir = log_dir(&cfg);
-    std::fs::create_dir_all(&sdir).with_context(|| format!("cannot create {}", sdir.display()))?;
-    std::fs::create_dir_all(&ldir).with_context(|| format!("cannot create {}", ldir.display()))?;
+    let (_, ldir) = crate::member::make_data_dirs(&cfg)?;
     let now = clock.now();
     let (mut server, snap_zxid) = load_newest_snapshot(&cfg, now)?;
     server.set_quorum_config(cfg.quorum_config());
@@ -194,9 +192,16 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let listen = resolve(&me.host, me.quorum_port)?;
     let (link_tx, mut link_rx) = mpsc::channel::<LinkEvent>(65536);
     let quorum_tls = crate::tls::QuorumTls::load(&cfg)?;
-    let links = quorum::start(my_id, listen, peers, link_tx, quorum_tls)
-        .await
-        .with_context(|| format!("cannot listen for the quorum on {listen}"))?;
+    let links = quorum::start(
+        my_id,
+        listen,
+        cfg.quorum_listen_on_all_ips,
+        peers,
+        link_tx,
+        quorum_tls,
+    )
+    .await
+    .with_context(|| format!("cannot listen for the quorum on {listen}"))?;
     let fwd = tx.clone();
     tokio::spawn(async move {
         while let Some(ev) = link_rx.recv().await {
@@ -211,8 +216,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         Some((None, p)) => SocketAddr::new(cfg.client_addr().ip(), *p),
         None => cfg.client_addr(),
     };
-    let listener = tokio::net::TcpListener::bind(client_addr)
-        .await
+    let listener = crate::member::client_listener(client_addr, cfg.client_port_listen_backlog)
         .with_context(|| format!("cannot listen on {client_addr}"))?;
     let client_addr = listener.local_addr()?;
     let ctx = Arc::new(AdminContext {

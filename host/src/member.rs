@@ -142,6 +142,26 @@ impl std::fmt::Debug for Clock {
     }
 }
 
+/// A client port's listener, made as tokio's `TcpListener::bind` makes one
+/// (SO_REUSEADDR, a backlog of 1024), with zoo.cfg's
+/// `clientPortListenBacklog` as the backlog when it is positive
+/// (ZooKeeper, too, leaves the system's default for -1, its default).
+pub fn client_listener(addr: SocketAddr, backlog: i32) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    }?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(
+        u32::try_from(backlog)
+            .ok()
+            .filter(|&b| b > 0)
+            .unwrap_or(1024),
+    )
+}
+
 pub fn server_config(cfg: &Config) -> ServerConfig {
     ServerConfig {
         server_id: cfg.my_id.unwrap_or(0),
@@ -159,6 +179,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         snap_count: cfg.snap_count,
         container_check_interval_ms: cfg.container_check_interval_ms,
         container_max_per_minute: cfg.container_max_per_minute,
+        container_max_never_used_ms: cfg.container_max_never_used_ms,
         reconfig_enabled: cfg.reconfig_enabled,
         standalone_enabled: cfg.standalone_enabled,
         read_only_enabled: cfg.read_only_enabled,
@@ -260,14 +281,30 @@ pub fn log_options(cfg: &Config) -> LogOptions {
     }
 }
 
+/// Creates the member's snapshot and log directories if they are missing
+/// and returns them; with `zookeeper.datadir.autocreate=false` a missing
+/// one stops the start instead, as ZooKeeper's FileTxnSnapLog refuses a
+/// missing `version-2` (a mistyped dataDir would otherwise serve an empty
+/// tree).
+pub fn make_data_dirs(cfg: &Config) -> Result<(PathBuf, PathBuf)> {
+    let (sdir, ldir) = (snap_dir(cfg), log_dir(cfg));
+    for (dir, what) in [(&sdir, "data directory"), (&ldir, "data log directory")] {
+        if !cfg.data_dir_autocreate && !dir.is_dir() {
+            bail!(
+                "the {what} {} is missing and zookeeper.datadir.autocreate is false: create it \
+                 (empty for a new member), or correct dataDir or dataLogDir",
+                dir.display()
+            );
+        }
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create {what} {}", dir.display()))?;
+    }
+    Ok((sdir, ldir))
+}
+
 /// Rebuilds the state from the newest valid snapshot plus the log after it.
 pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
-    let sdir = snap_dir(cfg);
-    let ldir = log_dir(cfg);
-    std::fs::create_dir_all(&sdir)
-        .with_context(|| format!("cannot create data directory {}", sdir.display()))?;
-    std::fs::create_dir_all(&ldir)
-        .with_context(|| format!("cannot create data log directory {}", ldir.display()))?;
+    let (_, ldir) = make_data_dirs(cfg)?;
     let started = std::time::Instant::now();
     let (mut server, snap_zxid) = load_newest_snapshot(cfg, now)?;
     let (mut log, recovered) = TxnLog::open(&ldir, log_options(cfg))
@@ -515,8 +552,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         group_commit.clone(),
         durable_callback(durable_tx.clone()),
     )?;
-    let listener = tokio::net::TcpListener::bind(cfg.client_addr())
-        .await
+    let listener = client_listener(cfg.client_addr(), cfg.client_port_listen_backlog)
         .with_context(|| format!("cannot listen on {}", cfg.client_addr()))?;
     let client_addr = listener.local_addr()?;
     let ctx = Arc::new(AdminContext {

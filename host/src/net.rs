@@ -50,7 +50,7 @@ use wazoo_proto::{ConnectRequest, Jute, OpCode};
 mod frame_reader;
 mod limits;
 
-use limits::{ConnRequests, PerIp, RequestBytes};
+use limits::{ConnRequests, PerIp, Refused, RequestBytes};
 
 /// Requests one connection may have unanswered before we stop reading it.
 pub const MAX_IN_FLIGHT: usize = 1000;
@@ -229,15 +229,28 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Some(guard) = per_ip.try_add(peer.ip(), cfg.max_client_cnxns) else {
-            tracing::warn!(
-                "too many connections from {} - max is {}",
-                peer.ip(),
-                cfg.max_client_cnxns
-            );
-            drop(stream);
-            continue;
+        let guard = match per_ip.try_add(peer.ip(), cfg.max_client_cnxns, cfg.max_cnxns) {
+            Ok(guard) => guard,
+            Err(Refused::Total(n)) => {
+                tracing::warn!("too many connections {n} - max is {}", cfg.max_cnxns);
+                drop(stream);
+                continue;
+            }
+            Err(Refused::PerIp) => {
+                tracing::warn!(
+                    "too many connections from {} - max is {}",
+                    peer.ip(),
+                    cfg.max_client_cnxns
+                );
+                drop(stream);
+                continue;
+            }
         };
+        if cfg.client_tcp_keepalive {
+            if let Err(e) = set_keepalive(&stream) {
+                tracing::warn!(%peer, "cannot turn TCP keepalive on: {e}");
+            }
+        }
         let (core, cfg, tls) = (core.clone(), Arc::clone(&cfg), tls.clone());
         let requests = ConnRequests::new(Arc::clone(&request_bytes), Arc::clone(&metrics));
         tokio::spawn(async move {
@@ -259,6 +272,31 @@ async fn accept_loop(
             }
             drop(guard);
         });
+    }
+}
+
+/// Turns TCP keepalive on for an accepted client connection
+/// (`clientTcpKeepAlive`), with the system's probe timing, as ZooKeeper's
+/// `Socket.setKeepAlive(true)` does.
+fn set_keepalive(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: the descriptor is open for the duration of the call (the
+    // stream is borrowed), and the option value is a c_int of the given
+    // length.
+    let r = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_KEEPALIVE,
+            std::ptr::addr_of!(on).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

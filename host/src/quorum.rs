@@ -86,7 +86,7 @@
 //! `tests.rs` the tests.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -308,16 +308,29 @@ impl Drop for Links {
 }
 
 /// Starts the links of member `me` to every other member in `peers` (id ->
-/// quorum address), listening on `listen`, over TLS with `tls`. Events go
+/// quorum address), listening on `listen` (on its port on every address
+/// with `listen_on_all_ips`, zoo.cfg's `quorumListenOnAllIPs`; links are
+/// still dialled from `listen`'s address), over TLS with `tls`. Events go
 /// to `events`.
 pub async fn start(
     me: ServerId,
     listen: SocketAddr,
+    listen_on_all_ips: bool,
     peers: HashMap<ServerId, SocketAddr>,
     events: mpsc::Sender<LinkEvent>,
     tls: Option<Arc<QuorumTls>>,
 ) -> std::io::Result<Links> {
-    let listener = TcpListener::bind(listen).await?;
+    let bind = if listen_on_all_ips {
+        let any: IpAddr = if listen.is_ipv4() {
+            Ipv4Addr::UNSPECIFIED.into()
+        } else {
+            Ipv6Addr::UNSPECIFIED.into()
+        };
+        SocketAddr::new(any, listen.port())
+    } else {
+        listen
+    };
+    let listener = TcpListener::bind(bind).await?;
     let mut links = Links {
         me,
         local_ip: Some(listen.ip()).filter(|ip| !ip.is_unspecified()),

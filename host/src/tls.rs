@@ -511,16 +511,7 @@ pub fn bind_secure_client_port(
     let (Some(addr), Some(tls)) = (cfg.tls.secure_client_addr, ClientTls::load(&cfg.tls)?) else {
         return Ok(None);
     };
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()
-    } else {
-        tokio::net::TcpSocket::new_v6()
-    }?;
-    // As tokio's TcpListener::bind, which the plain port uses.
-    socket.set_reuseaddr(true)?;
-    let listener = socket
-        .bind(addr)
-        .and_then(|()| socket.listen(1024))
+    let listener = crate::member::client_listener(addr, cfg.client_port_listen_backlog)
         .with_context(|| format!("cannot listen on the secure client port {addr}"))?;
     tracing::info!(%addr, "serving TLS clients on the secure client port");
     Ok(Some((listener, tls)))

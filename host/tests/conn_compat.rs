@@ -128,3 +128,76 @@ on_both!(
     addauth_ip_succeeds_and_the_connection_goes_on,
     addauth_with_an_unknown_scheme_fails_and_closes,
 );
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration", maxCnxns: a
+// limit on all the connections of a client port. ZooKeeper 3.8 closes one
+// more as soon as it accepts it, before the ConnectRequest is answered,
+// and takes a new one once a connection has gone.
+#[test]
+fn a_connection_past_max_cnxns_is_closed_and_room_comes_back_when_one_goes() {
+    for flavor in [Flavor::Zookeeper, Flavor::Wazoo] {
+        let server = flavor
+            .start_with(common::options(flavor).cfg("maxCnxns=2"))
+            .unwrap_or_else(|e| panic!("cannot start {flavor}: {e:#}"));
+        let addr = server.addr();
+        let first = common::raw_session(addr).expect("the first session");
+        let _second = common::raw_session(addr).expect("the second session");
+        assert!(
+            common::raw_session(addr).is_none(),
+            "{flavor}: a third connection is closed"
+        );
+        drop(first);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while common::raw_session(addr).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{flavor}: no room 20 s after a connection closed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+}
+
+/// The TCP timer of the server's end of the loopback connection from
+/// `client_port` to `server_port`, from /proc/net/tcp and tcp6 (Java
+/// listens on IPv6 too): 2 while keepalive is armed on an idle
+/// connection, 0 without it.
+fn server_side_timer(server_port: u16, client_port: u16) -> Option<u32> {
+    let table = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect::<String>();
+    let local = format!(":{server_port:04X}");
+    let remote = format!(":{client_port:04X}");
+    table.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.get(1)?.ends_with(&local) && f.get(2)?.ends_with(&remote))
+            .then(|| u32::from_str_radix(f.get(5)?.split(':').next()?, 16).ok())
+            .flatten()
+    })
+}
+
+// ZooKeeper Administrator's Guide, "Cluster Options", clientTcpKeepAlive:
+// the server turns TCP keepalive on for client connections; without it
+// they have none.
+#[test]
+fn client_tcp_keep_alive_arms_keepalive_on_the_servers_end_of_a_connection() {
+    for flavor in [Flavor::Zookeeper, Flavor::Wazoo] {
+        for on in [false, true] {
+            let server = flavor
+                .start_with(common::options(flavor).cfg(format!("clientTcpKeepAlive={on}")))
+                .unwrap_or_else(|e| panic!("cannot start {flavor}: {e:#}"));
+            let addr = server.addr();
+            let s = common::raw_session(addr).expect("a session");
+            let client_port = s.local_addr().unwrap().port();
+            // Idle, so no retransmit timer hides the keepalive one.
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let timer = server_side_timer(addr.port(), client_port);
+            assert_eq!(
+                timer,
+                Some(if on { 2 } else { 0 }),
+                "{flavor}, clientTcpKeepAlive={on}"
+            );
+        }
+    }
+}

@@ -38,7 +38,8 @@ impl Server {
     }
 
     /// ZooKeeper's ContainerManager: delete empty containers (that once had
-    /// children) and expired TTL nodes, through the pipeline like any write.
+    /// children, or never had one for `container_max_never_used_ms`) and
+    /// expired TTL nodes, through the pipeline like any write.
     ///
     /// A TTL node's age is the wall time a txn would be stamped with now
     /// minus its mtime, as ZooKeeper's `getElapsed` computes it: a step of
@@ -46,7 +47,9 @@ impl Server {
     /// more: the check's interval runs on the monotonic clock), a step back
     /// delays their expiry until the wall clock passes the last stamp.
     pub(super) fn reap_containers(&mut self) {
-        let candidates = self.tree.reapable(self.wall_ms);
+        let candidates = self
+            .tree
+            .reapable_with(self.wall_ms, self.cfg.container_max_never_used_ms);
         let limit = self.cfg.container_max_per_minute.max(1) as usize;
         for path in candidates.into_iter().take(limit) {
             let Some(r) = self.prep.outstanding.get(&self.tree, &path) else {

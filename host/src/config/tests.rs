@@ -1,4 +1,4 @@
-use super::keys::KEYS_READ;
+use super::keys::{KEYS_READ, KEYS_REFUSED, ZOOKEEPER_KEYS_NOT_USED};
 use super::*;
 
 #[test]
@@ -119,6 +119,11 @@ fn sample_value(key: &str) -> &'static str {
         "wazoo.client.maxUnsentReplyBytes" => "2097152",
         "wazoo.client.maxOutboundBytes" => "8388608",
         "forceSync" => "no",
+        "quorumListenOnAllIPs" | "clientTcpKeepAlive" => "true",
+        "zookeeper.datadir.autocreate" => "false",
+        "metricsProvider.className" => {
+            "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+        }
         _ if key.ends_with("Enabled")
             || key.ends_with("enabled")
             || key == "enforceQuota"
@@ -496,4 +501,308 @@ fn the_suspicion_time_is_a_key_with_a_bounded_range() {
         (3000, 3000, 5)
     );
     assert!(z.lease_ms() < 3000, "the lease stays under the promise");
+}
+
+/// docs/ZOOCFG_KEYS.md, the table of every zoo.cfg key of ZooKeeper's
+/// Administrator's Guide and what wazoo does with it.
+const ZOOCFG_KEYS: &str = include_str!("../../../docs/ZOOCFG_KEYS.md");
+
+/// The rows `(key, class)` of the table under `heading` in ZOOCFG_KEYS.
+fn key_table(heading: &str) -> Vec<(String, String)> {
+    let start = ZOOCFG_KEYS
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/ZOOCFG_KEYS.md has no {heading:?}"));
+    let section = &ZOOCFG_KEYS[start + heading.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| {
+            let (key, rest) = l.split_once("` | ").expect("a key cell");
+            let class = rest.split(" | ").next().expect("a class cell");
+            (key.to_string(), class.to_string())
+        })
+        .collect()
+}
+
+/// A key of the table as a zoo.cfg spells it: `server.x` is `server.1`.
+fn concrete(key: &str) -> String {
+    match key.strip_suffix(".x") {
+        Some(prefix) => format!("{prefix}.1"),
+        None => key.to_string(),
+    }
+}
+
+/// zoo.cfg lines (after `dataDir=/d`) that set a `read` key of the Guide
+/// to a value wazoo takes: the TLS keys with the stores their side needs.
+fn read_sample(key: &str) -> String {
+    let tls_value = |suffix: &str| match suffix {
+        "keyStore.location" => "/k.pem",
+        "trustStore.location" => "/t.pem",
+        "keyStore.password" | "trustStore.password" => "pw",
+        "keyStore.passwordPath" | "trustStore.passwordPath" => "/pw",
+        "keyStore.type" | "trustStore.type" => "PEM",
+        "protocol" | "enabledProtocols" => "TLSv1.3",
+        "ciphersuites" => "TLS_AES_128_GCM_SHA256",
+        "hostnameVerification" => "true",
+        "clientAuth" => "need",
+        "handshakeDetectionTimeoutMillis" => "5000",
+        other => panic!("no sample for the TLS key suffix {other}"),
+    };
+    if let Some(suffix) = key.strip_prefix("ssl.quorum.") {
+        return format!(
+            "sslQuorum=true\nssl.quorum.keyStore.location=/k.pem\nssl.quorum.trustStore.location=/t.pem\n{key}={}",
+            tls_value(suffix)
+        );
+    }
+    let client_tls =
+        "secureClientPort=2281\nssl.keyStore.location=/k.pem\nssl.trustStore.location=/t.pem";
+    if let Some(suffix) = key.strip_prefix("ssl.").filter(|s| *s != "authProvider") {
+        return format!("{client_tls}\n{key}={}", tls_value(suffix));
+    }
+    let sasl = "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider";
+    match key {
+        "secureClientPort" => client_tls.to_string(),
+        "sslQuorum" => "sslQuorum=true\nssl.quorum.keyStore.location=/k.pem\nssl.quorum.trustStore.location=/t.pem".to_string(),
+        "server.x" => "server.1=127.0.0.1:2888:3888".to_string(),
+        "authProvider.x" => sasl.to_string(),
+        "sessionRequireClientSASLAuth" => format!("{sasl}\n{key}=true"),
+        "enforce.auth.enabled" => format!("{key}=true\nenforce.auth.schemes=digest"),
+        "enforce.auth.schemes" => format!("{key}=digest"),
+        "ssl.authProvider" => format!("{key}=x509"),
+        "X509AuthenticationProvider.superUser" => format!("{key}=CN=admin"),
+        "zookeeper.superUser" => format!("{key}=admin"),
+        "sslQuorumReloadCertFiles" | "client.certReload" => format!("{key}=true"),
+        // Alone, each must agree with the other keys' defaults.
+        "maxSessionTimeout" => format!("{key}=100000"),
+        "largeRequestMaxBytes" => format!("{key}=104857600"),
+        _ => format!("{key}={}", sample_value(key)),
+    }
+}
+
+/// A zoo.cfg line that sets a `refused` key of the Guide to a value that
+/// asks for what wazoo does not implement.
+fn refused_sample(key: &str) -> String {
+    let value = match key {
+        "electionAlg" => "0",
+        "leaderServes" => "no",
+        "skipACL" => "yes",
+        "DigestAuthenticationProvider.enabled" | "syncEnabled" => "false",
+        "zookeeper.db.autocreate" => "false",
+        "DigestAuthenticationProvider.digestAlg" => "SHA3-256",
+        "snapshot.compression.method" => "gz",
+        "group.x" => "1:2:3",
+        "observerMasterPort"
+        | "connectionMaxTokens"
+        | "requestThrottleLimit"
+        | "throttledOpWaitTime"
+        | "outstandingHandshake.limit"
+        | "snapSizeLimitInKb" => "250",
+        _ => "true",
+    };
+    format!("{}={value}", concrete(key))
+}
+
+// ZooKeeper Administrator's Guide, "Configuration Parameters": every key
+// it names is read, refused by name, or accepted as tuning that has no
+// meaning in wazoo, as docs/ZOOCFG_KEYS.md says; none is ignored
+// silently, and every key the code knows is in that table.
+#[test]
+fn every_key_of_the_administrators_guide_is_read_refused_or_listed_as_no_meaning_here() {
+    let guide = key_table("## Keys of the Guide");
+    let others = key_table("## Keys that are not in the Guide");
+    // The Guide of ZooKeeper 3.9.5 names 198 keys (bullets split into the
+    // keys they name, plus portUnification, zookeeper.serverCnxnFactory,
+    // zookeeper.clientCnxnSocket, zookeeper.datadir.autocreate and
+    // zookeeper.db.autocreate from its prose): a row lost is caught here.
+    assert_eq!(guide.len(), 198, "rows of the Guide's table");
+    let mut seen = std::collections::BTreeSet::new();
+    for (key, class) in guide.iter().chain(&others) {
+        assert!(seen.insert(key.clone()), "{key} is in the tables twice");
+        let sample = match class.as_str() {
+            "read" | "wazoo" => read_sample(key),
+            "refused" => refused_sample(key),
+            "no meaning here" => format!("{key}=7"),
+            other => panic!("{key}: unknown class {other:?}"),
+        };
+        let parsed = Config::parse(&format!("dataDir=/d\n{sample}\n"));
+        let concrete = concrete(key);
+        match class.as_str() {
+            "read" | "wazoo" => {
+                let c = parsed.unwrap_or_else(|e| panic!("{sample}: {e:#}"));
+                assert!(c.unknown.is_empty(), "{sample}: left over {:?}", c.unknown);
+                if class == "wazoo" {
+                    assert!(KEYS_READ.contains(&key.as_str()), "{key} is not read");
+                }
+            }
+            "refused" => {
+                let e = format!(
+                    "{:#}",
+                    parsed
+                        .err()
+                        .unwrap_or_else(|| panic!("{sample} was accepted"))
+                );
+                assert!(
+                    e.contains(&concrete),
+                    "{sample}: the error names the key: {e}"
+                );
+                assert!(
+                    !ZOOKEEPER_KEYS_NOT_USED.contains(&key.as_str()),
+                    "{key} is refused and on the list of keys not used"
+                );
+                if !key.ends_with(".x") {
+                    assert!(
+                        KEYS_REFUSED.contains(&key.as_str()),
+                        "{key} is not in KEYS_REFUSED"
+                    );
+                }
+            }
+            _ => {
+                let c = parsed.unwrap_or_else(|e| panic!("{sample} was refused: {e:#}"));
+                assert!(
+                    c.unknown.contains_key(key.as_str()),
+                    "{sample}: {:?}",
+                    c.unknown
+                );
+                assert!(
+                    ZOOKEEPER_KEYS_NOT_USED.contains(&key.as_str()),
+                    "{key} is not in ZOOKEEPER_KEYS_NOT_USED"
+                );
+                assert_eq!(
+                    unused_key_note(key),
+                    format!("zoo.cfg key {key} is a ZooKeeper key that wazoo does not use")
+                );
+            }
+        }
+    }
+    // Every key the code knows is in a table (and so has a class).
+    for key in KEYS_READ
+        .iter()
+        .chain(ZOOKEEPER_KEYS_NOT_USED)
+        .chain(KEYS_REFUSED)
+    {
+        assert!(
+            seen.contains(*key),
+            "{key} is known to wazoo and not in docs/ZOOCFG_KEYS.md"
+        );
+    }
+}
+
+// ZooKeeper Administrator's Guide, "Metrics Providers": the Prometheus
+// provider serves on port 7000 unless metricsProvider.httpPort says
+// otherwise; a provider class wazoo does not have stops the start.
+#[test]
+fn the_prometheus_provider_class_serves_metrics_on_its_default_port() {
+    let prometheus =
+        "metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
+    let port = |text: &str| {
+        Config::parse(&format!("dataDir=/d\n{text}\n"))
+            .unwrap()
+            .metrics_port
+    };
+    assert_eq!(port(prometheus), Some(7000));
+    assert_eq!(
+        port(&format!("{prometheus}\nmetricsProvider.httpPort=7777")),
+        Some(7777)
+    );
+    assert_eq!(port(""), None);
+    assert_eq!(
+        port("metricsProvider.className=org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"),
+        None
+    );
+    let e = refusal("metricsProvider.className=com.example.Metrics").expect("refused");
+    assert!(e.contains("metricsProvider.className"), "{e}");
+}
+
+// ZooKeeper Administrator's Guide, "Performance Tuning Options":
+// znode.container.maxNeverUsedIntervalMs, 0 by default, reaches the core.
+#[test]
+fn the_never_used_container_interval_is_read_and_not_negative() {
+    let c = Config::parse("dataDir=/d\n").unwrap();
+    assert_eq!(c.container_max_never_used_ms, 0);
+    let c = Config::parse("dataDir=/d\nznode.container.maxNeverUsedIntervalMs=5000\n").unwrap();
+    assert_eq!(
+        crate::member::server_config(&c).container_max_never_used_ms,
+        5000
+    );
+    let e = refusal("znode.container.maxNeverUsedIntervalMs=-1").expect("refused");
+    assert!(e.contains("znode.container.maxNeverUsedIntervalMs"), "{e}");
+}
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration",
+// clientPortListenBacklog: the client port's listen backlog, shown by
+// `conf`. With a backlog of 1 and no accept, Linux completes two
+// connections and drops the SYNs of the rest; with wazoo's default all
+// complete.
+#[tokio::test]
+async fn the_client_port_listen_backlog_bounds_connections_waiting_to_be_accepted() {
+    let c = Config::parse("dataDir=/d\n").unwrap();
+    assert_eq!(c.client_port_listen_backlog, -1);
+    assert!(c
+        .conf_lines()
+        .contains(&"clientPortListenBacklog=-1".to_string()));
+    let c = Config::parse("dataDir=/d\nclientPortListenBacklog=1\n").unwrap();
+    assert!(c
+        .conf_lines()
+        .contains(&"clientPortListenBacklog=1".to_string()));
+    for (backlog, most) in [(c.client_port_listen_backlog, 2), (-1, 4)] {
+        let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let listener = crate::member::client_listener(addr, backlog).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let attempts: Vec<_> = (0..4)
+            .map(|_| {
+                tokio::spawn(tokio::time::timeout(
+                    std::time::Duration::from_secs(2),
+                    tokio::net::TcpStream::connect(addr),
+                ))
+            })
+            .collect();
+        let mut connected = Vec::new();
+        for a in attempts {
+            if let Ok(Ok(stream)) = a.await.unwrap() {
+                connected.push(stream);
+            }
+        }
+        assert_eq!(connected.len(), most, "backlog {backlog}");
+        drop(listener);
+    }
+}
+
+// ZooKeeper Administrator's Guide, "Disabling data directory
+// autocreation": with zookeeper.datadir.autocreate=false a missing data
+// directory stops the start instead of being created; by default it is
+// created.
+#[test]
+fn with_data_dir_autocreate_off_a_missing_data_directory_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let logs = dir.path().join("logs");
+    let text = |extra: &str| {
+        format!(
+            "dataDir={}\ndataLogDir={}\n{extra}\n",
+            data.display(),
+            logs.display()
+        )
+    };
+    for off in [
+        "zookeeper.datadir.autocreate=false",
+        "datadir.autocreate=false",
+    ] {
+        let c = Config::parse(&text(off)).unwrap();
+        assert!(!c.data_dir_autocreate, "{off}");
+        let e = format!("{:#}", crate::member::make_data_dirs(&c).unwrap_err());
+        assert!(e.contains("zookeeper.datadir.autocreate"), "{e}");
+        assert!(!data.exists() && !logs.exists(), "nothing was created");
+    }
+    let c = Config::parse(&text("")).unwrap();
+    assert!(c.data_dir_autocreate);
+    let (sdir, ldir) = crate::member::make_data_dirs(&c).unwrap();
+    assert!(sdir.is_dir() && ldir.is_dir());
+    // Once they exist, a member with autocreation off starts.
+    let c = Config::parse(&text("zookeeper.datadir.autocreate=false")).unwrap();
+    assert_eq!(crate::member::make_data_dirs(&c).unwrap(), (sdir, ldir));
+    // The log directory is checked too.
+    std::fs::remove_dir_all(&logs).unwrap();
+    let e = format!("{:#}", crate::member::make_data_dirs(&c).unwrap_err());
+    assert!(e.contains("data log directory"), "{e}");
 }

@@ -1,5 +1,5 @@
 //! What the client port counts to hold its bounds: connections per
-//! address (`maxClientCnxns`) and the bytes of requests not yet
+//! address (`maxClientCnxns`) and in all (`maxCnxns`), and the bytes of requests not yet
 //! answered (`largeRequestMaxBytes`).
 
 use std::collections::{HashMap, VecDeque};
@@ -12,40 +12,68 @@ use crate::config::Config;
 use crate::metrics::{LatencyBatch, Metrics};
 use wazoo_proto::OpCode;
 
-/// Per-address connection counts for maxClientCnxns.
+/// Connection counts of a client port: per address for maxClientCnxns,
+/// and in all for maxCnxns.
 #[derive(Default)]
-pub(super) struct PerIp(Mutex<HashMap<IpAddr, u32>>);
+pub(super) struct PerIp(Mutex<Counts>);
+
+#[derive(Default)]
+struct Counts {
+    by_ip: HashMap<IpAddr, u32>,
+    total: u32,
+}
+
+/// Why a connection was not counted in.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// The port has `maxCnxns` connections.
+    Total(u32),
+    /// The address has `maxClientCnxns` connections.
+    PerIp,
+}
 
 impl PerIp {
-    /// Counts a connection from `ip`, unless that would exceed `max`; the
-    /// count is returned when the guard drops.
-    pub(super) fn try_add(self: &Arc<Self>, ip: IpAddr, max: u32) -> Option<PerIpGuard> {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let n = m.entry(ip).or_insert(0);
-        if max > 0 && *n >= max {
-            return None;
+    /// Counts a connection from `ip`, unless the port already has
+    /// `max_total` connections or the address `max_per_ip` (0: no limit;
+    /// the total is checked first, as ZooKeeper's accept thread does); the
+    /// counts are given back when the guard drops.
+    pub(super) fn try_add(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        max_per_ip: u32,
+        max_total: u32,
+    ) -> Result<PerIpGuard, Refused> {
+        let mut c = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if max_total > 0 && c.total >= max_total {
+            return Err(Refused::Total(c.total));
+        }
+        let n = c.by_ip.entry(ip).or_insert(0);
+        if max_per_ip > 0 && *n >= max_per_ip {
+            return Err(Refused::PerIp);
         }
         *n += 1;
-        Some(PerIpGuard {
+        c.total += 1;
+        Ok(PerIpGuard {
             per_ip: Arc::clone(self),
             ip,
         })
     }
 
     fn remove(&self, ip: IpAddr) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&ip) {
+        let mut c = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = c.by_ip.get_mut(&ip) {
             *n -= 1;
             if *n == 0 {
-                m.remove(&ip);
+                c.by_ip.remove(&ip);
             }
+            c.total -= 1;
         }
     }
 
     #[cfg(test)]
     pub(super) fn count(&self, ip: IpAddr) -> u32 {
-        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(&ip).copied().unwrap_or(0)
+        let c = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        c.by_ip.get(&ip).copied().unwrap_or(0)
     }
 }
 

@@ -58,16 +58,48 @@ fn request_bytes_are_bounded_over_connections_and_always_given_back() {
 fn a_connections_place_in_its_address_count_is_returned_when_it_ends() {
     let per_ip = Arc::new(PerIp::default());
     let ip: IpAddr = "127.0.0.1".parse().unwrap();
-    let a = per_ip.try_add(ip, 2).expect("first");
-    let b = per_ip.try_add(ip, 2).expect("second");
-    assert!(per_ip.try_add(ip, 2).is_none(), "the third is refused");
-    assert!(per_ip.try_add("127.0.0.2".parse().unwrap(), 2).is_some());
+    let a = per_ip.try_add(ip, 2, 0).expect("first");
+    let b = per_ip.try_add(ip, 2, 0).expect("second");
+    assert_eq!(
+        per_ip.try_add(ip, 2, 0).err(),
+        Some(Refused::PerIp),
+        "the third is refused"
+    );
+    assert!(per_ip.try_add("127.0.0.2".parse().unwrap(), 2, 0).is_ok());
     drop(a);
     assert_eq!(per_ip.count(ip), 1);
-    let c = per_ip.try_add(ip, 2).expect("room again");
+    let c = per_ip.try_add(ip, 2, 0).expect("room again");
     drop((b, c));
     assert_eq!(per_ip.count(ip), 0);
-    assert!(per_ip.try_add(ip, 0).is_some(), "0 means no limit");
+    assert!(per_ip.try_add(ip, 0, 0).is_ok(), "0 means no limit");
+}
+
+// ZooKeeper Administrator's Guide, "Advanced Configuration", maxCnxns: a
+// limit on all the connections of a client port, checked before the
+// address's.
+#[test]
+fn the_total_connection_count_is_bounded_and_given_back() {
+    let per_ip = Arc::new(PerIp::default());
+    let a: IpAddr = "127.0.0.1".parse().unwrap();
+    let b: IpAddr = "127.0.0.2".parse().unwrap();
+    let first = per_ip.try_add(a, 1, 2).expect("first");
+    let second = per_ip
+        .try_add(b, 1, 2)
+        .expect("second, from another address");
+    assert_eq!(
+        per_ip.try_add("127.0.0.3".parse().unwrap(), 1, 2).err(),
+        Some(Refused::Total(2))
+    );
+    assert_eq!(
+        per_ip.try_add(a, 1, 2).err(),
+        Some(Refused::Total(2)),
+        "the total first"
+    );
+    drop(first);
+    assert_eq!(per_ip.try_add(b, 1, 2).err(), Some(Refused::PerIp));
+    let third = per_ip.try_add(a, 1, 2).expect("room again");
+    drop((second, third));
+    assert_eq!(per_ip.count(a) + per_ip.count(b), 0);
 }
 
 #[test]

@@ -65,3 +65,36 @@ fn a_queue_past_its_bound_is_reset_not_grown() {
     }
     assert_eq!(o.lock().bytes, 0);
 }
+
+// ZooKeeper Administrator's Guide, "Unsafe Options", quorumListenOnAllIPs:
+// with it, members are listened for on every address, not only the
+// member's own; without it, only on the member's own.
+#[tokio::test]
+async fn the_quorum_port_listens_on_every_address_with_quorum_listen_on_all_ips() {
+    for all in [false, true] {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (tx, _rx) = mpsc::channel(16);
+        let own: SocketAddr = ([127, 0, 0, 1], port).into();
+        let _links = start(1, own, all, HashMap::new(), tx, None).await.unwrap();
+        let connect = |ip: [u8; 4]| async move {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                TcpStream::connect(SocketAddr::from((ip, port))),
+            )
+            .await
+            .expect("bounded")
+            .is_ok()
+        };
+        assert!(connect([127, 0, 0, 1]).await, "own address, all={all}");
+        // Another loopback address of this machine.
+        assert_eq!(
+            connect([127, 0, 0, 2]).await,
+            all,
+            "other address, all={all}"
+        );
+    }
+}
