@@ -222,17 +222,17 @@ fn every_security_key_wazoo_does_not_implement_is_refused_by_name() {
         "client.secure=true",
         "client.portUnification=true",
         "portUnification=true",
-        "ssl.keyStore.location=/k.jks",
-        "ssl.keyStore.type=JKS",
-        "ssl.trustStore.location=/t.jks",
+        "ssl.keyStore.location=/k.bcfks",
+        "ssl.keyStore.type=BCFKS",
+        "ssl.trustStore.location=/t.bcfks",
         "ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA",
         "ssl.enabledProtocols=TLSv1",
         "ssl.authProvider=custom",
         "ssl.sslProvider=OpenSSL",
         "ssl.context.supplier.class=com.example.Supplier",
-        "ssl.quorum.keyStore.location=/k.jks",
+        "ssl.quorum.keyStore.location=/k.bcfks",
         "ssl.quorum.clientAuth=none",
-        "zookeeper.ssl.keyStore.location=/k.jks",
+        "zookeeper.ssl.keyStore.location=/k.bcfks",
         "admin.portUnification=true",
         "admin.forceHttps=true",
         "admin.needClientAuth=true",
@@ -355,7 +355,7 @@ fn every_refused_key_is_named_in_one_error_without_its_value() {
     let err = format!(
         "{:#}",
         Config::parse(
-            "dataDir=/d\nssl.keyStore.location=/etc/k.jks\nssl.trustStore.location=/etc/t.jks\nssl.keyStore.password=hunter2\njaasLoginRenew=1\n"
+            "dataDir=/d\nssl.keyStore.location=/etc/k.bcfks\nssl.trustStore.location=/etc/t.bcfks\nssl.keyStore.password=hunter2\njaasLoginRenew=1\n"
         )
         .unwrap_err()
     );
@@ -367,7 +367,7 @@ fn every_refused_key_is_named_in_one_error_without_its_value() {
         assert!(err.contains(key), "{key} named: {err}");
     }
     assert!(!err.contains("hunter2"), "{err}");
-    assert!(!err.contains("/etc/k.jks"), "{err}");
+    assert!(!err.contains("/etc/k.bcfks"), "{err}");
 }
 
 // No secret in a log line or in `conf`: a key naming a password or a
