@@ -261,6 +261,15 @@ impl WatchManager {
             .any(|&table| self.table_ref(table).by_path.contains_key(path))
     }
 
+    /// True if a table that a checkWatches of type `t` looks at holds a
+    /// recursive entry: ZooKeeper's WatchManager then walks the path's
+    /// ancestors (PathParentIterator.forAll), not the path alone.
+    pub fn walks_ancestors(&self, t: WatcherType) -> bool {
+        tables_for(t)
+            .iter()
+            .any(|&table| self.table_ref(table).recursive > 0)
+    }
+
     /// The mode of the connection's entry on `path` in table `t`.
     pub fn mode(&self, conn: ConnId, path: &str, t: Table) -> Option<Mode> {
         self.table_ref(t).mode(conn, path)

@@ -135,7 +135,7 @@ pub enum ClientFrame {
 
 /// Decodes the payload of a client frame (the bytes after the length).
 pub fn decode_client_frame(payload: &[u8]) -> Result<ClientFrame, DecodeError> {
-    let mut r = Reader::new(payload);
+    let mut r = Reader::client(payload);
     let h = RequestHeader::read(&mut r)?;
     match Request::read_body(h.op, &mut r)? {
         Some(req) => Ok(ClientFrame::Request { xid: h.xid, req }),

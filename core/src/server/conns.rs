@@ -118,6 +118,12 @@ impl Server {
         }
     }
 
+    /// A four-letter word read: ZooKeeper counts it as a packet received
+    /// (`Received:` in srvr and stat, zk_packets_received in mntr).
+    pub fn count_four_letter_word(&mut self) {
+        self.stats.packets_received += 1;
+    }
+
     pub(super) fn count_received(&mut self, conn: ConnId) {
         self.stats.packets_received += 1;
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -465,6 +471,7 @@ impl Server {
             SaslStep::Continue(token) => {
                 self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(Some(token)))
             }
+            SaslStep::NoServer => self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(None)),
             SaslStep::Done { token, ids } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {
@@ -670,6 +677,10 @@ impl Server {
                             continue;
                         }
                         Reply::Frame(err, body) => (err, body),
+                        Reply::Close => {
+                            self.close_conn(conn);
+                            return;
+                        }
                     };
                     self.send_reply(conn, xid, err.code(), &body);
                     self.record_latency(conn, started_ms);
@@ -696,6 +707,10 @@ impl Server {
                         self.close_conn(conn);
                         return;
                     }
+                    Deferred::Close => {
+                        self.close_conn(conn);
+                        return;
+                    }
                     Deferred::Reply(body) | Deferred::After { body, .. } => {
                         self.send_reply(conn, xid, 0, &body);
                         self.record_latency(conn, started_ms);
@@ -715,7 +730,16 @@ impl Server {
                     }
                     Deferred::Read(req) => {
                         let (err, body) = self.read(conn, req);
-                        self.send_reply(conn, xid, err.code(), &body);
+                        if err != ErrorCode::Ok && matches!(body, Response::Multi(_)) {
+                            // A multiRead stopped by a write: ZooKeeper sends
+                            // the results it had with the error.
+                            let zxid = self.last_applied.to_wire();
+                            self.send_reply_frame(conn, zxid, |out| {
+                                frame::write_reply_with_body(out, xid, zxid, err.code(), &body)
+                            });
+                        } else {
+                            self.send_reply(conn, xid, err.code(), &body);
+                        }
                         self.record_latency(conn, started_ms);
                     }
                 },

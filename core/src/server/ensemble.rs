@@ -279,7 +279,7 @@ impl Server {
         else {
             return; // behind a call of the session still running
         };
-        let req = match Request::read_body(op, &mut Reader::new(body)) {
+        let req = match Request::read_body(op, &mut Reader::client(body)) {
             Ok(Some(r)) => r,
             Ok(None) => {
                 return self.propose_error(session, cxid, vec![ErrorCode::Unimplemented.code()])
@@ -357,7 +357,9 @@ impl Server {
                     self.propose(Origin::Remote, cxid, session, txn, changes, None, false)
                 }
                 Err(PrepError::Code(code)) => self.propose_error(session, cxid, vec![code.code()]),
-                Err(PrepError::Done) => self.propose_error(session, cxid, vec![0]),
+                Err(PrepError::Done | PrepError::Close) => {
+                    self.propose_error(session, cxid, vec![0])
+                }
                 Err(PrepError::MultiFailed(results)) => {
                     let errs = results
                         .iter()
@@ -495,6 +497,11 @@ impl Server {
             Txn::Error { errs } if meta.op == OpCode::Multi => ok(Response::Multi(
                 errs.iter().map(|&err| OpResult::Error { err }).collect(),
             )),
+            // A lone check that passed (the leader's prep found nothing to
+            // write): no answer, the connection closes.
+            Txn::Error { errs } if meta.op == OpCode::Check && errs.first() == Some(&0) => {
+                Reply::Close
+            }
             Txn::Error { errs } => {
                 let code = errs
                     .first()

@@ -56,17 +56,17 @@ pub enum Step {
 
 // --- jute encoding -------------------------------------------------------
 
-fn put_i32(b: &mut Vec<u8>, v: i32) {
+pub fn put_i32(b: &mut Vec<u8>, v: i32) {
     b.extend_from_slice(&v.to_be_bytes());
 }
-fn put_i64(b: &mut Vec<u8>, v: i64) {
+pub fn put_i64(b: &mut Vec<u8>, v: i64) {
     b.extend_from_slice(&v.to_be_bytes());
 }
-fn put_bool(b: &mut Vec<u8>, v: bool) {
+pub fn put_bool(b: &mut Vec<u8>, v: bool) {
     b.push(v as u8);
 }
 /// A buffer or ustring; `None` is jute's null (length -1).
-fn put_buf(b: &mut Vec<u8>, v: Option<&[u8]>) {
+pub fn put_buf(b: &mut Vec<u8>, v: Option<&[u8]>) {
     match v {
         None => put_i32(b, -1),
         Some(v) => {
