@@ -308,6 +308,9 @@ impl Driver {
                         } else {
                             format!("{word} is not executed because it is not in the whitelist.\n")
                         };
+                        self.member
+                            .server_mut()
+                            .count_four_letter_answer(text.len());
                         let _ = reply.send(text);
                     }
                     Event::Backup { reply } => {
