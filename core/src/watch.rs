@@ -261,13 +261,29 @@ impl WatchManager {
             .any(|&table| self.table_ref(table).by_path.contains_key(path))
     }
 
-    /// True if a table that a checkWatches of type `t` looks at holds a
-    /// recursive entry: ZooKeeper's WatchManager then walks the path's
-    /// ancestors (PathParentIterator.forAll), not the path alone.
-    pub fn walks_ancestors(&self, t: WatcherType) -> bool {
-        tables_for(t)
-            .iter()
-            .any(|&table| self.table_ref(table).recursive > 0)
+    /// checkWatches of a path that does not start with `/`, as ZooKeeper
+    /// 3.8's WatchManager.containsWatcher walks it with PathParentIterator,
+    /// which computes each next parent from the last `/` before it hands
+    /// out the current path: `Err(())` where that walk fails (ZooKeeper
+    /// answers MarshallingError). A path without any `/` fails at once; in
+    /// a table holding a recursive entry the walk goes on to the parents
+    /// and fails on the second step, unless the path itself is watched
+    /// there. The tables are looked at in ZooKeeper's order.
+    #[allow(clippy::result_unit_err)]
+    pub fn contains_unrooted(&self, path: &str, t: WatcherType) -> Result<bool, ()> {
+        for &table in tables_for(t) {
+            if !path.contains('/') {
+                return Err(());
+            }
+            let entries = self.table_ref(table);
+            if entries.by_path.contains_key(path) {
+                return Ok(true);
+            }
+            if entries.recursive > 0 {
+                return Err(());
+            }
+        }
+        Ok(false)
     }
 
     /// The mode of the connection's entry on `path` in table `t`.

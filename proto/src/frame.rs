@@ -101,7 +101,10 @@ pub fn write_notification(out: &mut Vec<u8>, zxid: i64, ev: &WatcherEvent) {
         err: 0,
     }
     .write(out);
-    ev.write(out);
+    // As ZooKeeper writes it: its path in Java's string encoding.
+    out.write_i32(ev.event_type);
+    out.write_i32(ev.state);
+    out.write_java_string(&ev.path);
     finish(out, at);
 }
 

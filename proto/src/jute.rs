@@ -223,7 +223,49 @@ pub trait Writer {
             self.write_string(s.as_ref());
         }
     }
+    /// A ustring as ZooKeeper's server writes it to a client
+    /// (BinaryOutputArchive.writeString): each UTF-16 unit encoded on its
+    /// own, so a character above U+FFFF leaves as its two surrogates of
+    /// three bytes each (CESU-8); every other character as in UTF-8.
+    /// For what goes to clients only: wazoo's own formats keep UTF-8,
+    /// which reads back whole.
+    fn write_java_string(&mut self, v: &str) {
+        self.write_buffer(&java_utf8(v))
+    }
+    fn write_java_strings<S: AsRef<str>>(&mut self, v: &[S]) {
+        self.write_i32(v.len() as i32);
+        for s in v {
+            self.write_java_string(s.as_ref());
+        }
+    }
     fn write_vec<T: Jute>(&mut self, v: &[T]);
+}
+
+/// `s` in Java's jute encoding: UTF-8, except that a supplementary
+/// character is written as its UTF-16 surrogate pair, each unit in three
+/// bytes (see [`Writer::write_java_string`]).
+pub fn java_utf8(s: &str) -> std::borrow::Cow<'_, [u8]> {
+    if s.chars().all(|c| (c as u32) < 0x10000) {
+        return std::borrow::Cow::Borrowed(s.as_bytes());
+    }
+    let mut out = Vec::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        let mut units = [0u16; 2];
+        for &u in c.encode_utf16(&mut units).iter() {
+            let u = u32::from(u);
+            if u < 0x80 {
+                out.push(u as u8);
+            } else if u < 0x800 {
+                out.push((0xc0 | (u >> 6)) as u8);
+                out.push((0x80 | (u & 0x3f)) as u8);
+            } else {
+                out.push((0xe0 | (u >> 12)) as u8);
+                out.push((0x80 | ((u >> 6) & 0x3f)) as u8);
+                out.push((0x80 | (u & 0x3f)) as u8);
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 impl Writer for Vec<u8> {
@@ -419,6 +461,21 @@ fn decode_like_java(mut b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ZooKeeper's jute writer sends a supplementary character as two
+    /// 3-byte surrogates (CESU-8), everything else as UTF-8; and its reader
+    /// (Java's UTF-8 decoder) takes each such surrogate as one U+FFFD.
+    #[test]
+    fn java_strings_carry_supplementary_characters_as_surrogate_pairs() {
+        assert_eq!(
+            &*java_utf8("/a\u{e9}\u{20ac}\0"),
+            "/a\u{e9}\u{20ac}\0".as_bytes()
+        );
+        assert_eq!(&*java_utf8("/\u{1F600}"), &b"/\xed\xa0\xbd\xed\xb8\x80"[..]);
+        let mut w = Vec::new();
+        w.write_java_string("/\u{1F600}");
+        assert_eq!(Reader::new(&w).read_string().unwrap(), "/\u{fffd}\u{fffd}");
+    }
 
     /// A negative vector count other than -1 in a client's request reads
     /// as an empty vector, as in ZooKeeper's jute reader (an ACL list of

@@ -18,9 +18,9 @@ impl Server {
     /// A multiRead, as ZooKeeper 3.8's FinalRequestProcessor answers it:
     /// each read in order, rebuilt without its watch flag (a multiRead
     /// sets no watches); an op that is no read (a write decodes in a
-    /// multiRead as in a multi) stops it with MarshallingError, and the
-    /// reply still carries the results gathered before it (ZooKeeper
-    /// serialises the MultiResponse it had begun).
+    /// multiRead when all its ops are writes) stops it with
+    /// MarshallingError, and the reply carries the empty multi body
+    /// ZooKeeper had begun. (Reads mixed with writes do not decode.)
     pub(super) fn multi_read(&mut self, conn: ConnId, ops: Vec<Request>) -> (ErrorCode, Response) {
         let mut results = Vec::with_capacity(ops.len());
         for op in ops {
@@ -214,20 +214,15 @@ impl Server {
             }
             Request::CheckWatches { path, watcher_type } => {
                 let t = client_watcher_type(watcher_type)?;
-                // ZooKeeper 3.8's WatchManager.containsWatcher walks the
-                // path with PathParentIterator, which computes each next
-                // parent from the last `/`: a path with none fails on the
-                // first step, and a path that does not start with one
-                // (`a/b`) on the second, which is taken when a recursive
-                // watch is held. The exception is answered
+                // A path that does not start with `/` breaks ZooKeeper's
+                // walk over its ancestors (core::watch), answered
                 // MarshallingError.
-                let walked_off = if path.starts_with('/') || path.is_empty() {
-                    false
-                } else {
-                    !path.contains('/') || self.watches.walks_ancestors(t)
-                };
-                if walked_off {
-                    return Err(ErrorCode::MarshallingError);
+                if !path.is_empty() && !path.starts_with('/') {
+                    return match self.watches.contains_unrooted(&path, t) {
+                        Ok(true) => Ok(Response::Empty),
+                        Ok(false) => Err(ErrorCode::NoWatcher),
+                        Err(()) => Err(ErrorCode::MarshallingError),
+                    };
                 }
                 // Any connection's watch on the path answers OK, as in
                 // ZooKeeper 3.8 (core::watch).

@@ -453,6 +453,22 @@ pub fn probes() -> Vec<Probe> {
         multi(&[(2, path_version(b"/probe/a/b", -1))]),
     ));
     v.push((
+        "multiRead, a read, then a write".into(),
+        22,
+        multi(&[
+            (4, path_watch(b"/probe")),
+            (2, path_version(b"/probe/none", -1)),
+        ]),
+    ));
+    v.push((
+        "multiRead, a read that fails, then a write".into(),
+        22,
+        multi(&[
+            (4, path_watch(b"/probe/none")),
+            (2, path_version(b"/probe/none", -1)),
+        ]),
+    ));
+    v.push((
         "multiRead, a check".into(),
         22,
         multi(&[(13, path_version(b"/probe", -1))]),
@@ -554,6 +570,19 @@ pub fn probes() -> Vec<Probe> {
     v.push(("opcode -10 (createSession)".into(), -10, Vec::new()));
     let mut out: Vec<Probe> = v.into_iter().map(|(d, op, b)| (d, op, b, None)).collect();
     // Frames too short for a request header.
+    let mut payload = Vec::new();
+    put_i32(&mut payload, 1);
+    put_i32(&mut payload, 22);
+    payload.extend_from_slice(&multi(&[
+        (4, path_watch(b"/probe/none")),
+        (2, path_version(b"/probe/none", -1)),
+    ]));
+    out.push((
+        "multiRead, a read that fails, then a write (raw)".into(),
+        0,
+        Vec::new(),
+        Some(frame(&payload)),
+    ));
     out.push(("frame of 0 bytes".into(), 0, Vec::new(), Some(frame(&[]))));
     out.push((
         "frame of 4 bytes (an xid alone)".into(),

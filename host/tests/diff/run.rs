@@ -132,37 +132,9 @@ impl<'a> R<'a> {
     }
 }
 
-/// ZooKeeper's jute writer encodes each UTF-16 unit on its own, so a
-/// character above U+FFFF goes out as two 3-byte surrogates (CESU-8);
-/// wazoo sends UTF-8 (docs/COMPATIBILITY.md). Both are shown as UTF-8.
-fn cesu8_to_utf8(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if i + 6 <= b.len()
-            && b[i] == 0xed
-            && (0xa0..=0xaf).contains(&b[i + 1])
-            && b[i + 3] == 0xed
-            && (0xb0..=0xbf).contains(&b[i + 4])
-        {
-            let hi = 0xd000 | ((b[i + 1] as u32 & 0x3f) << 6) | (b[i + 2] as u32 & 0x3f);
-            let lo = 0xd000 | ((b[i + 4] as u32 & 0x3f) << 6) | (b[i + 5] as u32 & 0x3f);
-            let c = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
-            if let Some(c) = char::from_u32(c) {
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                i += 6;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    out
-}
-
+/// A string or path as sent: UTF-8 shown as text, anything else (CESU-8
+/// surrogates, as both servers write a supplementary character) as bytes.
 fn show_bytes(b: &[u8]) -> String {
-    let b = &cesu8_to_utf8(b)[..];
     match std::str::from_utf8(b) {
         Ok(s) if s.len() <= 80 => format!("{s:?}"),
         Ok(s) => format!(

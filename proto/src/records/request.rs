@@ -373,8 +373,9 @@ impl Request {
 
 /// Reads the (header, op)* sequence of a multi or multiRead, up to the
 /// header marked done. Ops that may not appear in it are an error, as in
-/// ZooKeeper's MultiOperationRecord; a write decodes in a multiRead too
-/// (ZooKeeper refuses it later, when it runs the reads).
+/// ZooKeeper's MultiOperationRecord, and so are reads mixed with writes; a
+/// multiRead of writes decodes (ZooKeeper refuses it later, when it runs
+/// the reads).
 fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, DecodeError> {
     use crate::OpCode as O;
     let mut ops = Vec::new();
@@ -403,10 +404,23 @@ fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, Decod
                 if read_only { "multiRead" } else { "multi" }
             )));
         }
-        match Request::read_body(h.op, r)? {
-            Some(op) => ops.push(multi_create_by_flags(op)?),
+        let op = match Request::read_body(h.op, r)? {
+            Some(op) => multi_create_by_flags(op)?,
             None => return Err(DecodeError::Invalid(format!("unknown op {}", h.op))),
+        };
+        // ZooKeeper's MultiOperationRecord.add refuses to mix reads with
+        // writes (a check is a write there), in a multi as in a multiRead.
+        let is_read =
+            |o: &Request| matches!(o, Request::GetChildren { .. } | Request::GetData { .. });
+        if ops
+            .first()
+            .is_some_and(|first| is_read(first) != is_read(&op))
+        {
+            return Err(DecodeError::Invalid(
+                "reads mixed with writes in a multi".into(),
+            ));
         }
+        ops.push(op);
     }
 }
 
