@@ -494,6 +494,13 @@ impl Server {
         }
         let ok = |r| Reply::Frame(ErrorCode::Ok, r);
         match txn {
+            // A multi failed as a whole (see prep_multi): the code alone.
+            Txn::Error { errs }
+                if meta.op == OpCode::Multi
+                    && errs.as_slice() == [ErrorCode::MarshallingError.code()] =>
+            {
+                Reply::Frame(ErrorCode::MarshallingError, Response::Empty)
+            }
             Txn::Error { errs } if meta.op == OpCode::Multi => ok(Response::Multi(
                 errs.iter().map(|&err| OpResult::Error { err }).collect(),
             )),

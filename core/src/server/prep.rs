@@ -948,6 +948,13 @@ pub(super) fn prep_multi(
     let mut txns = Vec::with_capacity(ops.len());
     let mut kinds = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
+        // A create with TTL flags and no TTL (wazoo_proto's multi
+        // decoding): ZooKeeper's prep fails the whole multi on it with
+        // MarshallingError (a ClassCastException), once the ops before it
+        // passed.
+        if matches!(op, Request::CreateTtl(c) if c.ttl.is_none()) {
+            return Err(PrepError::Code(ErrorCode::MarshallingError));
+        }
         let res = match op {
             Request::Check { path, version } => prep_check(view, auth, path, *version)
                 .map(|_| (Txn::Check { path: path.clone() }, MultiKind::Check)),

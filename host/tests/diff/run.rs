@@ -122,8 +122,9 @@ impl<'a> R<'a> {
             let id = self.string()?;
             v.push(format!("{scheme}:{id}:{perms}"));
         }
-        // The order of the ids an `auth` entry expands to differs
-        // (docs/COMPATIBILITY.md).
+        // The ids an `auth` entry expands to come in the order of the
+        // connection's identities, a hash set's order in ZooKeeper
+        // (docs/COMPATIBILITY.md, "Orders of no meaning").
         v.sort();
         Some(format!("[{}]", v.join(",")))
     }
@@ -191,7 +192,8 @@ fn decode_body(op: i32, r: &mut R<'_>, sessions: &[i64]) -> Option<String> {
             for _ in 0..n {
                 v.push(format!("{}:{}", r.string()?, r.string()?));
             }
-            // The order of identities differs (docs/COMPATIBILITY.md).
+            // A hash set's order in ZooKeeper (docs/COMPATIBILITY.md,
+            // "Orders of no meaning").
             v.sort();
             format!("[{}]", v.join(","))
         }

@@ -202,8 +202,15 @@ impl Request {
             Request::Ping | Request::WhoAmI | Request::CloseSession => {}
             Request::Multi(ops) | Request::MultiRead(ops) => {
                 for op in ops {
+                    // A createTTL without a TTL (TTL flags on a create
+                    // record, see read_multi) goes as the create it came
+                    // as, and decodes to the same op again.
+                    let code = match op {
+                        Request::CreateTtl(c) if c.ttl.is_none() => crate::OpCode::Create,
+                        _ => op.opcode(),
+                    };
                     MultiHeader {
-                        op: op.opcode().code(),
+                        op: code.code(),
                         done: false,
                         err: -1,
                     }
@@ -430,9 +437,10 @@ fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, Decod
 ///
 /// - a create, create2 or createContainer record becomes createContainer
 ///   with the container flag, and create otherwise (unknown flags are
-///   kept, for prep to refuse); with TTL flags its record has no TTL for
-///   the createTTL op it becomes, and ZooKeeper's prep fails the whole
-///   multi with MarshallingError (an error here);
+///   kept, for prep to refuse); with TTL flags it becomes a createTTL
+///   whose record has no TTL (`ttl` None), which ZooKeeper's prep cannot
+///   cast: if prep reaches it, the whole multi fails with
+///   MarshallingError;
 /// - a createTTL record stays createTTL with TTL flags; with any other
 ///   flags it becomes a create in the mode they name (persistent for
 ///   unknown flags), its TTL dropped.
@@ -441,11 +449,7 @@ fn multi_create_by_flags(op: Request) -> Result<Request, DecodeError> {
     Ok(match op {
         Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
             match CreateMode::from_flags(c.flags) {
-                Some(m) if m.is_ttl() => {
-                    return Err(DecodeError::Invalid(
-                        "TTL flags on a create without a TTL in a multi".into(),
-                    ))
-                }
+                Some(m) if m.is_ttl() => Request::CreateTtl(CreateRequest { ttl: None, ..c }),
                 Some(m) if m.is_container() => Request::CreateContainer(c),
                 _ => Request::Create(c),
             }
