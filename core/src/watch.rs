@@ -593,6 +593,27 @@ mod tests {
         assert!(w.contains("/b", WatcherType::Data));
     }
 
+    // ZooKeeper 3.8's checkWatches of a path without a leading `/`
+    // (Programmer's Guide, "ZooKeeper Watches"): its ancestor walk fails
+    // at once without any `/`, and on the second step (taken while the
+    // table holds a recursive watch) for `a/b`, unless `a/b` itself is
+    // watched there.
+    #[test]
+    fn an_unrooted_check_fails_where_zookeepers_walk_does() {
+        let mut w = WatchManager::new();
+        assert_eq!(w.contains_unrooted("a", WatcherType::Any), Err(()));
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Any), Ok(false));
+        w.add(1, "a/b", Kind::Data);
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Data), Ok(true));
+        w.add(2, "/r", Kind::Recursive);
+        assert_eq!(w.contains_unrooted("a/c", WatcherType::Data), Err(()));
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Data), Ok(true));
+        // Any looks at the child table first, which has no `a/b`.
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Any), Err(()));
+        w.remove_conn(2);
+        assert_eq!(w.contains_unrooted("a/c", WatcherType::Any), Ok(false));
+    }
+
     // The `wchc`/`wchp`/`wchs` views: the data table alone, sorted, as
     // ZooKeeper 3.8's (Administrator's Guide, "The Four Letter Words").
     #[test]
