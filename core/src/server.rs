@@ -78,6 +78,11 @@ pub enum SaslStep {
     /// The exchange failed: the connection is answered with a failure and
     /// closed.
     Failed,
+    /// The server has no SASL configured: as ZooKeeper 3.8's processSasl
+    /// without a SASL server on the connection (it logs the
+    /// NullPointerException), the answer is OK with a null token, and the
+    /// connection goes on.
+    NoServer,
 }
 
 /// What the pipeline needs from the configuration.
@@ -381,6 +386,10 @@ enum Reply {
     Frame(ErrorCode, Response),
     /// The handshake response of a new session.
     Connect(ConnectResponse),
+    /// No reply: the connection closes (a check outside a multi that
+    /// passed, as ZooKeeper 3.8's FinalRequestProcessor has no answer for
+    /// it).
+    Close,
 }
 
 /// A reply waiting its turn on a connection.
@@ -425,6 +434,8 @@ enum Deferred {
     },
     /// An opcode the server does not know: Unimplemented, then close.
     Unimplemented,
+    /// No reply; the connection closes (a check outside a multi).
+    Close,
     /// A connect refused (bad password, unknown session): reply and close.
     InvalidConnect {
         read_only_byte: bool,

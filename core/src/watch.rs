@@ -261,6 +261,31 @@ impl WatchManager {
             .any(|&table| self.table_ref(table).by_path.contains_key(path))
     }
 
+    /// checkWatches of a path that does not start with `/`, as ZooKeeper
+    /// 3.8's WatchManager.containsWatcher walks it with PathParentIterator,
+    /// which computes each next parent from the last `/` before it hands
+    /// out the current path: `Err(())` where that walk fails (ZooKeeper
+    /// answers MarshallingError). A path without any `/` fails at once; in
+    /// a table holding a recursive entry the walk goes on to the parents
+    /// and fails on the second step, unless the path itself is watched
+    /// there. The tables are looked at in ZooKeeper's order.
+    #[allow(clippy::result_unit_err)]
+    pub fn contains_unrooted(&self, path: &str, t: WatcherType) -> Result<bool, ()> {
+        for &table in tables_for(t) {
+            if !path.contains('/') {
+                return Err(());
+            }
+            let entries = self.table_ref(table);
+            if entries.by_path.contains_key(path) {
+                return Ok(true);
+            }
+            if entries.recursive > 0 {
+                return Err(());
+            }
+        }
+        Ok(false)
+    }
+
     /// The mode of the connection's entry on `path` in table `t`.
     pub fn mode(&self, conn: ConnId, path: &str, t: Table) -> Option<Mode> {
         self.table_ref(t).mode(conn, path)
@@ -315,48 +340,53 @@ impl WatchManager {
         self.by_conn.values().map(BTreeSet::len).sum()
     }
 
-    /// Number of distinct watched paths.
-    pub fn path_count(&self) -> usize {
-        self.data
-            .by_path
-            .keys()
-            .chain(
-                self.child
-                    .by_path
-                    .keys()
-                    .filter(|p| !self.data.by_path.contains_key(*p)),
-            )
-            .count()
+    /// The `wchs` summary of the data table: connections with an entry
+    /// there, paths, and entries. ZooKeeper 3.8's `wchs`, `wchc` and `wchp`
+    /// show `dataWatches` alone (DataTree.dumpWatchesSummary and
+    /// dumpWatches): exists, getData, persistent and recursive watches, no
+    /// child watch.
+    pub fn data_summary(&self) -> (usize, usize, usize) {
+        let conns = self
+            .by_conn
+            .values()
+            .filter(|s| s.iter().any(|(t, _)| *t == Table::Data))
+            .count();
+        let entries = self.data.by_path.values().map(BTreeMap::len).sum();
+        (conns, self.data.by_path.len(), entries)
     }
 
-    /// Connection -> watched paths (the `wchc` view), sorted.
+    /// Connection -> its paths in the data table (the `wchc` view), sorted.
     pub fn by_connection(&self) -> Vec<(ConnId, Vec<String>)> {
         let mut v: Vec<(ConnId, Vec<String>)> = self
             .by_conn
             .iter()
             .map(|(c, s)| {
-                let p: BTreeSet<&String> = s.iter().map(|(_, p)| p).collect();
-                (*c, p.into_iter().cloned().collect())
+                let p: Vec<String> = s
+                    .iter()
+                    .filter(|(t, _)| *t == Table::Data)
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                (*c, p)
             })
+            .filter(|(_, p)| !p.is_empty())
             .collect();
         v.sort();
         v
     }
 
-    /// Path -> connections (the `wchp` view), sorted.
+    /// Path -> connections in the data table (the `wchp` view), sorted.
     pub fn by_path(&self) -> Vec<(String, Vec<ConnId>)> {
-        let mut m: BTreeMap<&str, BTreeSet<ConnId>> = BTreeMap::new();
-        for t in [&self.data, &self.child] {
-            for (p, s) in &t.by_path {
-                m.entry(p).or_default().extend(s.keys().copied());
-            }
-        }
-        m.into_iter()
-            .map(|(p, s)| (p.to_string(), s.into_iter().collect()))
-            .collect()
+        let mut v: Vec<(String, Vec<ConnId>)> = self
+            .data
+            .by_path
+            .iter()
+            .map(|(p, s)| (p.clone(), s.keys().copied().collect()))
+            .collect();
+        v.sort();
+        v
     }
 
-    /// Number of connections holding watches.
+    /// Number of connections holding watches (in either table).
     pub fn conn_count(&self) -> usize {
         self.by_conn.len()
     }
@@ -563,26 +593,46 @@ mod tests {
         assert!(w.contains("/b", WatcherType::Data));
     }
 
-    // The `wchc`/`wchp`/`wchs` views: both tables, sorted.
+    // ZooKeeper 3.8's checkWatches of a path without a leading `/`
+    // (Programmer's Guide, "ZooKeeper Watches"): its ancestor walk fails
+    // at once without any `/`, and on the second step (taken while the
+    // table holds a recursive watch) for `a/b`, unless `a/b` itself is
+    // watched there.
     #[test]
-    fn views_list_both_tables_in_order() {
+    fn an_unrooted_check_fails_where_zookeepers_walk_does() {
+        let mut w = WatchManager::new();
+        assert_eq!(w.contains_unrooted("a", WatcherType::Any), Err(()));
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Any), Ok(false));
+        w.add(1, "a/b", Kind::Data);
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Data), Ok(true));
+        w.add(2, "/r", Kind::Recursive);
+        assert_eq!(w.contains_unrooted("a/c", WatcherType::Data), Err(()));
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Data), Ok(true));
+        // Any looks at the child table first, which has no `a/b`.
+        assert_eq!(w.contains_unrooted("a/b", WatcherType::Any), Err(()));
+        w.remove_conn(2);
+        assert_eq!(w.contains_unrooted("a/c", WatcherType::Any), Ok(false));
+    }
+
+    // The `wchc`/`wchp`/`wchs` views: the data table alone, sorted, as
+    // ZooKeeper 3.8's (Administrator's Guide, "The Four Letter Words").
+    #[test]
+    fn views_list_the_data_table_in_order() {
         let mut w = WatchManager::new();
         w.add(3, "/b", Kind::Child);
         w.add(1, "/b", Kind::Persistent);
         w.add(1, "/a", Kind::Data);
-        assert_eq!(w.count(), 4);
-        assert_eq!(w.path_count(), 2);
-        assert_eq!(w.conn_count(), 2);
+        w.add(2, "/c", Kind::Child);
+        assert_eq!(w.count(), 5);
+        assert_eq!(w.conn_count(), 3);
+        assert_eq!(w.data_summary(), (1, 2, 2));
         assert_eq!(
             w.by_connection(),
-            vec![
-                (1, vec!["/a".to_string(), "/b".to_string()]),
-                (3, vec!["/b".to_string()])
-            ]
+            vec![(1, vec!["/a".to_string(), "/b".to_string()])]
         );
         assert_eq!(
             w.by_path(),
-            vec![("/a".to_string(), vec![1]), ("/b".to_string(), vec![1, 3])]
+            vec![("/a".to_string(), vec![1]), ("/b".to_string(), vec![1])]
         );
     }
 

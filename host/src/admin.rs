@@ -93,12 +93,10 @@ pub fn four_letter(
         "conf" => conf(ctx, s),
         "envi" => envi(),
         "mntr" => mntr(s, ctx, conns, leader),
-        "wchs" => format!(
-            "{} connections watching {} paths\nTotal watches:{}\n",
-            s.watches().conn_count(),
-            s.watches().path_count(),
-            s.watches().count()
-        ),
+        "wchs" => {
+            let (conns, paths, total) = s.watches().data_summary();
+            format!("{conns} connections watching {paths} paths\nTotal watches:{total}\n")
+        }
         "wchc" => {
             let mut out = String::new();
             for (conn, paths) in s.watches().by_connection() {

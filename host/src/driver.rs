@@ -282,19 +282,35 @@ impl Driver {
                     Event::Link(LinkEvent::App { from, payload }) => {
                         self.member.handle(MemberInput::App { from, payload }, now)
                     }
-                    Event::Admin { word, peer, reply } => {
-                        crate::admin::resets_stats(&word, self.member.server_mut());
-                        let leader = self.member.peer().and_then(|p| p.leader_report());
-                        let text = crate::admin::four_letter(
-                            &word,
-                            self.member.server(),
-                            ctx,
-                            crate::admin::Asker {
-                                peer,
-                                others: self.conns.len(),
-                            },
-                            leader,
-                        );
+                    Event::Admin {
+                        word,
+                        allowed,
+                        peer,
+                        reply,
+                    } => {
+                        // ZooKeeper counts a four-letter word as a packet
+                        // received (NIOServerCnxn.checkFourLetterWord),
+                        // before it runs and whether or not it may.
+                        self.member.server_mut().count_four_letter_word();
+                        let text = if allowed {
+                            crate::admin::resets_stats(&word, self.member.server_mut());
+                            let leader = self.member.peer().and_then(|p| p.leader_report());
+                            crate::admin::four_letter(
+                                &word,
+                                self.member.server(),
+                                ctx,
+                                crate::admin::Asker {
+                                    peer,
+                                    others: self.conns.len(),
+                                },
+                                leader,
+                            )
+                        } else {
+                            format!("{word} is not executed because it is not in the whitelist.\n")
+                        };
+                        self.member
+                            .server_mut()
+                            .count_four_letter_answer(text.len());
                         let _ = reply.send(text);
                     }
                     Event::Backup { reply } => {

@@ -56,9 +56,12 @@ pub enum Event {
     Inputs(Vec<Input>),
     /// The log writer's report: every record up to this zxid is durable.
     Durable(Zxid),
-    /// A four-letter word to answer, asked from `peer`.
+    /// A four-letter word to answer, asked from `peer`; `allowed`: it is
+    /// in 4lw.commands.whitelist (if not, it is counted as received and
+    /// answered as not executed, as ZooKeeper does).
     Admin {
         word: String,
+        allowed: bool,
         peer: std::net::SocketAddr,
         reply: oneshot::Sender<String>,
     },

@@ -45,7 +45,7 @@ use crate::metrics::Metrics;
 use crate::sasl::{DigestServer, SaslUsers, Step};
 use crate::tls::ClientTls;
 use wazoo_proto::frame::{self, ClientFrame};
-use wazoo_proto::{ConnectRequest, Jute, OpCode};
+use wazoo_proto::{ConnectRequest, OpCode};
 
 mod frame_reader;
 mod limits;
@@ -324,7 +324,7 @@ async fn read_opening(
         return Some(Opening::Backup);
     }
     let payload = read_payload(rd, head, max).await?;
-    match ConnectRequest::from_bytes(&payload) {
+    match ConnectRequest::from_frame(&payload) {
         Ok(req) => Some(Opening::Connect(req)),
         Err(_) => {
             tracing::debug!(%peer, "malformed connect request; closing");
@@ -639,6 +639,11 @@ fn decode_input(conn: u64, payload: &[u8], sasl: &mut SaslConn) -> Option<Input>
             return Some(Input::Sasl { conn, xid, step });
         }
     }
+    if sasl.users.is_none() && payload.get(4..8) == Some(&(OpCode::Sasl as i32).to_be_bytes()[..]) {
+        let xid = i32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]);
+        let step = SaslStep::NoServer;
+        return Some(Input::Sasl { conn, xid, step });
+    }
     Some(match frame::decode_client_frame(payload) {
         Ok(ClientFrame::Request { xid, req }) => Input::Request { conn, xid, req },
         Ok(ClientFrame::Unknown { xid, op }) => Input::Unknown { conn, xid, op },
@@ -747,25 +752,21 @@ async fn four_letter(
     core: &mpsc::Sender<Event>,
     cfg: &Config,
 ) {
-    let text = if !cfg.four_letter_allowed(word) {
-        format!("{word} is not executed because it is not in the whitelist.\n")
-    } else {
-        let (tx, rx) = oneshot::channel();
-        if core
-            .send(Event::Admin {
-                word: word.to_string(),
-                peer,
-                reply: tx,
-            })
-            .await
-            .is_err()
-        {
-            return;
-        }
-        match rx.await {
-            Ok(t) => t,
-            Err(_) => return,
-        }
+    let (tx, rx) = oneshot::channel();
+    if core
+        .send(Event::Admin {
+            word: word.to_string(),
+            allowed: cfg.four_letter_allowed(word),
+            peer,
+            reply: tx,
+        })
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let Ok(text) = rx.await else {
+        return;
     };
     let _ = wr.write_all(text.as_bytes()).await;
     let _ = wr.flush().await;

@@ -123,7 +123,61 @@ async fn addauth_with_an_unknown_scheme_fails_and_closes(flavor: Flavor) {
     .unwrap();
 }
 
+/// A connect frame: ConnectRequest's fields, then `tail` as it is.
+fn connect_frame(tail: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    frame::put_i32(&mut payload, 0); // protocolVersion
+    payload.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
+    frame::put_i32(&mut payload, 30_000); // timeOut
+    payload.extend_from_slice(&0i64.to_be_bytes()); // sessionId
+    frame::put_i32(&mut payload, 16);
+    payload.extend_from_slice(&[0; 16]); // passwd
+    payload.extend_from_slice(tail);
+    let mut out = (payload.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(&payload);
+    out
+}
+
+// ZooKeeper 3.8's processConnectRequest reads the ConnectRequest record,
+// then the readOnly byte if there is one, and nothing more: bytes after
+// them are ignored and the session is made (ZooKeeper Programmer's Guide,
+// "ZooKeeper Sessions"). A frame that ends before the password is refused.
+async fn a_connect_frame_with_trailing_bytes_makes_a_session(flavor: Flavor) {
+    let hosts = shared(flavor);
+    tokio::task::spawn_blocking(move || {
+        for (what, tail) in [
+            ("no readOnly byte", &[][..]),
+            ("readOnly and 7 more bytes", &[0, 1, 2, 3, 4, 5, 6, 7][..]),
+            ("readOnly and a whole record more", &[0; 40][..]),
+        ] {
+            let mut s = TcpStream::connect(&hosts).unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+                .unwrap();
+            s.write_all(&connect_frame(tail)).unwrap();
+            let p = read_frame(&mut s).unwrap_or_else(|| panic!("{flavor}, {what}: no answer"));
+            let resp = wazoo_proto::ConnectResponse::from_bytes(&p).unwrap();
+            assert_ne!(resp.session_id, 0, "{flavor}, {what}: a session");
+            s.write_all(&exists_root(1)).unwrap();
+            let h = reply_header(&read_frame(&mut s).expect("the exists reply"));
+            assert_eq!((h.xid, h.err), (1, 0), "{flavor}, {what}");
+        }
+        // Cut inside the password: no session, the connection closes.
+        let mut s = TcpStream::connect(&hosts).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        let mut cut = connect_frame(&[]);
+        cut.truncate(cut.len() - 4);
+        let len = (cut.len() - 4) as i32;
+        cut[..4].copy_from_slice(&len.to_be_bytes());
+        s.write_all(&cut).unwrap();
+        assert!(is_closed(&mut s), "{flavor}: a cut connect frame");
+    })
+    .await
+    .unwrap();
+}
+
 on_both!(
+    a_connect_frame_with_trailing_bytes_makes_a_session,
     an_unknown_opcode_is_answered_then_the_connection_closes,
     addauth_ip_succeeds_and_the_connection_goes_on,
     addauth_with_an_unknown_scheme_fails_and_closes,

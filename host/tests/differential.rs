@@ -26,9 +26,13 @@
 //! length) runs just that seed in `replay_one_seed` (also ignored), printing
 //! every request and both replies.
 //!
+//! A probe of about 200 malformed requests, each on a fresh session of
+//! both servers (`diff/probe.rs`), is part of the default suite too.
+//!
 //! The divergences that are deliberate are listed in docs/COMPATIBILITY.md,
-//! "Found by the differential test"; the generator avoids them or the
-//! normaliser names them, each with a pointer to that list.
+//! "Found by the differential test" and "Malformed requests"; the
+//! normaliser sorts what has no order (each place says so), and the probe
+//! names the two it still finds (`probe::KNOWN`).
 //!
 //! ZooKeeper Programmer's Guide: "The ZooKeeper Data Model", "ZooKeeper
 //! Sessions", "ZooKeeper Watches", "ZooKeeper access control using ACLs".
@@ -36,6 +40,8 @@
 mod common;
 #[path = "diff/gen.rs"]
 mod gen;
+#[path = "diff/probe.rs"]
+mod probe;
 #[path = "diff/run.rs"]
 mod run;
 
@@ -112,6 +118,49 @@ fn standalone_servers_agree_on_seeded_sequences() {
     let s = standalone();
     for seed in [1u64, 2, 3, 4, 5, 6] {
         check_seed(&s.zk, &s.wazoo, seed, 400, false);
+    }
+}
+
+/// About 180 malformed requests (bad paths of every kind, lengths out of
+/// range, truncated records, bad ACLs, versions and flags, odd multis and
+/// watch requests, unknown opcodes, frames too short for a header), each
+/// on a fresh session of one ZooKeeper and one wazoo server: the same
+/// error code, reply body or closed connection, and the connection open or
+/// closed after it alike (`diff/probe.rs`).
+///
+/// The probes ZooKeeper answers by a bug no client can rely on are named
+/// in `probe::KNOWN`, each with its reason (docs/COMPATIBILITY.md,
+/// "Malformed requests"); they must still differ, and nothing else may.
+#[test]
+fn standalone_servers_answer_malformed_requests_alike() {
+    let s = standalone();
+    let probes = probe::probes();
+    assert!(probes.len() >= 80, "{} probes", probes.len());
+    let diffs = run::probe(s.zk[0], s.wazoo[0], &probe::setup(), &probes);
+    let unexpected: Vec<&String> = diffs
+        .iter()
+        .filter(|d| {
+            !probe::KNOWN
+                .iter()
+                .any(|(k, _)| d.starts_with(&format!("{k}\n")))
+        })
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "{} malformed requests answered differently:\n{}",
+        unexpected.len(),
+        unexpected
+            .iter()
+            .map(|d| d.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    for (k, why) in probe::KNOWN {
+        assert!(
+            diffs.iter().any(|d| d.starts_with(&format!("{k}\n"))),
+            "the known divergence {k:?} ({why}) is gone: remove it from probe::KNOWN \
+             and docs/COMPATIBILITY.md"
+        );
     }
 }
 

@@ -137,3 +137,89 @@ async fn the_asking_connection_counts_as_alive(flavor: Flavor) {
 }
 
 on_both!(the_asking_connection_counts_as_alive);
+
+/// ZooKeeper counts each four-letter word as a packet received
+/// (NIOServerCnxn.checkFourLetterWord), before it runs, and its answer as
+/// a packet sent (one per 8,192 characters begun): with no client
+/// connected, `srst` leaves zk_packets_received at 1 in the `mntr` after
+/// it (the `mntr` itself), and each word asked adds one to each count.
+async fn each_four_letter_word_counts_as_a_packet_received(flavor: Flavor) {
+    let server = start(flavor);
+    let addr = server.addr();
+    tokio::task::spawn_blocking(move || {
+        let word = |w: &str| wazoo_testkit::four_letter_word(addr, w).expect("the word answers");
+        let line = |text: &str, key: &str| -> u64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{flavor}: no {key} line in {text}"))
+        };
+        word("srst");
+        assert_eq!(mntr(addr, "zk_packets_received\t"), 1, "{flavor}");
+        word("srst");
+        word("ruok");
+        word("srvr");
+        // srvr's Received: counts the srvr itself; Sent: the answers
+        // before it (srst's is sent after its reset).
+        let srvr = word("srvr");
+        assert_eq!(line(&srvr, "Received: "), 3, "{flavor}: {srvr}");
+        assert_eq!(line(&srvr, "Sent: "), 3, "{flavor}: {srvr}");
+    })
+    .await
+    .unwrap();
+}
+
+on_both!(each_four_letter_word_counts_as_a_packet_received);
+
+/// `wchs`, `wchc` and `wchp` show ZooKeeper 3.8's data-watch table only
+/// (DataTree.dumpWatchesSummary and dumpWatches print `dataWatches`): a
+/// child watch is not in them; an exists watch and a persistent watch are.
+/// ZooKeeper Administrator's Guide, "The Four Letter Words".
+async fn watch_words_show_the_data_watch_table(flavor: Flavor) {
+    let server = start(flavor);
+    let addr = server.addr();
+    let hosts = server.connect_string();
+    tokio::task::spawn_blocking(move || {
+        use wazoo_proto::{AddWatchMode, Request};
+        let mut s = common::raw_session(&hosts).expect("a session");
+        let calls = [
+            Request::GetChildren {
+                path: "/zookeeper".into(),
+                watch: true,
+            },
+            Request::Exists {
+                path: "/nothing".into(),
+                watch: true,
+            },
+            Request::AddWatch {
+                path: "/persistent".into(),
+                mode: AddWatchMode::Persistent as i32,
+            },
+        ];
+        for (i, req) in calls.iter().enumerate() {
+            common::raw_call(&mut s, i as i32 + 1, req);
+        }
+        let word = |w: &str| wazoo_testkit::four_letter_word(addr, w).expect("the word answers");
+        assert_eq!(
+            word("wchs"),
+            "1 connections watching 2 paths\nTotal watches:2\n",
+            "{flavor}"
+        );
+        let wchp = word("wchp");
+        assert!(
+            wchp.contains("/nothing\n") && wchp.contains("/persistent\n"),
+            "{flavor}: {wchp}"
+        );
+        assert!(!wchp.contains("/zookeeper\n"), "{flavor}: {wchp}");
+        let wchc = word("wchc");
+        assert!(
+            wchc.contains("\t/nothing\n") && !wchc.contains("\t/zookeeper\n"),
+            "{flavor}: {wchc}"
+        );
+        drop(s);
+    })
+    .await
+    .unwrap();
+}
+
+on_both!(watch_words_show_the_data_watch_table);

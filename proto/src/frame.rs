@@ -101,7 +101,10 @@ pub fn write_notification(out: &mut Vec<u8>, zxid: i64, ev: &WatcherEvent) {
         err: 0,
     }
     .write(out);
-    ev.write(out);
+    // As ZooKeeper writes it: its path in Java's string encoding.
+    out.write_i32(ev.event_type);
+    out.write_i32(ev.state);
+    out.write_java_string(&ev.path);
     finish(out, at);
 }
 
@@ -135,7 +138,7 @@ pub enum ClientFrame {
 
 /// Decodes the payload of a client frame (the bytes after the length).
 pub fn decode_client_frame(payload: &[u8]) -> Result<ClientFrame, DecodeError> {
-    let mut r = Reader::new(payload);
+    let mut r = Reader::client(payload);
     let h = RequestHeader::read(&mut r)?;
     match Request::read_body(h.op, &mut r)? {
         Some(req) => Ok(ClientFrame::Request { xid: h.xid, req }),

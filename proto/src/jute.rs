@@ -28,11 +28,28 @@ pub enum DecodeError {
 pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Read negative vector counts as Java's jute reader does (see
+    /// [`Reader::read_len`]): for what clients send, not for wazoo's own
+    /// formats, where a negative count is damage.
+    java_counts: bool,
 }
 
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
+        Reader {
+            buf,
+            pos: 0,
+            java_counts: false,
+        }
+    }
+
+    /// A reader of a client's request, which reads what ZooKeeper's
+    /// server reads: a negative vector count is an empty vector.
+    pub fn client(buf: &'a [u8]) -> Self {
+        Reader {
+            java_counts: true,
+            ..Reader::new(buf)
+        }
     }
 
     /// Bytes not read yet.
@@ -119,10 +136,14 @@ impl<'a> Reader<'a> {
     }
 
     /// A vector count, checked against the bytes left given the smallest
-    /// encoding an element can have. Null (-1) counts as empty.
+    /// encoding an element can have. Null (-1) counts as empty. Any other
+    /// negative count is an error, except in a [`Reader::client`], where it
+    /// is empty too: Java's BinaryInputArchive.startVector takes it as it
+    /// is and its index is done at once (`nelems <= 0`), so ZooKeeper's
+    /// server reads an empty vector.
     pub fn read_len(&mut self, min_elem_size: usize) -> Result<usize, DecodeError> {
         let n = self.read_i32()?;
-        if n == -1 {
+        if n == -1 || (n < 0 && self.java_counts) {
             return Ok(0);
         }
         if n < 0 {
@@ -143,6 +164,28 @@ impl<'a> Reader<'a> {
         let mut v = Vec::with_capacity(n);
         for _ in 0..n {
             v.push(T::read(self)?);
+        }
+        Ok(v)
+    }
+
+    /// A path ZooKeeper's server uses without a null check: null is
+    /// refused (its Java code meets a NullPointerException there, which
+    /// it answers MarshallingError, as wazoo answers an undecodable
+    /// request). The ops whose null path ZooKeeper answers otherwise read
+    /// it with [`Reader::read_string`].
+    pub fn read_path(&mut self) -> Result<String, DecodeError> {
+        match self.read_opt_buffer()? {
+            None => Err(DecodeError::Invalid("null path".into())),
+            Some(b) => Ok(decode_like_java(b)),
+        }
+    }
+
+    /// A vector of paths read as [`Reader::read_path`] reads one.
+    pub fn read_paths(&mut self) -> Result<Vec<String>, DecodeError> {
+        let n = self.read_len(4)?;
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(self.read_path()?);
         }
         Ok(v)
     }
@@ -180,7 +223,49 @@ pub trait Writer {
             self.write_string(s.as_ref());
         }
     }
+    /// A ustring as ZooKeeper's server writes it to a client
+    /// (BinaryOutputArchive.writeString): each UTF-16 unit encoded on its
+    /// own, so a character above U+FFFF leaves as its two surrogates of
+    /// three bytes each (CESU-8); every other character as in UTF-8.
+    /// For what goes to clients only: wazoo's own formats keep UTF-8,
+    /// which reads back whole.
+    fn write_java_string(&mut self, v: &str) {
+        self.write_buffer(&java_utf8(v))
+    }
+    fn write_java_strings<S: AsRef<str>>(&mut self, v: &[S]) {
+        self.write_i32(v.len() as i32);
+        for s in v {
+            self.write_java_string(s.as_ref());
+        }
+    }
     fn write_vec<T: Jute>(&mut self, v: &[T]);
+}
+
+/// `s` in Java's jute encoding: UTF-8, except that a supplementary
+/// character is written as its UTF-16 surrogate pair, each unit in three
+/// bytes (see [`Writer::write_java_string`]).
+pub fn java_utf8(s: &str) -> std::borrow::Cow<'_, [u8]> {
+    if s.chars().all(|c| (c as u32) < 0x10000) {
+        return std::borrow::Cow::Borrowed(s.as_bytes());
+    }
+    let mut out = Vec::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        let mut units = [0u16; 2];
+        for &u in c.encode_utf16(&mut units).iter() {
+            let u = u32::from(u);
+            if u < 0x80 {
+                out.push(u as u8);
+            } else if u < 0x800 {
+                out.push((0xc0 | (u >> 6)) as u8);
+                out.push((0x80 | (u & 0x3f)) as u8);
+            } else {
+                out.push((0xe0 | (u >> 12)) as u8);
+                out.push((0x80 | ((u >> 6) & 0x3f)) as u8);
+                out.push((0x80 | (u & 0x3f)) as u8);
+            }
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 impl Writer for Vec<u8> {
@@ -376,6 +461,36 @@ fn decode_like_java(mut b: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// ZooKeeper's jute writer sends a supplementary character as two
+    /// 3-byte surrogates (CESU-8), everything else as UTF-8; and its reader
+    /// (Java's UTF-8 decoder) takes each such surrogate as one U+FFFD.
+    #[test]
+    fn java_strings_carry_supplementary_characters_as_surrogate_pairs() {
+        assert_eq!(
+            &*java_utf8("/a\u{e9}\u{20ac}\0"),
+            "/a\u{e9}\u{20ac}\0".as_bytes()
+        );
+        assert_eq!(&*java_utf8("/\u{1F600}"), &b"/\xed\xa0\xbd\xed\xb8\x80"[..]);
+        let mut w = Vec::new();
+        w.write_java_string("/\u{1F600}");
+        assert_eq!(Reader::new(&w).read_string().unwrap(), "/\u{fffd}\u{fffd}");
+    }
+
+    /// A negative vector count other than -1 in a client's request reads
+    /// as an empty vector, as in ZooKeeper's jute reader (an ACL list of
+    /// -5 is an empty list, and the create is refused with InvalidACL, not
+    /// MarshallingError); in wazoo's own formats it is an error.
+    #[test]
+    fn a_negative_vector_count_reads_as_an_empty_vector_in_a_request() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&(-5i32).to_be_bytes());
+        b.extend_from_slice(b"rest");
+        let mut r = Reader::client(&b);
+        assert_eq!(r.read_strings().expect("decodes"), Vec::<String>::new());
+        assert_eq!(r.remaining(), 4);
+        assert!(Reader::new(&b).read_strings().is_err());
+    }
 
     /// ZooKeeper's server decodes a ustring with Java's UTF-8 decoder,
     /// which replaces what is not UTF-8 instead of failing: the request is

@@ -166,6 +166,16 @@ impl Jute for ConnectRequest {
     }
 }
 
+impl ConnectRequest {
+    /// Decodes a connect frame as ZooKeeper 3.8's server does
+    /// (`ZooKeeperServer.processConnectRequest`): the record, then the
+    /// optional readOnly byte, and nothing more; bytes after them are
+    /// ignored, not refused.
+    pub fn from_frame(b: &[u8]) -> Result<ConnectRequest, DecodeError> {
+        ConnectRequest::read(&mut Reader::new(b))
+    }
+}
+
 /// The server's answer to a [`ConnectRequest`]. A session id of 0 and a
 /// timeout of 0 mean the session is expired or unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -227,7 +237,7 @@ impl CreateRequest {
     }
     fn read_from(r: &mut Reader<'_>, with_ttl: bool) -> Result<Self, DecodeError> {
         Ok(CreateRequest {
-            path: r.read_string()?,
+            path: r.read_path()?,
             data: r.read_nullable_buffer()?,
             acl: r.read_vec()?,
             flags: r.read_i32()?,

@@ -35,10 +35,23 @@ fn create() -> impl Strategy<Value = CreateRequest> {
         })
 }
 
+/// A create as a multi holds it once decoded: the flags choose the op
+/// (ZooKeeper's MultiOperationRecord), so create with flags 0 to 3 and
+/// createContainer with the container flag.
+fn multi_create() -> impl Strategy<Value = Request> {
+    create().prop_map(|mut c| {
+        if c.flags == 4 {
+            Request::CreateContainer(c)
+        } else {
+            c.flags %= 4;
+            Request::Create(c)
+        }
+    })
+}
+
 fn write_op() -> impl Strategy<Value = Request> {
     prop_oneof![
-        create().prop_map(Request::Create),
-        create().prop_map(Request::Create2),
+        multi_create(),
         (path(), any::<i32>()).prop_map(|(path, version)| Request::Delete { path, version }),
         (
             path(),
@@ -57,6 +70,8 @@ fn write_op() -> impl Strategy<Value = Request> {
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
         write_op(),
+        create().prop_map(Request::Create),
+        create().prop_map(Request::Create2),
         (path(), any::<bool>()).prop_map(|(path, watch)| Request::GetData { path, watch }),
         (path(), any::<bool>()).prop_map(|(path, watch)| Request::Exists { path, watch }),
         (path(), any::<bool>()).prop_map(|(path, watch)| Request::GetChildren2 { path, watch }),

@@ -118,6 +118,20 @@ impl Server {
         }
     }
 
+    /// A four-letter word read: ZooKeeper counts it as a packet received
+    /// (`Received:` in srvr and stat, zk_packets_received in mntr).
+    pub fn count_four_letter_word(&mut self) {
+        self.stats.packets_received += 1;
+    }
+
+    /// A four-letter word's answer of `len` bytes sent: ZooKeeper counts a
+    /// packet sent per buffer it writes, and its writer hands the answer
+    /// over in runs of 8,192 characters (a BufferedWriter's), so one
+    /// packet per 8,192 bytes begun.
+    pub fn count_four_letter_answer(&mut self, len: usize) {
+        self.stats.packets_sent += len.div_ceil(8192) as u64;
+    }
+
     pub(super) fn count_received(&mut self, conn: ConnId) {
         self.stats.packets_received += 1;
         if let Some(c) = self.conns.get_mut(&conn) {
@@ -479,6 +493,7 @@ impl Server {
             SaslStep::Continue(token) => {
                 self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(Some(token)))
             }
+            SaslStep::NoServer => self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(None)),
             SaslStep::Done { token, ids } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     for id in ids {
@@ -684,6 +699,10 @@ impl Server {
                             continue;
                         }
                         Reply::Frame(err, body) => (err, body),
+                        Reply::Close => {
+                            self.close_conn(conn);
+                            return;
+                        }
                     };
                     self.send_reply(conn, xid, err.code(), &body);
                     self.record_latency(conn, started_ms);
@@ -710,6 +729,10 @@ impl Server {
                         self.close_conn(conn);
                         return;
                     }
+                    Deferred::Close => {
+                        self.close_conn(conn);
+                        return;
+                    }
                     Deferred::Reply(body) | Deferred::After { body, .. } => {
                         self.send_reply(conn, xid, 0, &body);
                         self.record_latency(conn, started_ms);
@@ -729,7 +752,16 @@ impl Server {
                     }
                     Deferred::Read(req) => {
                         let (err, body) = self.read(conn, req);
-                        self.send_reply(conn, xid, err.code(), &body);
+                        if err != ErrorCode::Ok && matches!(body, Response::Multi(_)) {
+                            // A multiRead stopped by a write: ZooKeeper sends
+                            // the results it had with the error.
+                            let zxid = self.last_applied.to_wire();
+                            self.send_reply_frame(conn, zxid, |out| {
+                                frame::write_reply_with_body(out, xid, zxid, err.code(), &body)
+                            });
+                        } else {
+                            self.send_reply(conn, xid, err.code(), &body);
+                        }
                         self.record_latency(conn, started_ms);
                     }
                 },

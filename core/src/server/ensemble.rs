@@ -303,7 +303,7 @@ impl Server {
         else {
             return; // behind a call of the session still running
         };
-        let req = match Request::read_body(op, &mut Reader::new(body)) {
+        let req = match Request::read_body(op, &mut Reader::client(body)) {
             Ok(Some(r)) => r,
             Ok(None) => {
                 return self.propose_error(session, cxid, vec![ErrorCode::Unimplemented.code()])
@@ -381,7 +381,9 @@ impl Server {
                     self.propose(Origin::Remote, cxid, session, txn, changes, None, false)
                 }
                 Err(PrepError::Code(code)) => self.propose_error(session, cxid, vec![code.code()]),
-                Err(PrepError::Done) => self.propose_error(session, cxid, vec![0]),
+                Err(PrepError::Done | PrepError::Close) => {
+                    self.propose_error(session, cxid, vec![0])
+                }
                 Err(PrepError::MultiFailed(results)) => {
                     let errs = results
                         .iter()
@@ -525,9 +527,21 @@ impl Server {
         }
         let ok = |r| Reply::Frame(ErrorCode::Ok, r);
         match txn {
+            // A multi failed as a whole (see prep_multi): the code alone.
+            Txn::Error { errs }
+                if meta.op == OpCode::Multi
+                    && errs.as_slice() == [ErrorCode::MarshallingError.code()] =>
+            {
+                Reply::Frame(ErrorCode::MarshallingError, Response::Empty)
+            }
             Txn::Error { errs } if meta.op == OpCode::Multi => ok(Response::Multi(
                 errs.iter().map(|&err| OpResult::Error { err }).collect(),
             )),
+            // A lone check that passed (the leader's prep found nothing to
+            // write): no answer, the connection closes.
+            Txn::Error { errs } if meta.op == OpCode::Check && errs.first() == Some(&0) => {
+                Reply::Close
+            }
             Txn::Error { errs } => {
                 let code = errs
                     .first()

@@ -424,6 +424,7 @@ impl Server {
                 let d = self.reply_after_outstanding(Response::Empty);
                 self.push_deferred(conn, xid, d)
             }
+            Err(PrepError::Close) => self.push_deferred(conn, xid, Deferred::Close),
             // A failed multi is answered with per-op results and no txn.
             Err(PrepError::MultiFailed(results)) => {
                 let d = self.reply_after_outstanding(Response::Multi(results));
@@ -544,8 +545,11 @@ pub(super) fn prep_request(
         } else {
             ErrorCode::ReconfigDisabled
         })),
+        // A check outside a multi that passes has no answer in ZooKeeper
+        // 3.8: its connection closes (the session stays). One that fails
+        // is answered with its error.
         Request::Check { path, version } => match prep_check(view, auth, path, *version) {
-            Ok(_) => Err(PrepError::Done),
+            Ok(_) => Err(PrepError::Close),
             Err(e) => Err(PrepError::Code(e)),
         },
         op => prep_single(cfg, view, auth, session, op)
@@ -559,8 +563,11 @@ pub(super) fn prep_request(
 
 pub(super) enum PrepError {
     Code(ErrorCode),
-    /// Nothing to write; answer OK (a lone check that passed).
+    /// Nothing to write; answer OK.
     Done,
+    /// Nothing to write, no answer: close the connection (a check outside
+    /// a multi that passed).
+    Close,
     MultiFailed(Vec<OpResult>),
 }
 
@@ -591,7 +598,7 @@ pub(super) fn prep_single(
         | Request::CreateContainer(c)
         | Request::CreateTtl(c) => {
             let op = req.opcode();
-            let (txn, path) = prep_create(cfg, view, auth, session, c)?;
+            let (txn, path) = prep_create(cfg, view, auth, session, op, c)?;
             Ok((txn, Some(WriteKind::Create { op, path })))
         }
         Request::Delete { path, version } => {
@@ -639,6 +646,7 @@ pub(super) fn prep_create(
     view: &mut View<'_>,
     auth: &AuthInfo,
     session: i64,
+    op: OpCode,
     c: &wazoo_proto::CreateRequest,
 ) -> Result<(Txn, String), ErrorCode> {
     let mode = CreateMode::from_flags(c.flags).ok_or(ErrorCode::BadArguments)?;
@@ -709,14 +717,21 @@ pub(super) fn prep_create(
     if cfg.enforce_quota {
         view.check_quota(&final_path, data_len(data), true)?;
     }
-    let kind = if mode.is_container() {
-        NodeKind::Container
-    } else if mode.is_ttl() {
-        NodeKind::Ttl { ttl_ms: ttl }
-    } else {
-        NodeKind::Regular
+    // What the node is comes from the opcode, as the txn ZooKeeper
+    // applies does (CreateContainerTxn, CreateTTLTxn, or CreateTxn with
+    // its ephemeral flag); the flags only add the sequence and, for a
+    // create or create2, make it ephemeral. So createContainer with
+    // ephemeral flags makes a container, and create with the container
+    // flag a persistent node. (Inside a multi the flags chose the opcode:
+    // wazoo_proto's multi decoding.)
+    let (kind, owner) = match op {
+        OpCode::CreateContainer => (NodeKind::Container, 0),
+        OpCode::CreateTtl if mode.is_ttl() => (NodeKind::Ttl { ttl_ms: ttl }, 0),
+        _ => (
+            NodeKind::Regular,
+            if mode.is_ephemeral() { session } else { 0 },
+        ),
     };
-    let owner = if mode.is_ephemeral() { session } else { 0 };
     let txn = stage_new_node(
         view,
         parent_path,
@@ -933,6 +948,13 @@ pub(super) fn prep_multi(
     let mut txns = Vec::with_capacity(ops.len());
     let mut kinds = Vec::with_capacity(ops.len());
     for (i, op) in ops.iter().enumerate() {
+        // A create with TTL flags and no TTL (wazoo_proto's multi
+        // decoding): ZooKeeper's prep fails the whole multi on it with
+        // MarshallingError (a ClassCastException), once the ops before it
+        // passed.
+        if matches!(op, Request::CreateTtl(c) if c.ttl.is_none()) {
+            return Err(PrepError::Code(ErrorCode::MarshallingError));
+        }
         let res = match op {
             Request::Check { path, version } => prep_check(view, auth, path, *version)
                 .map(|_| (Txn::Check { path: path.clone() }, MultiKind::Check)),

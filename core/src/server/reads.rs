@@ -6,10 +6,50 @@ use super::*;
 
 impl Server {
     pub(super) fn read(&mut self, conn: ConnId, req: Request) -> (ErrorCode, Response) {
+        if let Request::MultiRead(ops) = req {
+            return self.multi_read(conn, ops);
+        }
         match self.try_read(conn, req) {
             Ok(r) => (ErrorCode::Ok, r),
             Err(e) => (e, Response::Empty),
         }
+    }
+
+    /// A multiRead, as ZooKeeper 3.8's FinalRequestProcessor answers it:
+    /// each read in order, rebuilt without its watch flag (a multiRead
+    /// sets no watches); an op that is no read (a write decodes in a
+    /// multiRead when all its ops are writes) stops it with
+    /// MarshallingError, and the reply carries the empty multi body
+    /// ZooKeeper had begun. (Reads mixed with writes do not decode.)
+    pub(super) fn multi_read(&mut self, conn: ConnId, ops: Vec<Request>) -> (ErrorCode, Response) {
+        let mut results = Vec::with_capacity(ops.len());
+        for op in ops {
+            let result = match op {
+                Request::GetChildren { path, .. } => {
+                    match self.try_read(conn, Request::GetChildren { path, watch: false }) {
+                        Ok(Response::GetChildren { children }) => {
+                            OpResult::GetChildren { children }
+                        }
+                        Ok(_) => OpResult::Error {
+                            err: ErrorCode::SystemError.code(),
+                        },
+                        Err(e) => OpResult::Error { err: e.code() },
+                    }
+                }
+                Request::GetData { path, .. } => {
+                    match self.try_read(conn, Request::GetData { path, watch: false }) {
+                        Ok(Response::GetData { data, stat }) => OpResult::GetData { data, stat },
+                        Ok(_) => OpResult::Error {
+                            err: ErrorCode::SystemError.code(),
+                        },
+                        Err(e) => OpResult::Error { err: e.code() },
+                    }
+                }
+                _ => return (ErrorCode::MarshallingError, Response::Multi(results)),
+            };
+            results.push(result);
+        }
+        (ErrorCode::Ok, Response::Multi(results))
     }
 
     pub(super) fn auth_of(&self, conn: ConnId) -> std::sync::Arc<AuthInfo> {
@@ -33,8 +73,11 @@ impl Server {
         watch: bool,
     ) -> Result<Vec<String>, ErrorCode> {
         check_read_path(path)?;
-        self.check_acl(conn, path, perms::READ)?;
-        let children = self.tree.children(path).ok_or(ErrorCode::NoNode)?;
+        self.check_acl(conn, node_path(path), perms::READ)?;
+        let children = self
+            .tree
+            .children(node_path(path))
+            .ok_or(ErrorCode::NoNode)?;
         if watch {
             self.watches.add(conn, path, Kind::Child);
         }
@@ -52,7 +95,7 @@ impl Server {
                 if path.contains('\0') {
                     return Err(ErrorCode::BadArguments);
                 }
-                match self.tree.stat(&path) {
+                match self.tree.stat(node_path(&path)) {
                     Some(stat) => {
                         if watch {
                             self.watches.add(conn, &path, Kind::Data);
@@ -74,7 +117,7 @@ impl Server {
                 let conns = &self.conns;
                 let (data, stat) = self
                     .tree
-                    .get_data_checked(&path, |acl| {
+                    .get_data_checked(node_path(&path), |acl| {
                         let c = conns.get(&conn).ok_or(ErrorCode::ConnectionLoss)?;
                         acl::check(acl, perms::READ, &c.auth)
                     })
@@ -92,24 +135,31 @@ impl Server {
                 let children = self.get_children(conn, &path, watch)?;
                 Ok(Response::GetChildren2 {
                     children,
-                    stat: self.stat_or_default(&path),
+                    stat: self.stat_or_default(node_path(&path)),
                 })
             }
             Request::GetAcl { path } => {
                 check_read_path(&path)?;
-                let acl = self.tree.acl(&path).ok_or(ErrorCode::NoNode)?;
+                let acl = self.tree.acl(node_path(&path)).ok_or(ErrorCode::NoNode)?;
                 let acl = acl_reply(&acl, &self.auth_of(conn))?;
-                let stat = self.stat_or_default(&path);
+                let stat = self.stat_or_default(node_path(&path));
                 Ok(Response::GetAcl { acl, stat })
             }
             Request::Sync { path } => Ok(Response::Sync { path }),
             Request::GetAllChildrenNumber { path } => {
                 check_read_path(&path)?;
-                self.check_acl(conn, &path, perms::READ)?;
+                self.check_acl(conn, node_path(&path), perms::READ)?;
                 let n = self
                     .tree
-                    .all_children_number(&path)
+                    .all_children_number(node_path(&path))
                     .ok_or(ErrorCode::NoNode)?;
+                // ZooKeeper counts the keys that start with the path and a
+                // `/`: for "", every node, "/" among them.
+                let n = if path.is_empty() {
+                    n.saturating_add(1)
+                } else {
+                    n
+                };
                 Ok(Response::AllChildrenNumber(n))
             }
             Request::GetEphemerals { prefix } => {
@@ -164,6 +214,16 @@ impl Server {
             }
             Request::CheckWatches { path, watcher_type } => {
                 let t = client_watcher_type(watcher_type)?;
+                // A path that does not start with `/` breaks ZooKeeper's
+                // walk over its ancestors (core::watch), answered
+                // MarshallingError.
+                if !path.is_empty() && !path.starts_with('/') {
+                    return match self.watches.contains_unrooted(&path, t) {
+                        Ok(true) => Ok(Response::Empty),
+                        Ok(false) => Err(ErrorCode::NoWatcher),
+                        Err(()) => Err(ErrorCode::MarshallingError),
+                    };
+                }
                 // Any connection's watch on the path answers OK, as in
                 // ZooKeeper 3.8 (core::watch).
                 if self.watches.contains(&path, t) {
@@ -198,42 +258,10 @@ impl Server {
                 self.set_watches(conn, s);
                 Ok(Response::Empty)
             }
-            // ZooKeeper rebuilds each read of a multiRead without its
-            // watch flag: a multiRead sets no watches.
-            Request::MultiRead(ops) => Ok(Response::Multi(
-                ops.into_iter()
-                    .map(|op| match op {
-                        Request::GetChildren { path, .. } => {
-                            Request::GetChildren { path, watch: false }
-                        }
-                        Request::GetData { path, .. } => Request::GetData { path, watch: false },
-                        other => other,
-                    })
-                    .map(|op| match op {
-                        Request::GetChildren { .. } => match self.try_read(conn, op) {
-                            Ok(Response::GetChildren { children }) => {
-                                OpResult::GetChildren { children }
-                            }
-                            Ok(_) => OpResult::Error {
-                                err: ErrorCode::SystemError.code(),
-                            },
-                            Err(e) => OpResult::Error { err: e.code() },
-                        },
-                        Request::GetData { .. } => match self.try_read(conn, op) {
-                            Ok(Response::GetData { data, stat }) => {
-                                OpResult::GetData { data, stat }
-                            }
-                            Ok(_) => OpResult::Error {
-                                err: ErrorCode::SystemError.code(),
-                            },
-                            Err(e) => OpResult::Error { err: e.code() },
-                        },
-                        _ => OpResult::Error {
-                            err: ErrorCode::BadArguments.code(),
-                        },
-                    })
-                    .collect(),
-            )),
+            Request::MultiRead(ops) => match self.multi_read(conn, ops) {
+                (ErrorCode::Ok, r) => Ok(r),
+                (e, _) => Err(e),
+            },
             // A failed multi arrives here with its results precomputed.
             Request::Multi(_) => Ok(Response::Multi(Vec::new())),
             _ => Err(ErrorCode::Unimplemented),
@@ -246,20 +274,20 @@ impl Server {
         let rz = s.relative_zxid;
         let mut events: Vec<(String, EventType)> = Vec::new();
         for p in s.data_watches {
-            match self.tree.stat(&p) {
+            match self.tree.stat(node_path(&p)) {
                 None => events.push((p, EventType::NodeDeleted)),
                 Some(st) if st.mzxid > rz => events.push((p, EventType::NodeDataChanged)),
                 Some(_) => self.watches.add(conn, &p, Kind::Data),
             }
         }
         for p in s.exist_watches {
-            match self.tree.stat(&p) {
+            match self.tree.stat(node_path(&p)) {
                 Some(_) => events.push((p, EventType::NodeCreated)),
                 None => self.watches.add(conn, &p, Kind::Data),
             }
         }
         for p in s.child_watches {
-            match self.tree.stat(&p) {
+            match self.tree.stat(node_path(&p)) {
                 None => events.push((p, EventType::NodeDeleted)),
                 Some(st) if st.pzxid > rz => events.push((p, EventType::NodeChildrenChanged)),
                 Some(_) => self.watches.add(conn, &p, Kind::Child),
@@ -280,6 +308,19 @@ impl Server {
             frame::write_notification(self.send_buf(conn), NOTIFICATION_ZXID, &ev);
             self.stats.packets_sent += 1;
         }
+    }
+}
+
+/// The node a read of `path` finds: ZooKeeper's DataTree files the root
+/// under "" as well as "/", so its reads (exists, getData, getChildren,
+/// getACL, getAllChildrenNumber, setWatches) of the empty path answer for
+/// the root; a watch set on "" stays filed under "" (where no event is
+/// ever delivered, in ZooKeeper as here).
+pub(super) fn node_path(path: &str) -> &str {
+    if path.is_empty() {
+        "/"
+    } else {
+        path
     }
 }
 

@@ -56,17 +56,17 @@ pub enum Step {
 
 // --- jute encoding -------------------------------------------------------
 
-fn put_i32(b: &mut Vec<u8>, v: i32) {
+pub fn put_i32(b: &mut Vec<u8>, v: i32) {
     b.extend_from_slice(&v.to_be_bytes());
 }
-fn put_i64(b: &mut Vec<u8>, v: i64) {
+pub fn put_i64(b: &mut Vec<u8>, v: i64) {
     b.extend_from_slice(&v.to_be_bytes());
 }
-fn put_bool(b: &mut Vec<u8>, v: bool) {
+pub fn put_bool(b: &mut Vec<u8>, v: bool) {
     b.push(v as u8);
 }
 /// A buffer or ustring; `None` is jute's null (length -1).
-fn put_buf(b: &mut Vec<u8>, v: Option<&[u8]>) {
+pub fn put_buf(b: &mut Vec<u8>, v: Option<&[u8]>) {
     match v {
         None => put_i32(b, -1),
         Some(v) => {
@@ -133,10 +133,6 @@ fn show_acls(acls: &Option<Vec<Acl>>) -> String {
 pub struct Gen {
     rng: Rng,
     root: String,
-    /// The path being drawn is for a read, or for a check outside a
-    /// multi: "" and "/" are then left out (docs/COMPATIBILITY.md, "Found
-    /// by the differential test").
-    no_root: bool,
 }
 
 /// The names a path is made of: a small set, so requests collide.
@@ -187,7 +183,6 @@ impl Gen {
         Gen {
             rng: Rng::new(seed),
             root: format!("/s{seed}"),
-            no_root: false,
         }
     }
 
@@ -249,7 +244,6 @@ impl Gen {
                 p.push_str(self.rng.pick(ODD_NAMES));
                 P(p.into_bytes())
             }
-            90 | 94 if self.no_root => P(self.valid_path().into_bytes()),
             90 => P(Vec::new()),
             91 => P(format!("{}/", self.valid_path()).into_bytes()),
             92 => P(self.valid_path().replacen('/', "//", 2).into_bytes()),
@@ -361,15 +355,15 @@ impl Gen {
         )
     }
 
-    /// Create flags for a create (op 1) or create2 (op 15): the four
-    /// plain modes, and now and then an unknown number. The container and
-    /// TTL modes go with their own opcodes: docs/COMPATIBILITY.md, "Found
-    /// by the differential test", on a mode that disagrees with the opcode.
-    fn flags(&mut self, in_multi: bool) -> i32 {
-        if in_multi || self.rng.chance(95) {
-            self.rng.below(4) as i32
-        } else {
-            self.rng.pick(&[-1, 7, 8, 16, 100, i32::MAX, i32::MIN])
+    /// Create flags for a create (op 1) or create2 (op 15): mostly the
+    /// four plain modes, now and then the container or a TTL mode (the
+    /// opcode, or inside a multi the flags, decide what is made) or an
+    /// unknown number.
+    fn flags(&mut self) -> i32 {
+        match self.rng.below(100) {
+            0..=89 => self.rng.below(4) as i32,
+            90..=95 => self.rng.pick(&[4, 5, 6]),
+            _ => self.rng.pick(&[-1, 7, 8, 16, 100, i32::MAX, i32::MIN]),
         }
     }
 
@@ -388,15 +382,15 @@ impl Gen {
     }
 
     /// A create-like body: (opcode, body, description).
-    fn create(&mut self, in_multi: bool) -> (i32, Vec<u8>, String) {
+    fn create(&mut self) -> (i32, Vec<u8>, String) {
         let op = self.rng.pick(&[1, 1, 15, 15, 19, 21]);
         let path = self.path();
         let (data, dd) = self.data();
         let acls = self.acls();
         let flags = match op {
-            19 => 4,
-            21 => self.rng.pick(&[5, 6]),
-            _ => self.flags(in_multi),
+            19 if self.rng.chance(85) => 4,
+            21 if self.rng.chance(85) => self.rng.pick(&[5, 6]),
+            _ => self.flags(),
         };
         let mut b = Vec::new();
         put_buf(&mut b, Some(&path.0));
@@ -436,12 +430,10 @@ impl Gen {
         (5, b, format!("setData {} data={dd} v={v}", p.show()))
     }
 
-    /// A path for a read, which ZooKeeper does not validate.
+    /// A path for a read, which ZooKeeper does not validate ("" reads
+    /// as the root, as in ZooKeeper's DataTree).
     fn read_path(&mut self) -> P {
-        self.no_root = true;
-        let p = self.path();
-        self.no_root = false;
-        p
+        self.path()
     }
 
     fn path_watch(&mut self, op: i32, name: &str) -> (i32, Vec<u8>, String) {
@@ -483,11 +475,11 @@ impl Gen {
         let mut descs = Vec::new();
         for _ in 0..n {
             let (op, body, d) = if read {
-                // Only reads: a write inside a multiRead is refused by both,
-                // but with different bodies (docs/COMPATIBILITY.md).
-                match self.rng.below(10) {
-                    0..=4 => self.path_watch(4, "getData"),
-                    _ => self.path_watch(8, "getChildren"),
+                // Now and then a write, which stops the multiRead.
+                match self.rng.below(20) {
+                    0..=9 => self.path_watch(4, "getData"),
+                    10..=18 => self.path_watch(8, "getChildren"),
+                    _ => self.write_op(),
                 }
             } else {
                 match self.rng.below(20) {
@@ -514,7 +506,7 @@ impl Gen {
 
     fn write_op(&mut self) -> (i32, Vec<u8>, String) {
         match self.rng.below(10) {
-            0..=3 => self.create(true),
+            0..=3 => self.create(),
             4..=5 => self.path_version(2, "delete"),
             6..=7 => self.set_data(),
             _ => self.path_version(13, "check"),
@@ -554,7 +546,7 @@ impl Gen {
     fn step(&mut self) -> Step {
         let session = self.rng.below(SESSIONS);
         let (op, body, desc) = match self.rng.below(200) {
-            0..=39 => self.create(false),
+            0..=39 => self.create(),
             40..=54 => self.path_version(2, "delete"),
             55..=64 => self.path_watch(3, "exists"),
             65..=79 => self.path_watch(4, "getData"),
@@ -577,9 +569,10 @@ impl Gen {
             108..=115 => self.path_watch(8, "getChildren"),
             116..=121 => self.path_watch(12, "getChildren2"),
             122..=123 => self.path_only(9, "sync"),
-            // check outside a multi: ZooKeeper 3.8 closes the connection
-            // (docs/COMPATIBILITY.md), so only inside a multi.
-            124..=125 => self.path_watch(3, "exists"),
+            // check outside a multi: answered if it fails, the connection
+            // closed if it passes.
+            124 => self.path_version(13, "check"),
+            125 => self.path_watch(3, "exists"),
             126..=139 => self.multi(false),
             140..=145 => self.multi(true),
             146..=157 => {
@@ -591,24 +584,7 @@ impl Gen {
                 // Children (1) and Data (2) also match (and remove half of)
                 // a persistent watch, as in ZooKeeper 3.8 (core::watch).
                 let types: &[i32] = &[1, 1, 2, 2, 3, 3, 0, 4, 5, 6, -1];
-                let (op, mut b, desc) = self.path_int(op, name, types);
-                // A checkWatches path without a leading '/' fails in
-                // ZooKeeper 3.8 only while some recursive watch exists
-                // (docs/COMPATIBILITY.md): such paths go to removeWatches.
-                if op == 17 && b.get(4) != Some(&b'/') {
-                    let p = self.valid_path();
-                    let t = self.rng.pick(types);
-                    b.clear();
-                    put_buf(&mut b, Some(p.as_bytes()));
-                    put_i32(&mut b, t);
-                    return Step::Req {
-                        session,
-                        op,
-                        body: b,
-                        desc: format!("checkWatches {p:?} {t}"),
-                    };
-                }
-                (op, b, desc)
+                self.path_int(op, name, types)
             }
             158..=167 => {
                 let p = self.read_path();
@@ -657,7 +633,7 @@ impl Gen {
                 (16, b, format!("reconfig joining={joining:?}"))
             }
             187 => (11, Vec::new(), "ping".into()),
-            _ => self.create(false),
+            _ => self.create(),
         };
         Step::Req {
             session,

@@ -122,8 +122,9 @@ impl<'a> R<'a> {
             let id = self.string()?;
             v.push(format!("{scheme}:{id}:{perms}"));
         }
-        // The order of the ids an `auth` entry expands to differs
-        // (docs/COMPATIBILITY.md).
+        // The ids an `auth` entry expands to come in the order of the
+        // connection's identities, a hash set's order in ZooKeeper
+        // (docs/COMPATIBILITY.md, "Orders of no meaning").
         v.sort();
         Some(format!("[{}]", v.join(",")))
     }
@@ -132,37 +133,9 @@ impl<'a> R<'a> {
     }
 }
 
-/// ZooKeeper's jute writer encodes each UTF-16 unit on its own, so a
-/// character above U+FFFF goes out as two 3-byte surrogates (CESU-8);
-/// wazoo sends UTF-8 (docs/COMPATIBILITY.md). Both are shown as UTF-8.
-fn cesu8_to_utf8(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if i + 6 <= b.len()
-            && b[i] == 0xed
-            && (0xa0..=0xaf).contains(&b[i + 1])
-            && b[i + 3] == 0xed
-            && (0xb0..=0xbf).contains(&b[i + 4])
-        {
-            let hi = 0xd000 | ((b[i + 1] as u32 & 0x3f) << 6) | (b[i + 2] as u32 & 0x3f);
-            let lo = 0xd000 | ((b[i + 4] as u32 & 0x3f) << 6) | (b[i + 5] as u32 & 0x3f);
-            let c = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
-            if let Some(c) = char::from_u32(c) {
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-                i += 6;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    out
-}
-
+/// A string or path as sent: UTF-8 shown as text, anything else (CESU-8
+/// surrogates, as both servers write a supplementary character) as bytes.
 fn show_bytes(b: &[u8]) -> String {
-    let b = &cesu8_to_utf8(b)[..];
     match std::str::from_utf8(b) {
         Ok(s) if s.len() <= 80 => format!("{s:?}"),
         Ok(s) => format!(
@@ -219,7 +192,8 @@ fn decode_body(op: i32, r: &mut R<'_>, sessions: &[i64]) -> Option<String> {
             for _ in 0..n {
                 v.push(format!("{}:{}", r.string()?, r.string()?));
             }
-            // The order of identities differs (docs/COMPATIBILITY.md).
+            // A hash set's order in ZooKeeper (docs/COMPATIBILITY.md,
+            // "Orders of no meaning").
             v.sort();
             format!("[{}]", v.join(","))
         }
@@ -247,16 +221,20 @@ struct System {
 
 impl System {
     fn new(name: &'static str, members: &[SocketAddr]) -> System {
+        System::with_slots(name, members, SESSIONS)
+    }
+
+    fn with_slots(name: &'static str, members: &[SocketAddr], slots: usize) -> System {
         let mut s = System {
             name,
             members: members.to_vec(),
-            conns: (0..SESSIONS).map(|_| None).collect(),
-            slot: vec![(0, Vec::new()); SESSIONS],
+            conns: (0..slots).map(|_| None).collect(),
+            slot: vec![(0, Vec::new()); slots],
             sessions: Vec::new(),
-            events: vec![Vec::new(); SESSIONS],
+            events: vec![Vec::new(); slots],
             sync_first: members.len() > 1,
         };
-        for i in 0..SESSIONS {
+        for i in 0..slots {
             s.open(i);
         }
         s
@@ -582,4 +560,108 @@ pub fn compare(
         b.call(slot, -11, &[]);
     }
     Ok(())
+}
+
+/// One probe: its description, opcode and body, or a whole raw frame to
+/// send instead.
+pub type Probe = (String, i32, Vec<u8>, Option<Vec<u8>>);
+
+/// What one request does to a fresh session on `addr`: its normalised
+/// reply (or "connection closed"), then whether the connection is still
+/// open (a ping answered) or closed after it. `frame`, when given, is sent
+/// as it is instead of the frame built from `op` and `body`.
+fn probe_one(
+    name: &'static str,
+    addr: SocketAddr,
+    op: i32,
+    body: &[u8],
+    frame: Option<&[u8]>,
+) -> String {
+    let mut sys = System::with_slots(name, &[addr], 1);
+    if let Some(c) = sys.conns[0].as_mut() {
+        c.s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    }
+    let reply = match frame {
+        None => sys.call(0, op, body),
+        Some(f) => {
+            let c = sys.conns[0].as_mut().unwrap();
+            if c.s.write_all(f).is_err() {
+                sys.closed(0)
+            } else {
+                match read_frame(&mut c.s) {
+                    None => sys.closed(0),
+                    Some(p) => {
+                        let mut r = R { b: &p, pos: 0 };
+                        match (r.i32(), r.i64(), r.i32()) {
+                            (Some(x), Some(_), Some(err)) => {
+                                format!("xid {x} err {err} body {:02x?}", r.rest())
+                            }
+                            _ => format!("short header {p:02x?}"),
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if sys.conns[0].is_none() {
+        // A closed connection: is its session still there to re-attach?
+        let (id, pw) = sys.slot[0].clone();
+        return match connect(addr, id, &pw) {
+            Some((mut c, got, _)) if got == id => {
+                let mut close = Vec::new();
+                close.extend_from_slice(&8i32.to_be_bytes());
+                close.extend_from_slice(&1i32.to_be_bytes());
+                close.extend_from_slice(&(-11i32).to_be_bytes());
+                let _ = c.s.write_all(&close);
+                let _ = read_frame(&mut c.s);
+                format!("{reply}, session kept")
+            }
+            _ => format!("{reply}, session gone"),
+        };
+    }
+    // A ping answered: the connection goes on.
+    let c = sys.conns[0].as_mut().unwrap();
+    let mut ping = Vec::new();
+    ping.extend_from_slice(&8i32.to_be_bytes());
+    ping.extend_from_slice(&(-2i32).to_be_bytes());
+    ping.extend_from_slice(&11i32.to_be_bytes());
+    let open = c.s.write_all(&ping).is_ok()
+        && std::iter::from_fn(|| read_frame(&mut c.s))
+            .take(20)
+            .any(|p| p.get(..4) == Some(&(-2i32).to_be_bytes()[..]));
+    if open {
+        sys.call(0, -11, &[]);
+        format!("{reply}, then open")
+    } else {
+        format!("{reply}, then closed")
+    }
+}
+
+/// Sends each probe (description, opcode, body, raw frame) to a fresh
+/// session of each system, in order, after `setup` (requests on one
+/// session of each); the probes whose outcomes differ, described.
+pub fn probe(
+    zk: SocketAddr,
+    wazoo: SocketAddr,
+    setup: &[(i32, Vec<u8>)],
+    probes: &[Probe],
+) -> Vec<String> {
+    for (name, addr) in [("zookeeper", zk), ("wazoo", wazoo)] {
+        let mut sys = System::with_slots(name, &[addr], 1);
+        for (op, body) in setup {
+            let r = sys.call(0, *op, body);
+            assert!(r.starts_with("err 0"), "{name}: setup request {op}: {r}");
+        }
+        sys.call(0, -11, &[]);
+    }
+    let mut diffs = Vec::new();
+    for (desc, op, body, frame) in probes {
+        let a = probe_one("zookeeper", zk, *op, body, frame.as_deref());
+        let b = probe_one("wazoo", wazoo, *op, body, frame.as_deref());
+        println!("{desc}\n  zookeeper: {a}\n  wazoo:     {b}");
+        if a != b {
+            diffs.push(format!("{desc}\n  zookeeper: {a}\n  wazoo:     {b}"));
+        }
+    }
+    diffs
 }

@@ -202,8 +202,15 @@ impl Request {
             Request::Ping | Request::WhoAmI | Request::CloseSession => {}
             Request::Multi(ops) | Request::MultiRead(ops) => {
                 for op in ops {
+                    // A createTTL without a TTL (TTL flags on a create
+                    // record, see read_multi) goes as the create it came
+                    // as, and decodes to the same op again.
+                    let code = match op {
+                        Request::CreateTtl(c) if c.ttl.is_none() => crate::OpCode::Create,
+                        _ => op.opcode(),
+                    };
                     MultiHeader {
-                        op: op.opcode().code(),
+                        op: code.code(),
                         done: false,
                         err: -1,
                     }
@@ -256,7 +263,7 @@ impl Request {
             return Ok(None);
         };
         let path_watch = |r: &mut Reader<'_>| -> Result<(String, bool), DecodeError> {
-            Ok((r.read_string()?, r.read_bool()?))
+            Ok((r.read_path()?, r.read_bool()?))
         };
         Ok(Some(match opcode {
             O::Create => Request::Create(CreateRequest::read_from(r, false)?),
@@ -264,7 +271,7 @@ impl Request {
             O::CreateContainer => Request::CreateContainer(CreateRequest::read_from(r, false)?),
             O::CreateTtl => Request::CreateTtl(CreateRequest::read_from(r, true)?),
             O::Delete => Request::Delete {
-                path: r.read_string()?,
+                path: r.read_path()?,
                 version: r.read_i32()?,
             },
             O::DeleteContainer => Request::DeleteContainer {
@@ -292,7 +299,7 @@ impl Request {
                 version: r.read_i32()?,
             },
             O::GetAcl => Request::GetAcl {
-                path: r.read_string()?,
+                path: r.read_path()?,
             },
             O::SetAcl => Request::SetAcl {
                 path: r.read_string()?,
@@ -311,7 +318,7 @@ impl Request {
             O::MultiRead => Request::MultiRead(read_multi(r, true)?),
             O::Reconfig => Request::Reconfig(ReconfigRequest::read(r)?),
             O::CheckWatches => Request::CheckWatches {
-                path: r.read_string()?,
+                path: r.read_path()?,
                 watcher_type: r.read_i32()?,
             },
             O::RemoveWatches => Request::RemoveWatches {
@@ -319,13 +326,28 @@ impl Request {
                 watcher_type: r.read_i32()?,
             },
             O::Auth => Request::Auth(AuthPacket::read(r)?),
-            O::SetWatches => Request::SetWatches(SetWatches::read(r)?),
-            O::SetWatches2 => Request::SetWatches2(SetWatches2::read(r)?),
+            // ZooKeeper's DataTree.setWatches looks each data, exist and
+            // child watch's node up: a null path there is refused (see
+            // Reader::read_path). The persistent ones it only files.
+            O::SetWatches => Request::SetWatches(SetWatches {
+                relative_zxid: r.read_i64()?,
+                data_watches: r.read_paths()?,
+                exist_watches: r.read_paths()?,
+                child_watches: r.read_paths()?,
+            }),
+            O::SetWatches2 => Request::SetWatches2(SetWatches2 {
+                relative_zxid: r.read_i64()?,
+                data_watches: r.read_paths()?,
+                exist_watches: r.read_paths()?,
+                child_watches: r.read_paths()?,
+                persistent_watches: r.read_strings()?,
+                persistent_recursive_watches: r.read_strings()?,
+            }),
             O::GetEphemerals => Request::GetEphemerals {
                 prefix: r.read_string()?,
             },
             O::GetAllChildrenNumber => Request::GetAllChildrenNumber {
-                path: r.read_string()?,
+                path: r.read_path()?,
             },
             O::AddWatch => Request::AddWatch {
                 path: r.read_string()?,
@@ -343,14 +365,24 @@ impl Request {
                     String::new()
                 },
             },
-            O::Notification | O::Sasl | O::CreateSession | O::Error => return Ok(None),
+            // A client's createSession is a request ZooKeeper's prep
+            // cannot read (its body is no CreateSessionTxn): it answers
+            // MarshallingError and the connection goes on.
+            O::CreateSession => {
+                return Err(DecodeError::Invalid(
+                    "createSession is no client request".into(),
+                ))
+            }
+            O::Notification | O::Sasl | O::Error => return Ok(None),
         }))
     }
 }
 
 /// Reads the (header, op)* sequence of a multi or multiRead, up to the
 /// header marked done. Ops that may not appear in it are an error, as in
-/// ZooKeeper's MultiOperationRecord.
+/// ZooKeeper's MultiOperationRecord, and so are reads mixed with writes; a
+/// multiRead of writes decodes (ZooKeeper refuses it later, when it runs
+/// the reads).
 fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, DecodeError> {
     use crate::OpCode as O;
     let mut ops = Vec::new();
@@ -369,7 +401,7 @@ fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, Decod
                 | O::Delete
                 | O::SetData
                 | O::Check,
-            ) => !read_only,
+            ) => true,
             _ => false,
         };
         if !allowed {
@@ -379,9 +411,66 @@ fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, Decod
                 if read_only { "multiRead" } else { "multi" }
             )));
         }
-        match Request::read_body(h.op, r)? {
-            Some(op) => ops.push(op),
+        let op = match Request::read_body(h.op, r)? {
+            Some(op) => multi_create_by_flags(op)?,
             None => return Err(DecodeError::Invalid(format!("unknown op {}", h.op))),
+        };
+        // ZooKeeper's MultiOperationRecord.add refuses to mix reads with
+        // writes (a check is a write there), in a multi as in a multiRead.
+        let is_read =
+            |o: &Request| matches!(o, Request::GetChildren { .. } | Request::GetData { .. });
+        if ops
+            .first()
+            .is_some_and(|first| is_read(first) != is_read(&op))
+        {
+            return Err(DecodeError::Invalid(
+                "reads mixed with writes in a multi".into(),
+            ));
         }
+        ops.push(op);
     }
+}
+
+/// A create inside a multi is the op its flags make it, whatever opcode
+/// its header had, as ZooKeeper 3.8's MultiOperationRecord builds it
+/// (`Op.create`, whose opcode comes from the flags' CreateMode):
+///
+/// - a create, create2 or createContainer record becomes createContainer
+///   with the container flag, and create otherwise (unknown flags are
+///   kept, for prep to refuse); with TTL flags it becomes a createTTL
+///   whose record has no TTL (`ttl` None), which ZooKeeper's prep cannot
+///   cast: if prep reaches it, the whole multi fails with
+///   MarshallingError;
+/// - a createTTL record stays createTTL with TTL flags; with any other
+///   flags it becomes a create in the mode they name (persistent for
+///   unknown flags), its TTL dropped.
+fn multi_create_by_flags(op: Request) -> Result<Request, DecodeError> {
+    use crate::CreateMode;
+    Ok(match op {
+        Request::Create(c) | Request::Create2(c) | Request::CreateContainer(c) => {
+            match CreateMode::from_flags(c.flags) {
+                Some(m) if m.is_ttl() => Request::CreateTtl(CreateRequest { ttl: None, ..c }),
+                Some(m) if m.is_container() => Request::CreateContainer(c),
+                _ => Request::Create(c),
+            }
+        }
+        Request::CreateTtl(c) => {
+            let mode = CreateMode::from_flags(c.flags).unwrap_or(CreateMode::Persistent);
+            if mode.is_ttl() {
+                Request::CreateTtl(c)
+            } else {
+                let c = CreateRequest {
+                    flags: mode.flags(),
+                    ttl: None,
+                    ..c
+                };
+                if mode.is_container() {
+                    Request::CreateContainer(c)
+                } else {
+                    Request::Create(c)
+                }
+            }
+        }
+        other => other,
+    })
 }

@@ -52,14 +52,14 @@ impl OpResult {
         }
         .write(w);
         match self {
-            OpResult::Create { path } => w.write_string(path),
+            OpResult::Create { path } => w.write_java_string(path),
             OpResult::Create2 { path, stat } => {
-                w.write_string(path);
+                w.write_java_string(path);
                 stat.write(w);
             }
             OpResult::Delete | OpResult::Check => {}
             OpResult::SetData { stat } => stat.write(w),
-            OpResult::GetChildren { children } => w.write_strings(children),
+            OpResult::GetChildren { children } => w.write_java_strings(children),
             OpResult::GetData { data, stat } => {
                 w.write_nullable_buffer(data.as_deref());
                 stat.write(w);
@@ -157,12 +157,14 @@ pub enum Response {
 }
 
 impl Response {
+    /// Encodes the body of a reply to a client. Strings go as ZooKeeper's
+    /// server writes them ([`Writer::write_java_string`]).
     pub fn write_body(&self, w: &mut Vec<u8>) {
         match self {
             Response::Empty => {}
-            Response::Create { path } | Response::Sync { path } => w.write_string(path),
+            Response::Create { path } | Response::Sync { path } => w.write_java_string(path),
             Response::Create2 { path, stat } => {
-                w.write_string(path);
+                w.write_java_string(path);
                 stat.write(w);
             }
             Response::Stat(s) => s.write(w),
@@ -171,14 +173,19 @@ impl Response {
                 stat.write(w);
             }
             Response::GetAcl { acl, stat } => {
-                w.write_vec(acl);
+                w.write_i32(acl.len() as i32);
+                for a in acl {
+                    w.write_i32(a.perms);
+                    w.write_java_string(&a.id.scheme);
+                    w.write_java_string(&a.id.id);
+                }
                 stat.write(w);
             }
             Response::GetChildren { children } | Response::Ephemerals(children) => {
-                w.write_strings(children)
+                w.write_java_strings(children)
             }
             Response::GetChildren2 { children, stat } => {
-                w.write_strings(children);
+                w.write_java_strings(children);
                 stat.write(w);
             }
             Response::Multi(results) => {
@@ -193,7 +200,13 @@ impl Response {
                 .write(w);
             }
             Response::AllChildrenNumber(n) => w.write_i32(*n),
-            Response::WhoAmI(infos) => w.write_vec(infos),
+            Response::WhoAmI(infos) => {
+                w.write_i32(infos.len() as i32);
+                for i in infos {
+                    w.write_java_string(&i.auth_scheme);
+                    w.write_java_string(&i.user);
+                }
+            }
             Response::Recipe(b) => w.write_buffer(b),
             Response::Sasl(Some(b)) => w.write_buffer(b),
             Response::Sasl(None) => w.write_i32(-1),

@@ -173,7 +173,14 @@ impl RecipeHost for PrepHost<'_, '_> {
             flags,
             ttl,
         };
-        let (txn, created) = prep_create(self.cfg, &mut self.view, self.auth, self.session, &req)?;
+        // The opcode a client would send for this mode.
+        let op = match flags {
+            4 => wazoo_proto::OpCode::CreateContainer,
+            5 | 6 => wazoo_proto::OpCode::CreateTtl,
+            _ => wazoo_proto::OpCode::Create,
+        };
+        let (txn, created) =
+            prep_create(self.cfg, &mut self.view, self.auth, self.session, op, &req)?;
         self.ops.push(txn);
         self.staged_bytes = staged;
         Ok(created)
