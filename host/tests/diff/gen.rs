@@ -403,7 +403,12 @@ impl Gen {
             show_acls(&acls)
         );
         if op == 21 {
-            let ttl = self.ttl();
+            let mut ttl = self.ttl();
+            // A non-TTL mode with a negative TTL breaks ZooKeeper's
+            // apply (docs/COMPATIBILITY.md, "Not fixed"): not sent.
+            if !matches!(flags, 5 | 6) && ttl < 0 {
+                ttl = self.rng.pick(&[1, 1000, i64::MAX]);
+            }
             put_i64(&mut b, ttl);
             desc.push_str(&format!(" ttl={ttl}"));
         }
