@@ -404,7 +404,7 @@ pub(crate) fn start_plugins(cfg: &Config, server: &mut Server) -> Result<Option<
     // Steps run on the recipe workers the driver starts (`recipe_pool`).
     server.set_recipe_offload(cfg.recipe.worker_threads() > 0);
     if cfg.builtin_recipes {
-        load_builtin_recipes(&runtime)?;
+        load_builtin_recipes(&runtime, cfg.recipe.worker_threads() > 0)?;
     }
     Ok(Some(Plugins {
         runtime,
@@ -441,12 +441,19 @@ pub(crate) fn watch_plugins(
 }
 
 /// Loads the recipe modules built into this binary (`crate::builtin`) on a
-/// thread of their own: compiling them takes seconds the first time (the
-/// compiled code is cached under dataDir), and the member serves meanwhile.
-/// Each is a default: it is not loaded if a module of its name was
-/// deployed or loaded from the plugins directory first, and one that
-/// does not load is logged and skipped.
-fn load_builtin_recipes(runtime: &crate::plugin::Runtime) -> Result<()> {
+/// thread of their own, at a lower priority: compiling them takes seconds
+/// the first time (the compiled code is cached under dataDir), and the
+/// member serves meanwhile. Each is a default: it is not loaded if a
+/// module of its name was deployed or loaded from the plugins directory
+/// first, and one that does not load is logged and skipped.
+///
+/// With recipe workers (`offload`), each module is announced first
+/// ([`Runtime::loading_default`](crate::plugin::Runtime::loading_default)):
+/// a call of it made while it loads waits for it on a worker instead of
+/// being answered Unimplemented. With `recipe.workers=0` calls run on the
+/// member's thread, which must not wait for a compiler: such a call is
+/// answered at once (Unimplemented while the module loads).
+fn load_builtin_recipes(runtime: &crate::plugin::Runtime, offload: bool) -> Result<()> {
     let all = crate::builtin::BUILTIN_RECIPES;
     if all.is_empty() {
         tracing::warn!(
@@ -454,14 +461,26 @@ fn load_builtin_recipes(runtime: &crate::plugin::Runtime) -> Result<()> {
         );
         return Ok(());
     }
+    let jobs: Vec<_> = all
+        .iter()
+        .map(|&(file, bytes)| {
+            let announced = offload
+                .then(|| runtime.loading_default(bytes).ok())
+                .flatten();
+            (file, bytes, announced)
+        })
+        .collect();
     let runtime = runtime.clone();
     std::thread::Builder::new()
         .name("wazoo-builtin-recipes".into())
         .spawn(move || {
-            // Compiling must not take the cores from the member's thread.
+            // Compiling must not take the cores from the member's thread
+            // (wasmtime is built without parallel compilation: this thread
+            // is the only one compiling them).
             crate::plugin::lower_thread_priority();
+            let started = std::time::Instant::now();
             let mut loaded = 0;
-            for (file, bytes) in all {
+            for (file, bytes, announced) in jobs {
                 match runtime.load_bytes_if_absent(bytes) {
                     Ok(Some(_)) => loaded += 1,
                     Ok(None) => {
@@ -472,8 +491,15 @@ fn load_builtin_recipes(runtime: &crate::plugin::Runtime) -> Result<()> {
                     }
                     Err(e) => tracing::warn!(file, "built-in recipe module not loaded: {e}"),
                 }
+                // Calls of it waiting go on now, to the module if it loaded.
+                drop(announced);
             }
-            tracing::info!(loaded, of = all.len(), "built-in recipe modules loaded");
+            tracing::info!(
+                loaded,
+                of = all.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "built-in recipe modules loaded"
+            );
         })
         .context("cannot start the thread loading the built-in recipes")?;
     Ok(())

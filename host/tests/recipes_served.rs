@@ -462,3 +462,49 @@ async fn pending_waits_survive_a_restart_from_snapshot_and_log() {
         .expect("wait_for succeeds");
     assert_eq!(got, 3);
 }
+
+// docs/RECIPES.md, "Built-in recipes as a member starts": a fresh member
+// serves sessions while it compiles its built-in modules in the background
+// (ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a connected
+// session's requests are served); a plain request is answered meanwhile,
+// and a call of a built-in made before it is loaded waits for it and is
+// served, never answered Unimplemented as a module the member does not
+// know.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_of_a_builtin_right_after_a_fresh_start_is_served() {
+    if wazoo::builtin::BUILTIN_RECIPES.is_empty() {
+        eprintln!("skipped: this build has no built-in recipes (wasm target missing)");
+        return;
+    }
+    // A fresh data directory, so a fresh compile cache: the member
+    // compiles every built-in as it starts.
+    let opts = ServerOptions::default()
+        .binary(env!("CARGO_BIN_EXE_wazoo"))
+        .cfg("wazoo.recipes.builtin=true");
+    let server = WazooServer::start(opts).expect("start wazoo with its built-in recipes");
+    let c = connect(&server.addr().to_string()).await;
+    let lock_loaded = |answer: &str| answer.lines().any(|l| l.starts_with("module=lock "));
+    let loaded_first =
+        lock_loaded(&wazoo_testkit::four_letter_word(server.addr(), "recp").expect("recp answers"));
+    c.create(
+        "/plain",
+        b"",
+        &wazoo_client::Acl::open_unsafe(),
+        wazoo_client::CreateMode::Persistent,
+    )
+    .await
+    .expect("a plain create while the built-ins load");
+    let lock = wazoo_client::recipes::Lock::new(&c, "/locks/first");
+    let node = tokio::time::timeout(Duration::from_secs(600), lock.acquire())
+        .await
+        .expect("the call is answered once the lock module is loaded")
+        .expect("the built-in lock serves the first call");
+    assert!(node.starts_with("/locks/first/"), "{node}");
+    assert!(
+        lock_loaded(&wazoo_testkit::four_letter_word(server.addr(), "recp").expect("recp")),
+        "served by the loaded module"
+    );
+    if loaded_first {
+        eprintln!("note: the lock module was loaded before the call was made");
+    }
+}

@@ -43,7 +43,7 @@ pub use host::{path_within, NoTree, RecipeHost};
 pub use reload::{LoadReport, PluginWatcher, Submit, WatchConfig};
 pub use runtime::{
     call_upkeep, call_upkeep_waiting, defer_call_upkeep, lower_thread_priority, Budget, Limits,
-    ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig,
+    LoadingDefault, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig,
 };
 pub use wazoo_sdk::abi;
 pub use wazoo_sdk::abi::{

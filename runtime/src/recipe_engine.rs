@@ -78,8 +78,8 @@ impl RecipeEngine for Runtime {
         caller: &CallerInfo,
         host: &mut dyn RecipeHost,
     ) -> Option<Reply> {
-        if self.is_pending(module) {
-            return None; // compiling: wait for it off the member's thread
+        if self.awaited(module) {
+            return None; // compiling or loading: wait for it off the member's thread
         }
         let quick = self.within(quick_budget(self));
         match Runtime::call(&quick, module, method, args, caller, host) {
@@ -94,7 +94,7 @@ impl RecipeEngine for Runtime {
         req: &WatchRequest,
         host: &mut dyn RecipeHost,
     ) -> Option<Reply> {
-        if self.is_pending(module) {
+        if self.awaited(module) {
             return None;
         }
         let quick = self.within(quick_budget(self));
@@ -105,7 +105,7 @@ impl RecipeEngine for Runtime {
     }
 
     fn has_module(&self, module: &str) -> bool {
-        self.module(module).is_some() || self.is_pending(module)
+        self.module(module).is_some() || self.awaited(module)
     }
 
     /// The loaded modules, then, once a call found no module, the entry

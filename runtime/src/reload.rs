@@ -639,6 +639,10 @@ fn spawn_watcher(dir: PathBuf, config: WatchConfig, mut rec: Rec) -> anyhow::Res
     let thread = std::thread::Builder::new()
         .name("wazoo-plugins".into())
         .spawn(move || {
+            // Reading and hashing the files, and submitting them again
+            // until they serve, is background work: the member's thread
+            // comes first.
+            crate::lower_thread_priority();
             let mut due: Option<Instant> = None;
             let mut next_rescan = Instant::now() + config.rescan;
             loop {

@@ -231,6 +231,11 @@ struct Inner {
     /// waits for it (`pending_done`).
     pending: Mutex<HashMap<String, Pending>>,
     pending_done: Condvar,
+    /// Default modules (a member's built-in recipes) being loaded in the
+    /// background, by name (how many loads of it are under way): a call of
+    /// such a name that no module serves waits for them (`defaults_done`).
+    defaults: Mutex<HashMap<String, usize>>,
+    defaults_done: Condvar,
     installs: AtomicU64,
     /// Whether the compile worker runs (read and written with `pending`
     /// locked): one thread, at a lower priority, compiles the pending
@@ -312,6 +317,8 @@ impl Runtime {
                 deployed: Mutex::default(),
                 pending: Mutex::default(),
                 pending_done: Condvar::new(),
+                defaults: Mutex::default(),
+                defaults_done: Condvar::new(),
                 installs: AtomicU64::new(0),
                 compiler: AtomicBool::new(false),
                 refused: Mutex::default(),
@@ -509,6 +516,42 @@ impl Runtime {
         }
         loaded.counters.loads.fetch_add(1, Ordering::Relaxed);
         Ok(Some(info))
+    }
+
+    /// Announces the default module of `bytes` (by its manifest's name;
+    /// reading it is cheap) before it is loaded in the background with
+    /// [`Runtime::load_bytes_if_absent`]: until the returned guard drops, a
+    /// call of that name that no module serves waits for it, as one of a
+    /// deployed module compiling does, instead of finding it unknown; the
+    /// pipeline counts the name as served ([`Runtime::awaited`]) and runs
+    /// such a call off the member's thread. The loader drops the guard
+    /// once the load is done, loaded or not (also if it panics).
+    pub fn loading_default(&self, bytes: &[u8]) -> Result<LoadingDefault, LoadError> {
+        let name = manifest::read_manifest(bytes)?.name;
+        *self
+            .inner
+            .defaults
+            .lock()
+            .unwrap()
+            .entry(name.clone())
+            .or_default() += 1;
+        Ok(LoadingDefault {
+            runtime: self.clone(),
+            name,
+        })
+    }
+
+    /// Whether a call of `name` is to wait for a module that is not served
+    /// yet: a deployed one compiling ([`Runtime::is_pending`]) or an
+    /// announced default loading ([`Runtime::loading_default`]).
+    pub fn awaited(&self, name: &str) -> bool {
+        self.is_pending(name) || self.default_loading(name)
+    }
+
+    /// Whether a default of `name` is loading and no module serves the name.
+    fn default_loading(&self, name: &str) -> bool {
+        self.inner.defaults.lock().unwrap().contains_key(name)
+            && !self.inner.modules.read().unwrap().contains_key(name)
     }
 
     /// Unloads a module; calls in flight finish on it. Returns whether it was loaded.
@@ -867,8 +910,15 @@ impl Runtime {
         self.inner.pending.lock().unwrap().contains_key(name)
     }
 
-    /// The module serving `name`; if it is compiling, once it is ready.
+    /// The module serving `name`; if it is compiling, or is a default
+    /// loading that no module serves yet, once it is ready.
     fn get(&self, name: &str) -> Result<Arc<Loaded>, RecipeError> {
+        let mut defaults = self.inner.defaults.lock().unwrap();
+        while defaults.contains_key(name) && !self.inner.modules.read().unwrap().contains_key(name)
+        {
+            defaults = self.inner.defaults_done.wait(defaults).unwrap();
+        }
+        drop(defaults);
         let mut pending = self.inner.pending.lock().unwrap();
         while pending.contains_key(name) {
             pending = self.inner.pending_done.wait(pending).unwrap();
@@ -881,6 +931,34 @@ impl Runtime {
             .get(name)
             .cloned()
             .ok_or_else(|| RecipeError::UnknownModule(name.into()))
+    }
+}
+
+/// A default module announced as loading ([`Runtime::loading_default`]);
+/// dropping it ends the wait of the calls of its name.
+pub struct LoadingDefault {
+    runtime: Runtime,
+    name: String,
+}
+
+impl LoadingDefault {
+    /// The module's name, from its manifest.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for LoadingDefault {
+    fn drop(&mut self) {
+        let inner = &self.runtime.inner;
+        let mut defaults = inner.defaults.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = defaults.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                defaults.remove(&self.name);
+            }
+        }
+        inner.defaults_done.notify_all();
     }
 }
 

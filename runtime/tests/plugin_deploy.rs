@@ -263,3 +263,49 @@ fn runtimes_sharing_a_cache_directory_compile_a_module_once_between_them() {
     let compiles: u64 = runtimes.iter().map(Runtime::compiles).sum();
     assert_eq!(compiles, 1, "one compile, two cache reads");
 }
+
+// docs/RECIPES.md, "Built-in recipes as a member starts": a member loads
+// its built-in modules in the background as it starts, announcing each
+// first; a call of one made while it loads waits for it and runs it,
+// instead of finding it unknown. A default whose load ends without it (one of its name was
+// served, or it failed) holds no call any more.
+#[test]
+fn a_call_of_a_default_module_still_loading_waits_for_it_and_is_served() {
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let m = good_module("m", "1.0.0", "built in");
+    assert!(!rt.has_module("m"));
+    assert!(
+        served(&rt).unwrap_err().contains("no recipe module named"),
+        "not announced"
+    );
+
+    let announced = rt.loading_default(&m).unwrap();
+    assert_eq!(announced.name(), "m");
+    assert!(rt.has_module("m"), "a default loading counts as served");
+    assert!(rt.awaited("m"));
+    let call = {
+        let rt = rt.clone();
+        std::thread::spawn(move || served(&rt))
+    };
+    // Not a timing assertion: the call is made before or after the load,
+    // and is served either way; most runs make it before.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(rt.load_bytes_if_absent(&m).unwrap().unwrap().name, "m");
+    assert!(!rt.awaited("m"), "served now: nothing to wait for");
+    drop(announced);
+    assert_eq!(call.join().unwrap().as_deref(), Ok("built in"));
+
+    // A default that does not load: once its guard drops, calls of the
+    // name are answered at once.
+    let other = good_module("n", "1.0.0", "never");
+    let announced = rt.loading_default(&other).unwrap();
+    assert!(rt.has_module("n"));
+    drop(announced);
+    assert!(!rt.has_module("n"));
+    let r = rt.call("n", "get", &[], &caller(), &mut MemTree::new(7));
+    assert!(
+        matches!(r, Err(wazoo_runtime::RecipeError::UnknownModule(_))),
+        "{:?}",
+        r.map(|_| ())
+    );
+}
