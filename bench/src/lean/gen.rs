@@ -121,7 +121,8 @@ impl Session {
 
     /// Reads what is there and hands every whole reply (intended send time,
     /// header) to `on_reply`. Notifications (negative xids) are skipped.
-    fn read_replies(&mut self, mut on_reply: impl FnMut(Instant, Reply)) -> Result<()> {
+    /// Returns whether the server closed the connection.
+    fn read_replies(&mut self, mut on_reply: impl FnMut(Instant, Reply)) -> Result<bool> {
         loop {
             if self.start == self.end {
                 (self.start, self.end) = (0, 0);
@@ -130,7 +131,7 @@ impl Session {
                 (self.start, self.end) = (0, self.end - self.start);
             }
             match self.stream.read(&mut self.input[self.end..]) {
-                Ok(0) => bail!("the server closed the connection"),
+                Ok(0) => return Ok(true),
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -157,25 +158,38 @@ impl Session {
                 }
             }
         }
+        Ok(false)
+    }
+
+    /// [`Session::read_replies`], where the server closing the connection
+    /// is an error.
+    fn read_open(&mut self, on_reply: impl FnMut(Instant, Reply)) -> Result<()> {
+        if self.read_replies(on_reply)? {
+            bail!(
+                "the server closed the connection with {} requests unanswered",
+                self.inflight.len()
+            );
+        }
         Ok(())
     }
 
-    /// Sends closeSession and waits (at most 5 s) for its answer, so that
-    /// the session's ephemeral nodes are gone when this returns.
+    /// Sends closeSession and waits (at most 5 s) for its answer or the
+    /// server closing the connection (which it does once it has answered),
+    /// so that the session's ephemeral nodes are gone when this returns.
     pub fn close(mut self) -> Result<()> {
         let mut close = Vec::new();
         frame::write_request(&mut close, 0, &Request::CloseSession);
         let xid = self.next_xid;
         self.push(&close, Instant::now());
         let deadline = Instant::now() + Duration::from_secs(5);
-        let mut closed = false;
+        let (mut closed, mut closed_reply) = (false, false);
         while !closed {
             self.flush()?;
             if Instant::now() >= deadline {
                 bail!("closeSession unanswered after 5 s");
             }
             poll(&mut [&mut self], Duration::from_millis(100))?;
-            self.read_replies(|_, r| closed |= r.xid == xid)?;
+            closed |= self.read_replies(|_, r| closed_reply |= r.xid == xid)? || closed_reply;
         }
         Ok(())
     }
@@ -377,7 +391,7 @@ pub fn drive(
                 s.flush()?;
             }
             if fd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
-                s.read_replies(|intended, r| {
+                s.read_open(|intended, r| {
                     if r.err != 0 {
                         *tally.errors.entry(r.err).or_default() += 1;
                         return;
@@ -419,7 +433,7 @@ pub fn send_all(
         }
         session.flush()?;
         poll(&mut [&mut *session], Duration::from_millis(100))?;
-        session.read_replies(|_, r| {
+        session.read_open(|_, r| {
             if r.err != 0 {
                 *errors.entry(r.err).or_default() += 1;
             }
