@@ -105,8 +105,8 @@ pub struct LeanArgs {
     #[arg(long)]
     pub warmup_secs: Option<f64>,
     /// Fixed-rate windows at these percents of ZooKeeper's closed-loop rate
-    /// (of wazoo's when ZooKeeper does not run the workload); empty: none
-    /// [default: 25,50,75, --quick: 50].
+    /// (of wazoo's when ZooKeeper does not run the workload); `--rates 0`:
+    /// none [default: 25,50,75, --quick: 50].
     #[arg(long, value_delimiter = ',')]
     pub rates: Option<Vec<f64>>,
     /// Servers started on CPU 1 (their affinity from exec on, as under
@@ -428,13 +428,14 @@ fn run(args: LeanArgs) -> Result<()> {
                 .unwrap_or(if args.quick { 3.0 } else { 30.0 }),
         );
     let chunk = Duration::from_secs_f64(if args.quick { 0.5 } else { 1.0 });
-    let percents = args.rates.clone().unwrap_or_else(|| {
+    let mut percents = args.rates.clone().unwrap_or_else(|| {
         if args.quick {
             vec![50.0]
         } else {
             vec![25.0, 50.0, 75.0]
         }
     });
+    percents.retain(|&p| p > 0.0);
     let loadavg_before = loadavg();
     let mut flavors: Vec<Flavor> = Vec::new();
     for f in &args.systems {
