@@ -25,6 +25,10 @@
 //!   ensembles, and what the kernel says about their processes.
 //! - `load` (with `load/nodes.rs`, `load/sample.rs`): the load generator;
 //!   `stats`: latency histograms.
+//! - `lean` (with `lean/gen.rs`): `wazoo-bench lean`, the bench's own lean
+//!   generator (one thread, raw pre-encoded frames, pipelined), its
+//!   closed-loop and fixed-rate windows and its table; `--pinned` puts the
+//!   servers on CPU 1 and the generator on CPU 0.
 //! - One module per other workload: `client_bench`, `sweep`, `fanout`,
 //!   `churn`, `failover`, `memory`, `recovery`, `recipes` (with
 //!   `recipes/call.rs`, `recipes/contend.rs`); `curves`: the scale curves
@@ -40,6 +44,7 @@ mod curves;
 mod ensembles;
 mod failover;
 mod fanout;
+mod lean;
 mod load;
 mod memory;
 mod phases;
@@ -82,6 +87,11 @@ use results::{
 };
 
 fn main() -> ExitCode {
+    // `wazoo-bench lean ...`: the lean generator's run, synchronous, with
+    // its own options (src/lean.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "lean") {
+        return lean::main(std::env::args_os().skip(1));
+    }
     let mut args = Args::parse();
     let threads = args.client_threads.unwrap_or_else(cpus).max(1);
     args.client_threads = Some(threads);

@@ -153,29 +153,8 @@ fn probe_until(
 /// One attempt: TCP connect, open a session, getData `path`, expect
 /// `data_len` bytes, close the session.
 pub fn probe_once(addr: SocketAddr, path: &str, data_len: usize) -> Result<()> {
-    let mut s = TcpStream::connect_timeout(&addr, PROBE_IO_TIMEOUT).context("connect")?;
-    s.set_read_timeout(Some(PROBE_IO_TIMEOUT))?;
-    s.set_write_timeout(Some(PROBE_IO_TIMEOUT))?;
-    s.set_nodelay(true)?;
+    let mut s = open_session(addr, PROBE_IO_TIMEOUT, 10_000)?.0;
     let mut out = Vec::new();
-    frame::write_record(
-        &mut out,
-        &ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms: 10_000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        },
-    );
-    s.write_all(&out).context("send ConnectRequest")?;
-    let connect = read_frame(&mut s).context("read ConnectResponse")?;
-    let resp = ConnectResponse::read(&mut Reader::new(&connect))
-        .map_err(|e| anyhow::anyhow!("decode ConnectResponse: {e}"))?;
-    if resp.session_id == 0 {
-        bail!("the server refused the session");
-    }
     out.clear();
     frame::write_request(
         &mut out,
@@ -206,7 +185,43 @@ pub fn probe_once(addr: SocketAddr, path: &str, data_len: usize) -> Result<()> {
     Ok(())
 }
 
-fn read_frame(s: &mut TcpStream) -> Result<Vec<u8>> {
+/// A TCP connection to `addr` (TCP_NODELAY, blocking, reads and writes
+/// bounded by `io_timeout`) holding a new session of `session_timeout_ms`
+/// (the server's ConnectResponse with it): the raw-frame clients' handshake
+/// (this probe, the lean generator).
+pub fn open_session(
+    addr: SocketAddr,
+    io_timeout: Duration,
+    session_timeout_ms: i32,
+) -> Result<(TcpStream, ConnectResponse)> {
+    let mut s = TcpStream::connect_timeout(&addr, io_timeout).context("connect")?;
+    s.set_read_timeout(Some(io_timeout))?;
+    s.set_write_timeout(Some(io_timeout))?;
+    s.set_nodelay(true)?;
+    let mut out = Vec::new();
+    frame::write_record(
+        &mut out,
+        &ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout_ms: session_timeout_ms,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: Some(false),
+        },
+    );
+    s.write_all(&out).context("send ConnectRequest")?;
+    let connect = read_frame(&mut s).context("read ConnectResponse")?;
+    let resp = ConnectResponse::read(&mut Reader::new(&connect))
+        .map_err(|e| anyhow::anyhow!("decode ConnectResponse: {e}"))?;
+    if resp.session_id == 0 {
+        bail!("the server refused the session");
+    }
+    Ok((s, resp))
+}
+
+/// One whole frame's payload (the length prefix read and dropped), blocking.
+pub fn read_frame(s: &mut TcpStream) -> Result<Vec<u8>> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len)?;
     let len = i32::from_be_bytes(len);

@@ -11,27 +11,13 @@
 //! scripts/build-recipes.sh (or `$WAZOO_RECIPES_DIR` with built modules)
 //! and Python with kazoo (`$PYTHON`, else python3).
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn wazoo_server() -> PathBuf {
-    if let Some(p) = std::env::var_os("WAZOO_BIN") {
-        return PathBuf::from(p);
-    }
-    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-    for profile in ["release", "debug"] {
-        let p = target.join(profile).join("wazoo");
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "no wazoo server binary: build one (cargo build -p wazoo, or --release) or set WAZOO_BIN"
-    );
-}
+mod common;
+use common::wazoo_server;
 
 #[test]
 fn quick_bench_writes_a_well_formed_report() {
