@@ -25,6 +25,7 @@
 //!   ensembles, and what the kernel says about their processes.
 //! - `load` (with `load/nodes.rs`, `load/sample.rs`): the load generator;
 //!   `stats`: latency histograms.
+//! - `idle`: `wazoo-bench idle`, the resident memory of idle sessions.
 //! - `lean` (with `lean/gen.rs`): `wazoo-bench lean`, the bench's own lean
 //!   generator (one thread, raw pre-encoded frames, pipelined), its
 //!   closed-loop and fixed-rate windows and its table; `--pinned` puts the
@@ -44,6 +45,7 @@ mod curves;
 mod ensembles;
 mod failover;
 mod fanout;
+mod idle;
 mod lean;
 mod load;
 mod memory;
@@ -91,6 +93,10 @@ fn main() -> ExitCode {
     // its own options (src/lean.rs).
     if std::env::args_os().nth(1).is_some_and(|a| a == "lean") {
         return lean::main(std::env::args_os().skip(1));
+    }
+    // `wazoo-bench idle ...`: the memory of idle sessions (src/idle.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "idle") {
+        return idle::main(std::env::args_os().skip(1));
     }
     let mut args = Args::parse();
     let threads = args.client_threads.unwrap_or_else(cpus).max(1);
