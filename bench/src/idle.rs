@@ -10,7 +10,6 @@
 //! process's sockets.
 
 use std::ffi::OsString;
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,9 +17,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use serde::Serialize;
-use wazoo_proto::{ConnectRequest, Jute};
 use wazoo_testkit::Flavor;
 
 use crate::servers::{proc_status_bytes, Server, ServerConfig};
@@ -57,31 +55,9 @@ pub struct IdleRun {
     pub failure: Option<String>,
 }
 
-/// One raw session: the handshake, answered.
+/// One raw session: the handshake, answered (the recovery probe's).
 fn open_session(addr: SocketAddr, timeout_ms: i32) -> Result<TcpStream> {
-    let mut s = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let req = ConnectRequest {
-        protocol_version: 0,
-        last_zxid_seen: 0,
-        timeout_ms,
-        session_id: 0,
-        passwd: vec![0; 16],
-        read_only: Some(false),
-    };
-    let body = req.to_bytes();
-    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-    frame.extend(body);
-    s.write_all(&frame)?;
-    let mut head = [0u8; 4];
-    s.read_exact(&mut head)?;
-    let len = i32::from_be_bytes(head);
-    if !(1..=4096).contains(&len) {
-        bail!("a connect response of {len} bytes");
-    }
-    let mut resp = vec![0u8; len as usize];
-    s.read_exact(&mut resp)?;
-    Ok(s)
+    crate::recovery::open_session(addr, Duration::from_secs(10), timeout_ms).map(|(s, _)| s)
 }
 
 /// Starts a fresh server of `flavor`, holds the sessions and measures it;
