@@ -427,6 +427,7 @@ async fn handle<R, W>(
     ));
     let mut sasl = SaslConn::of(&cfg);
     let reader = read_loop(conn, rd, &core, bounds, &unanswered, &shared, &mut sasl);
+    tokio::pin!(reader);
     let close_deadline = async {
         shared.close_requested.notified().await;
         tokio::time::sleep(CLOSE_FLUSH_TIMEOUT).await;
@@ -434,8 +435,18 @@ async fn handle<R, W>(
     // The first of the three to end ends the connection: a reader parked
     // on a full connection must not outlive a writer that failed.
     tokio::select! {
-        () = reader => {}
-        _ = &mut writer => {}
+        () = &mut reader => {}
+        _ = &mut writer => {
+            // The writer sent its last replies and its FIN (a close the
+            // core asked for, such as after AuthFailed). Read on until the
+            // client closes its side, for at most CLOSE_FLUSH_TIMEOUT:
+            // dropping the socket with its bytes unread would make the
+            // kernel send a reset, which can discard those replies before
+            // the client reads them (as `drain_until_closed` avoids for
+            // four-letter words). What it reads goes to a connection the
+            // core is closing, which serves nothing more.
+            let _ = tokio::time::timeout(CLOSE_FLUSH_TIMEOUT, &mut reader).await;
+        }
         () = close_deadline => {
             tracing::debug!(conn, "the client did not take its last replies in time; closing");
         }
