@@ -12,6 +12,13 @@ cd "$REPO"
 . "$REPO/scripts/python-env.sh"
 pick_python "$REPO"
 
+# A clean build gains nothing from incremental compilation, which would
+# write several more GB of target/ on a CI machine whose disk may be small
+# (a CI link once died with a bus error, the mark of a full disk).
+if [ -n "${CI:-}" ]; then
+  export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+fi
+
 section() { printf '\n===== %s =====\n' "$*"; }
 
 # The lint gates come first: they are quick and fail for reasons a reader
