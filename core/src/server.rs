@@ -386,10 +386,6 @@ enum Reply {
     Frame(ErrorCode, Response),
     /// The handshake response of a new session.
     Connect(ConnectResponse),
-    /// No reply: the connection closes (a check outside a multi that
-    /// passed, as ZooKeeper 3.8's FinalRequestProcessor has no answer for
-    /// it).
-    Close,
 }
 
 /// A reply waiting its turn on a connection.
@@ -417,7 +413,7 @@ enum Queued {
 enum Deferred {
     Read(Request),
     Error(ErrorCode),
-    /// A reply computed in prep (a failed multi, a lone check).
+    /// A reply computed in prep (a failed multi).
     Reply(Response),
     /// A reply sent once every txn up to `zxid` is applied (a recipe call
     /// that changed nothing, or a write prep refused: what it read must be
@@ -434,8 +430,6 @@ enum Deferred {
     },
     /// An opcode the server does not know: Unimplemented, then close.
     Unimplemented,
-    /// No reply; the connection closes (a check outside a multi).
-    Close,
     /// A connect refused (bad password, unknown session): reply and close.
     InvalidConnect {
         read_only_byte: bool,

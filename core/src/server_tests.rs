@@ -828,6 +828,36 @@ fn unknown_opcodes_get_unimplemented_and_bad_bodies_marshalling_error() {
     assert_eq!(h.closed, [1]);
 }
 
+/// A check is an op of a multi only ("Programmer's Guide, Transactions":
+/// multi's ops). Alone it is answered as an unknown opcode, as ZooKeeper
+/// 3.9.3 and later answer it (ZOOKEEPER-2623): Unimplemented, then the
+/// connection closes; the session stays, and nothing is written.
+#[test]
+fn a_check_outside_a_multi_is_an_unknown_opcode() {
+    let mut h = Harness::default();
+    h.connect(1);
+    let zxid = h.server.last_zxid();
+    h.send(
+        1,
+        5,
+        Request::Check {
+            path: "/".into(),
+            version: -1,
+        },
+    );
+    let last = h.sent[&1].last().cloned();
+    assert_eq!(
+        last,
+        Some(Sent::Reply {
+            xid: 5,
+            err: ErrorCode::Unimplemented.code(),
+            body: None
+        })
+    );
+    assert_eq!(h.closed, [1]);
+    assert_eq!(h.server.last_zxid(), zxid, "a lone check writes nothing");
+}
+
 #[test]
 fn a_client_ahead_of_the_server_is_refused() {
     let mut h = Harness::default();

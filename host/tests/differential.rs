@@ -32,7 +32,7 @@
 //! The divergences that are deliberate are listed in docs/COMPATIBILITY.md,
 //! "Found by the differential test" and "Malformed requests"; the
 //! normaliser sorts what has no order (each place says so), and the probe
-//! names the two it still finds (`probe::KNOWN`).
+//! names the few it still finds (`probe::KNOWN`).
 //!
 //! ZooKeeper Programmer's Guide: "The ZooKeeper Data Model", "ZooKeeper
 //! Sessions", "ZooKeeper Watches", "ZooKeeper access control using ACLs".

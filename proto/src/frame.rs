@@ -140,6 +140,16 @@ pub enum ClientFrame {
 pub fn decode_client_frame(payload: &[u8]) -> Result<ClientFrame, DecodeError> {
     let mut r = Reader::client(payload);
     let h = RequestHeader::read(&mut r)?;
+    // A check is an op of a multi only. Outside one it is answered as an
+    // unknown opcode, before its body is read, as ZooKeeper 3.9.3 and later
+    // do (ZOOKEEPER-2623): 3.8 logs a txn it cannot read back and never
+    // answers a check that passes.
+    if h.op == crate::OpCode::Check as i32 {
+        return Ok(ClientFrame::Unknown {
+            xid: h.xid,
+            op: h.op,
+        });
+    }
     match Request::read_body(h.op, &mut r)? {
         Some(req) => Ok(ClientFrame::Request { xid: h.xid, req }),
         None => Ok(ClientFrame::Unknown {

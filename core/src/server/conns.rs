@@ -432,15 +432,15 @@ impl Server {
                     true,
                 );
             }
+            // An op of a multi only: as an unknown opcode (the shell's
+            // decoder already answers it so; this is for in-process callers).
+            Request::Check { .. } => self.push_deferred(conn, xid, Deferred::Unimplemented),
             req if self.conns.get(&conn).is_some_and(|c| c.read_only)
-                && (req.opcode().is_write()
-                    || matches!(req, Request::Check { .. } | Request::Sync { .. })) =>
+                && (req.opcode().is_write() || matches!(req, Request::Sync { .. })) =>
             {
                 self.push_deferred(conn, xid, Deferred::Error(ErrorCode::NotReadOnly))
             }
-            req if req.opcode().is_write() || matches!(req, Request::Check { .. }) => {
-                self.on_write(conn, xid, session, req)
-            }
+            req if req.opcode().is_write() => self.on_write(conn, xid, session, req),
             req => self.push_deferred(conn, xid, Deferred::Read(req)),
         }
     }
@@ -699,10 +699,6 @@ impl Server {
                             continue;
                         }
                         Reply::Frame(err, body) => (err, body),
-                        Reply::Close => {
-                            self.close_conn(conn);
-                            return;
-                        }
                     };
                     self.send_reply(conn, xid, err.code(), &body);
                     self.record_latency(conn, started_ms);
@@ -726,10 +722,6 @@ impl Server {
                         let code = ErrorCode::Unimplemented.code();
                         self.send_reply_at(conn, xid, -1, code, &Response::Empty);
                         self.record_latency(conn, started_ms);
-                        self.close_conn(conn);
-                        return;
-                    }
-                    Deferred::Close => {
                         self.close_conn(conn);
                         return;
                     }

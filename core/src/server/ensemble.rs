@@ -381,9 +381,7 @@ impl Server {
                     self.propose(Origin::Remote, cxid, session, txn, changes, None, false)
                 }
                 Err(PrepError::Code(code)) => self.propose_error(session, cxid, vec![code.code()]),
-                Err(PrepError::Done | PrepError::Close) => {
-                    self.propose_error(session, cxid, vec![0])
-                }
+                Err(PrepError::Done) => self.propose_error(session, cxid, vec![0]),
                 Err(PrepError::MultiFailed(results)) => {
                     let errs = results
                         .iter()
@@ -537,11 +535,6 @@ impl Server {
             Txn::Error { errs } if meta.op == OpCode::Multi => ok(Response::Multi(
                 errs.iter().map(|&err| OpResult::Error { err }).collect(),
             )),
-            // A lone check that passed (the leader's prep found nothing to
-            // write): no answer, the connection closes.
-            Txn::Error { errs } if meta.op == OpCode::Check && errs.first() == Some(&0) => {
-                Reply::Close
-            }
             Txn::Error { errs } => {
                 let code = errs
                     .first()

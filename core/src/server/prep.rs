@@ -410,7 +410,7 @@ impl Server {
                     false,
                 );
             }
-            // A refusal (or a lone check that passed) may rest on changes
+            // A refusal may rest on changes
             // proposed and not yet applied: its answer waits until they
             // are, as ZooKeeper's does behind the error txn it logs.
             // Answered at once, it could tell of a change that a leader's
@@ -424,7 +424,6 @@ impl Server {
                 let d = self.reply_after_outstanding(Response::Empty);
                 self.push_deferred(conn, xid, d)
             }
-            Err(PrepError::Close) => self.push_deferred(conn, xid, Deferred::Close),
             // A failed multi is answered with per-op results and no txn.
             Err(PrepError::MultiFailed(results)) => {
                 let d = self.reply_after_outstanding(Response::Multi(results));
@@ -545,13 +544,10 @@ pub(super) fn prep_request(
         } else {
             ErrorCode::ReconfigDisabled
         })),
-        // A check outside a multi that passes has no answer in ZooKeeper
-        // 3.8: its connection closes (the session stays). One that fails
-        // is answered with its error.
-        Request::Check { path, version } => match prep_check(view, auth, path, *version) {
-            Ok(_) => Err(PrepError::Close),
-            Err(e) => Err(PrepError::Code(e)),
-        },
+        // A check is an op of a multi only (the shell answers one outside
+        // a multi as an unknown opcode; this is for a member of an older
+        // version that forwarded one).
+        Request::Check { .. } => Err(PrepError::Code(ErrorCode::Unimplemented)),
         op => prep_single(cfg, view, auth, session, op)
             .map_err(PrepError::Code)
             .and_then(|(t, k)| match k {
@@ -565,9 +561,6 @@ pub(super) enum PrepError {
     Code(ErrorCode),
     /// Nothing to write; answer OK.
     Done,
-    /// Nothing to write, no answer: close the connection (a check outside
-    /// a multi that passed).
-    Close,
     MultiFailed(Vec<OpResult>),
 }
 

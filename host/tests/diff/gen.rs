@@ -574,10 +574,9 @@ impl Gen {
             108..=115 => self.path_watch(8, "getChildren"),
             116..=121 => self.path_watch(12, "getChildren2"),
             122..=123 => self.path_only(9, "sync"),
-            // check outside a multi: answered if it fails, the connection
-            // closed if it passes.
-            124 => self.path_version(13, "check"),
-            125 => self.path_watch(3, "exists"),
+            // No check outside a multi: wazoo answers it as ZooKeeper 3.9.3
+            // does, not as 3.8 (ZOOKEEPER-2623; the probe covers it).
+            124..=125 => self.path_watch(3, "exists"),
             126..=139 => self.multi(false),
             140..=145 => self.multi(true),
             146..=157 => {

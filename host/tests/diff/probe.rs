@@ -15,6 +15,24 @@ type AclEntry = (i32, &'static str, &'static str);
 /// (docs/COMPATIBILITY.md, "Malformed requests").
 pub const KNOWN: &[(&str, &str)] = &[
     (
+        "check outside a multi",
+        "ZooKeeper 3.8 never answers a check outside a multi that passes (its reply's null \
+         stat throws) and logs a txn it cannot read back (ZOOKEEPER-2623); wazoo answers \
+         Unimplemented and closes the connection, as ZooKeeper 3.9.3 and later do",
+    ),
+    (
+        "check outside a multi that fails",
+        "ZooKeeper 3.8 answers its error; wazoo answers Unimplemented and closes the \
+         connection, as ZooKeeper 3.9.3 and later do for every check outside a multi \
+         (ZOOKEEPER-2623)",
+    ),
+    (
+        "check, null path",
+        "ZooKeeper 3.8 answers BadArguments; wazoo answers Unimplemented and closes the \
+         connection, as ZooKeeper 3.9.3 and later do for every check outside a multi \
+         (ZOOKEEPER-2623)",
+    ),
+    (
         "multi, a create with a null path",
         "both answer MarshallingError; ZooKeeper's NullPointerException in prep leaves an \
          empty multi body after the header",
@@ -482,6 +500,11 @@ pub fn probes() -> Vec<Probe> {
         "check outside a multi".into(),
         13,
         path_version(b"/probe", -1),
+    ));
+    v.push((
+        "check outside a multi that fails".into(),
+        13,
+        path_version(b"/probe", 7),
     ));
     // Watches.
     for (name, p) in [
