@@ -182,7 +182,9 @@ fn every_member_writes(e: &dyn TestEnsemble, tag: &str) {
             None,
         ));
         assert_eq!(r.send(&req), 0, "member {i} serves writes ({tag})");
-        let sync = Request::Sync { path: path.clone() };
+        let sync = Request::Sync {
+            path: Some(path.clone()),
+        };
         assert_eq!(r.send(&sync), 0);
         let exists = Request::Exists { path, watch: false };
         assert_eq!(r.send(&exists), 0, "member {i} reads its write ({tag})");
@@ -192,7 +194,12 @@ fn every_member_writes(e: &dyn TestEnsemble, tag: &str) {
 fn absent_everywhere(e: &dyn TestEnsemble, paths: &[&str]) {
     for i in 0..e.len() {
         let mut r = Raw::connect(e.addr(i));
-        assert_eq!(r.send(&Request::Sync { path: "/".into() }), 0);
+        assert_eq!(
+            r.send(&Request::Sync {
+                path: Some("/".into())
+            }),
+            0
+        );
         for p in paths {
             let exists = Request::Exists {
                 path: p.to_string(),

@@ -135,6 +135,12 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A ustring that may be null: `None` for null, otherwise as
+    /// [`Reader::read_string`] decodes it.
+    pub fn read_opt_string(&mut self) -> Result<Option<String>, DecodeError> {
+        Ok(self.read_opt_buffer()?.map(decode_like_java))
+    }
+
     /// A vector count, checked against the bytes left given the smallest
     /// encoding an element can have. Null (-1) counts as empty. Any other
     /// negative count is an error, except in a [`Reader::client`], where it
@@ -342,7 +348,7 @@ impl Field for Option<String> {
         }
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(r.read_opt_buffer()?.map(decode_like_java))
+        r.read_opt_string()
     }
 }
 

@@ -79,6 +79,8 @@ fn request() -> impl Strategy<Value = Request> {
             .prop_map(|(path, acl, version)| Request::SetAcl { path, acl, version }),
         prop::collection::vec(write_op(), 0..4).prop_map(Request::Multi),
         (path(), 0..2i32).prop_map(|(path, mode)| Request::AddWatch { path, mode }),
+        // ZooKeeper echoes a sync's path unchecked, a null one too.
+        prop::option::of(path()).prop_map(|path| Request::Sync { path }),
         Just(Request::Ping),
         Just(Request::WhoAmI),
         Just(Request::CloseSession),
@@ -158,6 +160,13 @@ fn responses_round_trip() {
             },
         ),
         (OpCode::Exists, Response::Stat(stat.clone())),
+        (
+            OpCode::Sync,
+            Response::Sync {
+                path: Some("/a".into()),
+            },
+        ),
+        (OpCode::Sync, Response::Sync { path: None }),
         (
             OpCode::GetData,
             Response::GetData {

@@ -316,7 +316,9 @@ impl Client {
     /// leader, so that later reads see every write committed before.
     pub async fn sync(&self, path: &str) -> Result<()> {
         let path = self.server_path(path)?;
-        self.call(Request::Sync { path }).await.map(|_| ())
+        self.call(Request::Sync { path: Some(path) })
+            .await
+            .map(|_| ())
     }
 
     /// Succeeds if the node has this version (`None`: if it exists). Sent as

@@ -35,7 +35,8 @@ pub(crate) struct WriteMeta {
     op: OpCode,
     /// The opcode of each op of a multi (create vs create2 results differ).
     sub_ops: Vec<OpCode>,
-    path: String,
+    /// The request's path (`None`: it had none, or a sync's null path).
+    path: Option<String>,
     /// A re-attach to a session this member did not know, asked of the
     /// leader (see `follower_revalidate`): answered with a handshake.
     revalidate: bool,
@@ -97,7 +98,7 @@ impl Server {
                 meta: Some(WriteMeta {
                     op: OpCode::CreateSession,
                     sub_ops: Vec::new(),
-                    path: String::new(),
+                    path: None,
                     revalidate: false,
                 }),
             });
@@ -135,7 +136,7 @@ impl Server {
             meta: Some(WriteMeta {
                 op: OpCode::Sync,
                 sub_ops: Vec::new(),
-                path: "/".into(),
+                path: Some("/".into()),
                 revalidate: true,
             }),
         });
@@ -151,7 +152,7 @@ impl Server {
             Request::Multi(ops) => ops.iter().map(Request::opcode).collect(),
             _ => Vec::new(),
         };
-        let path = req.path().unwrap_or("").to_string();
+        let path = req.path().map(str::to_string);
         let mut body = Vec::new();
         req.write_body(&mut body);
         let now = self.mono_ms;

@@ -37,10 +37,6 @@ pub const KNOWN: &[(&str, &str)] = &[
         "both answer MarshallingError; ZooKeeper's NullPointerException in prep leaves an \
          empty multi body after the header",
     ),
-    (
-        "sync, null path",
-        "ZooKeeper echoes the null path; wazoo reads a null string as empty",
-    ),
 ];
 
 /// The fixtures every probe finds: `/probe`, `/probe/a` (data "d") and

@@ -51,8 +51,9 @@ pub enum Request {
         path: String,
         watch: bool,
     },
+    /// `None` for a null path, which ZooKeeper's server echoes as null.
     Sync {
-        path: String,
+        path: Option<String>,
     },
     Ping,
     Check {
@@ -151,13 +152,13 @@ impl Request {
             | Request::SetAcl { path, .. }
             | Request::GetChildren { path, .. }
             | Request::GetChildren2 { path, .. }
-            | Request::Sync { path }
             | Request::Check { path, .. }
             | Request::CheckWatches { path, .. }
             | Request::RemoveWatches { path, .. }
             | Request::GetAllChildrenNumber { path }
             | Request::AddWatch { path, .. } => Some(path),
             Request::GetEphemerals { prefix } => Some(prefix),
+            Request::Sync { path } => path.as_deref(),
             _ => None,
         }
     }
@@ -175,8 +176,11 @@ impl Request {
             }
             Request::DeleteContainer { path }
             | Request::GetAcl { path }
-            | Request::Sync { path }
             | Request::GetAllChildrenNumber { path } => w.write_string(path),
+            Request::Sync { path } => match path {
+                Some(p) => w.write_string(p),
+                None => w.write_null(),
+            },
             Request::GetEphemerals { prefix } => w.write_string(prefix),
             Request::Exists { path, watch }
             | Request::GetData { path, watch }
@@ -306,8 +310,9 @@ impl Request {
                 acl: r.read_vec()?,
                 version: r.read_i32()?,
             },
+            // ZooKeeper's sync echoes its path unchecked, a null one too.
             O::Sync => Request::Sync {
-                path: r.read_string()?,
+                path: r.read_opt_string()?,
             },
             O::Ping => Request::Ping,
             O::Check => Request::Check {

@@ -140,8 +140,9 @@ pub enum Response {
         children: Vec<String>,
         stat: Stat,
     },
+    /// `None`: the null path a sync was sent with, echoed.
     Sync {
-        path: String,
+        path: Option<String>,
     },
     Multi(Vec<OpResult>),
     AllChildrenNumber(i32),
@@ -162,7 +163,11 @@ impl Response {
     pub fn write_body(&self, w: &mut Vec<u8>) {
         match self {
             Response::Empty => {}
-            Response::Create { path } | Response::Sync { path } => w.write_java_string(path),
+            Response::Create { path } => w.write_java_string(path),
+            Response::Sync { path } => match path {
+                Some(p) => w.write_java_string(p),
+                None => w.write_null(),
+            },
             Response::Create2 { path, stat } => {
                 w.write_java_string(path);
                 stat.write(w);
@@ -243,7 +248,7 @@ impl Response {
                 stat: Stat::read(r)?,
             },
             O::Sync => Response::Sync {
-                path: r.read_string()?,
+                path: r.read_opt_string()?,
             },
             O::Multi | O::MultiRead => Response::Multi(OpResult::read_all(r)?),
             O::GetAllChildrenNumber => Response::AllChildrenNumber(r.read_i32()?),
