@@ -1,4 +1,4 @@
-//! The client-throughput figure (docs/BENCHMARKS.md): ONE connection to wazoo
+//! The client-throughput figure (docs/BENCHMARKS.md; its history in docs/benchmarks/HISTORY.md): ONE connection to wazoo
 //! on loopback pipelining getData of a 100-byte node, `inflight` requests
 //! outstanding, once through the `zookeeper-client` crate and once through our
 //! own `wazoo-client`. Rounds alternate A B B A ... so that drift on the shared
