@@ -315,3 +315,34 @@ fn a_recipe_call_carries_its_guid_only_when_the_client_sends_one() {
     let cut = &with[..with.len() - 1];
     assert!(Request::read_body(op, &mut Reader::new(cut)).is_err());
 }
+
+/// Programmer's Guide, "TTL Nodes" and multi's ops: inside a multi, a
+/// createTTL record whose flags are not a TTL mode becomes a plain create
+/// that keeps its flags as sent, as ZooKeeper 3.8's MultiOperationRecord
+/// builds it (`Op.create` keeps the raw flags), so that prep refuses
+/// unknown flags with BadArguments before it looks at the path (found by
+/// the differential long run).
+#[test]
+fn a_multi_create_ttl_without_a_ttl_mode_keeps_its_flags() {
+    for flags in [-1, 8, 16, 0] {
+        let op = |r| Request::Multi(vec![r]);
+        let sent = op(Request::CreateTtl(CreateRequest {
+            path: "/a/b".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            flags,
+            ttl: Some(0),
+        }));
+        let mut body = Vec::new();
+        sent.write_body(&mut body);
+        let got = Request::read_body(OpCode::Multi.code(), &mut Reader::new(&body)).unwrap();
+        let want = op(Request::Create(CreateRequest {
+            path: "/a/b".into(),
+            data: None,
+            acl: Acl::open_unsafe(),
+            flags,
+            ttl: None,
+        }));
+        assert_eq!(got, Some(want), "flags {flags}");
+    }
+}

@@ -214,6 +214,12 @@ impl Server {
             }
             Request::CheckWatches { path, watcher_type } => {
                 let t = client_watcher_type(watcher_type)?;
+                // ZooKeeper's walk over the path and its ancestors
+                // (PathParentIterator) yields nothing for the empty path,
+                // so it finds no watch there, even one filed under "".
+                if path.is_empty() {
+                    return Err(ErrorCode::NoWatcher);
+                }
                 // A path that does not start with `/` breaks ZooKeeper's
                 // walk over its ancestors (core::watch), answered
                 // MarshallingError.

@@ -337,3 +337,31 @@ fn null_data_reads_back_as_null_not_empty() {
     ok(h.call(1, Request::Multi(vec![set("/e", None)])));
     assert_eq!(data_of(ok(h.call(1, get("/e")))), None);
 }
+
+/// ZooKeeper Programmer's Guide, "ZooKeeper Watches" (removing watches):
+/// checkWatches of the empty path finds nothing, even a watch filed
+/// under "" (an exists of "" with a watch), as ZooKeeper 3.8's walk over a
+/// path and its ancestors yields nothing for "" (found by the
+/// differential long run).
+#[test]
+fn check_watches_of_the_empty_path_finds_no_watch() {
+    let mut h = Harness::default();
+    h.connect(1);
+    ok(h.call(
+        1,
+        Request::Exists {
+            path: String::new(),
+            watch: true,
+        },
+    ));
+    for t in [1, 2, 3] {
+        let e = err(h.call(
+            1,
+            Request::CheckWatches {
+                path: String::new(),
+                watcher_type: t,
+            },
+        ));
+        assert_eq!(e, ErrorCode::NoWatcher, "type {t}");
+    }
+}

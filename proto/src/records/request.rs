@@ -447,8 +447,10 @@ fn read_multi(r: &mut Reader<'_>, read_only: bool) -> Result<Vec<Request>, Decod
 ///   cast: if prep reaches it, the whole multi fails with
 ///   MarshallingError;
 /// - a createTTL record stays createTTL with TTL flags; with any other
-///   flags it becomes a create in the mode they name (persistent for
-///   unknown flags), its TTL dropped.
+///   flags it becomes the create their mode names (create for unknown
+///   flags), its TTL dropped and its flags kept as sent (ZooKeeper's
+///   `new Create(path, data, acl, flags)`), so prep refuses unknown flags
+///   with BadArguments before it looks at the path.
 fn multi_create_by_flags(op: Request) -> Result<Request, DecodeError> {
     use crate::CreateMode;
     Ok(match op {
@@ -464,11 +466,7 @@ fn multi_create_by_flags(op: Request) -> Result<Request, DecodeError> {
             if mode.is_ttl() {
                 Request::CreateTtl(c)
             } else {
-                let c = CreateRequest {
-                    flags: mode.flags(),
-                    ttl: None,
-                    ..c
-                };
+                let c = CreateRequest { ttl: None, ..c };
                 if mode.is_container() {
                     Request::CreateContainer(c)
                 } else {
