@@ -11,14 +11,14 @@
 //! outstanding, each bounded by [`PROBE_IO_TIMEOUT`]) until one succeeds;
 //! the figure is when the first success completed.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use wazoo_proto::{frame, ConnectRequest, ConnectResponse, Jute, Reader, ReplyHeader, Request};
+use wazoo_proto::{frame, ConnectResponse, Jute, Reader, ReplyHeader, Request};
 
 use crate::servers::{dir_bytes, mntr, proc_status_bytes, Server};
 
@@ -188,47 +188,16 @@ pub fn probe_once(addr: SocketAddr, path: &str, data_len: usize) -> Result<()> {
 /// A TCP connection to `addr` (TCP_NODELAY, blocking, reads and writes
 /// bounded by `io_timeout`) holding a new session of `session_timeout_ms`
 /// (the server's ConnectResponse with it): the raw-frame clients' handshake
-/// (this probe, the lean generator).
+/// (this probe, the lean generator), the testkit's.
 pub fn open_session(
     addr: SocketAddr,
     io_timeout: Duration,
     session_timeout_ms: i32,
 ) -> Result<(TcpStream, ConnectResponse)> {
-    let mut s = TcpStream::connect_timeout(&addr, io_timeout).context("connect")?;
-    s.set_read_timeout(Some(io_timeout))?;
-    s.set_write_timeout(Some(io_timeout))?;
-    s.set_nodelay(true)?;
-    let mut out = Vec::new();
-    frame::write_record(
-        &mut out,
-        &ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms: session_timeout_ms,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: Some(false),
-        },
-    );
-    s.write_all(&out).context("send ConnectRequest")?;
-    let connect = read_frame(&mut s).context("read ConnectResponse")?;
-    let resp = ConnectResponse::read(&mut Reader::new(&connect))
-        .map_err(|e| anyhow::anyhow!("decode ConnectResponse: {e}"))?;
-    if resp.session_id == 0 {
-        bail!("the server refused the session");
-    }
-    Ok((s, resp))
+    wazoo_testkit::raw::handshake(addr, 0, &[], session_timeout_ms, io_timeout)
 }
 
 /// One whole frame's payload (the length prefix read and dropped), blocking.
 pub fn read_frame(s: &mut TcpStream) -> Result<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)?;
-    let len = i32::from_be_bytes(len);
-    if len < 0 || len as usize > PROBE_FRAME_MAX {
-        bail!("bad frame length {len}");
-    }
-    let mut buf = vec![0u8; len as usize];
-    s.read_exact(&mut buf)?;
-    Ok(buf)
+    Ok(wazoo_testkit::raw::read_frame(s, PROBE_FRAME_MAX)?)
 }

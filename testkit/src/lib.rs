@@ -12,6 +12,7 @@
 //!   against both servers.
 //! * [`Proxy`]: a loopback TCP proxy that can cut, blackhole and restore
 //!   connections, or switch its target.
+//! * [`raw`]: a session over a plain socket (the handshake, one frame).
 //! * [`four_letter_word`], [`free_port`], [`wait_for`]: small helpers.
 //!
 //! Every server binds 127.0.0.1 only, on ports the kernel hands out, lives in
@@ -26,6 +27,7 @@ mod flavor;
 mod process;
 mod proxy;
 mod quorum_net;
+pub mod raw;
 mod wazoo;
 mod zookeeper;
 

@@ -268,52 +268,20 @@ pub fn raw_session(addr: impl std::net::ToSocketAddrs) -> Option<std::net::TcpSt
 
 /// A raw connection for session `session_id` (0: a new one) with its
 /// password (empty: none), and the server's answer; None if the server
-/// refuses or closes it.
+/// refuses or closes it. Reads wait at most 60 s.
 pub fn raw_handshake(
     addr: impl std::net::ToSocketAddrs,
     session_id: i64,
     passwd: &[u8],
 ) -> Option<(std::net::TcpStream, wazoo_proto::ConnectResponse)> {
-    use std::io::Write;
-    let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
-    s.set_nodelay(true).ok()?;
-    let mut out = Vec::new();
-    wazoo_proto::frame::write_record(
-        &mut out,
-        &wazoo_proto::ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout_ms: 30_000,
-            session_id,
-            passwd: if passwd.is_empty() {
-                vec![0; 16]
-            } else {
-                passwd.to_vec()
-            },
-            read_only: Some(false),
-        },
-    );
-    s.write_all(&out).ok()?;
-    let payload = read_frame(&mut s)?;
-    let resp =
-        <wazoo_proto::ConnectResponse as wazoo_proto::jute::Jute>::from_bytes(&payload).ok()?;
-    (resp.session_id != 0).then_some((s, resp))
+    let addr = addr.to_socket_addrs().ok()?.next()?;
+    wazoo_testkit::raw::handshake(addr, session_id, passwd, 30_000, Duration::from_secs(60)).ok()
 }
 
 /// One length-prefixed frame's payload, or None at EOF, on an error, or
 /// for a length outside 0..=4 MiB.
 pub fn read_frame(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).ok()?;
-    let n = usize::try_from(i32::from_be_bytes(len)).ok()?;
-    if n > 4 << 20 {
-        return None;
-    }
-    let mut p = vec![0u8; n];
-    s.read_exact(&mut p).ok()?;
-    Some(p)
+    wazoo_testkit::raw::read_frame(s, 4 << 20).ok()
 }
 
 /// `GET /metrics` on the loopback `port`: the body of a 200 answer (a
