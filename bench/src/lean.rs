@@ -12,7 +12,7 @@
 //! (/proc/<pid>/stat) and the generator thread's own (getrusage).
 //! `--pinned` starts the servers on CPU 1 and runs the generator on CPU 0.
 
-mod gen;
+pub(crate) mod gen;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -26,6 +26,8 @@
 //! - `load` (with `load/nodes.rs`, `load/sample.rs`): the load generator;
 //!   `stats`: latency histograms.
 //! - `idle`: `wazoo-bench idle`, the resident memory of idle sessions.
+//! - `startup`: `wazoo-bench startup`, writes on a fresh ensemble while its
+//!   members compile their built-in recipes, against none compiling.
 //! - `lean` (with `lean/gen.rs`): `wazoo-bench lean`, the bench's own lean
 //!   generator (one thread, raw pre-encoded frames, pipelined), its
 //!   closed-loop and fixed-rate windows and its table; `--pinned` puts the
@@ -56,6 +58,7 @@ mod recovery;
 mod report;
 mod results;
 mod servers;
+mod startup;
 mod stats;
 mod svg;
 mod sweep;
@@ -97,6 +100,11 @@ fn main() -> ExitCode {
     // `wazoo-bench idle ...`: the memory of idle sessions (src/idle.rs).
     if std::env::args_os().nth(1).is_some_and(|a| a == "idle") {
         return idle::main(std::env::args_os().skip(1));
+    }
+    // `wazoo-bench startup ...`: writes on a fresh ensemble while it
+    // compiles its built-in recipes (src/startup.rs).
+    if std::env::args_os().nth(1).is_some_and(|a| a == "startup") {
+        return startup::main(std::env::args_os().skip(1));
     }
     let mut args = Args::parse();
     let threads = args.client_threads.unwrap_or_else(cpus).max(1);
