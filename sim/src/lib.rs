@@ -32,6 +32,7 @@
 //! | [`recipes`] | the plain-Rust recipe engine (lock, counter) |
 //! | [`check`] | the invariant checkers |
 //! | [`rng`] | the seeded generator |
+//! | `zab_ensemble` (tests) | ZAB's own simulation: the consensus core alone, on the same network and generator |
 //!
 //! # Running
 //!
@@ -56,6 +57,10 @@ pub mod net;
 pub mod recipes;
 pub mod rng;
 pub mod world;
+// ZAB's own whole-ensemble simulation: the consensus core alone, with
+// clients that only propose, on this crate's network and generator.
+#[cfg(test)]
+mod zab_ensemble;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

@@ -1,4 +1,5 @@
-//! The simulated network, after the ZAB simulation's (`zab/src/sim/net.rs`).
+//! The simulated network, of both simulations: the whole-member one and
+//! ZAB's own (`zab_ensemble`, which uses the quorum links and datagrams).
 //!
 //! Quorum links: one TCP-like connection per pair of members carrying ZAB
 //! messages and pipeline messages in one FIFO per direction. A connection
@@ -199,6 +200,26 @@ impl Net {
 
     pub fn cut(&mut self, a: ServerId, b: ServerId) {
         self.cut.insert(pair(a, b));
+    }
+
+    /// Cuts `id` off from every other of `members`.
+    pub fn isolate(&mut self, id: ServerId, members: &[ServerId]) {
+        for &other in members.iter().filter(|&&o| o != id) {
+            self.cut(id, other);
+        }
+    }
+
+    /// Cuts every link between `members` on different sides (`side[i]`
+    /// is the side of `members[i]`).
+    pub fn split(&mut self, members: &[ServerId], side: &[bool]) {
+        assert_eq!(members.len(), side.len(), "one side per member");
+        for (i, &a) in members.iter().enumerate() {
+            for (j, &b) in members.iter().enumerate() {
+                if i < j && side[i] != side[j] {
+                    self.cut(a, b);
+                }
+            }
+        }
     }
 
     pub fn heal_all(&mut self) {

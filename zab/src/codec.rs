@@ -306,7 +306,7 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::rng::Rng;
+    use proptest::prelude::*;
 
     fn samples() -> Vec<Message> {
         vec![
@@ -428,29 +428,40 @@ mod tests {
         );
     }
 
-    #[test]
-    fn garbage_never_panics() {
-        let mut rng = Rng::new(0x5eed);
-        let valid: Vec<Vec<u8>> = samples().iter().map(Message::to_bytes).collect();
-        for i in 0..20_000 {
-            let mut bytes = if i % 2 == 0 {
-                let n = rng.below(40) as usize;
-                (0..n).map(|_| rng.next_u64() as u8).collect::<Vec<u8>>()
-            } else {
-                valid[rng.below(valid.len() as u64) as usize].clone()
-            };
-            // Mutate: flip, cut or extend.
-            match rng.below(3) {
-                0 if !bytes.is_empty() => {
-                    let at = rng.below(bytes.len() as u64) as usize;
-                    bytes[at] ^= 1 << rng.below(8);
+    /// A frame cut, extended or with one bit flipped: a valid message's
+    /// bytes, or arbitrary ones.
+    fn damaged_frame() -> impl Strategy<Value = Vec<u8>> {
+        let start = prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..40),
+            prop::sample::select(samples().iter().map(Message::to_bytes).collect::<Vec<_>>()),
+        ];
+        (
+            start,
+            0..3u8,
+            any::<prop::sample::Index>(),
+            0..8u32,
+            any::<u8>(),
+        )
+            .prop_map(|(mut bytes, how, at, bit, extra)| {
+                match how {
+                    0 if !bytes.is_empty() => {
+                        let i = at.index(bytes.len());
+                        bytes[i] ^= 1 << bit;
+                    }
+                    1 => bytes.truncate(at.index(bytes.len() + 1)),
+                    _ => bytes.push(extra),
                 }
-                1 => bytes.truncate(rng.below(bytes.len() as u64 + 1) as usize),
-                _ => bytes.push(rng.next_u64() as u8),
-            }
+                bytes
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+        #[test]
+        fn garbage_never_panics(bytes in damaged_frame()) {
             if let Ok(m) = Message::decode(&bytes) {
                 // Whatever decodes re-encodes to the same bytes.
-                assert_eq!(m.to_bytes(), bytes);
+                prop_assert_eq!(m.to_bytes(), bytes);
             }
         }
     }

@@ -107,9 +107,12 @@
 //! order (an epoch's txns are delivered in the order its leader proposed
 //! them, without gaps), at most one established leader per epoch, `sync`,
 //! and a client oracle: every txn whose commit was reported to the proposer
-//! is on every member once the network heals. `WAZOO_SIM_SEED=<n>` replays
-//! a seed, `WAZOO_SIM_SEEDS=<count>` runs more (default 300),
-//! `WAZOO_SIM_TRACE=1` prints every input and output.
+//! is on every member once the network heals. The simulation lives in the
+//! `wazoo-sim` crate (`zab_ensemble`), on the network and seeded generator
+//! of its whole-member simulation: `WAZOO_ZAB_SIM_SEED=<n> cargo test -p
+//! wazoo-sim --lib zab_ensemble` replays a seed, `WAZOO_ZAB_SIM_SEEDS=<count>`
+//! runs more (default 300), `WAZOO_ZAB_SIM_TRACE=1` prints every input and
+//! output.
 
 #![forbid(unsafe_code)]
 
@@ -126,8 +129,6 @@ mod types;
 mod peer_tests;
 #[cfg(test)]
 mod purity;
-#[cfg(test)]
-mod sim;
 
 pub use codec::{DecodeError, WIRE_VERSION};
 pub use election::Vote;

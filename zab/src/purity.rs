@@ -12,11 +12,6 @@ const SOURCES: &[(&str, &str)] = &[
     ("lib.rs", include_str!("lib.rs")),
     ("peer.rs", include_str!("peer.rs")),
     ("types.rs", include_str!("types.rs")),
-    ("sim/checker.rs", include_str!("sim/checker.rs")),
-    ("sim/mod.rs", include_str!("sim/mod.rs")),
-    ("sim/net.rs", include_str!("sim/net.rs")),
-    ("sim/rng.rs", include_str!("sim/rng.rs")),
-    ("sim/shell.rs", include_str!("sim/shell.rs")),
 ];
 
 #[test]

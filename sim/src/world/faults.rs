@@ -28,9 +28,7 @@ impl World {
             5 | 6 => {
                 let id = *self.rng.pick(&ids);
                 self.log(format!("isolate {id}"));
-                for &other in ids.iter().filter(|&&o| o != id) {
-                    self.net.cut(id, other);
-                }
+                self.net.isolate(id, &ids);
                 self.summary.partitions += 1;
                 let after = self.rng.range(200, 3_000);
                 self.schedule(after, Event::Heal);
@@ -38,13 +36,7 @@ impl World {
             7 => {
                 let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(500)).collect();
                 self.log(format!("split {side:?}"));
-                for (i, &a) in ids.iter().enumerate() {
-                    for (j, &b) in ids.iter().enumerate() {
-                        if i < j && side[i] != side[j] {
-                            self.net.cut(a, b);
-                        }
-                    }
-                }
+                self.net.split(&ids, &side);
                 self.summary.partitions += 1;
                 let after = self.rng.range(200, 3_000);
                 self.schedule(after, Event::Heal);

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::super::{Payload, ServerId, Zxid};
+use wazoo_zab::{Payload, ServerId, Zxid};
 
 /// The global view the invariants are checked against.
 #[derive(Default)]

@@ -2,11 +2,10 @@
 //! and carries out their outputs in order against a simulated disk
 //! (epochs, log with an unsynced tail, snapshot) and the simulated network.
 
-use super::super::message::Channel;
-use super::super::{
-    Input, Message, Output, Payload, Peer, RoleChange, ServerId, ServerState, Zxid,
-};
 use super::{Event, Sim};
+use wazoo_zab::{
+    Channel, Input, Message, Output, Payload, Peer, RoleChange, ServerId, ServerState, Zxid,
+};
 
 impl Sim {
     pub(super) fn start_member(&mut self, id: ServerId) {
@@ -61,9 +60,9 @@ impl Sim {
         let others: Vec<ServerId> = self.members.keys().copied().filter(|&o| o != id).collect();
         for other in others {
             let delay = self.rng.range(1, 20);
-            self.net.reset(id, other, [false, true], now_ms, delay);
+            self.net.reset(id, other, [false, true], now_ms + delay);
         }
-        self.net.forget_datagrams_of(id);
+        self.net.crash(id, now_ms);
         self.log(format!("crash {id}; log keeps {kept} durable txns"));
     }
 
@@ -137,7 +136,7 @@ impl Sim {
             }
             Output::CloseLink { peer } => {
                 let delay = self.rng.range(1, 20);
-                self.net.reset(id, peer, [false, true], now_ms, delay);
+                self.net.reset(id, peer, [false, true], now_ms + delay);
             }
             Output::SetAcceptedEpoch { epoch } => {
                 let s = &mut self.members.get_mut(&id).expect("member").storage;
@@ -295,7 +294,8 @@ impl Sim {
             }
             Channel::Quorum => {
                 let delay = self.draw(self.params.quorum_delay_ms);
-                self.net.send_quorum(from, to, bytes, self.now_ms, delay);
+                self.net
+                    .send_quorum(from, to, false, bytes, self.now_ms + delay);
             }
         }
     }

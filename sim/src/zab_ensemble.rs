@@ -22,26 +22,25 @@
 //! client oracle: every txn whose commit the leader reported to its client
 //! is delivered on every member.
 //!
-//! `WAZOO_SIM_SEED=<n>` replays one seed; `WAZOO_SIM_SEEDS=<count>` runs
-//! more seeds; `WAZOO_SIM_TRACE=1` prints every event.
+//! `WAZOO_ZAB_SIM_SEED=<n>` replays one seed; `WAZOO_ZAB_SIM_SEEDS=<count>` runs
+//! more seeds; `WAZOO_ZAB_SIM_TRACE=1` prints every event.
 //!
 //! Layout: this file holds the seed's parameters, the events and the loop;
 //! `shell.rs` the simulated shell (members started, crashed and driven,
-//! their disks); `net.rs` the network; `checker.rs` the invariants; `rng.rs`
-//! the seeded generator.
+//! their disks); `checker.rs` the invariants. The network and the seeded
+//! generator are the whole-member simulation's ([`crate::net`],
+//! [`crate::rng`]): ZAB's messages travel its quorum links.
 
 mod checker;
-pub mod net;
-pub mod rng;
 mod shell;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::{Config, Input, Message, Payload, Peer, Restored, ServerId, ServerState, Zxid};
+use crate::net::{Delivery, Net};
+use crate::rng::Rng;
 use checker::Checker;
-use net::{Delivery, Net};
-use rng::Rng;
+use wazoo_zab::{Config, Input, Message, Payload, Peer, Restored, ServerId, ServerState, Zxid};
 
 /// Knobs one seed draws.
 #[derive(Clone, Debug)]
@@ -414,16 +413,14 @@ impl Sim {
                 if a != b {
                     self.log(format!("reset link {a}-{b}"));
                     let delay = self.rng.range(1, 20);
-                    self.net.reset(a, b, [true, true], now_ms, delay);
+                    self.net.reset(a, b, [true, true], now_ms + delay);
                 }
             }
             6 | 7 => {
                 // Isolate one member.
                 let id = *self.rng.pick(&ids);
                 self.log(format!("isolate {id}"));
-                for &other in ids.iter().filter(|&&o| o != id) {
-                    self.net.cut(id, other);
-                }
+                self.net.isolate(id, &ids);
                 self.summary.partitions += 1;
                 let after = self.rng.range(200, 3_000);
                 self.schedule(after, Event::Heal);
@@ -432,13 +429,7 @@ impl Sim {
                 // Split in two sides at random.
                 let side: Vec<bool> = ids.iter().map(|_| self.rng.chance(500)).collect();
                 self.log(format!("split {side:?}"));
-                for (i, &a) in ids.iter().enumerate() {
-                    for (j, &b) in ids.iter().enumerate() {
-                        if i < j && side[i] != side[j] {
-                            self.net.cut(a, b);
-                        }
-                    }
-                }
+                self.net.split(&ids, &side);
                 self.summary.partitions += 1;
                 let after = self.rng.range(200, 3_000);
                 self.schedule(after, Event::Heal);
@@ -540,11 +531,11 @@ impl Sim {
         if use_net {
             self.now_ms = self.now_ms.max(net_at.expect("net time"));
             match self.net.pop(self.now_ms) {
-                Some(Delivery::Message { from, to, bytes }) => {
+                Some(Delivery::Zab { from, to, bytes }) => {
                     if self.members[&to].peer.is_none() {
                         // Connection refused: the sender finds out.
                         let delay = self.rng.range(1, 20);
-                        self.net.reset(from, to, [true, false], self.now_ms, delay);
+                        self.net.reset(from, to, [true, false], self.now_ms + delay);
                         return true;
                     }
                     let msg = Message::decode(&bytes).expect("our own encoding decodes");
@@ -558,6 +549,13 @@ impl Sim {
                     self.input(to, Input::Message { from, msg });
                 }
                 Some(Delivery::Nothing) | None => {}
+                Some(
+                    d @ (Delivery::App { .. }
+                    | Delivery::ToMember { .. }
+                    | Delivery::ToClient { .. }),
+                ) => {
+                    unreachable!("the ZAB simulation sends no such traffic: {d:?}")
+                }
             }
         } else {
             let (key, event) = self.events.pop_first().expect("an event");
@@ -693,7 +691,7 @@ fn run_seed(seed: u64, trace: bool) -> Summary {
                 .map(String::as_str)
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("(no message)");
-            panic!("zab simulation failed for seed {seed}: {why}\nreplay with WAZOO_SIM_SEED={seed} (add WAZOO_SIM_TRACE=1 for a trace)");
+            panic!("zab simulation failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1 for a trace)");
         }
     }
 }
@@ -702,17 +700,17 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
-/// The default suite: a few hundred seeds; `WAZOO_SIM_SEEDS` for more,
-/// `WAZOO_SIM_SEED` for one.
+/// The default suite: a few hundred seeds; `WAZOO_ZAB_SIM_SEEDS` for more,
+/// `WAZOO_ZAB_SIM_SEED` for one.
 #[test]
 fn zab_simulation() {
-    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
-    if let Some(seed) = env_u64("WAZOO_SIM_SEED") {
+    let trace = std::env::var("WAZOO_ZAB_SIM_TRACE").is_ok_and(|v| v == "1");
+    if let Some(seed) = env_u64("WAZOO_ZAB_SIM_SEED") {
         let s = run_seed(seed, trace);
         eprintln!("seed {seed}: {s:?}");
         return;
     }
-    let count = env_u64("WAZOO_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
+    let count = env_u64("WAZOO_ZAB_SIM_SEEDS").unwrap_or(DEFAULT_SEEDS);
     let mut total = Summary::default();
     for seed in 0..count {
         total.add(&run_seed(seed, false));
@@ -731,7 +729,7 @@ fn zab_simulation() {
 
 const DEFAULT_SEEDS: u64 = 300;
 
-/// Same seed, same run: what makes `WAZOO_SIM_SEED` a replay.
+/// Same seed, same run: what makes `WAZOO_ZAB_SIM_SEED` a replay.
 #[test]
 fn a_seed_replays_exactly() {
     let run = |seed| {
@@ -873,10 +871,10 @@ fn failover_after(seed: u64, how: Silent, finalize_wait_ms: u64, trace: bool) ->
 const SERVE_FINALIZE_WAIT_MS: u64 = 50;
 
 fn failover_seeds(how: Silent, finalize_wait_ms: u64) {
-    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
-    let seeds: Vec<u64> = match env_u64("WAZOO_SIM_SEED") {
+    let trace = std::env::var("WAZOO_ZAB_SIM_TRACE").is_ok_and(|v| v == "1");
+    let seeds: Vec<u64> = match env_u64("WAZOO_ZAB_SIM_SEED") {
         Some(seed) => vec![seed],
-        None => (0..env_u64("WAZOO_SIM_SEEDS").unwrap_or(40)).collect(),
+        None => (0..env_u64("WAZOO_ZAB_SIM_SEEDS").unwrap_or(40)).collect(),
     };
     let mut times = Vec::new();
     for &seed in &seeds {
@@ -891,7 +889,7 @@ fn failover_seeds(how: Silent, finalize_wait_ms: u64) {
                     .map(String::as_str)
                     .or_else(|| panic.downcast_ref::<&str>().copied())
                     .unwrap_or("(no message)");
-                panic!("failover {how:?} failed for seed {seed}: {why}\nreplay with WAZOO_SIM_SEED={seed} (add WAZOO_SIM_TRACE=1)");
+                panic!("failover {how:?} failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1)");
             }
         }
     }
