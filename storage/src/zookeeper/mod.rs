@@ -38,9 +38,14 @@ mod txnlog;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub use snap::{parse_snapshot, SnapNode, ZkSnapshot, ZxidDigest, SNAP_MAGIC};
+pub use snap::{
+    encode_sync_snapshot, parse_snapshot, parse_sync_snapshot, SnapNode, SyncSnapshot, ZkSnapshot,
+    ZxidDigest, SNAP_MAGIC, SYNC_SNAPSHOT_SIGNATURE,
+};
 pub use tree::{owner_kind, OwnerKind, ZkNode, ZkTree, CONTAINER_OWNER};
-pub use txn::{decode_entry, op, Create, CreateKind, TxnDigest, TxnEntry, TxnHeader, ZkTxn};
+pub use txn::{
+    decode_entry, encode_entry, op, Create, CreateKind, TxnDigest, TxnEntry, TxnHeader, ZkTxn,
+};
 pub use txnlog::{parse_log, LogEnd, LogEntry, LogFile, LOG_MAGIC};
 
 /// The digest version this reader computes (`DigestCalculator`'s
