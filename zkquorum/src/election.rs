@@ -19,8 +19,9 @@
 //! 3.8 sends protocol version -65536 unless `multiAddress.enabled` is set,
 //! and notifications of version 2 carrying the sender's quorum config (the
 //! text of its dynamic config, `server.N=...` lines and `version=`).
-//! Shorter notifications (28 bytes before peerEpoch existed, 40 bytes
-//! before the version field, version 1 without a config) are still read.
+//! Older forms are still read: 28 bytes (before peerEpoch existed), 40
+//! bytes (whose last 4, a version 1, are not read), and version 1 or
+//! less in a longer message (no config).
 
 use crate::{Error, Limits};
 

@@ -32,6 +32,8 @@
 //! `FastLeaderElection`, `Learner`, `LearnerHandler`, `Leader`,
 //! `Observer`, `ObserverMaster` and `zookeeper.jute`.
 
+#![forbid(unsafe_code)]
+
 pub mod election;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -1,5 +1,9 @@
 //! Reading an Apache ZooKeeper (3.5 to 3.9) data directory: its snapshots
 //! and transaction logs in the `version-2` format, for `wazoo import`.
+//! The same encodings travel in ZooKeeper's quorum protocol (a txn in a
+//! PROPOSAL or INFORM, the snapshot a leader streams after SNAP), so this
+//! module also writes txns ([`encode_entry`]) and reads and writes that
+//! snapshot stream ([`parse_sync_snapshot`]) for `wazoo-zkquorum`.
 //!
 //! [`load_data_dir`] does what a ZooKeeper server does when it starts on
 //! that directory (`FileTxnSnapLog.restore`): it takes the newest snapshot
