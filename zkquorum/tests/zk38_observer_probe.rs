@@ -16,7 +16,12 @@
 //!    UPTODATE; the snapshot after SNAP is read with
 //!    `wazoo_storage::zookeeper::parse_sync_snapshot`;
 //! 3. broadcast: while a client creates nodes, the INFORMs carry their
-//!    txns, and the leader's PINGs are answered (with no sessions).
+//!    txns, and the leader's PINGs are answered (with no sessions);
+//! 4. what an observer forwards for its own clients: REQUESTs (a
+//!    createSession, a create in that session, a sync answered by SYNC, a
+//!    closeSession), each txn coming back as an INFORM; a PING answered
+//!    with the session's touch; REVALIDATE of that session (valid) and of
+//!    an unknown one (not valid).
 //!
 //! Nothing here is a wazoo observer: the probe keeps no tree, it only
 //! checks the protocol. Loopback, free ports, bounded in time.
@@ -28,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context as _};
 use wazoo_proto::jute::Jute;
-use wazoo_proto::records::{Acl, CreateRequest};
-use wazoo_proto::{ConnectRequest, ConnectResponse, ReplyHeader, Request};
+use wazoo_proto::records::{Acl, CreateRequest, Id};
+use wazoo_proto::{ConnectRequest, ConnectResponse, OpCode, ReplyHeader, Request};
 use wazoo_storage::zookeeper::{parse_sync_snapshot, SyncSnapshot, ZkTxn};
 use wazoo_testkit::{free_port, loopback, ServerOptions, ZkEnsemble};
 use wazoo_zkquorum::election::{decode_frame, encode_frame};
@@ -469,6 +474,139 @@ fn an_observer_speaking_the_codec_syncs_with_zookeeper_3_8_and_receives_informs(
             _ => {}
         }
     }
+    // 4. What an observer does for its own clients, forwarded to the
+    // leader: a session (REQUEST createSession), a create in it, a sync
+    // (answered by SYNC), REVALIDATE of it and of an unknown session, the
+    // session in PING touches, and its close. Each txn comes back as an
+    // INFORM (the observer answers its client only then).
+    let session: i64 = (OBSERVER_SID << 56) | 0x5eed;
+    let timeout_ms: i32 = 30_000;
+    let auth = Some(vec![Id::new("ip", "127.0.0.1")]);
+    let forward = |obs: &mut Stream, cxid: i32, req: Option<&Request>, op: i32, body: Vec<u8>| {
+        let body = match req {
+            Some(r) => {
+                let mut b = Vec::new();
+                r.write_body(&mut b);
+                b
+            }
+            None => body,
+        };
+        let fr = ForwardedRequest {
+            session_id: session,
+            cxid,
+            op,
+            body,
+            authinfo: auth.clone(),
+        };
+        obs.send(&Payload::Request(fr).to_packet(-1))
+    };
+    let mut touches = vec![];
+    // The next packet that is not a PING, answering PINGs with `touches`.
+    let next =
+        |obs: &mut Synced, touches: &Vec<(i64, i32)>| -> anyhow::Result<(QuorumPacket, Payload)> {
+            loop {
+                ensure!(
+                    Instant::now() < deadline,
+                    "timed out waiting for the leader"
+                );
+                let p = obs.stream.packet()?;
+                match p.payload(Direction::FromLeader)? {
+                    Payload::Ping(_) => obs
+                        .stream
+                        .send(&Payload::Ping(touches.clone()).to_packet(p.zxid))?,
+                    payload => return Ok((p, payload)),
+                }
+            }
+        };
+    // Forwards a request and returns the txn the leader informs back.
+    let forward_informed = |obs: &mut Synced,
+                            touches: &Vec<(i64, i32)>,
+                            cxid: i32,
+                            req: Option<&Request>,
+                            op: OpCode,
+                            body: Vec<u8>|
+     -> anyhow::Result<wazoo_storage::zookeeper::TxnEntry> {
+        forward(&mut obs.stream, cxid, req, op.code(), body)?;
+        match next(obs, touches)? {
+            (_, Payload::Inform(t)) => Ok(t),
+            (_, other) => bail!("expected the INFORM of {op:?}, got {other:?}"),
+        }
+    };
+    let t = forward_informed(
+        &mut obs,
+        &touches,
+        0,
+        None,
+        OpCode::CreateSession,
+        timeout_ms.to_be_bytes().to_vec(),
+    )?;
+    ensure!(
+        t.header.client_id == session && t.txn == ZkTxn::CreateSession { timeout_ms },
+        "{t:?}"
+    );
+    touches.push((session, timeout_ms));
+
+    let create = Request::Create(CreateRequest {
+        path: "/probe-forwarded".into(),
+        data: Some(b"via the observer".to_vec()),
+        acl: Acl::open_unsafe(),
+        flags: 0,
+        ttl: None,
+    });
+    let t = forward_informed(&mut obs, &touches, 1, Some(&create), OpCode::Create, vec![])?;
+    ensure!((t.header.client_id, t.header.cxid) == (session, 1));
+    ensure!(
+        created(&t.txn) == Some(("/probe-forwarded".into(), b"via the observer".to_vec())),
+        "{t:?}"
+    );
+
+    let sync = Request::Sync {
+        path: Some("/".into()),
+    };
+    forward(&mut obs.stream, 2, Some(&sync), OpCode::Sync.code(), vec![])?;
+    let (_, answer) = next(&mut obs, &touches)?;
+    ensure!(answer == Payload::Sync, "expected SYNC, got {answer:?}");
+
+    // One PING answered with the session's touch (LearnerHandler touches
+    // each listed session), before the session is revalidated.
+    loop {
+        ensure!(
+            Instant::now() < deadline,
+            "no PING after the session was created"
+        );
+        let p = obs.stream.packet()?;
+        if let Payload::Ping(_) = p.payload(Direction::FromLeader)? {
+            obs.stream
+                .send(&Payload::Ping(touches.clone()).to_packet(p.zxid))?;
+            break;
+        }
+    }
+    for (id, valid) in [(session, true), ((OBSERVER_SID << 56) | 0xdead, false)] {
+        obs.stream.send(
+            &Payload::RevalidateRequest {
+                session_id: id,
+                timeout_ms,
+            }
+            .to_packet(-1),
+        )?;
+        let (_, answer) = next(&mut obs, &touches)?;
+        ensure!(
+            answer
+                == Payload::RevalidateReply {
+                    session_id: id,
+                    valid
+                },
+            "revalidate 0x{id:x}: {answer:?}"
+        );
+    }
+
+    let t = forward_informed(&mut obs, &touches, 3, None, OpCode::CloseSession, vec![])?;
+    ensure!(
+        t.header.client_id == session && matches!(t.txn, ZkTxn::CloseSession { .. }),
+        "{t:?}"
+    );
+    eprintln!("forwarded: createSession, create, sync; PING with its touch; revalidate (valid and not); closeSession");
+
     // The leader logged the probe as a learner (LearnerHandler.run), and
     // no member logged a complaint about what the codec sent.
     let leader_log = zk.log_tail(leader_index, 5000);
