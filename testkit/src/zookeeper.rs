@@ -441,6 +441,16 @@ impl ZkEnsemble {
         &self.members[i].data_dir
     }
 
+    /// Member `i`'s `zoo.cfg`, as the harness wrote it (its `server.N`
+    /// lines name every member's quorum and election ports, which a test
+    /// speaking the quorum protocol needs).
+    pub fn config_path(&self, i: usize) -> PathBuf {
+        self.members[i]
+            .data_dir
+            .parent()
+            .map_or_else(|| PathBuf::from("zoo.cfg"), |d| d.join("zoo.cfg"))
+    }
+
     pub fn log_tail(&self, i: usize, lines: usize) -> String {
         self.members[i].process.log_tail(lines)
     }

@@ -15,11 +15,19 @@ pub(crate) struct Jute<'a> {
     pos: usize,
     /// Offset of `buf[0]` in the file, added to every reported offset.
     base: u64,
+    /// Set when a read failed only because the bytes ran out (a length or
+    /// count past the end): a reader of a stream can wait for more bytes.
+    short: bool,
 }
 
 impl<'a> Jute<'a> {
     pub fn new(buf: &'a [u8], base: u64) -> Jute<'a> {
-        Jute { buf, pos: 0, base }
+        Jute {
+            buf,
+            pos: 0,
+            base,
+            short: false,
+        }
     }
 
     /// Bytes consumed so far.
@@ -35,6 +43,11 @@ impl<'a> Jute<'a> {
     /// The file offset of the next byte.
     pub fn offset(&self) -> u64 {
         self.base + self.pos as u64
+    }
+
+    /// Whether a read failed because the input ended (see `short`).
+    pub fn ran_short(&self) -> bool {
+        self.short
     }
 
     pub fn remaining(&self) -> usize {
@@ -55,6 +68,7 @@ impl<'a> Jute<'a> {
 
     pub fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], FormatError> {
         if n > self.remaining() {
+            self.short = true;
             return Err(self.error(format!(
                 "{what}: {n} bytes needed, {} left",
                 self.remaining()
@@ -63,6 +77,15 @@ impl<'a> Jute<'a> {
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
         Ok(s)
+    }
+
+    /// Fails with `what` unless `n` more bytes are there.
+    pub fn need(&mut self, n: usize, what: &str) -> Result<(), FormatError> {
+        if n > self.remaining() {
+            self.short = true;
+            return Err(self.error(what));
+        }
+        Ok(())
     }
 
     fn array<const N: usize>(&mut self, what: &str) -> Result<[u8; N], FormatError> {
@@ -136,6 +159,7 @@ impl<'a> Jute<'a> {
         }
         let n = n as usize;
         if n.saturating_mul(min_elem.max(1)) > self.remaining() {
+            self.short = true;
             return Err(FormatError {
                 offset: at,
                 what: format!(
@@ -146,6 +170,35 @@ impl<'a> Jute<'a> {
         }
         Ok(Some(n))
     }
+}
+
+/// The writing side of the same encoding (`BinaryOutputArchive`), for the
+/// records the quorum protocol sends.
+pub(crate) fn put_int(out: &mut Vec<u8>, v: i32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+pub(crate) fn put_long(out: &mut Vec<u8>, v: i64) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+pub(crate) fn put_bool(out: &mut Vec<u8>, v: bool) {
+    out.push(u8::from(v));
+}
+
+/// A `buffer`; `None` is null (length -1).
+pub(crate) fn put_buffer(out: &mut Vec<u8>, v: Option<&[u8]>) {
+    match v {
+        Some(b) => {
+            put_int(out, b.len() as i32);
+            out.extend_from_slice(b);
+        }
+        None => put_int(out, -1),
+    }
+}
+
+pub(crate) fn put_string(out: &mut Vec<u8>, v: &str) {
+    put_buffer(out, Some(v.as_bytes()));
 }
 
 /// Adler-32 (RFC 1950), which `java.util.zip.Adler32` computes: ZooKeeper's

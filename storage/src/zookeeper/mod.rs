@@ -1,5 +1,9 @@
 //! Reading an Apache ZooKeeper (3.5 to 3.9) data directory: its snapshots
 //! and transaction logs in the `version-2` format, for `wazoo import`.
+//! The same encodings travel in ZooKeeper's quorum protocol (a txn in a
+//! PROPOSAL or INFORM, the snapshot a leader streams after SNAP), so this
+//! module also writes txns ([`encode_entry`]) and reads and writes that
+//! snapshot stream ([`parse_sync_snapshot`]) for `wazoo-zkquorum`.
 //!
 //! [`load_data_dir`] does what a ZooKeeper server does when it starts on
 //! that directory (`FileTxnSnapLog.restore`): it takes the newest snapshot
@@ -38,9 +42,14 @@ mod txnlog;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub use snap::{parse_snapshot, SnapNode, ZkSnapshot, ZxidDigest, SNAP_MAGIC};
+pub use snap::{
+    encode_sync_snapshot, parse_snapshot, parse_sync_snapshot, SnapNode, SyncSnapshot, ZkSnapshot,
+    ZxidDigest, SNAP_MAGIC, SYNC_SNAPSHOT_SIGNATURE,
+};
 pub use tree::{owner_kind, OwnerKind, ZkNode, ZkTree, CONTAINER_OWNER};
-pub use txn::{decode_entry, op, Create, CreateKind, TxnDigest, TxnEntry, TxnHeader, ZkTxn};
+pub use txn::{
+    decode_entry, encode_entry, op, Create, CreateKind, TxnDigest, TxnEntry, TxnHeader, ZkTxn,
+};
 pub use txnlog::{parse_log, LogEnd, LogEntry, LogFile, LOG_MAGIC};
 
 /// The digest version this reader computes (`DigestCalculator`'s

@@ -24,8 +24,8 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::jute::{Adler32, Jute};
-use super::txn::read_acl_list;
+use super::jute::{put_buffer, put_int, put_long, put_string, Adler32, Jute};
+use super::txn::{put_acl_list, read_acl_list};
 use super::{FormatError, StatPersisted, ZkAcl};
 
 /// `"ZKSN"`.
@@ -105,25 +105,13 @@ fn check_seal(r: &mut Jute<'_>, what: &str) -> Result<(), FormatError> {
     Ok(())
 }
 
-/// Parses a whole snapshot file, checking every seal.
-pub fn parse_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, FormatError> {
-    let mut r = Jute::new(bytes, 0);
-    let magic = r.int("magic")?;
-    if magic != SNAP_MAGIC {
-        return Err(FormatError {
-            offset: 0,
-            what: format!("not a ZooKeeper snapshot (magic {magic:#x}, not ZKSN)"),
-        });
-    }
-    let version = r.int("version")?;
-    if version != SNAP_VERSION {
-        return Err(FormatError {
-            offset: 4,
-            what: format!("unsupported snapshot version {version}"),
-        });
-    }
-    let dbid = r.long("dbid")?;
-
+/// The sessions, the ACL map and the nodes up to the "/" that ends them:
+/// what `SerializeUtils.serializeSnapshot` writes, in a snapshot file and
+/// in the stream a leader sends after SNAP.
+#[allow(clippy::type_complexity)]
+fn read_tree(
+    r: &mut Jute<'_>,
+) -> Result<(Vec<(i64, i32)>, BTreeMap<i64, Vec<ZkAcl>>, Vec<SnapNode>), FormatError> {
     let n = r.vector_len(12, "session count")?.unwrap_or(0);
     let mut sessions = Vec::with_capacity(n);
     for _ in 0..n {
@@ -135,7 +123,7 @@ pub fn parse_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, FormatError> {
     for _ in 0..n {
         let at = r.offset();
         let id = r.long("ACL id")?;
-        let list = read_acl_list(&mut r, "ACL list")?.ok_or_else(|| FormatError {
+        let list = read_acl_list(r, "ACL list")?.ok_or_else(|| FormatError {
             offset: at,
             what: format!("ACL {id} is a null list"),
         })?;
@@ -157,10 +145,8 @@ pub fn parse_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, FormatError> {
         }
         let data = r.buffer("node data")?.map(<[u8]>::to_vec);
         let acl = r.long("node ACL")?;
-        if r.remaining() < STAT_LEN {
-            return Err(r.error("node stat is truncated"));
-        }
-        let stat = read_stat(&mut r)?;
+        r.need(STAT_LEN, "node stat is truncated")?;
+        let stat = read_stat(r)?;
         let bad = |what: String| FormatError { offset: at, what };
         if nodes.is_empty() {
             if !path.is_empty() {
@@ -195,6 +181,106 @@ pub fn parse_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, FormatError> {
     if nodes.is_empty() {
         return Err(r.error("the snapshot has no root node"));
     }
+    Ok((sessions, acls, nodes))
+}
+
+/// What a leader writes after a SNAP packet (`LearnerHandler`: the
+/// database's `serializeSnapshot`, then the string `"BenWasHere"`), unframed
+/// and without the file's header, seals and digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncSnapshot {
+    pub sessions: Vec<(i64, i32)>,
+    pub acls: BTreeMap<i64, Vec<ZkAcl>>,
+    /// Every parent before its children; the root's path is `""`.
+    pub nodes: Vec<SnapNode>,
+}
+
+/// The signature that ends a snapshot sent after SNAP.
+pub const SYNC_SNAPSHOT_SIGNATURE: &str = "BenWasHere";
+
+/// Reads a snapshot sent after SNAP from the start of `bytes`: `Ok(None)`
+/// when `bytes` ends before it does (call again with more; each call reads
+/// from the start, so a caller should wait for a good deal more bytes
+/// between calls and bound the total), otherwise the snapshot and how
+/// many bytes it took. Nodes are checked as in a file (root first, parents
+/// before children, ACLs defined), and the signature must follow.
+pub fn parse_sync_snapshot(bytes: &[u8]) -> Result<Option<(SyncSnapshot, usize)>, FormatError> {
+    let mut r = Jute::new(bytes, 0);
+    let parsed = read_tree(&mut r).and_then(|t| {
+        let at = r.offset();
+        let signature = r.string("snapshot signature")?;
+        if signature != SYNC_SNAPSHOT_SIGNATURE {
+            return Err(FormatError {
+                offset: at,
+                what: format!("the snapshot ends with {signature:?}, not the signature {SYNC_SNAPSHOT_SIGNATURE:?}"),
+            });
+        }
+        Ok(t)
+    });
+    match parsed {
+        Ok((sessions, acls, nodes)) => Ok(Some((
+            SyncSnapshot {
+                sessions,
+                acls,
+                nodes,
+            },
+            r.pos(),
+        ))),
+        Err(_) if r.ran_short() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes `snap` as a leader sends it after SNAP (see [`parse_sync_snapshot`]).
+pub fn encode_sync_snapshot(snap: &SyncSnapshot, out: &mut Vec<u8>) {
+    put_int(out, snap.sessions.len() as i32);
+    for (id, timeout) in &snap.sessions {
+        put_long(out, *id);
+        put_int(out, *timeout);
+    }
+    put_int(out, snap.acls.len() as i32);
+    for (id, list) in &snap.acls {
+        put_long(out, *id);
+        put_acl_list(out, Some(list));
+    }
+    for n in &snap.nodes {
+        put_string(out, &n.path);
+        put_buffer(out, n.data.as_deref());
+        put_long(out, n.acl);
+        let s = &n.stat;
+        for v in [s.czxid, s.mzxid, s.ctime, s.mtime] {
+            put_long(out, v);
+        }
+        for v in [s.version, s.cversion, s.aversion] {
+            put_int(out, v);
+        }
+        put_long(out, s.ephemeral_owner);
+        put_long(out, s.pzxid);
+    }
+    put_string(out, "/");
+    put_string(out, SYNC_SNAPSHOT_SIGNATURE);
+}
+
+/// Parses a whole snapshot file, checking every seal.
+pub fn parse_snapshot(bytes: &[u8]) -> Result<ZkSnapshot, FormatError> {
+    let mut r = Jute::new(bytes, 0);
+    let magic = r.int("magic")?;
+    if magic != SNAP_MAGIC {
+        return Err(FormatError {
+            offset: 0,
+            what: format!("not a ZooKeeper snapshot (magic {magic:#x}, not ZKSN)"),
+        });
+    }
+    let version = r.int("version")?;
+    if version != SNAP_VERSION {
+        return Err(FormatError {
+            offset: 4,
+            what: format!("unsupported snapshot version {version}"),
+        });
+    }
+    let dbid = r.long("dbid")?;
+
+    let (sessions, acls, nodes) = read_tree(&mut r)?;
     check_seal(&mut r, "snapshot checksum")?;
 
     let mut digest = None;

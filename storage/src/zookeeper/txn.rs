@@ -3,7 +3,7 @@
 //! them from a log entry: `TxnHeader`, the record its type names, then an
 //! optional `TxnDigest` (3.6+).
 
-use super::jute::Jute;
+use super::jute::{put_bool, put_buffer, put_int, put_long, put_string, Jute};
 use super::{FormatError, ZkAcl};
 
 /// ZooKeeper's opcodes that appear in txn logs (`ZooDefs.OpCode`).
@@ -135,6 +135,20 @@ pub(crate) fn read_acl_list(
         list.push(ZkAcl { perms, scheme, id });
     }
     Ok(Some(list))
+}
+
+/// Writes an ACL list; `None` is a null vector.
+pub(crate) fn put_acl_list(out: &mut Vec<u8>, acl: Option<&[ZkAcl]>) {
+    let Some(list) = acl else {
+        put_int(out, -1);
+        return;
+    };
+    put_int(out, list.len() as i32);
+    for a in list {
+        put_int(out, a.perms);
+        put_string(out, &a.scheme);
+        put_string(out, &a.id);
+    }
 }
 
 /// Node data: ZooKeeper writes null data as length -1 and keeps it null.
@@ -300,4 +314,101 @@ pub fn decode_entry(bytes: &[u8], base: u64) -> Result<TxnEntry, FormatError> {
         txn,
         digest,
     })
+}
+
+/// The opcode a txn inside a multi is written under.
+fn sub_op(txn: &ZkTxn) -> i32 {
+    match txn {
+        ZkTxn::Create { op, .. } => *op,
+        ZkTxn::Delete { .. } => op::DELETE,
+        ZkTxn::SetData { .. } => op::SET_DATA,
+        ZkTxn::Check { .. } => op::CHECK,
+        ZkTxn::Error { .. } => op::ERROR,
+        ZkTxn::SetAcl { .. } => op::SET_ACL,
+        ZkTxn::CreateSession { .. } => op::CREATE_SESSION,
+        ZkTxn::CloseSession { .. } => op::CLOSE_SESSION,
+        ZkTxn::Multi(_) => op::MULTI,
+    }
+}
+
+/// Writes a txn's record as its jute class serializes it. A create is
+/// written in its current form (with `parentCVersion`), as ZooKeeper 3.x
+/// writes it; a `CloseSession` without paths has no record (3.5 and
+/// `closeSessionTxn.enabled=false`).
+fn put_record(out: &mut Vec<u8>, txn: &ZkTxn) {
+    match txn {
+        ZkTxn::CreateSession { timeout_ms } => put_int(out, *timeout_ms),
+        ZkTxn::CloseSession { paths } => {
+            if let Some(paths) = paths {
+                put_int(out, paths.len() as i32);
+                for p in paths {
+                    put_string(out, p);
+                }
+            }
+        }
+        ZkTxn::Create { create, .. } => {
+            put_string(out, &create.path);
+            put_buffer(out, create.data.as_deref());
+            put_acl_list(out, create.acl.as_deref());
+            match create.kind {
+                CreateKind::Plain { ephemeral } => {
+                    put_bool(out, ephemeral);
+                    put_int(out, create.parent_cversion);
+                }
+                CreateKind::Container => put_int(out, create.parent_cversion),
+                CreateKind::Ttl { ttl_ms } => {
+                    put_int(out, create.parent_cversion);
+                    put_long(out, ttl_ms);
+                }
+            }
+        }
+        ZkTxn::Delete { path } => put_string(out, path),
+        ZkTxn::SetData {
+            path,
+            data,
+            version,
+        } => {
+            put_string(out, path);
+            put_buffer(out, data.as_deref());
+            put_int(out, *version);
+        }
+        ZkTxn::SetAcl { path, acl, version } => {
+            put_string(out, path);
+            put_acl_list(out, acl.as_deref());
+            put_int(out, *version);
+        }
+        ZkTxn::Check { path, version } => {
+            put_string(out, path);
+            put_int(out, *version);
+        }
+        ZkTxn::Error { err } => put_int(out, *err),
+        ZkTxn::Multi(subs) => {
+            put_int(out, subs.len() as i32);
+            for sub in subs {
+                put_int(out, sub_op(sub));
+                let mut bytes = Vec::new();
+                put_record(&mut bytes, sub);
+                put_buffer(out, Some(&bytes));
+            }
+        }
+    }
+}
+
+/// Encodes a txn as `Util.marshallTxnEntry` does (the bytes of a log entry
+/// and of a PROPOSAL or INFORM): header, record, then the digest if any.
+/// [`decode_entry`] reads it back.
+pub fn encode_entry(entry: &TxnEntry) -> Vec<u8> {
+    let mut out = Vec::new();
+    let h = &entry.header;
+    put_long(&mut out, h.client_id);
+    put_int(&mut out, h.cxid);
+    put_long(&mut out, h.zxid);
+    put_long(&mut out, h.time);
+    put_int(&mut out, h.op);
+    put_record(&mut out, &entry.txn);
+    if let Some(d) = entry.digest {
+        put_int(&mut out, d.version);
+        put_long(&mut out, d.tree_digest);
+    }
+    out
 }
