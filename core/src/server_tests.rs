@@ -127,7 +127,7 @@ impl Harness {
                         }
                     }
                     Output::Close { conn } => self.closed.push(conn),
-                    Output::Snapshot(_) => {}
+                    Output::Snapshot(_) | Output::Audit(_) => {}
                     Output::RecipeStep(job) => self.steps.push(*job),
                     Output::Propose { .. }
                     | Output::ToLeader(_)

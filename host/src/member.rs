@@ -190,6 +190,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         max_buffer_bytes: cfg.max_buffer,
         max_outbound_bytes: cfg.max_outbound_bytes,
         max_unsent_reply_bytes: cfg.max_unsent_reply_bytes,
+        audit: cfg.audit_enabled,
     }
 }
 
@@ -595,8 +596,10 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
     let recipe_pool =
         crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
+    let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
     let driver = Driver {
         member: CoreMember::standalone(server),
+        audit,
         log: Some(group),
         links: None,
         cfg,

@@ -39,6 +39,8 @@ pub(crate) struct WriteMeta {
     /// A re-attach to a session this member did not know, asked of the
     /// leader (see `follower_revalidate`): answered with a handshake.
     revalidate: bool,
+    /// What to audit once the outcome is applied (`ServerConfig::audit`).
+    audit: Option<Box<crate::audit::AuditRequest>>,
 }
 
 #[derive(Debug, Default)]
@@ -99,6 +101,7 @@ impl Server {
                     sub_ops: Vec::new(),
                     path: String::new(),
                     revalidate: false,
+                    audit: None,
                 }),
             });
         }
@@ -137,6 +140,7 @@ impl Server {
                 sub_ops: Vec::new(),
                 path: "/".into(),
                 revalidate: true,
+                audit: None,
             }),
         });
         self.out
@@ -152,6 +156,7 @@ impl Server {
             _ => Vec::new(),
         };
         let path = req.path().unwrap_or("").to_string();
+        let audit = self.audit_request(conn, session, &req);
         let mut body = Vec::new();
         req.write_body(&mut body);
         let now = self.mono_ms;
@@ -170,6 +175,7 @@ impl Server {
                 sub_ops,
                 path,
                 revalidate: false,
+                audit,
             }),
         });
         self.out.push(super::Output::ToLeader(PeerMsg::Forward {
@@ -438,7 +444,7 @@ impl Server {
             return;
         }
         let pre = matches!(rec.txn, Txn::Multi(_)).then(|| self.tree.clone());
-        let refused = match self.apply_txn(&hdr, &rec.txn) {
+        let refused = match self.apply_live(&hdr, &rec.txn) {
             Ok(refused) => refused,
             Err(e) => return self.fail(format!("committed {e}")),
         };
@@ -459,6 +465,9 @@ impl Server {
                         Queued::Write { meta: Some(m), .. } => m.clone(),
                         _ => unreachable!("position matched a forwarded write"),
                     };
+                    if let Some(a) = &meta.audit {
+                        self.audit_applied(a, &rec.txn, refused.is_some());
+                    }
                     let reply = match &refused {
                         None => self.reply_from_txn(conn, &meta, &hdr, &rec.txn, pre.as_ref()),
                         Some(e) => Self::refused_reply(&rec.txn, e),
@@ -637,6 +646,8 @@ impl Server {
         self.prefired.clear();
         self.running_callbacks.clear();
         self.after_waiters.clear();
+        // Refusals whose replies go with the proposals they waited for.
+        self.audit_after.clear();
         self.rescan_waits = true;
         for id in std::mem::take(&mut self.ro_sessions) {
             self.sessions.remove(id);
