@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use wazoo_testkit::{free_port, WazooEnsemble, WazooServer, ZkServer};
+use wazoo_testkit::{
+    free_port, Flavor, TestEnsemble, WazooEnsemble, WazooServer, ZkEnsemble, ZkServer,
+};
 use zookeeper_client::{Acls, CreateMode, EnsembleUpdate};
 
 /// Waits (bounded) until `path` holds at least `n` lines, and returns them.
@@ -151,13 +153,11 @@ const EXPECTED_RECORDS: usize = 1 + 21;
 // wazoo: fields, their order and tabs, the level, the logger's name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_requests_leave_the_same_audit_records_as_zookeeper() {
-    let zk_server = ZkServer::start_with(
-        common::options(wazoo_testkit::Flavor::Zookeeper).cfg("audit.enable=true"),
-    )
-    .unwrap_or_else(|e| panic!("cannot start ZooKeeper: {e:#}"));
-    let wazoo =
-        WazooServer::start(common::options(wazoo_testkit::Flavor::Wazoo).cfg("audit.enable=true"))
-            .unwrap_or_else(|e| panic!("cannot start wazoo: {e:#}"));
+    let zk_server =
+        ZkServer::start_with(common::options(Flavor::Zookeeper).cfg("audit.enable=true"))
+            .unwrap_or_else(|e| panic!("cannot start ZooKeeper: {e:#}"));
+    let wazoo = WazooServer::start(common::options(Flavor::Wazoo).cfg("audit.enable=true"))
+        .unwrap_or_else(|e| panic!("cannot start wazoo: {e:#}"));
     requests(&zk_server.connect_string()).await;
     requests(&wazoo.connect_string()).await;
     let want = lines_at_least(&zk_server.audit_log_path(), EXPECTED_RECORDS);
@@ -196,19 +196,21 @@ async fn the_same_requests_leave_the_same_audit_records_as_zookeeper() {
 // logged on all the ZooKeeper servers, but logged only on the servers
 // where client is connected"; the ephemerals a session leaves are deleted
 // by every server, and each logs it (ZooKeeper's DataTree.deleteNodes).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_an_ensemble_client_records_stay_on_their_member_and_cleanup_is_on_every_member() {
-    let opts = common::options(wazoo_testkit::Flavor::Wazoo).cfg("audit.enable=true");
-    let ens = WazooEnsemble::start(3, opts)
-        .unwrap_or_else(|e| panic!("cannot start a wazoo ensemble: {e:#}"));
+// A client on each member (so on the leader and on followers, whose
+// writes and refusals come back from the leader) shows both, on ZooKeeper
+// 3.8 and on wazoo alike.
+async fn client_records_stay_on_their_member_and_cleanup_is_on_every_member(
+    ens: &dyn TestEnsemble,
+    audit_log: impl Fn(usize) -> PathBuf,
+    flavor: Flavor,
+) {
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     let eph = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-    let admin = common::connect(&wazoo_testkit::TestEnsemble::connect_string(&ens)).await;
+    let admin = common::connect(&ens.connect_string()).await;
     admin.create("/dup", b"", &open).await.unwrap();
     let mut sessions = Vec::new();
     for i in 0..3 {
-        let addr = wazoo_testkit::TestEnsemble::addr(&ens, i).to_string();
-        let c = common::connect(&addr).await;
+        let c = common::connect(&ens.addr(i).to_string()).await;
         c.create(&format!("/e{i}"), b"", &eph).await.unwrap();
         c.create("/dup", b"", &open).await.unwrap_err();
         sessions.push(format!("0x{:x}", c.session_id().0));
@@ -216,14 +218,18 @@ async fn on_an_ensemble_client_records_stay_on_their_member_and_cleanup_is_on_ev
         gone(&admin, &format!("/e{i}")).await;
     }
     drop(admin);
+    let user = wazoo::audit::process_user();
     for i in 0..3 {
-        let path = ens.data_dir(i).join("zookeeper_audit.log");
         // serverStart, this member's create and failure, and three
         // cleanups; the admin's create is on whichever member it used.
-        let lines = lines_at_least(&path, 6);
+        let lines = lines_at_least(&audit_log(i), 6);
         let text = lines.join("\n");
         let count = |s: &str| lines.iter().filter(|l| l.contains(s)).count();
-        assert_eq!(count("operation=serverStart"), 1, "member {i}:\n{text}");
+        assert_eq!(
+            count("operation=serverStart"),
+            1,
+            "{flavor} member {i}:\n{text}"
+        );
         for (j, session) in sessions.iter().enumerate() {
             let create = format!("session={session}\tuser=127.0.0.1\tip=127.0.0.1\toperation=create\tznode=/e{j}\tznode_type=ephemeral\tresult=success");
             let failed = format!("session={session}\tuser=127.0.0.1\tip=127.0.0.1\toperation=create\tznode=/dup\tznode_type=persistent\tresult=failure");
@@ -231,21 +237,47 @@ async fn on_an_ensemble_client_records_stay_on_their_member_and_cleanup_is_on_ev
             assert_eq!(
                 count(&create),
                 here,
-                "member {i}, session of member {j}:\n{text}"
+                "{flavor} member {i}, session of member {j}:\n{text}"
             );
             assert_eq!(
                 count(&failed),
                 here,
-                "member {i}, session of member {j}:\n{text}"
+                "{flavor} member {i}, session of member {j}:\n{text}"
             );
-            let cleanup = format!("session={session}\tuser={}\toperation=ephemeralZNodeDeletionOnSessionCloseOrExpire\tznode=/e{j}\tresult=success", wazoo::audit::process_user());
+            let cleanup = format!("session={session}\tuser={user}\toperation=ephemeralZNodeDeletionOnSessionCloseOrExpire\tznode=/e{j}\tresult=success");
             assert_eq!(
                 count(&cleanup),
                 1,
-                "member {i} logs the cleanup of /e{j}:\n{text}"
+                "{flavor} member {i} logs the cleanup of /e{j}:\n{text}"
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_ensemble_logs_client_records_on_their_member_and_cleanup_on_every_member() {
+    let opts = common::ensemble_options(Flavor::Zookeeper).cfg("audit.enable=true");
+    let ens = ZkEnsemble::start_with(3, opts)
+        .unwrap_or_else(|e| panic!("cannot start a ZooKeeper ensemble: {e:#}"));
+    client_records_stay_on_their_member_and_cleanup_is_on_every_member(
+        &ens,
+        |i| ens.audit_log_path(i),
+        Flavor::Zookeeper,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wazoo_ensemble_logs_client_records_on_their_member_and_cleanup_on_every_member() {
+    let opts = common::ensemble_options(Flavor::Wazoo).cfg("audit.enable=true");
+    let ens = WazooEnsemble::start(3, opts)
+        .unwrap_or_else(|e| panic!("cannot start a wazoo ensemble: {e:#}"));
+    client_records_stay_on_their_member_and_cleanup_is_on_every_member(
+        &ens,
+        |i| ens.data_dir(i).join("zookeeper_audit.log"),
+        Flavor::Wazoo,
+    )
+    .await;
 }
 
 /// A zoo.cfg for `wazoo serve` by hand, with audit on and the file at
@@ -332,7 +364,7 @@ async fn an_audit_write_that_fails_while_serving_stops_the_member_by_name() {
         first
     });
     let mut server = WazooServer::start(
-        common::options(wazoo_testkit::Flavor::Wazoo)
+        common::options(Flavor::Wazoo)
             .cfg("audit.enable=true")
             .cfg(format!("wazoo.audit.file={}", fifo.display())),
     )
