@@ -530,6 +530,9 @@ pub struct Stats {
     /// Committed txns the tree refused (see `apply_txn`); 0 unless prep and
     /// apply disagree.
     pub txns_refused: u64,
+    /// Audit records made (`ServerConfig::audit`); the shell writes each,
+    /// or stops the member.
+    pub audit_records: u64,
     pub sessions_expired: u64,
     /// Request latencies since the shell last took them (for the metrics
     /// histogram); bounded, the excess is dropped.

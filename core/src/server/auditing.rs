@@ -35,6 +35,7 @@ impl Server {
     }
 
     pub(super) fn audit(&mut self, record: AuditRecord) {
+        self.stats.audit_records += 1;
         self.out.push(Output::Audit(Box::new(record)));
     }
 
