@@ -136,6 +136,19 @@ impl AuditLog {
     }
 }
 
+/// Records `serverStart` `failure`, as ZooKeeper does when its start
+/// fails: best effort (the file may be why it failed), never an error.
+pub(crate) fn start_failed(path: &Path) {
+    let wall_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let written = AuditLog::open(path, process_user())
+        .and_then(|mut log| log.server(AuditOp::ServerStart, AuditResult::Failure, wall_ms));
+    if let Err(e) = written {
+        tracing::warn!("cannot record the failed start in the audit log: {e:#}");
+    }
+}
+
 /// One line of the audit log: the time, the level, the logger and the
 /// record, as ZooKeeper's default pattern writes them.
 pub fn line(r: &AuditRecord, server_user: &str, wall_ms: i64) -> String {

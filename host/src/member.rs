@@ -640,6 +640,7 @@ impl Member {
             Some(id) if cfg.is_ensemble() => format!("wazoo-member-{id}"),
             _ => "wazoo-member".to_string(),
         };
+        let audit_path = crate::audit::audit_path(&cfg);
         let (ready_tx, ready_rx) = oneshot::channel::<Result<(SocketAddr, mpsc::Sender<Event>)>>();
         let thread = std::thread::Builder::new()
             .name(name)
@@ -659,6 +660,9 @@ impl Member {
                     };
                     match started {
                         Err(e) => {
+                            if let Some(path) = &audit_path {
+                                crate::audit::start_failed(path);
+                            }
                             let _ = ready_tx.send(Err(e));
                             Ok(())
                         }

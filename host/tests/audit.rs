@@ -356,6 +356,37 @@ fn an_audit_log_that_cannot_be_opened_or_written_refuses_the_start_by_name() {
     }
 }
 
+// ZooKeeper records `serverStart` `failure` when its start fails (here:
+// the client port is taken).
+#[test]
+fn a_start_that_fails_records_a_server_start_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.log");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let cfg = config_with_audit_file(dir.path(), &audit);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| match l.starts_with("clientPort=") {
+            true => format!("clientPort={port}\n"),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&cfg, text).unwrap();
+    let (status, err) = serve_refused(&cfg);
+    assert!(!status.success(), "{err}");
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    let user = wazoo::audit::process_user();
+    assert!(
+        lines.ends_with(&format!(
+            " ERROR audit.Slf4jAuditLogger: user={user}\toperation=serverStart\tresult=failure\n"
+        )),
+        "{lines}"
+    );
+    assert!(!lines.contains("result=success"), "{lines}");
+}
+
 // A write error at run time (here the reader of a pipe going away, as a
 // disk filling up would) stops the member with an error naming the file;
 // the write whose record could not be written is not answered.
