@@ -191,16 +191,39 @@ pub fn acl_text(acl: &[Acl]) -> String {
 /// `ConcurrentHashMap` key set, so they come in the order of that map's
 /// table (see [`java_set_order`]), not in the order they were added.
 pub fn users_of(auth: &AuthInfo) -> Option<String> {
-    let names: Vec<&str> = java_set_order(&auth.ids)
+    let names: Vec<String> = java_set_order(&auth.ids)
         .into_iter()
         .filter_map(|id| match id.scheme.as_str() {
-            "digest" => id.id.split(':').next(),
-            "ip" | "sasl" | "x509" => Some(id.id.as_str()),
+            "digest" => id.id.split(':').next().map(str::to_string),
+            "ip" => Some(match id.id.parse::<std::net::IpAddr>() {
+                Ok(ip) => java_host_address(ip),
+                Err(_) => id.id.clone(),
+            }),
+            "sasl" | "x509" => Some(id.id.clone()),
             _ => None,
         })
         .filter(|n| !n.trim().is_empty())
         .collect();
     (!names.is_empty()).then(|| names.join(","))
+}
+
+/// An address as Java's `InetAddress.getHostAddress` writes it, as
+/// ZooKeeper's records show it: an IPv4 address (also one mapped into
+/// IPv6) dotted, an IPv6 one as eight hexadecimal groups without `::`
+/// (`0:0:0:0:0:0:0:1`).
+pub fn java_host_address(ip: std::net::IpAddr) -> String {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => v6
+                .segments()
+                .iter()
+                .map(|g| format!("{g:x}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+        },
+    }
 }
 
 /// The identities in the order a Java `ConcurrentHashMap` key set of
@@ -220,13 +243,18 @@ pub fn java_set_order(ids: &[wazoo_proto::Id]) -> Vec<&wazoo_proto::Id> {
         table *= 2;
     }
     let slot = |id: &wazoo_proto::Id| {
+        // ZooKeeper's `ip` ids hold Java's text of the address.
+        let text = match (id.scheme.as_str(), id.id.parse::<std::net::IpAddr>()) {
+            ("ip", Ok(ip)) => java_host_address(ip),
+            _ => id.id.clone(),
+        };
         let h = 37i32
             .wrapping_mul(
                 37i32
                     .wrapping_mul(17)
                     .wrapping_add(java_string_hash(&id.scheme)),
             )
-            .wrapping_add(java_string_hash(&id.id));
+            .wrapping_add(java_string_hash(&text));
         let spread = (h ^ ((h as u32) >> 16) as i32) & 0x7fff_ffff;
         spread as usize & (table - 1)
     };

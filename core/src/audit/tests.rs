@@ -160,6 +160,19 @@ fn identities_iterate_as_a_java_hash_set_of_ids_would() {
 }
 
 #[test]
+fn addresses_print_as_java_writes_them() {
+    let ip = |s: &str| java_host_address(s.parse().unwrap());
+    assert_eq!(ip("127.0.0.1"), "127.0.0.1");
+    assert_eq!(ip("::1"), "0:0:0:0:0:0:0:1");
+    assert_eq!(ip("fe80::1:abcd"), "fe80:0:0:0:0:0:1:abcd");
+    assert_eq!(ip("::ffff:10.0.0.7"), "10.0.0.7");
+    assert_eq!(
+        users_of(&auth(&[("ip", "::1")])).as_deref(),
+        Some("0:0:0:0:0:0:0:1")
+    );
+}
+
+#[test]
 fn acls_print_as_zkutil_writes_them_with_entries_run_together() {
     let acl = [
         Acl {

@@ -30,7 +30,7 @@ impl Server {
             return None;
         }
         let c = self.conns.get(&conn)?;
-        let ip = c.peer.map(|p| p.ip().to_string());
+        let ip = c.peer.map(|p| crate::audit::java_host_address(p.ip()));
         AuditRequest::of(req, session, &c.auth, ip).map(Box::new)
     }
 
