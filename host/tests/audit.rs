@@ -208,7 +208,7 @@ async fn the_same_requests_leave_the_same_audit_records_as_zookeeper() {
 // by every server, and each logs it (ZooKeeper's DataTree.deleteNodes).
 // A client on each member (so on the leader and on followers, whose
 // writes and refusals come back from the leader) shows both, on ZooKeeper
-// 3.8 and on wazoo alike.
+// 3.8 and on wazoo alike; so does a reconfig.
 async fn client_records_stay_on_their_member_and_cleanup_is_on_every_member(
     ens: &dyn TestEnsemble,
     audit_log: impl Fn(usize) -> PathBuf,
@@ -227,7 +227,40 @@ async fn client_records_stay_on_their_member_and_cleanup_is_on_every_member(
         drop(c);
         gone(&admin, &format!("/e{i}")).await;
     }
+    // A reconfig (by the super user, from a follower) that removes the
+    // other follower: recorded on the client's member only.
+    let leader = ens.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let mut followers = (0..3).filter(|&i| i != leader);
+    let (client_member, removed) = (followers.next().unwrap(), followers.next().unwrap());
+    let su = common::connect(&ens.addr(client_member).to_string()).await;
+    su.auth("digest", b"super:test").await.unwrap();
+    let removed_id = (removed + 1).to_string();
+    su.update_ensemble(
+        EnsembleUpdate::Incremental {
+            joinings: [].iter().copied(),
+            leavings: [removed_id.as_str()].iter().copied(),
+        },
+        None,
+    )
+    .await
+    .unwrap();
+    drop(su);
     drop(admin);
+    for i in 0..3 {
+        let lines = lines_at_least(&audit_log(i), 6);
+        let reconfigs: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("operation=reconfig"))
+            .collect();
+        match i == client_member {
+            true => assert!(
+                reconfigs.len() == 1
+                    && reconfigs[0].ends_with("\tznode=/zookeeper/config\tresult=success"),
+                "{flavor} member {i}: {reconfigs:?}"
+            ),
+            false => assert!(reconfigs.is_empty(), "{flavor} member {i}: {reconfigs:?}"),
+        }
+    }
     let user = wazoo::audit::process_user();
     for i in 0..3 {
         // serverStart, this member's create and failure, and three
@@ -266,7 +299,12 @@ async fn client_records_stay_on_their_member_and_cleanup_is_on_every_member(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zookeeper_ensemble_logs_client_records_on_their_member_and_cleanup_on_every_member() {
-    let opts = common::ensemble_options(Flavor::Zookeeper).cfg("audit.enable=true");
+    let opts = common::ensemble_options(Flavor::Zookeeper)
+        .cfg("audit.enable=true")
+        .cfg("reconfigEnabled=true")
+        .arg(format!(
+            "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        ));
     let ens = ZkEnsemble::start_with(3, opts)
         .unwrap_or_else(|e| panic!("cannot start a ZooKeeper ensemble: {e:#}"));
     client_records_stay_on_their_member_and_cleanup_is_on_every_member(
@@ -279,7 +317,12 @@ async fn zookeeper_ensemble_logs_client_records_on_their_member_and_cleanup_on_e
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wazoo_ensemble_logs_client_records_on_their_member_and_cleanup_on_every_member() {
-    let opts = common::ensemble_options(Flavor::Wazoo).cfg("audit.enable=true");
+    let opts = common::ensemble_options(Flavor::Wazoo)
+        .cfg("audit.enable=true")
+        .cfg("reconfigEnabled=true")
+        .cfg(format!(
+            "DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        ));
     let ens = WazooEnsemble::start(3, opts)
         .unwrap_or_else(|e| panic!("cannot start a wazoo ensemble: {e:#}"));
     client_records_stay_on_their_member_and_cleanup_is_on_every_member(
@@ -289,6 +332,9 @@ async fn wazoo_ensemble_logs_client_records_on_their_member_and_cleanup_on_every
     )
     .await;
 }
+
+/// `super:test`.
+const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
 
 /// A zoo.cfg for `wazoo serve` by hand, with audit on and the file at
 /// `audit_file`.
