@@ -156,7 +156,7 @@ async fn the_same_requests_leave_the_same_audit_records_as_zookeeper() {
     let zk_server =
         ZkServer::start_with(common::options(Flavor::Zookeeper).cfg("audit.enable=true"))
             .unwrap_or_else(|e| panic!("cannot start ZooKeeper: {e:#}"));
-    let wazoo = WazooServer::start(
+    let mut wazoo = WazooServer::start(
         common::options(Flavor::Wazoo)
             .cfg("audit.enable=true")
             .cfg("4lw.commands.whitelist=*"),
@@ -200,6 +200,17 @@ async fn the_same_requests_leave_the_same_audit_records_as_zookeeper() {
         "user=alice,127.0.0.1\tip=127.0.0.1\toperation=create\tznode=/audit/by-alice"
     ));
     assert!(has(&format!("session=S2\tuser={user}\toperation=ephemeralZNodeDeletionOnSessionCloseOrExpire\tznode=/audit/es-0000000005\tresult=success")));
+    // A stop on a signal records serverStop, "invoked" (ZooKeeper logs it
+    // from its shutdown hook, before the server has stopped).
+    let status = wazoo.stop(Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let text = std::fs::read_to_string(wazoo.data_dir().join("zookeeper_audit.log")).unwrap();
+    assert!(
+        text.ends_with(&format!(
+            " INFO audit.Slf4jAuditLogger: user={user}\toperation=serverStop\tresult=invoked\n"
+        )),
+        "{text}"
+    );
 }
 
 // ZooKeeper Audit Logging, "ZooKeeper Audit Logs": "Audit logs are not
