@@ -597,6 +597,10 @@ pub struct Server {
     /// Audit records of writes prep refused, each out once the txn it
     /// waits for is applied (as its reply); at most one per request held.
     audit_after: VecDeque<(Zxid, crate::audit::AuditRecord)>,
+    /// Follower: writes forwarded to the leader to audit once applied, by
+    /// (session, cxid); at most one per forwarded write in flight,
+    /// forgotten with them when the role changes.
+    forwarded_audits: std::collections::BTreeMap<(i64, i32), Box<crate::audit::AuditRequest>>,
     /// Deploys in flight and what the engine serves (see `deploy.rs`).
     deploys: deploy::DeployState,
     /// Ensemble: the active configuration, the one `/zookeeper/config`
@@ -674,6 +678,7 @@ impl Server {
             rescan_waits: true,
             after_waiters: Vec::new(),
             audit_after: VecDeque::new(),
+            forwarded_audits: Default::default(),
             deploys: Default::default(),
             quorum: None,
             synced_learners: Vec::new(),

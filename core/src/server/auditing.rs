@@ -6,7 +6,9 @@
 //!   refuses it, in order behind the txns already proposed, as ZooKeeper
 //!   logs a refusal when its error txn passes the final processor), a
 //!   follower when the committed txn carrying it (or the leader's error
-//!   txn) is applied.
+//!   txn) is applied. Either way the record does not depend on the client
+//!   still being connected (what to record rides with the proposal, or,
+//!   on a follower, waits by session and cxid).
 //! - A session's close is audited on every member that applies it: one
 //!   record per ephemeral it deletes. A log replayed at start makes none
 //!   (ZooKeeper's replay logs its closes again).

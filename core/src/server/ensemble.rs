@@ -39,8 +39,6 @@ pub(crate) struct WriteMeta {
     /// A re-attach to a session this member did not know, asked of the
     /// leader (see `follower_revalidate`): answered with a handshake.
     revalidate: bool,
-    /// What to audit once the outcome is applied (`ServerConfig::audit`).
-    audit: Option<Box<crate::audit::AuditRequest>>,
 }
 
 #[derive(Debug, Default)]
@@ -101,7 +99,6 @@ impl Server {
                     sub_ops: Vec::new(),
                     path: String::new(),
                     revalidate: false,
-                    audit: None,
                 }),
             });
         }
@@ -140,7 +137,6 @@ impl Server {
                 sub_ops: Vec::new(),
                 path: "/".into(),
                 revalidate: true,
-                audit: None,
             }),
         });
         self.out
@@ -164,6 +160,11 @@ impl Server {
             return;
         };
         let auth = c.auth.ids.clone();
+        if let Some(a) = audit {
+            // Kept apart from the connection: the write is recorded once
+            // applied even if the client has gone by then.
+            self.forwarded_audits.insert((session, xid), a);
+        }
         c.queue.push_back(Queued::Write {
             xid,
             zxid: Zxid::ZERO,
@@ -175,7 +176,6 @@ impl Server {
                 sub_ops,
                 path,
                 revalidate: false,
-                audit,
             }),
         });
         self.out.push(super::Output::ToLeader(PeerMsg::Forward {
@@ -448,6 +448,9 @@ impl Server {
             Ok(refused) => refused,
             Err(e) => return self.fail(format!("committed {e}")),
         };
+        if let Some(a) = self.forwarded_audits.remove(&(hdr.session_id, hdr.cxid)) {
+            self.audit_applied(&a, &rec.txn, refused.is_some());
+        }
         if let Some(&conn) = self.session_conn.get(&hdr.session_id) {
             let slot = self.conns.get(&conn).and_then(|c| {
                 c.queue.iter().position(|q| {
@@ -465,9 +468,6 @@ impl Server {
                         Queued::Write { meta: Some(m), .. } => m.clone(),
                         _ => unreachable!("position matched a forwarded write"),
                     };
-                    if let Some(a) = &meta.audit {
-                        self.audit_applied(a, &rec.txn, refused.is_some());
-                    }
                     let reply = match &refused {
                         None => self.reply_from_txn(conn, &meta, &hdr, &rec.txn, pre.as_ref()),
                         Some(e) => Self::refused_reply(&rec.txn, e),
@@ -646,8 +646,10 @@ impl Server {
         self.prefired.clear();
         self.running_callbacks.clear();
         self.after_waiters.clear();
-        // Refusals whose replies go with the proposals they waited for.
+        // Refusals whose replies go with the proposals they waited for,
+        // and forwarded writes whose requests this member forgets.
         self.audit_after.clear();
+        self.forwarded_audits.clear();
         self.rescan_waits = true;
         for id in std::mem::take(&mut self.ro_sessions) {
             self.sessions.remove(id);
