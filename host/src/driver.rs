@@ -441,6 +441,11 @@ impl Driver {
                 }
             }
             Output::Close { conn } => {
+                // The replies it hands over come after the audit records
+                // made before them.
+                if let Some(audit) = &mut self.audit {
+                    audit.flush()?;
+                }
                 if let Some(tx) = self.conns.get_mut(&conn) {
                     let _ = tx.flush();
                     let _ = tx.send(ConnMsg::Close);
