@@ -1,7 +1,8 @@
 //! The deterministic core: no tokio, sockets, files, clock reads or
 //! randomness. Time and randomness come in as inputs.
 //!
-//! Layout: [`tree`], [`txn`], [`session`], [`watch`], [`acl`], [`recipe`]
+//! Layout: [`tree`], [`txn`], [`session`], [`watch`], [`acl`], [`audit`] (ZooKeeper's
+//! audit records as data), [`recipe`]
 //! (engine trait, wait table), [`server`] (pipeline), [`member`] (the
 //! pipeline joined with ZAB's `Peer`: one member's whole state machine,
 //! with its driving contract), [`snapshot`], [`time`] (the two clocks the
@@ -10,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod acl;
+pub mod audit;
 pub(crate) mod id_hash;
 pub mod member;
 pub mod quorum_config;

@@ -170,6 +170,10 @@ pub enum Output {
     /// shell keeps it for restarts and opens or drops quorum links to
     /// follow it.
     Reconfigured(crate::quorum_config::QuorumConfig),
+    /// An audit record to write to the audit log (only with
+    /// `ServerConfig::audit`; see [`crate::audit`]). Written before the
+    /// replies of the same list are handed to their connections.
+    Audit(Box<crate::audit::AuditRecord>),
     /// Run a recipe step off the member's thread and report it with
     /// `Input::Client(server::Input::RecipeStepDone(..))`, in any order
     /// (only when the pipeline offloads steps).
@@ -404,6 +408,7 @@ impl Member {
             server::Output::Close { conn } => self.out.push(Output::Close { conn }),
             server::Output::Snapshot(job) => self.out.push(Output::WriteSnapshot(job)),
             server::Output::RecipeStep(job) => self.out.push(Output::RecipeStep(job)),
+            server::Output::Audit(record) => self.out.push(Output::Audit(record)),
             server::Output::Persist { zxid, record } => {
                 if self.ens.is_some() {
                     unreachable!("an ensemble pipeline proposes, it never persists by itself");

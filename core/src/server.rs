@@ -32,6 +32,7 @@ use wazoo_proto::{
 };
 
 mod apply;
+mod auditing;
 mod conns;
 mod deploy;
 mod ensemble;
@@ -47,6 +48,7 @@ pub use deploy::{plugins_identity, PluginOp};
 pub use peer_msg::PeerMsg;
 use prep::*;
 pub use recipes::{dry_run_call, DryRun, RecipeJob, RecipeStepDone};
+pub(crate) use reconfig::CONFIG_NODE;
 
 use wazoo_proto::Zxid;
 
@@ -134,6 +136,9 @@ pub struct ServerConfig {
     /// pipelines large reads without reading holds about this plus one
     /// reply (`wazoo.client.maxUnsentReplyBytes`).
     pub max_unsent_reply_bytes: u64,
+    /// `audit.enable`: make ZooKeeper's audit records
+    /// ([`Output::Audit`]; see [`crate::audit`]).
+    pub audit: bool,
 }
 
 impl Default for ServerConfig {
@@ -159,6 +164,7 @@ impl Default for ServerConfig {
             max_buffer_bytes: 0xfffff,
             max_outbound_bytes: DEFAULT_MAX_OUTBOUND_BYTES,
             max_unsent_reply_bytes: DEFAULT_MAX_UNSENT_REPLY_BYTES,
+            audit: false,
         }
     }
 }
@@ -306,6 +312,9 @@ pub enum Output {
     /// Ensemble: a reconfig committed and this is the membership now active
     /// (consensus and the quorum links must follow it).
     Reconfigured(crate::quorum_config::QuorumConfig),
+    /// An audit record (only with [`ServerConfig::audit`]): the shell
+    /// stamps the time and writes it to the audit log.
+    Audit(Box<crate::audit::AuditRecord>),
     /// Run this recipe step off the member's thread ([`RecipeJob::run`])
     /// and answer with [`Input::RecipeStepDone`]; only with
     /// [`Server::set_recipe_offload`]. Steps may finish in any order.
@@ -450,6 +459,8 @@ struct Proposal {
     record: TxnRecord,
     origin: Origin,
     kind: Option<WriteKind>,
+    /// A client's write to audit once applied (with `ServerConfig::audit`).
+    audit: Option<Box<crate::audit::AuditRequest>>,
 }
 
 impl Proposal {
@@ -513,6 +524,9 @@ pub struct Stats {
     /// Committed txns the tree refused (see `apply_txn`); 0 unless prep and
     /// apply disagree.
     pub txns_refused: u64,
+    /// Audit records made (`ServerConfig::audit`); the shell writes each,
+    /// or stops the member.
+    pub audit_records: u64,
     pub sessions_expired: u64,
     /// Request latencies since the shell last took them (for the metrics
     /// histogram); bounded, the excess is dropped.
@@ -574,6 +588,13 @@ pub struct Server {
     rescan_waits: bool,
     /// Connections with a `Deferred::After` reply, by the zxid it awaits.
     after_waiters: Vec<(Zxid, ConnId)>,
+    /// Audit records of writes prep refused, each out once the txn it
+    /// waits for is applied (as its reply); at most one per request held.
+    audit_after: VecDeque<(Zxid, crate::audit::AuditRecord)>,
+    /// Follower: writes forwarded to the leader to audit once applied, by
+    /// (session, cxid); at most one per forwarded write in flight,
+    /// forgotten with them when the role changes.
+    forwarded_audits: std::collections::BTreeMap<(i64, i32), Box<crate::audit::AuditRequest>>,
     /// Deploys in flight and what the engine serves (see `deploy.rs`).
     deploys: deploy::DeployState,
     /// Ensemble: the active configuration, the one `/zookeeper/config`
@@ -650,6 +671,8 @@ impl Server {
             running_callbacks: Default::default(),
             rescan_waits: true,
             after_waiters: Vec::new(),
+            audit_after: VecDeque::new(),
+            forwarded_audits: Default::default(),
             deploys: Default::default(),
             quorum: None,
             synced_learners: Vec::new(),

@@ -6,6 +6,7 @@ use super::time::Now;
 use wazoo_proto::Zxid;
 
 mod apply_refusals;
+mod audit;
 mod clock;
 mod deploy;
 mod failover;
@@ -62,6 +63,8 @@ struct Harness {
     /// in `steps` for the test to run them.
     step_engine: Option<Box<dyn crate::recipe::RecipeEngine>>,
     steps: Vec<RecipeJob>,
+    /// Audit records, in the order they came out.
+    audits: Vec<crate::audit::AuditRecord>,
 }
 
 impl Harness {
@@ -79,6 +82,7 @@ impl Harness {
             stalled: Default::default(),
             step_engine: None,
             steps: Vec::new(),
+            audits: Vec::new(),
         }
     }
 
@@ -128,6 +132,7 @@ impl Harness {
                     }
                     Output::Close { conn } => self.closed.push(conn),
                     Output::Snapshot(_) => {}
+                    Output::Audit(r) => self.audits.push(*r),
                     Output::RecipeStep(job) => self.steps.push(*job),
                     Output::Propose { .. }
                     | Output::ToLeader(_)

@@ -171,6 +171,13 @@ pub struct Config {
     /// by default): `false` makes a missing `<dataDir>/wazoo-v1` or
     /// `<dataLogDir>/wazoo-v1` stop the start rather than be created.
     pub data_dir_autocreate: bool,
+    /// `audit.enable` (or `zookeeper.audit.enable`; `false` by default):
+    /// write ZooKeeper's audit records (`crate::audit`).
+    pub audit_enabled: bool,
+    /// `wazoo.audit.file`: where the audit records go; default
+    /// `<dataDir>/zookeeper_audit.log` (ZooKeeper names the file in its
+    /// logback configuration).
+    pub audit_file: Option<PathBuf>,
 }
 
 pub const DEFAULT_TICK_TIME_MS: u32 = 3000;
@@ -267,6 +274,35 @@ fn take_sasl(kv: &mut BTreeMap<String, String>) -> Result<SaslConfig> {
         }
     }
     Ok(cfg)
+}
+
+/// ZooKeeper's audit logger class, the one `audit.impl.class` may name.
+const AUDIT_LOGGER: &str = "org.apache.zookeeper.audit.Slf4jAuditLogger";
+
+/// Takes `audit.enable` and `audit.impl.class` in either spelling and any
+/// case, as [`feature_refusal`] matches them: whether audit records are
+/// written. `audit.impl.class` may only name ZooKeeper's own logger
+/// (`feature_refusal` refuses any other class).
+fn take_audit(kv: &mut BTreeMap<String, String>) -> Result<bool> {
+    let mut enabled = false;
+    for key in kv.keys().cloned().collect::<Vec<_>>() {
+        let lower = key.to_ascii_lowercase();
+        match lower.strip_prefix("zookeeper.").unwrap_or(&lower) {
+            "audit.enable" => {
+                let v = kv.remove(&key).unwrap_or_default();
+                enabled |= match v.trim() {
+                    v if v.eq_ignore_ascii_case("true") => true,
+                    v if v.eq_ignore_ascii_case("false") => false,
+                    v => bail!("{key}={v:?} must be true or false"),
+                };
+            }
+            "audit.impl.class" => {
+                kv.remove(&key);
+            }
+            _ => {}
+        }
+    }
+    Ok(enabled)
 }
 
 /// The recipe sandbox's limits, from `recipe.*` keys; each has a default.
@@ -426,6 +462,7 @@ impl Config {
         check_feature_keys(&kv)?;
         let tls = tls::take(&mut kv)?;
         let sasl = take_sasl(&mut kv)?;
+        let audit_enabled = take_audit(&mut kv)?;
         let tick = take_num::<u32>(&mut kv, "tickTime")?.unwrap_or(DEFAULT_TICK_TIME_MS);
         if tick == 0 {
             bail!("tickTime must be positive");
@@ -597,6 +634,8 @@ impl Config {
                 .or(take_bool(&mut kv, "datadir.autocreate")?)
                 .unwrap_or(true),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
+            audit_enabled,
+            audit_file: kv.remove("wazoo.audit.file").map(PathBuf::from),
             suspect_ms,
             metrics_port,
             metrics_host,
@@ -816,8 +855,8 @@ fn refuse_keys(
 /// does not implement yet (docs/OPERATIONS.md, "ZooKeeper features not
 /// implemented"): serving without the feature would give the operator
 /// something other than what the file says, such as plain majorities where
-/// `weight.3=0` takes member 3 out of the vote, or no audit trail where
-/// one was asked for. Keys are matched as [`security_refusal`] matches
+/// `weight.3=0` takes member 3 out of the vote, or audit records in a
+/// format other than the one asked for. Keys are matched as [`security_refusal`] matches
 /// them (any case, with or without `zookeeper.`).
 fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
     let lower = key.to_ascii_lowercase();
@@ -840,7 +879,6 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
         _ if per_member("group.") || per_member("weight.") => {
             Some("hierarchical quorums (group.N and weight.N)".to_string())
         }
-        "audit.enable" => unless_false("audit logs"),
         "localsessionsenabled" | "localsessionsupgradingenabled" => unless_false("local sessions"),
         "multiaddress.enabled" => unless_false("several addresses per member (multiAddress)"),
         "observermasterport" => Some("observers that sync from a follower".to_string()),
@@ -879,7 +917,9 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
         "snapshot.compression.method" => (!v.is_empty())
             .then(|| "compressed snapshots (only an empty value is accepted)".to_string()),
         "snapshot.trust.empty" => unless_false("starting from logs without a snapshot"),
-        "audit.impl.class" => Some("audit logs".to_string()),
+        "audit.impl.class" => (v != AUDIT_LOGGER).then(|| {
+            format!("an audit logger other than ZooKeeper's (only `{AUDIT_LOGGER}` is accepted)")
+        }),
         "outstandinghandshake.limit" => v.parse::<i64>().map_or(true, |n| n > 0).then(|| {
             "a cap on TLS handshakes in progress (only 0 or below, no cap, is accepted)".to_string()
         }),

@@ -217,6 +217,8 @@ pub(crate) struct Driver {
     pub snapshot_busy: Arc<AtomicBool>,
     /// Runs recipe steps off this thread; none when steps run in prep.
     pub recipe_pool: Option<crate::recipe_pool::RecipePool>,
+    /// The audit log (`audit.enable`), its serverStart written.
+    pub audit: Option<crate::audit::AuditLog>,
 }
 
 impl Driver {
@@ -232,6 +234,15 @@ impl Driver {
         let result = self.run_inner(&mut rx, &mut durable_rx, &ctx).await;
         if let Err(e) = &result {
             tracing::error!("stopping: {e:#}");
+        }
+        if let Some(audit) = &mut self.audit {
+            // As ZooKeeper's shutdown hook: logged before the member has
+            // stopped, hence "invoked".
+            let stop = crate::core::audit::AuditOp::ServerStop;
+            let invoked = crate::core::audit::AuditResult::Invoked;
+            if let Err(e) = audit.server(stop, invoked, self.clock.now().wall_ms) {
+                tracing::error!("{e:#}");
+            }
         }
         for tx in self.conns.values() {
             let _ = tx.send(ConnMsg::Close);
@@ -339,7 +350,15 @@ impl Driver {
                     break;
                 }
             }
-            self.flush_gathered();
+            // The batch's audit records are written before its replies go:
+            // a client is never answered for a write whose record was not
+            // written (the member stops instead, sending none of them).
+            if let (Ok(()), Some(audit)) = (&carried, &mut self.audit) {
+                carried = audit.flush();
+            }
+            if !self.audit.as_ref().is_some_and(|a| a.failed()) {
+                self.flush_gathered();
+            }
             carried?;
             ctx.metrics
                 .update(self.member.server_mut(), self.conns.len(), &ctx.log_stats);
@@ -422,6 +441,11 @@ impl Driver {
                 }
             }
             Output::Close { conn } => {
+                // The replies it hands over come after the audit records
+                // made before them.
+                if let Some(audit) = &mut self.audit {
+                    audit.flush()?;
+                }
                 if let Some(tx) = self.conns.get_mut(&conn) {
                     let _ = tx.flush();
                     let _ = tx.send(ConnMsg::Close);
@@ -466,6 +490,10 @@ impl Driver {
                     links.follow(&c);
                 }
             }
+            Output::Audit(record) => match &mut self.audit {
+                Some(audit) => audit.record(&record, self.clock.now().wall_ms)?,
+                None => tracing::error!("an audit record was made, but no audit log is open"),
+            },
             Output::RecipeStep(job) => match &self.recipe_pool {
                 Some(pool) => pool.run(*job),
                 None => bail!("a recipe step was offloaded, but no recipe worker runs"),

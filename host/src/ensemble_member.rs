@@ -228,8 +228,10 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     });
     let recipe_pool =
         crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
+    let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
     let driver = Driver {
         member: CoreMember::new(server, peer, Box::new(PayloadCodec), now),
+        audit,
         log: Some(group),
         links: Some(links),
         cfg: cfg.clone(),

@@ -11,6 +11,7 @@
 //! - [`net`]: the client port (framing, backpressure, four-letter words).
 //! - [`tls`]: TLS for the secure client port and the quorum links.
 //! - [`admin`]: four-letter word answers.
+//! - [`audit`]: the audit log file (`audit.enable`).
 //! - [`backup`]: `wazoo backup` / `wazoo restore`, and a member's side of
 //!   a backup (a consistent snapshot sent over the client port).
 //! - [`metrics`]: the Prometheus endpoint.
@@ -24,6 +25,7 @@
 //!   modules, so their old paths keep working.
 
 pub mod admin;
+pub mod audit;
 pub mod backup;
 pub mod config;
 pub mod dev;

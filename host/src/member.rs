@@ -190,6 +190,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         max_buffer_bytes: cfg.max_buffer,
         max_outbound_bytes: cfg.max_outbound_bytes,
         max_unsent_reply_bytes: cfg.max_unsent_reply_bytes,
+        audit: cfg.audit_enabled,
     }
 }
 
@@ -595,8 +596,10 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
     let recipe_pool =
         crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
+    let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
     let driver = Driver {
         member: CoreMember::standalone(server),
+        audit,
         log: Some(group),
         links: None,
         cfg,
@@ -637,6 +640,7 @@ impl Member {
             Some(id) if cfg.is_ensemble() => format!("wazoo-member-{id}"),
             _ => "wazoo-member".to_string(),
         };
+        let audit_path = crate::audit::audit_path(&cfg);
         let (ready_tx, ready_rx) = oneshot::channel::<Result<(SocketAddr, mpsc::Sender<Event>)>>();
         let thread = std::thread::Builder::new()
             .name(name)
@@ -656,6 +660,9 @@ impl Member {
                     };
                     match started {
                         Err(e) => {
+                            if let Some(path) = &audit_path {
+                                crate::audit::start_failed(path);
+                            }
                             let _ = ready_tx.send(Err(e));
                             Ok(())
                         }

@@ -80,6 +80,7 @@ struct Baselines {
     stale_sessions: u64,
     txns_applied: u64,
     txns_refused: u64,
+    audit_records: u64,
     log_fsyncs: u64,
     leases_expired: u64,
     step_reruns: u64,
@@ -234,6 +235,7 @@ impl Metrics {
             stale_sessions: s.stats.sessions_expired,
             txns_applied: s.stats.txns_applied,
             txns_refused: s.stats.txns_refused,
+            audit_records: s.stats.audit_records,
             log_fsyncs: log.fsyncs(),
             leases_expired: c.map_or(0, |c| c.leases_expired),
             step_reruns: s.recipe_step_reruns().0,
@@ -622,6 +624,13 @@ impl Metrics {
             "Committed txns the tree refused (0 unless prep and apply disagree)",
             st.txns_refused,
             base.txns_refused,
+        );
+        counter(
+            &mut f,
+            "wazoo_audit_records",
+            "Audit records of operations written (audit.enable; serverStart and serverStop not counted); one that cannot be written stops the member",
+            st.audit_records,
+            base.audit_records,
         );
         counter(
             &mut f,

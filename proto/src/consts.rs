@@ -135,6 +135,24 @@ pub mod perms {
     pub const DELETE: i32 = 8;
     pub const ADMIN: i32 = 16;
     pub const ALL: i32 = READ | WRITE | CREATE | DELETE | ADMIN;
+
+    /// The permissions as ZooKeeper's `ZKUtil.getPermString` writes them:
+    /// their letters in the order `cdrwa`.
+    pub fn letters(perms: i32) -> String {
+        let mut s = String::new();
+        for (bit, c) in [
+            (CREATE, 'c'),
+            (DELETE, 'd'),
+            (READ, 'r'),
+            (WRITE, 'w'),
+            (ADMIN, 'a'),
+        ] {
+            if perms & bit != 0 {
+                s.push(c);
+            }
+        }
+        s
+    }
 }
 
 /// How a node is created (`CreateMode`), as the `flags` field carries it.

@@ -397,6 +397,8 @@ impl World {
             // The simulated clients never reconfigure; the network links
             // every member it was built with.
             Output::Reconfigured(_) => {}
+            // The simulation runs without audit records.
+            Output::Audit(_) => {}
             Output::StoreAcceptedEpoch { epoch } => {
                 let d = &mut self.nodes.get_mut(&id).expect("node").disk;
                 assert!(

@@ -127,17 +127,37 @@ fn java_binary() -> PathBuf {
     PathBuf::from("java")
 }
 
+/// The audit log's file name in the server's directory (where
+/// `zookeeper.log.dir` points): ZooKeeper's audit logger is routed there,
+/// as ZooKeeper's sample logback configuration does (ZooKeeper Audit
+/// Logging, "ZooKeeper Audit Log Configuration"). It holds records only
+/// when zoo.cfg sets `audit.enable=true`.
+pub const ZK_AUDIT_LOG: &str = "zookeeper_audit.log";
+
 const LOG4J_PROPERTIES: &str = "\
 log4j.rootLogger=INFO, CONSOLE
 log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
 log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
 log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+log4j.logger.org.apache.zookeeper.audit.Slf4jAuditLogger=INFO, AUDIT
+log4j.additivity.org.apache.zookeeper.audit.Slf4jAuditLogger=false
+log4j.appender.AUDIT=org.apache.log4j.FileAppender
+log4j.appender.AUDIT.File=${zookeeper.log.dir}/zookeeper_audit.log
+log4j.appender.AUDIT.layout=org.apache.log4j.PatternLayout
+log4j.appender.AUDIT.layout.ConversionPattern=%d{ISO8601} %p %c{2}: %m%n
 ";
 
 const LOGBACK_XML: &str = r#"<configuration>
   <appender name="CONSOLE" class="ch.qos.logback.core.ConsoleAppender">
     <encoder><pattern>%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n</pattern></encoder>
   </appender>
+  <appender name="AUDIT" class="ch.qos.logback.core.FileAppender">
+    <file>${zookeeper.log.dir}/zookeeper_audit.log</file>
+    <encoder><pattern>%d{ISO8601} %p %c{2}: %m%n</pattern></encoder>
+  </appender>
+  <logger name="org.apache.zookeeper.audit.Slf4jAuditLogger" additivity="false" level="INFO">
+    <appender-ref ref="AUDIT"/>
+  </logger>
   <root level="INFO"><appender-ref ref="CONSOLE"/></root>
 </configuration>
 "#;
@@ -274,6 +294,11 @@ impl ZkServer {
 
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
+    }
+
+    /// Where the audit records go (with `audit.enable=true`).
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.dir.path().join(ZK_AUDIT_LOG)
     }
 
     pub fn log_path(&self) -> &Path {
@@ -449,6 +474,15 @@ impl ZkEnsemble {
             .data_dir
             .parent()
             .map_or_else(|| PathBuf::from("zoo.cfg"), |d| d.join("zoo.cfg"))
+    }
+
+    /// Where member `i`'s audit records go (with `audit.enable=true`).
+    pub fn audit_log_path(&self, i: usize) -> PathBuf {
+        self.members[i]
+            .data_dir
+            .parent()
+            .expect("a member's data directory is in its own directory")
+            .join(ZK_AUDIT_LOG)
     }
 
     pub fn log_tail(&self, i: usize, lines: usize) -> String {

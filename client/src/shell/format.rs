@@ -45,19 +45,7 @@ pub fn java_date_in(ms: i64, tz: &jiff::tz::TimeZone) -> String {
 
 /// zkCli's `getPermString`: `cdrwa` order.
 pub fn perm_string(p: i32) -> String {
-    let mut s = String::new();
-    for (bit, c) in [
-        (perms::CREATE, 'c'),
-        (perms::DELETE, 'd'),
-        (perms::READ, 'r'),
-        (perms::WRITE, 'w'),
-        (perms::ADMIN, 'a'),
-    ] {
-        if p & bit != 0 {
-            s.push(c);
-        }
-    }
-    s
+    perms::letters(p)
 }
 
 /// Parses `cdrwa` letters.

@@ -200,10 +200,13 @@ impl Server {
     pub(super) fn apply(&mut self, p: Proposal) {
         let hdr = p.record.header.clone();
         let zxid = p.zxid();
-        let refused = match self.apply_txn(&hdr, &p.record.txn) {
+        let refused = match self.apply_live(&hdr, &p.record.txn) {
             Ok(refused) => refused,
             Err(e) => return self.fail(format!("invariant broken by a prepped txn: {e}")),
         };
+        if let Some(a) = &p.audit {
+            self.audit_applied(a, &p.record.txn, refused.is_some());
+        }
         if matches!(p.record.txn, Txn::CloseSession) {
             if let Some(conn) = self.session_conn.remove(&hdr.session_id) {
                 if !matches!(p.origin, Origin::Conn(c) if c == conn) {
@@ -254,9 +257,12 @@ impl Server {
         }
     }
 
-    /// Counts txns towards the next snapshot; sends replies that waited
-    /// for this txn.
+    /// Counts txns towards the next snapshot; sends replies (and audit
+    /// records) that waited for this txn.
     pub(super) fn after_apply(&mut self) {
+        if !self.audit_after.is_empty() {
+            self.release_audits();
+        }
         if !self.after_waiters.is_empty() {
             let applied = self.last_applied;
             let (ready, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.after_waiters)

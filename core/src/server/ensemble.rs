@@ -153,6 +153,7 @@ impl Server {
             _ => Vec::new(),
         };
         let path = req.path().map(str::to_string);
+        let audit = self.audit_request(conn, session, &req);
         let mut body = Vec::new();
         req.write_body(&mut body);
         let now = self.mono_ms;
@@ -160,6 +161,11 @@ impl Server {
             return;
         };
         let auth = c.auth.ids.clone();
+        if let Some(a) = audit {
+            // Kept apart from the connection: the write is recorded once
+            // applied even if the client has gone by then.
+            self.forwarded_audits.insert((session, xid), a);
+        }
         c.queue.push_back(Queued::Write {
             xid,
             zxid: Zxid::ZERO,
@@ -437,10 +443,13 @@ impl Server {
             return;
         }
         let pre = matches!(rec.txn, Txn::Multi(_)).then(|| self.tree.clone());
-        let refused = match self.apply_txn(&hdr, &rec.txn) {
+        let refused = match self.apply_live(&hdr, &rec.txn) {
             Ok(refused) => refused,
             Err(e) => return self.fail(format!("committed {e}")),
         };
+        if let Some(a) = self.forwarded_audits.remove(&(hdr.session_id, hdr.cxid)) {
+            self.audit_applied(&a, &rec.txn, refused.is_some());
+        }
         if let Some(&conn) = self.session_conn.get(&hdr.session_id) {
             let slot = self.conns.get(&conn).and_then(|c| {
                 c.queue.iter().position(|q| {
@@ -631,6 +640,10 @@ impl Server {
         self.prefired.clear();
         self.running_callbacks.clear();
         self.after_waiters.clear();
+        // Refusals whose replies go with the proposals they waited for,
+        // and forwarded writes whose requests this member forgets.
+        self.audit_after.clear();
+        self.forwarded_audits.clear();
         self.rescan_waits = true;
         for id in std::mem::take(&mut self.ro_sessions) {
             self.sessions.remove(id);

@@ -376,7 +376,9 @@ impl Server {
             self.forward_write(conn, xid, session, req);
             return;
         }
+        let audit = self.audit_request(conn, session, &req);
         if !self.sessions.is_live(session) {
+            self.audit_refused(audit);
             self.push_deferred(conn, xid, Deferred::Error(ErrorCode::SessionExpired));
             return;
         }
@@ -400,6 +402,7 @@ impl Server {
         let prepped = self.prep_write(&auth, session, &req);
         match prepped {
             Ok((txn, changes, kind)) => {
+                let proposed = self.prep.proposals.len();
                 self.propose(
                     Origin::Conn(conn),
                     xid,
@@ -409,6 +412,11 @@ impl Server {
                     Some(kind),
                     false,
                 );
+                if self.prep.proposals.len() > proposed {
+                    if let Some(p) = self.prep.proposals.back_mut() {
+                        p.audit = audit;
+                    }
+                }
             }
             // A refusal may rest on changes
             // proposed and not yet applied: its answer waits until they
@@ -417,6 +425,7 @@ impl Server {
             // fall then loses, and the client would have seen a state the
             // ensemble never had (found by the whole-member simulation).
             Err(PrepError::Code(code)) => {
+                self.audit_refused(audit);
                 let d = self.error_after_outstanding(code);
                 self.push_deferred(conn, xid, d)
             }
@@ -426,6 +435,7 @@ impl Server {
             }
             // A failed multi is answered with per-op results and no txn.
             Err(PrepError::MultiFailed(results)) => {
+                self.audit_refused(audit);
                 let d = self.reply_after_outstanding(Response::Multi(results));
                 self.push_deferred(conn, xid, d)
             }
@@ -515,6 +525,7 @@ impl Server {
                 record,
                 origin,
                 kind,
+                audit: None,
             });
             return self.deploy_proposed(zxid, &txn);
         }
@@ -522,6 +533,7 @@ impl Server {
             record,
             origin,
             kind,
+            audit: None,
         });
     }
 }

@@ -16,7 +16,7 @@ use crate::quorum_config::{parse_server_line, QuorumConfig};
 use wazoo_proto::ReconfigRequest;
 
 /// The node that holds the configuration.
-pub(super) const CONFIG_NODE: &str = "/zookeeper/config";
+pub(crate) const CONFIG_NODE: &str = "/zookeeper/config";
 
 /// A field of the request that is present: ZooKeeper's leader tells an
 /// absent field by null; an empty string is taken as absent too (older

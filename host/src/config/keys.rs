@@ -6,6 +6,7 @@
 pub(super) const KEYS_READ: &[&str] = &[
     "4lw.commands.whitelist",
     "DigestAuthenticationProvider.superDigest",
+    "audit.enable",
     "autopurge.purgeInterval",
     "autopurge.snapRetainCount",
     "clientPort",
@@ -46,6 +47,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "standaloneEnabled",
     "syncLimit",
     "tickTime",
+    "wazoo.audit.file",
     "wazoo.client.maxOutboundBytes",
     "wazoo.client.maxUnsentReplyBytes",
     "wazoo.quorum.suspectMs",
@@ -146,7 +148,6 @@ pub(super) const KEYS_REFUSED: &[&str] = &[
     "admin.serverAddress",
     "admin.serverPort",
     "admin.snapshot.enabled",
-    "audit.enable",
     "audit.impl.class",
     "client.portUnification",
     "connectionMaxTokens",

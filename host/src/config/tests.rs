@@ -127,7 +127,8 @@ fn sample_value(key: &str) -> &'static str {
         _ if key.ends_with("Enabled")
             || key.ends_with("enabled")
             || key == "enforceQuota"
-            || key == "wazoo.recipes.builtin" =>
+            || key == "wazoo.recipes.builtin"
+            || key == "audit.enable" =>
         {
             "false"
         }
@@ -145,7 +146,7 @@ fn refusal(line: &str) -> Option<String> {
 // ZooKeeper Administrator's Guide, "Cluster Options" (hierarchical
 // quorums, local sessions, multiAddress, observerMasterPort, oraclePath,
 // leaderServes, electionAlg), "Experimental Options/Features" and "Audit
-// Logs" (audit.enable), "AdminServer configuration": a key that asks for a
+// Logs" (audit.impl.class), "AdminServer configuration": a key that asks for a
 // feature wazoo does not implement yet stops the start, naming the key;
 // the same key turning the feature off is accepted.
 #[test]
@@ -153,8 +154,10 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
     let refused = [
         ("group.1=1:2:3", "hierarchical quorums"),
         ("weight.3=0", "hierarchical quorums"),
-        ("audit.enable=true", "audit logs"),
-        ("zookeeper.audit.enable=true", "audit logs"),
+        (
+            "audit.impl.class=com.example.MyAuditLogger",
+            "an audit logger other than ZooKeeper's",
+        ),
         ("localSessionsEnabled=true", "local sessions"),
         ("localSessionsUpgradingEnabled=true", "local sessions"),
         ("multiAddress.enabled=true", "multiAddress"),
@@ -178,6 +181,7 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
     }
     let accepted = [
         "audit.enable=false",
+        "audit.impl.class=org.apache.zookeeper.audit.Slf4jAuditLogger",
         "localSessionsEnabled=false",
         "multiAddress.enabled=false",
         "leaderServes=yes",
@@ -188,6 +192,38 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
     for line in accepted {
         assert_eq!(refusal(line), None, "{line}");
     }
+}
+
+// ZooKeeper Administrator's Guide, "Experimental Options/Features"
+// (audit.enable, audit.impl.class) and ZooKeeper Audit Logging, "ZooKeeper
+// Audit Log Configuration": audit.enable turns the records on, in either
+// spelling; the file is wazoo's own key (ZooKeeper names it in logback).
+#[test]
+fn audit_enable_turns_audit_records_on_and_wazoo_audit_file_names_their_file() {
+    let c = Config::parse("dataDir=/d\n").unwrap();
+    assert!(!c.audit_enabled, "off by default");
+    assert_eq!(crate::audit::audit_path(&c), None);
+    for line in ["audit.enable=true", "zookeeper.audit.enable=TRUE"] {
+        let c = Config::parse(&format!("dataDir=/d\n{line}\n")).unwrap();
+        assert!(c.audit_enabled, "{line}");
+        assert!(c.unknown.is_empty(), "{line}: {:?}", c.unknown);
+        assert_eq!(
+            crate::audit::audit_path(&c),
+            Some(PathBuf::from("/d/zookeeper_audit.log"))
+        );
+    }
+    let c = Config::parse(
+        "dataDir=/d\naudit.enable=true\nwazoo.audit.file=/var/log/wazoo/audit.log\n\
+         audit.impl.class=org.apache.zookeeper.audit.Slf4jAuditLogger\n",
+    )
+    .unwrap();
+    assert!(c.unknown.is_empty(), "{:?}", c.unknown);
+    assert_eq!(
+        crate::audit::audit_path(&c),
+        Some(PathBuf::from("/var/log/wazoo/audit.log"))
+    );
+    let e = refusal("audit.enable=yes").expect("refused");
+    assert!(e.contains("audit.enable"), "{e}");
 }
 
 // ZooKeeper Administrator's Guide, "Advanced Configuration": forceSync
