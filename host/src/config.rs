@@ -137,6 +137,9 @@ pub struct Config {
     /// provider without a port, as ZooKeeper serves it).
     pub metrics_port: Option<u16>,
     pub metrics_host: Option<IpAddr>,
+    /// The AdminServer (`admin.*` keys), when it is on (see
+    /// [`AdminServerConfig`]).
+    pub admin: Option<AdminServerConfig>,
     pub reconfig_enabled: bool,
     /// Serve read-only clients when cut off from the quorum
     /// (`readonlymode.enabled`, a system property in ZooKeeper).
@@ -193,6 +196,92 @@ pub struct SaslConfig {
     /// The JAAS `Server` section's users (`wazoo serve --jaas`); without
     /// it the SASL request is not served.
     pub users: Option<std::sync::Arc<crate::sasl::SaslUsers>>,
+}
+
+/// The AdminServer's HTTP endpoint (ZooKeeper Administrator's Guide, "The
+/// AdminServer"): `admin.serverAddress`, `admin.serverPort`,
+/// `admin.commandURL` and `admin.idleTimeout`, with ZooKeeper's defaults.
+///
+/// It is on when `admin.enableServer=true`, or when that key is absent and
+/// another of these keys configures it; with none of them it is off (where
+/// ZooKeeper's is on by default: docs/COMPATIBILITY.md, "The AdminServer").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminServerConfig {
+    pub addr: SocketAddr,
+    /// Where the commands are, `/commands` by default; always starts with
+    /// `/` and never ends with one.
+    pub command_url: String,
+    /// How long a connection may stay silent (ZooKeeper: 30000 ms).
+    pub idle_timeout_ms: u64,
+}
+
+/// ZooKeeper's AdminServer port.
+pub const ADMIN_DEFAULT_PORT: u16 = 8080;
+
+/// Reads the AdminServer's keys (in any case, with or without
+/// `zookeeper.`, as [`feature_refusal`] matches them).
+fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerConfig>> {
+    let mut take = |name: &str| -> Option<(String, String)> {
+        let key = kv
+            .keys()
+            .find(|k| {
+                let k = k.to_ascii_lowercase();
+                k.strip_prefix("zookeeper.").unwrap_or(&k) == name
+            })?
+            .clone();
+        kv.remove(&key).map(|v| (key, v.trim().to_string()))
+    };
+    let enable = take("admin.enableserver");
+    let port = take("admin.serverport");
+    let address = take("admin.serveraddress");
+    let url = take("admin.commandurl");
+    let idle = take("admin.idletimeout");
+    let on = match &enable {
+        Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
+        Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
+        Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+        None => port.is_some() || address.is_some() || url.is_some() || idle.is_some(),
+    };
+    if !on {
+        return Ok(None);
+    }
+    let port = match port {
+        None => ADMIN_DEFAULT_PORT,
+        Some((k, v)) => v
+            .parse::<u16>()
+            .map_err(|_| anyhow!("{k}={v:?} is not a port number"))?,
+    };
+    let ip = match address {
+        None => IpAddr::from([0, 0, 0, 0]),
+        Some((k, v)) => v
+            .parse::<IpAddr>()
+            .map_err(|_| anyhow!("{k}={v:?} is not an IP address"))?,
+    };
+    let command_url = match url {
+        None => "/commands".to_string(),
+        Some((k, v)) => {
+            let path = v.trim_end_matches('/');
+            if !v.starts_with('/')
+                || path.is_empty()
+                || path.bytes().any(|b| b <= b' ' || b == b'?' || b == b'#')
+            {
+                bail!("{k}={v:?} must be a path such as /commands");
+            }
+            path.to_string()
+        }
+    };
+    let idle_timeout_ms = match idle {
+        None => 30_000,
+        Some((k, v)) => match v.parse::<u64>() {
+            Ok(ms) if ms > 0 => ms,
+            _ => bail!("{k}={v:?} must be a positive number of milliseconds"),
+        },
+    };
+    Ok(Some(AdminServerConfig {
+        addr: SocketAddr::new(ip, port),
+        command_url,
+        idle_timeout_ms,
+    }))
 }
 
 /// The Prometheus metrics provider class ZooKeeper's zoo.cfg names.
@@ -481,6 +570,7 @@ impl Config {
                     .map_err(|_| anyhow!("metricsProvider.httpHost {a:?} is not an IP address"))?,
             ),
         };
+        let admin = take_admin(&mut kv)?;
         let max_buffer = take_num::<usize>(&mut kv, "jute.maxbuffer")?
             .unwrap_or(wazoo_proto::DEFAULT_MAX_BUFFER);
         let max_unsent_reply_bytes = take_num::<u64>(&mut kv, "wazoo.client.maxUnsentReplyBytes")?
@@ -600,6 +690,7 @@ impl Config {
             suspect_ms,
             metrics_port,
             metrics_host,
+            admin,
             reconfig_enabled: take_bool(&mut kv, "reconfigEnabled")?.unwrap_or(false),
             read_only_enabled: take_bool(&mut kv, "readonlymode.enabled")?
                 .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
@@ -819,7 +910,7 @@ fn refuse_keys(
 /// `weight.3=0` takes member 3 out of the vote, or no audit trail where
 /// one was asked for. Keys are matched as [`security_refusal`] matches
 /// them (any case, with or without `zookeeper.`).
-fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
+fn feature_refusal(key: &str, value: &str) -> Option<String> {
     let lower = key.to_ascii_lowercase();
     let k = lower.strip_prefix("zookeeper.").unwrap_or(&lower);
     let v = value.trim();
@@ -851,18 +942,12 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
             "an election algorithm other than fast leader election (only `3` is accepted)"
                 .to_string()
         }),
-        "admin.enableserver" => unless_false("the AdminServer"),
-        "admin.serverport"
-        | "admin.serveraddress"
-        | "admin.commandurl"
-        | "admin.idletimeout"
-        | "admin.ratelimiterintervalinms"
-        | "admin.snapshot.enabled"
-        | "admin.restore.enabled"
-            if !admin_off =>
-        {
-            Some("the AdminServer (set admin.enableServer=false to start without it)".to_string())
+        // Read (`take_admin`); ZooKeeper 3.9's snapshot and restore
+        // commands are not served.
+        "admin.snapshot.enabled" => {
+            unless_false("the AdminServer's snapshot command of ZooKeeper 3.9")
         }
+        "admin.restore.enabled" => unless_false("the AdminServer's restore command of ZooKeeper 3.9"),
         "syncenabled" => unless_true("observers that keep no log or snapshots"),
         "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
         "connectionmaxtokens" => unless_num("0", "connection throttling"),
@@ -899,14 +984,9 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
 
 /// Refuses, all named in one error, the keys of [`feature_refusal`].
 fn check_feature_keys(kv: &BTreeMap<String, String>) -> Result<()> {
-    let admin_off = kv.iter().any(|(k, v)| {
-        let k = k.to_ascii_lowercase();
-        k.strip_prefix("zookeeper.").unwrap_or(&k) == "admin.enableserver"
-            && v.trim().eq_ignore_ascii_case("false")
-    });
     refuse_keys(
         kv,
-        |k, v| feature_refusal(k, v, admin_off),
+        feature_refusal,
         "zoo.cfg asks for ZooKeeper features that wazoo does not implement yet (see docs/OPERATIONS.md, \"ZooKeeper features not implemented\")",
     )
 }

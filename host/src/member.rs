@@ -65,6 +65,13 @@ pub enum Event {
         peer: std::net::SocketAddr,
         reply: oneshot::Sender<String>,
     },
+    /// An AdminServer command to answer (`crate::admin::server`); the
+    /// reply is its JSON answer.
+    AdminCommand {
+        name: String,
+        kwargs: Vec<(String, String)>,
+        reply: oneshot::Sender<serde_json::Value>,
+    },
     /// A backup wants a consistent copy of the state (`crate::backup`).
     Backup {
         reply: oneshot::Sender<SnapshotJob>,
@@ -699,7 +706,8 @@ impl Member {
     }
 }
 
-/// The tokio side of a member: the client listeners, ticks and autopurge.
+/// The tokio side of a member: the client listeners, the AdminServer,
+/// ticks and autopurge.
 pub(crate) fn spawn_shell_tasks(
     cfg: &Config,
     listener: tokio::net::TcpListener,
@@ -708,6 +716,9 @@ pub(crate) fn spawn_shell_tasks(
 ) -> Result<()> {
     let secure = crate::tls::bind_secure_client_port(cfg)?;
     crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics);
+    if let Some(admin) = &cfg.admin {
+        crate::admin::server::start(admin, tx.clone())?;
+    }
     let tick_tx = tx.clone();
     // At least every half tick (ZooKeeper's timers) and often enough for
     // the leader's heartbeats, `zab::Config::heartbeat_ms` (84 ms at the

@@ -5,6 +5,11 @@
 /// key (`Config::from_map` takes exactly these).
 pub(super) const KEYS_READ: &[&str] = &[
     "4lw.commands.whitelist",
+    "admin.commandURL",
+    "admin.enableServer",
+    "admin.idleTimeout",
+    "admin.serverAddress",
+    "admin.serverPort",
     "DigestAuthenticationProvider.superDigest",
     "autopurge.purgeInterval",
     "autopurge.snapRetainCount",
@@ -62,6 +67,7 @@ pub(super) const KEYS_READ: &[&str] = &[
 /// caches, and settings of features that only a refused key turns on.
 /// docs/ZOOCFG_KEYS.md gives each one's reason ("no meaning here").
 pub(super) const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
+    "admin.rateLimiterIntervalInMS",
     "advancedFlowControlEnabled",
     "bitHashCacheSize",
     "cnxTimeout",
@@ -135,16 +141,10 @@ pub(super) const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
 /// docs/ZOOCFG_KEYS.md, "refused"), as the Guide spells them; with such a
 /// value they are accepted and not used. (`group.N` and `weight.N` too.)
 pub(super) const KEYS_REFUSED: &[&str] = &[
-    "admin.commandURL",
-    "admin.enableServer",
     "admin.forceHttps",
-    "admin.idleTimeout",
     "admin.needClientAuth",
     "admin.portUnification",
-    "admin.rateLimiterIntervalInMS",
     "admin.restore.enabled",
-    "admin.serverAddress",
-    "admin.serverPort",
     "admin.snapshot.enabled",
     "audit.enable",
     "audit.impl.class",

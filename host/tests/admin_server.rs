@@ -1,0 +1,380 @@
+//! The AdminServer against a real Apache ZooKeeper 3.8 (ZooKeeper
+//! Administrator's Guide, "The AdminServer"): on the same scenario, every
+//! command, under each of its names, answers with ZooKeeper's keys (its
+//! JSON's shape, nested objects included), except the differences
+//! docs/COMPATIBILITY.md lists ("The AdminServer"); the command list, an
+//! unknown command and the HTTP statuses are ZooKeeper's. And the port's
+//! bounds (wazoo only): bad HTTP is a 400, an idle connection is closed.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wazoo_testkit::{start_ensemble, Flavor};
+use zookeeper_client::{Acls, CreateMode};
+
+/// ZooKeeper 3.8's commands, each with its other names
+/// (`org.apache.zookeeper.server.admin.Commands`).
+const COMMANDS: &[&[&str]] = &[
+    &["configuration", "conf", "config"],
+    &["connection_stat_reset", "crst"],
+    &["connections", "cons"],
+    &["dirs"],
+    &["dump"],
+    &["environment", "env", "envi"],
+    &["get_trace_mask", "gtmk"],
+    &["hash"],
+    &["initial_configuration", "icfg"],
+    &["is_read_only", "isro"],
+    &["last_snapshot", "lsnp"],
+    &["leader", "lead"],
+    &["monitor", "mntr"],
+    &["observer_connection_stat_reset", "orst"],
+    &["observers", "obsr"],
+    &["ruok"],
+    &["server_stats", "srvr"],
+    &["set_trace_mask", "stmk"],
+    &["stat_reset", "srst"],
+    &["stats", "stat"],
+    &["system_properties", "sysp"],
+    &["voting_view"],
+    &["watch_summary", "wchs"],
+    &["watches", "wchc"],
+    &["watches_by_path", "wchp"],
+    &["zabstate"],
+];
+
+/// Sends `request` as is and returns the status and body. HTTP/1.0, so
+/// that Jetty answers without chunks.
+fn http_raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request).unwrap();
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line from {addr}: {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string());
+    (status, body)
+}
+
+fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    http_raw(
+        addr,
+        format!("{method} {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes(),
+    )
+}
+
+fn command(addr: SocketAddr, name: &str) -> Value {
+    let (status, body) = http(addr, "GET", &format!("/commands/{name}"));
+    assert_eq!(status, 200, "{name}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{name}: {e}: {body}"))
+}
+
+/// The shape of a JSON value: the paths of its keys, with keys that are
+/// data (ids, times, paths) as `*` and array elements as `[]`.
+fn shape(v: &Value) -> BTreeSet<String> {
+    fn walk(v: &Value, at: &str, out: &mut BTreeSet<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    let data = k.starts_with('/') || k.parse::<i64>().is_ok();
+                    let path = format!("{at}{}", if data { "*" } else { k });
+                    out.insert(path.clone());
+                    walk(v, &format!("{path}."), out);
+                }
+            }
+            Value::Array(a) => {
+                for v in a {
+                    walk(v, &format!("{at}[]."), out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(v, "", &mut out);
+    out
+}
+
+/// Keys docs/COMPATIBILITY.md says differ ("The AdminServer"): ZooKeeper's
+/// that wazoo has not (the JVM's), and wazoo's own.
+fn documented_difference(command: &str, key: &str) -> bool {
+    match command {
+        "environment" => {
+            key.starts_with("java.") || key.starts_with("os.memory.") || key == "wazoo.version"
+        }
+        // A JVM's system properties: compared by `command` and `error` only.
+        "system_properties" => !matches!(key, "command" | "error"),
+        // Compared with `mntr` below (tests/mntr_keys.rs compares those).
+        "monitor" => true,
+        _ => false,
+    }
+}
+
+/// A session with an ephemeral node and a data watch, so that
+/// `connections`, `dump` and the watch commands have something to show.
+async fn scenario(
+    client: SocketAddr,
+) -> (zookeeper_client::Client, zookeeper_client::OneshotWatcher) {
+    let zk = common::connect(&client.to_string()).await;
+    zk.create(
+        "/admin-eph",
+        b"x",
+        &CreateMode::Ephemeral.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let (_, _, watch) = zk.get_and_watch_data("/admin-eph").await.unwrap();
+    (zk, watch)
+}
+
+/// Every command's answer on one server, by primary name, after checking
+/// that its other names give the same command.
+fn answers(admin: SocketAddr) -> Vec<(&'static str, Value)> {
+    COMMANDS
+        .iter()
+        .map(|names| {
+            let v = command(admin, names[0]);
+            for alias in &names[1..] {
+                let a = command(admin, alias);
+                assert_eq!(a["command"], names[0], "{alias} names {}", names[0]);
+            }
+            (names[0], v)
+        })
+        .collect()
+}
+
+fn compare(role: &str, zk: &[(&str, Value)], wazoo: &[(&str, Value)]) {
+    let mut failures = Vec::new();
+    for ((name, z), (_, w)) in zk.iter().zip(wazoo) {
+        let (zs, ws) = (shape(z), shape(w));
+        let missing: Vec<_> = zs
+            .difference(&ws)
+            .filter(|k| !documented_difference(name, k))
+            .collect();
+        let extra: Vec<_> = ws
+            .difference(&zs)
+            .filter(|k| !documented_difference(name, k))
+            .collect();
+        if !missing.is_empty() || !extra.is_empty() {
+            failures.push(format!(
+                "{role} {name}: ZooKeeper's keys wazoo lacks {missing:?}, wazoo's extra {extra:?}\n  zk: {z}\n  wazoo: {w}"
+            ));
+        }
+        assert_eq!(z["command"], w["command"], "{role} {name}");
+        assert_eq!(
+            z["error"].is_null(),
+            w["error"].is_null(),
+            "{role} {name}: error {} on ZooKeeper, {} on wazoo",
+            z["error"],
+            w["error"]
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `monitor` gives `mntr`'s figures under its keys without `zk_`.
+fn monitor_is_mntr(flavor: Flavor, client: SocketAddr, monitor: &Value) {
+    let mntr = wazoo_testkit::four_letter_word(client, "mntr").unwrap();
+    let from_mntr: BTreeSet<String> = mntr
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, _)| k.strip_prefix("zk_").unwrap_or(k).to_string())
+        .collect();
+    let from_monitor: BTreeSet<String> = monitor
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| !matches!(k.as_str(), "command" | "error"))
+        .cloned()
+        .collect();
+    // A leader's per-learner keys come and go with its learners.
+    let stable = |s: &BTreeSet<String>| -> BTreeSet<String> {
+        s.iter()
+            .filter(|k| !k.contains("learner_handler"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        stable(&from_monitor),
+        stable(&from_mntr),
+        "{flavor}: monitor's keys against mntr's"
+    );
+}
+
+/// What a standalone server answers (ZooKeeper or wazoo), with the
+/// statuses of the requests that are not commands.
+async fn standalone(flavor: Flavor) -> (Vec<(&'static str, Value)>, Vec<u16>, String) {
+    let server = flavor
+        .start_with(common::options(flavor).admin_server())
+        .unwrap_or_else(|e| panic!("cannot start {flavor}: {e:#}"));
+    let admin = server.admin_addr().expect("an AdminServer");
+    let zk = scenario(server.addr()).await;
+    let mut all = answers(admin);
+    // An unknown command: its name back, and why.
+    all.push(("no_such_command", command(admin, "no_such_command")));
+    monitor_is_mntr(
+        flavor,
+        server.addr(),
+        &all.iter().find(|(n, _)| *n == "monitor").unwrap().1,
+    );
+    let (status, listing) = http(admin, "GET", "/commands");
+    assert_eq!(status, 200);
+    let statuses = vec![
+        http(admin, "GET", "/nothing-here").0,
+        http_raw(admin, b"POST /commands/ruok HTTP/1.0\r\nContent-Length: 0\r\n\r\n").0,
+        http_raw(
+            admin,
+            b"POST /commands/ruok HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .0,
+        http(admin, "TRACE", "/commands/ruok").0,
+        http_raw(admin, b"GET /commands/ruok HTTP/1.1\r\nno colon here\r\n\r\n").0,
+        http_raw(admin, b"NOT HTTP AT ALL\r\n\r\n").0,
+    ];
+    drop(zk);
+    (all, statuses, listing)
+}
+
+// ZooKeeper Administrator's Guide, "The AdminServer": the commands, their
+// names, the JSON they answer with, and the listing at the command URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_commands_answer_as_zookeeper_does() {
+    let (zk, zk_status, zk_listing) = standalone(Flavor::Zookeeper).await;
+    let (wazoo, wazoo_status, wazoo_listing) = standalone(Flavor::Wazoo).await;
+    compare("standalone", &zk, &wazoo);
+    assert_eq!(wazoo_listing, zk_listing, "the command listing");
+    assert_eq!(
+        wazoo_status, zk_status,
+        "statuses of: an unknown path, POST (HTTP/1.0, 1.1), TRACE, a malformed header, not HTTP"
+    );
+    // The same scenario shows the same figures.
+    let get = |all: &[(&str, Value)], c: &str| all.iter().find(|(n, _)| *n == c).unwrap().1.clone();
+    for (c, key) in [
+        ("watch_summary", "num_paths"),
+        ("watch_summary", "num_total_watches"),
+        ("is_read_only", "read_only"),
+        ("server_stats", "node_count"),
+        ("leader", "error"),
+        ("zabstate", "zabstate"),
+    ] {
+        assert_eq!(get(&wazoo, c)[key], get(&zk, c)[key], "{c} {key}");
+    }
+    let paths = |all: &[(&str, Value)]| -> Vec<Value> {
+        get(all, "dump")["session_id_to_ephemeral_paths"]
+            .as_object()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect()
+    };
+    assert_eq!(paths(&wazoo), paths(&zk), "dump's ephemerals");
+    assert_eq!(
+        get(&wazoo, "no_such_command")["error"],
+        get(&zk, "no_such_command")["error"]
+    );
+}
+
+// The same on an ensemble's leader and a follower (ZooKeeper 3.8 answers
+// `leader`, `voting_view`, `zabstate` and `observers` there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_commands_answer_as_zookeeper_does() {
+    let mut by_flavor = Vec::new();
+    for flavor in [Flavor::Zookeeper, Flavor::Wazoo] {
+        let e = start_ensemble(flavor, 3, common::options(flavor).admin_server())
+            .unwrap_or_else(|err| panic!("cannot start a {flavor} ensemble: {err:#}"));
+        let leader = e.wait_for_leader(Duration::from_secs(60)).unwrap();
+        let follower = (leader + 1) % 3;
+        let zk = scenario(e.addr(leader)).await;
+        // Until the leader counts both followers synced.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let mntr = wazoo_testkit::four_letter_word(e.addr(leader), "mntr").unwrap_or_default();
+            if mntr.contains("zk_synced_followers\t2") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let l = answers(e.admin_addr(leader).unwrap());
+        let f = answers(e.admin_addr(follower).unwrap());
+        for (all, i) in [(&l, leader), (&f, follower)] {
+            let monitor = &all.iter().find(|(n, _)| *n == "monitor").unwrap().1;
+            monitor_is_mntr(flavor, e.addr(i), monitor);
+        }
+        drop(zk);
+        by_flavor.push((l, f));
+    }
+    let (zl, zf) = &by_flavor[0];
+    let (wl, wf) = &by_flavor[1];
+    compare("leader", zl, wl);
+    compare("follower", zf, wf);
+    for (role, z, w) in [("leader", zl, wl), ("follower", zf, wf)] {
+        let get =
+            |all: &[(&str, Value)], c: &str| all.iter().find(|(n, _)| *n == c).unwrap().1.clone();
+        for (c, key) in [
+            ("leader", "is_leader"),
+            ("zabstate", "is_leader"),
+            ("zabstate", "zabstate"),
+            ("zabstate", "voting"),
+            ("observers", "synced_observers"),
+        ] {
+            assert_eq!(get(w, c)[key], get(z, c)[key], "{role}: {c} {key}");
+        }
+        assert_eq!(
+            get(w, "voting_view")["current_config"]
+                .as_object()
+                .unwrap()
+                .len(),
+            3,
+            "{role}"
+        );
+    }
+}
+
+// The port's bounds (ZooKeeper Administrator's Guide, admin.idleTimeout):
+// a connection that says nothing is closed after admin.idleTimeout; a
+// request head with too many headers is refused (431), never a crash.
+#[test]
+fn admin_port_is_bounded() {
+    let server = Flavor::Wazoo
+        .start_with(
+            common::options(Flavor::Wazoo)
+                .admin_server()
+                .cfg("admin.idleTimeout=300"),
+        )
+        .unwrap();
+    let admin = server.admin_addr().unwrap();
+    let mut idle = TcpStream::connect(admin).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 16];
+    let n = idle.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "an idle connection is closed without an answer");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "closed after {:?}",
+        started.elapsed()
+    );
+    let headers: String = (0..200).map(|i| format!("h{i}: v\r\n")).collect();
+    let (status, _) = http_raw(
+        admin,
+        format!("GET /commands/ruok HTTP/1.0\r\n{headers}\r\n").as_bytes(),
+    );
+    assert_eq!(status, 431);
+    let (status, _) = http_raw(admin, b"\xff\xfe\xfd /\r\n\r\n");
+    assert_eq!(status, 400);
+    // Still serving.
+    assert_eq!(command(admin, "ruok")["error"], Value::Null);
+}
