@@ -213,6 +213,12 @@ pub struct AdminServerConfig {
     pub command_url: String,
     /// How long a connection may stay silent (ZooKeeper: 30000 ms).
     pub idle_timeout_ms: u64,
+    /// `admin.snapshot.enabled` (ZooKeeper 3.9, default `true`): the
+    /// `snapshot` command is served.
+    pub snapshot_enabled: bool,
+    /// `admin.rateLimiterIntervalInMS` (default 300000): at most one
+    /// `snapshot` per this many milliseconds.
+    pub rate_limit_ms: u64,
 }
 
 /// ZooKeeper's AdminServer port.
@@ -236,6 +242,8 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
     let address = take("admin.serveraddress");
     let url = take("admin.commandurl");
     let idle = take("admin.idletimeout");
+    let snapshot = take("admin.snapshot.enabled");
+    let rate = take("admin.ratelimiterintervalinms");
     let on = match &enable {
         Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
         Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
@@ -277,10 +285,24 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
             _ => bail!("{k}={v:?} must be a positive number of milliseconds"),
         },
     };
+    let snapshot_enabled = match snapshot {
+        None => true,
+        Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
+        Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
+        Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+    };
+    let rate_limit_ms = match rate {
+        None => 300_000,
+        Some((k, v)) => v
+            .parse::<u64>()
+            .map_err(|_| anyhow!("{k}={v:?} must be a number of milliseconds"))?,
+    };
     Ok(Some(AdminServerConfig {
         addr: SocketAddr::new(ip, port),
         command_url,
         idle_timeout_ms,
+        snapshot_enabled,
+        rate_limit_ms,
     }))
 }
 
@@ -942,11 +964,8 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
             "an election algorithm other than fast leader election (only `3` is accepted)"
                 .to_string()
         }),
-        // Read (`take_admin`); ZooKeeper 3.9's snapshot and restore
-        // commands are not served.
-        "admin.snapshot.enabled" => {
-            unless_false("the AdminServer's snapshot command of ZooKeeper 3.9")
-        }
+        // The others are read (`take_admin`); ZooKeeper 3.9's restore
+        // command is not served.
         "admin.restore.enabled" => unless_false("the AdminServer's restore command of ZooKeeper 3.9"),
         "syncenabled" => unless_true("observers that keep no log or snapshots"),
         "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),

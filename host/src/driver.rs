@@ -316,6 +316,8 @@ impl Driver {
                     Event::AdminCommand {
                         name,
                         kwargs,
+                        authorization,
+                        ip,
                         reply,
                     } => {
                         let serving = {
@@ -330,6 +332,10 @@ impl Driver {
                         let answer = crate::admin::commands::run(
                             &name,
                             &kwargs,
+                            &crate::admin::commands::Asker {
+                                authorization: authorization.as_deref(),
+                                ip,
+                            },
                             self.member.server(),
                             &crate::admin::commands::Context {
                                 admin: ctx,

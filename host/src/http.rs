@@ -78,6 +78,10 @@ pub struct Response {
     pub content_type: &'static str,
     pub headers: Vec<(&'static str, String)>,
     pub body: Vec<u8>,
+    /// A file of this many bytes to send as the body instead of `body`,
+    /// read as it goes out, and removed once sent or not (a temporary
+    /// file, such as a snapshot being streamed).
+    pub temp_file: Option<(std::path::PathBuf, u64)>,
 }
 
 impl Response {
@@ -87,6 +91,7 @@ impl Response {
             content_type,
             headers: Vec::new(),
             body: body.into(),
+            temp_file: None,
         }
     }
 
@@ -100,12 +105,15 @@ impl Response {
     }
 
     fn to_bytes(&self) -> Vec<u8> {
+        let len = self
+            .temp_file
+            .as_ref()
+            .map_or(self.body.len() as u64, |(_, n)| *n);
         let mut head = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {len}\r\nConnection: close\r\n",
             self.status,
             reason(self.status),
             self.content_type,
-            self.body.len()
         );
         for (k, v) in &self.headers {
             head.push_str(&format!("{k}: {v}\r\n"));
@@ -290,11 +298,69 @@ where
         Err(ReadError::Answer(status)) => Response::status(status),
         Err(ReadError::Gone) => return,
     };
-    let _ = tokio::time::timeout(limits.idle, async {
-        let _ = stream.write_all(&resp.to_bytes()).await;
-        let _ = stream.shutdown().await;
-    })
-    .await;
+    let sent = tokio::time::timeout(limits.idle, stream.write_all(&resp.to_bytes())).await;
+    if let Some((path, len)) = &resp.temp_file {
+        if matches!(sent, Ok(Ok(()))) {
+            if let Err(e) = send_file(&mut stream, path, *len, limits.idle).await {
+                tracing::warn!(%peer, "HTTP body not sent: {e}");
+            }
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    let _ = tokio::time::timeout(limits.idle, stream.shutdown()).await;
+}
+
+/// Copies `len` bytes of `path` to `w`, each write within `idle`.
+async fn send_file(
+    w: &mut (impl AsyncWrite + Unpin),
+    path: &std::path::Path,
+    len: u64,
+    idle: Duration,
+) -> std::io::Result<()> {
+    // The file is read on a blocking thread, a few chunks ahead.
+    let (tx, mut chunks) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
+    let path = path.to_path_buf();
+    let reader = tokio::task::spawn_blocking(move || {
+        use std::io::Read as _;
+        let mut f = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) => return drop(tx.blocking_send(Err(e))),
+        };
+        let mut left = len;
+        while left > 0 {
+            let mut buf = vec![0u8; (64u64 << 10).min(left) as usize];
+            let r = f.read(&mut buf).and_then(|n| match n {
+                0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n => Ok(n),
+            });
+            let failed = r.is_err();
+            let sent = tx.blocking_send(r.map(|n| {
+                buf.truncate(n);
+                left -= n as u64;
+                buf
+            }));
+            if failed || sent.is_err() {
+                return;
+            }
+        }
+    });
+    let mut result = Ok(());
+    while let Some(chunk) = chunks.recv().await {
+        let sent = match chunk {
+            Ok(c) => tokio::time::timeout(idle, w.write_all(&c))
+                .await
+                .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into())),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            result = Err(e);
+            break;
+        }
+    }
+    // Dropping the queue stops the reader if the receiver went away.
+    drop(chunks);
+    let _ = reader.await;
+    result
 }
 
 /// Serves `listener` until the runtime stops: each connection on a task

@@ -65,12 +65,14 @@ pub enum Event {
         peer: std::net::SocketAddr,
         reply: oneshot::Sender<String>,
     },
-    /// An AdminServer command to answer (`crate::admin::server`); the
-    /// reply is its JSON answer.
+    /// An AdminServer command to answer (`crate::admin::server`), asked
+    /// from `ip` with the `Authorization` header `authorization`.
     AdminCommand {
         name: String,
         kwargs: Vec<(String, String)>,
-        reply: oneshot::Sender<serde_json::Value>,
+        authorization: Option<String>,
+        ip: std::net::IpAddr,
+        reply: oneshot::Sender<crate::admin::commands::Answer>,
     },
     /// A backup wants a consistent copy of the state (`crate::backup`).
     Backup {
@@ -717,7 +719,7 @@ pub(crate) fn spawn_shell_tasks(
     let secure = crate::tls::bind_secure_client_port(cfg)?;
     crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics);
     if let Some(admin) = &cfg.admin {
-        crate::admin::server::start(admin, tx.clone())?;
+        crate::admin::server::start(admin, snap_dir(cfg), tx.clone())?;
     }
     let tick_tx = tx.clone();
     // At least every half tick (ZooKeeper's timers) and often enough for

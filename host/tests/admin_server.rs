@@ -11,11 +11,12 @@ mod common;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use wazoo_testkit::{start_ensemble, Flavor};
-use zookeeper_client::{Acls, CreateMode};
+use zookeeper_client::{Acl, Acls, AuthId, CreateMode, Permission};
 
 /// ZooKeeper 3.8's commands, each with its other names
 /// (`org.apache.zookeeper.server.admin.Commands`).
@@ -48,24 +49,32 @@ const COMMANDS: &[&[&str]] = &[
     &["zabstate"],
 ];
 
-/// Sends `request` as is and returns the status and body. HTTP/1.0, so
-/// that Jetty answers without chunks.
-fn http_raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+/// Sends `request` as is and returns the status, the head and the body's
+/// bytes.
+fn http_bytes(addr: SocketAddr, request: &[u8]) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     s.write_all(request).unwrap();
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head from {addr}: {:?}", String::from_utf8_lossy(&out)));
+    let head = String::from_utf8_lossy(&out[..split]).into_owned();
+    let status = head
         .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line from {addr}: {text:?}"));
-    let body = text
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, b)| b.to_string());
-    (status, body)
+        .unwrap_or_else(|| panic!("no status line from {addr}: {head:?}"));
+    (status, head, out[split + 4..].to_vec())
+}
+
+/// Sends `request` as is and returns the status and body. HTTP/1.0, so
+/// that Jetty answers without chunks.
+fn http_raw(addr: SocketAddr, request: &[u8]) -> (u16, String) {
+    let (status, _, body) = http_bytes(addr, request);
+    (status, String::from_utf8_lossy(&body).into_owned())
 }
 
 fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
@@ -254,7 +263,14 @@ async fn standalone_commands_answer_as_zookeeper_does() {
     let (zk, zk_status, zk_listing) = standalone(Flavor::Zookeeper).await;
     let (wazoo, wazoo_status, wazoo_listing) = standalone(Flavor::Wazoo).await;
     compare("standalone", &zk, &wazoo);
-    assert_eq!(wazoo_listing, zk_listing, "the command listing");
+    // ZooKeeper 3.8's commands, and 3.9's snapshot.
+    let snapshot_link = "<a href=\"/commands/snapshot\">snapshot</a>\n<br/>\n";
+    assert_eq!(
+        wazoo_listing.replacen(snapshot_link, "", 1),
+        zk_listing,
+        "the command listing"
+    );
+    assert!(wazoo_listing.contains(snapshot_link), "{wazoo_listing}");
     assert_eq!(
         wazoo_status, zk_status,
         "statuses of: an unknown path, POST (HTTP/1.0, 1.1), TRACE, a malformed header, not HTTP"
@@ -377,4 +393,153 @@ fn admin_port_is_bounded() {
     assert_eq!(status, 400);
     // Still serving.
     assert_eq!(command(admin, "ruok")["error"], Value::Null);
+}
+
+/// `GET /commands/snapshot` with an `Authorization` header.
+fn snapshot(admin: SocketAddr, query: &str, auth: Option<&str>) -> (u16, String, Vec<u8>) {
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    http_bytes(
+        admin,
+        format!("GET /commands/snapshot{query} HTTP/1.0\r\n{auth}\r\n").as_bytes(),
+    )
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+}
+
+// ZooKeeper 3.9's snapshot command (Administrator's Guide, "The
+// AdminServer", snapshot; admin.snapshot.enabled,
+// admin.rateLimiterIntervalInMS): authorization by the Authorization
+// header against the ACL of `/` with ZooKeeper's statuses and errors, one
+// per interval (429), and the stream round-trips into a new member through
+// `wazoo restore`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_streams_the_state_to_an_authorized_asker_and_restores_into_a_new_member() {
+    let server = Flavor::Wazoo
+        .start_with(common::options(Flavor::Wazoo).admin_server())
+        .unwrap();
+    let admin = server.admin_addr().unwrap();
+    let zk = common::connect(&server.connect_string()).await;
+    let open = Acls::anyone_all();
+    zk.create("/kept", b"kept", &CreateMode::Persistent.with_acls(open))
+        .await
+        .unwrap();
+    zk.create("/kept/child", b"c", &CreateMode::Persistent.with_acls(open))
+        .await
+        .unwrap();
+    let error = |body: &[u8]| -> Value {
+        let v: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(v["command"], "snapshot", "{v}");
+        v["error"].clone()
+    };
+
+    let (status, _, body) = snapshot(admin, "", None);
+    assert_eq!(
+        (status, error(&body)),
+        (401, "Auth info is missing for the command".into())
+    );
+    for bad in ["x509", "digest", "digest a:b c", "sasl bob:pw"] {
+        let (status, _, body) = snapshot(admin, "", Some(bad));
+        assert_eq!(
+            (status, error(&body)),
+            (401, "Not authenticated".into()),
+            "{bad}"
+        );
+    }
+    // `/` open to the world (its default): any identity has every right.
+    // Closed to all but one address, only the super user passes.
+    let only = [Acl::new(Permission::ALL, AuthId::new("ip", "10.9.8.7"))];
+    zk.set_acl("/", &only, None).await.unwrap();
+    let (status, _, body) = snapshot(admin, "", Some("digest bob:pw"));
+    assert_eq!((status, error(&body)), (403, "Not authorized".into()));
+    let (status, _, body) = snapshot(admin, "", Some("ip"));
+    assert_eq!((status, error(&body)), (403, "Not authorized".into()));
+
+    let (status, head, bytes) = snapshot(admin, "?streaming=true", Some("digest super:test"));
+    assert_eq!(status, 200, "{head}");
+    assert_eq!(
+        header(&head, "content-type"),
+        Some("application/octet-stream")
+    );
+    assert_eq!(
+        header(&head, "snapshot_size"),
+        Some(bytes.len().to_string().as_str()),
+        "{head}"
+    );
+    let zxid = header(&head, "last_zxid").expect("last_zxid").to_string();
+    assert!(zxid.starts_with("0x"), "{zxid}");
+    // One per admin.rateLimiterIntervalInMS (5 minutes by default).
+    let (status, _, body) = snapshot(admin, "", Some("digest super:test"));
+    assert_eq!((status, error(&body)), (429, Value::Null));
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(server.data_dir().join("wazoo-v1"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("admin-snapshot"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Into a new member.
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("snapshot");
+    std::fs::write(&file, &bytes).unwrap();
+    let data = work.path().join("data");
+    let cfg = work.path().join("restore.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tickTime=2000\ndataDir={}\nclientPort=2181\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_wazoo"))
+        .args(["restore", "--from"])
+        .arg(&file)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    drop(zk);
+    let restored = Flavor::Wazoo
+        .start_with(common::options(Flavor::Wazoo).cfg(format!("dataDir={}", data.display())))
+        .unwrap();
+    let zk2 = common::connect(&restored.connect_string()).await;
+    let (data, _) = zk2.get_data("/kept/child").await.unwrap();
+    assert_eq!(data, b"c");
+    zk2.auth("digest", b"super:test").await.unwrap();
+    let (acl, _) = zk2.get_acl("/").await.unwrap();
+    assert_eq!(acl, only.to_vec(), "the ACL of / travels too");
+    // It goes on from the snapshot's zxid (its sessions may expire since).
+    let srvr = restored.four_letter("srvr").unwrap();
+    let hex = |z: &str| u64::from_str_radix(z.trim_start_matches("0x"), 16).unwrap();
+    let now = srvr
+        .lines()
+        .find_map(|l| l.strip_prefix("Zxid: "))
+        .map(hex)
+        .unwrap();
+    assert!(now >= hex(&zxid), "{srvr} against {zxid}");
+}
+
+// admin.snapshot.enabled=false: the command answers 503, as ZooKeeper 3.9's.
+#[test]
+fn snapshot_can_be_turned_off() {
+    let server = Flavor::Wazoo
+        .start_with(
+            common::options(Flavor::Wazoo)
+                .admin_server()
+                .cfg("admin.snapshot.enabled=false"),
+        )
+        .unwrap();
+    let (status, _, body) = snapshot(server.admin_addr().unwrap(), "", Some("digest super:test"));
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
 }

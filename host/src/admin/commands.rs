@@ -10,7 +10,8 @@
 use serde_json::{json, Map, Value};
 use wazoo_zab::{Peer, ServerState};
 
-use crate::core::server::{Role, Server};
+use crate::core::acl::AuthInfo;
+use crate::core::server::{Role, Server, SnapshotJob};
 use crate::member::{snap_dir, AdminContext};
 use crate::metrics::MntrValue;
 
@@ -21,9 +22,10 @@ struct Command {
     server_required: bool,
 }
 
-/// ZooKeeper 3.8's commands (3.9's `snapshot` and `restore` are not
+/// ZooKeeper 3.8's commands, and 3.9's `snapshot` (3.9's `restore` is not
 /// served: docs/COMPATIBILITY.md, "The AdminServer").
 const COMMANDS: &[Command] = &[
+    cmd(&["snapshot", "snap"], true),
     cmd(&["configuration", "conf", "config"], true),
     cmd(&["connection_stat_reset", "crst"], true),
     cmd(&["connections", "cons"], true),
@@ -74,6 +76,10 @@ pub fn primary_name(name: &str) -> Option<&'static str> {
         .map(|c| c.names[0])
 }
 
+/// The commands that need an authorized asker (ZooKeeper 3.9's
+/// `AuthRequest(Perms.ALL, "/")`).
+const NEEDS_AUTH: &[&str] = &["snapshot"];
+
 /// What a command reads beside the pipeline.
 pub struct Context<'a> {
     pub admin: &'a AdminContext,
@@ -83,31 +89,110 @@ pub struct Context<'a> {
     pub conns: usize,
 }
 
+/// Who asks: the `Authorization` header (`digest user:password`, `ip`),
+/// and the address asking.
+pub struct Asker<'a> {
+    pub authorization: Option<&'a str>,
+    pub ip: std::net::IpAddr,
+}
+
+/// A command's answer: the HTTP status, the JSON object (with `command`
+/// and `error`), and for `snapshot`, the state to stream.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub json: Value,
+    pub snapshot: Option<SnapshotJob>,
+}
+
 /// Runs the command `name` (the shell has already done what a reset
-/// command changes: `super::resets_stats`). The answer is a JSON object
-/// with `command` and `error`.
-pub fn run(name: &str, kwargs: &[(String, String)], s: &Server, cx: &Context<'_>) -> Value {
+/// command changes: `super::resets_stats`).
+pub fn run(
+    name: &str,
+    kwargs: &[(String, String)],
+    asker: &Asker<'_>,
+    s: &Server,
+    cx: &Context<'_>,
+) -> Answer {
     let mut out = Map::new();
     let Some(command) = COMMANDS.iter().find(|c| c.names.contains(&name)) else {
-        return answer(name, Some(format!("Unknown command: {name}")), out);
+        return answer(200, name, Some(format!("Unknown command: {name}")), out);
     };
     let primary = command.names[0];
     let serving = s.in_read_only_mode() || s.role().serves_clients();
     if command.server_required && !serving {
         return answer(
+            200,
             name,
             Some("This ZooKeeper instance is not currently serving requests".into()),
             out,
         );
     }
+    if NEEDS_AUTH.contains(&primary) {
+        if let Err((status, why)) = authorize(asker, s, cx.admin) {
+            return answer(status, name, Some(why.into()), out);
+        }
+    }
+    if primary == "snapshot" {
+        let enabled = cx
+            .admin
+            .cfg
+            .admin
+            .as_ref()
+            .is_some_and(|a| a.snapshot_enabled);
+        if !enabled {
+            return answer(503, primary, None, out);
+        }
+        let mut a = answer(200, primary, None, out);
+        a.snapshot = Some(s.snapshot_job());
+        return a;
+    }
     let error = fill(primary, kwargs, s, cx, &mut out);
-    answer(primary, error, out)
+    answer(200, primary, error, out)
 }
 
-fn answer(command: &str, error: Option<String>, mut out: Map<String, Value>) -> Value {
+fn answer(
+    status: u16,
+    command: &str,
+    error: Option<String>,
+    mut out: Map<String, Value>,
+) -> Answer {
     out.insert("command".into(), command.into());
     out.insert("error".into(), error.map_or(Value::Null, Value::from));
-    Value::Object(out)
+    Answer {
+        status,
+        json: Value::Object(out),
+        snapshot: None,
+    }
+}
+
+/// ZooKeeper 3.9's check for a command that needs authorization: the
+/// `Authorization` header names a scheme (`digest user:password`, or
+/// `ip`, the asking address), and the identities it gives must have every
+/// permission on `/` (the super user has them all). The statuses and
+/// errors are ZooKeeper's.
+fn authorize(asker: &Asker<'_>, s: &Server, ctx: &AdminContext) -> Result<(), (u16, &'static str)> {
+    const NOT_AUTHENTICATED: (u16, &str) = (401, "Not authenticated");
+    let Some(header) = asker.authorization else {
+        return Err((401, "Auth info is missing for the command"));
+    };
+    let parts: Vec<&str> = header.split(' ').collect();
+    let ids = match parts.as_slice() {
+        ["digest", credentials] if credentials.contains(':') => crate::core::acl::authenticate(
+            "digest",
+            credentials.as_bytes(),
+            ctx.cfg.super_digest.as_deref(),
+        )
+        .map_err(|_| NOT_AUTHENTICATED)?,
+        ["ip"] => vec![wazoo_proto::Id::new("ip", &asker.ip.to_string())],
+        _ => return Err(NOT_AUTHENTICATED),
+    };
+    let auth = AuthInfo { ids };
+    let acl = s.tree().acl("/").unwrap_or_default();
+    for bit in [1, 2, 4, 8, 16] {
+        crate::core::acl::check(&acl, bit, &auth).map_err(|_| (403, "Not authorized"))?;
+    }
+    Ok(())
 }
 
 /// Puts the command's keys into `out`; the error, if it did nothing.

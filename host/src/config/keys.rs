@@ -8,8 +8,10 @@ pub(super) const KEYS_READ: &[&str] = &[
     "admin.commandURL",
     "admin.enableServer",
     "admin.idleTimeout",
+    "admin.rateLimiterIntervalInMS",
     "admin.serverAddress",
     "admin.serverPort",
+    "admin.snapshot.enabled",
     "DigestAuthenticationProvider.superDigest",
     "autopurge.purgeInterval",
     "autopurge.snapRetainCount",
@@ -67,7 +69,6 @@ pub(super) const KEYS_READ: &[&str] = &[
 /// caches, and settings of features that only a refused key turns on.
 /// docs/ZOOCFG_KEYS.md gives each one's reason ("no meaning here").
 pub(super) const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
-    "admin.rateLimiterIntervalInMS",
     "advancedFlowControlEnabled",
     "bitHashCacheSize",
     "cnxTimeout",
@@ -145,7 +146,6 @@ pub(super) const KEYS_REFUSED: &[&str] = &[
     "admin.needClientAuth",
     "admin.portUnification",
     "admin.restore.enabled",
-    "admin.snapshot.enabled",
     "audit.enable",
     "audit.impl.class",
     "client.portUnification",
