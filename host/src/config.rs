@@ -219,6 +219,21 @@ pub struct AdminServerConfig {
     /// `admin.rateLimiterIntervalInMS` (default 300000): at most one
     /// `snapshot` per this many milliseconds.
     pub rate_limit_ms: u64,
+    /// TLS on the port (`admin.forceHttps`, `admin.portUnification`).
+    pub tls: AdminTls,
+}
+
+/// TLS on the AdminServer's port, with the certificate of the `ssl.quorum.*`
+/// key store, as ZooKeeper's AdminServer takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminTls {
+    /// Plain HTTP (ZooKeeper's default).
+    Off,
+    /// `admin.forceHttps=true`: HTTPS only.
+    Https,
+    /// `admin.portUnification=true`: HTTPS and plain HTTP on the one port,
+    /// told apart by the first byte.
+    Unified,
 }
 
 /// ZooKeeper's AdminServer port.
@@ -244,11 +259,24 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
     let idle = take("admin.idletimeout");
     let snapshot = take("admin.snapshot.enabled");
     let rate = take("admin.ratelimiterintervalinms");
+    let force_https = take("admin.forcehttps");
+    let unified = take("admin.portunification");
     let on = match &enable {
         Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
         Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
         Some((k, v)) => bail!("{k}={v:?} must be true or false"),
-        None => port.is_some() || address.is_some() || url.is_some() || idle.is_some(),
+        None => [
+            &port,
+            &address,
+            &url,
+            &idle,
+            &snapshot,
+            &rate,
+            &force_https,
+            &unified,
+        ]
+        .iter()
+        .any(|k| k.is_some()),
     };
     if !on {
         return Ok(None);
@@ -297,12 +325,27 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
             .parse::<u64>()
             .map_err(|_| anyhow!("{k}={v:?} must be a number of milliseconds"))?,
     };
+    let flag = |kv: Option<(String, String)>| -> Result<bool> {
+        match kv {
+            None => Ok(false),
+            Some((_, v)) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some((_, v)) if v.eq_ignore_ascii_case("false") => Ok(false),
+            Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+        }
+    };
+    // ZooKeeper: forceHttps wins over portUnification.
+    let tls = match (flag(force_https)?, flag(unified)?) {
+        (true, _) => AdminTls::Https,
+        (false, true) => AdminTls::Unified,
+        (false, false) => AdminTls::Off,
+    };
     Ok(Some(AdminServerConfig {
         addr: SocketAddr::new(ip, port),
         command_url,
         idle_timeout_ms,
         snapshot_enabled,
         rate_limit_ms,
+        tls,
     }))
 }
 
@@ -593,6 +636,12 @@ impl Config {
             ),
         };
         let admin = take_admin(&mut kv)?;
+        if let Some(a) = &admin {
+            let key_store = tls.quorum.as_ref().and_then(|q| q.key_store.as_ref());
+            if a.tls != AdminTls::Off && key_store.is_none() {
+                bail!("admin.forceHttps and admin.portUnification need ssl.quorum.keyStore.location: the AdminServer takes its certificate from the ssl.quorum.* key store, as ZooKeeper's does");
+            }
+        }
         let max_buffer = take_num::<usize>(&mut kv, "jute.maxbuffer")?
             .unwrap_or(wazoo_proto::DEFAULT_MAX_BUFFER);
         let max_unsent_reply_bytes = take_num::<u64>(&mut kv, "wazoo.client.maxUnsentReplyBytes")?
@@ -841,9 +890,8 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
     }
     match k {
         "client.secure" => unless_false("TLS for clients"),
-        "admin.portunification" | "admin.forcehttps" | "admin.needclientauth" => {
-            unless_false("TLS for the AdminServer")
-        }
+        // admin.forceHttps and admin.portUnification are read (`take_admin`).
+        "admin.needclientauth" => unless_false("client certificates on the AdminServer's port"),
         // Implemented (`take_sasl`): sessionRequireClientSASLAuth,
         // enforce.auth.*, superUser, the SASL authProvider.
         "sessionrequireclientsaslauth" | "enforce.auth.enabled" | "enforce.auth.schemes" => None,

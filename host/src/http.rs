@@ -285,19 +285,40 @@ fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// TLS on a port: the server's configuration, and whether plain HTTP is
+/// served on the same port too (told apart by the first byte, 0x16 for a
+/// TLS handshake).
+#[derive(Clone)]
+pub struct Tls {
+    pub config: Arc<rustls::ServerConfig>,
+    pub unified: bool,
+}
+
+/// HSTS, as ZooKeeper's Jetty adds it to answers over TLS (one day).
+const HSTS: &str = "max-age=86400; includeSubDomains";
+
 /// Answers one connection: reads its request, asks `handle`, writes the
-/// answer and closes.
-pub async fn answer<S, H, F>(mut stream: S, peer: SocketAddr, limits: Limits, handle: H)
-where
+/// answer and closes. `secure`: it came over TLS.
+pub async fn answer<S, H, F>(
+    mut stream: S,
+    peer: SocketAddr,
+    limits: Limits,
+    secure: bool,
+    handle: H,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
     H: FnOnce(Request, SocketAddr) -> F,
     F: Future<Output = Response>,
 {
-    let resp = match read_request(&mut stream, &limits).await {
+    let mut resp = match read_request(&mut stream, &limits).await {
         Ok(req) => handle(req, peer).await,
         Err(ReadError::Answer(status)) => Response::status(status),
         Err(ReadError::Gone) => return,
     };
+    if secure {
+        resp.headers
+            .push(("Strict-Transport-Security", HSTS.to_string()));
+    }
     let sent = tokio::time::timeout(limits.idle, stream.write_all(&resp.to_bytes())).await;
     if let Some((path, len)) = &resp.temp_file {
         if matches!(sent, Ok(Ok(()))) {
@@ -364,8 +385,9 @@ async fn send_file(
 }
 
 /// Serves `listener` until the runtime stops: each connection on a task
-/// of its own, [`Limits::connections_max`] at once.
-pub fn serve<H, F>(listener: TcpListener, limits: Limits, handle: H)
+/// of its own, [`Limits::connections_max`] at once, over `tls` if given
+/// (the handshake within [`Limits::idle`]).
+pub fn serve<H, F>(listener: TcpListener, limits: Limits, tls: Option<Tls>, handle: H)
 where
     H: Fn(Request, SocketAddr) -> F + Clone + Send + 'static,
     F: Future<Output = Response> + Send,
@@ -389,9 +411,31 @@ where
                 });
                 continue;
             };
-            let handle = handle.clone();
+            let (handle, tls) = (handle.clone(), tls.clone());
             tokio::spawn(async move {
-                answer(stream, peer, limits, handle).await;
+                match tls {
+                    None => answer(stream, peer, limits, false, handle).await,
+                    Some(tls) => {
+                        let is_tls = if tls.unified {
+                            let mut first = [0u8; 1];
+                            match tokio::time::timeout(limits.idle, stream.peek(&mut first)).await {
+                                Ok(Ok(1)) => first[0] == 0x16,
+                                _ => return,
+                            }
+                        } else {
+                            true
+                        };
+                        if !is_tls {
+                            answer(stream, peer, limits, false, handle).await;
+                        } else {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config);
+                            match tokio::time::timeout(limits.idle, acceptor.accept(stream)).await {
+                                Ok(Ok(s)) => answer(s, peer, limits, true, handle).await,
+                                _ => tracing::debug!(%peer, "no TLS handshake"),
+                            }
+                        }
+                    }
+                }
                 drop(permit);
             });
         }

@@ -719,7 +719,14 @@ pub(crate) fn spawn_shell_tasks(
     let secure = crate::tls::bind_secure_client_port(cfg)?;
     crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics);
     if let Some(admin) = &cfg.admin {
-        crate::admin::server::start(admin, snap_dir(cfg), tx.clone())?;
+        let tls = match admin.tls {
+            crate::config::AdminTls::Off => None,
+            mode => Some(crate::http::Tls {
+                config: crate::tls::admin_server_config(cfg)?,
+                unified: mode == crate::config::AdminTls::Unified,
+            }),
+        };
+        crate::admin::server::start(admin, tls, snap_dir(cfg), tx.clone())?;
     }
     let tick_tx = tx.clone();
     // At least every half tick (ZooKeeper's timers) and often enough for

@@ -837,19 +837,27 @@ fn resident_bytes() -> Option<u64> {
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "metrics on http://{addr}/metrics");
-    crate::http::serve(listener, crate::http::Limits::default(), move |req, _| {
-        let m = Arc::clone(&metrics);
-        async move {
-            if req.method == "GET" && (req.path == "/metrics" || req.path == "/") {
-                let format = Format::negotiate(req.header("accept"));
-                let mut resp =
-                    crate::http::Response::new(200, format.content_type(), m.scrape(format).await);
-                resp.headers.push(("Vary", "Accept".to_string()));
-                resp
-            } else {
-                crate::http::Response::status(404)
+    crate::http::serve(
+        listener,
+        crate::http::Limits::default(),
+        None,
+        move |req, _| {
+            let m = Arc::clone(&metrics);
+            async move {
+                if req.method == "GET" && (req.path == "/metrics" || req.path == "/") {
+                    let format = Format::negotiate(req.header("accept"));
+                    let mut resp = crate::http::Response::new(
+                        200,
+                        format.content_type(),
+                        m.scrape(format).await,
+                    );
+                    resp.headers.push(("Vary", "Accept".to_string()));
+                    resp
+                } else {
+                    crate::http::Response::status(404)
+                }
             }
-        }
-    });
+        },
+    );
     Ok(())
 }

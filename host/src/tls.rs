@@ -283,6 +283,20 @@ fn server_config(s: &TlsSettings) -> Result<ServerConfig> {
         .map_err(|e| anyhow!("{}.keyStore: {e}", s.prefix))
 }
 
+/// The AdminServer's TLS (`admin.forceHttps`, `admin.portUnification`):
+/// the `ssl.quorum.*` key store's certificate, as ZooKeeper 3.8's
+/// AdminServer takes it, and no client certificate asked for (ZooKeeper
+/// 3.9's `admin.needClientAuth` is refused unless `false`).
+pub fn admin_server_config(cfg: &Config) -> Result<Arc<ServerConfig>> {
+    let mut s = cfg
+        .tls
+        .quorum
+        .clone()
+        .ok_or_else(|| anyhow!("the AdminServer's TLS needs ssl.quorum.keyStore.location"))?;
+    s.client_auth = ClientAuth::None;
+    Ok(Arc::new(server_config(&s)?))
+}
+
 /// The dialing side of a quorum link: presents the member's certificate,
 /// checks the peer's against the trust store, and its name too unless
 /// `hostnameVerification` is false.

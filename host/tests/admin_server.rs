@@ -543,3 +543,64 @@ fn snapshot_can_be_turned_off() {
     let (status, _, body) = snapshot(server.admin_addr().unwrap(), "", Some("digest super:test"));
     assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
 }
+
+/// Runs curl against `url` on `admin` (as localhost), trusting `ca`;
+/// returns whether it got an answer, and the answer with its head.
+fn curl(admin: SocketAddr, scheme: &str, ca: &std::path::Path) -> (bool, String) {
+    let url = format!("{scheme}://localhost:{}/commands/ruok", admin.port());
+    let out = Command::new("curl")
+        .args(["-sS", "-i", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("localhost:{}:127.0.0.1", admin.port()))
+        .arg(&url)
+        .output()
+        .expect("curl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+// ZooKeeper Administrator's Guide, admin.forceHttps and
+// admin.portUnification: the AdminServer over TLS with the ssl.quorum key
+// store's certificate, HTTPS only or beside plain HTTP on the one port.
+#[test]
+fn the_admin_port_serves_tls_with_the_quorum_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    std::fs::write(&cert, key.cert.pem()).unwrap();
+    let store = dir.path().join("admin.pem");
+    std::fs::write(
+        &store,
+        format!("{}{}", key.signing_key.serialize_pem(), key.cert.pem()),
+    )
+    .unwrap();
+    for (mode, plain_served) in [("admin.forceHttps", false), ("admin.portUnification", true)] {
+        let server = Flavor::Wazoo
+            .start_with(
+                common::options(Flavor::Wazoo)
+                    .admin_server()
+                    .cfg(format!("{mode}=true"))
+                    .cfg(format!("ssl.quorum.keyStore.location={}", store.display()))
+                    .cfg("ssl.quorum.keyStore.type=PEM"),
+            )
+            .unwrap_or_else(|e| panic!("{mode}: {e:#}"));
+        let admin = server.admin_addr().unwrap();
+        let (ok, answer) = curl(admin, "https", &cert);
+        assert!(ok, "{mode}: https: {answer}");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{mode}: {answer}");
+        assert!(answer.contains("\"command\": \"ruok\""), "{mode}: {answer}");
+        assert!(
+            answer.contains("Strict-Transport-Security: max-age=86400; includeSubDomains"),
+            "{mode}: {answer}"
+        );
+        let (ok, answer) = curl(admin, "http", &cert);
+        assert_eq!(ok, plain_served, "{mode}: plain http: {answer}");
+        if plain_served {
+            assert!(answer.starts_with("HTTP/1.1 200"), "{mode}: {answer}");
+            assert!(!answer.contains("Strict-Transport-Security"), "{answer}");
+        }
+    }
+}

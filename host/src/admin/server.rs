@@ -54,6 +54,7 @@ struct Shared {
 /// Binds the AdminServer's port and serves it on the member's runtime.
 pub fn start(
     cfg: &AdminServerConfig,
+    tls: Option<crate::http::Tls>,
     snap_dir: PathBuf,
     events: mpsc::Sender<Event>,
 ) -> Result<SocketAddr> {
@@ -75,7 +76,8 @@ pub fn start(
         ..Limits::default()
     };
     let url = cfg.command_url.clone();
-    tracing::info!(%addr, command_url = %url, "AdminServer on http://{addr}{url}");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, command_url = %url, "AdminServer on {scheme}://{addr}{url}");
     let shared = Arc::new(Shared {
         url,
         events,
@@ -83,7 +85,7 @@ pub fn start(
         rate_limit: Duration::from_millis(cfg.rate_limit_ms),
         last_snapshot: Mutex::new(None),
     });
-    crate::http::serve(listener, limits, move |req, peer| {
+    crate::http::serve(listener, limits, tls, move |req, peer| {
         let shared = Arc::clone(&shared);
         async move { route(&shared, req, peer).await }
     });

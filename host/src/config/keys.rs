@@ -7,7 +7,9 @@ pub(super) const KEYS_READ: &[&str] = &[
     "4lw.commands.whitelist",
     "admin.commandURL",
     "admin.enableServer",
+    "admin.forceHttps",
     "admin.idleTimeout",
+    "admin.portUnification",
     "admin.rateLimiterIntervalInMS",
     "admin.serverAddress",
     "admin.serverPort",
@@ -142,9 +144,7 @@ pub(super) const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
 /// docs/ZOOCFG_KEYS.md, "refused"), as the Guide spells them; with such a
 /// value they are accepted and not used. (`group.N` and `weight.N` too.)
 pub(super) const KEYS_REFUSED: &[&str] = &[
-    "admin.forceHttps",
     "admin.needClientAuth",
-    "admin.portUnification",
     "admin.restore.enabled",
     "audit.enable",
     "audit.impl.class",

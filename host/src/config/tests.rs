@@ -115,6 +115,7 @@ fn sample_value(key: &str) -> &'static str {
         "dataDir" | "dataLogDir" | "plugins.dir" => "/d",
         "clientPortAddress" | "metricsProvider.httpHost" | "admin.serverAddress" => "127.0.0.1",
         "admin.enableServer" => "true",
+        "admin.forceHttps" | "admin.portUnification" => "false",
         "admin.commandURL" => "/commands",
         "DigestAuthenticationProvider.superDigest" => "super:x",
         "recipe.memoryBytes" => "65536",
@@ -234,8 +235,6 @@ fn every_security_key_wazoo_does_not_implement_is_refused_by_name() {
         "ssl.quorum.keyStore.location=/k.bcfks",
         "ssl.quorum.clientAuth=none",
         "zookeeper.ssl.keyStore.location=/k.bcfks",
-        "admin.portUnification=true",
-        "admin.forceHttps=true",
         "admin.needClientAuth=true",
         "requireClientAuthScheme=sasl",
         "allowSaslFailedClients=true",
@@ -843,6 +842,13 @@ fn admin_server_keys_are_read_with_zookeepers_defaults() {
     .unwrap();
     assert!(!a.snapshot_enabled);
     assert_eq!(a.rate_limit_ms, 10);
+    assert_eq!(a.tls, crate::config::AdminTls::Off);
+    // TLS takes the ssl.quorum key store, which must be given.
+    let e = Config::parse("dataDir=/d\nadmin.forceHttps=true\n").unwrap_err();
+    assert!(
+        format!("{e:#}").contains("ssl.quorum.keyStore.location"),
+        "{e:#}"
+    );
     for bad in [
         "admin.enableServer=yes",
         "admin.serverPort=70000",
