@@ -604,3 +604,21 @@ fn the_admin_port_serves_tls_with_the_quorum_certificate() {
         }
     }
 }
+
+// A snapshot's temporary file that a stopped member did not finish sending
+// does not stay in the snapshot directory: the next start removes it.
+#[test]
+fn an_unfinished_snapshot_file_is_removed_at_start() {
+    let mut server = Flavor::Wazoo
+        .start_with(common::options(Flavor::Wazoo).admin_server())
+        .unwrap();
+    let dir = server.data_dir().join("wazoo-v1");
+    let leftover = dir.join("admin-snapshot-1-0.partial");
+    std::fs::write(&leftover, b"half a snapshot").unwrap();
+    let unrelated = dir.join("notes.partial");
+    std::fs::write(&unrelated, b"not ours").unwrap();
+    server.kill();
+    server.restart().unwrap();
+    assert!(!leftover.exists());
+    assert!(unrelated.exists());
+}

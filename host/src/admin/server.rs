@@ -70,6 +70,7 @@ pub fn start(
         )
     })?;
     let addr = listener.local_addr()?;
+    remove_leftovers(&snap_dir);
     let limits = Limits {
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         connections_max: CONNECTIONS_MAX,
@@ -147,6 +148,31 @@ async fn route(shared: &Shared, req: Request, peer: SocketAddr) -> Response {
     snapshot(shared, job, streaming, &answer.json, peer).await
 }
 
+/// The prefix of a streamed snapshot's temporary file.
+const TEMP_PREFIX: &str = "admin-snapshot-";
+
+/// Removes the temporary files of snapshots a previous run of the member
+/// did not finish sending (it stopped mid-stream).
+fn remove_leftovers(snap_dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(snap_dir) else {
+        return;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(TEMP_PREFIX) && name.ends_with(".partial") {
+            match std::fs::remove_file(e.path()) {
+                Ok(()) => {
+                    tracing::info!(file = %e.path().display(), "removed an unfinished AdminServer snapshot")
+                }
+                Err(err) => {
+                    tracing::warn!(file = %e.path().display(), "cannot remove an unfinished AdminServer snapshot: {err}")
+                }
+            }
+        }
+    }
+}
+
 fn json(status: u16, v: &serde_json::Value) -> Response {
     let body = serde_json::to_string_pretty(v).unwrap_or_default();
     Response::new(status, "application/json", body)
@@ -178,7 +204,7 @@ async fn snapshot(
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let path = shared
         .snap_dir
-        .join(format!("admin-snapshot-{}-{n}.partial", std::process::id()));
+        .join(format!("{TEMP_PREFIX}{}-{n}.partial", std::process::id()));
     let zxid = job.zxid;
     let p = path.clone();
     let written = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
