@@ -221,6 +221,9 @@ pub struct AdminServerConfig {
     pub rate_limit_ms: u64,
     /// TLS on the port (`admin.forceHttps`, `admin.portUnification`).
     pub tls: AdminTls,
+    /// `admin.needClientAuth` (ZooKeeper 3.9): a TLS client must present a
+    /// certificate the `ssl.quorum.*` trust store accepts.
+    pub need_client_auth: bool,
 }
 
 /// TLS on the AdminServer's port, with the certificate of the `ssl.quorum.*`
@@ -261,6 +264,7 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
     let rate = take("admin.ratelimiterintervalinms");
     let force_https = take("admin.forcehttps");
     let unified = take("admin.portunification");
+    let need_client_auth = take("admin.needclientauth");
     let on = match &enable {
         Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
         Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
@@ -274,6 +278,7 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
             &rate,
             &force_https,
             &unified,
+            &need_client_auth,
         ]
         .iter()
         .any(|k| k.is_some()),
@@ -346,6 +351,7 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
         snapshot_enabled,
         rate_limit_ms,
         tls,
+        need_client_auth: flag(need_client_auth)?,
     }))
 }
 
@@ -641,6 +647,10 @@ impl Config {
             if a.tls != AdminTls::Off && key_store.is_none() {
                 bail!("admin.forceHttps and admin.portUnification need ssl.quorum.keyStore.location: the AdminServer takes its certificate from the ssl.quorum.* key store, as ZooKeeper's does");
             }
+            let trust_store = tls.quorum.as_ref().and_then(|q| q.trust_store.as_ref());
+            if a.need_client_auth && (a.tls == AdminTls::Off || trust_store.is_none()) {
+                bail!("admin.needClientAuth=true needs admin.forceHttps or admin.portUnification, and ssl.quorum.trustStore.location (the client certificates are checked against it)");
+            }
         }
         let max_buffer = take_num::<usize>(&mut kv, "jute.maxbuffer")?
             .unwrap_or(wazoo_proto::DEFAULT_MAX_BUFFER);
@@ -890,8 +900,8 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
     }
     match k {
         "client.secure" => unless_false("TLS for clients"),
-        // admin.forceHttps and admin.portUnification are read (`take_admin`).
-        "admin.needclientauth" => unless_false("client certificates on the AdminServer's port"),
+        // admin.forceHttps, admin.portUnification and admin.needClientAuth
+        // are read (`take_admin`).
         // Implemented (`take_sasl`): sessionRequireClientSASLAuth,
         // enforce.auth.*, superUser, the SASL authProvider.
         "sessionrequireclientsaslauth" | "enforce.auth.enabled" | "enforce.auth.schemes" => None,

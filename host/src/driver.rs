@@ -318,6 +318,7 @@ impl Driver {
                         kwargs,
                         authorization,
                         ip,
+                        cert,
                         reply,
                     } => {
                         let serving = {
@@ -335,6 +336,7 @@ impl Driver {
                             &crate::admin::commands::Asker {
                                 authorization: authorization.as_deref(),
                                 ip,
+                                cert: cert.as_deref(),
                             },
                             self.member.server(),
                             &crate::admin::commands::Context {

@@ -59,6 +59,8 @@ pub struct Request {
     /// Header names as sent; look them up with [`Request::header`].
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The client's certificate (DER), when it came over TLS with one.
+    pub peer_cert: Option<Vec<u8>>,
 }
 
 impl Request {
@@ -256,6 +258,7 @@ fn parse_head(head: &[u8], limits: &Limits) -> Result<Request, ReadError> {
         query,
         headers,
         body: Vec::new(),
+        peer_cert: None,
     })
 }
 
@@ -304,6 +307,7 @@ pub async fn answer<S, H, F>(
     peer: SocketAddr,
     limits: Limits,
     secure: bool,
+    peer_cert: Option<Vec<u8>>,
     handle: H,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -311,7 +315,10 @@ pub async fn answer<S, H, F>(
     F: Future<Output = Response>,
 {
     let mut resp = match read_request(&mut stream, &limits).await {
-        Ok(req) => handle(req, peer).await,
+        Ok(mut req) => {
+            req.peer_cert = peer_cert;
+            handle(req, peer).await
+        }
         Err(ReadError::Answer(status)) => Response::status(status),
         Err(ReadError::Gone) => return,
     };
@@ -414,7 +421,7 @@ where
             let (handle, tls) = (handle.clone(), tls.clone());
             tokio::spawn(async move {
                 match tls {
-                    None => answer(stream, peer, limits, false, handle).await,
+                    None => answer(stream, peer, limits, false, None, handle).await,
                     Some(tls) => {
                         let is_tls = if tls.unified {
                             let mut first = [0u8; 1];
@@ -426,11 +433,19 @@ where
                             true
                         };
                         if !is_tls {
-                            answer(stream, peer, limits, false, handle).await;
+                            answer(stream, peer, limits, false, None, handle).await;
                         } else {
                             let acceptor = tokio_rustls::TlsAcceptor::from(tls.config);
                             match tokio::time::timeout(limits.idle, acceptor.accept(stream)).await {
-                                Ok(Ok(s)) => answer(s, peer, limits, true, handle).await,
+                                Ok(Ok(s)) => {
+                                    let cert = s
+                                        .get_ref()
+                                        .1
+                                        .peer_certificates()
+                                        .and_then(|c| c.first())
+                                        .map(|c| c.as_ref().to_vec());
+                                    answer(s, peer, limits, true, cert, handle).await
+                                }
                                 _ => tracing::debug!(%peer, "no TLS handshake"),
                             }
                         }

@@ -72,6 +72,8 @@ pub enum Event {
         kwargs: Vec<(String, String)>,
         authorization: Option<String>,
         ip: std::net::IpAddr,
+        /// The client certificate (DER) of a TLS connection, if any.
+        cert: Option<Vec<u8>>,
         reply: oneshot::Sender<crate::admin::commands::Answer>,
     },
     /// A backup wants a consistent copy of the state (`crate::backup`).
@@ -722,7 +724,7 @@ pub(crate) fn spawn_shell_tasks(
         let tls = match admin.tls {
             crate::config::AdminTls::Off => None,
             mode => Some(crate::http::Tls {
-                config: crate::tls::admin_server_config(cfg)?,
+                config: crate::tls::admin_server_config(cfg, admin.need_client_auth)?,
                 unified: mode == crate::config::AdminTls::Unified,
             }),
         };

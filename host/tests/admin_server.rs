@@ -622,3 +622,120 @@ fn an_unfinished_snapshot_file_is_removed_at_start() {
     assert!(!leftover.exists());
     assert!(unrelated.exists());
 }
+
+/// A test CA, and a certificate it issues for `cn` (PEM files in `dir`:
+/// `<name>.crt`, `<name>.key`, and both in `<name>.pem`).
+fn issue(
+    dir: &std::path::Path,
+    ca: &rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    name: &str,
+    cn: &str,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, KeyPair};
+    let mut p = CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, cn);
+    p.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let key = KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, ca).unwrap();
+    let (crt, k, pem) = (
+        dir.join(format!("{name}.crt")),
+        dir.join(format!("{name}.key")),
+        dir.join(format!("{name}.pem")),
+    );
+    std::fs::write(&crt, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    std::fs::write(&pem, format!("{}{}", key.serialize_pem(), cert.pem())).unwrap();
+    (crt, k, pem)
+}
+
+/// curl `path` over HTTPS with a client certificate (if any) and headers.
+fn curl_tls(
+    admin: SocketAddr,
+    path: &str,
+    ca: &std::path::Path,
+    client: Option<(&std::path::Path, &std::path::Path)>,
+    headers: &[&str],
+) -> (bool, String) {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-i", "--max-time", "10", "--cacert"])
+        .arg(ca)
+        .arg("--resolve")
+        .arg(format!("localhost:{}:127.0.0.1", admin.port()));
+    if let Some((crt, key)) = client {
+        cmd.arg("--cert").arg(crt).arg("--key").arg(key);
+    }
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    let out = cmd
+        .arg(format!("https://localhost:{}{path}", admin.port()))
+        .output()
+        .expect("curl runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+// ZooKeeper 3.9's admin.needClientAuth: a client must present a
+// certificate the ssl.quorum trust store accepts; its subject is the x509
+// identity `Authorization: x509` gives the snapshot command, checked
+// against the ACL of `/` as any identity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_and_give_the_x509_identity() {
+    use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name
+        .push(DnType::CommonName, "admin-test-ca");
+    let ca = rcgen::CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
+    let ca_pem = dir.path().join("ca.pem");
+    std::fs::write(&ca_pem, ca.pem()).unwrap();
+    let (_, _, server_pem) = issue(dir.path(), &ca, "server", "member");
+    let (client_crt, client_key, _) = issue(dir.path(), &ca, "client", "operator");
+    let server = Flavor::Wazoo
+        .start_with(
+            common::options(Flavor::Wazoo)
+                .admin_server()
+                .cfg("admin.forceHttps=true")
+                .cfg("admin.needClientAuth=true")
+                .cfg(format!(
+                    "ssl.quorum.keyStore.location={}",
+                    server_pem.display()
+                ))
+                .cfg("ssl.quorum.keyStore.type=PEM")
+                .cfg(format!(
+                    "ssl.quorum.trustStore.location={}",
+                    ca_pem.display()
+                ))
+                .cfg("ssl.quorum.trustStore.type=PEM"),
+        )
+        .unwrap();
+    let admin = server.admin_addr().unwrap();
+    let client = Some((client_crt.as_path(), client_key.as_path()));
+    let (ok, answer) = curl_tls(admin, "/commands/ruok", &ca_pem, None, &[]);
+    assert!(
+        !ok || !answer.contains("HTTP/1.1 200"),
+        "no certificate: {answer}"
+    );
+    let (ok, answer) = curl_tls(admin, "/commands/ruok", &ca_pem, client, &[]);
+    assert!(ok && answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    let snap = "/commands/snapshot?streaming=false";
+    let (_, answer) = curl_tls(admin, snap, &ca_pem, client, &["Authorization: x509"]);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("snapshot_size: "), "{answer}");
+    // `/` closed to that identity: it is not authorized.
+    let zk = common::connect(&server.connect_string()).await;
+    let only = [Acl::new(Permission::ALL, AuthId::new("ip", "10.9.8.7"))];
+    zk.set_acl("/", &only, None).await.unwrap();
+    let (_, answer) = curl_tls(admin, snap, &ca_pem, client, &["Authorization: x509"]);
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("Not authorized"), "{answer}");
+}

@@ -94,6 +94,9 @@ pub struct Context<'a> {
 pub struct Asker<'a> {
     pub authorization: Option<&'a str>,
     pub ip: std::net::IpAddr,
+    /// The client certificate of a TLS connection (checked against the
+    /// `ssl.quorum.*` trust store in the handshake, `admin.needClientAuth`).
+    pub cert: Option<&'a [u8]>,
 }
 
 /// A command's answer: the HTTP status, the JSON object (with `command`
@@ -167,8 +170,10 @@ fn answer(
 }
 
 /// ZooKeeper 3.9's check for a command that needs authorization: the
-/// `Authorization` header names a scheme (`digest user:password`, or
-/// `ip`, the asking address), and the identities it gives must have every
+/// `Authorization` header names a scheme (`digest user:password`; `ip`,
+/// the asking address; `x509`, the subject of the client certificate,
+/// which is the super user if it is `X509AuthenticationProvider.superUser`),
+/// and the identities it gives must have every
 /// permission on `/` (the super user has them all). The statuses and
 /// errors are ZooKeeper's.
 fn authorize(asker: &Asker<'_>, s: &Server, ctx: &AdminContext) -> Result<(), (u16, &'static str)> {
@@ -185,6 +190,12 @@ fn authorize(asker: &Asker<'_>, s: &Server, ctx: &AdminContext) -> Result<(), (u
         )
         .map_err(|_| NOT_AUTHENTICATED)?,
         ["ip"] => vec![wazoo_proto::Id::new("ip", &asker.ip.to_string())],
+        ["x509"] => {
+            let cert = asker.cert.ok_or(NOT_AUTHENTICATED)?;
+            let cert = rustls_pki_types::CertificateDer::from(cert);
+            crate::tls::x509_ids(&cert, ctx.cfg.tls.x509_super_user.as_deref())
+                .map_err(|_| NOT_AUTHENTICATED)?
+        }
         _ => return Err(NOT_AUTHENTICATED),
     };
     let auth = AuthInfo { ids };

@@ -128,6 +128,7 @@ async fn route(shared: &Shared, req: Request, peer: SocketAddr) -> Response {
             kwargs: req.query,
             authorization,
             ip: peer.ip(),
+            cert: req.peer_cert,
             reply: tx,
         })
         .await;

@@ -9,6 +9,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "admin.enableServer",
     "admin.forceHttps",
     "admin.idleTimeout",
+    "admin.needClientAuth",
     "admin.portUnification",
     "admin.rateLimiterIntervalInMS",
     "admin.serverAddress",
@@ -144,7 +145,6 @@ pub(super) const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
 /// docs/ZOOCFG_KEYS.md, "refused"), as the Guide spells them; with such a
 /// value they are accepted and not used. (`group.N` and `weight.N` too.)
 pub(super) const KEYS_REFUSED: &[&str] = &[
-    "admin.needClientAuth",
     "admin.restore.enabled",
     "audit.enable",
     "audit.impl.class",
