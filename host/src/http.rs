@@ -402,20 +402,16 @@ where
     let open = Arc::new(Semaphore::new(limits.connections_max));
     tokio::spawn(async move {
         loop {
-            let Ok((mut stream, peer)) = listener.accept().await else {
+            let Ok((stream, peer)) = listener.accept().await else {
                 // Out of descriptors, most likely: let some close.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             };
             let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
-                tokio::spawn(async move {
-                    let busy = Response::status(503).to_bytes();
-                    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                        let _ = stream.write_all(&busy).await;
-                        let _ = stream.shutdown().await;
-                    })
-                    .await;
-                });
+                // Told without waiting (a fresh socket's send buffer takes
+                // it), and closed.
+                let _ = stream.try_write(&Response::status(503).to_bytes());
+                drop(stream);
                 continue;
             };
             let (handle, tls) = (handle.clone(), tls.clone());
