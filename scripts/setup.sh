@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a Debian 12 machine, as root:
 #   - Apache ZooKeeper 3.8 (Debian package `zookeeper`, with its Java runtime),
+#   - the Java Servlet API (Debian package `libservlet-api-java`: ZooKeeper's Jetty
+#     AdminServer needs it, and Debian's zookeeper.jar does not list it; a test compares
+#     wazoo's AdminServer with ZooKeeper's),
 #   - libfaketime (Debian package `libfaketime`: a test steps a server's wall clock),
 #   - ZooKeeper's C client (Debian package `libzookeeper-mt-dev`: a test compiles a
 #     C client against it),
@@ -59,6 +62,8 @@ install_deb() {
 install_deb zookeeper "Apache ZooKeeper 3.8 and a Java runtime"
 [ -f /usr/share/java/zookeeper.jar ] || die "/usr/share/java/zookeeper.jar missing after installing zookeeper"
 command -v java >/dev/null || die "java not found after installing zookeeper"
+install_deb libservlet-api-java "ZooKeeper's AdminServer (Jetty) loads the servlet API"
+[ -f /usr/share/java/servlet-api.jar ] || die "/usr/share/java/servlet-api.jar missing after installing libservlet-api-java"
 
 # --- libfaketime (Debian package) -------------------------------------------------------
 install_deb libfaketime "a test steps a server's wall clock"

@@ -1,6 +1,13 @@
 //! Four-letter words (ruok, srvr, stat, mntr, conf, cons, envi, wchs, wchc,
 //! wchp, dump, isro, dirs; and wazoo's `recp`), formatted as Apache ZooKeeper 3.8 formats them
-//! so that existing monitoring keeps working.
+//! so that existing monitoring keeps working; and the AdminServer's
+//! commands ([`commands`]), which give the same figures as JSON, served
+//! over HTTP by [`server`]. The figures both show are gathered here, once
+//! (`environment`, `conns_in_order`, `session_of`, `dir_sizes`, and the
+//! metrics catalog behind `mntr` and `monitor`).
+
+pub mod commands;
+pub mod server;
 
 use std::fmt::Write;
 use wazoo_zab::LeaderReport;
@@ -22,8 +29,8 @@ pub fn version() -> String {
 /// the other words show); the shell calls it before [`four_letter`].
 pub fn resets_stats(word: &str, s: &mut Server) {
     match word {
-        "srst" => s.reset_server_stats(),
-        "crst" => s.reset_connection_stats(),
+        "srst" | "stat_reset" => s.reset_server_stats(),
+        "crst" | "connection_stat_reset" => s.reset_connection_stats(),
         _ => {}
     }
 }
@@ -100,12 +107,7 @@ pub fn four_letter(
         "wchc" => {
             let mut out = String::new();
             for (conn, paths) in s.watches().by_connection() {
-                let sid = s
-                    .conns()
-                    .find(|(c, _)| **c == conn)
-                    .map(|(_, c)| c.session)
-                    .unwrap_or(0);
-                let _ = writeln!(out, "0x{sid:x}");
+                let _ = writeln!(out, "0x{:x}", session_of(s, conn));
                 for p in paths {
                     let _ = writeln!(out, "\t{p}");
                 }
@@ -119,12 +121,7 @@ pub fn four_letter(
             for (path, conns) in s.watches().by_path() {
                 let _ = writeln!(out, "{path}");
                 for conn in conns {
-                    let sid = s
-                        .conns()
-                        .find(|(c, _)| **c == conn)
-                        .map(|(_, c)| c.session)
-                        .unwrap_or(0);
-                    let _ = writeln!(out, "\t0x{sid:x}");
+                    let _ = writeln!(out, "\t0x{:x}", session_of(s, conn));
                 }
             }
             out.push('\n');
@@ -139,11 +136,10 @@ pub fn four_letter(
                     .to_string()
             }
         },
-        "dirs" => format!(
-            "datadir_size: {}\nlogdir_size: {}\n",
-            dir_size(&snap_dir(&ctx.cfg)),
-            dir_size(&log_dir(&ctx.cfg))
-        ),
+        "dirs" => {
+            let (data, log) = dir_sizes(ctx);
+            format!("datadir_size: {data}\nlogdir_size: {log}\n")
+        }
         // The shell resets the core's figures before it asks for this
         // answer (see `resets_stats`); ZooKeeper answers with this text.
         "crst" => "Connection stats reset.\n".into(),
@@ -200,12 +196,30 @@ fn srvr(s: &Server, conns: usize) -> String {
     )
 }
 
-fn cons_lines(s: &Server, detailed: bool) -> Vec<String> {
+/// The session a watching connection holds (0 if it holds none).
+pub(crate) fn session_of(s: &Server, conn: crate::core::watch::ConnId) -> i64 {
+    s.conns()
+        .find(|(c, _)| **c == conn)
+        .map(|(_, c)| c.session)
+        .unwrap_or(0)
+}
+
+/// The client connections, in the order they were made.
+pub(crate) fn conns_in_order(s: &Server) -> Vec<&crate::core::server::Conn> {
     let mut conns: Vec<_> = s.conns().collect();
     conns.sort_by_key(|(id, _)| **id);
-    conns
+    conns.into_iter().map(|(_, c)| c).collect()
+}
+
+/// The bytes under the snapshot and the log directories (`dirs`).
+pub(crate) fn dir_sizes(ctx: &AdminContext) -> (u64, u64) {
+    (dir_size(&snap_dir(&ctx.cfg)), dir_size(&log_dir(&ctx.cfg)))
+}
+
+fn cons_lines(s: &Server, detailed: bool) -> Vec<String> {
+    conns_in_order(s)
         .into_iter()
-        .map(|(_, c)| {
+        .map(|c| {
             let peer = c
                 .peer
                 .map(|p| p.to_string())
@@ -235,20 +249,38 @@ fn cons_lines(s: &Server, detailed: bool) -> Vec<String> {
         .collect()
 }
 
-fn envi() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
+/// The member's environment as `envi` and `environment` show it:
+/// ZooKeeper's keys that mean something for wazoo (no `java.*`), and
+/// wazoo's version.
+pub(crate) fn environment() -> Vec<(&'static str, String)> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into())
+    };
     let cwd = std::env::current_dir()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    format!(
-        "Environment:\nzookeeper.version={}\nhost.name={host}\nwazoo.version={}\nos.name={}\nos.arch={}\nuser.dir={cwd}\n",
-        version(),
-        env!("CARGO_PKG_VERSION"),
-        std::env::consts::OS,
-        std::env::consts::ARCH,
-    )
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    vec![
+        ("zookeeper.version", version()),
+        ("host.name", read("/proc/sys/kernel/hostname")),
+        ("wazoo.version", env!("CARGO_PKG_VERSION").to_string()),
+        ("os.name", std::env::consts::OS.to_string()),
+        ("os.arch", std::env::consts::ARCH.to_string()),
+        ("os.version", read("/proc/sys/kernel/osrelease")),
+        ("user.name", var("USER")),
+        ("user.home", var("HOME")),
+        ("user.dir", cwd),
+    ]
+}
+
+fn envi() -> String {
+    let mut out = String::from("Environment:\n");
+    for (k, v) in environment() {
+        let _ = writeln!(out, "{k}={v}");
+    }
+    out
 }
 
 fn dump(s: &Server) -> String {
@@ -281,15 +313,25 @@ fn dump(s: &Server) -> String {
     out
 }
 
-fn mntr(s: &Server, ctx: &AdminContext, conns: usize, leader: Option<LeaderReport>) -> String {
+/// `mntr`'s figures: the metrics catalog, read now.
+pub(crate) fn mntr_values(
+    s: &Server,
+    ctx: &AdminContext,
+    conns: usize,
+    leader: Option<LeaderReport>,
+) -> Vec<(String, crate::metrics::MntrValue)> {
     let families = ctx.metrics.families(&crate::metrics::Sources {
         server: s,
         conns,
         leader,
         log: &ctx.log_stats,
     });
+    crate::metrics::mntr_values(&families)
+}
+
+fn mntr(s: &Server, ctx: &AdminContext, conns: usize, leader: Option<LeaderReport>) -> String {
     let mut out = String::new();
-    for (k, v) in crate::metrics::mntr(&families) {
+    for (k, v) in mntr_values(s, ctx, conns, leader) {
         let _ = writeln!(out, "{k}\t{v}");
     }
     out
@@ -326,7 +368,7 @@ fn conf(ctx: &AdminContext, s: &Server) -> String {
     out
 }
 
-fn absolute(p: &Path) -> PathBuf {
+pub(crate) fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 

@@ -137,6 +137,9 @@ pub struct Config {
     /// provider without a port, as ZooKeeper serves it).
     pub metrics_port: Option<u16>,
     pub metrics_host: Option<IpAddr>,
+    /// The AdminServer (`admin.*` keys), when it is on (see
+    /// [`AdminServerConfig`]).
+    pub admin: Option<AdminServerConfig>,
     pub reconfig_enabled: bool,
     /// Serve read-only clients when cut off from the quorum
     /// (`readonlymode.enabled`, a system property in ZooKeeper).
@@ -200,6 +203,163 @@ pub struct SaslConfig {
     /// The JAAS `Server` section's users (`wazoo serve --jaas`); without
     /// it the SASL request is not served.
     pub users: Option<std::sync::Arc<crate::sasl::SaslUsers>>,
+}
+
+/// The AdminServer's HTTP endpoint (ZooKeeper Administrator's Guide, "The
+/// AdminServer"): `admin.serverAddress`, `admin.serverPort`,
+/// `admin.commandURL` and `admin.idleTimeout`, with ZooKeeper's defaults.
+///
+/// It is on when `admin.enableServer=true`, or when that key is absent and
+/// another of these keys configures it; with none of them it is off (where
+/// ZooKeeper's is on by default: docs/COMPATIBILITY.md, "The AdminServer").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminServerConfig {
+    pub addr: SocketAddr,
+    /// Where the commands are, `/commands` by default; always starts with
+    /// `/` and never ends with one.
+    pub command_url: String,
+    /// How long a connection may stay silent (ZooKeeper: 30000 ms).
+    pub idle_timeout_ms: u64,
+    /// `admin.snapshot.enabled` (ZooKeeper 3.9, default `true`): the
+    /// `snapshot` command is served.
+    pub snapshot_enabled: bool,
+    /// `admin.rateLimiterIntervalInMS` (default 300000): at most one
+    /// `snapshot` per this many milliseconds.
+    pub rate_limit_ms: u64,
+    /// TLS on the port (`admin.forceHttps`, `admin.portUnification`).
+    pub tls: AdminTls,
+    /// `admin.needClientAuth` (ZooKeeper 3.9): a TLS client must present a
+    /// certificate the `ssl.quorum.*` trust store accepts.
+    pub need_client_auth: bool,
+}
+
+/// TLS on the AdminServer's port, with the certificate of the `ssl.quorum.*`
+/// key store, as ZooKeeper's AdminServer takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminTls {
+    /// Plain HTTP (ZooKeeper's default).
+    Off,
+    /// `admin.forceHttps=true`: HTTPS only.
+    Https,
+    /// `admin.portUnification=true`: HTTPS and plain HTTP on the one port,
+    /// told apart by the first byte.
+    Unified,
+}
+
+/// ZooKeeper's AdminServer port.
+pub const ADMIN_DEFAULT_PORT: u16 = 8080;
+
+/// Reads the AdminServer's keys (in any case, with or without
+/// `zookeeper.`, as [`feature_refusal`] matches them).
+fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerConfig>> {
+    let mut take = |name: &str| -> Option<(String, String)> {
+        let key = kv
+            .keys()
+            .find(|k| {
+                let k = k.to_ascii_lowercase();
+                k.strip_prefix("zookeeper.").unwrap_or(&k) == name
+            })?
+            .clone();
+        kv.remove(&key).map(|v| (key, v.trim().to_string()))
+    };
+    let enable = take("admin.enableserver");
+    let port = take("admin.serverport");
+    let address = take("admin.serveraddress");
+    let url = take("admin.commandurl");
+    let idle = take("admin.idletimeout");
+    let snapshot = take("admin.snapshot.enabled");
+    let rate = take("admin.ratelimiterintervalinms");
+    let force_https = take("admin.forcehttps");
+    let unified = take("admin.portunification");
+    let need_client_auth = take("admin.needclientauth");
+    let on = match &enable {
+        Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
+        Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
+        Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+        None => [
+            &port,
+            &address,
+            &url,
+            &idle,
+            &snapshot,
+            &rate,
+            &force_https,
+            &unified,
+            &need_client_auth,
+        ]
+        .iter()
+        .any(|k| k.is_some()),
+    };
+    if !on {
+        return Ok(None);
+    }
+    let port = match port {
+        None => ADMIN_DEFAULT_PORT,
+        Some((k, v)) => v
+            .parse::<u16>()
+            .map_err(|_| anyhow!("{k}={v:?} is not a port number"))?,
+    };
+    let ip = match address {
+        None => IpAddr::from([0, 0, 0, 0]),
+        Some((k, v)) => v
+            .parse::<IpAddr>()
+            .map_err(|_| anyhow!("{k}={v:?} is not an IP address"))?,
+    };
+    let command_url = match url {
+        None => "/commands".to_string(),
+        Some((k, v)) => {
+            let path = v.trim_end_matches('/');
+            if !v.starts_with('/')
+                || path.is_empty()
+                || path.bytes().any(|b| b <= b' ' || b == b'?' || b == b'#')
+            {
+                bail!("{k}={v:?} must be a path such as /commands");
+            }
+            path.to_string()
+        }
+    };
+    let idle_timeout_ms = match idle {
+        None => 30_000,
+        Some((k, v)) => match v.parse::<u64>() {
+            Ok(ms) if ms > 0 => ms,
+            _ => bail!("{k}={v:?} must be a positive number of milliseconds"),
+        },
+    };
+    let snapshot_enabled = match snapshot {
+        None => true,
+        Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
+        Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
+        Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+    };
+    let rate_limit_ms = match rate {
+        None => 300_000,
+        Some((k, v)) => v
+            .parse::<u64>()
+            .map_err(|_| anyhow!("{k}={v:?} must be a number of milliseconds"))?,
+    };
+    let flag = |kv: Option<(String, String)>| -> Result<bool> {
+        match kv {
+            None => Ok(false),
+            Some((_, v)) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some((_, v)) if v.eq_ignore_ascii_case("false") => Ok(false),
+            Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+        }
+    };
+    // ZooKeeper: forceHttps wins over portUnification.
+    let tls = match (flag(force_https)?, flag(unified)?) {
+        (true, _) => AdminTls::Https,
+        (false, true) => AdminTls::Unified,
+        (false, false) => AdminTls::Off,
+    };
+    Ok(Some(AdminServerConfig {
+        addr: SocketAddr::new(ip, port),
+        command_url,
+        idle_timeout_ms,
+        snapshot_enabled,
+        rate_limit_ms,
+        tls,
+        need_client_auth: flag(need_client_auth)?,
+    }))
 }
 
 /// The Prometheus metrics provider class ZooKeeper's zoo.cfg names.
@@ -518,6 +678,17 @@ impl Config {
                     .map_err(|_| anyhow!("metricsProvider.httpHost {a:?} is not an IP address"))?,
             ),
         };
+        let admin = take_admin(&mut kv)?;
+        if let Some(a) = &admin {
+            let key_store = tls.quorum.as_ref().and_then(|q| q.key_store.as_ref());
+            if a.tls != AdminTls::Off && key_store.is_none() {
+                bail!("admin.forceHttps and admin.portUnification need ssl.quorum.keyStore.location: the AdminServer takes its certificate from the ssl.quorum.* key store, as ZooKeeper's does");
+            }
+            let trust_store = tls.quorum.as_ref().and_then(|q| q.trust_store.as_ref());
+            if a.need_client_auth && (a.tls == AdminTls::Off || trust_store.is_none()) {
+                bail!("admin.needClientAuth=true needs admin.forceHttps or admin.portUnification, and ssl.quorum.trustStore.location (the client certificates are checked against it)");
+            }
+        }
         let max_buffer = take_num::<usize>(&mut kv, "jute.maxbuffer")?
             .unwrap_or(wazoo_proto::DEFAULT_MAX_BUFFER);
         let max_unsent_reply_bytes = take_num::<u64>(&mut kv, "wazoo.client.maxUnsentReplyBytes")?
@@ -639,6 +810,7 @@ impl Config {
             suspect_ms,
             metrics_port,
             metrics_host,
+            admin,
             reconfig_enabled: take_bool(&mut kv, "reconfigEnabled")?.unwrap_or(false),
             read_only_enabled: take_bool(&mut kv, "readonlymode.enabled")?
                 .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
@@ -767,9 +939,8 @@ fn security_refusal(key: &str, value: &str) -> Option<String> {
     }
     match k {
         "client.secure" => unless_false("TLS for clients"),
-        "admin.portunification" | "admin.forcehttps" | "admin.needclientauth" => {
-            unless_false("TLS for the AdminServer")
-        }
+        // admin.forceHttps, admin.portUnification and admin.needClientAuth
+        // are read (`take_admin`).
         // Implemented (`take_sasl`): sessionRequireClientSASLAuth,
         // enforce.auth.*, superUser, the SASL authProvider.
         "sessionrequireclientsaslauth" | "enforce.auth.enabled" | "enforce.auth.schemes" => None,
@@ -858,7 +1029,7 @@ fn refuse_keys(
 /// `weight.3=0` takes member 3 out of the vote, or audit records in a
 /// format other than the one asked for. Keys are matched as [`security_refusal`] matches
 /// them (any case, with or without `zookeeper.`).
-fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
+fn feature_refusal(key: &str, value: &str) -> Option<String> {
     let lower = key.to_ascii_lowercase();
     let k = lower.strip_prefix("zookeeper.").unwrap_or(&lower);
     let v = value.trim();
@@ -889,18 +1060,9 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
             "an election algorithm other than fast leader election (only `3` is accepted)"
                 .to_string()
         }),
-        "admin.enableserver" => unless_false("the AdminServer"),
-        "admin.serverport"
-        | "admin.serveraddress"
-        | "admin.commandurl"
-        | "admin.idletimeout"
-        | "admin.ratelimiterintervalinms"
-        | "admin.snapshot.enabled"
-        | "admin.restore.enabled"
-            if !admin_off =>
-        {
-            Some("the AdminServer (set admin.enableServer=false to start without it)".to_string())
-        }
+        // The others are read (`take_admin`); ZooKeeper 3.9's restore
+        // command is not served.
+        "admin.restore.enabled" => unless_false("the AdminServer's restore command of ZooKeeper 3.9"),
         "syncenabled" => unless_true("observers that keep no log or snapshots"),
         "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
         "connectionmaxtokens" => unless_num("0", "connection throttling"),
@@ -939,14 +1101,9 @@ fn feature_refusal(key: &str, value: &str, admin_off: bool) -> Option<String> {
 
 /// Refuses, all named in one error, the keys of [`feature_refusal`].
 fn check_feature_keys(kv: &BTreeMap<String, String>) -> Result<()> {
-    let admin_off = kv.iter().any(|(k, v)| {
-        let k = k.to_ascii_lowercase();
-        k.strip_prefix("zookeeper.").unwrap_or(&k) == "admin.enableserver"
-            && v.trim().eq_ignore_ascii_case("false")
-    });
     refuse_keys(
         kv,
-        |k, v| feature_refusal(k, v, admin_off),
+        feature_refusal,
         "zoo.cfg asks for ZooKeeper features that wazoo does not implement yet (see docs/OPERATIONS.md, \"ZooKeeper features not implemented\")",
     )
 }

@@ -324,6 +324,40 @@ impl Driver {
                             .count_four_letter_answer(text.len());
                         let _ = reply.send(text);
                     }
+                    Event::AdminCommand {
+                        name,
+                        kwargs,
+                        authorization,
+                        ip,
+                        cert,
+                        reply,
+                    } => {
+                        let serving = {
+                            let s = self.member.server();
+                            s.in_read_only_mode() || s.role().serves_clients()
+                        };
+                        if let (Some(primary), true) =
+                            (crate::admin::commands::primary_name(&name), serving)
+                        {
+                            crate::admin::resets_stats(primary, self.member.server_mut());
+                        }
+                        let answer = crate::admin::commands::run(
+                            &name,
+                            &kwargs,
+                            &crate::admin::commands::Asker {
+                                authorization: authorization.as_deref(),
+                                ip,
+                                cert: cert.as_deref(),
+                            },
+                            self.member.server(),
+                            &crate::admin::commands::Context {
+                                admin: ctx,
+                                peer: self.member.peer(),
+                                conns: self.conns.len(),
+                            },
+                        );
+                        let _ = reply.send(answer);
+                    }
                     Event::Backup { reply } => {
                         let _ = reply.send(self.member.server().snapshot_job());
                     }

@@ -31,6 +31,7 @@ pub mod config;
 pub mod dev;
 mod driver;
 pub mod ensemble_member;
+pub mod http;
 pub mod import;
 pub mod logging;
 pub mod member;

@@ -65,6 +65,17 @@ pub enum Event {
         peer: std::net::SocketAddr,
         reply: oneshot::Sender<String>,
     },
+    /// An AdminServer command to answer (`crate::admin::server`), asked
+    /// from `ip` with the `Authorization` header `authorization`.
+    AdminCommand {
+        name: String,
+        kwargs: Vec<(String, String)>,
+        authorization: Option<String>,
+        ip: std::net::IpAddr,
+        /// The client certificate (DER) of a TLS connection, if any.
+        cert: Option<Vec<u8>>,
+        reply: oneshot::Sender<crate::admin::commands::Answer>,
+    },
     /// A backup wants a consistent copy of the state (`crate::backup`).
     Backup {
         reply: oneshot::Sender<SnapshotJob>,
@@ -706,7 +717,8 @@ impl Member {
     }
 }
 
-/// The tokio side of a member: the client listeners, ticks and autopurge.
+/// The tokio side of a member: the client listeners, the AdminServer,
+/// ticks and autopurge.
 pub(crate) fn spawn_shell_tasks(
     cfg: &Config,
     listener: tokio::net::TcpListener,
@@ -715,6 +727,16 @@ pub(crate) fn spawn_shell_tasks(
 ) -> Result<()> {
     let secure = crate::tls::bind_secure_client_port(cfg)?;
     crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics);
+    if let Some(admin) = &cfg.admin {
+        let tls = match admin.tls {
+            crate::config::AdminTls::Off => None,
+            mode => Some(crate::http::Tls {
+                config: crate::tls::admin_server_config(cfg, admin.need_client_auth)?,
+                unified: mode == crate::config::AdminTls::Unified,
+            }),
+        };
+        crate::admin::server::start(admin, tls, snap_dir(cfg), tx.clone())?;
+    }
     let tick_tx = tx.clone();
     // At least every half tick (ZooKeeper's timers) and often enough for
     // the leader's heartbeats, `zab::Config::heartbeat_ms` (84 ms at the

@@ -29,11 +29,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 use wazoo_zab::{LeaderReport, Peer, ServerState};
 
-pub use exposition::{encode, java_double, mntr, Family, Format, Num, Value};
+pub use exposition::{
+    encode, java_double, mntr, mntr_values, Family, Format, MntrValue, Num, Value,
+};
 use exposition::{PROM_QUANTILES_ADVANCED, PROM_QUANTILES_BASIC};
 pub use figures::{
     Histogram, HistogramFigures, LatencyBatch, Summary, SummaryFigures, LATENCY_BUCKETS_S,
@@ -840,58 +841,32 @@ fn resident_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
-/// The largest request head read.
-const REQUEST_HEAD_MAX: usize = 8192;
-
-/// Serves `GET /metrics` on `addr`: a minimal HTTP/1.1 responder, one
-/// request per connection, its head bounded in size and time; the format
+/// Serves `GET /metrics` on `addr` ([`crate::http`]), the format
 /// negotiated on `Accept` ([`Format::negotiate`]).
 pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     tracing::info!(%addr, "metrics on http://{addr}/metrics");
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                continue;
-            };
+    crate::http::serve(
+        listener,
+        crate::http::Limits::default(),
+        None,
+        move |req, _| {
             let m = Arc::clone(&metrics);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; REQUEST_HEAD_MAX];
-                let mut n = 0;
-                while n < buf.len() {
-                    match tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf[n..])).await
-                    {
-                        Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
-                        Ok(Ok(k)) => n += k,
-                    }
-                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
+            async move {
+                if req.method == "GET" && (req.path == "/metrics" || req.path == "/") {
+                    let format = Format::negotiate(req.header("accept"));
+                    let mut resp = crate::http::Response::new(
+                        200,
+                        format.content_type(),
+                        m.scrape(format).await,
+                    );
+                    resp.headers.push(("Vary", "Accept".to_string()));
+                    resp
+                } else {
+                    crate::http::Response::status(404)
                 }
-                let req = String::from_utf8_lossy(&buf[..n]);
-                let mut lines = req.split("\r\n");
-                let first = lines.next().unwrap_or("");
-                let path = first.split_whitespace().nth(1).unwrap_or("");
-                let accept = lines
-                    .take_while(|l| !l.is_empty())
-                    .filter_map(|l| l.split_once(':'))
-                    .find(|(k, _)| k.trim().eq_ignore_ascii_case("accept"))
-                    .map(|(_, v)| v.trim().to_string());
-                let (status, ctype, body) =
-                    if first.starts_with("GET ") && (path == "/metrics" || path == "/") {
-                        let format = Format::negotiate(accept.as_deref());
-                        ("200 OK", format.content_type(), m.scrape(format).await)
-                    } else {
-                        ("404 Not Found", "text/plain", "not found\n".to_string())
-                    };
-                let resp = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nVary: Accept\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = s.write_all(resp.as_bytes()).await;
-                let _ = s.shutdown().await;
-            });
-        }
-    });
+            }
+        },
+    );
     Ok(())
 }

@@ -283,6 +283,25 @@ fn server_config(s: &TlsSettings) -> Result<ServerConfig> {
         .map_err(|e| anyhow!("{}.keyStore: {e}", s.prefix))
 }
 
+/// The AdminServer's TLS (`admin.forceHttps`, `admin.portUnification`):
+/// the `ssl.quorum.*` key store's certificate, as ZooKeeper's AdminServer
+/// takes it; with `need_client_auth` (`admin.needClientAuth`) a client
+/// must present a certificate the `ssl.quorum.*` trust store accepts,
+/// otherwise none is asked for.
+pub fn admin_server_config(cfg: &Config, need_client_auth: bool) -> Result<Arc<ServerConfig>> {
+    let mut s = cfg
+        .tls
+        .quorum
+        .clone()
+        .ok_or_else(|| anyhow!("the AdminServer's TLS needs ssl.quorum.keyStore.location"))?;
+    s.client_auth = if need_client_auth {
+        ClientAuth::Need
+    } else {
+        ClientAuth::None
+    };
+    Ok(Arc::new(server_config(&s)?))
+}
+
 /// The dialing side of a quorum link: presents the member's certificate,
 /// checks the peer's against the trust store, and its name too unless
 /// `hostnameVerification` is false.

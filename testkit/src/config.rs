@@ -39,6 +39,9 @@ pub struct ServerOptions {
     /// directory before it starts, for per-member relative paths (such as
     /// `--plugins plugins`: each member its own plugins directory).
     pub member_dirs: Vec<String>,
+    /// Each server or member serves the AdminServer on a free loopback
+    /// port (`admin.serverPort`); `admin_addr` says where.
+    pub admin_server: bool,
 }
 
 impl Default for ServerOptions {
@@ -55,6 +58,7 @@ impl Default for ServerOptions {
             observers: 0,
             quorum_proxies: false,
             member_dirs: Vec::new(),
+            admin_server: false,
         }
     }
 }
@@ -112,6 +116,12 @@ impl ServerOptions {
         self
     }
 
+    /// Serve the AdminServer (see [`ServerOptions::admin_server`]).
+    pub fn admin_server(mut self) -> Self {
+        self.admin_server = true;
+        self
+    }
+
     pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
         self.binary = Some(path.into());
         self
@@ -140,7 +150,29 @@ impl ZooCfg {
         if let Some(ms) = opts.max_session_timeout_ms {
             cfg.set("maxSessionTimeout", ms.to_string());
         }
+        if opts.admin_server {
+            cfg.set("admin.enableServer", "true");
+            cfg.set("admin.serverAddress", "127.0.0.1");
+            cfg.set("admin.serverPort", crate::free_port().to_string());
+        }
         cfg
+    }
+
+    /// The value of `key`, if set.
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Where the AdminServer listens, if this config serves one.
+    pub(crate) fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        if self.get("admin.enableServer") != Some("true") {
+            return None;
+        }
+        let port = self.get("admin.serverPort")?.parse().ok()?;
+        Some(crate::loopback(port))
     }
 
     /// What a wazoo test server gets beside [`ZooCfg::base`]: no built-in

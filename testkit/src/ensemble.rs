@@ -46,6 +46,9 @@ pub trait TestEnsemble: Send {
     fn restart(&mut self, i: usize) -> anyhow::Result<()>;
     /// The process id of member `i`, while it runs.
     fn pid(&self, i: usize) -> Option<u32>;
+    /// Where member `i`'s AdminServer listens, if it serves one
+    /// ([`ServerOptions::admin_server`](crate::ServerOptions::admin_server)).
+    fn admin_addr(&self, i: usize) -> Option<SocketAddr>;
     /// Stops member `i` as SIGSTOP does (a hung process, a paused VM): its
     /// sockets stay open and nothing answers.
     fn pause(&mut self, i: usize) -> anyhow::Result<()> {
@@ -89,6 +92,9 @@ impl TestEnsemble for ZkEnsemble {
     }
     fn pid(&self, i: usize) -> Option<u32> {
         ZkEnsemble::pid(self, i)
+    }
+    fn admin_addr(&self, i: usize) -> Option<SocketAddr> {
+        ZkEnsemble::admin_addr(self, i)
     }
     fn quorum_net(&self) -> Option<&QuorumNet> {
         ZkEnsemble::quorum_net(self)
@@ -186,6 +192,7 @@ pub(crate) fn layout(
 struct Member {
     process: ServerProcess,
     client_port: u16,
+    admin: Option<SocketAddr>,
     data_dir: PathBuf,
 }
 
@@ -262,6 +269,7 @@ impl WazooEnsemble {
             members.push(Member {
                 process: ServerProcess::spawn(spec)?,
                 client_port,
+                admin: cfg.admin_addr(),
                 data_dir,
             });
         }
@@ -343,6 +351,9 @@ impl TestEnsemble for WazooEnsemble {
     }
     fn pid(&self, i: usize) -> Option<u32> {
         self.members[i].process.pid()
+    }
+    fn admin_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.members[i].admin
     }
     fn quorum_net(&self) -> Option<&QuorumNet> {
         self.net.as_ref()

@@ -99,6 +99,9 @@ pub trait TestServer: Send {
     /// Starts it again on the same port and data directory (killing it first
     /// if needed) and waits until it serves.
     fn restart(&mut self) -> anyhow::Result<()>;
+    /// Where its AdminServer listens, if it serves one
+    /// ([`ServerOptions::admin_server`](crate::ServerOptions::admin_server)).
+    fn admin_addr(&self) -> Option<SocketAddr>;
 }
 
 /// Starts a standalone server of `flavor` with [`ServerOptions::default()`].
@@ -118,6 +121,9 @@ pub fn start_server_with(
 }
 
 impl TestServer for ZkServer {
+    fn admin_addr(&self) -> Option<SocketAddr> {
+        ZkServer::admin_addr(self)
+    }
     fn flavor(&self) -> Flavor {
         Flavor::Zookeeper
     }
@@ -142,6 +148,9 @@ impl TestServer for ZkServer {
 }
 
 impl TestServer for WazooServer {
+    fn admin_addr(&self) -> Option<SocketAddr> {
+        WazooServer::admin_addr(self)
+    }
     fn flavor(&self) -> Flavor {
         Flavor::Wazoo
     }

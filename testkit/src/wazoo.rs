@@ -71,6 +71,7 @@ pub struct WazooServer {
     // Declared before `dir`: the process dies before its directory goes.
     process: ServerProcess,
     port: u16,
+    admin: Option<SocketAddr>,
     startup_timeout: Duration,
     dir: TempDir,
 }
@@ -117,6 +118,7 @@ impl WazooServer {
             let mut server = WazooServer {
                 process: ServerProcess::spawn(spec)?,
                 port,
+                admin: cfg.admin_addr(),
                 startup_timeout: opts.startup_timeout,
                 dir,
             };
@@ -143,6 +145,11 @@ impl WazooServer {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Where its AdminServer listens ([`ServerOptions::admin_server`]).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
     }
 
     /// `127.0.0.1:<port>`, for any ZooKeeper client.

@@ -60,6 +60,14 @@ pub fn zookeeper_classpath() -> anyhow::Result<Vec<PathBuf>> {
     }
     let mut jars = vec![server_jar, java_dir.join("zookeeper-jute.jar")];
     jars.extend(netty_jars_debian_omits());
+    // The servlet API, which the Jetty AdminServer loads and the Class-Path
+    // of Debian's zookeeper.jar does not list (package
+    // libservlet-api-java): without it ZooKeeper logs "Unable to load
+    // jetty" and serves no AdminServer.
+    let servlet = java_dir.join("servlet-api.jar");
+    if servlet.is_file() {
+        jars.push(servlet);
+    }
     let log4j_binding = [
         java_dir.join("slf4j-log4j12.jar"),
         java_dir.join("log4j-1.2.jar"),
@@ -193,9 +201,11 @@ fn zookeeper_spec(
             "-Dlogback.configurationFile={}/logback.xml",
             conf_dir.display()
         ),
-        "-Dzookeeper.admin.enableServer=false".to_string(),
         "-Dzookeeper.jmx.log4j.disable=true".to_string(),
     ];
+    if !opts.admin_server {
+        args.push("-Dzookeeper.admin.enableServer=false".to_string());
+    }
     args.extend(opts.extra_args.iter().cloned());
     args.extend(["-cp".to_string(), classpath, MAIN_CLASS.to_string()]);
     args.push(cfg_path.display().to_string());
@@ -231,6 +241,7 @@ pub struct ZkServer {
     // Declared before `dir`: the process dies before its directory goes.
     process: ServerProcess,
     port: u16,
+    admin: Option<SocketAddr>,
     startup_timeout: Duration,
     dir: TempDir,
 }
@@ -251,12 +262,15 @@ impl ZkServer {
             std::fs::create_dir(&data_dir)?;
             let port = free_port();
             let mut cfg = ZooCfg::base(&opts, &data_dir, port);
-            cfg.set("admin.enableServer", "false");
+            if !opts.admin_server {
+                cfg.set("admin.enableServer", "false");
+            }
             cfg.apply_extra(&opts.extra_cfg)?;
             let spec = zookeeper_spec("zookeeper".into(), dir.path(), &cfg, &opts)?;
             let mut server = ZkServer {
                 process: ServerProcess::spawn(spec)?,
                 port,
+                admin: cfg.admin_addr(),
                 startup_timeout: opts.startup_timeout,
                 dir,
             };
@@ -285,6 +299,11 @@ impl ZkServer {
 
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// Where its AdminServer listens ([`ServerOptions::admin_server`]).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
     }
 
     /// `127.0.0.1:<port>`, for any ZooKeeper client.
@@ -335,6 +354,7 @@ impl ZkServer {
 struct Member {
     process: ServerProcess,
     client_port: u16,
+    admin: Option<SocketAddr>,
     data_dir: PathBuf,
 }
 
@@ -391,7 +411,9 @@ impl ZkEnsemble {
                 mut cfg,
             } = m;
             let i = sid - 1;
-            cfg.set("admin.enableServer", "false");
+            if !opts.admin_server {
+                cfg.set("admin.enableServer", "false");
+            }
             if observer {
                 cfg.set("peerType", "observer");
             }
@@ -400,6 +422,7 @@ impl ZkEnsemble {
             members.push(Member {
                 process: ServerProcess::spawn(spec)?,
                 client_port,
+                admin: cfg.admin_addr(),
                 data_dir,
             });
         }
@@ -442,6 +465,11 @@ impl ZkEnsemble {
 
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// Where member `i`'s AdminServer listens ([`ServerOptions::admin_server`]).
+    pub fn admin_addr(&self, i: usize) -> Option<SocketAddr> {
+        self.members[i].admin
     }
 
     /// Client address of member `i`.

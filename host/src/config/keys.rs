@@ -5,6 +5,16 @@
 /// key (`Config::from_map` takes exactly these).
 pub(super) const KEYS_READ: &[&str] = &[
     "4lw.commands.whitelist",
+    "admin.commandURL",
+    "admin.enableServer",
+    "admin.forceHttps",
+    "admin.idleTimeout",
+    "admin.needClientAuth",
+    "admin.portUnification",
+    "admin.rateLimiterIntervalInMS",
+    "admin.serverAddress",
+    "admin.serverPort",
+    "admin.snapshot.enabled",
     "DigestAuthenticationProvider.superDigest",
     "audit.enable",
     "autopurge.purgeInterval",
@@ -137,17 +147,7 @@ pub(super) const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
 /// docs/ZOOCFG_KEYS.md, "refused"), as the Guide spells them; with such a
 /// value they are accepted and not used. (`group.N` and `weight.N` too.)
 pub(super) const KEYS_REFUSED: &[&str] = &[
-    "admin.commandURL",
-    "admin.enableServer",
-    "admin.forceHttps",
-    "admin.idleTimeout",
-    "admin.needClientAuth",
-    "admin.portUnification",
-    "admin.rateLimiterIntervalInMS",
     "admin.restore.enabled",
-    "admin.serverAddress",
-    "admin.serverPort",
-    "admin.snapshot.enabled",
     "audit.impl.class",
     "client.portUnification",
     "connectionMaxTokens",

@@ -97,8 +97,8 @@ fn an_unknown_key_gets_the_closest_known_key() {
         "zoo.cfg key autopurge.purgeIntreval is unknown; did you mean autopurge.purgeInterval?"
     );
     assert_eq!(
-        unused_key_note("admin.idleTimeout"),
-        "zoo.cfg key admin.idleTimeout is a ZooKeeper key that wazoo does not use"
+        unused_key_note("admin.restore.enabled"),
+        "zoo.cfg key admin.restore.enabled is a ZooKeeper key that wazoo does not use"
     );
     assert_eq!(unused_key_note("zzz.qqq"), "zoo.cfg key zzz.qqq is unknown");
     // Every key wazoo reads is one from_map takes: none is left over.
@@ -113,7 +113,10 @@ fn an_unknown_key_gets_the_closest_known_key() {
 fn sample_value(key: &str) -> &'static str {
     match key {
         "dataDir" | "dataLogDir" | "plugins.dir" => "/d",
-        "clientPortAddress" | "metricsProvider.httpHost" => "127.0.0.1",
+        "clientPortAddress" | "metricsProvider.httpHost" | "admin.serverAddress" => "127.0.0.1",
+        "admin.enableServer" => "true",
+        "admin.forceHttps" | "admin.portUnification" | "admin.needClientAuth" => "false",
+        "admin.commandURL" => "/commands",
         "DigestAuthenticationProvider.superDigest" => "super:x",
         "recipe.memoryBytes" => "65536",
         "wazoo.client.maxUnsentReplyBytes" => "2097152",
@@ -168,9 +171,7 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         ("oraclePath=/var/oracle", "Oracle Quorum"),
         ("leaderServes=no", "a leader that serves no clients"),
         ("electionAlg=0", "election algorithm"),
-        ("admin.enableServer=true", "the AdminServer"),
-        ("admin.serverPort=8080", "admin.enableServer=false"),
-        ("admin.commandURL=/commands", "the AdminServer"),
+        ("zookeeper.admin.restore.enabled=true", "restore command"),
     ];
     for (line, why) in refused {
         let e = refusal(line).unwrap_or_else(|| panic!("{line} was accepted"));
@@ -188,6 +189,7 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         "electionAlg=3",
         "admin.enableServer=false",
         "admin.enableServer=false\nadmin.serverPort=9090\nadmin.serverAddress=127.0.0.1",
+        "admin.enableServer=true\nadmin.snapshot.enabled=false\nadmin.restore.enabled=false",
     ];
     for line in accepted {
         assert_eq!(refusal(line), None, "{line}");
@@ -269,9 +271,6 @@ fn every_security_key_wazoo_does_not_implement_is_refused_by_name() {
         "ssl.quorum.keyStore.location=/k.bcfks",
         "ssl.quorum.clientAuth=none",
         "zookeeper.ssl.keyStore.location=/k.bcfks",
-        "admin.portUnification=true",
-        "admin.forceHttps=true",
-        "admin.needClientAuth=true",
         "requireClientAuthScheme=sasl",
         "allowSaslFailedClients=true",
         "quorum.auth.enableSasl=true",
@@ -841,4 +840,60 @@ fn with_data_dir_autocreate_off_a_missing_data_directory_stops_the_start() {
     std::fs::remove_dir_all(&logs).unwrap();
     let e = format!("{:#}", crate::member::make_data_dirs(&c).unwrap_err());
     assert!(e.contains("data log directory"), "{e}");
+}
+
+// ZooKeeper Administrator's Guide, "The AdminServer" and its keys:
+// admin.enableServer, admin.serverAddress, admin.serverPort (8080),
+// admin.commandURL (/commands), admin.idleTimeout (30000 ms).
+#[test]
+fn admin_server_keys_are_read_with_zookeepers_defaults() {
+    let off = Config::parse("dataDir=/d\n").unwrap();
+    assert_eq!(off.admin, None, "off unless configured");
+    let off = Config::parse("dataDir=/d\nadmin.enableServer=false\nadmin.serverPort=9\n").unwrap();
+    assert_eq!(off.admin, None);
+    let on = Config::parse("dataDir=/d\nadmin.enableServer=true\n").unwrap();
+    let a = on.admin.expect("on");
+    assert_eq!(a.addr, "0.0.0.0:8080".parse().unwrap());
+    assert_eq!(a.command_url, "/commands");
+    assert_eq!(a.idle_timeout_ms, 30_000);
+    assert!(a.snapshot_enabled, "as in ZooKeeper 3.9");
+    assert_eq!(a.rate_limit_ms, 300_000);
+    // Another admin key without admin.enableServer: ZooKeeper serves, so
+    // does wazoo; either spelling and any case.
+    let on = Config::parse(
+        "dataDir=/d\nzookeeper.admin.serverPort=9091\nADMIN.serverAddress=127.0.0.1\nadmin.commandURL=/cmd/\nadmin.idleTimeout=500\n",
+    )
+    .unwrap();
+    assert!(on.unknown.is_empty(), "{:?}", on.unknown);
+    let a = on.admin.expect("on");
+    assert_eq!(a.addr, "127.0.0.1:9091".parse().unwrap());
+    assert_eq!(a.command_url, "/cmd");
+    assert_eq!(a.idle_timeout_ms, 500);
+    let a = Config::parse(
+        "dataDir=/d\nadmin.enableServer=true\nadmin.snapshot.enabled=false\nadmin.rateLimiterIntervalInMS=10\n",
+    )
+    .unwrap()
+    .admin
+    .unwrap();
+    assert!(!a.snapshot_enabled);
+    assert_eq!(a.rate_limit_ms, 10);
+    assert_eq!(a.tls, crate::config::AdminTls::Off);
+    // TLS takes the ssl.quorum key store, which must be given.
+    let e = Config::parse("dataDir=/d\nadmin.forceHttps=true\n").unwrap_err();
+    assert!(
+        format!("{e:#}").contains("ssl.quorum.keyStore.location"),
+        "{e:#}"
+    );
+    for bad in [
+        "admin.enableServer=yes",
+        "admin.serverPort=70000",
+        "admin.serverAddress=localhost",
+        "admin.commandURL=commands",
+        "admin.commandURL=/",
+        "admin.idleTimeout=0",
+    ] {
+        let key = bad.split('=').next().unwrap();
+        let e = Config::parse(&format!("dataDir=/d\n{bad}\n")).unwrap_err();
+        assert!(format!("{e:#}").contains(key), "{bad}: {e:#}");
+    }
 }

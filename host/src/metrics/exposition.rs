@@ -164,13 +164,41 @@ fn mntr_key(name: &str) -> String {
 /// ZooKeeper's default provider prints them: `avg` rounded to two
 /// decimals, `min`, `max`, `cnt`, `sum` (and percentiles) as integers.
 pub fn mntr(families: &[Family]) -> Vec<(String, String)> {
+    mntr_values(families)
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect()
+}
+
+/// A figure of `mntr`, typed: the AdminServer's `monitor` command gives
+/// the same figures as JSON numbers and strings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MntrValue {
+    Text(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl std::fmt::Display for MntrValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MntrValue::Text(t) => f.write_str(t),
+            MntrValue::Int(v) => write!(f, "{v}"),
+            MntrValue::Float(v) => f.write_str(&java_double(*v)),
+        }
+    }
+}
+
+/// `mntr`'s keys (with `zk_`) and figures, in order.
+pub fn mntr_values(families: &[Family]) -> Vec<(String, MntrValue)> {
+    use MntrValue::{Float, Int, Text};
     let mut out = Vec::new();
     for f in families {
         match &f.value {
-            Value::Text(t) => out.push((mntr_key(&f.name), t.clone())),
-            Value::Gauge(Num::Int(v)) => out.push((mntr_key(&f.name), v.to_string())),
-            Value::Gauge(Num::Float(v)) => out.push((mntr_key(&f.name), java_double(*v))),
-            Value::Counter { mntr, .. } => out.push((mntr_key(&f.name), mntr.to_string())),
+            Value::Text(t) => out.push((mntr_key(&f.name), Text(t.clone()))),
+            Value::Gauge(Num::Int(v)) => out.push((mntr_key(&f.name), Int(*v))),
+            Value::Gauge(Num::Float(v)) => out.push((mntr_key(&f.name), Float(*v))),
+            Value::Counter { mntr, .. } => out.push((mntr_key(&f.name), Int(*mntr as i64))),
             Value::Summary {
                 mntr: s, advanced, ..
             } => {
@@ -180,11 +208,11 @@ pub fn mntr(families: &[Family]) -> Vec<(String, String)> {
                     (s.sum / s.count as f64 * 100.0).round() / 100.0
                 };
                 let name = &f.name;
-                let int = |v: f64| (v.floor() as i64).to_string();
-                out.push((format!("zk_avg_{name}"), java_double(avg)));
+                let int = |v: f64| Int(v.floor() as i64);
+                out.push((format!("zk_avg_{name}"), Float(avg)));
                 out.push((format!("zk_min_{name}"), int(s.min)));
                 out.push((format!("zk_max_{name}"), int(s.max)));
-                out.push((format!("zk_cnt_{name}"), s.count.to_string()));
+                out.push((format!("zk_cnt_{name}"), Int(s.count as i64)));
                 out.push((format!("zk_sum_{name}"), int(s.sum)));
                 if *advanced {
                     for ((_, v), (_, key)) in s.quantiles.iter().zip(MNTR_QUANTILES) {
