@@ -614,9 +614,11 @@ fn run(args: LeanArgs) -> Result<()> {
                 replies += t.ok_total + t.errors.values().sum::<u64>();
                 add_errors(&mut warm_errors, &t.errors);
                 rates.push(t.ops as f64 / t.secs);
+                // Two chunks with no reply (a recipe module still
+                // compiling) are not a settled rate.
                 let settled = rates.len() >= 2 && {
                     let (a, b) = (rates[rates.len() - 2], rates[rates.len() - 1]);
-                    (a - b).abs() <= 0.05 * a.max(b)
+                    b > 0.0 && (a - b).abs() <= 0.05 * a.max(b)
                 };
                 if settled || started.elapsed() >= max_warmup {
                     break;
