@@ -4,7 +4,8 @@
 //! that the servers, not the client library, are what is measured.
 //!
 //! Per workload (getData, setData, create, and on wazoo the native recipe
-//! call `echo.noop` and the same call made as a node call) and system: a
+//! calls `echo.noop` and `counter.incr` and the same calls made as node
+//! calls) and system: a
 //! warm-up in 1 s chunks until the rate settles, a closed-loop window
 //! (sessions x in flight), then fixed-rate windows at fractions of
 //! ZooKeeper's closed-loop rate (p50/p99/p99.9 from each request's
@@ -47,7 +48,16 @@ pub enum LeanWorkload {
     Call,
     /// wazoo only: the same call as a node call, an ephemeral sequential
     /// create of /zookeeper/calls/echo/noop (gone when the sessions close).
+    /// Its reply is the create's (the call node's path); a client that
+    /// reads the result adds a getData.
     NodeCall,
+    /// wazoo only: a native call of a method that writes, `counter.incr`
+    /// by 1 of one of `--keys` counters (/counters/c-NNNNN, a read and a
+    /// setData; the first call of each creates it). Both ways log a txn.
+    CallWrite,
+    /// wazoo only: the same call as a node call (JSON arguments), an
+    /// ephemeral sequential create of /zookeeper/calls/counter/incr.
+    NodeCallWrite,
 }
 
 impl LeanWorkload {
@@ -58,11 +68,22 @@ impl LeanWorkload {
             LeanWorkload::Create => "create",
             LeanWorkload::Call => "call",
             LeanWorkload::NodeCall => "node-call",
+            LeanWorkload::CallWrite => "call-write",
+            LeanWorkload::NodeCallWrite => "node-call-write",
         }
     }
 
     fn wazoo_only(self) -> bool {
-        matches!(self, LeanWorkload::Call | LeanWorkload::NodeCall)
+        self.module().is_some()
+    }
+
+    /// The recipe module a call workload calls.
+    fn module(self) -> Option<&'static str> {
+        match self {
+            LeanWorkload::Call | LeanWorkload::NodeCall => Some("echo"),
+            LeanWorkload::CallWrite | LeanWorkload::NodeCallWrite => Some("counter"),
+            _ => None,
+        }
     }
 }
 
@@ -77,11 +98,11 @@ pub struct LeanArgs {
     #[arg(long, value_delimiter = ',', default_value = "zookeeper,wazoo")]
     #[serde(serialize_with = "serialize_flavors")]
     pub systems: Vec<Flavor>,
-    /// Workloads, in this order (call and node-call run on wazoo only).
+    /// Workloads, in this order (the call workloads run on wazoo only).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "get,set,create,call,node-call"
+        default_value = "get,set,create,call,node-call,call-write,node-call-write"
     )]
     pub workloads: Vec<LeanWorkload>,
     /// Sessions (one connection each).
@@ -93,7 +114,7 @@ pub struct LeanArgs {
     /// Data bytes per znode (get, set, create).
     #[arg(long, default_value_t = 100)]
     pub payload: usize,
-    /// Znodes read and written by get and set.
+    /// Znodes read and written by get and set; counters of call-write.
     #[arg(long, default_value_t = 1000)]
     pub keys: usize,
     /// Measured seconds per window [default: 5, --quick: 1].
@@ -116,8 +137,9 @@ pub struct LeanArgs {
     /// The wazoo server binary [default: $WAZOO_BIN, else target/release/wazoo].
     #[arg(long)]
     pub wazoo_bin: Option<PathBuf>,
-    /// Directory of the compiled recipe modules (echo.wasm, for call and
-    /// node-call), as the main bench's --recipes-dir.
+    /// Directory of the compiled recipe modules (echo.wasm and
+    /// counter.wasm, for the call workloads), as the main bench's
+    /// --recipes-dir.
     #[arg(long)]
     pub recipes_dir: Option<PathBuf>,
     /// ZooKeeper's JVM heap (-Xmx).
@@ -157,6 +179,9 @@ pub struct LeanRatios {
     pub node_call_over_call_server_cpu: Option<f64>,
     /// wazoo: native call / getData, server CPU per request (target <= 1.2).
     pub call_over_get_server_cpu: Option<f64>,
+    /// wazoo: the same as the first for `counter.incr`, a method that
+    /// writes (both ways a logged txn).
+    pub node_call_write_over_call_write_server_cpu: Option<f64>,
     /// The same as closed-loop rates (native over node call; getData over call).
     pub call_over_node_call_rate: Option<f64>,
     pub get_over_call_rate: Option<f64>,
@@ -340,7 +365,51 @@ fn frames_for(sys: &mut System, w: LeanWorkload, args: &LeanArgs) -> Result<(Fra
             )]),
             String::new(),
         ),
+        LeanWorkload::CallWrite => (
+            Frames::new(
+                &(0..args.keys)
+                    .map(|i| Request::RecipeCall {
+                        module: "counter".into(),
+                        method: "incr".into(),
+                        args: incr_msgpack(&counter_name(i)),
+                        guid: String::new(),
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            String::new(),
+        ),
+        LeanWorkload::NodeCallWrite => (
+            Frames::new(
+                &(0..args.keys)
+                    .map(|i| {
+                        create_request(
+                            "/zookeeper/calls/counter/incr".into(),
+                            format!(r#"{{"name":"{}","by":1}}"#, counter_name(i)).into_bytes(),
+                            EPHEMERAL_SEQUENTIAL,
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            String::new(),
+        ),
     })
+}
+
+fn counter_name(i: usize) -> String {
+    format!("c-{i:05}")
+}
+
+/// `counter.incr`'s arguments `{"name": NAME, "by": 1}` as MessagePack (a
+/// map of two, short strings: NAME is under 32 bytes).
+fn incr_msgpack(name: &str) -> Vec<u8> {
+    let mut b = vec![0x82, 0xa4];
+    b.extend_from_slice(b"name");
+    b.push(0xa0 | name.len() as u8);
+    b.extend_from_slice(name.as_bytes());
+    b.push(0xa2);
+    b.extend_from_slice(b"by");
+    b.push(0x01);
+    b
 }
 
 /// Creates the get/set znodes.
@@ -444,7 +513,9 @@ fn run(args: LeanArgs) -> Result<()> {
         }
     }
     anyhow::ensure!(!flavors.is_empty(), "--systems is empty");
-    let wants_recipes = args.workloads.iter().any(|w| w.wazoo_only());
+    let mut modules: Vec<&str> = args.workloads.iter().filter_map(|w| w.module()).collect();
+    modules.sort_unstable();
+    modules.dedup();
     let cfg = ServerConfig {
         wazoo_bin: if flavors.contains(&Flavor::Wazoo) {
             crate::servers::find_wazoo_bin(args.wazoo_bin.clone())?
@@ -457,13 +528,9 @@ fn run(args: LeanArgs) -> Result<()> {
         zk_jvm_args: Vec::new(),
         startup_timeout_secs: 90.0,
     };
-    let plugins = if wants_recipes && flavors.contains(&Flavor::Wazoo) {
-        let modules = crate::recipes::find_modules(args.recipes_dir.clone())?;
-        Some(crate::recipes::PluginsDir::new(
-            &modules,
-            &["echo"],
-            "lean",
-        )?)
+    let plugins = if !modules.is_empty() && flavors.contains(&Flavor::Wazoo) {
+        let dir = crate::recipes::find_modules(args.recipes_dir.clone())?;
+        Some(crate::recipes::PluginsDir::new(&dir, &modules, "lean")?)
     } else {
         None
     };
@@ -547,9 +614,11 @@ fn run(args: LeanArgs) -> Result<()> {
                 replies += t.ok_total + t.errors.values().sum::<u64>();
                 add_errors(&mut warm_errors, &t.errors);
                 rates.push(t.ops as f64 / t.secs);
+                // Two chunks with no reply (a recipe module still
+                // compiling) are not a settled rate.
                 let settled = rates.len() >= 2 && {
                     let (a, b) = (rates[rates.len() - 2], rates[rates.len() - 1]);
-                    (a - b).abs() <= 0.05 * a.max(b)
+                    b > 0.0 && (a - b).abs() <= 0.05 * a.max(b)
                 };
                 if settled || started.elapsed() >= max_warmup {
                     break;
@@ -658,6 +727,9 @@ fn ratios(closed: &[LeanRun]) -> LeanRatios {
     );
     let div = |a: f64, b: f64| (b > 0.0).then(|| a / b);
     LeanRatios {
+        node_call_write_over_call_write_server_cpu: wz(LeanWorkload::NodeCallWrite)
+            .zip(wz(LeanWorkload::CallWrite))
+            .and_then(|(n, c)| div(n.server_cpu_us_per_op, c.server_cpu_us_per_op)),
         node_call_over_call_server_cpu: node
             .zip(call)
             .and_then(|(n, c)| div(n.server_cpu_us_per_op, c.server_cpu_us_per_op)),
@@ -746,10 +818,12 @@ fn report(r: &LeanResults) -> String {
     let q = &r.ratios;
     let _ = writeln!(
         md,
-        "\nwazoo, server CPU per request: node call / native call **{}** (target <= 1.5); \
+        "\nwazoo, server CPU per request: node call / native call **{}** for `echo.noop`, \
+         **{}** for `counter.incr` (target <= 1.5); \
          native call / getData **{}** (target <= 1.2). Closed-loop rates: native call / node \
          call {}, getData / native call {}.\n",
         cell(q.node_call_over_call_server_cpu, 2),
+        cell(q.node_call_write_over_call_write_server_cpu, 2),
         cell(q.call_over_get_server_cpu, 2),
         cell(q.call_over_node_call_rate, 2),
         cell(q.get_over_call_rate, 2),

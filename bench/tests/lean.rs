@@ -6,8 +6,9 @@
 //!
 //! The requests are the ZooKeeper client protocol's getData, setData and
 //! create (Programmer's Guide, "ZooKeeper Sessions" and "Sequence Nodes --
-//! Unique Naming"), and wazoo's recipe call, natively and as a node call
-//! (docs/RECIPES.md, "Calling from any client").
+//! Unique Naming"), and wazoo's recipe calls (a no-op and a counter
+//! increment), natively and as node calls (docs/RECIPES.md, "Calling from
+//! any client").
 //!
 //! Needs a wazoo server binary (`$WAZOO_BIN`, else target/release/wazoo,
 //! else target/debug/wazoo) and the recipe modules (`$WAZOO_RECIPES_DIR`,
@@ -28,7 +29,10 @@ fn lean_generator_counts_replies_without_errors() {
     let started = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_wazoo-bench"))
         .args(["lean", "--quick", "--systems", "wazoo"])
-        .args(["--workloads", "get,set,create,call,node-call"])
+        .args([
+            "--workloads",
+            "get,set,create,call,node-call,call-write,node-call-write",
+        ])
         .args(["--sessions", "3", "--inflight", "4", "--keys", "20"])
         .args(["--duration-secs", "0.4", "--warmup-secs", "0.5"])
         .args(["--rates", "50"])
@@ -56,7 +60,18 @@ fn lean_generator_counts_replies_without_errors() {
         .iter()
         .map(|r| r["workload"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["get", "set", "create", "call", "node-call"]);
+    assert_eq!(
+        names,
+        [
+            "get",
+            "set",
+            "create",
+            "call",
+            "node-call",
+            "call-write",
+            "node-call-write"
+        ]
+    );
     for r in closed.iter().chain(json["fixed_rate"].as_array().unwrap()) {
         let what = format!("{} {} at {:?}", r["system"], r["workload"], r["percent"]);
         assert_eq!(r["system"], "wazoo", "{what}");
@@ -75,7 +90,7 @@ fn lean_generator_counts_replies_without_errors() {
     }
     assert!(closed.iter().all(|r| r["percent"].is_null()));
     let fixed = json["fixed_rate"].as_array().unwrap();
-    assert_eq!(fixed.len(), 5, "one fixed-rate window per workload");
+    assert_eq!(fixed.len(), 7, "one fixed-rate window per workload");
     assert!(fixed.iter().all(|r| r["percent"] == 50.0));
     // Every sequential child of the create workload and its parent deleted.
     assert!(

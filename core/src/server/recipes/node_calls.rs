@@ -71,10 +71,16 @@ pub struct ParsedCall<'a> {
 /// `path` split at its calls root: the chroot before it (empty without
 /// one: the server sees a chrooted client's full paths) and what follows
 /// `<chroot>/zookeeper/calls/`; `None` outside a calls subtree.
+///
+/// Asked of every write's path: a byte scan from the end (a `str::rfind`
+/// builds a substring searcher per call, which showed in profiles).
 fn split(path: &str) -> Option<(&str, &str)> {
-    let marker = "/zookeeper/calls/";
-    let at = path.rfind(marker)?;
-    let rest = &path[at + marker.len()..];
+    const MARKER: &[u8] = b"/zookeeper/calls/";
+    let b = path.as_bytes();
+    let last = b.len().checked_sub(MARKER.len())?;
+    let at = (0..=last).rev().find(|&i| b[i..].starts_with(MARKER))?;
+    // The marker is ASCII, so both ends are char boundaries.
+    let rest = &path[at + MARKER.len()..];
     (!rest.is_empty()).then_some((&path[..at], rest))
 }
 
@@ -279,15 +285,25 @@ impl<'de> serde::Deserialize<'de> for JsonOf {
 
 /// What a call node holds for `reply`, as JSON.
 pub fn result_data(reply: &Reply) -> Vec<u8> {
-    use serde_json::json;
-    let v = match reply {
-        Reply::Done(v) => json!({ "done": msgpack_to_json(v) }),
-        Reply::Wait { token } => json!({ "waiting": token }),
-        Reply::Error { code, message } => {
-            json!({ "error": { "code": code, "message": message } })
-        }
-    };
-    serde_json::to_vec(&v).expect("JSON values always encode")
+    match reply {
+        Reply::Done(v) => one_key("done", &msgpack_to_json(v)),
+        Reply::Wait { token } => one_key("waiting", token),
+        Reply::Error { code, message } => one_key(
+            "error",
+            &serde_json::json!({ "code": code, "message": message }),
+        ),
+    }
+}
+
+/// `{"KEY":V}`, written as such (no map built for it).
+fn one_key<T: serde::Serialize + ?Sized>(key: &str, v: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + key.len());
+    out.extend_from_slice(b"{\"");
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    serde_json::to_writer(&mut out, v).expect("JSON values always encode");
+    out.push(b'}');
+    out
 }
 
 /// The path of the call node a recipe txn's ops create, if any (the last
@@ -317,25 +333,34 @@ pub(in crate::server) fn stage_call_node(
 ) -> Result<(Vec<Txn>, String), ErrorCode> {
     let acl = crate::acl::fixup(&call.acl, auth, cfg.acl_schemes)?;
     check_data_size(cfg, Some(data))?;
-    let module_dir = wazoo_proto::path::parent(&call.path).to_string();
-    let (chroot, _) = split(&call.path).ok_or(ErrorCode::BadArguments)?;
-    let calls_root = format!("{chroot}{CALLS_ROOT}");
-    let zk_dir = wazoo_proto::path::parent(&calls_root);
+    let module_dir = wazoo_proto::path::parent(&call.path);
     let mut ops = Vec::new();
-    for dir in [zk_dir, &calls_root, &module_dir] {
-        if !view.exists(dir) {
-            validate_path(dir)?;
-            ops.push(stage_create(
-                view,
-                dir,
-                b"",
-                parents_acl(),
-                0,
-                NodeKind::Container,
-            )?);
+    // The module's directory, once made, is there for every later call
+    // (until the reaper takes it empty): one lookup, and the parents
+    // only when it is missing (a node's parent exists whenever it does).
+    let parent = match view.get(module_dir) {
+        Some(parent) => parent,
+        None => {
+            let (chroot, _) = split(&call.path).ok_or(ErrorCode::BadArguments)?;
+            let calls_root = format!("{chroot}{CALLS_ROOT}");
+            let zk_dir = wazoo_proto::path::parent(&calls_root);
+            for dir in [zk_dir, &calls_root, module_dir] {
+                if !view.exists(dir) {
+                    validate_path(dir)?;
+                    ops.push(stage_create(
+                        view,
+                        dir,
+                        None,
+                        b"",
+                        parents_acl(),
+                        0,
+                        NodeKind::Container,
+                    )?);
+                }
+            }
+            view.get(module_dir).ok_or(ErrorCode::NoNode)?
         }
-    }
-    let parent = view.get(&module_dir).ok_or(ErrorCode::NoNode)?;
+    };
     let path = if call.sequential {
         crate::tree::sequential_path(&call.path, parent.stored_cversion)
     } else {
@@ -348,6 +373,7 @@ pub(in crate::server) fn stage_call_node(
     ops.push(stage_create(
         view,
         &path,
+        Some(parent),
         data,
         acl,
         session,
@@ -356,17 +382,22 @@ pub(in crate::server) fn stage_call_node(
     Ok((ops, path))
 }
 
-/// One create, in `view`, of a node whose parent exists there.
+/// One create, in `view`, of a node whose parent exists there (`parent`:
+/// its record, if the caller has it already).
 fn stage_create(
     view: &mut View<'_>,
     path: &str,
+    parent: Option<super::super::prep::Record>,
     data: &[u8],
     acl: Vec<Acl>,
     owner: i64,
     kind: NodeKind,
 ) -> Result<Txn, ErrorCode> {
     let parent_path = wazoo_proto::path::parent(path);
-    let parent = view.get(parent_path).ok_or(ErrorCode::NoNode)?;
+    let parent = match parent {
+        Some(p) => p,
+        None => view.get(parent_path).ok_or(ErrorCode::NoNode)?,
+    };
     if parent.stat.ephemeral_owner != 0 {
         return Err(ErrorCode::NoChildrenForEphemerals);
     }
