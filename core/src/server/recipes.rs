@@ -580,7 +580,7 @@ impl Server {
             view: View {
                 tree: &self.tree,
                 outstanding: &self.prep.outstanding,
-                local: Vec::new(),
+                local: super::prep::Local::default(),
                 zxid,
                 time_ms: self.wall_ms,
                 reads: None,
@@ -707,7 +707,7 @@ impl Server {
         View {
             tree: &self.tree,
             outstanding: &self.prep.outstanding,
-            local: changes,
+            local: super::prep::Local::from(changes),
             zxid: self.prep_zxid(),
             time_ms: self.wall_ms,
             reads: None,
@@ -1085,7 +1085,7 @@ pub fn dry_run_call(
         view: View {
             tree,
             outstanding: &outstanding,
-            local: Vec::new(),
+            local: super::prep::Local::default(),
             zxid,
             time_ms,
             reads: None,

@@ -139,7 +139,7 @@ impl RecipeJob {
             view: View {
                 tree: &self.tree,
                 outstanding: &self.outstanding,
-                local: Vec::new(),
+                local: crate::server::prep::Local::default(),
                 zxid: self.zxid,
                 time_ms: self.time_ms,
                 reads: Some(Default::default()),

@@ -249,7 +249,7 @@ impl View<'_> {
             .map
             .keys()
             .map(String::as_str)
-            .chain(self.local.iter().map(|(p, _)| p.as_str()));
+            .chain(self.local.paths());
         for p in changed {
             if p != "/" && wazoo_proto::path::parent(p) == path {
                 let name = &p[p.rfind('/').map_or(0, |i| i + 1)..];
