@@ -583,17 +583,28 @@ impl Sim {
         for id in down {
             self.start_member(id);
         }
+        self.settle_after(heal_at, || {
+            format!("no single leader serving everybody {HEAL_MS_MAX} ms after healing")
+        });
+    }
+
+    /// Runs on from `healed_at` (faults over) until one leader serves
+    /// everybody and nothing is in flight, clients stopping
+    /// `CLIENT_AFTER_HEAL_MS` after it, failing on liveness (`what` says
+    /// what was awaited) after `HEAL_MS_MAX`; then the final checks.
+    fn settle_after(&mut self, healed_at: u64, what: impl Fn() -> String) {
         loop {
             assert!(self.step(), "the simulation ran dry");
-            if self.clients && self.now_ms >= heal_at + CLIENT_AFTER_HEAL_MS {
+            if self.clients && self.now_ms >= healed_at + CLIENT_AFTER_HEAL_MS {
                 self.clients = false;
             }
             if !self.clients && self.quiescent() {
                 break;
             }
             assert!(
-                self.now_ms < heal_at + HEAL_MS_MAX,
-                "liveness: no single leader serving everybody {HEAL_MS_MAX} ms after healing: {}",
+                self.now_ms < healed_at + HEAL_MS_MAX,
+                "liveness: {}: {}",
+                what(),
                 self.describe()
             );
         }
@@ -848,21 +859,7 @@ fn failover_after(seed: u64, how: Silent, finalize_wait_ms: u64, trace: bool) ->
     sim.paused.clear();
     sim.net.heal_all();
     let healed_at = sim.now_ms;
-    loop {
-        assert!(sim.step(), "the simulation ran dry");
-        if sim.clients && sim.now_ms >= healed_at + CLIENT_AFTER_HEAL_MS {
-            sim.clients = false;
-        }
-        if !sim.clients && sim.quiescent() {
-            break;
-        }
-        assert!(
-            sim.now_ms < healed_at + HEAL_MS_MAX,
-            "liveness after the old leader came back: {}",
-            sim.describe()
-        );
-    }
-    sim.final_checks();
+    sim.settle_after(healed_at, || "after the old leader came back".to_string());
     replaced_ms
 }
 
