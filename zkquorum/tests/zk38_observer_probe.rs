@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context as _};
 use wazoo_proto::jute::Jute;
 use wazoo_proto::records::{Acl, CreateRequest, Id};
-use wazoo_proto::{ConnectRequest, ConnectResponse, OpCode, ReplyHeader, Request};
+use wazoo_proto::{OpCode, ReplyHeader, Request};
 use wazoo_storage::zookeeper::{parse_sync_snapshot, SyncSnapshot, ZkTxn};
 use wazoo_testkit::{free_port, loopback, ServerOptions, ZkEnsemble};
 use wazoo_zkquorum::election::{decode_frame, encode_frame};
@@ -246,34 +246,12 @@ struct Client {
 }
 
 fn read_client_frame(sock: &mut TcpStream) -> anyhow::Result<Vec<u8>> {
-    let mut len = [0u8; 4];
-    sock.read_exact(&mut len)?;
-    let len = i32::from_be_bytes(len);
-    ensure!((0..1 << 20).contains(&len), "bad frame length {len}");
-    let mut b = vec![0; len as usize];
-    sock.read_exact(&mut b)?;
-    Ok(b)
+    Ok(wazoo_testkit::raw::read_frame(sock, 1 << 20)?)
 }
 
 impl Client {
     fn connect(addr: SocketAddr) -> anyhow::Result<Client> {
-        let mut sock = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
-        sock.set_read_timeout(Some(IO_TIMEOUT))?;
-        let mut out = Vec::new();
-        wazoo_proto::frame::write_record(
-            &mut out,
-            &ConnectRequest {
-                protocol_version: 0,
-                last_zxid_seen: 0,
-                timeout_ms: 30_000,
-                session_id: 0,
-                passwd: vec![0; 16],
-                read_only: Some(false),
-            },
-        );
-        sock.write_all(&out)?;
-        let resp = ConnectResponse::from_bytes(&read_client_frame(&mut sock)?)?;
-        ensure!(resp.session_id != 0, "no session");
+        let (sock, _) = wazoo_testkit::raw::handshake(addr, 0, &[], 30_000, IO_TIMEOUT)?;
         Ok(Client { sock, xid: 0 })
     }
 
