@@ -488,8 +488,8 @@ fn load_builtin_recipes(runtime: &crate::plugin::Runtime, offload: bool) -> Resu
         .spawn(move || {
             // Compiling must not take the cores from the member's thread
             // (wasmtime is built without parallel compilation: this thread
-            // is the only one compiling them).
-            crate::plugin::lower_thread_priority();
+            // is the only one compiling them): it runs in the idle class.
+            crate::plugin::compile_thread_priority();
             let started = std::time::Instant::now();
             let mut loaded = 0;
             for (file, bytes, announced) in jobs {

@@ -150,7 +150,11 @@ impl ModuleCache {
             let Some(_claim) = Claim::take(key.clone()) else {
                 continue; // another thread compiled it meanwhile (or failed to)
             };
-            // It may have landed between the look above and the claim.
+            // Other processes sharing the directory (members on one
+            // machine) compile it once between them too: the file lock
+            // waits for one compiling it, then the look below finds it.
+            let _file_lock = path.as_deref().and_then(FileLock::take);
+            // It may have landed between the look above and the claims.
             if let Some(m) = self.cached(engine, hash, path.as_deref()) {
                 return Ok((m, true));
             }
@@ -186,6 +190,44 @@ impl ModuleCache {
             }
         }
         mem.insert(*hash, m.clone());
+    }
+}
+
+/// An exclusive `flock` on `<entry>.lock`, held while one process
+/// compiles the entry; the kernel releases it when the holder exits,
+/// however it exits. Without it (a directory where locks cannot be made)
+/// processes may compile the same module side by side, which wastes CPU
+/// only: entries are written whole and renamed into place.
+struct FileLock {
+    _file: std::fs::File,
+}
+
+impl FileLock {
+    fn take(entry: &Path) -> Option<FileLock> {
+        let path = entry.with_extension("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| tracing::debug!(path = %path.display(), "cannot open a compile lock: {e}"))
+            .ok()?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a descriptor this File owns; retried on EINTR.
+            loop {
+                if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                    break;
+                }
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    tracing::debug!(path = %path.display(), "cannot take a compile lock: {e}");
+                    return None;
+                }
+            }
+        }
+        Some(FileLock { _file: file })
     }
 }
 

@@ -42,8 +42,9 @@ pub use error::{LoadError, RecipeError};
 pub use host::{path_within, NoTree, RecipeHost};
 pub use reload::{LoadReport, PluginWatcher, Submit, WatchConfig};
 pub use runtime::{
-    call_upkeep, call_upkeep_waiting, defer_call_upkeep, lower_thread_priority, Budget, Limits,
-    LoadingDefault, ModuleInfo, ModuleStats, Outcome, Runtime, RuntimeConfig,
+    call_upkeep, call_upkeep_waiting, compile_thread_priority, defer_call_upkeep,
+    lower_thread_priority, Budget, Limits, LoadingDefault, ModuleInfo, ModuleStats, Outcome,
+    Runtime, RuntimeConfig,
 };
 pub use wazoo_sdk::abi;
 pub use wazoo_sdk::abi::{

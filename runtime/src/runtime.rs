@@ -812,11 +812,11 @@ impl Runtime {
 
     /// The compile worker: compiles the pending modules one at a time (the
     /// oldest install first) and swaps each in unless another install of
-    /// its name came meanwhile; ends when none is left. It runs at a lower
-    /// priority than the member's thread, so compiling never delays the
-    /// member's answers or its heartbeats on a busy machine.
+    /// its name came meanwhile; ends when none is left. It runs in the idle
+    /// scheduling class ([`compile_thread_priority`]), so compiling never
+    /// delays the member's answers or its heartbeats on a busy machine.
     fn compile_pending(&self) {
-        lower_thread_priority();
+        compile_thread_priority();
         loop {
             let (name, n, sha256, bytes) = {
                 let mut pending = self.inner.pending.lock().unwrap();
@@ -963,9 +963,9 @@ impl Drop for LoadingDefault {
 }
 
 /// Lowers the calling thread's scheduling priority to nice 10 (Linux sets
-/// it per thread): for threads whose work may wait (compiling modules,
-/// recipe steps off the member's thread) on a machine whose cores the
-/// member's thread and the log writer need.
+/// it per thread): for threads whose work may wait (recipe steps off the
+/// member's thread) on a machine whose cores the member's thread and the
+/// log writer need.
 pub fn lower_thread_priority() {
     #[cfg(target_os = "linux")]
     {
@@ -976,6 +976,31 @@ pub fn lower_thread_priority() {
                 "cannot lower a thread's priority: {}",
                 std::io::Error::last_os_error()
             );
+        }
+    }
+}
+
+/// Puts the calling thread in Linux's idle scheduling class (`SCHED_IDLE`),
+/// for work that may take whatever CPU is left over: compiling recipe
+/// modules. Nice 10 was not enough: three members compiling their built-in
+/// modules on two cores held a fresh ensemble's writes to about a fifth of
+/// its rate for the ten seconds compiling took (`wazoo-bench startup`),
+/// as a nice-10 thread still gets a share of a core while the member's
+/// threads wait for it; an idle-class thread runs only when no other
+/// thread of the machine wants the core. Falls back to nice 19.
+pub fn compile_thread_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
+        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if r != 0 {
+            tracing::debug!(
+                "cannot put a compiling thread in the idle class: {}",
+                std::io::Error::last_os_error()
+            );
+            // SAFETY: setpriority takes plain integers; who = 0 is this thread.
+            unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
         }
     }
 }

@@ -264,6 +264,67 @@ fn runtimes_sharing_a_cache_directory_compile_a_module_once_between_them() {
     assert_eq!(compiles, 1, "one compile, two cache reads");
 }
 
+/// Run as a child of the test below (this test binary, run again with
+/// `WAZOO_CACHE_CHILD_DIR` set): loads the module in that directory's
+/// `module.wasm` with the directory's `cache` as its cache, and prints how
+/// many modules it compiled.
+#[test]
+fn cache_child_process_loads_the_lock_module() {
+    let Some(dir) = std::env::var_os("WAZOO_CACHE_CHILD_DIR") else {
+        return; // only meaningful as the child
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let rt = Runtime::new(RuntimeConfig {
+        cache_dir: Some(dir.join("cache")),
+        ..Default::default()
+    })
+    .unwrap();
+    let bytes = std::fs::read(dir.join("module.wasm")).unwrap();
+    assert_eq!(rt.load_bytes(&bytes).unwrap().name, "lock");
+    println!("compiles={}", rt.compiles());
+}
+
+#[test]
+fn processes_sharing_a_cache_directory_compile_a_module_once_between_them() {
+    // Members on one machine run as processes of their own (a test
+    // ensemble, the bench): starting together on one cache directory,
+    // they compile a module once between them; the others wait for the
+    // file lock and read the entry.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("module.wasm"), recipe_bytes("lock")).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..3)
+        .map(|_| {
+            std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "cache_child_process_loads_the_lock_module",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("WAZOO_CACHE_CHILD_DIR", dir.path())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut compiles = 0;
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "a child failed: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let n: u64 = text
+            .lines()
+            .find_map(|l| l.split_once("compiles=").map(|(_, n)| n))
+            .unwrap_or_else(|| panic!("no count in the child's output: {text}"))
+            .trim()
+            .parse()
+            .unwrap();
+        compiles += n;
+    }
+    assert_eq!(compiles, 1, "one compile, two cache reads");
+}
+
 // docs/RECIPES.md, "Built-in recipes as a member starts": a member loads
 // its built-in modules in the background as it starts, announcing each
 // first; a call of one made while it loads waits for it and runs it,
