@@ -79,6 +79,9 @@ pub struct Config {
     /// `clientTcpKeepAlive` (ZooKeeper's key, `false` by default): TCP
     /// keepalive on client connections.
     pub client_tcp_keepalive: bool,
+    /// `tcpKeepAlive` (ZooKeeper's key, `false` by default): TCP keepalive
+    /// on the links between members.
+    pub quorum_tcp_keepalive: bool,
     pub min_session_timeout_ms: u32,
     pub max_session_timeout_ms: u32,
     pub snap_retain_count: u32,
@@ -765,6 +768,9 @@ impl Config {
             client_tcp_keepalive: take_bool(&mut kv, "clientTcpKeepAlive")?
                 .or(take_bool(&mut kv, "zookeeper.clientTcpKeepAlive")?)
                 .unwrap_or(false),
+            quorum_tcp_keepalive: take_bool(&mut kv, "tcpKeepAlive")?
+                .or(take_bool(&mut kv, "zookeeper.tcpKeepAlive")?)
+                .unwrap_or(false),
             max_cnxns: take_num(&mut kv, "maxCnxns")?.unwrap_or(0),
             client_port_listen_backlog: take_num(&mut kv, "clientPortListenBacklog")?.unwrap_or(-1),
             min_session_timeout_ms: min_to,
@@ -1088,7 +1094,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
         "netty.server.earlydropsecureconnectionhandshakes" => {
             unless_false("dropping TLS connections before the member has started")
         }
-        "tcpkeepalive" => unless_false("TCP keepalive on links between members"),
         "metricsprovider.classname" => (!matches!(
             v,
             PROMETHEUS_PROVIDER | "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider"

@@ -192,16 +192,14 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let listen = resolve(&me.host, me.quorum_port)?;
     let (link_tx, mut link_rx) = mpsc::channel::<LinkEvent>(65536);
     let quorum_tls = crate::tls::QuorumTls::load(&cfg)?;
-    let links = quorum::start(
-        my_id,
-        listen,
-        cfg.quorum_listen_on_all_ips,
-        peers,
-        link_tx,
-        quorum_tls,
-    )
-    .await
-    .with_context(|| format!("cannot listen for the quorum on {listen}"))?;
+    let link_opts = quorum::LinkOptions {
+        listen_on_all_ips: cfg.quorum_listen_on_all_ips,
+        keepalive: cfg.quorum_tcp_keepalive,
+        tls: quorum_tls,
+    };
+    let links = quorum::start(my_id, listen, peers, link_tx, link_opts)
+        .await
+        .with_context(|| format!("cannot listen for the quorum on {listen}"))?;
     let fwd = tx.clone();
     tokio::spawn(async move {
         while let Some(ev) = link_rx.recv().await {

@@ -277,8 +277,8 @@ async fn accept_loop(
 
 /// Turns TCP keepalive on for an accepted client connection
 /// (`clientTcpKeepAlive`), with the system's probe timing, as ZooKeeper's
-/// `Socket.setKeepAlive(true)` does.
-fn set_keepalive(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
+/// `Socket.setKeepAlive(true)` does; also quorum links (`tcpKeepAlive`).
+pub(crate) fn set_keepalive(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let on: libc::c_int = 1;
     // SAFETY: the descriptor is open for the duration of the call (the

@@ -186,6 +186,7 @@ pub struct Links {
     inbound: Inbound,
     events: mpsc::Sender<LinkEvent>,
     tls: Option<Arc<QuorumTls>>,
+    keepalive: bool,
 }
 
 impl Links {
@@ -232,6 +233,7 @@ impl Links {
             inbound_open: me < peer,
             events: self.events.clone(),
             tls: self.tls.clone(),
+            keepalive: self.keepalive,
             refused: 0,
             refused_logged: None,
         };
@@ -307,19 +309,34 @@ impl Drop for Links {
     }
 }
 
+/// How a member's links are made, from zoo.cfg.
+#[derive(Default)]
+pub struct LinkOptions {
+    /// Listen on the quorum port of every address (`quorumListenOnAllIPs`);
+    /// links are still dialled from the configured address.
+    pub listen_on_all_ips: bool,
+    /// TCP keepalive on every link, dialled or accepted (`tcpKeepAlive`),
+    /// with the system's probe timing.
+    pub keepalive: bool,
+    /// Quorum TLS.
+    pub tls: Option<Arc<QuorumTls>>,
+}
+
 /// Starts the links of member `me` to every other member in `peers` (id ->
-/// quorum address), listening on `listen` (on its port on every address
-/// with `listen_on_all_ips`, zoo.cfg's `quorumListenOnAllIPs`; links are
-/// still dialled from `listen`'s address), over TLS with `tls`. Events go
+/// quorum address), listening on `listen`, made as `opts` says. Events go
 /// to `events`.
 pub async fn start(
     me: ServerId,
     listen: SocketAddr,
-    listen_on_all_ips: bool,
     peers: HashMap<ServerId, SocketAddr>,
     events: mpsc::Sender<LinkEvent>,
-    tls: Option<Arc<QuorumTls>>,
+    opts: LinkOptions,
 ) -> std::io::Result<Links> {
+    let LinkOptions {
+        listen_on_all_ips,
+        keepalive,
+        tls,
+    } = opts;
     let bind = if listen_on_all_ips {
         let any: IpAddr = if listen.is_ipv4() {
             Ipv4Addr::UNSPECIFIED.into()
@@ -339,13 +356,19 @@ pub async fn start(
         inbound: Inbound::default(),
         events,
         tls: tls.clone(),
+        keepalive,
     };
     for (&peer, &addr) in &peers {
         if peer != me {
             links.add(peer, addr);
         }
     }
-    tokio::spawn(accept_loop(listener, Arc::clone(&links.inbound), tls));
+    tokio::spawn(accept_loop(
+        listener,
+        Arc::clone(&links.inbound),
+        tls,
+        keepalive,
+    ));
     Ok(links)
 }
 
@@ -382,7 +405,12 @@ impl Drop for IpSlot {
     }
 }
 
-async fn accept_loop(listener: TcpListener, inbound: Inbound, tls: Option<Arc<QuorumTls>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    inbound: Inbound,
+    tls: Option<Arc<QuorumTls>>,
+    keepalive: bool,
+) {
     let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
     let per_ip = Arc::new(Mutex::new(HashMap::new()));
     loop {
@@ -403,7 +431,7 @@ async fn accept_loop(listener: TcpListener, inbound: Inbound, tls: Option<Arc<Qu
         tokio::spawn(async move {
             let _permit = permit;
             let _slot = slot;
-            handshake(s, addr, &inbound, tls.as_deref()).await;
+            handshake(s, addr, &inbound, tls.as_deref(), keepalive).await;
         });
     }
 }
@@ -412,8 +440,19 @@ async fn accept_loop(listener: TcpListener, inbound: Inbound, tls: Option<Arc<Qu
 /// hands it to the link of the member it claims to be, if that member may
 /// dial us from that address (and, with TLS, its certificate may speak for
 /// that member).
-async fn handshake(s: TcpStream, addr: SocketAddr, inbound: &Inbound, tls: Option<&QuorumTls>) {
+async fn handshake(
+    s: TcpStream,
+    addr: SocketAddr,
+    inbound: &Inbound,
+    tls: Option<&QuorumTls>,
+    keepalive: bool,
+) {
     let _ = s.set_nodelay(true);
+    if keepalive {
+        if let Err(e) = crate::net::set_keepalive(&s) {
+            tracing::debug!(%addr, "cannot turn TCP keepalive on for a quorum link: {e}");
+        }
+    }
     let mut s = match tls {
         None => MaybeTls::Plain(s),
         Some(tls) => match tls.accept(s).await {
@@ -474,6 +513,7 @@ async fn dial(
     addr: SocketAddr,
     local_ip: Option<IpAddr>,
     tls: Option<&QuorumTls>,
+    keepalive: bool,
 ) -> Option<MaybeTls> {
     let sock = if addr.is_ipv4() {
         TcpSocket::new_v4()
@@ -481,6 +521,11 @@ async fn dial(
         TcpSocket::new_v6()
     }
     .ok()?;
+    if keepalive {
+        if let Err(e) = sock.set_keepalive(true) {
+            tracing::debug!(%addr, "cannot turn TCP keepalive on for a quorum link: {e}");
+        }
+    }
     if let Some(ip) = local_ip.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
         if let Err(e) = sock.bind(SocketAddr::new(ip, 0)) {
             tracing::debug!(%ip, "cannot bind the quorum dialer: {e}");
@@ -540,6 +585,7 @@ struct Link {
     inbound_open: bool,
     events: mpsc::Sender<LinkEvent>,
     tls: Option<Arc<QuorumTls>>,
+    keepalive: bool,
     /// Connections refused because the link was live, and when that was
     /// last logged (so an attack does not flood the log).
     refused: u64,
@@ -564,6 +610,7 @@ impl Link {
                     self.addr,
                     self.local_ip,
                     self.tls.as_deref(),
+                    self.keepalive,
                 )
                 .await
             } else {

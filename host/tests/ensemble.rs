@@ -8,6 +8,7 @@ mod common;
 
 use common::connect;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use wazoo_testkit::{start_ensemble, Flavor, ServerOptions, TestEnsemble};
@@ -479,3 +480,103 @@ on_both!(
     killing_the_leader_loses_no_acknowledged_write,
     a_session_moves_to_another_member_with_its_ephemerals,
 );
+
+/// One row of /proc/net/tcp or tcp6: local and remote endpoint (as the
+/// table writes them), the socket's inode and its TCP timer (2 while
+/// keepalive is armed on an idle connection).
+struct TcpRow {
+    local: String,
+    remote: String,
+    established: bool,
+    timer: u32,
+    inode: u64,
+}
+
+fn tcp_rows() -> Vec<TcpRow> {
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            Some(TcpRow {
+                local: f.get(1)?.to_string(),
+                remote: f.get(2)?.to_string(),
+                established: *f.get(3)? == "01",
+                timer: u32::from_str_radix(f.get(5)?.split(':').next()?, 16).ok()?,
+                inode: f.get(9)?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+fn socket_inodes(pid: u32) -> std::collections::HashSet<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    l.to_str()?
+                        .strip_prefix("socket:[")?
+                        .strip_suffix(']')?
+                        .parse()
+                        .ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The established connections between two members of `e` (both ends
+/// are sockets of member processes), by local endpoint: whether keepalive
+/// was seen armed on each in any of `samples` looks, 100 ms apart (a link
+/// busy with a ping shows its retransmit timer instead).
+fn member_links_keepalive(e: &dyn TestEnsemble, samples: usize) -> HashMap<String, bool> {
+    let pids: Vec<u32> = (0..e.len()).filter_map(|i| e.pid(i)).collect();
+    let mut seen: HashMap<String, bool> = HashMap::new();
+    for _ in 0..samples {
+        let inodes: std::collections::HashSet<u64> =
+            pids.iter().flat_map(|&p| socket_inodes(p)).collect();
+        let rows: Vec<TcpRow> = tcp_rows()
+            .into_iter()
+            .filter(|r| r.established && inodes.contains(&r.inode))
+            .collect();
+        let locals: std::collections::HashSet<&str> =
+            rows.iter().map(|r| r.local.as_str()).collect();
+        for r in rows.iter().filter(|r| locals.contains(r.remote.as_str())) {
+            *seen.entry(r.local.clone()).or_default() |= r.timer == 2;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    seen
+}
+
+// ZooKeeper Administrator's Guide, "Cluster Options", tcpKeepAlive: with
+// it, the sockets members use between them have TCP keepalive on (in
+// ZooKeeper, those of leader election; wazoo's members have one link per
+// pair, which carries election and the rest alike, so all of them);
+// without it none has.
+#[test]
+fn tcp_keep_alive_arms_keepalive_on_the_links_between_members() {
+    for flavor in [Flavor::Zookeeper, Flavor::Wazoo] {
+        for on in [false, true] {
+            let e = start_ensemble(flavor, 3, opts(flavor).cfg(format!("tcpKeepAlive={on}")))
+                .unwrap_or_else(|err| panic!("cannot start a {flavor} ensemble: {err:#}"));
+            e.wait_for_leader(Duration::from_secs(30)).unwrap();
+            let links = member_links_keepalive(e.as_ref(), 30);
+            assert!(
+                !links.is_empty(),
+                "{flavor}: no links between members found"
+            );
+            let armed = links.values().filter(|&&k| k).count();
+            match (flavor, on) {
+                (_, false) => assert_eq!(armed, 0, "{flavor}, tcpKeepAlive=false: {links:?}"),
+                (Flavor::Zookeeper, true) => {
+                    assert!(armed > 0, "{flavor}, tcpKeepAlive=true: {links:?}")
+                }
+                (Flavor::Wazoo, true) => {
+                    assert_eq!(armed, links.len(), "{flavor}, tcpKeepAlive=true: {links:?}")
+                }
+            }
+        }
+    }
+}

@@ -122,7 +122,7 @@ fn sample_value(key: &str) -> &'static str {
         "wazoo.client.maxUnsentReplyBytes" => "2097152",
         "wazoo.client.maxOutboundBytes" => "8388608",
         "forceSync" => "no",
-        "quorumListenOnAllIPs" | "clientTcpKeepAlive" => "true",
+        "quorumListenOnAllIPs" | "clientTcpKeepAlive" | "tcpKeepAlive" => "true",
         "zookeeper.datadir.autocreate" => "false",
         "metricsProvider.className" => {
             "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"

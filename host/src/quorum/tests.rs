@@ -79,7 +79,11 @@ async fn the_quorum_port_listens_on_every_address_with_quorum_listen_on_all_ips(
             .port();
         let (tx, _rx) = mpsc::channel(16);
         let own: SocketAddr = ([127, 0, 0, 1], port).into();
-        let _links = start(1, own, all, HashMap::new(), tx, None).await.unwrap();
+        let opts = LinkOptions {
+            listen_on_all_ips: all,
+            ..LinkOptions::default()
+        };
+        let _links = start(1, own, HashMap::new(), tx, opts).await.unwrap();
         let connect = |ip: [u8; 4]| async move {
             tokio::time::timeout(
                 Duration::from_secs(5),
