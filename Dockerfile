@@ -45,7 +45,7 @@ USER wazoo:wazoo
 WORKDIR /data
 VOLUME ["/data", "/datalog"]
 # clients, quorum, election (accepted, unused), Prometheus metrics
-EXPOSE 2181 2888 3888 7000
+EXPOSE 2181 2888 3888 7000 8080
 ENV WAZOO_LOG=info
 # wazoo stops cleanly on SIGTERM (`docker stop`): it closes the clients
 # and the transaction log.

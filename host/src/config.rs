@@ -212,9 +212,8 @@ pub struct SaslConfig {
 /// AdminServer"): `admin.serverAddress`, `admin.serverPort`,
 /// `admin.commandURL` and `admin.idleTimeout`, with ZooKeeper's defaults.
 ///
-/// It is on when `admin.enableServer=true`, or when that key is absent and
-/// another of these keys configures it; with none of them it is off (where
-/// ZooKeeper's is on by default: docs/COMPATIBILITY.md, "The AdminServer").
+/// It is on unless `admin.enableServer=false`, as ZooKeeper's: by default
+/// on every address, port 8080.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminServerConfig {
     pub addr: SocketAddr,
@@ -279,19 +278,7 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
         Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
         Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
         Some((k, v)) => bail!("{k}={v:?} must be true or false"),
-        None => [
-            &port,
-            &address,
-            &url,
-            &idle,
-            &snapshot,
-            &rate,
-            &force_https,
-            &unified,
-            &need_client_auth,
-        ]
-        .iter()
-        .any(|k| k.is_some()),
+        None => true,
     };
     if !on {
         return Ok(None);

@@ -68,7 +68,12 @@ impl DevOptions {
 }
 
 /// Keys whose value is the first member's port; member N takes value+N-1.
-const PORT_KEYS: [&str; 3] = ["clientPort", "secureClientPort", "metricsProvider.httpPort"];
+const PORT_KEYS: [&str; 4] = [
+    "clientPort",
+    "secureClientPort",
+    "metricsProvider.httpPort",
+    "admin.serverPort",
+];
 
 /// One `--set` argument: `KEY=VALUE` (the value may be empty and may hold
 /// `=`); the keys that would split the ensemble are refused.
@@ -120,6 +125,11 @@ pub fn metrics_port(o: &DevOptions, id: u16) -> u16 {
     base_port(o, "metricsProvider.httpPort", 7000) + id - 1
 }
 
+/// The AdminServer port of member `id` (1-based).
+pub fn admin_port(o: &DevOptions, id: u16) -> u16 {
+    base_port(o, "admin.serverPort", 8080) + id - 1
+}
+
 /// The zoo.cfg keys of member `id` (1-based): the playground's defaults,
 /// then `--set`'s, port keys shifted by the member's place.
 pub fn member_keys(
@@ -137,6 +147,7 @@ pub fn member_keys(
         ("4lw.commands.whitelist", "*".into()),
         ("extendedTypesEnabled", "true".into()),
         ("metricsProvider.httpHost", "127.0.0.1".into()),
+        ("admin.serverAddress", "127.0.0.1".into()),
         ("plugins.dir", o.plugins_dir().display().to_string()),
         // The directory holds the built-ins: they are deployed from it,
         // not loaded a second time on the side.
@@ -165,6 +176,7 @@ pub fn member_keys(
         "metricsProvider.httpPort".into(),
         metrics_port(o, id).to_string(),
     );
+    kv.insert("admin.serverPort".into(), admin_port(o, id).to_string());
     if o.set_value("secureClientPort").is_some() {
         let p = base_port(o, "secureClientPort", 0) + id - 1;
         kv.insert("secureClientPort".into(), p.to_string());
@@ -276,6 +288,13 @@ pub fn banner(o: &DevOptions, builtins: usize, password: Option<&str>, exe: &Pat
         .map(|id| format!("http://127.0.0.1:{}/metrics", metrics_port(o, id)))
         .collect();
     s.push_str(&format!("metrics: {}\n", metrics.join(" ")));
+    let admin = member_keys(o, 1, None);
+    if admin.get("admin.enableServer").map(String::as_str) != Some("false") {
+        let urls: Vec<String> = (1..=MEMBERS)
+            .map(|id| format!("http://127.0.0.1:{}/commands", admin_port(o, id)))
+            .collect();
+        s.push_str(&format!("AdminServer: {}\n", urls.join(" ")));
+    }
     s.push_str(&format!(
         "wazoo cli: {} cli --server {servers}\n",
         exe.display()
@@ -320,6 +339,8 @@ mod tests {
         let kv = member_keys(&DevOptions::new("/d"), 2, None);
         assert_eq!(kv["clientPort"], "2182");
         assert_eq!(kv["metricsProvider.httpPort"], "7001");
+        assert_eq!(kv["admin.serverPort"], "8081");
+        assert_eq!(kv["admin.serverAddress"], "127.0.0.1");
         assert_eq!(kv["server.1"], "127.0.0.1:2888:3888;2181");
         assert_eq!(kv["plugins.dir"], "/d/plugins");
         assert!(!kv.contains_key("secureClientPort"));

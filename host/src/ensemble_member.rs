@@ -243,7 +243,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         recipe_pool,
     };
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
-    crate::member::spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
+    crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, my_id, "wazoo ensemble member started (electing)");
     Ok(crate::member::Started {
         client_addr,

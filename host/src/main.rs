@@ -47,13 +47,15 @@ enum Cmd {
     },
     /// Run a local playground: a 3-member ensemble on 127.0.0.1:2181-2183
     /// with the built-in recipes, a super user (its password printed),
-    /// Prometheus metrics on 7000-7002, on a default data directory.
+    /// Prometheus metrics on 7000-7002, the AdminServer on 8080-8082, on a
+    /// default data directory.
     Dev {
         /// Where to keep data (default: ./wazoo-dev-data).
         #[arg(long, default_value = "wazoo-dev-data")]
         data_dir: PathBuf,
         /// A zoo.cfg key for all three members (repeatable). A port key
-        /// (clientPort, secureClientPort, metricsProvider.httpPort) is the
+        /// (clientPort, secureClientPort, metricsProvider.httpPort,
+        /// admin.serverPort) is the
         /// first member's; the others take the next two.
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set_arg)]
         set: Vec<(String, String)>,

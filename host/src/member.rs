@@ -603,7 +603,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         metrics: start_metrics(&cfg).await?,
         plugins,
     });
-    spawn_shell_tasks(&cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
+    spawn_shell_tasks(false, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
     let recipe_pool =
         crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
@@ -718,8 +718,10 @@ impl Member {
 }
 
 /// The tokio side of a member: the client listeners, the AdminServer,
-/// ticks and autopurge.
+/// ticks and autopurge. `in_ensemble`: the member is one of an ensemble
+/// (not standalone).
 pub(crate) fn spawn_shell_tasks(
+    in_ensemble: bool,
     cfg: &Config,
     listener: tokio::net::TcpListener,
     tx: mpsc::Sender<Event>,
@@ -735,7 +737,17 @@ pub(crate) fn spawn_shell_tasks(
                 unified: mode == crate::config::AdminTls::Unified,
             }),
         };
-        crate::admin::server::start(admin, tls, snap_dir(cfg), tx.clone())?;
+        let started = crate::admin::server::start(admin, tls, snap_dir(cfg), tx.clone());
+        match started {
+            Ok(_) => {}
+            // As ZooKeeper's QuorumPeer: a member of an ensemble serves
+            // without it ("Problem starting AdminServer"); a standalone
+            // server does not start ("Unable to start AdminServer").
+            Err(e) if in_ensemble => {
+                tracing::warn!("problem starting the AdminServer, serving without it: {e:#}")
+            }
+            Err(e) => return Err(e),
+        }
     }
     let tick_tx = tx.clone();
     // At least every half tick (ZooKeeper's timers) and often enough for

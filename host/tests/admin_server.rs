@@ -761,3 +761,43 @@ async fn client_certificates_are_required_and_give_the_x509_identity() {
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
     assert!(answer.contains("Not authorized"), "{answer}");
 }
+
+// ZooKeeper Administrator's Guide, "The AdminServer": it is on by default;
+// a standalone server whose AdminServer cannot start does not start
+// ("Unable to start AdminServer, exiting abnormally"), while a member of
+// an ensemble serves without it ("Problem starting AdminServer").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_admin_port_stops_a_standalone_server_but_not_an_ensemble_member() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    for flavor in [Flavor::Zookeeper, Flavor::Wazoo] {
+        let standalone = flavor.start_with(
+            common::options(flavor)
+                .admin_server()
+                .cfg(format!("admin.serverPort={port}"))
+                .startup_timeout(Duration::from_secs(20)),
+        );
+        assert!(
+            standalone.is_err(),
+            "{flavor}: a standalone server started with its AdminServer's port taken"
+        );
+        let e = start_ensemble(
+            flavor,
+            3,
+            common::ensemble_options(flavor)
+                .admin_server()
+                .cfg(format!("admin.serverPort={port}")),
+        )
+        .unwrap_or_else(|err| panic!("{flavor}: the ensemble did not start: {err:#}"));
+        e.wait_for_leader(Duration::from_secs(30)).unwrap();
+        let zk = common::connect(&e.connect_string()).await;
+        zk.create(
+            "/served",
+            b"",
+            &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{flavor}: {err}"));
+    }
+    drop(taken);
+}

@@ -356,7 +356,7 @@ fn config_with_audit_file(dir: &Path, audit_file: &Path) -> PathBuf {
     std::fs::write(
         &cfg,
         format!(
-            "dataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\naudit.enable=true\nwazoo.audit.file={}\n",
+            "dataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\naudit.enable=true\nwazoo.audit.file={}\n",
             data.display(),
             free_port(),
             audit_file.display()

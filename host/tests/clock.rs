@@ -45,7 +45,7 @@ fn standalone_config(dir: &std::path::Path) -> Config {
         "tickTime=200\n\
          dataDir={}\n\
          clientPort={}\n\
-         clientPortAddress=127.0.0.1\n\
+         clientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
          minSessionTimeout=1000\n\
          maxSessionTimeout=20000\n",
         dir.display(),

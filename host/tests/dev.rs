@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use plugin_support::good_module;
 use wazoo_client::{Client, ClientOptions, Error};
 
-/// Ports a dev ensemble takes from `base`: clients, quorum, election and
-/// metrics, three each.
-const PORTS: u16 = 12;
+/// Ports a dev ensemble takes from `base`: clients, quorum, election,
+/// metrics and the AdminServer, three each.
+const PORTS: u16 = 15;
 
-/// A base port whose twelve ports were all free a moment ago.
+/// A base port whose fifteen ports were all free a moment ago.
 fn free_port_block() -> u16 {
     let seed = std::process::id() as u64
         ^ std::time::SystemTime::now()
@@ -121,6 +121,7 @@ async fn dev_is_a_playground_with_a_super_user_metrics_set_keys_and_the_binarys_
         format!("--quorum-port={}", p(3)),
         format!("--election-port={}", p(6)),
         format!("--set=metricsProvider.httpPort={}", p(9)),
+        format!("--set=admin.serverPort={}", p(12)),
         "--set=maxClientCnxns=50".into(),
     ]
     .into();
@@ -195,6 +196,11 @@ async fn dev_is_a_playground_with_a_super_user_metrics_set_keys_and_the_binarys_
         assert!(text.contains(&url), "{text}");
         let body = common::get_metrics(p(9 + i));
         assert!(body.contains("znode_count"), "{url}: {body}");
+        // The AdminServer, on as in ZooKeeper, on the member's port.
+        let url = format!("http://127.0.0.1:{}/commands", p(12 + i));
+        assert!(text.contains(&url), "{text}");
+        let body = common::http_get(p(12 + i), "/commands/ruok");
+        assert!(body.contains("ruok"), "{url}/ruok: {body}");
     }
 
     // Deploying needs ADMIN on /zookeeper/recipes: refused to anyone, allowed

@@ -235,7 +235,7 @@ impl Joiner {
             format!("server.{id}=127.0.0.1:{quorum}:{election}:{role};127.0.0.1:{client_port}");
         let mut cfg = format!(
             "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={client_port}\n\
-             clientPortAddress=127.0.0.1\nreconfigEnabled=true\n4lw.commands.whitelist=*\n",
+             clientPortAddress=127.0.0.1\nadmin.enableServer=false\nreconfigEnabled=true\n4lw.commands.whitelist=*\n",
             data.display()
         );
         for line in current.iter().chain([&entry]) {

@@ -26,7 +26,7 @@ async fn pipelined_large_writes_past_large_request_max_bytes_close_their_connect
     const WRITE: usize = 900 << 10;
     let dir = tempfile::tempdir().unwrap();
     let cfg = Config::parse(&format!(
-        "tickTime=200\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\n\
+        "tickTime=200\ndataDir={}\nclientPort={}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
          largeRequestMaxBytes={}\n",
         dir.path().display(),
         free_port(),

@@ -25,7 +25,7 @@ fn serve_with(extra: &str, args: &[&str]) -> (bool, String) {
     std::fs::write(
         &cfg,
         format!(
-            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n{extra}",
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n{extra}",
             dir.path().join("data").display()
         ),
     )

@@ -83,7 +83,7 @@ async fn a_corrupt_record_in_the_middle_refuses_to_start_with_a_clear_message() 
     std::fs::write(
         &cfg,
         format!(
-            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\n",
+            "tickTime=2000\ndataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n",
             data.display()
         ),
     )
@@ -134,7 +134,8 @@ fn java_properties_cfg(dir: &Path, port: u16) -> String {
          client\\Port={port}\r\n\
          clientPortAddress = 127.0.0.1\r\n\
          4lw.commands.whitelist=srvr, \\\r\n      ruok\r\n\
-         maxClientCnxns\t60\r\n",
+         maxClientCnxns\t60\r\n\
+         admin.enableServer : false\r\n",
         dir = dir.display()
     )
 }
@@ -228,7 +229,7 @@ fn wazoo_log_levels_as_operators_spell_them_and_a_bad_one_is_an_error() {
     std::fs::write(
         &cfg,
         format!(
-            "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\ntickTme=2000\n",
+            "dataDir={}\nclientPort={port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\ntickTme=2000\n",
             dir.path().display()
         ),
     )

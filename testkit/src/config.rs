@@ -154,6 +154,10 @@ impl ZooCfg {
             cfg.set("admin.enableServer", "true");
             cfg.set("admin.serverAddress", "127.0.0.1");
             cfg.set("admin.serverPort", crate::free_port().to_string());
+        } else {
+            // On by default on port 8080, in ZooKeeper and wazoo alike:
+            // test servers side by side would contend for it.
+            cfg.set("admin.enableServer", "false");
         }
         cfg
     }

@@ -264,6 +264,9 @@ class ServerProcess:
             "clientPortAddress": "127.0.0.1",
             "4lw.commands.whitelist": "*",
             "extendedTypesEnabled": "true",
+            # On by default on port 8080 in both: test servers side by
+            # side would contend for it.
+            "admin.enableServer": "false",
         }
         if self.min_session_timeout_ms is not None:
             cfg["minSessionTimeout"] = str(self.min_session_timeout_ms)

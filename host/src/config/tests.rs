@@ -847,8 +847,11 @@ fn with_data_dir_autocreate_off_a_missing_data_directory_stops_the_start() {
 // admin.commandURL (/commands), admin.idleTimeout (30000 ms).
 #[test]
 fn admin_server_keys_are_read_with_zookeepers_defaults() {
-    let off = Config::parse("dataDir=/d\n").unwrap();
-    assert_eq!(off.admin, None, "off unless configured");
+    let on = Config::parse("dataDir=/d\n").unwrap();
+    assert_eq!(
+        on.admin.expect("on by default, as ZooKeeper's").addr,
+        "0.0.0.0:8080".parse().unwrap()
+    );
     let off = Config::parse("dataDir=/d\nadmin.enableServer=false\nadmin.serverPort=9\n").unwrap();
     assert_eq!(off.admin, None);
     let on = Config::parse("dataDir=/d\nadmin.enableServer=true\n").unwrap();

@@ -287,13 +287,20 @@ pub fn read_frame(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
 /// `GET /metrics` on the loopback `port`: the body of a 200 answer (a
 /// panic otherwise).
 pub fn get_metrics(port: u16) -> String {
+    http_get(port, "/metrics")
+}
+
+/// The body of a `GET path` to 127.0.0.1:`port`, which must answer 200.
+pub fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("connect to the metrics port {port}: {e}"));
+        .unwrap_or_else(|e| panic!("connect to port {port} for {path}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP response");
