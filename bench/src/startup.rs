@@ -52,6 +52,11 @@ struct StartupArgs {
     /// Write the windows as JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The compiling ensemble's members share one fresh compile cache
+    /// directory (`recipe.cacheDir`), as members on one machine may: they
+    /// compile each module once between them instead of once each.
+    #[arg(long)]
+    shared_cache: bool,
 }
 
 const KEYS: usize = 100;
@@ -111,10 +116,15 @@ fn run(args: &StartupArgs) -> Result<()> {
 }
 
 fn one_run(args: &StartupArgs, wazoo_bin: &std::path::Path, compiling: bool) -> Result<StartupRun> {
+    let shared = tempfile::tempdir().context("a directory for the shared compile cache")?;
+    let mut wazoo_cfg = vec![format!("wazoo.recipes.builtin={compiling}")];
+    if args.shared_cache {
+        wazoo_cfg.push(format!("recipe.cacheDir={}", shared.path().display()));
+    }
     let cfg = ServerConfig {
         wazoo_bin: wazoo_bin.to_path_buf(),
         zk_heap: "1g".into(),
-        wazoo_cfg: vec![format!("wazoo.recipes.builtin={compiling}")],
+        wazoo_cfg,
         extra_cfg: Vec::new(),
         zk_jvm_args: Vec::new(),
         startup_timeout_secs: 120.0,
