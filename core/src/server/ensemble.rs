@@ -6,7 +6,8 @@
 //!   outstanding change), and proposes the txns through ZAB. A forwarded
 //!   write that fails in prep becomes an error txn, as in ZooKeeper, so the
 //!   follower learns the outcome in order with the session's other writes.
-//!   The leader alone expires sessions (from the touches followers report)
+//!   The leader alone expires global sessions (from the touches followers
+//!   report; a member expires its local sessions itself)
 //!   and reaps containers, and it tracks which member owns each session to
 //!   answer SessionMoved.
 //! - A **follower** (or observer) serves reads locally, forwards writes,
