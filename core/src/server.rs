@@ -120,6 +120,14 @@ pub struct ServerConfig {
     /// Serve read-only clients while cut off from the quorum
     /// (ZooKeeper's `readonlymode.enabled`).
     pub read_only_enabled: bool,
+    /// zoo.cfg `localSessionsEnabled`: in an ensemble, a new session is
+    /// local to the member it connected to (no createSession txn; the
+    /// member expires it itself). Ignored standalone, as by ZooKeeper.
+    pub local_sessions: bool,
+    /// zoo.cfg `localSessionsUpgradingEnabled`: a local session's first
+    /// ephemeral (or recipe call) makes it global first; without it such a
+    /// request fails with EphemeralOnLocalSession.
+    pub local_sessions_upgrading: bool,
     /// Most recipe waits one session may have pending.
     pub max_recipe_waits_per_session: usize,
     /// `jute.maxbuffer`: the largest node data and the largest txn prep
@@ -160,6 +168,8 @@ impl Default for ServerConfig {
             reconfig_enabled: false,
             standalone_enabled: true,
             read_only_enabled: false,
+            local_sessions: false,
+            local_sessions_upgrading: false,
             max_recipe_waits_per_session: 1000,
             max_buffer_bytes: 0xfffff,
             max_outbound_bytes: DEFAULT_MAX_OUTBOUND_BYTES,
@@ -571,8 +581,6 @@ pub struct Server {
     /// Set when a committed txn cannot be applied: this member's state can
     /// no longer be trusted and the shell must stop it.
     fatal: Option<String>,
-    /// Local sessions made in read-only mode, dropped when it ends.
-    ro_sessions: std::collections::HashSet<i64>,
     /// Runs recipe steps (the shell's wasm runtime); none: recipe calls fail.
     recipes: Option<Box<dyn RecipeEngine>>,
     /// The replicated table of recipe waits.
@@ -663,7 +671,6 @@ impl Server {
             role: Role::Standalone,
             ens: ensemble::EnsembleState::default(),
             fatal: None,
-            ro_sessions: Default::default(),
             recipes: None,
             waits,
             owed_callbacks: VecDeque::new(),

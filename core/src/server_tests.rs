@@ -10,6 +10,7 @@ mod audit;
 mod clock;
 mod deploy;
 mod failover;
+mod local_sessions;
 mod outbound;
 mod recipes;
 mod recipes_offload;
@@ -65,6 +66,9 @@ struct Harness {
     steps: Vec<RecipeJob>,
     /// Audit records, in the order they came out.
     audits: Vec<crate::audit::AuditRecord>,
+    /// An ensemble member's outputs to the other members (proposals, what
+    /// goes to the leader), in order; `None`: standalone, where any is a bug.
+    replicated: Option<Vec<Output>>,
 }
 
 impl Harness {
@@ -83,6 +87,7 @@ impl Harness {
             step_engine: None,
             steps: Vec::new(),
             audits: Vec::new(),
+            replicated: None,
         }
     }
 
@@ -134,10 +139,13 @@ impl Harness {
                     Output::Snapshot(_) => {}
                     Output::Audit(r) => self.audits.push(*r),
                     Output::RecipeStep(job) => self.steps.push(*job),
-                    Output::Propose { .. }
-                    | Output::ToLeader(_)
-                    | Output::StepDown { .. }
-                    | Output::Reconfigured(_) => {
+                    o @ (Output::Propose { .. } | Output::ToLeader(_)) => {
+                        match &mut self.replicated {
+                            Some(r) => r.push(o),
+                            None => panic!("a standalone member never replicates"),
+                        }
+                    }
+                    Output::StepDown { .. } | Output::Reconfigured(_) => {
                         panic!("a standalone member never replicates")
                     }
                 }

@@ -21,6 +21,14 @@
 //! next multiple of the tick, so sessions expire in buckets, one check per
 //! tick. The tracker never deletes ephemerals itself: it reports expired
 //! sessions and the pipeline turns each into a closeSession txn.
+//!
+//! A *local* session (zoo.cfg `localSessionsEnabled`, and every session of
+//! a member in read-only mode) lives in this member's table only: no txn
+//! created it, snapshots leave it out, and it expires in buckets of its
+//! own, which the member that holds it checks whatever its role (global
+//! sessions expire only where they are decided). Upgrading it (its first
+//! ephemeral, as ZooKeeper's UpgradeableSessionTracker) makes it global in
+//! place: the same id, verifier and deadline.
 
 use std::collections::BTreeMap;
 
@@ -103,12 +111,18 @@ pub struct Session {
     pub closing: bool,
     /// The SHA-256 of the password; `None`: ZooKeeper's computed password.
     pub verifier: Option<Verifier>,
+    /// Known to this member only: no txn made it (see the module doc).
+    pub local: bool,
 }
 
 #[derive(Debug)]
 pub struct SessionTracker {
     sessions: IdMap<i64, Session>,
     buckets: BTreeMap<i64, IdSet<i64>>,
+    /// The expiry buckets of local sessions, apart: a follower holds
+    /// global sessions it must not expire and local ones it must.
+    local_buckets: BTreeMap<i64, IdSet<i64>>,
+    local_count: usize,
     tick_ms: i64,
     next_id: i64,
 }
@@ -127,6 +141,8 @@ impl SessionTracker {
         SessionTracker {
             sessions: IdMap::default(),
             buckets: BTreeMap::new(),
+            local_buckets: BTreeMap::new(),
+            local_count: 0,
             tick_ms: tick_ms as i64,
             next_id: next,
         }
@@ -149,14 +165,44 @@ impl SessionTracker {
     }
 
     /// Adds (or re-adds, as log replay does) a session with a fresh deadline.
-    /// A re-add keeps the session's verifier.
+    /// A re-add keeps the session's verifier; a re-add of a local session
+    /// (its createSession committed: it was upgraded) makes it global, as
+    /// ZooKeeper's `commitSession` takes it out of the local tracker.
     pub fn add(&mut self, id: i64, timeout_ms: i32, verifier: Option<Verifier>, mono_ms: i64) {
+        if self.sessions.contains_key(&id) {
+            self.upgrade(id);
+            self.touch(id, mono_ms);
+            return;
+        }
+        self.insert(id, timeout_ms, verifier, mono_ms, false);
+    }
+
+    /// Adds a session known to this member only (see the module doc).
+    pub fn add_local(
+        &mut self,
+        id: i64,
+        timeout_ms: i32,
+        verifier: Option<Verifier>,
+        mono_ms: i64,
+    ) {
         if self.sessions.contains_key(&id) {
             self.touch(id, mono_ms);
             return;
         }
+        self.insert(id, timeout_ms, verifier, mono_ms, true);
+    }
+
+    fn insert(
+        &mut self,
+        id: i64,
+        timeout_ms: i32,
+        verifier: Option<Verifier>,
+        mono_ms: i64,
+        local: bool,
+    ) {
         let at = self.bucket_for(mono_ms, timeout_ms);
-        self.buckets.entry(at).or_default().insert(id);
+        self.buckets_mut(local).entry(at).or_default().insert(id);
+        self.local_count += usize::from(local);
         self.sessions.insert(
             id,
             Session {
@@ -165,8 +211,56 @@ impl SessionTracker {
                 expires_at_ms: at,
                 closing: false,
                 verifier,
+                local,
             },
         );
+    }
+
+    fn buckets_mut(&mut self, local: bool) -> &mut BTreeMap<i64, IdSet<i64>> {
+        if local {
+            &mut self.local_buckets
+        } else {
+            &mut self.buckets
+        }
+    }
+
+    /// Moves a session out of the bucket `at`.
+    fn unbucket(&mut self, id: i64, at: i64, local: bool) {
+        let buckets = self.buckets_mut(local);
+        if let Some(b) = buckets.get_mut(&at) {
+            b.remove(&id);
+            if b.is_empty() {
+                buckets.remove(&at);
+            }
+        }
+    }
+
+    /// Whether `id` is a local session of this member.
+    pub fn is_local(&self, id: i64) -> bool {
+        self.sessions.get(&id).is_some_and(|s| s.local)
+    }
+
+    /// Makes a local session global, keeping its id, verifier and
+    /// deadline (its createSession is on its way); false if it is not a
+    /// local session.
+    pub fn upgrade(&mut self, id: i64) -> bool {
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return false;
+        };
+        if !s.local {
+            return false;
+        }
+        s.local = false;
+        let at = s.expires_at_ms;
+        self.local_count -= 1;
+        self.unbucket(id, at, true);
+        self.buckets.entry(at).or_default().insert(id);
+        true
+    }
+
+    /// How many local sessions this member holds.
+    pub fn local_len(&self) -> usize {
+        self.local_count
     }
 
     /// Whether `password` is the password of session `id` (false if the
@@ -196,18 +290,13 @@ impl SessionTracker {
         if s.closing {
             return false;
         }
-        let (old, timeout) = (s.expires_at_ms, s.timeout_ms);
+        let (old, timeout, local) = (s.expires_at_ms, s.timeout_ms, s.local);
         let at = self.bucket_for(mono_ms, timeout);
         if at == old {
             return true;
         }
-        if let Some(b) = self.buckets.get_mut(&old) {
-            b.remove(&id);
-            if b.is_empty() {
-                self.buckets.remove(&old);
-            }
-        }
-        self.buckets.entry(at).or_default().insert(id);
+        self.unbucket(id, old, local);
+        self.buckets_mut(local).entry(at).or_default().insert(id);
         if let Some(s) = self.sessions.get_mut(&id) {
             s.expires_at_ms = at;
         }
@@ -221,15 +310,29 @@ impl SessionTracker {
         }
     }
 
-    /// Sessions whose bucket has passed; each is marked closing and
-    /// returned once, in id order for determinism.
+    /// Global sessions whose bucket has passed; each is marked closing
+    /// and returned once, in id order for determinism.
     pub fn expire(&mut self, mono_ms: i64) -> Vec<i64> {
+        self.expire_in(mono_ms, false)
+    }
+
+    /// Local sessions whose bucket has passed, marked closing and returned
+    /// once, in id order: the member that holds them ends them itself.
+    pub fn expire_local(&mut self, mono_ms: i64) -> Vec<i64> {
+        self.expire_in(mono_ms, true)
+    }
+
+    fn expire_in(&mut self, mono_ms: i64, local: bool) -> Vec<i64> {
         let mut out = Vec::new();
-        while let Some((&at, _)) = self.buckets.first_key_value() {
+        loop {
+            let buckets = self.buckets_mut(local);
+            let Some((&at, _)) = buckets.first_key_value() else {
+                break;
+            };
             if at > mono_ms {
                 break;
             }
-            let ids = self.buckets.remove(&at).unwrap_or_default();
+            let ids = buckets.remove(&at).unwrap_or_default();
             for id in ids {
                 if let Some(s) = self.sessions.get_mut(&id) {
                     if !s.closing {
@@ -241,6 +344,22 @@ impl SessionTracker {
         }
         out.sort_unstable();
         out
+    }
+
+    /// Removes every local session (the role changed: ZooKeeper starts a
+    /// new server with new trackers), returning their ids in order.
+    pub fn remove_local_all(&mut self) -> Vec<i64> {
+        let mut ids: Vec<i64> = self
+            .sessions
+            .values()
+            .filter(|s| s.local)
+            .map(|s| s.id)
+            .collect();
+        ids.sort_unstable();
+        for &id in &ids {
+            self.remove(id);
+        }
+        ids
     }
 
     /// Every session marked closing is live again with a full timeout
@@ -263,15 +382,10 @@ impl SessionTracker {
                 continue;
             };
             s.closing = false;
-            let (old, timeout) = (s.expires_at_ms, s.timeout_ms);
-            if let Some(b) = self.buckets.get_mut(&old) {
-                b.remove(&id);
-                if b.is_empty() {
-                    self.buckets.remove(&old);
-                }
-            }
+            let (old, timeout, local) = (s.expires_at_ms, s.timeout_ms, s.local);
+            self.unbucket(id, old, local);
             let at = self.bucket_for(mono_ms, timeout);
-            self.buckets.entry(at).or_default().insert(id);
+            self.buckets_mut(local).entry(at).or_default().insert(id);
             if let Some(s) = self.sessions.get_mut(&id) {
                 s.expires_at_ms = at;
             }
@@ -280,12 +394,8 @@ impl SessionTracker {
 
     pub fn remove(&mut self, id: i64) -> Option<Session> {
         let s = self.sessions.remove(&id)?;
-        if let Some(b) = self.buckets.get_mut(&s.expires_at_ms) {
-            b.remove(&id);
-            if b.is_empty() {
-                self.buckets.remove(&s.expires_at_ms);
-            }
-        }
+        self.unbucket(id, s.expires_at_ms, s.local);
+        self.local_count -= usize::from(s.local);
         Some(s)
     }
 
@@ -304,10 +414,12 @@ impl SessionTracker {
         v
     }
 
-    /// Every session as a snapshot keeps it, by id.
+    /// Every global session as a snapshot keeps it, by id (local ones
+    /// are this member's alone).
     pub fn records(&self) -> Vec<SessionRecord> {
         self.all()
             .into_iter()
+            .filter(|s| !s.local)
             .map(|s| SessionRecord {
                 id: s.id,
                 timeout_ms: s.timeout_ms,
@@ -437,5 +549,45 @@ mod tests {
         assert!(!t.touch(1, 100));
         assert!(t.remove(1).is_some());
         assert!(t.is_empty());
+    }
+
+    // ZooKeeper Administrator's Guide, "Advanced Configuration"
+    // (localSessionsEnabled): a local session is this member's alone. It
+    // expires apart from the global ones (a follower expires its local
+    // sessions and never a global one), a snapshot leaves it out, and an
+    // upgrade makes it global with the same id, verifier and deadline.
+    #[test]
+    fn local_sessions_expire_apart_and_stay_out_of_snapshots_until_upgraded() {
+        let mut t = SessionTracker::new(1, 0, 1000);
+        let pw = [9u8; PASSWORD_LEN];
+        t.add(1, 5000, None, 0);
+        t.add_local(2, 5000, Some(verifier(&pw)), 0);
+        t.add_local(3, 5000, None, 0);
+        assert!(t.is_local(2) && !t.is_local(1));
+        assert_eq!(t.local_len(), 2);
+        assert!(t.password_matches(2, &pw));
+        assert_eq!(
+            t.records().iter().map(|r| r.id).collect::<Vec<_>>(),
+            vec![1],
+            "no local session in a snapshot"
+        );
+        assert!(t.upgrade(3));
+        assert!(!t.upgrade(3), "once");
+        assert!(!t.upgrade(1), "a global session is not upgraded");
+        assert_eq!(t.local_len(), 1);
+        assert_eq!(t.records().len(), 2, "upgraded: in snapshots");
+        assert_eq!(t.expire_local(6000), vec![2], "local ones only");
+        assert!(t.remove(2).is_some_and(|s| s.local));
+        assert_eq!(t.expire(6000), vec![1, 3], "global ones only");
+        // A committed createSession of a local session upgrades it too.
+        t.add_local(4, 5000, Some(verifier(&pw)), 10_000);
+        t.add(4, 5000, None, 10_000);
+        assert!(!t.is_local(4));
+        assert!(t.password_matches(4, &pw), "its verifier kept");
+        t.add_local(5, 5000, None, 10_000);
+        assert_eq!(t.remove_local_all(), vec![5]);
+        assert_eq!(t.local_len(), 0);
+        assert!(t.get(5).is_none() && t.get(4).is_some());
+        assert!(t.expire_local(100_000).is_empty());
     }
 }

@@ -147,6 +147,13 @@ pub struct Config {
     /// Serve read-only clients when cut off from the quorum
     /// (`readonlymode.enabled`, a system property in ZooKeeper).
     pub read_only_enabled: bool,
+    /// `localSessionsEnabled` (ZooKeeper's default false): in an ensemble,
+    /// new sessions are local to their member (docs/OPERATIONS.md, "Local
+    /// sessions"); ignored standalone, as by ZooKeeper.
+    pub local_sessions_enabled: bool,
+    /// `localSessionsUpgradingEnabled` (default false): a local session's
+    /// first ephemeral makes it global rather than failing.
+    pub local_sessions_upgrading_enabled: bool,
     pub standalone_enabled: bool,
     /// `quorumListenOnAllIPs` (ZooKeeper's key, `false` by default): the
     /// quorum port listens on every address rather than the member's own
@@ -808,6 +815,9 @@ impl Config {
             read_only_enabled: take_bool(&mut kv, "readonlymode.enabled")?
                 .or(take_bool(&mut kv, "zookeeper.readonlymode.enabled")?)
                 .unwrap_or(false),
+            local_sessions_enabled: take_bool(&mut kv, "localSessionsEnabled")?.unwrap_or(false),
+            local_sessions_upgrading_enabled: take_bool(&mut kv, "localSessionsUpgradingEnabled")?
+                .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
             quorum_listen_on_all_ips: take_bool(&mut kv, "quorumListenOnAllIPs")?.unwrap_or(false),
             tls,
@@ -1043,7 +1053,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
         _ if per_member("group.") || per_member("weight.") => {
             Some("hierarchical quorums (group.N and weight.N)".to_string())
         }
-        "localsessionsenabled" | "localsessionsupgradingenabled" => unless_false("local sessions"),
         "multiaddress.enabled" => unless_false("several addresses per member (multiAddress)"),
         "observermasterport" => Some("observers that sync from a follower".to_string()),
         "oraclepath" => Some("the Oracle Quorum of 2-member ensembles".to_string()),

@@ -197,6 +197,10 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         reconfig_enabled: cfg.reconfig_enabled,
         standalone_enabled: cfg.standalone_enabled,
         read_only_enabled: cfg.read_only_enabled,
+        // ZooKeeper reads these in quorum mode only: a standalone server's
+        // sessions are all global.
+        local_sessions: cfg.local_sessions_enabled && cfg.is_ensemble(),
+        local_sessions_upgrading: cfg.local_sessions_upgrading_enabled,
         max_recipe_waits_per_session: cfg.recipe.max_waits_per_session,
         max_buffer_bytes: cfg.max_buffer,
         max_outbound_bytes: cfg.max_outbound_bytes,

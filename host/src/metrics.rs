@@ -399,17 +399,23 @@ impl Metrics {
             "Bytes of node data and paths",
             Num::Int(s.tree().approximate_data_size() as i64),
         );
+        // A read-only member's sessions are local in the table but counted
+        // as ZooKeeper's read-only server counts them: with the others.
+        let local = match s.role() {
+            Role::Looking => 0,
+            _ => s.sessions().local_len(),
+        };
         gauge(
             &mut f,
             "global_sessions",
-            "Sessions",
-            int(s.sessions().len()),
+            "Sessions every member knows (created by a txn)",
+            int(s.sessions().len() - local),
         );
         gauge(
             &mut f,
             "local_sessions",
-            "Local sessions (wazoo has none: every session is global)",
-            Num::Int(0),
+            "Sessions local to this member (localSessionsEnabled)",
+            int(local),
         );
         if let Some(n) = open_fds() {
             gauge(

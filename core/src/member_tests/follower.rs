@@ -98,6 +98,7 @@ fn a_follower_forwards_a_write_and_answers_it_when_its_commit_applies() {
                 auth: Vec::new(),
                 op: wazoo_proto::OpCode::Create.code(),
                 body,
+                local: false,
             }
         )]
     );

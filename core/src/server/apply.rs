@@ -8,6 +8,13 @@ use super::*;
 impl Server {
     pub(super) fn on_tick(&mut self) {
         self.end_waits_of_unloaded_modules();
+        // Local sessions expire where they live, whatever the role
+        // (ZooKeeper's LocalSessionTracker runs on every server).
+        for id in self.sessions.expire_local(self.mono_ms) {
+            self.stats.sessions_expired += 1;
+            tracing::info!("expiring local session 0x{id:x}");
+            self.end_local_session(id);
+        }
         if self.role.forwards() {
             self.report_touches();
             return;

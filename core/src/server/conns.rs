@@ -86,12 +86,127 @@ impl Server {
         // requests (pings too) wait unread behind the bound.
         let session = c.session;
         if session != 0 && bytes > 0 {
-            self.sessions.touch(session, self.mono_ms);
-            if self.role.forwards() {
-                self.ens.touched(session);
-            }
+            self.touch_session(session);
         }
         self.drain(conn);
+    }
+
+    /// The session showed activity here: its deadline moves, and a
+    /// follower reports it to the leader, which expires global sessions
+    /// (a local one is this member's alone to expire).
+    pub(super) fn touch_session(&mut self, session: i64) {
+        self.sessions.touch(session, self.mono_ms);
+        if self.role.forwards() && !self.sessions.is_local(session) {
+            self.ens.touched(session);
+        }
+    }
+
+    /// Whether new sessions are local to this member
+    /// (`localSessionsEnabled`; ZooKeeper ignores it standalone).
+    pub(super) fn local_sessions_on(&self) -> bool {
+        self.cfg.local_sessions && self.role != Role::Standalone
+    }
+
+    /// A new local session (ZooKeeper's LocalSessionTracker): the member
+    /// answers the handshake at once; nothing is logged or replicated.
+    fn connect_local(&mut self, conn: ConnId, mut c: Conn, password: [u8; session::PASSWORD_LEN]) {
+        let id = self.new_local_session(&mut c, password);
+        let read_only = c.read_only_byte.then_some(false);
+        self.attach_answered(conn, c, id, read_only);
+    }
+
+    /// Adds a local session with `password` for connection `c`.
+    fn new_local_session(&mut self, c: &mut Conn, password: [u8; session::PASSWORD_LEN]) -> i64 {
+        let id = self.sessions.next_session_id();
+        let verifier = session::verifier(&password);
+        self.sessions
+            .add_local(id, c.timeout_ms, Some(verifier), self.mono_ms);
+        c.password = password.to_vec();
+        id
+    }
+
+    /// Attaches connection `c` to session `id` and answers its handshake
+    /// now, with `c`'s password (`read_only`: the answer's flag).
+    fn attach_answered(&mut self, conn: ConnId, mut c: Conn, id: i64, read_only: Option<bool>) {
+        c.session = id;
+        let resp = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: c.timeout_ms,
+            session_id: id,
+            passwd: c.password.clone(),
+            read_only,
+        };
+        self.conns.insert(conn, c);
+        self.session_conn.insert(id, conn);
+        self.send_connect_response(conn, &resp);
+    }
+
+    /// A local session ends (closed by its client, expired, or dropped
+    /// with the role): it leaves the table, its connection is closed, and
+    /// nothing is logged (it owns no ephemeral: its first one would have
+    /// made it global).
+    pub(super) fn end_local_session(&mut self, session: i64) {
+        self.sessions.remove(session);
+        if let Some(conn) = self.session_conn.remove(&session) {
+            if self.conns.get(&conn).is_some_and(|c| !c.closing) {
+                self.close_conn(conn);
+            }
+        }
+    }
+
+    /// Whether `req` needs a global session: an ephemeral create (alone or
+    /// in a multi, as ZooKeeper's `checkUpgradeSession` looks for one), or
+    /// a recipe call, whose waits and results the replicated table keeps
+    /// by session until the session's closeSession txn.
+    pub(super) fn needs_global_session(&self, req: &Request) -> bool {
+        let ephemeral = |r: &Request| {
+            matches!(r, Request::Create(c) | Request::Create2(c)
+                if CreateMode::from_flags(c.flags).is_some_and(|m| m.is_ephemeral()))
+        };
+        match req {
+            Request::Multi(ops) => ops.iter().any(ephemeral),
+            Request::RecipeCall { .. } => true,
+            r => ephemeral(r) || self.recipe_call_of(r, 0, 0).is_some(),
+        }
+    }
+
+    /// A local session's request that needs a global session: upgraded
+    /// first (`localSessionsUpgradingEnabled`, ZooKeeper's
+    /// `makeUpgradeRequest`: its createSession goes ahead of the request),
+    /// or refused with EphemeralOnLocalSession. False: the request is not
+    /// to be served now (answered with the error, or the leader cannot
+    /// propose and steps down).
+    fn upgrade_for(&mut self, conn: ConnId, xid: i32, session: i64) -> bool {
+        if !self.cfg.local_sessions_upgrading {
+            self.push_deferred(
+                conn,
+                xid,
+                Deferred::Error(ErrorCode::EphemeralOnLocalSession),
+            );
+            return false;
+        }
+        let Some(s) = self.sessions.get(session) else {
+            return false;
+        };
+        let (timeout_ms, verifier) = (s.timeout_ms, s.verifier);
+        if self.role.forwards() {
+            self.sessions.upgrade(session);
+            tracing::info!("upgrading session 0x{session:x}");
+            self.out.push(Output::ToLeader(PeerMsg::CreateSession {
+                session,
+                timeout_ms,
+                verifier,
+            }));
+            return true;
+        }
+        if !self.can_propose() {
+            return false;
+        }
+        self.sessions.upgrade(session);
+        tracing::info!("upgrading session 0x{session:x}");
+        self.ens.owned_here(session, self.cfg.server_id);
+        self.propose_create_session(session, timeout_ms, verifier);
+        true
     }
 
     pub(super) fn send_buf(&mut self, conn: ConnId) -> &mut Vec<u8> {
@@ -197,6 +312,9 @@ impl Server {
             self.close_conn(conn);
             return;
         }
+        if req.session_id == 0 && self.local_sessions_on() {
+            return self.connect_local(conn, c, fresh_password);
+        }
         if req.session_id == 0 && self.role.forwards() {
             c.password = fresh_password.to_vec();
             self.conns.insert(conn, c);
@@ -249,7 +367,10 @@ impl Server {
         let valid = self.sessions.password_matches(id, &req.passwd)
             && self.sessions.is_live(id)
             && self.sessions.touch(id, self.mono_ms);
-        if valid && self.role.forwards() {
+        if valid && self.sessions.is_local(id) {
+            // A local session re-attaching where it lives: the leader
+            // knows nothing of it.
+        } else if valid && self.role.forwards() {
             // Tell the leader now: the claim must reach it before any write
             // this connection forwards (the link is FIFO).
             self.ens.claim(id);
@@ -293,32 +414,15 @@ impl Server {
         req: &ConnectRequest,
         fresh_password: [u8; session::PASSWORD_LEN],
     ) {
-        let timeout = c.timeout_ms;
         let id =
             if req.session_id != 0 && self.sessions.password_matches(req.session_id, &req.passwd) {
                 c.password = req.passwd.clone();
                 req.session_id
             } else {
-                let id = self.sessions.next_session_id();
-                let verifier = session::verifier(&fresh_password);
-                self.sessions.add(id, timeout, Some(verifier), self.mono_ms);
-                self.ro_sessions.insert(id);
-                c.password = fresh_password.to_vec();
-                id
+                self.new_local_session(&mut c, fresh_password)
             };
-        c.session = id;
         c.read_only = true;
-        let c_password = c.password.clone();
-        self.conns.insert(conn, c);
-        self.session_conn.insert(id, conn);
-        let resp = ConnectResponse {
-            protocol_version: 0,
-            timeout_ms: timeout,
-            session_id: id,
-            passwd: c_password,
-            read_only: Some(true),
-        };
-        self.send_connect_response(conn, &resp);
+        self.attach_answered(conn, c, id, Some(true));
     }
 
     /// Whether this member serves read-only clients now.
@@ -362,10 +466,7 @@ impl Server {
             return;
         }
         let session = c.session;
-        self.sessions.touch(session, self.mono_ms);
-        if self.role.forwards() {
-            self.ens.touched(session);
-        }
+        self.touch_session(session);
         // A ping is answered at once, neither held behind a call of the
         // session nor queued behind its requests, where ZooKeeper queues
         // it like a read: a recipe call may wait seconds (for its module
@@ -402,9 +503,11 @@ impl Server {
         }
         match req {
             Request::Auth(pkt) => self.on_auth(conn, xid, pkt),
-            Request::CloseSession if self.conns.get(&conn).is_some_and(|c| c.read_only) => {
-                // A read-only session is local: it just ends.
-                self.ro_sessions.remove(&session);
+            Request::CloseSession
+                if self.sessions.is_local(session)
+                    || self.conns.get(&conn).is_some_and(|c| c.read_only) =>
+            {
+                // A local (or read-only) session just ends: no txn.
                 self.sessions.remove(session);
                 self.session_conn.remove(&session);
                 self.send_reply(conn, xid, 0, &Response::Empty);
@@ -440,7 +543,15 @@ impl Server {
             {
                 self.push_deferred(conn, xid, Deferred::Error(ErrorCode::NotReadOnly))
             }
-            req if req.opcode().is_write() => self.on_write(conn, xid, session, req),
+            req if req.opcode().is_write() => {
+                if self.sessions.is_local(session)
+                    && self.needs_global_session(&req)
+                    && !self.upgrade_for(conn, xid, session)
+                {
+                    return;
+                }
+                self.on_write(conn, xid, session, req)
+            }
             req => self.push_deferred(conn, xid, Deferred::Read(req)),
         }
     }
@@ -485,10 +596,7 @@ impl Server {
             return;
         }
         let session = c.session;
-        self.sessions.touch(session, self.mono_ms);
-        if self.role.forwards() {
-            self.ens.touched(session);
-        }
+        self.touch_session(session);
         match step {
             SaslStep::Continue(token) => {
                 self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(Some(token)))

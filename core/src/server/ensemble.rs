@@ -6,7 +6,8 @@
 //!   outstanding change), and proposes the txns through ZAB. A forwarded
 //!   write that fails in prep becomes an error txn, as in ZooKeeper, so the
 //!   follower learns the outcome in order with the session's other writes.
-//!   The leader alone expires sessions (from the touches followers report)
+//!   The leader alone expires global sessions (from the touches followers
+//!   report; a member expires its local sessions itself)
 //!   and reaps containers, and it tracks which member owns each session to
 //!   answer SessionMoved.
 //! - A **follower** (or observer) serves reads locally, forwards writes,
@@ -179,12 +180,14 @@ impl Server {
                 revalidate: false,
             }),
         });
+        let local = self.sessions.is_local(session);
         self.out.push(super::Output::ToLeader(PeerMsg::Forward {
             session,
             cxid: xid,
             auth,
             op: op.code(),
             body,
+            local,
         }));
     }
 
@@ -222,18 +225,7 @@ impl Server {
                 self.sessions
                     .add(session, timeout_ms, verifier, self.mono_ms);
                 self.ens.owners.insert(session, from);
-                self.propose(
-                    Origin::Remote,
-                    0,
-                    session,
-                    Txn::CreateSession {
-                        timeout_ms,
-                        verifier,
-                    },
-                    Vec::new(),
-                    None,
-                    false,
-                );
+                self.propose_create_session(session, timeout_ms, verifier);
             }
             PeerMsg::Revalidate { session } => {
                 // Ordered behind every txn proposed before it, as a sync;
@@ -241,7 +233,9 @@ impl Server {
                 if !self.can_propose() {
                     return;
                 }
-                if self.sessions.is_live(session) {
+                // A session local to this member cannot move (ZooKeeper's
+                // leader validates global sessions only).
+                if self.sessions.is_live(session) && !self.sessions.is_local(session) {
                     self.propose(
                         Origin::Remote,
                         0,
@@ -273,9 +267,29 @@ impl Server {
                 auth,
                 op,
                 body,
-            } => self.leader_forwarded(from, session, cxid, AuthInfo { ids: auth }, op, &body),
+                local,
+            } => {
+                let auth = AuthInfo { ids: auth };
+                self.leader_forwarded(from, session, cxid, auth, op, &body, local)
+            }
             PeerMsg::Plugin(op) => self.prep_plugin(op),
         }
+    }
+
+    /// Leader: a session's createSession txn, for a session added to the
+    /// table already (a follower's new or upgraded session, or one of its
+    /// own upgraded); no client of this member waits for it.
+    pub(super) fn propose_create_session(
+        &mut self,
+        session: i64,
+        timeout_ms: i32,
+        verifier: Option<session::Verifier>,
+    ) {
+        let txn = Txn::CreateSession {
+            timeout_ms,
+            verifier,
+        };
+        self.propose(Origin::Remote, 0, session, txn, Vec::new(), None, false);
     }
 
     pub(super) fn propose_error(&mut self, session: i64, cxid: i32, errs: Vec<i32>) {
@@ -290,6 +304,12 @@ impl Server {
         );
     }
 
+    /// A follower's forwarded request. `local`: the session is local to
+    /// that follower, so this member does not know it (ZooKeeper's leader
+    /// lets through a session it does not know when local sessions are
+    /// on); such a session may not own ephemerals or recipe calls (the
+    /// follower upgrades it first).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn leader_forwarded(
         &mut self,
         from: u64,
@@ -298,6 +318,7 @@ impl Server {
         auth: AuthInfo,
         op: i32,
         body: &[u8],
+        local: bool,
     ) {
         let held = super::recipes::Held::Remote {
             from,
@@ -305,6 +326,7 @@ impl Server {
             auth,
             op,
             body: body.to_vec(),
+            local,
         };
         let Some(super::recipes::Held::Remote { auth, .. }) = self.hold_behind_step(session, held)
         else {
@@ -331,11 +353,15 @@ impl Server {
                 vec![code.code()]
             }
         };
-        if !self.sessions.is_live(session) {
+        if local && self.needs_global_session(&req) {
+            let errs = fail(ErrorCode::EphemeralOnLocalSession);
+            return self.propose_error(session, cxid, errs);
+        }
+        if !local && !self.sessions.is_live(session) {
             let errs = fail(ErrorCode::SessionExpired);
             return self.propose_error(session, cxid, errs);
         }
-        if self.ens.owners.get(&session).is_some_and(|&o| o != from) {
+        if !local && self.ens.owners.get(&session).is_some_and(|&o| o != from) {
             // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": the session has moved to another server.
             let errs = fail(ErrorCode::SessionMoved);
             return self.propose_error(session, cxid, errs);
@@ -347,6 +373,7 @@ impl Server {
                 auth: auth.clone(),
                 op,
                 body: body.to_vec(),
+                local,
             };
             return self.wait_for_compile(session, &auth, wait, held);
         }
@@ -451,9 +478,15 @@ impl Server {
             self.audit_applied(&a, &rec.txn, refused.is_some());
         }
         if let Some(&conn) = self.session_conn.get(&hdr.session_id) {
+            // A createSession answers only a handshake (a new session's or
+            // a re-attach's): an upgrade's (cxid 0) must not answer a
+            // request the client numbered 0.
+            let create_session = matches!(rec.txn, Txn::CreateSession { .. });
             let slot = self.conns.get(&conn).and_then(|c| {
                 c.queue.iter().position(|q| {
-                    matches!(q, Queued::Write { xid, result: None, meta: Some(_), .. } if *xid == hdr.cxid)
+                    matches!(q, Queued::Write { xid, result: None, meta: Some(m), .. }
+                        if *xid == hdr.cxid
+                            && (!create_session || m.op == OpCode::CreateSession || m.revalidate))
                 })
             });
             let moved = matches!(&rec.txn, Txn::Error { errs }
@@ -645,8 +678,11 @@ impl Server {
         self.audit_after.clear();
         self.forwarded_audits.clear();
         self.rescan_waits = true;
-        for id in std::mem::take(&mut self.ro_sessions) {
-            self.sessions.remove(id);
+        // Local sessions (read-only ones too) end with the role, as
+        // ZooKeeper's next server starts with empty trackers: a client
+        // that comes back with one is told it expired.
+        for id in self.sessions.remove_local_all() {
+            self.end_local_session(id);
         }
         self.prep.stepping_down = false;
         // Closes (expiry or closeSession) went with the proposals: until

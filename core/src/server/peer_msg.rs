@@ -11,13 +11,16 @@ use super::deploy::PluginOp;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerMsg {
     /// A client write (or sync, or closeSession) for the leader to prep.
-    /// `op` and `body` are the request as the client sent it.
+    /// `op` and `body` are the request as the client sent it. `local`:
+    /// the session is local to the sender (`localSessionsEnabled`), so the
+    /// leader does not know it (tag `FORWARD_LOCAL`).
     Forward {
         session: i64,
         cxid: i32,
         auth: Vec<Id>,
         op: i32,
         body: Vec<u8>,
+        local: bool,
     },
     /// A new session a follower created for a client, with its
     /// password's verifier (`None` only from a member older than random
@@ -50,6 +53,7 @@ const PLUGIN_DEPLOY: i32 = 4;
 const PLUGIN_UNDEPLOY: i32 = 5;
 const CREATE_SESSION_VERIFIED: i32 = 6;
 const REVALIDATE: i32 = 7;
+const FORWARD_LOCAL: i32 = 8;
 
 fn write_ids(w: &mut Vec<u8>, v: &[i64]) {
     w.write_i32(v.len() as i32);
@@ -73,8 +77,9 @@ impl PeerMsg {
                 auth,
                 op,
                 body,
+                local,
             } => {
-                w.write_i32(FORWARD);
+                w.write_i32(if *local { FORWARD_LOCAL } else { FORWARD });
                 w.write_i64(*session);
                 w.write_i32(*cxid);
                 w.write_vec(auth);
@@ -122,12 +127,13 @@ impl PeerMsg {
     pub fn decode(b: &[u8]) -> Result<PeerMsg, DecodeError> {
         let mut r = Reader::new(b);
         let m = match r.read_i32()? {
-            FORWARD => PeerMsg::Forward {
+            t @ (FORWARD | FORWARD_LOCAL) => PeerMsg::Forward {
                 session: r.read_i64()?,
                 cxid: r.read_i32()?,
                 auth: r.read_vec()?,
                 op: r.read_i32()?,
                 body: r.read_buffer()?,
+                local: t == FORWARD_LOCAL,
             },
             CREATE_SESSION => PeerMsg::CreateSession {
                 session: r.read_i64()?,
@@ -178,6 +184,15 @@ mod tests {
                 auth: vec![Id::new("digest", "u:x")],
                 op: 1,
                 body: vec![1, 2, 3],
+                local: false,
+            },
+            PeerMsg::Forward {
+                session: 7,
+                cxid: 4,
+                auth: Vec::new(),
+                op: 9,
+                body: vec![],
+                local: true,
             },
             PeerMsg::CreateSession {
                 session: 9,

@@ -161,8 +161,6 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
             "audit.impl.class=com.example.MyAuditLogger",
             "an audit logger other than ZooKeeper's",
         ),
-        ("localSessionsEnabled=true", "local sessions"),
-        ("localSessionsUpgradingEnabled=true", "local sessions"),
         ("multiAddress.enabled=true", "multiAddress"),
         (
             "observerMasterPort=2191",
@@ -184,6 +182,7 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         "audit.enable=false",
         "audit.impl.class=org.apache.zookeeper.audit.Slf4jAuditLogger",
         "localSessionsEnabled=false",
+        "localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true",
         "multiAddress.enabled=false",
         "leaderServes=yes",
         "electionAlg=3",

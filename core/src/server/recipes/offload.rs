@@ -269,6 +269,8 @@ pub(in crate::server) enum Held {
         auth: AuthInfo,
         op: i32,
         body: Vec<u8>,
+        /// The session is local to `from` (see `leader_forwarded`).
+        local: bool,
     },
 }
 
@@ -717,7 +719,8 @@ impl Server {
                     auth,
                     op,
                     body,
-                } => self.leader_forwarded(from, session, cxid, auth, op, &body),
+                    local,
+                } => self.leader_forwarded(from, session, cxid, auth, op, &body, local),
             }
             if let Some(again) = self.offload.held.get_mut(&session) {
                 again.extend(q);
