@@ -443,7 +443,12 @@ impl Member {
                     .ens
                     .as_mut()
                     .expect("only an ensemble pipeline reconfigures");
-                e.peer.reconfigure(c.voters(), c.observers(), now);
+                // Every configuration that reaches here parsed, which checks
+                // its groups and weights.
+                let rule = c
+                    .quorum_rule()
+                    .expect("an active configuration has a valid quorum rule");
+                e.peer.reconfigure(c.voters(), c.observers(), rule, now);
                 self.out.push(Output::Reconfigured(c));
                 self.take_peer_outputs();
             }

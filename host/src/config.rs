@@ -117,6 +117,11 @@ pub struct Config {
     /// `user:base64(sha1(user:password))` of the super user, if any.
     pub super_digest: Option<String>,
     pub servers: Vec<ServerSpec>,
+    /// `group.N=a:b:c`: hierarchical quorums' groups (Administrator's
+    /// Guide, "Cluster Options"); empty for majorities.
+    pub groups: BTreeMap<u64, Vec<u64>>,
+    /// `weight.N=W`: a member's weight in its group (1 when not given).
+    pub weights: BTreeMap<u64, u64>,
     /// `dynamicConfigFile`: where the `server.N` lines are when they are
     /// not in zoo.cfg (ZooKeeper Dynamic Reconfiguration, "Changes to
     /// Configuration Format"); read by [`Config::load`].
@@ -554,8 +559,8 @@ impl Config {
     /// `dynamicConfigFile`. Membership in both files is refused: which one
     /// holds would be a guess.
     fn load_dynamic(&mut self, path: &Path) -> Result<()> {
-        if !self.servers.is_empty() {
-            bail!("zoo.cfg has server.N lines and names a dynamicConfigFile: keep one of the two");
+        if !self.servers.is_empty() || !self.groups.is_empty() || !self.weights.is_empty() {
+            bail!("zoo.cfg has server.N, group.N or weight.N lines and names a dynamicConfigFile: keep one of the two");
         }
         let bytes =
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -571,11 +576,19 @@ impl Config {
         } else {
             from_name.unwrap_or(0)
         };
-        self.servers = ServerSpec::all_of(q);
+        self.set_membership(q);
         if self.servers.is_empty() {
             bail!("no server.N line");
         }
-        Ok(())
+        self.check_hierarchy()
+    }
+
+    /// Takes the members, groups and weights of `q` (its version is the
+    /// caller's to set).
+    pub fn set_membership(&mut self, q: crate::core::quorum_config::QuorumConfig) {
+        self.groups = q.groups.clone();
+        self.weights = q.weights.clone();
+        self.servers = ServerSpec::all_of(q);
     }
 
     /// The membership as `/zookeeper/config` shows it.
@@ -596,6 +609,8 @@ impl Config {
                     (s.id, e)
                 })
                 .collect(),
+            groups: self.groups.clone(),
+            weights: self.weights.clone(),
             version: self.config_version,
         }
     }
@@ -660,6 +675,7 @@ impl Config {
             }
         }
         servers.sort_by_key(|s| s.id);
+        let (groups, weights) = take_hierarchy(&mut kv)?;
         let four = kv
             .remove("4lw.commands.whitelist")
             .unwrap_or_else(|| "srvr".to_string());
@@ -795,6 +811,8 @@ impl Config {
             enforce_quota,
             super_digest,
             servers,
+            groups,
+            weights,
             dynamic_config_file: kv.remove("dynamicConfigFile").map(PathBuf::from),
             config_version: 0,
             my_id: None,
@@ -827,7 +845,20 @@ impl Config {
                 })
                 .collect(),
         };
+        if cfg.is_ensemble() {
+            cfg.check_hierarchy()?;
+        }
         Ok(cfg)
+    }
+
+    /// ZooKeeper's `QuorumHierarchical` checks of `group.N` and
+    /// `weight.N` against the members (every participant in exactly one
+    /// group, and so on), as a start error.
+    fn check_hierarchy(&self) -> Result<()> {
+        self.quorum_config()
+            .quorum_rule()
+            .map(|_| ())
+            .map_err(|e| anyhow!("hierarchical quorums (group.N, weight.N): {e}"))
     }
 
     /// Whether this config describes an ensemble rather than one member.
@@ -1025,9 +1056,9 @@ fn refuse_keys(
 /// Why wazoo refuses a zoo.cfg key that asks for a ZooKeeper feature it
 /// does not implement yet (docs/OPERATIONS.md, "ZooKeeper features not
 /// implemented"): serving without the feature would give the operator
-/// something other than what the file says, such as plain majorities where
-/// `weight.3=0` takes member 3 out of the vote, or audit records in a
-/// format other than the one asked for. Keys are matched as [`security_refusal`] matches
+/// something other than what the file says, such as global sessions where
+/// it asks for local ones, or audit records in a format other than the
+/// one asked for. Keys are matched as [`security_refusal`] matches
 /// them (any case, with or without `zookeeper.`).
 fn feature_refusal(key: &str, value: &str) -> Option<String> {
     let lower = key.to_ascii_lowercase();
@@ -1042,14 +1073,7 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
     // A number that leaves the feature off (ZooKeeper's default).
     let unless_num =
         |off: &str, what: &str| (v != off).then(|| format!("{what} (only `{off}` is accepted)"));
-    let per_member = |prefix: &str| {
-        k.strip_prefix(prefix)
-            .is_some_and(|n| n.parse::<u64>().is_ok())
-    };
     match k {
-        _ if per_member("group.") || per_member("weight.") => {
-            Some("hierarchical quorums (group.N and weight.N)".to_string())
-        }
         "localsessionsenabled" | "localsessionsupgradingenabled" => unless_false("local sessions"),
         "multiaddress.enabled" => unless_false("several addresses per member (multiAddress)"),
         "observermasterport" => Some("observers that sync from a follower".to_string()),
@@ -1100,6 +1124,33 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
 }
 
 /// Refuses, all named in one error, the keys of [`feature_refusal`].
+/// `group.N` and `weight.N` (Administrator's Guide, "Cluster Options"),
+/// taken out of `kv`. Whether they make a valid hierarchy of the members
+/// is checked once the members are known (`QuorumConfig::quorum_rule`).
+#[allow(clippy::type_complexity)]
+fn take_hierarchy(
+    kv: &mut BTreeMap<String, String>,
+) -> Result<(BTreeMap<u64, Vec<u64>>, BTreeMap<u64, u64>)> {
+    use crate::core::quorum_config::{parse_group_line, parse_weight_line};
+    let (mut groups, mut weights) = (BTreeMap::new(), BTreeMap::new());
+    for key in kv.keys().cloned().collect::<Vec<_>>() {
+        if let Some(gid) = key.strip_prefix("group.") {
+            let v = kv.remove(&key).unwrap_or_default();
+            let (gid, members) = parse_group_line(gid, &v).map_err(|e| anyhow!(e))?;
+            if groups.insert(gid, members).is_some() {
+                bail!("group.{gid} is given twice");
+            }
+        } else if let Some(id) = key.strip_prefix("weight.") {
+            let v = kv.remove(&key).unwrap_or_default();
+            let (id, w) = parse_weight_line(id, &v).map_err(|e| anyhow!(e))?;
+            if weights.insert(id, w).is_some() {
+                bail!("weight.{id} is given twice");
+            }
+        }
+    }
+    Ok((groups, weights))
+}
+
 fn check_feature_keys(kv: &BTreeMap<String, String>) -> Result<()> {
     refuse_keys(
         kv,

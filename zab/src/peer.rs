@@ -9,6 +9,7 @@ use super::history::History;
 use super::leader::Leading;
 use super::learner::Learning;
 use super::message::{Channel, Message, Notification};
+use super::quorum::QuorumRule;
 use super::types::{Config, Payload, Restored, ServerId, ServerState, Zxid};
 
 /// What happens to a member.
@@ -284,7 +285,7 @@ impl Peer {
         // A voter that ever accepted an epoch may have answered a leader's
         // PING right before it stopped: keep the promise from now on.
         let promise_until_ms =
-            if restored.accepted_epoch > 0 && cfg.is_voter(cfg.my_id) && cfg.quorum_size() > 1 {
+            if restored.accepted_epoch > 0 && cfg.is_voter(cfg.my_id) && !cfg.alone_is_quorum() {
                 mono_ms.saturating_add(cfg.suspect_ms())
             } else {
                 0
@@ -675,12 +676,19 @@ impl Peer {
     ///   new role.
     /// - A member that is looking uses the new membership from its next
     ///   round on.
-    pub fn reconfigure(&mut self, voters: Vec<ServerId>, observers: Vec<ServerId>, mono_ms: u64) {
+    pub fn reconfigure(
+        &mut self,
+        voters: Vec<ServerId>,
+        observers: Vec<ServerId>,
+        quorum: QuorumRule,
+        mono_ms: u64,
+    ) {
         self.mono_ms = self.mono_ms.max(mono_ms);
         let me = self.cfg.my_id;
         let was_observer = self.cfg.is_observer(me);
         self.cfg.voters = voters;
         self.cfg.observers = observers;
+        self.cfg.quorum = quorum;
         let is_member = |c: &Config, id| c.is_voter(id) || c.is_observer(id);
         match &self.role {
             Role::Looking(_) => {}
@@ -743,7 +751,7 @@ impl Peer {
     /// the member was in.
     fn leave_role(&mut self, already_closed: Option<ServerId>) -> u64 {
         if let Role::Learning(l) = &self.role {
-            if self.cfg.is_voter(self.cfg.my_id) && self.cfg.quorum_size() > 1 {
+            if self.cfg.is_voter(self.cfg.my_id) && !self.cfg.alone_is_quorum() {
                 let until = l.last_heard_ms.saturating_add(self.cfg.suspect_ms());
                 self.promise_until_ms = self.promise_until_ms.max(until);
             }

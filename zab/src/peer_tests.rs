@@ -840,13 +840,13 @@ fn a_reconfigured_leader_drops_a_removed_learner_and_commits_on_the_new_quorum()
     assert_eq!(synced, vec![1]);
     // Now only {2,3} vote, and 3 alone is not a majority of them either;
     // 1 is dropped.
-    l.reconfigure(vec![2, 3], vec![], 6);
+    l.reconfigure(vec![2, 3], vec![], QuorumRule::Majority, 6);
     assert_eq!(l.take_outputs(), vec![Output::CloseLink { peer: 1 }]);
     assert_eq!(l.state(), ServerState::Leading);
     l.synced_learners_into(&mut synced);
     assert!(synced.is_empty());
     // Shrunk to {3}: the leader alone is the quorum and commits.
-    l.reconfigure(vec![3], vec![], 7);
+    l.reconfigure(vec![3], vec![], QuorumRule::Majority, 7);
     assert_eq!(
         l.take_outputs(),
         vec![Output::Deliver {
@@ -863,7 +863,7 @@ fn a_reconfigured_leader_drops_a_removed_learner_and_commits_on_the_new_quorum()
 #[test]
 fn a_leader_removed_by_a_reconfig_steps_down() {
     let mut l = leader_with_follower();
-    l.reconfigure(vec![1, 2], vec![], 4);
+    l.reconfigure(vec![1, 2], vec![], QuorumRule::Majority, 4);
     let outs = l.take_outputs();
     assert_eq!(
         outs[..2],
@@ -880,10 +880,10 @@ fn a_leader_removed_by_a_reconfig_steps_down() {
 #[test]
 fn a_follower_leaves_its_leader_when_removed_or_its_role_changes() {
     let mut f = follower_of_3(Restored::empty());
-    f.reconfigure(vec![1, 2, 3, 4], vec![], 1);
+    f.reconfigure(vec![1, 2, 3, 4], vec![], QuorumRule::Majority, 1);
     assert!(f.take_outputs().is_empty(), "still a participant");
     assert_eq!(f.state(), ServerState::Following);
-    f.reconfigure(vec![2, 3], vec![1], 2);
+    f.reconfigure(vec![2, 3], vec![1], QuorumRule::Majority, 2);
     let outs = f.take_outputs();
     assert_eq!(
         outs[..2],
@@ -893,7 +893,7 @@ fn a_follower_leaves_its_leader_when_removed_or_its_role_changes() {
         ]
     );
     let mut f = follower_of_3(Restored::empty());
-    f.reconfigure(vec![2, 3], vec![], 1);
+    f.reconfigure(vec![2, 3], vec![], QuorumRule::Majority, 1);
     assert_eq!(f.state(), ServerState::Looking);
 }
 
