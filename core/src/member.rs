@@ -290,6 +290,19 @@ impl Member {
         self.settle();
     }
 
+    /// The oracle's answer (Administrator's Guide, "Oracle Quorum"): the
+    /// shell reads the file `oraclePath` names before every tick and says
+    /// whether it holds `1` first. Nothing happens unless consensus runs
+    /// with an oracle ([`zab::QuorumRule::Oracle`]).
+    pub fn on_oracle(&mut self, says_yes: bool, now: Now) {
+        self.now = now;
+        if let Some(e) = &mut self.ens {
+            e.peer.on_oracle(says_yes, mono(now));
+            self.take_peer_outputs();
+            self.settle();
+        }
+    }
+
     /// Everything the shell must do, in order.
     pub fn take_outputs(&mut self) -> Vec<Output> {
         std::mem::take(&mut self.out)

@@ -122,6 +122,10 @@ pub struct Config {
     pub groups: BTreeMap<u64, Vec<u64>>,
     /// `weight.N=W`: a member's weight in its group (1 when not given).
     pub weights: BTreeMap<u64, u64>,
+    /// `oraclePath` (Administrator's Guide, "Oracle Quorum"): the file
+    /// whose first character, `1` or not, lets one of two voters act as a
+    /// quorum alone. Read before every tick ([`ask_oracle`]).
+    pub oracle_path: Option<PathBuf>,
     /// `dynamicConfigFile`: where the `server.N` lines are when they are
     /// not in zoo.cfg (ZooKeeper Dynamic Reconfiguration, "Changes to
     /// Configuration Format"); read by [`Config::load`].
@@ -813,6 +817,7 @@ impl Config {
             servers,
             groups,
             weights,
+            oracle_path: kv.remove("oraclePath").map(PathBuf::from),
             dynamic_config_file: kv.remove("dynamicConfigFile").map(PathBuf::from),
             config_version: 0,
             my_id: None,
@@ -855,6 +860,9 @@ impl Config {
     /// `weight.N` against the members (every participant in exactly one
     /// group, and so on), as a start error.
     fn check_hierarchy(&self) -> Result<()> {
+        if self.oracle_path.is_some() && !self.groups.is_empty() {
+            bail!("oraclePath and group.N are both set: ZooKeeper would decide quorums by majority and the oracle, ignoring the groups; keep one of the two");
+        }
         self.quorum_config()
             .quorum_rule()
             .map(|_| ())
@@ -1077,7 +1085,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
         "localsessionsenabled" | "localsessionsupgradingenabled" => unless_false("local sessions"),
         "multiaddress.enabled" => unless_false("several addresses per member (multiAddress)"),
         "observermasterport" => Some("observers that sync from a follower".to_string()),
-        "oraclepath" => Some("the Oracle Quorum of 2-member ensembles".to_string()),
         "leaderserves" => (v != "yes")
             .then(|| "a leader that serves no clients (only `yes` is accepted)".to_string()),
         "electionalg" => (v != "3").then(|| {
@@ -1149,6 +1156,17 @@ fn take_hierarchy(
         }
     }
     Ok((groups, weights))
+}
+
+/// ZooKeeper's `QuorumOracleMaj.askOracle`: whether the file's first
+/// character is `1`; a file that cannot be read (missing, a directory,
+/// unreadable) says no.
+pub fn ask_oracle(path: &Path) -> bool {
+    use std::io::Read;
+    let mut first = [0u8; 1];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut first))
+        .is_ok_and(|n| n == 1 && first[0] == b'1')
 }
 
 fn check_feature_keys(kv: &BTreeMap<String, String>) -> Result<()> {

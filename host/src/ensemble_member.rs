@@ -113,6 +113,13 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> Result<zab::Config> {
         .quorum_config()
         .quorum_rule()
         .map_err(|e| anyhow!("hierarchical quorums (group.N, weight.N): {e}"))?;
+    if let Some(path) = &cfg.oracle_path {
+        // Administrator's Guide, "Oracle Quorum": majorities, and with two
+        // voters the oracle's answer, asked before every tick.
+        z.quorum = zab::QuorumRule::Oracle {
+            says_yes: crate::config::ask_oracle(path),
+        };
+    }
     Ok(z)
 }
 

@@ -1,8 +1,10 @@
 //! Hierarchical quorums (ZooKeeper Administrator's Guide, "Cluster
-//! Options", `group.x` and `weight.x`), on a ZooKeeper 3.8 ensemble and a
-//! wazoo ensemble started from the same zoo.cfg lines: which members must
-//! be up for writes to go through is the groups' and weights' decision,
-//! not a count of members.
+//! Options", `group.x` and `weight.x`) and the Oracle Quorum of 2-member
+//! ensembles (ZooKeeper's Oracle Quorum guide, `oraclePath`), on a
+//! ZooKeeper 3.8 ensemble and a wazoo ensemble started from the same
+//! zoo.cfg lines: which members must be up for writes to go through is
+//! the groups' and weights' decision, or the oracle's, not a count of
+//! members.
 
 mod common;
 
@@ -115,7 +117,42 @@ async fn two_groups_of_three_make_a_quorum_of_two_members(flavor: Flavor) {
     );
 }
 
+// Oracle Quorum guide: in a 2-member ensemble each member reads its own
+// oracle file (`oraclePath=oracle`, relative to each member's working
+// directory on both servers). Once member 2 is gone, member 1 serves
+// writes while its file says 1, stops when it says 0, and serves again
+// when it says 1.
+async fn the_survivor_of_two_serves_writes_only_while_its_oracle_says_1(flavor: Flavor) {
+    let mut e = ensemble(flavor, 2, &["oraclePath=oracle"]);
+    let both = hosts(e.as_ref(), &[0, 1]);
+    assert!(
+        a_write_goes_through(&both, "/both", RESUME).await,
+        "{flavor}: writes with both members up (no oracle file yet)"
+    );
+    let oracle = e.work_dir(0).join("oracle");
+    std::fs::write(&oracle, "1\n").unwrap();
+    e.kill(1);
+    let one = hosts(e.as_ref(), &[0]);
+    assert!(
+        a_write_goes_through(&one, "/oracle-1", RESUME).await,
+        "{flavor}: member 1 alone serves writes while its oracle says 1"
+    );
+    std::fs::write(&oracle, "0\n").unwrap();
+    // The leader asks its oracle every half tick (ZooKeeper) or tick.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !a_write_goes_through(&one, "/oracle-0", STOPPED).await,
+        "{flavor}: a write went through while the oracle said 0"
+    );
+    std::fs::write(&oracle, "1\n").unwrap();
+    assert!(
+        a_write_goes_through(&one, "/oracle-1-again", RESUME).await,
+        "{flavor}: writes resume when the oracle says 1 again"
+    );
+}
+
 on_both!(
+    the_survivor_of_two_serves_writes_only_while_its_oracle_says_1,
     a_zero_weight_member_does_not_make_a_quorum,
     two_groups_of_three_make_a_quorum_of_two_members,
 );

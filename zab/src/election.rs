@@ -334,6 +334,12 @@ impl Election {
         })
     }
 
+    /// The quorum rule changed (the oracle answered): whether this round's
+    /// votes make a quorum now.
+    pub fn recheck(&mut self, cfg: &Config, now_ms: u64) -> Option<Decision> {
+        self.check_quorum(cfg, now_ms)
+    }
+
     /// Time passes: finalize a decision whose wait is over, resend our vote
     /// every interval (doubling each time up to the max). ZooKeeper resends
     /// only when nothing arrived for a while, which relies on its election

@@ -37,7 +37,7 @@ use super::history::SyncKind;
 use super::message::Message;
 use super::peer::{Output, Peer, Role, RoleChange};
 use super::quorum::QuorumRule;
-use super::types::{ServerId, Zxid};
+use super::types::{Config, ServerId, Zxid};
 
 mod broadcast;
 
@@ -660,10 +660,11 @@ impl Peer {
         if l.phase != Phase::Broadcast {
             return None;
         }
-        if self.cfg.alone_is_quorum() {
+        let rule = leader_rule(&self.cfg, l);
+        if rule.contains_quorum(&self.cfg.voters, &[self.cfg.my_id]) {
             return Some(u64::MAX);
         }
-        if self.cfg.quorum != QuorumRule::Majority {
+        if *rule != QuorumRule::Majority {
             // The latest time by which a quorum (us, now, included) heard us.
             let mut heard: Vec<(ServerId, u64)> = l
                 .learners
@@ -673,10 +674,7 @@ impl Peer {
                 .chain([(self.cfg.my_id, u64::MAX)])
                 .collect();
             let mut ids = Vec::with_capacity(heard.len());
-            let t = self
-                .cfg
-                .quorum
-                .quorum_value(&self.cfg.voters, &mut heard, &mut ids);
+            let t = rule.quorum_value(&self.cfg.voters, &mut heard, &mut ids);
             return Some(t.map_or(0, |t| t.saturating_add(self.cfg.lease_ms())));
         }
         let others_needed = self.cfg.voters.len() / 2;
@@ -718,6 +716,13 @@ impl Peer {
         }
     }
 
+    /// The oracle answered (`Peer::on_oracle`): what waited for a quorum
+    /// may have one now (ZooKeeper's `revalidateOutstandingProp`); losing
+    /// one is found by the lease and the next tick.
+    pub(super) fn leader_on_oracle(&mut self) {
+        self.leader_on_durable();
+    }
+
     /// An established leader whose lease ran out stops leading at once:
     /// it takes no proposal and answers no sync from now on, and is gone
     /// before any other member can be established (see `lease_until_ms`).
@@ -739,5 +744,20 @@ impl Peer {
         self.outputs
             .push(Output::Role(RoleChange::LeaderLostQuorum { epoch }));
         self.start_looking_after(None);
+    }
+}
+
+/// The rule a leader decides by: without the oracle while another voter
+/// is synced with it (ZooKeeper asks the oracle only when the leader has
+/// no follower left, `needOracle`).
+pub(super) fn leader_rule<'a>(cfg: &'a Config, l: &Leading) -> &'a QuorumRule {
+    let synced_voter = l
+        .learners
+        .iter()
+        .any(|(id, s)| s.new_leader_acked && cfg.is_voter(*id));
+    if synced_voter {
+        cfg.quorum.without_oracle()
+    } else {
+        &cfg.quorum
     }
 }

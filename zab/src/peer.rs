@@ -663,6 +663,34 @@ impl Peer {
         }
     }
 
+    /// The oracle's answer (Administrator's Guide, "Oracle Quorum"): the
+    /// shell reads the file `oraclePath` names, before every tick, and
+    /// says whether its first character is `1`. Does nothing unless the
+    /// quorum rule is [`QuorumRule::Oracle`]. A member that is looking
+    /// decides if the answer makes its votes a quorum; a leader commits
+    /// what the answer lets it commit, and steps down at its next input
+    /// (its lease) when the answer takes its quorum away.
+    pub fn on_oracle(&mut self, says_yes: bool, mono_ms: u64) {
+        let QuorumRule::Oracle { says_yes: was } = &mut self.cfg.quorum else {
+            return;
+        };
+        if *was == says_yes {
+            return;
+        }
+        *was = says_yes;
+        self.advance(mono_ms);
+        let now_ms = self.mono_ms;
+        match &mut self.role {
+            Role::Looking(e) => {
+                if let Some(d) = e.recheck(&self.cfg, now_ms) {
+                    self.decide(d);
+                }
+            }
+            Role::Leading(_) => self.leader_on_oracle(),
+            Role::Learning(_) => {}
+        }
+    }
+
     /// Activates a new membership, as a ZooKeeper member does when a
     /// reconfiguration commits (ZooKeeper Dynamic Reconfiguration): from
     /// now on only `voters` vote and ack, and only members are heard.
@@ -688,7 +716,12 @@ impl Peer {
         let was_observer = self.cfg.is_observer(me);
         self.cfg.voters = voters;
         self.cfg.observers = observers;
-        self.cfg.quorum = quorum;
+        // `oraclePath` is static: a new membership keeps the oracle
+        // unless it brings groups.
+        if !(matches!(self.cfg.quorum, QuorumRule::Oracle { .. }) && quorum == QuorumRule::Majority)
+        {
+            self.cfg.quorum = quorum;
+        }
         let is_member = |c: &Config, id| c.is_voter(id) || c.is_observer(id);
         match &self.role {
             Role::Looking(_) => {}

@@ -1048,3 +1048,51 @@ fn a_stale_word_from_an_earlier_round_keeps_the_follower_waiting() {
     msg(&mut f, 2, old_following, PROMISE_MS + 10);
     assert_eq!(f.state(), ServerState::Following);
 }
+
+/// Administrator's Guide, "Oracle Quorum": member 1 of a 2-voter
+/// ensemble, alone, waits while its oracle says 0; when it says 1 it
+/// elects itself and leads, committing on its own log; when it says 0
+/// again it steps down at once.
+#[test]
+fn the_survivor_of_two_leads_only_while_its_oracle_says_1() {
+    let mut c = cfg(1, &[1, 2]);
+    c.quorum = QuorumRule::Oracle { says_yes: false };
+    let mut m = Peer::new(c, Restored::empty(), 0).unwrap();
+    for t in 1..=3 {
+        m.handle(Input::Tick, t * 100);
+    }
+    m.take_outputs();
+    assert_eq!(
+        m.state(),
+        ServerState::Looking,
+        "no quorum without the oracle"
+    );
+    m.on_oracle(true, 400);
+    m.handle(Input::Tick, 500);
+    let outs = m.take_outputs();
+    assert!(
+        outs.contains(&Output::SetAcceptedEpoch { epoch: 1 }),
+        "{outs:?}"
+    );
+    m.handle(Input::Tick, 600);
+    m.take_outputs();
+    assert_eq!(m.state(), ServerState::Leading);
+    let zxid = m.propose(p(b"a"), 700).unwrap();
+    m.handle(Input::Durable { zxid }, 700);
+    let outs = m.take_outputs();
+    assert!(
+        outs.contains(&Output::Deliver {
+            zxid,
+            payload: p(b"a")
+        }),
+        "committed on its own log: {outs:?}"
+    );
+    m.on_oracle(false, 800);
+    let outs = m.take_outputs();
+    assert!(
+        outs.contains(&Output::Role(RoleChange::Looking)),
+        "{outs:?}"
+    );
+    assert_eq!(m.state(), ServerState::Looking);
+    m.validate();
+}

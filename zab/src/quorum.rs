@@ -11,6 +11,13 @@
 //!   difference: its vote and its acks count for nothing, and it is never
 //!   elected.
 //!
+//! - Oracle majority (Administrator's Guide, "Oracle Quorum", zoo.cfg
+//!   `oraclePath`; ZooKeeper's `QuorumOracleMaj`): a majority, and in an
+//!   ensemble of exactly two voters, also a set without the other voter
+//!   while the oracle says 1. The host reads the oracle (a file) and feeds
+//!   its answer in ([`crate::Peer::on_oracle`]); the leader does not ask it
+//!   while its other voter is synced with it (ZooKeeper's `needOracle`).
+//!
 //! Any two quorums share a voter of non-zero weight (they share a group,
 //! and each holds more than half of its weight), which is what election
 //! and commit rely on.
@@ -27,6 +34,11 @@ pub enum QuorumRule {
     Majority,
     /// Groups and weights.
     Hierarchical(Hierarchy),
+    /// A majority, or, with two voters, the oracle's latest answer.
+    Oracle {
+        /// The oracle said 1 when last asked.
+        says_yes: bool,
+    },
 }
 
 /// `group.N` and `weight.N`, checked (see [`Hierarchy::new`]).
@@ -152,16 +164,21 @@ impl QuorumRule {
     pub fn contains_quorum(&self, voters: &[ServerId], ids: &[ServerId]) -> bool {
         let of_voters = ids.iter().copied().filter(|id| voters.contains(id));
         match self {
-            QuorumRule::Majority => {
-                let mut n = 0;
-                for (i, id) in ids.iter().enumerate() {
-                    if voters.contains(id) && !ids[..i].contains(id) {
-                        n += 1;
-                    }
-                }
-                n > voters.len() / 2
-            }
+            QuorumRule::Majority => majority(voters, ids),
             QuorumRule::Hierarchical(h) => h.contains_quorum(of_voters),
+            QuorumRule::Oracle { says_yes } => {
+                majority(voters, ids)
+                    || (*says_yes && voters.len() == 2 && ids.iter().any(|id| voters.contains(id)))
+            }
+        }
+    }
+
+    /// The rule without its oracle: a leader whose other voter is synced
+    /// with it decides by majority (ZooKeeper's `needOracle` is false).
+    pub fn without_oracle(&self) -> &QuorumRule {
+        match self {
+            QuorumRule::Oracle { .. } => &QuorumRule::Majority,
+            other => other,
         }
     }
 
@@ -169,7 +186,7 @@ impl QuorumRule {
     /// `weight.N` (zero keeps it out of every decision).
     pub fn weight(&self, id: ServerId) -> u64 {
         match self {
-            QuorumRule::Majority => 1,
+            QuorumRule::Majority | QuorumRule::Oracle { .. } => 1,
             QuorumRule::Hierarchical(h) => h.weight(id),
         }
     }
@@ -196,6 +213,17 @@ impl QuorumRule {
         }
         None
     }
+}
+
+/// More than half of `voters` among `ids` (repeats and others not counted).
+fn majority(voters: &[ServerId], ids: &[ServerId]) -> bool {
+    let mut n = 0;
+    for (i, id) in ids.iter().enumerate() {
+        if voters.contains(id) && !ids[..i].contains(id) {
+            n += 1;
+        }
+    }
+    n > voters.len() / 2
 }
 
 #[cfg(test)]
@@ -273,6 +301,22 @@ mod tests {
             let e = Hierarchy::new(&v, &[], &groups, &weights).unwrap_err();
             assert!(e.contains(reason), "{groups:?} {weights:?}: {e}");
         }
+    }
+
+    /// Administrator's Guide, "Oracle Quorum": with two voters, one of
+    /// them is a quorum while the oracle says 1; with more, the oracle
+    /// changes nothing.
+    #[test]
+    fn the_oracle_decides_for_one_of_two_voters() {
+        let yes = QuorumRule::Oracle { says_yes: true };
+        let no = QuorumRule::Oracle { says_yes: false };
+        assert!(yes.contains_quorum(&[1, 2], &[1]));
+        assert!(!no.contains_quorum(&[1, 2], &[1]));
+        assert!(no.contains_quorum(&[1, 2], &[1, 2]));
+        assert!(!yes.contains_quorum(&[1, 2], &[]), "somebody must be in it");
+        assert!(!yes.contains_quorum(&[1, 2, 3], &[1]));
+        assert!(yes.contains_quorum(&[1, 2, 3], &[1, 3]));
+        assert_eq!(yes.without_oracle(), &QuorumRule::Majority);
     }
 
     #[test]

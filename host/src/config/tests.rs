@@ -146,7 +146,7 @@ fn refusal(line: &str) -> Option<String> {
         .map(|e| format!("{e:#}"))
 }
 
-// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions, multiAddress, observerMasterPort, oraclePath,
+// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions, multiAddress, observerMasterPort,
 // leaderServes, electionAlg), "Experimental Options/Features" and "Audit
 // Logs" (audit.impl.class), "AdminServer configuration": a key that asks for a
 // feature wazoo does not implement yet stops the start, naming the key;
@@ -165,7 +165,6 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
             "observerMasterPort=2191",
             "observers that sync from a follower",
         ),
-        ("oraclePath=/var/oracle", "Oracle Quorum"),
         ("leaderServes=no", "a leader that serves no clients"),
         ("electionAlg=0", "election algorithm"),
         ("zookeeper.admin.restore.enabled=true", "restore command"),
@@ -933,4 +932,41 @@ fn groups_and_weights_make_the_quorum_rule_or_stop_the_start() {
         );
         assert!(e.contains(reason), "{lines}: {e}");
     }
+}
+
+// ZooKeeper's Oracle Quorum guide: `oraclePath` makes the rule a majority
+// with the oracle's answer (the file's first character `1`; anything
+// else, or no file, says no); with groups it is refused, as ZooKeeper
+// would ignore the groups.
+#[test]
+fn the_oracle_path_makes_an_oracle_majority() {
+    let dir = tempfile::tempdir().unwrap();
+    let oracle = dir.path().join("mastership");
+    let servers = format!(
+        "dataDir=/d\n\
+         server.1=127.0.0.1:2888:3888\n\
+         server.2=127.0.0.1:2889:3889\n\
+         oraclePath={}\n",
+        oracle.display()
+    );
+    let c = Config::parse(&servers).unwrap();
+    assert_eq!(c.oracle_path.as_deref(), Some(oracle.as_path()));
+    assert!(!super::ask_oracle(&oracle), "no file says no");
+    std::fs::write(&oracle, "1\n").unwrap();
+    assert!(super::ask_oracle(&oracle));
+    let z = crate::ensemble_member::zab_config(&c, 1).unwrap();
+    assert_eq!(
+        z.quorum,
+        crate::core::zab::QuorumRule::Oracle { says_yes: true }
+    );
+    assert!(z.contains_quorum(&[1]));
+    for text in ["0\n", "", "yes"] {
+        std::fs::write(&oracle, text).unwrap();
+        assert!(!super::ask_oracle(&oracle), "{text:?}");
+    }
+    let e = format!(
+        "{:#}",
+        Config::parse(&format!("{servers}group.1=1:2\n")).unwrap_err()
+    );
+    assert!(e.contains("oraclePath and group.N"), "{e}");
 }

@@ -39,11 +39,8 @@ impl Peer {
             .collect();
         acks.push((self.cfg.my_id, self.history.durable()));
         let mut ids = Vec::with_capacity(acks.len());
-        let Some(candidate) = self
-            .cfg
-            .quorum
-            .quorum_value(&self.cfg.voters, &mut acks, &mut ids)
-        else {
+        let rule = super::leader_rule(&self.cfg, l);
+        let Some(candidate) = rule.quorum_value(&self.cfg.voters, &mut acks, &mut ids) else {
             return;
         };
         if candidate > self.history.committed() {
