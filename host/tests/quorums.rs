@@ -77,6 +77,21 @@ async fn a_zero_weight_member_does_not_make_a_quorum(flavor: Flavor) {
         a_write_goes_through(&all, "/before", RESUME).await,
         "{flavor}: writes with every member up"
     );
+    // The configuration shows the groups and every grouped member's
+    // weight after the servers.
+    let zk = common::connect(&all).await;
+    let (config, _) = zk.get_config().await.unwrap();
+    let config = String::from_utf8(config).unwrap();
+    let hierarchy: Vec<&str> = config
+        .lines()
+        .filter(|l| l.starts_with("group.") || l.starts_with("weight."))
+        .collect();
+    assert_eq!(
+        hierarchy,
+        ["group.1=1:2:3", "weight.1=1", "weight.2=1", "weight.3=0"],
+        "{flavor}: {config}"
+    );
+    drop(zk);
     e.kill(0);
     let left = hosts(e.as_ref(), &[1, 2]);
     assert!(
