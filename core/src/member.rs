@@ -290,6 +290,19 @@ impl Member {
         self.settle();
     }
 
+    /// The oracle's answer (Administrator's Guide, "Oracle Quorum"): the
+    /// shell reads the file `oraclePath` names before every tick and says
+    /// whether it holds `1` first. Nothing happens unless consensus runs
+    /// with an oracle ([`zab::QuorumRule::Oracle`]).
+    pub fn on_oracle(&mut self, says_yes: bool, now: Now) {
+        self.now = now;
+        if let Some(e) = &mut self.ens {
+            e.peer.on_oracle(says_yes, mono(now));
+            self.take_peer_outputs();
+            self.settle();
+        }
+    }
+
     /// Everything the shell must do, in order.
     pub fn take_outputs(&mut self) -> Vec<Output> {
         std::mem::take(&mut self.out)
@@ -443,7 +456,12 @@ impl Member {
                     .ens
                     .as_mut()
                     .expect("only an ensemble pipeline reconfigures");
-                e.peer.reconfigure(c.voters(), c.observers(), now);
+                // Every configuration that reaches here parsed, which checks
+                // its groups and weights.
+                let rule = c
+                    .quorum_rule()
+                    .expect("an active configuration has a valid quorum rule");
+                e.peer.reconfigure(c.voters(), c.observers(), rule, now);
                 self.out.push(Output::Reconfigured(c));
                 self.take_peer_outputs();
             }

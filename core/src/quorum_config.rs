@@ -4,6 +4,10 @@
 //! line per member, sorted by id, then `version=HEX`, the zxid of the txn
 //! that made it (0 for a configuration nobody has changed yet).
 //!
+//! With hierarchical quorums (Administrator's Guide, "Cluster Options",
+//! `group.x` and `weight.x`) the `group.N=a:b:c` and `weight.N=W` lines
+//! follow the servers, as ZooKeeper's `QuorumHierarchical` prints them.
+//!
 //! Parsing follows ZooKeeper's `QuorumPeer.QuorumServer`: the role is
 //! `participant` when absent, the client part is `[address:]port` and an
 //! address-less port is printed as `0.0.0.0:port`, as ZooKeeper prints it.
@@ -12,6 +16,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+use wazoo_zab as zab;
 
 /// The largest number of members a configuration may list: a bound on what
 /// a reconfig request can make the ensemble hold (ZooKeeper has none; ids
@@ -53,10 +59,15 @@ impl ServerEntry {
     }
 }
 
-/// A whole configuration: the members by id and its version.
+/// A whole configuration: the members by id, their groups and weights
+/// (none for plain majorities) and its version.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QuorumConfig {
     pub servers: BTreeMap<u64, ServerEntry>,
+    /// `group.N=a:b:c`: group N's members. None: majorities.
+    pub groups: BTreeMap<u64, Vec<u64>>,
+    /// `weight.N=W`: member N's weight (1 when not given).
+    pub weights: BTreeMap<u64, u64>,
     /// The zxid of the txn that committed it; 0 for the configuration of
     /// zoo.cfg that no reconfig has changed.
     pub version: i64,
@@ -81,11 +92,34 @@ impl QuorumConfig {
             .collect()
     }
 
+    /// Whether quorums are hierarchical (zoo.cfg has `group.N` lines; as
+    /// in ZooKeeper, `weight.N` alone does nothing).
+    pub fn is_hierarchical(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
+    /// The quorum rule consensus decides with.
+    pub fn quorum_rule(&self) -> Result<zab::QuorumRule, String> {
+        if !self.is_hierarchical() {
+            return Ok(zab::QuorumRule::Majority);
+        }
+        let groups: Vec<(u64, Vec<u64>)> =
+            self.groups.iter().map(|(g, m)| (*g, m.clone())).collect();
+        let weights: Vec<(u64, u64)> = self.weights.iter().map(|(i, w)| (*i, *w)).collect();
+        let h = zab::Hierarchy::new(&self.voters(), &self.observers(), &groups, &weights)?;
+        Ok(zab::QuorumRule::Hierarchical(h))
+    }
+
     /// The text of `/zookeeper/config`.
     pub fn render(&self) -> String {
         let mut s = String::new();
         for (id, e) in &self.servers {
             let _ = writeln!(s, "server.{id}={}", e.render());
+        }
+        if let Ok(zab::QuorumRule::Hierarchical(h)) = self.quorum_rule() {
+            for line in h.render_lines() {
+                let _ = writeln!(s, "{line}");
+            }
         }
         let _ = write!(s, "version={:x}", self.version);
         s
@@ -97,6 +131,7 @@ impl QuorumConfig {
     pub fn parse(text: &str) -> Result<QuorumConfig, String> {
         let c = Self::parse_any_ids(text)?;
         c.check_ids()?;
+        c.quorum_rule()?;
         Ok(c)
     }
 
@@ -123,9 +158,19 @@ impl QuorumConfig {
                 if c.servers.insert(id, e).is_some() {
                     return Err(format!("server.{id} is listed twice"));
                 }
+            } else if let Some(gid) = k.strip_prefix("group.") {
+                let (gid, members) = parse_group_line(gid, v)?;
+                if c.groups.insert(gid, members).is_some() {
+                    return Err(format!("group.{gid} is listed twice"));
+                }
+            } else if let Some(id) = k.strip_prefix("weight.") {
+                let (id, w) = parse_weight_line(id, v)?;
+                if c.weights.insert(id, w).is_some() {
+                    return Err(format!("weight.{id} is listed twice"));
+                }
             } else {
                 return Err(format!(
-                    "{k:?}: a dynamic configuration holds only server.N and version lines"
+                    "{k:?}: a dynamic configuration holds only server.N, group.N, weight.N and version lines"
                 ));
             }
         }
@@ -152,6 +197,7 @@ impl QuorumConfig {
         if self.voters().is_empty() {
             return Err("no participant is left".into());
         }
+        self.quorum_rule()?;
         let mut seen = BTreeMap::new();
         for (id, e) in &self.servers {
             for port in [e.quorum_port, e.election_port] {
@@ -180,6 +226,37 @@ pub fn parse_server_line(id: &str, v: &str) -> Result<(u64, ServerEntry), String
         .map_err(|_| format!("server.{id}: the server id must be a number"))?;
     let e = parse_server_entry(v).map_err(|e| format!("server.{id}={v}: {e}"))?;
     Ok((id, e))
+}
+
+/// `group.N=a:b:c` (the text after `group.` and after `=`): the group's
+/// id and its members' ids.
+pub fn parse_group_line(gid: &str, v: &str) -> Result<(u64, Vec<u64>), String> {
+    let gid: u64 = gid
+        .trim()
+        .parse()
+        .map_err(|_| format!("group.{gid}: the group id must be a number"))?;
+    let members = v
+        .split(':')
+        .map(|m| {
+            m.trim()
+                .parse::<u64>()
+                .map_err(|_| format!("group.{gid}={v}: {m:?} is not a server id"))
+        })
+        .collect::<Result<Vec<u64>, String>>()?;
+    Ok((gid, members))
+}
+
+/// `weight.N=W`: the member's id and its weight.
+pub fn parse_weight_line(id: &str, v: &str) -> Result<(u64, u64), String> {
+    let id: u64 = id
+        .trim()
+        .parse()
+        .map_err(|_| format!("weight.{id}: the server id must be a number"))?;
+    let w: u64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("weight.{id}={v}: the weight must be a number, 0 or more"))?;
+    Ok((id, w))
 }
 
 /// The text after `server.N=`.
@@ -263,11 +340,46 @@ mod tests {
             ("server.1=h:1:2;h:x", "client port"),
             ("server.1=h:1:2\nserver.1=h:3:4", "listed twice"),
             ("version=zz", "hexadecimal"),
-            ("clientPort=2181", "only server.N and version"),
+            (
+                "clientPort=2181",
+                "only server.N, group.N, weight.N and version",
+            ),
+            ("server.1=h:1:2\ngroup.1=1:x", "not a server id"),
+            ("server.1=h:1:2\ngroup.1=1\nweight.1=-1", "0 or more"),
+            (
+                "server.1=h:1:2\nserver.2=h:3:4\ngroup.1=1",
+                "server 2 is in no group",
+            ),
+            (
+                "server.1=h:1:2\ngroup.1=1\ngroup.2=1",
+                "more than one group",
+            ),
         ] {
             let e = QuorumConfig::parse(text).unwrap_err();
             assert!(e.contains(reason), "{text:?}: {e}");
         }
+    }
+
+    /// Administrator's Guide, "Cluster Options" (`group.x`, `weight.x`):
+    /// the groups and weights follow the servers in `/zookeeper/config`,
+    /// every grouped member's weight shown, and read back as themselves.
+    #[test]
+    fn groups_and_weights_render_after_the_servers() {
+        let c = QuorumConfig::parse(
+            "server.1=h:1:2\nserver.2=h:3:4\nserver.3=h:5:6\ngroup.1=3:1:2\nweight.3=0\nversion=0",
+        )
+        .unwrap();
+        assert!(c.is_hierarchical());
+        let text = c.render();
+        assert_eq!(
+            text,
+            "server.1=h:1:2:participant\nserver.2=h:3:4:participant\nserver.3=h:5:6:participant\n\
+             group.1=1:2:3\nweight.1=1\nweight.2=1\nweight.3=0\nversion=0"
+        );
+        let rule = c.quorum_rule().unwrap();
+        assert!(rule.contains_quorum(&c.voters(), &[1, 2]));
+        assert!(!rule.contains_quorum(&c.voters(), &[1, 3]));
+        assert_eq!(QuorumConfig::parse(&text).unwrap().render(), text);
     }
 
     #[test]

@@ -120,6 +120,15 @@ pub struct Config {
     /// `user:base64(sha1(user:password))` of the super user, if any.
     pub super_digest: Option<String>,
     pub servers: Vec<ServerSpec>,
+    /// `group.N=a:b:c`: hierarchical quorums' groups (Administrator's
+    /// Guide, "Cluster Options"); empty for majorities.
+    pub groups: BTreeMap<u64, Vec<u64>>,
+    /// `weight.N=W`: a member's weight in its group (1 when not given).
+    pub weights: BTreeMap<u64, u64>,
+    /// `oraclePath` (Administrator's Guide, "Oracle Quorum"): the file
+    /// whose first character, `1` or not, lets one of two voters act as a
+    /// quorum alone. Read before every tick ([`ask_oracle`]).
+    pub oracle_path: Option<PathBuf>,
     /// `dynamicConfigFile`: where the `server.N` lines are when they are
     /// not in zoo.cfg (ZooKeeper Dynamic Reconfiguration, "Changes to
     /// Configuration Format"); read by [`Config::load`].
@@ -551,8 +560,8 @@ impl Config {
     /// `dynamicConfigFile`. Membership in both files is refused: which one
     /// holds would be a guess.
     fn load_dynamic(&mut self, path: &Path) -> Result<()> {
-        if !self.servers.is_empty() {
-            bail!("zoo.cfg has server.N lines and names a dynamicConfigFile: keep one of the two");
+        if !self.servers.is_empty() || !self.groups.is_empty() || !self.weights.is_empty() {
+            bail!("zoo.cfg has server.N, group.N or weight.N lines and names a dynamicConfigFile: keep one of the two");
         }
         let bytes =
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -568,11 +577,19 @@ impl Config {
         } else {
             from_name.unwrap_or(0)
         };
-        self.servers = ServerSpec::all_of(q);
+        self.set_membership(q);
         if self.servers.is_empty() {
             bail!("no server.N line");
         }
-        Ok(())
+        self.check_hierarchy()
+    }
+
+    /// Takes the members, groups and weights of `q` (its version is the
+    /// caller's to set).
+    pub fn set_membership(&mut self, q: crate::core::quorum_config::QuorumConfig) {
+        self.groups = q.groups.clone();
+        self.weights = q.weights.clone();
+        self.servers = ServerSpec::all_of(q);
     }
 
     /// The membership as `/zookeeper/config` shows it.
@@ -593,6 +610,8 @@ impl Config {
                     (s.id, e)
                 })
                 .collect(),
+            groups: self.groups.clone(),
+            weights: self.weights.clone(),
             version: self.config_version,
         }
     }
@@ -657,6 +676,7 @@ impl Config {
             }
         }
         servers.sort_by_key(|s| s.id);
+        let (groups, weights) = take_hierarchy(&mut kv)?;
         let four = kv
             .remove("4lw.commands.whitelist")
             .unwrap_or_else(|| "srvr".to_string());
@@ -795,6 +815,9 @@ impl Config {
             enforce_quota,
             super_digest,
             servers,
+            groups,
+            weights,
+            oracle_path: kv.remove("oraclePath").map(PathBuf::from),
             dynamic_config_file: kv.remove("dynamicConfigFile").map(PathBuf::from),
             config_version: 0,
             my_id: None,
@@ -830,7 +853,23 @@ impl Config {
                 })
                 .collect(),
         };
+        if cfg.is_ensemble() {
+            cfg.check_hierarchy()?;
+        }
         Ok(cfg)
+    }
+
+    /// ZooKeeper's `QuorumHierarchical` checks of `group.N` and
+    /// `weight.N` against the members (every participant in exactly one
+    /// group, and so on), as a start error.
+    fn check_hierarchy(&self) -> Result<()> {
+        if self.oracle_path.is_some() && !self.groups.is_empty() {
+            bail!("oraclePath and group.N are both set: ZooKeeper would decide quorums by majority and the oracle, ignoring the groups; keep one of the two");
+        }
+        self.quorum_config()
+            .quorum_rule()
+            .map(|_| ())
+            .map_err(|e| anyhow!("hierarchical quorums (group.N, weight.N): {e}"))
     }
 
     /// Whether this config describes an ensemble rather than one member.
@@ -1028,9 +1067,9 @@ fn refuse_keys(
 /// Why wazoo refuses a zoo.cfg key that asks for a ZooKeeper feature it
 /// does not implement yet (docs/OPERATIONS.md, "ZooKeeper features not
 /// implemented"): serving without the feature would give the operator
-/// something other than what the file says, such as plain majorities where
-/// `weight.3=0` takes member 3 out of the vote, or audit records in a
-/// format other than the one asked for. Keys are matched as [`security_refusal`] matches
+/// something other than what the file says, such as global sessions where
+/// it asks for local ones, or audit records in a format other than the
+/// one asked for. Keys are matched as [`security_refusal`] matches
 /// them (any case, with or without `zookeeper.`).
 fn feature_refusal(key: &str, value: &str) -> Option<String> {
     let lower = key.to_ascii_lowercase();
@@ -1045,17 +1084,9 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
     // A number that leaves the feature off (ZooKeeper's default).
     let unless_num =
         |off: &str, what: &str| (v != off).then(|| format!("{what} (only `{off}` is accepted)"));
-    let per_member = |prefix: &str| {
-        k.strip_prefix(prefix)
-            .is_some_and(|n| n.parse::<u64>().is_ok())
-    };
     match k {
-        _ if per_member("group.") || per_member("weight.") => {
-            Some("hierarchical quorums (group.N and weight.N)".to_string())
-        }
         "multiaddress.enabled" => unless_false("several addresses per member (multiAddress)"),
         "observermasterport" => Some("observers that sync from a follower".to_string()),
-        "oraclepath" => Some("the Oracle Quorum of 2-member ensembles".to_string()),
         "leaderserves" => (v != "yes")
             .then(|| "a leader that serves no clients (only `yes` is accepted)".to_string()),
         "electionalg" => (v != "3").then(|| {
@@ -1101,6 +1132,44 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
 }
 
 /// Refuses, all named in one error, the keys of [`feature_refusal`].
+/// `group.N` and `weight.N` (Administrator's Guide, "Cluster Options"),
+/// taken out of `kv`. Whether they make a valid hierarchy of the members
+/// is checked once the members are known (`QuorumConfig::quorum_rule`).
+#[allow(clippy::type_complexity)]
+fn take_hierarchy(
+    kv: &mut BTreeMap<String, String>,
+) -> Result<(BTreeMap<u64, Vec<u64>>, BTreeMap<u64, u64>)> {
+    use crate::core::quorum_config::{parse_group_line, parse_weight_line};
+    let (mut groups, mut weights) = (BTreeMap::new(), BTreeMap::new());
+    for key in kv.keys().cloned().collect::<Vec<_>>() {
+        if let Some(gid) = key.strip_prefix("group.") {
+            let v = kv.remove(&key).unwrap_or_default();
+            let (gid, members) = parse_group_line(gid, &v).map_err(|e| anyhow!(e))?;
+            if groups.insert(gid, members).is_some() {
+                bail!("group.{gid} is given twice");
+            }
+        } else if let Some(id) = key.strip_prefix("weight.") {
+            let v = kv.remove(&key).unwrap_or_default();
+            let (id, w) = parse_weight_line(id, &v).map_err(|e| anyhow!(e))?;
+            if weights.insert(id, w).is_some() {
+                bail!("weight.{id} is given twice");
+            }
+        }
+    }
+    Ok((groups, weights))
+}
+
+/// ZooKeeper's `QuorumOracleMaj.askOracle`: whether the file's first
+/// character is `1`; a file that cannot be read (missing, a directory,
+/// unreadable) says no.
+pub fn ask_oracle(path: &Path) -> bool {
+    use std::io::Read;
+    let mut first = [0u8; 1];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut first))
+        .is_ok_and(|n| n == 1 && first[0] == b'1')
+}
+
 fn check_feature_keys(kv: &BTreeMap<String, String>) -> Result<()> {
     refuse_keys(
         kv,

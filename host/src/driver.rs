@@ -425,7 +425,12 @@ impl Driver {
             self.conns.remove(conn);
         }
         let input = match input {
-            Input::Tick => MemberInput::Tick,
+            Input::Tick => {
+                if let Some(path) = &self.cfg.oracle_path {
+                    self.member.on_oracle(crate::config::ask_oracle(path), now);
+                }
+                MemberInput::Tick
+            }
             input => MemberInput::Client(input),
         };
         self.member.handle(input, now);

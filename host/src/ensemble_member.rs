@@ -80,11 +80,13 @@ fn adopt_membership(cfg: &mut Config, q: crate::core::quorum_config::QuorumConfi
         "membership from {from}"
     );
     cfg.config_version = q.version;
-    cfg.servers = crate::config::ServerSpec::all_of(q);
+    cfg.set_membership(q);
 }
 
-/// The ZAB configuration from zoo.cfg.
-pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
+/// The ZAB configuration from zoo.cfg. Fails on groups and weights that
+/// make no hierarchy of the members (ZooKeeper's `QuorumHierarchical`
+/// errors).
+pub fn zab_config(cfg: &Config, my_id: u64) -> Result<zab::Config> {
     let voters = cfg
         .servers
         .iter()
@@ -107,7 +109,18 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> zab::Config {
     z.finalize_wait_ms = 50;
     z.notification_interval_ms_max = 2_000;
     z.outstanding_proposals_max = 1 << 20;
-    z
+    z.quorum = cfg
+        .quorum_config()
+        .quorum_rule()
+        .map_err(|e| anyhow!("hierarchical quorums (group.N, weight.N): {e}"))?;
+    if let Some(path) = &cfg.oracle_path {
+        // Administrator's Guide, "Oracle Quorum": majorities, and with two
+        // voters the oracle's answer, asked before every tick.
+        z.quorum = zab::QuorumRule::Oracle {
+            says_yes: crate::config::ask_oracle(path),
+        };
+    }
+    Ok(z)
 }
 
 /// Recovers and starts serving as one member of the ensemble in `cfg`.
@@ -134,7 +147,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         .find(|s| s.id == my_id)
         .ok_or_else(|| anyhow!("myid is {my_id} but the membership has no server.{my_id} line"))?
         .clone();
-    let zcfg = zab_config(&cfg, my_id);
+    let zcfg = zab_config(&cfg, my_id)?;
     zcfg.validate()
         .map_err(|e| anyhow!("ensemble config: {e}"))?;
     let (_, ldir) = crate::member::make_data_dirs(&cfg)?;

@@ -1,7 +1,8 @@
 //! Seeded whole-ensemble simulation of the ZAB core.
 //!
 //! One seed fixes everything: the ensemble (3 or 5 voters, maybe an
-//! observer), the timings, and every fault. A run has two phases:
+//! observer; majorities, or hierarchical quorums with a member of weight
+//! zero), the timings, and every fault. A run has two phases:
 //!
 //! 1. Chaos: clients propose to whoever leads; quorum connections reset
 //!    (dropping what they carry); election notifications are dropped,
@@ -40,13 +41,19 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::net::{Delivery, Net};
 use crate::rng::Rng;
 use checker::Checker;
-use wazoo_zab::{Config, Input, Message, Payload, Peer, Restored, ServerId, ServerState, Zxid};
+use wazoo_zab::{
+    Config, Hierarchy, Input, Message, Payload, Peer, QuorumRule, Restored, ServerId, ServerState,
+    Zxid,
+};
 
 /// Knobs one seed draws.
 #[derive(Clone, Debug)]
 struct Params {
     voters: Vec<ServerId>,
     observers: Vec<ServerId>,
+    /// Majorities, or groups and weights (Administrator's Guide, "Cluster
+    /// Options", `group.x` and `weight.x`).
+    quorum: QuorumRule,
     committed_log_max: usize,
     finalize_wait_ms: u64,
     chaos_ms: u64,
@@ -71,9 +78,11 @@ impl Params {
         } else {
             vec![]
         };
+        let quorum = Params::draw_quorum(rng, &voters, &observers);
         Params {
             voters,
             observers,
+            quorum,
             committed_log_max: *rng.pick(&[2, 5, 20, 100]),
             finalize_wait_ms: *rng.pick(&[0, 20, 50]),
             chaos_ms: rng.range(3_000, 6_000),
@@ -85,6 +94,35 @@ impl Params {
             client_gap_ms: *rng.pick(&[(10, 60), (20, 120)]),
             snapshot_every: *rng.pick(&[(3, 10), (10, 50), (1_000, 1_000)]),
         }
+    }
+
+    /// A third of the seeds run hierarchical quorums: with 3 voters one
+    /// group in which 3 weighs zero (1 and 2 are the only quorum); with 5,
+    /// groups {1,2,3} (3 weighs zero) and {4,5}, or three groups {1,2},
+    /// {3,4}, {5} (weight 2 for 5).
+    fn draw_quorum(rng: &mut Rng, voters: &[ServerId], observers: &[ServerId]) -> QuorumRule {
+        if !rng.chance(333) {
+            return QuorumRule::Majority;
+        }
+        let groups: Vec<(u64, Vec<ServerId>)>;
+        let weights: Vec<(ServerId, u64)>;
+        match (voters.len(), rng.chance(500)) {
+            (3, _) => {
+                groups = vec![(1, vec![1, 2, 3])];
+                weights = vec![(3, 0)];
+            }
+            (_, true) => {
+                groups = vec![(1, vec![1, 2, 3]), (2, vec![4, 5])];
+                weights = vec![(3, 0)];
+            }
+            (_, false) => {
+                groups = vec![(1, vec![1, 2]), (2, vec![3, 4]), (3, vec![5])];
+                weights = vec![(5, 2)];
+            }
+        }
+        let h = Hierarchy::new(voters, observers, &groups, &weights)
+            .expect("the simulation's hierarchies are valid");
+        QuorumRule::Hierarchical(h)
     }
 }
 
@@ -177,6 +215,8 @@ struct Summary {
     unexpected: u64,
     sim_ms: u64,
     steps: u64,
+    /// Txns committed in seeds with hierarchical quorums.
+    hierarchical_committed: u64,
     /// A seed that saw an unexpected message, and what it was.
     unexpected_example: Option<(u64, String)>,
 }
@@ -200,6 +240,7 @@ impl Summary {
         self.unexpected += o.unexpected;
         self.sim_ms += o.sim_ms;
         self.steps += o.steps;
+        self.hierarchical_committed += o.hierarchical_committed;
         if self.unexpected_example.is_none() {
             self.unexpected_example.clone_from(&o.unexpected_example);
         }
@@ -240,7 +281,9 @@ impl Sim {
     }
 
     /// A seed's ensemble with this tickTime, ticked every `tick_input_ms`,
-    /// and this finalize wait (`None`: the seed draws one).
+    /// and this finalize wait (`None`: the seed draws one, and its quorum
+    /// rule; `Some`: majorities, as the failover runs time how a majority
+    /// replaces its leader).
     /// At ZooKeeper's default tickTime (2000) resends are capped at 2 s as
     /// in the shell.
     fn with_timing(
@@ -254,6 +297,7 @@ impl Sim {
         let mut params = Params::draw(&mut rng);
         if let Some(ms) = finalize_wait_ms {
             params.finalize_wait_ms = ms;
+            params.quorum = QuorumRule::Majority;
         }
         let mut sim = Sim {
             rng,
@@ -284,6 +328,7 @@ impl Sim {
             .collect();
         for &id in &ids {
             let mut cfg = Config::new(id, sim.params.voters.clone(), sim.params.observers.clone());
+            cfg.quorum = sim.params.quorum.clone();
             cfg.tick_ms = sim.tick_ms;
             cfg.init_limit_ticks = 10;
             cfg.sync_limit_ticks = 5;
@@ -590,12 +635,18 @@ impl Sim {
 
     /// Runs on from `healed_at` (faults over) until one leader serves
     /// everybody and nothing is in flight, clients stopping
-    /// `CLIENT_AFTER_HEAL_MS` after it, failing on liveness (`what` says
-    /// what was awaited) after `HEAL_MS_MAX`; then the final checks.
+    /// `CLIENT_AFTER_HEAL_MS` after it once some write was acknowledged
+    /// (a hierarchy that needs four given members of five may have taken
+    /// none during the chaos, and takes a while to elect after it),
+    /// failing on liveness (`what` says what was awaited) after
+    /// `HEAL_MS_MAX`; then the final checks.
     fn settle_after(&mut self, healed_at: u64, what: impl Fn() -> String) {
         loop {
             assert!(self.step(), "the simulation ran dry");
-            if self.clients && self.now_ms >= healed_at + CLIENT_AFTER_HEAL_MS {
+            if self.clients
+                && self.now_ms >= healed_at + CLIENT_AFTER_HEAL_MS
+                && !self.checker.acknowledged.is_empty()
+            {
                 self.clients = false;
             }
             if !self.clients && self.quiescent() {
@@ -682,6 +733,9 @@ impl Sim {
             self.crash(id); // folds the member's stats into the summary
         }
         self.summary.committed = reference.len() as u64;
+        if self.params.quorum != QuorumRule::Majority {
+            self.summary.hierarchical_committed = self.summary.committed;
+        }
         self.summary.acknowledged = self.checker.acknowledged.len() as u64;
         self.summary.resets += self.net.resets;
         self.summary.sim_ms = self.now_ms;
@@ -735,6 +789,10 @@ fn zab_simulation() {
     assert!(
         total.crashes > 0 && total.leases_expired > 0,
         "fault coverage: {total:?}"
+    );
+    assert!(
+        total.hierarchical_committed > 0,
+        "hierarchical quorums ran: {total:?}"
     );
 }
 

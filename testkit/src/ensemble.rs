@@ -40,6 +40,10 @@ pub trait TestEnsemble: Send {
         })
     }
     fn log_tail(&self, i: usize, lines: usize) -> String;
+    /// Member `i`'s working directory (its zoo.cfg and data directory are
+    /// in it; a relative path in zoo.cfg resolves against it on both
+    /// servers).
+    fn work_dir(&self, i: usize) -> std::path::PathBuf;
     /// SIGKILL member `i`.
     fn kill(&mut self, i: usize);
     /// Starts member `i` again on its ports and data and waits until it serves.
@@ -80,6 +84,10 @@ impl TestEnsemble for ZkEnsemble {
     }
     fn addr(&self, i: usize) -> SocketAddr {
         ZkEnsemble::addr(self, i)
+    }
+    fn work_dir(&self, i: usize) -> std::path::PathBuf {
+        let data = ZkEnsemble::data_dir(self, i);
+        data.parent().unwrap_or(data).to_path_buf()
     }
     fn log_tail(&self, i: usize, lines: usize) -> String {
         ZkEnsemble::log_tail(self, i, lines)
@@ -336,6 +344,9 @@ impl TestEnsemble for WazooEnsemble {
     }
     fn addr(&self, i: usize) -> SocketAddr {
         loopback(self.members[i].client_port)
+    }
+    fn work_dir(&self, i: usize) -> std::path::PathBuf {
+        WazooEnsemble::member_dir(self, i).to_path_buf()
     }
     fn log_tail(&self, i: usize, lines: usize) -> String {
         self.members[i].process.log_tail(lines)

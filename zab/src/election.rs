@@ -82,6 +82,13 @@ pub struct Election {
 /// Notifications to send: (to, notification).
 pub type Sends = Vec<(ServerId, Notification)>;
 
+/// ZooKeeper's `totalOrderPredicate`: `vote` replaces `current` when it
+/// beats it, and never when it is for a member of weight zero (one whose
+/// `weight.N` is 0 is never elected).
+fn better(cfg: &Config, vote: &Vote, current: &Vote) -> bool {
+    cfg.weight(vote.leader) > 0 && vote.beats(current)
+}
+
 impl Election {
     /// Starts looking in the round after `previous_clock`, voting for
     /// `own` (a voter) or for nobody yet (an observer).
@@ -191,7 +198,7 @@ impl Election {
             self.recv.clear();
             let mine = if self.voter { Some(self.own) } else { None };
             self.proposal = Some(match mine {
-                Some(own) if !vote.beats(&own) => own,
+                Some(own) if !better(cfg, &vote, &own) => own,
                 _ => vote,
             });
             self.finalize_at_ms = None;
@@ -202,7 +209,7 @@ impl Election {
                 sends.push((from, self.notification()));
             }
             return None;
-        } else if self.proposal.is_none_or(|p| vote.beats(&p)) {
+        } else if self.proposal.is_none_or(|p| better(cfg, &vote, &p)) {
             self.proposal = Some(vote);
             self.finalize_at_ms = None;
             self.send_to_all(cfg, sends);
@@ -233,12 +240,13 @@ impl Election {
     }
 
     fn has_quorum_in_round(&self, cfg: &Config, vote: Vote) -> bool {
-        let same = self
+        let same: Vec<ServerId> = self
             .recv
             .iter()
-            .filter(|(id, v)| cfg.is_voter(**id) && **v == vote)
-            .count();
-        same >= cfg.quorum_size()
+            .filter(|(_, v)| **v == vote)
+            .map(|(id, _)| *id)
+            .collect();
+        cfg.contains_quorum(&same)
     }
 
     fn on_decided(
@@ -264,20 +272,21 @@ impl Election {
             // the leader gives up at initLimit. ZooKeeper waits there;
             // joining is safe because discovery, not the vote, guards the
             // history (a leader steps down for a follower ahead of it).
-            let decided = self
+            let decided_and_me: Vec<ServerId> = self
                 .out_of_election
                 .iter()
                 .filter(|(id, (v, _, round))| {
                     **id != self.me
-                        && cfg.is_voter(**id)
                         && *round == n.election_epoch
                         && v.leader == vote.leader
                         && v.peer_epoch == vote.peer_epoch
                 })
-                .count();
+                .map(|(id, _)| *id)
+                .chain([self.me])
+                .collect();
             if self.voter
                 && vote.leader != self.me
-                && decided + 1 >= cfg.quorum_size()
+                && cfg.contains_quorum(&decided_and_me)
                 && self.check_leader(vote.leader, n.election_epoch)
             {
                 return self.decide_vote(vote);
@@ -285,14 +294,13 @@ impl Election {
         }
         self.out_of_election
             .insert(from, (vote, n.state, n.election_epoch));
-        let agreeing = self
+        let agreeing: Vec<ServerId> = self
             .out_of_election
             .iter()
-            .filter(|(id, (v, _, _))| {
-                cfg.is_voter(**id) && v.leader == vote.leader && v.peer_epoch == vote.peer_epoch
-            })
-            .count();
-        if agreeing >= cfg.quorum_size() && self.check_leader(vote.leader, n.election_epoch) {
+            .filter(|(_, (v, _, _))| v.leader == vote.leader && v.peer_epoch == vote.peer_epoch)
+            .map(|(id, _)| *id)
+            .collect();
+        if cfg.contains_quorum(&agreeing) && self.check_leader(vote.leader, n.election_epoch) {
             self.logical_clock = n.election_epoch;
             return self.decide_vote(vote);
         }
@@ -324,6 +332,12 @@ impl Election {
             vote,
             election_epoch: self.logical_clock,
         })
+    }
+
+    /// The quorum rule changed (the oracle answered): whether this round's
+    /// votes make a quorum now.
+    pub fn recheck(&mut self, cfg: &Config, now_ms: u64) -> Option<Decision> {
+        self.check_quorum(cfg, now_ms)
     }
 
     /// Time passes: finalize a decision whose wait is over, resend our vote

@@ -36,7 +36,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use super::history::SyncKind;
 use super::message::Message;
 use super::peer::{Output, Peer, Role, RoleChange};
-use super::types::{ServerId, Zxid};
+use super::quorum::QuorumRule;
+use super::types::{Config, ServerId, Zxid};
 
 mod broadcast;
 
@@ -312,18 +313,13 @@ impl Peer {
 
     /// Discovery: a quorum of FOLLOWERINFO (us included) fixes the epoch.
     fn check_discovery(&mut self) {
-        let quorum = self.cfg.quorum_size();
         let me = self.cfg.my_id;
         let l = self.leading_ref();
         if l.phase != Phase::Discovery {
             return;
         }
-        let voters_in = 1 + l
-            .learners
-            .iter()
-            .filter(|(id, _)| self.cfg.is_voter(**id))
-            .count();
-        if voters_in < quorum {
+        let voters_in: Vec<ServerId> = l.learners.keys().copied().chain([me]).collect();
+        if !self.cfg.contains_quorum(&voters_in) {
             return;
         }
         let highest = l
@@ -376,9 +372,15 @@ impl Peer {
         s.epoch_acked = true;
         s.last_zxid = last_zxid;
         if phase == Phase::EpochProposed {
-            if voter && (current_epoch, last_zxid) > (my_current, my_last) {
+            if voter
+                && self.cfg.weight(from) > 0
+                && (current_epoch, last_zxid) > (my_current, my_last)
+            {
                 // ZooKeeper: "Follower is ahead of the leader". Our history
                 // might miss committed txns: let the election run again.
+                // Not for a member of weight zero: no quorum needs it, so
+                // what only it holds was never committed (and it can never
+                // be elected, so stepping down for it would never end).
                 self.start_looking_after(None);
                 return;
             }
@@ -398,11 +400,13 @@ impl Peer {
     /// currentEpoch on disk vouches for the log under it (see
     /// `maybe_ack_new_leader` on the learner side).
     fn check_epoch_quorum(&mut self) {
-        let quorum = self.cfg.quorum_size();
         let durable = self.history.durable();
         let l = self.leading_ref();
-        if l.phase != Phase::EpochProposed || l.epoch_acks.len() < quorum || durable < l.history_end
-        {
+        if l.phase != Phase::EpochProposed || durable < l.history_end {
+            return;
+        }
+        let acks: Vec<ServerId> = l.epoch_acks.iter().copied().collect();
+        if !self.cfg.contains_quorum(&acks) {
             return;
         }
         if self.mono_ms < self.promise_until_ms {
@@ -524,14 +528,14 @@ impl Peer {
 
     /// A quorum holds the initial history durably: establish the epoch.
     fn check_new_leader_quorum(&mut self) {
-        let quorum = self.cfg.quorum_size();
         let durable = self.history.durable();
         let l = self.leading_ref();
         if l.phase != Phase::Syncing {
             return;
         }
-        let me = usize::from(durable >= l.history_end);
-        if l.new_leader_acks.len() + me < quorum {
+        let me = (durable >= l.history_end).then_some(self.cfg.my_id);
+        let acks: Vec<ServerId> = l.new_leader_acks.iter().copied().chain(me).collect();
+        if !self.cfg.contains_quorum(&acks) {
             return;
         }
         let (epoch, history_end) = (l.epoch, l.history_end);
@@ -601,12 +605,14 @@ impl Peer {
         }
         let l = self.leading_ref();
         if l.phase == Phase::Broadcast {
-            let live = 1 + l
+            let live: Vec<ServerId> = l
                 .learners
                 .iter()
-                .filter(|(id, s)| self.cfg.is_voter(**id) && s.new_leader_acked)
-                .count();
-            if live < self.cfg.quorum_size() {
+                .filter(|(_, s)| s.new_leader_acked)
+                .map(|(id, _)| *id)
+                .chain([self.cfg.my_id])
+                .collect();
+            if !self.cfg.contains_quorum(&live) {
                 let epoch = l.epoch;
                 self.stats.leader_lost_quorum += 1;
                 self.outputs
@@ -654,10 +660,24 @@ impl Peer {
         if l.phase != Phase::Broadcast {
             return None;
         }
-        let others_needed = self.cfg.quorum_size() - 1;
-        if others_needed == 0 {
+        let rule = leader_rule(&self.cfg, l);
+        if rule.contains_quorum(&self.cfg.voters, &[self.cfg.my_id]) {
             return Some(u64::MAX);
         }
+        if *rule != QuorumRule::Majority {
+            // The latest time by which a quorum (us, now, included) heard us.
+            let mut heard: Vec<(ServerId, u64)> = l
+                .learners
+                .iter()
+                .filter(|(_, s)| s.new_leader_acked)
+                .filter_map(|(id, s)| s.heard_us_at_ms.map(|t| (*id, t)))
+                .chain([(self.cfg.my_id, u64::MAX)])
+                .collect();
+            let mut ids = Vec::with_capacity(heard.len());
+            let t = rule.quorum_value(&self.cfg.voters, &mut heard, &mut ids);
+            return Some(t.map_or(0, |t| t.saturating_add(self.cfg.lease_ms())));
+        }
+        let others_needed = self.cfg.voters.len() / 2;
         // The others_needed-th latest time a voter heard us. Run before
         // every input: no allocation while a quorum is small.
         let heard = l
@@ -696,6 +716,13 @@ impl Peer {
         }
     }
 
+    /// The oracle answered (`Peer::on_oracle`): what waited for a quorum
+    /// may have one now (ZooKeeper's `revalidateOutstandingProp`); losing
+    /// one is found by the lease and the next tick.
+    pub(super) fn leader_on_oracle(&mut self) {
+        self.leader_on_durable();
+    }
+
     /// An established leader whose lease ran out stops leading at once:
     /// it takes no proposal and answers no sync from now on, and is gone
     /// before any other member can be established (see `lease_until_ms`).
@@ -717,5 +744,20 @@ impl Peer {
         self.outputs
             .push(Output::Role(RoleChange::LeaderLostQuorum { epoch }));
         self.start_looking_after(None);
+    }
+}
+
+/// The rule a leader decides by: without the oracle while another voter
+/// is synced with it (ZooKeeper asks the oracle only when the leader has
+/// no follower left, `needOracle`).
+pub(super) fn leader_rule<'a>(cfg: &'a Config, l: &Leading) -> &'a QuorumRule {
+    let synced_voter = l
+        .learners
+        .iter()
+        .any(|(id, s)| s.new_leader_acked && cfg.is_voter(*id));
+    if synced_voter {
+        cfg.quorum.without_oracle()
+    } else {
+        &cfg.quorum
     }
 }

@@ -10,6 +10,7 @@
 //!
 //! | file | owns |
 //! |---|---|
+//! | `quorum.rs` | `QuorumRule`: which sets of voters are a quorum (majority, groups and weights) |
 //! | `types.rs` | `ServerId`, `Config`, `Restored`; `Zxid` (`epoch << 32 \| counter`) is `wazoo_proto::Zxid`, shared by every crate |
 //! | `message.rs`, `codec.rs` | the messages and their versioned wire encoding |
 //! | `history.rs` | the in-memory log (uncommitted tail + bounded committed log) and DIFF/TRUNC/SNAP choice |
@@ -123,6 +124,7 @@ mod leader;
 mod learner;
 mod message;
 mod peer;
+mod quorum;
 mod types;
 
 #[cfg(test)]
@@ -137,4 +139,5 @@ pub use message::{Channel, Message, Notification};
 pub use peer::{
     Input, LeaderReport, Output, Peer, ProposalWindow, ProposeError, RoleChange, Stats, Status,
 };
+pub use quorum::{Hierarchy, QuorumRule};
 pub use types::{Config, Payload, Restored, ServerId, ServerState, Zxid, SUSPECT_MS_MAX_DEFAULT};

@@ -9,6 +9,7 @@ use super::history::History;
 use super::leader::Leading;
 use super::learner::Learning;
 use super::message::{Channel, Message, Notification};
+use super::quorum::QuorumRule;
 use super::types::{Config, Payload, Restored, ServerId, ServerState, Zxid};
 
 /// What happens to a member.
@@ -284,7 +285,7 @@ impl Peer {
         // A voter that ever accepted an epoch may have answered a leader's
         // PING right before it stopped: keep the promise from now on.
         let promise_until_ms =
-            if restored.accepted_epoch > 0 && cfg.is_voter(cfg.my_id) && cfg.quorum_size() > 1 {
+            if restored.accepted_epoch > 0 && cfg.is_voter(cfg.my_id) && !cfg.alone_is_quorum() {
                 mono_ms.saturating_add(cfg.suspect_ms())
             } else {
                 0
@@ -662,6 +663,34 @@ impl Peer {
         }
     }
 
+    /// The oracle's answer (Administrator's Guide, "Oracle Quorum"): the
+    /// shell reads the file `oraclePath` names, before every tick, and
+    /// says whether its first character is `1`. Does nothing unless the
+    /// quorum rule is [`QuorumRule::Oracle`]. A member that is looking
+    /// decides if the answer makes its votes a quorum; a leader commits
+    /// what the answer lets it commit, and steps down at its next input
+    /// (its lease) when the answer takes its quorum away.
+    pub fn on_oracle(&mut self, says_yes: bool, mono_ms: u64) {
+        let QuorumRule::Oracle { says_yes: was } = &mut self.cfg.quorum else {
+            return;
+        };
+        if *was == says_yes {
+            return;
+        }
+        *was = says_yes;
+        self.advance(mono_ms);
+        let now_ms = self.mono_ms;
+        match &mut self.role {
+            Role::Looking(e) => {
+                if let Some(d) = e.recheck(&self.cfg, now_ms) {
+                    self.decide(d);
+                }
+            }
+            Role::Leading(_) => self.leader_on_oracle(),
+            Role::Learning(_) => {}
+        }
+    }
+
     /// Activates a new membership, as a ZooKeeper member does when a
     /// reconfiguration commits (ZooKeeper Dynamic Reconfiguration): from
     /// now on only `voters` vote and ack, and only members are heard.
@@ -675,12 +704,24 @@ impl Peer {
     ///   new role.
     /// - A member that is looking uses the new membership from its next
     ///   round on.
-    pub fn reconfigure(&mut self, voters: Vec<ServerId>, observers: Vec<ServerId>, mono_ms: u64) {
+    pub fn reconfigure(
+        &mut self,
+        voters: Vec<ServerId>,
+        observers: Vec<ServerId>,
+        quorum: QuorumRule,
+        mono_ms: u64,
+    ) {
         self.mono_ms = self.mono_ms.max(mono_ms);
         let me = self.cfg.my_id;
         let was_observer = self.cfg.is_observer(me);
         self.cfg.voters = voters;
         self.cfg.observers = observers;
+        // `oraclePath` is static: a new membership keeps the oracle
+        // unless it brings groups.
+        if !(matches!(self.cfg.quorum, QuorumRule::Oracle { .. }) && quorum == QuorumRule::Majority)
+        {
+            self.cfg.quorum = quorum;
+        }
         let is_member = |c: &Config, id| c.is_voter(id) || c.is_observer(id);
         match &self.role {
             Role::Looking(_) => {}
@@ -743,7 +784,7 @@ impl Peer {
     /// the member was in.
     fn leave_role(&mut self, already_closed: Option<ServerId>) -> u64 {
         if let Role::Learning(l) = &self.role {
-            if self.cfg.is_voter(self.cfg.my_id) && self.cfg.quorum_size() > 1 {
+            if self.cfg.is_voter(self.cfg.my_id) && !self.cfg.alone_is_quorum() {
                 let until = l.last_heard_ms.saturating_add(self.cfg.suspect_ms());
                 self.promise_until_ms = self.promise_until_ms.max(until);
             }

@@ -840,13 +840,13 @@ fn a_reconfigured_leader_drops_a_removed_learner_and_commits_on_the_new_quorum()
     assert_eq!(synced, vec![1]);
     // Now only {2,3} vote, and 3 alone is not a majority of them either;
     // 1 is dropped.
-    l.reconfigure(vec![2, 3], vec![], 6);
+    l.reconfigure(vec![2, 3], vec![], QuorumRule::Majority, 6);
     assert_eq!(l.take_outputs(), vec![Output::CloseLink { peer: 1 }]);
     assert_eq!(l.state(), ServerState::Leading);
     l.synced_learners_into(&mut synced);
     assert!(synced.is_empty());
     // Shrunk to {3}: the leader alone is the quorum and commits.
-    l.reconfigure(vec![3], vec![], 7);
+    l.reconfigure(vec![3], vec![], QuorumRule::Majority, 7);
     assert_eq!(
         l.take_outputs(),
         vec![Output::Deliver {
@@ -863,7 +863,7 @@ fn a_reconfigured_leader_drops_a_removed_learner_and_commits_on_the_new_quorum()
 #[test]
 fn a_leader_removed_by_a_reconfig_steps_down() {
     let mut l = leader_with_follower();
-    l.reconfigure(vec![1, 2], vec![], 4);
+    l.reconfigure(vec![1, 2], vec![], QuorumRule::Majority, 4);
     let outs = l.take_outputs();
     assert_eq!(
         outs[..2],
@@ -880,10 +880,10 @@ fn a_leader_removed_by_a_reconfig_steps_down() {
 #[test]
 fn a_follower_leaves_its_leader_when_removed_or_its_role_changes() {
     let mut f = follower_of_3(Restored::empty());
-    f.reconfigure(vec![1, 2, 3, 4], vec![], 1);
+    f.reconfigure(vec![1, 2, 3, 4], vec![], QuorumRule::Majority, 1);
     assert!(f.take_outputs().is_empty(), "still a participant");
     assert_eq!(f.state(), ServerState::Following);
-    f.reconfigure(vec![2, 3], vec![1], 2);
+    f.reconfigure(vec![2, 3], vec![1], QuorumRule::Majority, 2);
     let outs = f.take_outputs();
     assert_eq!(
         outs[..2],
@@ -893,7 +893,7 @@ fn a_follower_leaves_its_leader_when_removed_or_its_role_changes() {
         ]
     );
     let mut f = follower_of_3(Restored::empty());
-    f.reconfigure(vec![2, 3], vec![], 1);
+    f.reconfigure(vec![2, 3], vec![], QuorumRule::Majority, 1);
     assert_eq!(f.state(), ServerState::Looking);
 }
 
@@ -1047,4 +1047,52 @@ fn a_stale_word_from_an_earlier_round_keeps_the_follower_waiting() {
     let old_following = vote_in(3, 0, ServerState::Following);
     msg(&mut f, 2, old_following, PROMISE_MS + 10);
     assert_eq!(f.state(), ServerState::Following);
+}
+
+/// Administrator's Guide, "Oracle Quorum": member 1 of a 2-voter
+/// ensemble, alone, waits while its oracle says 0; when it says 1 it
+/// elects itself and leads, committing on its own log; when it says 0
+/// again it steps down at once.
+#[test]
+fn the_survivor_of_two_leads_only_while_its_oracle_says_1() {
+    let mut c = cfg(1, &[1, 2]);
+    c.quorum = QuorumRule::Oracle { says_yes: false };
+    let mut m = Peer::new(c, Restored::empty(), 0).unwrap();
+    for t in 1..=3 {
+        m.handle(Input::Tick, t * 100);
+    }
+    m.take_outputs();
+    assert_eq!(
+        m.state(),
+        ServerState::Looking,
+        "no quorum without the oracle"
+    );
+    m.on_oracle(true, 400);
+    m.handle(Input::Tick, 500);
+    let outs = m.take_outputs();
+    assert!(
+        outs.contains(&Output::SetAcceptedEpoch { epoch: 1 }),
+        "{outs:?}"
+    );
+    m.handle(Input::Tick, 600);
+    m.take_outputs();
+    assert_eq!(m.state(), ServerState::Leading);
+    let zxid = m.propose(p(b"a"), 700).unwrap();
+    m.handle(Input::Durable { zxid }, 700);
+    let outs = m.take_outputs();
+    assert!(
+        outs.contains(&Output::Deliver {
+            zxid,
+            payload: p(b"a")
+        }),
+        "committed on its own log: {outs:?}"
+    );
+    m.on_oracle(false, 800);
+    let outs = m.take_outputs();
+    assert!(
+        outs.contains(&Output::Role(RoleChange::Looking)),
+        "{outs:?}"
+    );
+    assert_eq!(m.state(), ServerState::Looking);
+    m.validate();
 }

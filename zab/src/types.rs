@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use super::quorum::QuorumRule;
+
 /// A member's `myid` (the N of `server.N=` in zoo.cfg).
 pub type ServerId = u64;
 
@@ -55,6 +57,9 @@ pub struct Config {
     pub voters: Vec<ServerId>,
     /// Observers replicate committed txns and never vote or ack.
     pub observers: Vec<ServerId>,
+    /// Which sets of voters are a quorum: a majority, or zoo.cfg's groups
+    /// and weights.
+    pub quorum: QuorumRule,
     /// zoo.cfg `tickTime`. The leader pings every half tick.
     pub tick_ms: u64,
     /// zoo.cfg `initLimit`: ticks a leader has to establish its epoch, and a
@@ -91,6 +96,7 @@ impl Config {
             my_id,
             voters,
             observers,
+            quorum: QuorumRule::Majority,
             tick_ms: 2000,
             init_limit_ticks: 10,
             sync_limit_ticks: 5,
@@ -143,9 +149,22 @@ impl Config {
         self.observers.contains(&id)
     }
 
-    /// Size of a majority of the voters.
-    pub fn quorum_size(&self) -> usize {
-        self.voters.len() / 2 + 1
+    /// Whether the voters among `ids` are a quorum (ZooKeeper's
+    /// `containsQuorum`).
+    pub fn contains_quorum(&self, ids: &[ServerId]) -> bool {
+        self.quorum.contains_quorum(&self.voters, ids)
+    }
+
+    /// Whether this member alone is a quorum (a one-voter ensemble, or a
+    /// hierarchy in which the others weigh nothing).
+    pub fn alone_is_quorum(&self) -> bool {
+        self.contains_quorum(&[self.my_id])
+    }
+
+    /// A voter's weight: zero keeps it out of every decision (it is never
+    /// elected, its votes and acks count for nothing).
+    pub fn weight(&self, id: ServerId) -> u64 {
+        self.quorum.weight(id)
     }
 
     /// Every member but this one, voters first, in id order.
@@ -238,7 +257,8 @@ mod tests {
     fn config_checks() {
         let c = Config::new(1, vec![1, 2, 3], vec![4]);
         assert_eq!(c.validate(), Ok(()));
-        assert_eq!(c.quorum_size(), 2);
+        assert!(c.contains_quorum(&[1, 3]));
+        assert!(!c.contains_quorum(&[1, 4]), "an observer does not count");
         assert_eq!(c.others().collect::<Vec<_>>(), vec![2, 3, 4]);
         assert!(Config::new(9, vec![1, 2, 3], vec![]).validate().is_err());
         assert!(Config::new(1, vec![1, 2], vec![2]).validate().is_err());

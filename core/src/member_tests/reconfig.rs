@@ -126,6 +126,27 @@ fn a_reconfig_commits_on_the_old_quorum_and_is_active_from_its_commit() {
     assert_eq!(h.m.peer().unwrap().config().voters, vec![1, 3]);
 }
 
+/// The code of the one refusal request `xid` gets (zxid: nothing was
+/// committed).
+fn refusal_of(h: &mut Harness, xid: i32, req: Request) -> ErrorCode {
+    let out = h.request(1, xid, req);
+    [
+        ErrorCode::BadVersion,
+        ErrorCode::BadArguments,
+        ErrorCode::NewConfigNoQuorum,
+        ErrorCode::NoAuth,
+    ]
+    .into_iter()
+    .find(|c| {
+        out == vec![Out::Send {
+            conn: 1,
+            frames: vec![reply(xid, z(2, 1), c.code(), &Response::Empty)],
+            replies: 1,
+        }]
+    })
+    .unwrap_or_else(|| panic!("not one of the refusals: {out:?}"))
+}
+
 fn join(servers: &str) -> Request {
     Request::Reconfig(ReconfigRequest {
         joining_servers: Some(servers.into()),
@@ -146,27 +167,7 @@ fn join(servers: &str) -> Request {
 fn reconfig_refusals_come_in_zookeepers_order() {
     let (mut h, _) = reconfigurable_leader_without_auth();
     let observer_999 = "server.999=0.0.0.0:1234:2345:observer;3456";
-    // The code of the one refusal `req` gets (zxid: nothing was committed).
     let mut xid = 20;
-    let mut code_of = |h: &mut Harness, req: Request| {
-        xid += 1;
-        let out = h.request(1, xid, req);
-        [
-            ErrorCode::BadVersion,
-            ErrorCode::BadArguments,
-            ErrorCode::NewConfigNoQuorum,
-            ErrorCode::NoAuth,
-        ]
-        .into_iter()
-        .find(|c| {
-            out == vec![Out::Send {
-                conn: 1,
-                frames: vec![reply(xid, z(2, 1), c.code(), &Response::Empty)],
-                replies: 1,
-            }]
-        })
-        .unwrap_or_else(|| panic!("not one of the refusals: {out:?}"))
-    };
     for (req, code) in [
         (remove("2", 0x1234), ErrorCode::BadVersion),
         (join("server.9=127.0.0.1:1:2"), ErrorCode::BadArguments),
@@ -176,7 +177,8 @@ fn reconfig_refusals_come_in_zookeepers_order() {
         (remove("2", 0), ErrorCode::NoAuth),
     ] {
         let what = format!("{req:?}");
-        assert_eq!(code_of(&mut h, req), code, "{what}");
+        xid += 1;
+        assert_eq!(refusal_of(&mut h, xid, req), code, "{what}");
     }
     let auth = Request::Auth(AuthPacket {
         auth_type: 0,
@@ -185,5 +187,62 @@ fn reconfig_refusals_come_in_zookeepers_order() {
     });
     h.request(1, wazoo_proto::xid::AUTH, auth);
     // The super user passes ZooKeeper's checks; wazoo keeps ids in a byte.
-    assert_eq!(code_of(&mut h, join(observer_999)), ErrorCode::BadArguments);
+    assert_eq!(
+        refusal_of(&mut h, xid + 1, join(observer_999)),
+        ErrorCode::BadArguments
+    );
+}
+
+fn members(text: &str) -> Request {
+    Request::Reconfig(ReconfigRequest {
+        joining_servers: None,
+        leaving_servers: None,
+        new_members: Some(text.into()),
+        cur_config_id: -1,
+    })
+}
+
+/// ZooKeeper 3.8's PrepRequestProcessor with hierarchical quorums
+/// (Administrator's Guide, "Cluster Options", `group.x`, `weight.x`): an
+/// incremental reconfig is refused (BadArguments); a whole new membership
+/// may carry groups and weights, and needs a quorum by its own rule among
+/// the leader and its synced learners (3 and 1 here).
+#[test]
+fn a_hierarchical_configuration_changes_only_as_a_whole() {
+    let (mut h, _) = reconfigurable_leader_without_auth();
+    let grouped = format!(
+        "{}\ngroup.1=1:2:3\nweight.2=0",
+        MEMBERS.replace("\nversion=0", "")
+    );
+    h.m.server_mut()
+        .set_quorum_config(QuorumConfig::parse(&grouped).unwrap());
+    let three = "server.1=127.0.0.1:2888:3888:participant;2181,\
+                 server.2=127.0.0.1:2889:3889:participant;2182,\
+                 server.3=127.0.0.1:2890:3890:participant;2183";
+    let mut xid = 40;
+    for (req, code) in [
+        (remove("2", -1), ErrorCode::BadArguments),
+        (join("server.4=127.0.0.1:1:2;2184"), ErrorCode::BadArguments),
+        // 1 weighs nothing: 3 alone holds half of group 1, not more.
+        (
+            members(&format!("{three},group.1=1:2:3,weight.1=0")),
+            ErrorCode::NewConfigNoQuorum,
+        ),
+        (
+            members(&format!("{three},group.1=1:2")),
+            ErrorCode::BadArguments,
+        ),
+        // 2 weighs nothing: 1 and 3 hold all of group 1. Well formed, so
+        // only the ACL stops it (the session is not the super user).
+        (
+            members(&format!("{three},group.1=1:2:3,weight.2=0")),
+            ErrorCode::NoAuth,
+        ),
+        // Back to majorities.
+        (members(three), ErrorCode::NoAuth),
+    ] {
+        let what = format!("{req:?}");
+        xid += 1;
+        assert_eq!(refusal_of(&mut h, xid, req), code, "{what}");
+    }
 }

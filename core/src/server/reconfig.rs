@@ -69,6 +69,13 @@ pub(super) fn prep_reconfig(
             c
         }
         None => {
+            // ZooKeeper's PrepRequestProcessor: groups and weights are
+            // changed only by giving the whole new configuration.
+            if current.is_hierarchical() {
+                return Err(bad(
+                    "Incremental reconfiguration requested but last configuration seen has a non-majority quorum system",
+                ));
+            }
             let mut c = current.clone();
             if let Some(leaving) = given(&req.leaving_servers) {
                 for id in leaving.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -104,13 +111,12 @@ pub(super) fn prep_reconfig(
     }
     // ZooKeeper's Leader.isQuorumSynced: the participants of the new
     // configuration that are this leader or in sync with it must be a
-    // majority of them, or the new configuration could not commit anything.
+    // quorum of it (by its own rule: majority, or groups and weights), or
+    // the new configuration could not commit anything.
+    let rule = next.quorum_rule().map_err(|e| bad(&e))?;
     let voters = next.voters();
-    let live = voters
-        .iter()
-        .filter(|&&id| id == me || synced.contains(&id))
-        .count();
-    if live < voters.len() / 2 + 1 {
+    let live: Vec<u64> = synced.iter().copied().chain([me]).collect();
+    if !rule.contains_quorum(&voters, &live) {
         return Err(ErrorCode::NewConfigNoQuorum);
     }
     acl::check(&record.acl, perms::WRITE, auth)?;

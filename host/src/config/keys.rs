@@ -42,6 +42,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "metricsProvider.httpHost",
     "metricsProvider.httpPort",
     "minSessionTimeout",
+    "oraclePath",
     "plugins.dir",
     "quorumListenOnAllIPs",
     "readonlymode.enabled",

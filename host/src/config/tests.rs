@@ -146,8 +146,7 @@ fn refusal(line: &str) -> Option<String> {
         .map(|e| format!("{e:#}"))
 }
 
-// ZooKeeper Administrator's Guide, "Cluster Options" (hierarchical
-// quorums, local sessions, multiAddress, observerMasterPort, oraclePath,
+// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions, multiAddress, observerMasterPort,
 // leaderServes, electionAlg), "Experimental Options/Features" and "Audit
 // Logs" (audit.impl.class), "AdminServer configuration": a key that asks for a
 // feature wazoo does not implement yet stops the start, naming the key;
@@ -155,8 +154,6 @@ fn refusal(line: &str) -> Option<String> {
 #[test]
 fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
     let refused = [
-        ("group.1=1:2:3", "hierarchical quorums"),
-        ("weight.3=0", "hierarchical quorums"),
         (
             "audit.impl.class=com.example.MyAuditLogger",
             "an audit logger other than ZooKeeper's",
@@ -166,7 +163,6 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
             "observerMasterPort=2191",
             "observers that sync from a follower",
         ),
-        ("oraclePath=/var/oracle", "Oracle Quorum"),
         ("leaderServes=no", "a leader that serves no clients"),
         ("electionAlg=0", "election algorithm"),
         ("zookeeper.admin.restore.enabled=true", "restore command"),
@@ -494,7 +490,10 @@ fn the_membership_is_read_from_the_dynamic_config_file() {
     std::fs::write(&cfg_path, &text).unwrap();
     std::fs::write(&dynamic, "clientPort=2181\n").unwrap();
     let e = format!("{:#}", Config::load(&cfg_path).unwrap_err());
-    assert!(e.contains("only server.N and version"), "{e}");
+    assert!(
+        e.contains("only server.N, group.N, weight.N and version"),
+        "{e}"
+    );
 }
 
 // ZooKeeper Administrator's Guide, largeRequestThreshold: -1 or a positive
@@ -529,7 +528,7 @@ fn the_suspicion_time_is_a_key_with_a_bounded_range() {
             "{bad}: {e:#}"
         );
     }
-    let z = crate::ensemble_member::zab_config(&c, 1);
+    let z = crate::ensemble_member::zab_config(&c, 1).unwrap();
     assert_eq!(
         (z.suspect_ms(), z.tick_ms, z.sync_limit_ticks),
         (3000, 3000, 5)
@@ -599,6 +598,8 @@ fn read_sample(key: &str) -> String {
         "secureClientPort" => client_tls.to_string(),
         "sslQuorum" => "sslQuorum=true\nssl.quorum.keyStore.location=/k.pem\nssl.quorum.trustStore.location=/t.pem".to_string(),
         "server.x" => "server.1=127.0.0.1:2888:3888".to_string(),
+        "group.x" => "group.1=1:2:3".to_string(),
+        "weight.x" => "weight.1=2".to_string(),
         "authProvider.x" => sasl.to_string(),
         "sessionRequireClientSASLAuth" => format!("{sasl}\n{key}=true"),
         "enforce.auth.enabled" => format!("{key}=true\nenforce.auth.schemes=digest"),
@@ -625,7 +626,6 @@ fn refused_sample(key: &str) -> String {
         "zookeeper.db.autocreate" => "false",
         "DigestAuthenticationProvider.digestAlg" => "SHA3-256",
         "snapshot.compression.method" => "gz",
-        "group.x" => "1:2:3",
         "observerMasterPort"
         | "connectionMaxTokens"
         | "requestThrottleLimit"
@@ -898,4 +898,77 @@ fn admin_server_keys_are_read_with_zookeepers_defaults() {
         let e = Config::parse(&format!("dataDir=/d\n{bad}\n")).unwrap_err();
         assert!(format!("{e:#}").contains(key), "{bad}: {e:#}");
     }
+}
+
+// ZooKeeper Administrator's Guide, "Cluster Options" (`group.x`,
+// `weight.x`): the groups and weights reach the quorum rule, and what
+// ZooKeeper's QuorumHierarchical rejects stops the start with the reason.
+#[test]
+fn groups_and_weights_make_the_quorum_rule_or_stop_the_start() {
+    let servers = "dataDir=/d\n\
+                   server.1=127.0.0.1:2888:3888\n\
+                   server.2=127.0.0.1:2889:3889\n\
+                   server.3=127.0.0.1:2890:3890\n";
+    let c = Config::parse(&format!("{servers}group.1=1:2:3\nweight.3=0\n")).unwrap();
+    assert!(c.unknown.is_empty(), "{:?}", c.unknown);
+    let z = crate::ensemble_member::zab_config(&c, 1).unwrap();
+    assert!(z.contains_quorum(&[1, 2]));
+    assert!(!z.contains_quorum(&[2, 3]), "3 weighs nothing");
+    assert!(c
+        .quorum_config()
+        .render()
+        .contains("group.1=1:2:3\nweight.1=1\nweight.2=1\nweight.3=0\n"));
+    for (lines, reason) in [
+        ("group.1=1:2", "server 3 is in no group"),
+        ("group.1=1:2:3\ngroup.2=3", "more than one group"),
+        ("group.1=1:2:3:4", "no server.4"),
+        (
+            "group.1=1:2:3\nweight.2=heavy",
+            "the weight must be a number",
+        ),
+        ("group.x=1:2:3", "the group id must be a number"),
+    ] {
+        let e = format!(
+            "{:#}",
+            Config::parse(&format!("{servers}{lines}\n")).unwrap_err()
+        );
+        assert!(e.contains(reason), "{lines}: {e}");
+    }
+}
+
+// ZooKeeper's Oracle Quorum guide: `oraclePath` makes the rule a majority
+// with the oracle's answer (the file's first character `1`; anything
+// else, or no file, says no); with groups it is refused, as ZooKeeper
+// would ignore the groups.
+#[test]
+fn the_oracle_path_makes_an_oracle_majority() {
+    let dir = tempfile::tempdir().unwrap();
+    let oracle = dir.path().join("mastership");
+    let servers = format!(
+        "dataDir=/d\n\
+         server.1=127.0.0.1:2888:3888\n\
+         server.2=127.0.0.1:2889:3889\n\
+         oraclePath={}\n",
+        oracle.display()
+    );
+    let c = Config::parse(&servers).unwrap();
+    assert_eq!(c.oracle_path.as_deref(), Some(oracle.as_path()));
+    assert!(!super::ask_oracle(&oracle), "no file says no");
+    std::fs::write(&oracle, "1\n").unwrap();
+    assert!(super::ask_oracle(&oracle));
+    let z = crate::ensemble_member::zab_config(&c, 1).unwrap();
+    assert_eq!(
+        z.quorum,
+        crate::core::zab::QuorumRule::Oracle { says_yes: true }
+    );
+    assert!(z.contains_quorum(&[1]));
+    for text in ["0\n", "", "yes"] {
+        std::fs::write(&oracle, text).unwrap();
+        assert!(!super::ask_oracle(&oracle), "{text:?}");
+    }
+    let e = format!(
+        "{:#}",
+        Config::parse(&format!("{servers}group.1=1:2\n")).unwrap_err()
+    );
+    assert!(e.contains("oraclePath and group.N"), "{e}");
 }

@@ -234,7 +234,16 @@ impl Sim {
             Output::Role(change) => {
                 self.log(format!("{id} role {change:?}"));
                 match change {
-                    RoleChange::Leading { epoch } => self.checker.on_established(epoch, id, now_ms),
+                    RoleChange::Leading { epoch } => {
+                        // Administrator's Guide, "Cluster Options"
+                        // (`weight.x`): a member of weight zero is never
+                        // elected.
+                        assert!(
+                            self.params.quorum.weight(id) > 0,
+                            "member {id} of weight zero leads epoch {epoch}"
+                        );
+                        self.checker.on_established(epoch, id, now_ms)
+                    }
                     RoleChange::Looking => {
                         // Open syncs fail with the session.
                         self.checker.open_syncs.retain(|k, _| k.0 != id);

@@ -27,23 +27,22 @@ impl Peer {
 
     /// Commits the largest zxid a quorum of voters has logged durably.
     pub(super) fn try_commit(&mut self) {
-        let quorum = self.cfg.quorum_size();
         let l = self.leading_ref();
         if l.phase != Phase::Broadcast {
             return;
         }
-        let mut acks: Vec<Zxid> = l
+        let mut acks: Vec<(ServerId, Zxid)> = l
             .learners
             .iter()
             .filter(|(id, s)| self.cfg.is_voter(**id) && s.new_leader_acked)
-            .map(|(_, s)| s.acked)
+            .map(|(id, s)| (*id, s.acked))
             .collect();
-        acks.push(self.history.durable());
-        if acks.len() < quorum {
+        acks.push((self.cfg.my_id, self.history.durable()));
+        let mut ids = Vec::with_capacity(acks.len());
+        let rule = super::leader_rule(&self.cfg, l);
+        let Some(candidate) = rule.quorum_value(&self.cfg.voters, &mut acks, &mut ids) else {
             return;
-        }
-        acks.sort_unstable_by(|a, b| b.cmp(a));
-        let candidate = acks[quorum - 1];
+        };
         if candidate > self.history.committed() {
             self.leader_commit_to(candidate);
         }
