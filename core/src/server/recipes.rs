@@ -623,7 +623,7 @@ impl Server {
         module: &str,
         step: &Step<'_>,
     ) -> StepOutcome {
-        self.step_here(auth, session, module, step, false)
+        self.step_against(auth, session, module, step, false, false)
             .expect("a full run always answers")
     }
 
@@ -636,22 +636,12 @@ impl Server {
         module: &str,
         step: &Step<'_>,
     ) -> Option<StepOutcome> {
-        self.step_here(auth, session, module, step, true)
+        self.step_against(auth, session, module, step, true, false)
     }
 
-    fn step_here(
-        &mut self,
-        auth: &AuthInfo,
-        session: i64,
-        module: &str,
-        step: &Step<'_>,
-        quick: bool,
-    ) -> Option<StepOutcome> {
-        self.step_against(auth, session, module, step, quick, false)
-    }
-
-    /// [`Self::step_here`]; `committed_only`: against the committed tree
-    /// alone (a read call), not the prep view.
+    /// Runs one step on this thread (`quick`: the engine's first try only)
+    /// against the prep view, or with `committed_only` against the
+    /// committed tree alone (a read call).
     fn step_against(
         &mut self,
         auth: &AuthInfo,

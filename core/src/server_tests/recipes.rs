@@ -435,22 +435,29 @@ fn a_holders_expiry_wakes_the_waiter_and_a_waiters_end_drops_its_wait() {
     );
 }
 
-#[test]
-fn a_step_runs_with_the_callers_identity() {
-    let (mut h, _) = with_engine();
-    h.connect(1);
-    h.connect(2);
+/// Creates `path` holding `data`, all permissions to digest user alice
+/// (password "secret") alone, from connection 1; returns alice's id.
+fn create_alices_node(h: &mut Harness, path: &str, data: &[u8]) -> String {
     let id = crate::acl::digest_id("alice:secret");
     ok(h.call(
         1,
         Request::Create(CreateRequest {
-            path: "/s".into(),
-            data: Some(b"x".to_vec()),
+            path: path.into(),
+            data: Some(data.to_vec()),
             acl: vec![Acl::new(wazoo_proto::perms::ALL, "digest", &id)],
             flags: 0,
             ttl: None,
         }),
     ));
+    id
+}
+
+#[test]
+fn a_step_runs_with_the_callers_identity() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    create_alices_node(&mut h, "/s", b"x");
     for method in ["get", "children"] {
         assert!(matches!(
             reply_of(h.call(2, rcall("t", method, "/s"))),
@@ -1428,17 +1435,7 @@ fn a_read_call_runs_with_the_callers_identities() {
     let (mut h, _) = with_engine();
     h.connect(1);
     h.connect(2);
-    let id = crate::acl::digest_id("alice:secret");
-    ok(h.call(
-        1,
-        Request::Create(CreateRequest {
-            path: "/s".into(),
-            data: Some(b"xy".to_vec()),
-            acl: vec![Acl::new(wazoo_proto::perms::ALL, "digest", &id)],
-            flags: 0,
-            ttl: None,
-        }),
-    ));
+    let id = create_alices_node(&mut h, "/s", b"xy");
     assert_eq!(
         read_call(&mut h, 2, r#"t/get/"/s""#),
         Err(ErrorCode::NoAuth)
