@@ -51,6 +51,10 @@ pub enum LeanWorkload {
     /// Its reply is the create's (the call node's path); a client that
     /// reads the result adds a getData.
     NodeCall,
+    /// wazoo only: the same call as a read call, a getData of
+    /// /zookeeper/calls/echo/noop/null (the result is the reply's data;
+    /// nothing is logged).
+    ReadCall,
     /// wazoo only: a native call of a method that writes, `counter.incr`
     /// by 1 of one of `--keys` counters (/counters/c-NNNNN, a read and a
     /// setData; the first call of each creates it). Both ways log a txn.
@@ -68,6 +72,7 @@ impl LeanWorkload {
             LeanWorkload::Create => "create",
             LeanWorkload::Call => "call",
             LeanWorkload::NodeCall => "node-call",
+            LeanWorkload::ReadCall => "read-call",
             LeanWorkload::CallWrite => "call-write",
             LeanWorkload::NodeCallWrite => "node-call-write",
         }
@@ -80,7 +85,7 @@ impl LeanWorkload {
     /// The recipe module a call workload calls.
     fn module(self) -> Option<&'static str> {
         match self {
-            LeanWorkload::Call | LeanWorkload::NodeCall => Some("echo"),
+            LeanWorkload::Call | LeanWorkload::NodeCall | LeanWorkload::ReadCall => Some("echo"),
             LeanWorkload::CallWrite | LeanWorkload::NodeCallWrite => Some("counter"),
             _ => None,
         }
@@ -102,7 +107,7 @@ pub struct LeanArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "get,set,create,call,node-call,call-write,node-call-write"
+        default_value = "get,set,create,call,node-call,read-call,call-write,node-call-write"
     )]
     pub workloads: Vec<LeanWorkload>,
     /// Sessions (one connection each).
@@ -177,6 +182,8 @@ pub struct LeanRun {
 pub struct LeanRatios {
     /// wazoo: node call / native call, server CPU per request (target <= 1.5).
     pub node_call_over_call_server_cpu: Option<f64>,
+    /// wazoo: read call (getData) / native call of the same no-op.
+    pub read_call_over_call_server_cpu: Option<f64>,
     /// wazoo: native call / getData, server CPU per request (target <= 1.2).
     pub call_over_get_server_cpu: Option<f64>,
     /// wazoo: the same as the first for `counter.incr`, a method that
@@ -363,6 +370,13 @@ fn frames_for(sys: &mut System, w: LeanWorkload, args: &LeanArgs) -> Result<(Fra
                 Vec::new(),
                 EPHEMERAL_SEQUENTIAL,
             )]),
+            String::new(),
+        ),
+        LeanWorkload::ReadCall => (
+            Frames::new(&[Request::GetData {
+                path: "/zookeeper/calls/echo/noop/null".into(),
+                watch: false,
+            }]),
             String::new(),
         ),
         LeanWorkload::CallWrite => (
@@ -730,6 +744,9 @@ fn ratios(closed: &[LeanRun]) -> LeanRatios {
         node_call_write_over_call_write_server_cpu: wz(LeanWorkload::NodeCallWrite)
             .zip(wz(LeanWorkload::CallWrite))
             .and_then(|(n, c)| div(n.server_cpu_us_per_op, c.server_cpu_us_per_op)),
+        read_call_over_call_server_cpu: wz(LeanWorkload::ReadCall)
+            .zip(call)
+            .and_then(|(n, c)| div(n.server_cpu_us_per_op, c.server_cpu_us_per_op)),
         node_call_over_call_server_cpu: node
             .zip(call)
             .and_then(|(n, c)| div(n.server_cpu_us_per_op, c.server_cpu_us_per_op)),
@@ -818,11 +835,12 @@ fn report(r: &LeanResults) -> String {
     let q = &r.ratios;
     let _ = writeln!(
         md,
-        "\nwazoo, server CPU per request: node call / native call **{}** for `echo.noop`, \
-         **{}** for `counter.incr` (target <= 1.5); \
+        "\nwazoo, server CPU per request: node call / native call **{}** for `echo.noop` \
+         (read call: **{}**), **{}** for `counter.incr` (target <= 1.5); \
          native call / getData **{}** (target <= 1.2). Closed-loop rates: native call / node \
          call {}, getData / native call {}.\n",
         cell(q.node_call_over_call_server_cpu, 2),
+        cell(q.read_call_over_call_server_cpu, 2),
         cell(q.node_call_write_over_call_write_server_cpu, 2),
         cell(q.call_over_get_server_cpu, 2),
         cell(q.call_over_node_call_rate, 2),

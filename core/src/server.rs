@@ -447,6 +447,12 @@ enum Deferred {
         zxid: Zxid,
         code: ErrorCode,
     },
+    /// A read call whose step runs on a worker (`job`): its reply once
+    /// done (`Server::read_call_done`).
+    ReadCall {
+        job: u64,
+        reply: Option<Result<Response, ErrorCode>>,
+    },
     /// An opcode the server does not know: Unimplemented, then close.
     Unimplemented,
     /// A connect refused (bad password, unknown session): reply and close.

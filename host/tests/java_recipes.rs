@@ -176,6 +176,7 @@ fn every_handle_works_on_a_3_member_ensemble() {
         "call: done",
         "call failing: BADARGUMENTS",
         "curator call: done",
+        "query: done, writes refused",
         "lock: held, waiter waits, gets it after release",
         "lock timeout: withdrawn",
         "rwlock: readers share, writer waits",

@@ -67,12 +67,17 @@ fn zkcli_calls_a_recipe_with_create_and_reads_the_result_with_get() {
          get /zookeeper/calls/lock/acquire0000000000\n\
          create -e -s /zookeeper/calls/lock/holder '{\"path\":\"/locks/x\"}'\n\
          get /zookeeper/calls/lock/holder0000000001\n\
+         get /zookeeper/calls/lock/holder/{\"path\":\"/locks/x\"}\n\
+         get /zookeeper/calls/lock/acquire/{\"path\":\"/locks/y\"}\n\
          create -s /zookeeper/calls/lock/acquire '{}'\n",
     );
     let answers: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
-    let [held, holder] = answers[..] else {
-        panic!("two results expected: {out}{err}");
+    let [held, holder, read_holder] = answers[..] else {
+        panic!("three results expected: {out}{err}");
     };
+    // The same call made by a get: its result is the get's data
+    // (docs/RECIPES.md, "Calls that change nothing").
+    assert_eq!(read_holder, holder, "{out}");
     assert!(
         held.starts_with(r#"{"done":"/locks/x/"#) && held.contains("__lock__"),
         "{out}"
@@ -83,6 +88,7 @@ fn zkcli_calls_a_recipe_with_create_and_reads_the_result_with_get() {
         err,
         "Created /zookeeper/calls/lock/acquire0000000000\n\
          Created /zookeeper/calls/lock/holder0000000001\n\
+         Not a read-only call: /zookeeper/calls/lock/acquire/{\"path\":\"/locks/y\"}\n\
          Arguments are not valid : /zookeeper/calls/lock/acquire\n",
         "a call node must be ephemeral: zkCli prints the refusal"
     );
@@ -119,5 +125,90 @@ fn a_c_clients_waiting_call_ends_in_its_node_after_the_leader_dies() {
             .arg(&go),
         "/locks/c",
         &go,
+    );
+}
+
+/// A plugins directory holding the lock and echo modules, and options.
+fn lock_and_echo() -> (tempfile::TempDir, ServerOptions) {
+    common::plugins_options(&plugin_support::recipes_dir(), &["lock", "echo"])
+}
+
+// docs/RECIPES.md, "Calls that change nothing": a getData of
+// /zookeeper/calls/<module>/<method>/<ARGS> runs the method as a read on
+// the member the session is on (here a follower, the client connected to
+// it alone), as the caller, and logs nothing; a method that writes is
+// refused with NotReadOnly (ZooKeeper Programmer's Guide, "Read-only
+// mode", names the code) and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stock_clients_getdata_calls_a_method_as_a_read_on_a_follower() {
+    use zookeeper_client::{Acls, CreateMode, Error};
+    let (_plugins, opts) = lock_and_echo();
+    let e = WazooEnsemble::start(3, opts).expect("start a wazoo ensemble");
+    for i in 0..3 {
+        wazoo_testkit::wait_for_recipes(e.addr(i), &["lock", "echo"], COMPILE_WAIT).unwrap();
+    }
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let follower = (leader + 1) % 3;
+    let zk = common::connect(&e.addr(follower).to_string()).await;
+    let get = |path: &'static str| {
+        let zk = zk.clone();
+        async move {
+            zk.get_data(path)
+                .await
+                .map(|(d, _)| String::from_utf8(d).unwrap())
+        }
+    };
+    assert_eq!(
+        get("/zookeeper/calls/echo/noop/null").await.unwrap(),
+        r#"{"done":null}"#
+    );
+    assert_eq!(
+        get(r#"/zookeeper/calls/echo/echo/"hi""#).await.unwrap(),
+        r#"{"done":"hi"}"#
+    );
+    // As the caller: echo.whoami answers the session (and the guid).
+    let who = get("/zookeeper/calls/echo/whoami/null").await.unwrap();
+    let session = zk.session_id().0;
+    assert!(
+        who.starts_with(&format!(r#"{{"done":[{session},"#)),
+        "{who}"
+    );
+    // A lock taken with a create, read with a get, in the session's order.
+    zk.create(
+        "/zookeeper/calls/lock/acquire",
+        br#"{"path":"/locks/r"}"#,
+        &CreateMode::EphemeralSequential.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let (held, _) = zk
+        .get_data("/zookeeper/calls/lock/acquire0000000000")
+        .await
+        .unwrap();
+    let held = String::from_utf8(held).unwrap();
+    assert!(held.starts_with(r#"{"done":"/locks/r/"#), "{held}");
+    let read = get(r#"/zookeeper/calls/lock/holder/{"path":"\/locks\/r"}"#)
+        .await
+        .unwrap();
+    assert_eq!(read, held);
+    // A method that writes is refused, and nothing of it applies (the
+    // holder's own acquire of /locks/r would change nothing: another lock).
+    assert_eq!(
+        get(r#"/zookeeper/calls/lock/acquire/{"path":"/locks/s"}"#).await,
+        Err(Error::NotReadOnly)
+    );
+    assert_eq!(zk.get_children("/locks/s").await.err(), Some(Error::NoNode));
+    assert_eq!(
+        get("/zookeeper/calls/nope/x/null").await,
+        Err(Error::Unimplemented)
+    );
+    assert!(matches!(
+        get("/zookeeper/calls/echo/echo/{").await,
+        Err(Error::BadArguments(_))
+    ));
+    // The reads made no node: echo was only ever called by getData.
+    assert_eq!(
+        zk.get_children("/zookeeper/calls/echo").await.err(),
+        Some(Error::NoNode)
     );
 }

@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import BadArgumentsError, NoNodeError
+from kazoo.exceptions import BadArgumentsError, NoNodeError, NotReadOnlyCallError
 
 from conftest import connect, serve_with_recipes, wait_for_recipes
 from servers import TARGETS, WAIT, start_ensemble
@@ -40,6 +40,7 @@ from wazoo_recipes import (  # noqa: E402
     TwoPhaseSite,
     call,
     call_async,
+    query,
 )
 
 BUILTINS_USED = ("lock", "rwlock", "semaphore", "queue", "barrier", "double_barrier",
@@ -99,6 +100,17 @@ def test_call_returns_the_value_and_deletes_its_call_node(kazoo_factory):
     assert node.startswith(f"{lock}/") and "__lock__" in node
     assert call(client, "lock", "holder", {"path": lock}, timeout=WAIT) == node
     assert calls_left(client, "lock") == [], "the caller deletes each call node after reading it"
+
+
+def test_query_reads_with_a_get_and_refuses_a_method_that_writes(kazoo_factory):
+    client = kazoo_factory()
+    lock = unique("locks")
+    node = call(client, "lock", "acquire", {"path": lock}, timeout=WAIT)
+    assert query(client, "lock", "holder", {"path": lock}) == node
+    # (Its holder's acquire of `lock` would change nothing: a fresh lock.)
+    with pytest.raises(NotReadOnlyCallError):
+        query(client, "lock", "acquire", {"path": unique("locks")})
+    assert calls_left(client, "lock") == [], "a query makes no call node"
 
 
 def test_a_call_that_fails_at_once_raises_the_kazoo_exception_of_its_code(kazoo_factory):

@@ -19,7 +19,12 @@ import threading
 import uuid
 
 import pytest
-from kazoo.exceptions import BadArgumentsError, NoAuthError
+from kazoo.exceptions import (
+    BadArgumentsError,
+    NoAuthError,
+    NotReadOnlyCallError,
+    UnimplementedError,
+)
 
 from conftest import serve_with_recipes
 from servers import TARGETS, WAIT
@@ -94,3 +99,43 @@ def test_only_the_caller_deletes_its_call_node(kazoo_factory):
         caller.set(path, b"forged")
     caller.delete(path)
     assert caller.exists(path) is None
+
+
+def read_call_path(module: str, method: str, args) -> str:
+    """The getData path of a read call: a `/` of the JSON written `\\/`."""
+    return f"/zookeeper/calls/{module}/{method}/" + json.dumps(args).replace("/", "\\/")
+
+
+# docs/RECIPES.md, "Calls that change nothing": the result is the get's
+# data, read on the member the session is on (after a sync, the latest
+# state, as for any read: ZooKeeper Programmer's Guide, "Consistency
+# Guarantees"); a method that writes is refused with NotReadOnly and
+# nothing of it applies.
+def test_a_method_that_changes_nothing_is_called_by_a_get(kazoo_factory):
+    holder, other = kazoo_factory(), kazoo_factory()
+    lock = f"/locks/{uuid.uuid4().hex}"
+    _, held = call(holder, "lock", "acquire", {"path": lock})
+    data, _ = holder.get(read_call_path("lock", "holder", {"path": lock}))
+    assert json.loads(data) == held
+    # Another session, maybe on another member: sync, then read.
+    other.sync("/")
+    data, _ = other.get(read_call_path("lock", "holder", {"path": lock}))
+    assert json.loads(data) == held
+    # Unescaped slashes are a path's separators, and the arguments still.
+    data, _ = other.get(f'/zookeeper/calls/lock/holder/{{"path":"{lock}"}}')
+    assert json.loads(data) == held
+    with pytest.raises(NotReadOnlyCallError):
+        other.get(read_call_path("lock", "acquire", {"path": lock}))
+    # Had the refused acquire applied, `other` would hold the lock now.
+    _, released = call(holder, "lock", "release", {"path": lock})
+    assert released == {"done": True}
+    other.sync("/")
+    data, _ = other.get(read_call_path("lock", "holder", {"path": lock}))
+    assert json.loads(data) == {"done": None}, "the refused acquire left nothing"
+    with pytest.raises(BadArgumentsError):
+        other.get("/zookeeper/calls/lock/holder/{not json")
+    with pytest.raises(UnimplementedError):
+        other.get(read_call_path("lock", "nope", None))
+    # No call node: the gets made none.
+    made = holder.get_children("/zookeeper/calls/lock")
+    assert [c for c in made if c.startswith("holder")] == [], made

@@ -8,9 +8,19 @@
     with Lock(zk, "/locks/x"):
         ...
     call(zk, "lock", "holder", {"path": "/locks/x"})
+    query(zk, "lock", "holder", {"path": "/locks/x"})   # a getData: changes nothing
 """
 
-from ._call import CALLS_ROOT, Call, CallTimeout, call, call_async, recipe_error
+from ._call import (
+    CALLS_ROOT,
+    Call,
+    CallTimeout,
+    call,
+    call_async,
+    query,
+    query_path,
+    recipe_error,
+)
 from .recipes import (
     Barrier,
     DoubleBarrier,
@@ -26,7 +36,8 @@ from .recipes import (
 )
 
 __all__ = [
-    "CALLS_ROOT", "Call", "CallTimeout", "call", "call_async", "recipe_error",
+    "CALLS_ROOT", "Call", "CallTimeout", "call", "call_async", "query", "query_path",
+    "recipe_error",
     "Barrier", "DoubleBarrier", "Election", "Group", "Lock", "Members", "Queue",
     "ReadWriteLock", "Semaphore", "TwoPhaseCommit", "TwoPhaseSite",
 ]

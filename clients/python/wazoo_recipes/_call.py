@@ -2,7 +2,8 @@
 "Calling from any client"): an ephemeral create under
 /zookeeper/calls/<module>/ whose data is the JSON arguments; the created
 node holds the result as JSON, and a call that waits ends by setting that
-node's data, which fires a getData watch."""
+node's data, which fires a getData watch. A call that changes nothing may
+be made by a getData instead (`query`, "Calls that change nothing")."""
 
 from __future__ import annotations
 
@@ -226,3 +227,24 @@ def call(client, module: str, method: str, args=None, timeout: float | None = No
     pending = call_async(client, module, method, args, timeout)
     remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
     return pending.result(remaining)
+
+
+def query_path(module: str, method: str, args=None) -> str:
+    """The path whose getData makes the read call `module.method(args)`:
+    /zookeeper/calls/<module>/<method>/<JSON>, every `/` of the JSON
+    written `\\/` (JSON's own escape: `/` only occurs inside its strings),
+    so that no name of the path is empty or `.`."""
+    text = json.dumps(args, separators=(",", ":"), ensure_ascii=False).replace("/", "\\/")
+    return f"{CALLS_ROOT}/{module}/{method}/{text}"
+
+
+def query(client, module: str, method: str, args=None):
+    """Calls `module.method(args)`, a method that changes nothing, with one
+    getData (docs/RECIPES.md, "Calls that change nothing"): it runs as a
+    read on the member the session is on, against what that member has
+    committed (call `client.sync("/")` first for the latest state), makes no
+    node and logs nothing. Returns the recipe's value as `call` does, or
+    raises the recipe's error as the kazoo exception of its code; a method
+    that writes or waits raises NotReadOnlyCallError (call it with `call`)."""
+    data, _ = client.get(query_path(module, method, args))
+    return json.loads(data)["done"]

@@ -688,6 +688,29 @@ impl Server {
         self.drain(conn);
     }
 
+    /// A read call's step that ran on a worker is done: the head of its
+    /// connection's line, which waited for it, is answered.
+    pub(super) fn read_call_done(
+        &mut self,
+        conn: ConnId,
+        job: u64,
+        result: Result<Response, ErrorCode>,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if let Some(Queued::Deferred {
+            req: Deferred::ReadCall { job: j, reply },
+            ..
+        }) = c.queue.front_mut()
+        {
+            if *j == job {
+                *reply = Some(result);
+                self.drain(conn);
+            }
+        }
+    }
+
     pub(super) fn send_reply(&mut self, conn: ConnId, xid: i32, err: i32, body: &Response) {
         self.send_reply_at(conn, xid, self.last_applied.to_wire(), err, body)
     }
@@ -778,6 +801,10 @@ impl Server {
                     req: Deferred::After { zxid, .. } | Deferred::ErrorAfter { zxid, .. },
                     ..
                 }) => *zxid <= self.last_applied,
+                Some(Queued::Deferred {
+                    req: Deferred::ReadCall { reply, .. },
+                    ..
+                }) => reply.is_some(),
                 Some(Queued::Deferred { .. }) => true,
             };
             if !ready {
@@ -850,8 +877,31 @@ impl Server {
                         self.close_conn(conn);
                         return;
                     }
+                    Deferred::ReadCall { reply, .. } => {
+                        let (err, body) = match reply.expect("ready") {
+                            Ok(body) => (ErrorCode::Ok, body),
+                            Err(e) => (e, Response::Empty),
+                        };
+                        self.send_reply(conn, xid, err.code(), &body);
+                        self.record_latency(conn, started_ms);
+                    }
                     Deferred::Read(req) => {
-                        let (err, body) = self.read(conn, req);
+                        let (err, body) = match self.serve_read_call(conn, xid, &req, true) {
+                            None => self.read(conn, req),
+                            Some(recipes::ReadCallRun::Answered(Ok(body))) => (ErrorCode::Ok, body),
+                            Some(recipes::ReadCallRun::Answered(Err(e))) => (e, Response::Empty),
+                            Some(recipes::ReadCallRun::Offloaded(job)) => {
+                                // The line waits for it.
+                                if let Some(c) = self.conns.get_mut(&conn) {
+                                    c.queue.push_front(Queued::Deferred {
+                                        xid,
+                                        started_ms,
+                                        req: Deferred::ReadCall { job, reply: None },
+                                    });
+                                }
+                                return;
+                            }
+                        };
                         if err != ErrorCode::Ok && matches!(body, Response::Multi(_)) {
                             // A multiRead stopped by a write: ZooKeeper sends
                             // the results it had with the error.

@@ -71,6 +71,13 @@ pub(super) fn call_guid(sent: &str, session: i64, xid: i32) -> String {
     }
 }
 
+/// What became of a read call at its turn ([`Server::serve_read_call`]).
+pub(super) enum ReadCallRun {
+    Answered(Result<Response, ErrorCode>),
+    /// Its step runs on a worker (this job); the reply comes with it.
+    Offloaded(u64),
+}
+
 /// What a recipe step was asked to do.
 enum Step<'a> {
     Call {
@@ -496,6 +503,73 @@ impl Server {
         );
     }
 
+    /// A getData that is a read call (`node_calls::read_call`), at its turn
+    /// in its connection's line: `None` for any other request. Its step
+    /// runs against the committed tree, on this member, as the caller's
+    /// identities; first within the engine's small budget, then (steps run
+    /// off this thread) on a worker when `may_offload`, or else fails with
+    /// ThrottledOp (inside a multiRead, whose ops answer at once).
+    pub(super) fn serve_read_call(
+        &mut self,
+        conn: ConnId,
+        xid: i32,
+        req: &Request,
+        may_offload: bool,
+    ) -> Option<ReadCallRun> {
+        let Request::GetData { path, .. } = req else {
+            return None;
+        };
+        self.recipes.as_ref()?;
+        let call = node_calls::read_call(path)?;
+        let Some(c) = self.conns.get(&conn) else {
+            return Some(ReadCallRun::Answered(Err(ErrorCode::ConnectionLoss)));
+        };
+        let (session, auth) = (c.session, c.auth.clone());
+        let args = match node_calls::read_args_to_msgpack(call.args) {
+            Ok(a) => a,
+            Err(e) => return Some(ReadCallRun::Answered(Err(e))),
+        };
+        let guid = call_guid("", session, xid);
+        let step = Step::Call {
+            method: call.method,
+            args: &args,
+            guid: &guid,
+            node: None,
+        };
+        let quick = self.offloads();
+        let ran = self.step_against(&auth, session, call.module, &step, quick, true);
+        Some(match ran {
+            Some(o) => ReadCallRun::Answered(self.read_call_response(&o)),
+            None if may_offload => {
+                let module = call.module.to_string();
+                let method = call.method.to_string();
+                ReadCallRun::Offloaded(
+                    self.offload_read_call(conn, session, &auth, module, method, args, guid),
+                )
+            }
+            None => ReadCallRun::Answered(Err(ErrorCode::ThrottledOp)),
+        })
+    }
+
+    /// What a getData that made a read call answers, for what its step
+    /// did: the call node's JSON, or an error (NotReadOnly if it asked to
+    /// change anything: nothing of it applies).
+    fn read_call_response(&self, o: &StepOutcome) -> Result<Response, ErrorCode> {
+        let changed = !o.ops.is_empty() || !o.notes.is_empty();
+        let data = node_calls::read_result(&o.reply, changed)?;
+        // As a call node's data would be bounded.
+        super::prep::check_data_size(&self.cfg, Some(&data))
+            .map_err(|_| ErrorCode::BadArguments)?;
+        let stat = Stat {
+            data_length: data.len() as i32,
+            ..Stat::default()
+        };
+        Ok(Response::GetData {
+            data: Some(data),
+            stat,
+        })
+    }
+
     /// A call's first try on this thread (see `try_step_here`).
     fn prep_call_quick(
         &mut self,
@@ -549,7 +623,7 @@ impl Server {
         module: &str,
         step: &Step<'_>,
     ) -> StepOutcome {
-        self.step_here(auth, session, module, step, false)
+        self.step_against(auth, session, module, step, false, false)
             .expect("a full run always answers")
     }
 
@@ -562,24 +636,34 @@ impl Server {
         module: &str,
         step: &Step<'_>,
     ) -> Option<StepOutcome> {
-        self.step_here(auth, session, module, step, true)
+        self.step_against(auth, session, module, step, true, false)
     }
 
-    fn step_here(
+    /// Runs one step on this thread (`quick`: the engine's first try only)
+    /// against the prep view, or with `committed_only` against the
+    /// committed tree alone (a read call).
+    fn step_against(
         &mut self,
         auth: &AuthInfo,
         session: i64,
         module: &str,
         step: &Step<'_>,
         quick: bool,
+        committed_only: bool,
     ) -> Option<StepOutcome> {
         let mut engine = self.recipes.take();
-        let zxid = self.prep_zxid();
+        // Empty: no allocation.
+        let no_changes = super::Outstanding::default();
+        let (outstanding, zxid) = if committed_only {
+            (&no_changes, self.last_applied.next())
+        } else {
+            (&self.prep.outstanding, self.prep_zxid())
+        };
         let mut host = PrepHost {
             cfg: &self.cfg,
             view: View {
                 tree: &self.tree,
-                outstanding: &self.prep.outstanding,
+                outstanding,
                 local: super::prep::Local::default(),
                 zxid,
                 time_ms: self.wall_ms,

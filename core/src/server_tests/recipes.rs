@@ -435,22 +435,29 @@ fn a_holders_expiry_wakes_the_waiter_and_a_waiters_end_drops_its_wait() {
     );
 }
 
-#[test]
-fn a_step_runs_with_the_callers_identity() {
-    let (mut h, _) = with_engine();
-    h.connect(1);
-    h.connect(2);
+/// Creates `path` holding `data`, all permissions to digest user alice
+/// (password "secret") alone, from connection 1; returns alice's id.
+fn create_alices_node(h: &mut Harness, path: &str, data: &[u8]) -> String {
     let id = crate::acl::digest_id("alice:secret");
     ok(h.call(
         1,
         Request::Create(CreateRequest {
-            path: "/s".into(),
-            data: Some(b"x".to_vec()),
+            path: path.into(),
+            data: Some(data.to_vec()),
             acl: vec![Acl::new(wazoo_proto::perms::ALL, "digest", &id)],
             flags: 0,
             ttl: None,
         }),
     ));
+    id
+}
+
+#[test]
+fn a_step_runs_with_the_callers_identity() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    create_alices_node(&mut h, "/s", b"x");
     for method in ["get", "children"] {
         assert!(matches!(
             reply_of(h.call(2, rcall("t", method, "/s"))),
@@ -1276,4 +1283,295 @@ fn a_wait_registered_again_in_flight_is_answered_in_the_latest_call_node() {
     assert_ne!(first, second);
     assert_eq!(data_of(&mut h, 1, &second, false).0, r#"{"done":"/n"}"#);
     assert!(h.server.recipe_waits().is_empty());
+}
+
+// ---- Calls that change nothing, made by a getData (docs/RECIPES.md,
+// "Calling from any client", "Calls that change nothing"): the path
+// /zookeeper/calls/<module>/<method>/<ARGS> runs the method as a read.
+
+/// A getData of the read call `module/method/args`: its data, or its code.
+fn read_call(h: &mut Harness, conn: u64, call: &str) -> Result<String, ErrorCode> {
+    let r = h.call(
+        conn,
+        Request::GetData {
+            path: format!("/zookeeper/calls/{call}"),
+            watch: true,
+        },
+    );
+    match r {
+        (0, Some(Response::GetData { data, stat })) => {
+            let data = text(data.as_deref().unwrap_or_default());
+            assert_eq!(stat.data_length as usize, data.len());
+            Ok(data)
+        }
+        other => Err(err(other)),
+    }
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Data Model" (a read answers
+// from the member's tree and logs nothing): the result is the JSON a call
+// node would hold, no txn is made and no node appears.
+#[test]
+fn a_getdata_under_a_method_runs_it_as_a_read_and_logs_nothing() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    ok(h.call(1, create("/r", b"hi", CreateMode::Persistent)));
+    ok(h.call(1, create("/r/ab", b"", CreateMode::Persistent)));
+    let before = h.server.last_zxid();
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/get/"/r""#).unwrap(),
+        r#"{"done":"hi"}"#
+    );
+    // A `/` of the arguments may be escaped, as JSON allows.
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/get/"\/r""#).unwrap(),
+        r#"{"done":"hi"}"#
+    );
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/children/"/r""#).unwrap(),
+        r#"{"done":"ab"}"#
+    );
+    assert_eq!(h.server.last_zxid(), before, "nothing logged");
+    assert!(!exists(&mut h, 1, "/zookeeper/calls"), "no node made");
+    // The getData's watch is never set: nothing is there to change.
+    assert_eq!(h.server.watches().count(), 0);
+    assert!(notifications(&h, 1).is_empty());
+}
+
+#[test]
+fn a_read_call_fails_with_the_code_a_create_call_would() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/get/"/none""#),
+        Err(ErrorCode::NoNode)
+    );
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/nope/"/""#),
+        Err(ErrorCode::Unimplemented)
+    );
+    assert_eq!(
+        read_call(&mut h, 1, r#"u/get/"/""#),
+        Err(ErrorCode::Unimplemented)
+    );
+    // Arguments that are no JSON.
+    for bad in [
+        "t/get/not json",
+        "t/get/{",
+        r#"t/get/"/r"x"#,
+        "t/get/\u{fffd}",
+    ] {
+        assert_eq!(
+            read_call(&mut h, 1, bad),
+            Err(ErrorCode::BadArguments),
+            "{bad}"
+        );
+    }
+    // Two names below the calls root are a node's path (a call node's),
+    // read as any node.
+    assert_eq!(read_call(&mut h, 1, "t/get"), Err(ErrorCode::NoNode));
+    // Without an engine, a node's path like any other.
+    let mut plain = Harness::default();
+    plain.connect(1);
+    assert_eq!(
+        read_call(&mut plain, 1, r#"t/get/"/""#),
+        Err(ErrorCode::NoNode)
+    );
+}
+
+// ZooKeeper Programmer's Guide, "Read-only mode" names NotReadOnly the
+// answer to a state-changing request where only reads are served: a
+// method that writes, waits or notifies is refused as such, and nothing
+// of it applies.
+#[test]
+fn a_read_call_that_would_change_anything_is_not_read_only_and_applies_nothing() {
+    let (mut h, _) = with_engine();
+    let s1 = h.connect(1).session_id;
+    ok(h.call(1, create("/n", b"", CreateMode::Persistent)));
+    let before = h.server.last_zxid();
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/create/"/x""#),
+        Err(ErrorCode::NotReadOnly)
+    );
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/make/"/locks""#),
+        Err(ErrorCode::NotReadOnly)
+    );
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/await_gone/"/n""#),
+        Err(ErrorCode::NotReadOnly),
+        "a call that waits"
+    );
+    assert_eq!(
+        read_call(&mut h, 1, &format!(r#"t/notify/"{s1}""#)),
+        Err(ErrorCode::NotReadOnly)
+    );
+    // A call that fails answers its own code, as a create's call does.
+    assert_eq!(
+        read_call(&mut h, 1, r#"t/fail_after_write/"/y""#),
+        Err(ErrorCode::BadArguments)
+    );
+    assert_eq!(h.server.last_zxid(), before);
+    for p in ["/x", "/locks", "/y"] {
+        assert!(!exists(&mut h, 1, p), "{p}");
+    }
+    assert_eq!(h.server.recipe_waits().count_for(s1), 0, "no wait kept");
+    assert!(notifications(&h, 1).is_empty());
+    // Deleting /n does not wake anything.
+    ok(h.call(
+        1,
+        Request::Delete {
+            path: "/n".into(),
+            version: -1,
+        },
+    ));
+    assert!(!exists(&mut h, 1, "/callback-ran"));
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper access control using ACLs": a
+// read call runs as the caller's identities.
+#[test]
+fn a_read_call_runs_with_the_callers_identities() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    let id = create_alices_node(&mut h, "/s", b"xy");
+    assert_eq!(
+        read_call(&mut h, 2, r#"t/get/"/s""#),
+        Err(ErrorCode::NoAuth)
+    );
+    h.digest_auth(2, "alice:secret");
+    assert_eq!(
+        read_call(&mut h, 2, r#"t/get/"/s""#).unwrap(),
+        r#"{"done":"xy"}"#
+    );
+    assert_eq!(
+        read_call(&mut h, 2, r#"t/ids/"""#).unwrap(),
+        format!(r#"{{"done":"ip:127.0.0.1\ndigest:{id}"}}"#)
+    );
+}
+
+// ZooKeeper Programmer's Guide, "Consistency Guarantees" (a client's
+// operations are served in order; reads see the committed state): a read
+// call behind the session's own write waits for it and sees it, and it
+// never sees a write still in flight.
+#[test]
+fn a_read_call_sees_its_sessions_earlier_writes_and_only_committed_state() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    h.connect(2);
+    h.auto_sync = false;
+    h.send(1, 1, create("/p", b"data", CreateMode::Persistent));
+    let call = |xid| {
+        (
+            xid,
+            Request::GetData {
+                path: r#"/zookeeper/calls/t/get/"/p""#.into(),
+                watch: false,
+            },
+        )
+    };
+    let (x, r) = call(2);
+    h.send(1, x, r);
+    // Another session's read call reads the committed tree: /p is not there.
+    let (x, r) = call(3);
+    h.send(2, x, r);
+    let replies = |h: &Harness, conn| -> Vec<(i32, Option<Response>)> {
+        h.sent[&conn]
+            .iter()
+            .filter_map(|s| match s {
+                Sent::Reply { err, body, .. } => Some((*err, body.clone())),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(replies(&h, 1).len(), 0, "behind its session's write");
+    assert_eq!(
+        replies(&h, 2).last().map(|r| r.0),
+        Some(ErrorCode::NoNode.code()),
+        "the write in flight is not seen"
+    );
+    h.sync();
+    let got = replies(&h, 1);
+    assert_eq!(got.len(), 2);
+    match &got[1] {
+        (0, Some(Response::GetData { data, .. })) => {
+            assert_eq!(data.as_deref(), Some(&br#"{"done":"data"}"#[..]))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions" (the chroot suffix):
+// a chrooted client's read call arrives with its chroot in front; its
+// arguments name absolute paths.
+#[test]
+fn a_chrooted_clients_read_call_runs_as_any_other() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    ok(h.call(1, create("/r", b"hi", CreateMode::Persistent)));
+    let r = h.call(
+        1,
+        Request::GetData {
+            path: r#"/app/zookeeper/calls/t/get/"/q/zookeeper/calls/t/ids/x""#.into(),
+            watch: false,
+        },
+    );
+    // The first calls root is the one (the arguments hold a second: taken
+    // from there, they would be `x"`, BadArguments).
+    assert_eq!(err(r), ErrorCode::NoNode);
+    let r = h.call(
+        1,
+        Request::GetData {
+            path: r#"/app/zookeeper/calls/t/get/"/r""#.into(),
+            watch: false,
+        },
+    );
+    match ok(r) {
+        Response::GetData { data, .. } => {
+            assert_eq!(data.as_deref(), Some(&br#"{"done":"hi"}"#[..]))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+// ZooKeeper 3.8's multiRead ("Programmer's Guide", "Multi"): a read call
+// is one of its getData ops like any other.
+#[test]
+fn a_read_call_in_a_multiread_answers_its_op() {
+    let (mut h, _) = with_engine();
+    h.connect(1);
+    ok(h.call(1, create("/r", b"hi", CreateMode::Persistent)));
+    let get = |p: &str| Request::GetData {
+        path: p.into(),
+        watch: false,
+    };
+    let r = ok(h.call(
+        1,
+        Request::MultiRead(vec![
+            get(r#"/zookeeper/calls/t/get/"/r""#),
+            get(r#"/zookeeper/calls/t/create/"/x""#),
+        ]),
+    ));
+    let Response::Multi(results) = r else {
+        panic!("{r:?}")
+    };
+    if offloaded() {
+        // The test engine has no quick try: with steps off the member's
+        // thread, a multiRead's read call that needs a worker is
+        // ThrottledOp.
+        for r in &results {
+            assert!(matches!(r, OpResult::Error { err } if *err == ErrorCode::ThrottledOp.code()));
+        }
+        return;
+    }
+    match &results[0] {
+        OpResult::GetData { data, .. } => {
+            assert_eq!(data.as_deref(), Some(&br#"{"done":"hi"}"#[..]))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&results[1], OpResult::Error { err } if *err == ErrorCode::NotReadOnly.code())
+    );
 }

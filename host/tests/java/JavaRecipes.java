@@ -170,6 +170,15 @@ public class JavaRecipes {
         check(CuratorRecipes.call(curator, "lock", "release", Json.object("path", run + "/curator"), LONG).equals(true),
             "Curator release");
         System.out.println("curator call: done");
+        // A method that changes nothing, with one getData.
+        Object q = Recipes.call(one, "lock", "acquire", Json.object("path", run + "/query"), LONG);
+        check(Recipes.query(one, "lock", "holder", Json.object("path", run + "/query")).equals(q), "query: " + q);
+        try {
+            Recipes.query(one, "lock", "acquire", Json.object("path", run + "/query-other"));
+            check(false, "a method that writes is refused");
+        } catch (KeeperException.NotReadOnlyException e) {
+            System.out.println("query: done, writes refused");
+        }
 
         // Locks: the holder holds, a waiter waits until it releases.
         WazooLock l1 = new WazooLock(one, run + "/lock");

@@ -84,6 +84,65 @@ fn split(path: &str) -> Option<(&str, &str)> {
     (!rest.is_empty()).then_some((&path[..at], rest))
 }
 
+/// A call made by a getData (docs/RECIPES.md, "Calling from any client",
+/// "Calls that change nothing"): the path
+/// `[chroot]/zookeeper/calls/<module>/<method>/<ARGS>`, ARGS being the rest
+/// of the path, JSON. No node is ever at such a path (a call node is a
+/// child of `<module>`, and has none), so it names nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadCall<'a> {
+    pub module: &'a str,
+    pub method: &'a str,
+    /// The arguments, as the path gives them (JSON).
+    pub args: &'a str,
+}
+
+/// The read call `path` names: `None` if it names none (outside a calls
+/// subtree, or fewer than three names below the calls root). The calls
+/// root is the first `/zookeeper/calls/` of the path, as the arguments may
+/// name paths too (`{"path":"/zookeeper/calls/..."}`); a chroot that
+/// itself holds one is not supported.
+pub fn read_call(path: &str) -> Option<ReadCall<'_>> {
+    const MARKER: &[u8] = b"/zookeeper/calls/";
+    let b = path.as_bytes();
+    let last = b.len().checked_sub(MARKER.len())?;
+    // Asked of every getData on a member that runs recipes: a byte scan
+    // (see `split`), most paths failing at their first byte compared.
+    let at = (0..=last).find(|&i| b[i] == b'/' && b[i..].starts_with(MARKER))?;
+    let rest = &path[at + MARKER.len()..];
+    let (module, rest) = rest.split_once('/')?;
+    let (method, args) = rest.split_once('/')?;
+    Some(ReadCall {
+        module,
+        method,
+        args,
+    })
+}
+
+/// A read call's arguments as MessagePack: the JSON of the path (a `/`
+/// inside it may be written `\/`, so that no name of the path is empty or
+/// `.`); `null` is nil. Anything else is BadArguments: JSON alone, as a
+/// path is text.
+pub fn read_args_to_msgpack(args: &str) -> Result<Vec<u8>, ErrorCode> {
+    let v: serde_json::Value = serde_json::from_str(args).map_err(|_| ErrorCode::BadArguments)?;
+    abi::encode(&v).map_err(|_| ErrorCode::BadArguments)
+}
+
+/// A read call's result as a getData answers it: the JSON a call node
+/// would hold (`{"done":V}`), or the call's error code. `Err(NotReadOnly)`
+/// for a call that asked to change something (wrote, waited or notified):
+/// it is to be called with a create.
+pub fn read_result(reply: &Reply, changed: bool) -> Result<Vec<u8>, ErrorCode> {
+    match reply {
+        Reply::Error { code, .. } => {
+            Err(ErrorCode::from_i32(*code).unwrap_or(ErrorCode::SystemError))
+        }
+        Reply::Wait { .. } => Err(ErrorCode::NotReadOnly),
+        Reply::Done(_) if changed => Err(ErrorCode::NotReadOnly),
+        Reply::Done(_) => Ok(result_data(reply)),
+    }
+}
+
 /// Whether `path` is in a calls subtree (the root itself excluded).
 pub fn under_calls(path: &str) -> bool {
     split(path).is_some()
@@ -536,6 +595,80 @@ mod tests {
         let mut two = packed.clone();
         two.extend_from_slice(&packed);
         assert!(args_to_msgpack(&two).is_err());
+    }
+
+    #[test]
+    fn a_read_call_is_three_names_or_more_below_the_first_calls_root() {
+        let c = read_call(r#"/zookeeper/calls/lock/holder/{"path":"/locks/x"}"#).unwrap();
+        assert_eq!(
+            (c.module, c.method, c.args),
+            ("lock", "holder", r#"{"path":"/locks/x"}"#)
+        );
+        let c = read_call("/app/zookeeper/calls/m/f/1/zookeeper/calls/a/b/c").unwrap();
+        assert_eq!(
+            (c.module, c.method, c.args),
+            ("m", "f", "1/zookeeper/calls/a/b/c")
+        );
+        for not in [
+            "/zookeeper/calls/lock/acquire0000000001",
+            "/zookeeper/calls/lock",
+            "/zookeeper/calls",
+            "/zookeeper/callsx/a/b/c",
+            "/zookeeper/calls/",
+            "/a",
+            "",
+        ] {
+            assert_eq!(read_call(not), None, "{not}");
+        }
+    }
+
+    // Bad arguments of any shape are BadArguments, never a panic.
+    #[test]
+    fn read_call_arguments_are_json_and_bounded_in_depth() {
+        assert_eq!(
+            abi::decode::<serde_json::Value>(&read_args_to_msgpack(r#"{"a":"\/b"}"#).unwrap())
+                .unwrap(),
+            serde_json::json!({"a": "/b"})
+        );
+        assert_eq!(
+            read_args_to_msgpack("null").unwrap(),
+            abi::encode(&()).unwrap()
+        );
+        let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+        let huge = format!("\"{}\"", "x".repeat(1 << 20));
+        assert!(read_args_to_msgpack(&huge).is_ok());
+        for bad in ["", " ", "{", "nul", "1 2", "\u{fffd}", &deep, "\"\\ud800\""] {
+            assert_eq!(
+                read_args_to_msgpack(bad),
+                Err(ErrorCode::BadArguments),
+                "{bad:.20}"
+            );
+        }
+        // Some arbitrary bytes, as a lossy jute string would bring them.
+        let mut x: u32 = 1;
+        for _ in 0..2000 {
+            let s: String = (0..(x % 40))
+                .map(|_| {
+                    x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    char::from_u32((x >> 16) % 0x250).unwrap_or('?')
+                })
+                .collect();
+            let _ = read_args_to_msgpack(&s);
+        }
+    }
+
+    #[test]
+    fn a_read_calls_result_is_done_or_its_code() {
+        let done = Reply::Done(abi::encode("v").unwrap());
+        assert_eq!(read_result(&done, false).unwrap(), br#"{"done":"v"}"#);
+        assert_eq!(read_result(&done, true), Err(ErrorCode::NotReadOnly));
+        let wait = Reply::Wait { token: "t".into() };
+        assert_eq!(read_result(&wait, false), Err(ErrorCode::NotReadOnly));
+        let e = Reply::Error {
+            code: ErrorCode::NoAuth.code(),
+            message: String::new(),
+        };
+        assert_eq!(read_result(&e, true), Err(ErrorCode::NoAuth));
     }
 
     #[test]

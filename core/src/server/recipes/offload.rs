@@ -215,6 +215,9 @@ enum From {
     Conn { conn: ConnId, xid: i32 },
     /// A call a follower forwarded.
     Remote { cxid: i32 },
+    /// A read call (a getData) of a connection of this member, at the
+    /// head of its line: it runs against the committed tree.
+    ReadCall { conn: ConnId },
     /// The callback of a fired wait (in `running_callbacks` meanwhile).
     Callback(WaitKey),
     /// A client's deploy, served again once its module is validated (its
@@ -306,9 +309,14 @@ pub(in crate::server) struct Offload {
 impl Offload {
     /// A role change or a SNAP: results of steps sent before are ignored
     /// (their view is gone), and what waited behind them with them (the
-    /// connections close; forwarded requests are the follower's to retry).
+    /// connections close; forwarded requests are the follower's to retry);
+    /// read calls excepted.
     pub(in crate::server) fn forget(&mut self) {
-        self.jobs.clear();
+        // A read call's result stays good: it read committed state at its
+        // turn, and its connection's line waits for it (if the change
+        // closed the connection, the answer goes nowhere).
+        self.jobs
+            .retain(|_, p| matches!(p.from, From::ReadCall { .. }));
         self.held.clear();
         self.validating.clear();
         self.behind_validation.clear();
@@ -389,6 +397,39 @@ impl Server {
             attempts: 0,
             deploy_gen: 0,
         });
+    }
+
+    /// A read call at the head of `conn`'s line goes to a worker, against
+    /// the committed tree as it is now; returns the job's id, which the
+    /// line's head waits for ([`Server::read_call_done`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::server) fn offload_read_call(
+        &mut self,
+        conn: ConnId,
+        session: i64,
+        auth: &AuthInfo,
+        module: String,
+        method: String,
+        args: Vec<u8>,
+        guid: String,
+    ) -> u64 {
+        self.offload.sent += 1;
+        let id = self.offload.next_id;
+        self.dispatch(Pending {
+            from: From::ReadCall { conn },
+            session,
+            auth: auth.clone(),
+            module,
+            work: Work::Call {
+                method,
+                args,
+                guid,
+                node: None,
+            },
+            attempts: 0,
+            deploy_gen: 0,
+        });
+        id
     }
 
     /// A fired wait's callback goes to a worker (its key is already in
@@ -542,6 +583,8 @@ impl Server {
         let id = self.offload.next_id;
         self.offload.next_id += 1;
         p.deploy_gen = self.offload.deploy_gen;
+        // A read call reads the committed tree alone.
+        let read_call = matches!(p.from, From::ReadCall { .. });
         let job = RecipeJob {
             id,
             module: p.module.clone(),
@@ -551,10 +594,18 @@ impl Server {
             cfg: self.cfg.clone(),
             tree: self.tree.read_only_copy(),
             outstanding: Outstanding {
-                map: self.prep.outstanding.map.clone(),
+                map: if read_call {
+                    Default::default()
+                } else {
+                    self.prep.outstanding.map.clone()
+                },
                 order: Default::default(),
             },
-            zxid: self.prep_zxid(),
+            zxid: if read_call {
+                self.last_applied.next()
+            } else {
+                self.prep_zxid()
+            },
             time_ms: self.wall_ms,
         };
         self.offload.jobs.insert(id, p);
@@ -566,6 +617,11 @@ impl Server {
         let Some(mut p) = self.offload.jobs.remove(&done.id) else {
             return; // sent before a role change or a SNAP
         };
+        if let From::ReadCall { conn } = p.from {
+            // Any member: it read committed state, and is answered as it ran.
+            let r = self.read_call_response(&done.outcome);
+            return self.read_call_done(conn, done.id, r);
+        }
         assert!(
             self.role.decides(),
             "steps in flight are forgotten when the member stops deciding"
@@ -632,7 +688,9 @@ impl Server {
                 self.propose_remote_call(cxid, p.session, rt, changes, node_op.is_some());
                 self.release_session(p.session);
             }
-            From::Deploy(_) | From::Plugin(_) => unreachable!("served above"),
+            From::Deploy(_) | From::Plugin(_) | From::ReadCall { .. } => {
+                unreachable!("served above")
+            }
             From::Callback(_) => self.propose(
                 Origin::Internal,
                 INTERNAL_CXID,

@@ -45,6 +45,38 @@ public final class Recipes {
         return caller(zk).call(module, method, jsonArgs, timeout);
     }
 
+    /**
+     * Calls a method that changes nothing with one getData of
+     * {@link #queryPath} (docs/RECIPES.md, "Calls that change nothing"): it
+     * runs as a read on the member the session is on, from what that member
+     * has committed ({@code zk.sync} first for the latest state), and makes
+     * no node. Returns the result, a JSON value ({@link Json}); throws the
+     * recipe's KeeperException if it fails, NotReadOnlyException for a
+     * method that writes or waits (call it with {@link #call}).
+     */
+    public static Object query(ZooKeeper zk, String module, String method, String jsonArgs)
+            throws KeeperException, InterruptedException {
+        byte[] data = zk.getData(queryPath(module, method, jsonArgs), false, null);
+        Object result = Json.parse(data);
+        if (!(result instanceof java.util.Map)) {
+            throw new IllegalStateException("not a call's result: " + new String(data, StandardCharsets.UTF_8));
+        }
+        return ((java.util.Map<?, ?>) result).get("done");
+    }
+
+    /**
+     * The path whose getData makes the read call {@code module.method(jsonArgs)}:
+     * {@code /zookeeper/calls/<module>/<method>/<JSON>} ({@code null} for no
+     * arguments), every {@code /} of the JSON written {@code \/} (JSON's own
+     * escape; outside strings JSON has none), so no name of the path is empty.
+     */
+    public static String queryPath(String module, String method, String jsonArgs) {
+        checkName(module);
+        checkName(method);
+        String args = jsonArgs == null || jsonArgs.trim().isEmpty() ? "null" : jsonArgs.trim();
+        return CALLS + "/" + module + "/" + method + "/" + args.replace("/", "\\/");
+    }
+
     /** A {@link RecipeCaller} on {@code zk}'s session. */
     public static RecipeCaller caller(ZooKeeper zk) {
         return (module, method, jsonArgs, timeout) -> start(zk, module, method, jsonArgs, timeout);
