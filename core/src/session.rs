@@ -346,16 +346,22 @@ impl SessionTracker {
         out
     }
 
-    /// Removes every local session (the role changed: ZooKeeper starts a
-    /// new server with new trackers), returning their ids in order.
-    pub fn remove_local_all(&mut self) -> Vec<i64> {
+    /// The ids of the sessions `pred` holds for, in order (determinism).
+    fn ids_where(&self, pred: impl Fn(&Session) -> bool) -> Vec<i64> {
         let mut ids: Vec<i64> = self
             .sessions
             .values()
-            .filter(|s| s.local)
+            .filter(|s| pred(s))
             .map(|s| s.id)
             .collect();
         ids.sort_unstable();
+        ids
+    }
+
+    /// Removes every local session (the role changed: ZooKeeper starts a
+    /// new server with new trackers), returning their ids in order.
+    pub fn remove_local_all(&mut self) -> Vec<i64> {
+        let ids = self.ids_where(|s| s.local);
         for &id in &ids {
             self.remove(id);
         }
@@ -370,14 +376,7 @@ impl SessionTracker {
     /// stays closing on a member that leads again: expiry never picks it
     /// again and its ephemerals stay for good.)
     pub fn reopen_closing(&mut self, mono_ms: i64) {
-        let mut ids: Vec<i64> = self
-            .sessions
-            .values()
-            .filter(|s| s.closing)
-            .map(|s| s.id)
-            .collect();
-        ids.sort_unstable();
-        for id in ids {
+        for id in self.ids_where(|s| s.closing) {
             let Some(s) = self.sessions.get_mut(&id) else {
                 continue;
             };
