@@ -447,12 +447,7 @@ async fn handshake(
     tls: Option<&QuorumTls>,
     keepalive: bool,
 ) {
-    let _ = s.set_nodelay(true);
-    if keepalive {
-        if let Err(e) = crate::net::set_keepalive(&s) {
-            tracing::debug!(%addr, "cannot turn TCP keepalive on for a quorum link: {e}");
-        }
-    }
+    link_socket_options(&s, addr, keepalive);
     let mut s = match tls {
         None => MaybeTls::Plain(s),
         Some(tls) => match tls.accept(s).await {
@@ -502,6 +497,17 @@ async fn handshake(
     }
 }
 
+/// The options of every link's socket, dialled or accepted: no Nagle, and
+/// TCP keepalive with `tcpKeepAlive`.
+fn link_socket_options(s: &TcpStream, addr: SocketAddr, keepalive: bool) {
+    let _ = s.set_nodelay(true);
+    if keepalive {
+        if let Err(e) = crate::net::set_keepalive(s) {
+            tracing::debug!(%addr, "cannot turn TCP keepalive on for a quorum link: {e}");
+        }
+    }
+}
+
 static LINK_EPOCH: AtomicU64 = AtomicU64::new(1);
 
 /// Dials `addr` from `local_ip` (our configured address, so the peer's
@@ -521,11 +527,6 @@ async fn dial(
         TcpSocket::new_v6()
     }
     .ok()?;
-    if keepalive {
-        if let Err(e) = sock.set_keepalive(true) {
-            tracing::debug!(%addr, "cannot turn TCP keepalive on for a quorum link: {e}");
-        }
-    }
     if let Some(ip) = local_ip.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
         if let Err(e) = sock.bind(SocketAddr::new(ip, 0)) {
             tracing::debug!(%ip, "cannot bind the quorum dialer: {e}");
@@ -535,7 +536,7 @@ async fn dial(
         .await
         .ok()?
         .ok()?;
-    let _ = s.set_nodelay(true);
+    link_socket_options(&s, addr, keepalive);
     let mut s = match tls {
         None => MaybeTls::Plain(s),
         Some(tls) => match tls.connect(s, peer).await {
