@@ -262,9 +262,6 @@ impl ZkServer {
             std::fs::create_dir(&data_dir)?;
             let port = free_port();
             let mut cfg = ZooCfg::base(&opts, &data_dir, port);
-            if !opts.admin_server {
-                cfg.set("admin.enableServer", "false");
-            }
             cfg.apply_extra(&opts.extra_cfg)?;
             let spec = zookeeper_spec("zookeeper".into(), dir.path(), &cfg, &opts)?;
             let mut server = ZkServer {
@@ -411,9 +408,6 @@ impl ZkEnsemble {
                 mut cfg,
             } = m;
             let i = sid - 1;
-            if !opts.admin_server {
-                cfg.set("admin.enableServer", "false");
-            }
             if observer {
                 cfg.set("peerType", "observer");
             }
