@@ -1164,8 +1164,15 @@ fn take_hierarchy(
 /// unreadable) says no.
 pub fn ask_oracle(path: &Path) -> bool {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let mut first = [0u8; 1];
-    std::fs::File::open(path)
+    // Non-blocking: a FIFO put at the path (with no writer) must not hold
+    // the member's thread, which asks before every tick; it reads as no
+    // byte, so "no". A regular file reads as always.
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
         .and_then(|mut f| f.read(&mut first))
         .is_ok_and(|n| n == 1 && first[0] == b'1')
 }

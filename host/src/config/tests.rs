@@ -972,3 +972,23 @@ fn the_oracle_path_makes_an_oracle_majority() {
     );
     assert!(e.contains("oraclePath and group.N"), "{e}");
 }
+
+// The oracle is asked on the member's thread before every tick: whatever
+// is put at the path must answer at once. A FIFO with no writer would
+// block an ordinary open for ever; it says no.
+#[test]
+fn an_oracle_path_that_is_a_fifo_says_no_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("mastership");
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path and a plain mode.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let asked = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(super::ask_oracle(&asked));
+    });
+    // Not a timing assertion: a blocked open never answers at all.
+    let answer = rx.recv_timeout(std::time::Duration::from_secs(30));
+    assert_eq!(answer, Ok(false), "the oracle read blocked on a FIFO");
+}
