@@ -133,6 +133,8 @@ pub enum Input {
     /// The quorum connection with `peer` broke by itself (not after
     /// `CloseLink`).
     LinkDown { peer: ServerId },
+    /// An observer of a ZooKeeper ensemble: its link to the leader.
+    Zk(ZkInput),
 }
 
 /// What the shell must do, in order (see the module doc).
@@ -174,11 +176,21 @@ pub enum Output {
     /// `ServerConfig::audit`; see [`crate::audit`]). Written before the
     /// replies of the same list are handed to their connections.
     Audit(Box<crate::audit::AuditRecord>),
+    /// An observer of a ZooKeeper ensemble: a packet for the leader's
+    /// quorum port.
+    SendZk(wazoo_zkquorum::QuorumPacket),
+    /// An observer of a ZooKeeper ensemble: close the link to the leader
+    /// and find the leader again (report `ZkInput::Down` once closed or
+    /// not at all; the member already counts it down).
+    CloseZk,
     /// Run a recipe step off the member's thread and report it with
     /// `Input::Client(server::Input::RecipeStepDone(..))`, in any order
     /// (only when the pipeline offloads steps).
     RecipeStep(Box<server::RecipeJob>),
 }
+
+mod zk;
+pub use zk::{zk_leader_of, zk_txn, ZkInput};
 
 /// Consensus and what the join keeps beside it.
 struct Ensemble {
@@ -207,6 +219,9 @@ pub struct Member {
     /// The journal of what was applied, while an observer asked for it
     /// ([`Member::observe_applied`]); `None` otherwise, so it cannot grow.
     applied: Option<Vec<Applied>>,
+    /// The learner of a ZooKeeper leader, in place of consensus
+    /// (`wazoo.peers=zookeeper`).
+    zk: Option<zk::ZkLearner>,
 }
 
 impl Member {
@@ -219,6 +234,7 @@ impl Member {
             now: Now::default(),
             fatal: None,
             applied: None,
+            zk: None,
         }
     }
 
@@ -239,6 +255,7 @@ impl Member {
             now,
             fatal: None,
             applied: None,
+            zk: None,
         };
         m.take_peer_outputs();
         m.settle();
@@ -279,6 +296,7 @@ impl Member {
             Input::Client(i) => self.feed_server(i),
             Input::Zab { from, msg } => self.feed_peer(zab::Input::Message { from, msg }),
             Input::LinkDown { peer } => self.feed_peer(zab::Input::Disconnected { peer }),
+            Input::Zk(z) => self.on_zk(z),
             Input::App { from, payload } => match PeerMsg::decode(&payload) {
                 Ok(msg) if self.ens.is_some() => {
                     self.feed_server(server::Input::Peer { from, msg })
@@ -419,6 +437,8 @@ impl Member {
                 replies,
             }),
             server::Output::Close { conn } => self.out.push(Output::Close { conn }),
+            // An observer of ZooKeeper keeps its state in memory only.
+            server::Output::Snapshot(_) if self.zk.is_some() => {}
             server::Output::Snapshot(job) => self.out.push(Output::WriteSnapshot(job)),
             server::Output::RecipeStep(job) => self.out.push(Output::RecipeStep(job)),
             server::Output::Audit(record) => self.out.push(Output::Audit(record)),
@@ -442,6 +462,7 @@ impl Member {
                 );
                 self.take_peer_outputs();
             }
+            server::Output::ToLeader(msg) if self.zk.is_some() => self.forward_to_zk_leader(msg),
             server::Output::ToLeader(msg) => {
                 match self.ens.as_ref().and_then(|e| e.leader) {
                     Some(to) => self.out.push(Output::SendApp { to, msg }),

@@ -41,7 +41,7 @@ mod prep;
 mod reads;
 mod recipe_counters;
 mod recipes;
-mod reconfig;
+pub(crate) mod reconfig;
 
 use conns::SendBufs;
 pub use deploy::{plugins_identity, PluginOp};
@@ -147,6 +147,10 @@ pub struct ServerConfig {
     /// `audit.enable`: make ZooKeeper's audit records
     /// ([`Output::Audit`]; see [`crate::audit`]).
     pub audit: bool,
+    /// A learner of a ZooKeeper leader (`wazoo.peers=zookeeper`): a new
+    /// session's password is ZooKeeper's, derived from its id, so that the
+    /// ZooKeeper members it may move to accept it; no verifier is sent.
+    pub zookeeper_passwords: bool,
 }
 
 impl Default for ServerConfig {
@@ -175,6 +179,7 @@ impl Default for ServerConfig {
             max_outbound_bytes: DEFAULT_MAX_OUTBOUND_BYTES,
             max_unsent_reply_bytes: DEFAULT_MAX_UNSENT_REPLY_BYTES,
             audit: false,
+            zookeeper_passwords: false,
         }
     }
 }
@@ -283,6 +288,11 @@ pub enum Input {
     Committed { zxid: Zxid, record: Vec<u8> },
     /// Ensemble: a message from another member's pipeline.
     Peer { from: u64, msg: PeerMsg },
+    /// Learner of a ZooKeeper leader: a forwarded request the leader
+    /// answered on the quorum stream, not with a txn (a sync's SYNC, a
+    /// re-attach's REVALIDATE), answered as if `txn` carried it (`Noop`
+    /// for done, `Error` for refused), after every txn applied so far.
+    Answered { session: i64, cxid: i32, txn: Txn },
     /// Ensemble: consensus changed this member's role.
     Role(Role),
     /// The member's plugins directory asks for a deploy or an undeploy
@@ -726,6 +736,13 @@ impl Server {
         &self.tree
     }
 
+    /// The timeout negotiated by the connection `session` is attached to
+    /// here, if it is.
+    pub fn attached_timeout_ms(&self, session: i64) -> Option<i32> {
+        let conn = self.session_conn.get(&session)?;
+        self.conns.get(conn).map(|c| c.timeout_ms)
+    }
+
     pub fn sessions(&self) -> &SessionTracker {
         &self.sessions
     }
@@ -929,6 +946,7 @@ impl Server {
             Input::Durable { zxid } => self.on_durable(zxid),
             Input::Committed { zxid, record } => self.on_committed(zxid, &record),
             Input::Peer { from, msg } => self.on_peer(from, msg),
+            Input::Answered { session, cxid, txn } => self.on_answered(session, cxid, txn),
             Input::Role(role) => self.on_role(role),
             Input::Plugin(op) => self.on_plugin(op),
             Input::RecipeStepDone(done) => self.on_step_done(*done),

@@ -142,6 +142,14 @@ pub struct Config {
     /// `wazoo.recipes.builtin`: whether the member loads the built-in
     /// recipe modules at start (default true).
     pub builtin_recipes: bool,
+    /// `wazoo.peers=zookeeper`: the other members are Apache ZooKeeper
+    /// 3.8 servers, whose quorum protocol this member speaks (as an
+    /// observer; docs/MIGRATION.md). `wazoo` (the default): wazoo members.
+    pub peers_zookeeper: bool,
+    /// `peerType` (`observer` or `participant`), if set. As in ZooKeeper,
+    /// the member's own `server.N` line decides; a differing peerType is
+    /// warned about at start.
+    pub peer_type_observer: Option<bool>,
     /// Recipe sandbox limits (`recipe.*` keys).
     pub recipe: RecipeLimits,
     /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`;
@@ -527,6 +535,26 @@ impl Default for RecipeLimits {
 }
 
 impl Config {
+    /// ZooKeeper's warning when `peerType` and the member's own server
+    /// line disagree (QuorumPeerConfig: the server line wins).
+    pub fn warn_peer_type_mismatch(&self, my_id: u64) {
+        let line = self
+            .servers
+            .iter()
+            .find(|s| s.id == my_id)
+            .map(|s| s.observer);
+        if let (Some(line), Some(said)) = (line, self.peer_type_observer) {
+            if line != said {
+                let name = |o: bool| if o { "observer" } else { "participant" };
+                tracing::warn!(
+                    "peerType={} but server.{my_id} says {}: the server line decides, as in ZooKeeper",
+                    name(said),
+                    name(line)
+                );
+            }
+        }
+    }
+
     /// Reads and validates a zoo.cfg file, and `myid` from its dataDir.
     pub fn load(path: &Path) -> Result<Config> {
         let bytes = std::fs::read(path)
@@ -828,6 +856,19 @@ impl Config {
                 .or(take_bool(&mut kv, "datadir.autocreate")?)
                 .unwrap_or(true),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
+            peer_type_observer: match kv.remove("peerType").as_deref().map(str::trim) {
+                None => None,
+                Some("observer") => Some(true),
+                Some("participant") => Some(false),
+                Some(other) => bail!("peerType={other}: a member is an `observer` or a `participant`"),
+            },
+            peers_zookeeper: match kv.remove("wazoo.peers").as_deref().map(str::trim) {
+                None | Some("wazoo") => false,
+                Some("zookeeper") => true,
+                Some(other) => bail!(
+                    "wazoo.peers={other}: the other members are either `wazoo` (the default) or `zookeeper`"
+                ),
+            },
             audit_enabled,
             audit_file: kv.remove("wazoo.audit.file").map(PathBuf::from),
             suspect_ms,

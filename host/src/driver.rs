@@ -202,6 +202,8 @@ pub(crate) struct Driver {
     pub log: Option<GroupCommitLog>,
     /// Quorum links; none when standalone.
     pub links: Option<Links>,
+    /// The link to a ZooKeeper leader, when observing a ZooKeeper ensemble.
+    pub zk: Option<mpsc::UnboundedSender<crate::zk_observer::ZkCmd>>,
     pub cfg: Config,
     pub clock: Clock,
     /// Where a restarted log writer reports (see `with_log`).
@@ -287,6 +289,7 @@ impl Driver {
                     Event::Link(LinkEvent::Zab { from, msg }) => {
                         self.member.handle(MemberInput::Zab { from, msg }, now)
                     }
+                    Event::Zk(z) => self.member.handle(MemberInput::Zk(z), now),
                     Event::Link(LinkEvent::Down { peer }) => {
                         self.member.handle(MemberInput::LinkDown { peer }, now)
                     }
@@ -520,6 +523,16 @@ impl Driver {
             Output::SendPeer { to, msg } => self.link(to, LinkCmd::Zab(msg)),
             Output::CloseLink { peer } => self.link(peer, LinkCmd::Close),
             Output::SendApp { to, msg } => self.link(to, LinkCmd::App(msg.encode())),
+            Output::SendZk(p) => {
+                if let Some(zk) = &self.zk {
+                    let _ = zk.send(crate::zk_observer::ZkCmd::Send(p.to_bytes()));
+                }
+            }
+            Output::CloseZk => {
+                if let Some(zk) = &self.zk {
+                    let _ = zk.send(crate::zk_observer::ZkCmd::Close);
+                }
+            }
             Output::Reconfigured(c) => {
                 let sdir = snap_dir(&self.cfg);
                 crate::ensemble_member::store_membership(&sdir, &c).with_context(|| {

@@ -147,6 +147,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         .find(|s| s.id == my_id)
         .ok_or_else(|| anyhow!("myid is {my_id} but the membership has no server.{my_id} line"))?
         .clone();
+    cfg.warn_peer_type_mismatch(my_id);
     let zcfg = zab_config(&cfg, my_id)?;
     zcfg.validate()
         .map_err(|e| anyhow!("ensemble config: {e}"))?;
@@ -245,6 +246,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         audit,
         log: Some(group),
         links: Some(links),
+        zk: None,
         cfg: cfg.clone(),
         clock,
         durable_tx,

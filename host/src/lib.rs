@@ -42,6 +42,7 @@ mod recipe_pool;
 pub mod recipe_run;
 pub mod sasl;
 pub mod tls;
+mod zk_observer;
 
 /// The deterministic core, `wazoo-core`, with ZAB (`wazoo-zab`) at
 /// `core::zab`. Keeps the old paths (`crate::core::server::Server`,

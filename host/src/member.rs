@@ -84,6 +84,8 @@ pub enum Event {
     LogFailed(String),
     /// Ensemble: something from another member.
     Link(crate::quorum::LinkEvent),
+    /// An observer of a ZooKeeper ensemble: its link to the leader.
+    Zk(crate::core::member::ZkInput),
     Shutdown,
 }
 
@@ -206,6 +208,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         max_outbound_bytes: cfg.max_outbound_bytes,
         max_unsent_reply_bytes: cfg.max_unsent_reply_bytes,
         audit: cfg.audit_enabled,
+        zookeeper_passwords: cfg.peers_zookeeper,
     }
 }
 
@@ -617,6 +620,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         audit,
         log: Some(group),
         links: None,
+        zk: None,
         cfg,
         clock,
         durable_tx,
@@ -668,7 +672,9 @@ impl Member {
                 // replies of its batch are written (Driver::run_inner).
                 crate::plugin::defer_call_upkeep();
                 rt.block_on(async move {
-                    let started = if cfg.is_ensemble() {
+                    let started = if cfg.peers_zookeeper {
+                        crate::zk_observer::start(cfg, opts).await
+                    } else if cfg.is_ensemble() {
                         crate::ensemble_member::start(cfg, opts).await
                     } else {
                         start_standalone(cfg, opts).await

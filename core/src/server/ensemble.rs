@@ -85,10 +85,15 @@ impl Server {
         verifier: session::Verifier,
     ) {
         let id = self.sessions.next_session_id();
-        self.sessions.add(id, timeout, Some(verifier), self.mono_ms);
+        // A ZooKeeper leader's members know a password by its id only.
+        let verifier = (!self.cfg.zookeeper_passwords).then_some(verifier);
+        self.sessions.add(id, timeout, verifier, self.mono_ms);
         self.session_conn.insert(id, conn);
         let now = self.mono_ms;
         if let Some(c) = self.conns.get_mut(&conn) {
+            if verifier.is_none() {
+                c.password = session::zookeeper_password(id).to_vec();
+            }
             c.session = id;
             c.queue.push_back(Queued::Write {
                 xid: 0,
@@ -108,7 +113,7 @@ impl Server {
             .push(super::Output::ToLeader(PeerMsg::CreateSession {
                 session: id,
                 timeout_ms: timeout,
-                verifier: Some(verifier),
+                verifier,
             }));
     }
 
@@ -477,11 +482,36 @@ impl Server {
         if let Some(a) = self.forwarded_audits.remove(&(hdr.session_id, hdr.cxid)) {
             self.audit_applied(&a, &rec.txn, refused.is_some());
         }
+        self.answer_forwarded(&hdr, &rec.txn, refused, pre.as_ref());
+        self.after_apply();
+    }
+
+    /// A ZooKeeper leader's answer to a forwarded sync or re-attach, which
+    /// its learners get on the quorum stream instead of in a txn.
+    pub(super) fn on_answered(&mut self, session: i64, cxid: i32, txn: Txn) {
+        let hdr = TxnHeader {
+            session_id: session,
+            cxid,
+            zxid: self.last_applied.to_wire(),
+            time_ms: self.wall_ms,
+        };
+        self.answer_forwarded(&hdr, &txn, None, None);
+    }
+
+    /// Answers the local client whose forwarded request `txn` (applied
+    /// now, or refused by the tree with `refused`) carries, if any.
+    fn answer_forwarded(
+        &mut self,
+        hdr: &TxnHeader,
+        txn: &Txn,
+        refused: Option<crate::tree::ApplyError>,
+        pre: Option<&DataTree>,
+    ) {
         if let Some(&conn) = self.session_conn.get(&hdr.session_id) {
             // A createSession answers only a handshake (a new session's or
             // a re-attach's): an upgrade's (cxid 0) must not answer a
             // request the client numbered 0.
-            let create_session = matches!(rec.txn, Txn::CreateSession { .. });
+            let create_session = matches!(txn, Txn::CreateSession { .. });
             let slot = self.conns.get(&conn).and_then(|c| {
                 c.queue.iter().position(|q| {
                     matches!(q, Queued::Write { xid, result: None, meta: Some(m), .. }
@@ -489,7 +519,7 @@ impl Server {
                             && (!create_session || m.op == OpCode::CreateSession || m.revalidate))
                 })
             });
-            let moved = matches!(&rec.txn, Txn::Error { errs }
+            let moved = matches!(txn, Txn::Error { errs }
                 if errs.first() == Some(&ErrorCode::SessionMoved.code()));
             match slot {
                 // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": "the old server detects that the session has
@@ -501,8 +531,8 @@ impl Server {
                         _ => unreachable!("position matched a forwarded write"),
                     };
                     let reply = match &refused {
-                        None => self.reply_from_txn(conn, &meta, &hdr, &rec.txn, pre.as_ref()),
-                        Some(e) => Self::refused_reply(&rec.txn, e),
+                        None => self.reply_from_txn(conn, &meta, hdr, txn, pre),
+                        Some(e) => Self::refused_reply(txn, e),
                     };
                     if meta.revalidate && matches!(&reply, Reply::Connect(r) if r.timeout_ms != 0) {
                         // The password is right: the session moves here,
@@ -518,7 +548,7 @@ impl Server {
                     }
                     self.drain(conn);
                 }
-                None if matches!(rec.txn, Txn::CloseSession) => {
+                None if matches!(txn, Txn::CloseSession) => {
                     // Expired or closed elsewhere: its connection here goes.
                     self.session_conn.remove(&hdr.session_id);
                     self.close_conn(conn);
@@ -526,7 +556,6 @@ impl Server {
                 None => {}
             }
         }
-        self.after_apply();
     }
 
     fn reply_from_txn(
@@ -608,6 +637,14 @@ impl Server {
                 ok(Response::GetData { data, stat })
             }
             Txn::Create(c) => ok(self.created_result(meta.op, &c.path)),
+            // A ZooKeeper leader's reconfig txn is a setData of the config
+            // node, answered as a reconfig: the new config and its stat.
+            Txn::SetData { path, .. }
+                if meta.op == OpCode::Reconfig && path == super::reconfig::CONFIG_NODE =>
+            {
+                let (data, stat) = self.tree.get_data(path).unwrap_or_default();
+                ok(Response::GetData { data, stat })
+            }
             Txn::SetData { path, .. } | Txn::SetAcl { path, .. } => {
                 ok(Response::Stat(self.stat_or_default(path)))
             }

@@ -1,0 +1,696 @@
+//! A member as an **observer of an Apache ZooKeeper 3.8 ensemble**
+//! (`wazoo.peers=zookeeper`; docs/MIGRATION.md, "Live migration"): the
+//! first phase of joining a running ZooKeeper ensemble.
+//!
+//! The learner side of ZooKeeper's quorum protocol, as its `Observer` and
+//! `Learner` speak it ("ZooKeeper Internals", "Atomic Broadcast"), in
+//! place of wazoo's own consensus: the shell finds the leader (through
+//! the election port) and connects to its quorum port; here the member
+//! sends OBSERVERINFO, acknowledges the new epoch, takes the leader's
+//! sync (DIFF, TRUNC or SNAP, then NEWLEADER and UPTODATE), and then
+//! applies every INFORM the leader sends, in zxid order, as committed
+//! txns. The pipeline serves reads and watches from that tree, as any
+//! observer does; writes, new sessions, closes and syncs go to the leader
+//! as REQUEST packets, and the pipeline answers each when the txn that
+//! carries it is applied here, as it does behind a wazoo leader. A PING
+//! is answered with the sessions touched since the last one; a client
+//! that re-attaches here is revalidated with the leader (REVALIDATE), so
+//! that the leader knows where its session lives.
+//!
+//! The state is in memory only: a restarted observer syncs from the
+//! leader again (ZooKeeper's observer may keep a log; this one does not).
+//! Recipes cannot run behind a ZooKeeper leader, which preps every write.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use wazoo_proto::{Acl, ErrorCode, Id, SessionRecord, Zxid};
+use wazoo_storage::zookeeper::{CreateKind, TxnEntry, ZkAcl, ZkTxn};
+use wazoo_zkquorum::{
+    Direction, ForwardedRequest, LearnerInfo, Payload, QuorumPacket, ZAB_PROTOCOL_VERSION,
+};
+
+use super::{Member, Output};
+use crate::server::{self, PeerMsg, Role};
+use crate::tree::DataTree;
+use crate::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
+
+/// ZooKeeper's opcodes a learner forwards beside the client's.
+const OP_SYNC: i32 = 9;
+const OP_CREATE_SESSION: i32 = -10;
+
+/// What happens on the link to a ZooKeeper leader.
+#[derive(Debug)]
+pub enum ZkInput {
+    /// The shell connected to the quorum port of `leader`, which the
+    /// election port named.
+    Connected { leader: u64 },
+    /// A packet from the leader, in the order the connection delivered it.
+    Packet(QuorumPacket),
+    /// The snapshot that followed SNAP, read and converted by the shell.
+    Snapshot {
+        tree: Box<DataTree>,
+        sessions: Vec<SessionRecord>,
+    },
+    /// The connection ended, or could not be made.
+    Down,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No leader.
+    Down,
+    /// OBSERVERINFO sent; waiting for LEADERINFO.
+    Epoch,
+    /// ACKEPOCH sent; the leader's sync until UPTODATE.
+    Sync,
+    /// Serving clients; INFORMs applied as they come.
+    Serving,
+}
+
+/// The learner's state beside the pipeline.
+#[derive(Debug)]
+pub(super) struct ZkLearner {
+    my_id: u64,
+    leader: Option<u64>,
+    phase: Phase,
+    accepted_epoch: i64,
+    current_epoch: i64,
+    new_epoch: i64,
+    /// SNAP announced its zxid; the snapshot comes next.
+    snap_zxid: Option<i64>,
+    /// Proposals of the sync, waiting for their COMMIT.
+    proposals: VecDeque<TxnEntry>,
+    /// Sessions touched since the last PING.
+    touched: BTreeSet<i64>,
+    /// Forwarded syncs, answered in order by SYNC packets.
+    syncs: VecDeque<(i64, i32)>,
+    /// Re-attaches of sessions this member does not know, waiting for the
+    /// leader's REVALIDATE.
+    revalidating: BTreeSet<i64>,
+}
+
+impl ZkLearner {
+    pub(super) fn new(my_id: u64) -> ZkLearner {
+        ZkLearner {
+            my_id,
+            leader: None,
+            phase: Phase::Down,
+            accepted_epoch: 0,
+            current_epoch: 0,
+            new_epoch: 0,
+            snap_zxid: None,
+            proposals: VecDeque::new(),
+            touched: BTreeSet::new(),
+            syncs: VecDeque::new(),
+            revalidating: BTreeSet::new(),
+        }
+    }
+
+    fn reset(&mut self) {
+        self.leader = None;
+        self.phase = Phase::Down;
+        self.snap_zxid = None;
+        self.proposals.clear();
+        self.touched.clear();
+        self.syncs.clear();
+        self.revalidating.clear();
+    }
+}
+
+impl Member {
+    /// An observer of a ZooKeeper ensemble, with `server` empty (it takes
+    /// the leader's state at the first sync); it serves no client until
+    /// the leader says UPTODATE.
+    pub fn zookeeper_observer(mut server: crate::server::Server, my_id: u64) -> Member {
+        server.set_ensemble();
+        let mut m = Member::standalone(server);
+        m.zk = Some(ZkLearner::new(my_id));
+        m
+    }
+
+    /// Whether this member observes a ZooKeeper ensemble.
+    pub fn is_zookeeper_observer(&self) -> bool {
+        self.zk.is_some()
+    }
+
+    /// The ZooKeeper leader this member is synced with, once serving.
+    pub fn zookeeper_leader(&self) -> Option<u64> {
+        self.zk
+            .as_ref()
+            .filter(|z| z.phase == Phase::Serving)
+            .and_then(|z| z.leader)
+    }
+
+    pub(super) fn on_zk(&mut self, input: ZkInput) {
+        if self.zk.is_none() {
+            tracing::error!("a ZooKeeper quorum input for a member that does not observe one");
+            return;
+        }
+        match input {
+            ZkInput::Connected { leader } => {
+                let config_version = self.config_version();
+                let zk = self.zk.as_mut().expect("checked");
+                zk.reset();
+                zk.leader = Some(leader);
+                zk.phase = Phase::Epoch;
+                let info = LearnerInfo {
+                    sid: zk.my_id as i64,
+                    protocol_version: ZAB_PROTOCOL_VERSION,
+                    config_version,
+                };
+                let zxid = zk.accepted_epoch << 32;
+                self.send_zk(Payload::ObserverInfo(info).to_packet(zxid));
+            }
+            ZkInput::Packet(p) => self.on_zk_packet(p),
+            ZkInput::Snapshot { tree, sessions } => {
+                let zk = self.zk.as_mut().expect("checked");
+                let Some(zxid) = zk.snap_zxid.take().filter(|_| zk.phase == Phase::Sync) else {
+                    return self.drop_zk("a snapshot the leader did not announce with SNAP");
+                };
+                self.server.install_snapshot(
+                    *tree,
+                    sessions,
+                    crate::recipe::RecipeWaits::default(),
+                    Zxid::from_wire(zxid),
+                );
+                self.drain_server();
+            }
+            ZkInput::Down => {
+                let zk = self.zk.as_mut().expect("checked");
+                let was = zk.phase;
+                zk.reset();
+                if was != Phase::Down {
+                    self.feed_server(server::Input::Role(Role::Looking));
+                }
+            }
+        }
+    }
+
+    /// The version of the quorum config this member holds (`version=` of
+    /// a dynamic config), for LearnerInfo.
+    fn config_version(&self) -> i64 {
+        self.server
+            .tree()
+            .get_data(crate::server::reconfig::CONFIG_NODE)
+            .and_then(|(data, _)| data)
+            .and_then(|d| {
+                String::from_utf8_lossy(&d)
+                    .lines()
+                    .find_map(|l| l.trim().strip_prefix("version=").map(str::to_string))
+            })
+            .and_then(|v| i64::from_str_radix(&v, 16).ok())
+            .unwrap_or(0)
+    }
+
+    fn send_zk(&mut self, p: QuorumPacket) {
+        self.out.push(Output::SendZk(p));
+    }
+
+    /// Ends the link to the leader (the shell finds one again) after a
+    /// packet this learner cannot take.
+    fn drop_zk(&mut self, why: &str) {
+        tracing::warn!("leaving the ZooKeeper leader: {why}");
+        self.out.push(Output::CloseZk);
+        self.on_zk(ZkInput::Down);
+    }
+
+    fn on_zk_packet(&mut self, p: QuorumPacket) {
+        let payload = match Payload::decode(&p, Direction::FromLeader) {
+            Ok(pl) => pl,
+            Err(e) => return self.drop_zk(&format!("an undecodable packet: {e}")),
+        };
+        let zk = self.zk.as_mut().expect("checked by on_zk");
+        match (zk.phase, payload) {
+            (Phase::Epoch, Payload::LeaderInfo { protocol_version }) => {
+                if protocol_version < ZAB_PROTOCOL_VERSION {
+                    return self.fail(format!(
+                        "the ZooKeeper leader speaks Zab protocol {protocol_version:#x}, older than 3.4's {ZAB_PROTOCOL_VERSION:#x}: not supported"
+                    ));
+                }
+                zk.new_epoch = p.zxid >> 32;
+                zk.accepted_epoch = zk.accepted_epoch.max(zk.new_epoch);
+                zk.phase = Phase::Sync;
+                let last = self.server.last_zxid().to_wire();
+                let current = zk.current_epoch as i32;
+                self.send_zk(
+                    Payload::AckEpoch {
+                        current_epoch: current,
+                    }
+                    .to_packet(last),
+                );
+            }
+            (Phase::Sync, Payload::Diff) => {}
+            (Phase::Sync, Payload::Snap) => zk.snap_zxid = Some(p.zxid),
+            (Phase::Sync, Payload::Trunc) => {
+                let last = self.server.last_zxid().to_wire();
+                if p.zxid < last {
+                    self.fail(format!(
+                        "the ZooKeeper leader asks to truncate to {:#x}, below {last:#x} already applied; this observer keeps its state in memory: restart it to sync afresh",
+                        p.zxid
+                    ));
+                }
+            }
+            (Phase::Sync, Payload::Proposal(t)) => zk.proposals.push_back(t),
+            (Phase::Sync, Payload::Commit) => match zk.proposals.pop_front() {
+                Some(t) if t.header.zxid == p.zxid => self.apply_zk(&t),
+                Some(t) => {
+                    let want = t.header.zxid;
+                    self.drop_zk(&format!(
+                        "COMMIT of {:#x} while the next proposal is {want:#x}",
+                        p.zxid
+                    ));
+                }
+                None => self.drop_zk(&format!("COMMIT of {:#x} with no proposal", p.zxid)),
+            },
+            (Phase::Sync, Payload::NewLeader { .. }) => {
+                self.send_zk(Payload::Ack.to_packet(p.zxid));
+            }
+            (Phase::Sync, Payload::UpToDate) => {
+                if zk.snap_zxid.is_some() {
+                    return self.drop_zk("UPTODATE before the snapshot SNAP announced");
+                }
+                zk.phase = Phase::Serving;
+                zk.current_epoch = zk.new_epoch;
+                let leader = zk.leader.expect("a connected learner has a leader");
+                let epoch = zk.new_epoch;
+                self.send_zk(Payload::Ack.to_packet(epoch << 32));
+                tracing::info!(
+                    leader,
+                    zxid = %self.server.last_zxid(),
+                    "observing the ZooKeeper ensemble"
+                );
+                self.feed_server(server::Input::Role(Role::Observer { leader }));
+            }
+            (Phase::Sync | Phase::Serving, Payload::Inform(t))
+            | (Phase::Sync | Phase::Serving, Payload::InformAndActivate { txn: t, .. }) => {
+                self.apply_zk(&t)
+            }
+            (Phase::Serving, Payload::Ping(_)) => {
+                let touched = std::mem::take(&mut zk.touched);
+                let touches = touched
+                    .into_iter()
+                    .filter_map(|id| {
+                        let s = self.server.sessions().get(id)?;
+                        Some((id, s.timeout_ms))
+                    })
+                    .collect();
+                self.send_zk(Payload::Ping(touches).to_packet(p.zxid));
+            }
+            (Phase::Serving, Payload::RevalidateReply { session_id, valid }) => {
+                if zk.revalidating.remove(&session_id) {
+                    let txn = if valid {
+                        Txn::Noop
+                    } else {
+                        Txn::Error {
+                            errs: vec![ErrorCode::SessionExpired.code()],
+                        }
+                    };
+                    self.feed_server(server::Input::Answered {
+                        session: session_id,
+                        cxid: 0,
+                        txn,
+                    });
+                } else if !valid {
+                    tracing::info!(
+                        "the ZooKeeper leader says session 0x{session_id:x}, re-attached here, is not valid"
+                    );
+                }
+            }
+            (Phase::Serving, Payload::Sync) => match zk.syncs.pop_front() {
+                Some((session, cxid)) => self.feed_server(server::Input::Answered {
+                    session,
+                    cxid,
+                    txn: Txn::Noop,
+                }),
+                None => tracing::warn!("a SYNC from the ZooKeeper leader with no sync pending"),
+            },
+            // ZooKeeper's observer ignores these (Observer.processPacket).
+            (Phase::Serving, Payload::Proposal(_) | Payload::Commit | Payload::UpToDate) => {}
+            (Phase::Sync, Payload::Ping(_)) => {}
+            (phase, other) => {
+                tracing::warn!(
+                    ?phase,
+                    "an unexpected packet from the ZooKeeper leader: {other:?}"
+                );
+            }
+        }
+    }
+
+    /// Applies a committed ZooKeeper txn through the pipeline.
+    fn apply_zk(&mut self, t: &TxnEntry) {
+        if Zxid::from_wire(t.header.zxid) <= self.server.last_zxid() {
+            return;
+        }
+        let txn = match zk_txn(&t.txn, t.header.client_id, self.server.tree()) {
+            Ok(txn) => txn,
+            Err(why) => {
+                return self.fail(format!(
+                    "the ZooKeeper txn {:#x} cannot be applied here: {why}",
+                    t.header.zxid
+                ))
+            }
+        };
+        let record = TxnRecord {
+            header: TxnHeader {
+                session_id: t.header.client_id,
+                cxid: t.header.cxid,
+                zxid: t.header.zxid,
+                time_ms: t.header.time,
+            },
+            txn,
+        };
+        let zxid = Zxid::from_wire(t.header.zxid);
+        if let Some(j) = &mut self.applied {
+            j.push(super::Applied::Txn {
+                zxid,
+                record: wazoo_zab::Payload::from(record.encode()),
+            });
+        }
+        self.feed_server(server::Input::Committed {
+            zxid,
+            record: record.encode(),
+        });
+    }
+
+    /// What the pipeline sends its leader, as ZooKeeper's learner sends it.
+    pub(super) fn forward_to_zk_leader(&mut self, msg: PeerMsg) {
+        let zk = self
+            .zk
+            .as_mut()
+            .expect("only a ZooKeeper observer forwards to ZooKeeper");
+        if zk.phase != Phase::Serving {
+            // The pipeline fails what it forwarded when the role changes.
+            tracing::debug!("no ZooKeeper leader to forward to");
+            return;
+        }
+        match msg {
+            PeerMsg::Forward {
+                session,
+                cxid,
+                auth,
+                op,
+                body,
+                local: _,
+            } => {
+                if op == OP_SYNC {
+                    zk.syncs.push_back((session, cxid));
+                }
+                zk.touched.insert(session);
+                let r = ForwardedRequest {
+                    session_id: session,
+                    cxid,
+                    op,
+                    body,
+                    authinfo: Some(auth),
+                };
+                self.send_zk(Payload::Request(r).to_packet(-1));
+            }
+            PeerMsg::CreateSession {
+                session,
+                timeout_ms,
+                verifier: _,
+            } => {
+                zk.touched.insert(session);
+                let r = ForwardedRequest {
+                    session_id: session,
+                    cxid: 0,
+                    op: OP_CREATE_SESSION,
+                    body: timeout_ms.to_be_bytes().to_vec(),
+                    authinfo: None,
+                };
+                self.send_zk(Payload::Request(r).to_packet(-1));
+            }
+            PeerMsg::Revalidate { session } => {
+                zk.revalidating.insert(session);
+                let timeout_ms = self.server.attached_timeout_ms(session).unwrap_or(0);
+                self.send_zk(
+                    Payload::RevalidateRequest {
+                        session_id: session,
+                        timeout_ms,
+                    }
+                    .to_packet(-1),
+                );
+            }
+            PeerMsg::Touch { sessions, claimed } => {
+                zk.touched.extend(sessions.iter().copied());
+                zk.touched.extend(claimed.iter().copied());
+                // A session that moved here: the leader learns its new
+                // owner before any write the client sends here (the link
+                // is FIFO), as ZooKeeper's learner revalidates on every
+                // re-attach.
+                for session in claimed {
+                    let timeout_ms = self.server.attached_timeout_ms(session).unwrap_or(0);
+                    self.send_zk(
+                        Payload::RevalidateRequest {
+                            session_id: session,
+                            timeout_ms,
+                        }
+                        .to_packet(-1),
+                    );
+                }
+            }
+            PeerMsg::Plugin(_) => {
+                tracing::warn!(
+                    "the plugins directory cannot deploy recipes behind a ZooKeeper leader"
+                );
+            }
+        }
+    }
+}
+
+/// The leader an observer follows, from the votes voters answered it
+/// with (`FastLeaderElection.lookForLeader`, as an observer): the one a
+/// majority of `voters` follow or lead under, in the same epoch, and that
+/// says itself that it leads. `None` while no such leader shows.
+pub fn zk_leader_of(
+    voters: &[u64],
+    votes: &std::collections::BTreeMap<u64, wazoo_zkquorum::Notification>,
+) -> Option<u64> {
+    use wazoo_zkquorum::PeerState;
+    let settled = |v: &wazoo_zkquorum::Notification| {
+        matches!(v.state, PeerState::Following | PeerState::Leading)
+    };
+    let mut tally: std::collections::BTreeMap<(i64, i64), usize> = Default::default();
+    for (sid, v) in votes {
+        if voters.contains(sid) && settled(v) {
+            *tally.entry((v.leader, v.peer_epoch())).or_default() += 1;
+        }
+    }
+    tally
+        .into_iter()
+        .filter(|&(_, n)| 2 * n > voters.len())
+        .find_map(|((leader, epoch), _)| {
+            let l = u64::try_from(leader).ok()?;
+            let own = votes.get(&l)?;
+            (own.state == PeerState::Leading && own.peer_epoch() == epoch).then_some(l)
+        })
+}
+
+fn acl_of(list: &Option<Vec<ZkAcl>>) -> Vec<Acl> {
+    match list {
+        // ZooKeeper reads a null ACL vector as OPEN_ACL_UNSAFE.
+        None => vec![Acl {
+            perms: 31,
+            id: Id {
+                scheme: "world".into(),
+                id: "anyone".into(),
+            },
+        }],
+        Some(l) => l
+            .iter()
+            .map(|a| Acl {
+                perms: a.perms,
+                id: Id {
+                    scheme: a.scheme.clone(),
+                    id: a.id.clone(),
+                },
+            })
+            .collect(),
+    }
+}
+
+/// ZooKeeper's txn (made for `session`) as wazoo's; the
+/// tree is read only for a create without a parent cversion (ZooKeeper's
+/// V0 create). Applying the result changes the tree as ZooKeeper's
+/// `DataTree.processTxn` changes it.
+pub fn zk_txn(txn: &ZkTxn, session: i64, tree: &DataTree) -> Result<Txn, String> {
+    Ok(match txn {
+        ZkTxn::CreateSession { timeout_ms } => Txn::CreateSession {
+            timeout_ms: *timeout_ms,
+            // ZooKeeper's password, derived from the id.
+            verifier: None,
+        },
+        ZkTxn::CloseSession { .. } => Txn::CloseSession,
+        ZkTxn::Create { create: c, .. } => {
+            let (kind, ephemeral_owner) = match c.kind {
+                CreateKind::Plain { ephemeral } => {
+                    (NodeKind::Regular, if ephemeral { session } else { 0 })
+                }
+                CreateKind::Container => (NodeKind::Container, 0),
+                CreateKind::Ttl { ttl_ms } => (NodeKind::Ttl { ttl_ms }, 0),
+            };
+            let parent_cversion = if c.parent_cversion == -1 {
+                let parent = match c.path.rfind('/') {
+                    Some(0) => "/",
+                    Some(i) => &c.path[..i],
+                    None => return Err(format!("create of {:?}: not a path", c.path)),
+                };
+                tree.stored_cversion(parent).unwrap_or(0) + 1
+            } else {
+                c.parent_cversion
+            };
+            Txn::Create(CreateTxn {
+                path: c.path.clone(),
+                data: c.data.clone(),
+                acl: acl_of(&c.acl),
+                ephemeral_owner,
+                parent_cversion,
+                kind,
+            })
+        }
+        ZkTxn::Delete { path } => Txn::Delete { path: path.clone() },
+        ZkTxn::SetData {
+            path,
+            data,
+            version,
+        } => {
+            // A reconfig's record is a setData of the config node too
+            // (version -1, which the node then shows, as in ZooKeeper's).
+            Txn::SetData {
+                path: path.clone(),
+                data: data.clone(),
+                version: *version,
+            }
+        }
+        ZkTxn::SetAcl { path, acl, version } => Txn::SetAcl {
+            path: path.clone(),
+            acl: acl_of(acl),
+            aversion: *version,
+        },
+        ZkTxn::Check { path, .. } => Txn::Check { path: path.clone() },
+        ZkTxn::Error { err } => Txn::Error { errs: vec![*err] },
+        ZkTxn::Multi(ops) if ops.iter().any(|t| matches!(t, ZkTxn::Error { .. })) => {
+            // A multi that failed: every op is an error txn, the code of
+            // each the result the client gets for it.
+            Txn::Error {
+                errs: ops
+                    .iter()
+                    .map(|t| match t {
+                        ZkTxn::Error { err } => *err,
+                        _ => 0,
+                    })
+                    .collect(),
+            }
+        }
+        ZkTxn::Multi(ops) => Txn::Multi(
+            ops.iter()
+                .map(|t| zk_txn(t, session, tree))
+                .collect::<Result<_, _>>()?,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use wazoo_storage::zookeeper::Create;
+    use wazoo_zkquorum::{Notification, PeerState};
+
+    fn vote(state: PeerState, leader: i64) -> Notification {
+        Notification::current(state, leader, 0x1_0000_0005, 3, 1, Vec::new())
+    }
+
+    // Administrator's Guide, "Observers": an observer follows the leader
+    // the voters follow; a leader only a minority names, or one that does
+    // not say itself that it leads, is not followed yet.
+    #[test]
+    fn an_observer_follows_the_leader_a_quorum_of_voters_names() {
+        let voters = [1, 2, 3];
+        let mut votes = BTreeMap::new();
+        votes.insert(1, vote(PeerState::Following, 3));
+        assert_eq!(zk_leader_of(&voters, &votes), None, "one voter of three");
+        votes.insert(2, vote(PeerState::Following, 3));
+        assert_eq!(
+            zk_leader_of(&voters, &votes),
+            None,
+            "the leader has not said so"
+        );
+        votes.insert(3, vote(PeerState::Leading, 3));
+        assert_eq!(zk_leader_of(&voters, &votes), Some(3));
+        let mut looking = BTreeMap::new();
+        for sid in 1..=3 {
+            looking.insert(sid, vote(PeerState::Looking, 3));
+        }
+        assert_eq!(
+            zk_leader_of(&voters, &looking),
+            None,
+            "voters still electing"
+        );
+        // A vote from a non-voter (another observer) does not count.
+        let mut two = BTreeMap::new();
+        two.insert(3, vote(PeerState::Leading, 3));
+        two.insert(9, vote(PeerState::Observing, 3));
+        assert_eq!(zk_leader_of(&voters, &two), None);
+    }
+
+    fn create(ephemeral: bool, parent_cversion: i32) -> ZkTxn {
+        ZkTxn::Create {
+            op: 1,
+            create: Create {
+                path: "/a".into(),
+                data: None,
+                acl: None,
+                parent_cversion,
+                kind: CreateKind::Plain { ephemeral },
+            },
+        }
+    }
+
+    // ZooKeeper Internals, "Atomic Broadcast": every member applies the
+    // leader's txns as they are; an ephemeral belongs to the txn's session
+    // and a null ACL is ZooKeeper's open one.
+    #[test]
+    fn zookeeper_txns_become_the_same_changes_in_wazoo() {
+        let tree = DataTree::new();
+        let Txn::Create(c) = zk_txn(&create(true, 4), 0x42, &tree).unwrap() else {
+            panic!("a create");
+        };
+        assert_eq!(c.ephemeral_owner, 0x42);
+        assert_eq!(c.parent_cversion, 4);
+        assert_eq!(c.acl.len(), 1);
+        assert_eq!(c.acl[0].id.scheme, "world");
+        assert_eq!(c.data, None, "null data stays null");
+        let Txn::Create(c) = zk_txn(&create(false, -1), 0x42, &tree).unwrap() else {
+            panic!("a create");
+        };
+        assert_eq!(c.ephemeral_owner, 0);
+        assert_eq!(
+            c.parent_cversion,
+            tree.stored_cversion("/").unwrap() + 1,
+            "a create without a parent cversion takes the parent's next"
+        );
+    }
+
+    // Programmer's Guide, "Multi": a failed multi's ops are all error
+    // txns, each the result its op gets.
+    #[test]
+    fn a_failed_multi_carries_each_ops_result() {
+        let failed = ZkTxn::Multi(vec![
+            ZkTxn::Error { err: 0 },
+            ZkTxn::Error { err: -110 },
+            ZkTxn::Error { err: -2 },
+        ]);
+        assert_eq!(
+            zk_txn(&failed, 1, &DataTree::new()).unwrap(),
+            Txn::Error {
+                errs: vec![0, -110, -2]
+            }
+        );
+        let ok = ZkTxn::Multi(vec![create(false, 1), ZkTxn::Delete { path: "/a".into() }]);
+        let Txn::Multi(ops) = zk_txn(&ok, 1, &DataTree::new()).unwrap() else {
+            panic!("a multi");
+        };
+        assert_eq!(ops.len(), 2);
+    }
+}

@@ -1,0 +1,504 @@
+//! `wazoo.peers=zookeeper`: a member that observes a running Apache
+//! ZooKeeper 3.8 ensemble (docs/MIGRATION.md, "Live migration"). The
+//! learner's logic is the core's (`member/zk.rs`); here is its I/O:
+//!
+//! - **finding the leader** on the election port, as ZooKeeper's observer
+//!   does in `FastLeaderElection`: it sends each voter its notification
+//!   (state OBSERVING) and each voter answers a non-voter with its current
+//!   vote. The leader is the one a quorum of voters follow or lead under,
+//!   and that says it leads. A voter with a higher id closes the
+//!   connection and connects back (`QuorumCnxManager`'s rule), so the
+//!   member listens on its own election address too;
+//! - **the link to the leader's quorum port**: QuorumPackets both ways,
+//!   and the snapshot that follows SNAP outside any packet, read here,
+//!   bounded, and converted to wazoo's tree as `wazoo import` converts
+//!   ZooKeeper's.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+use crate::config::Config;
+use crate::core::member::{Member as CoreMember, ZkInput};
+use crate::core::server::Server;
+use crate::driver::{durable_callback, Driver, LogFeed};
+use crate::member::{AdminContext, Event, MemberOptions, Started};
+use wazoo_proto::SessionRecord;
+use wazoo_storage::zookeeper::{parse_sync_snapshot, SyncSnapshot, ZkSnapshot, ZkTree};
+use wazoo_storage::{GroupCommitLog, TxnLog};
+use wazoo_zkquorum::{
+    election::{decode_frame, encode_frame},
+    InitialMessage, Limits, Notification, PeerState, QuorumPacket,
+};
+
+/// What the member asks of its link to the leader.
+#[derive(Debug)]
+pub(crate) enum ZkCmd {
+    Send(Vec<u8>),
+    Close,
+}
+
+/// The largest snapshot a leader may send after SNAP: the tree is held in
+/// memory whole, and a leader (or an impostor on its port) must not make
+/// this member grow without bound.
+const MAX_SYNC_SNAPSHOT: usize = 4 << 30;
+
+/// How long one round of asking the voters for their votes waits.
+const VOTE_ROUND: Duration = Duration::from_secs(2);
+
+/// What the shell needs of the ZooKeeper ensemble's layout.
+#[derive(Clone)]
+struct Layout {
+    my_id: u64,
+    my_election: SocketAddr,
+    /// Voters: id -> (election address, quorum address).
+    voters: BTreeMap<u64, (SocketAddr, SocketAddr)>,
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}:{port}"))?
+        .next()
+        .ok_or_else(|| anyhow!("{host}:{port} resolves to no address"))
+}
+
+/// Refuses, by name, what this member cannot do beside ZooKeeper yet.
+fn check_supported(cfg: &Config, my_id: u64) -> Result<()> {
+    cfg.warn_peer_type_mismatch(my_id);
+    let me = cfg
+        .servers
+        .iter()
+        .find(|s| s.id == my_id)
+        .ok_or_else(|| anyhow!("myid is {my_id} but zoo.cfg has no server.{my_id} line"))?;
+    if !me.observer {
+        bail!(
+            "wazoo.peers=zookeeper: server.{my_id} is a participant; a wazoo member joins a ZooKeeper ensemble as an observer only (peerType=observer and `:observer` on its server line), the follower phase is not supported yet (docs/MIGRATION.md)"
+        );
+    }
+    if cfg.tls.ssl_quorum {
+        bail!(
+            "wazoo.peers=zookeeper: sslQuorum=true is not supported yet beside ZooKeeper members"
+        );
+    }
+    if cfg.local_sessions_enabled {
+        bail!("wazoo.peers=zookeeper: localSessionsEnabled=true is not supported yet beside ZooKeeper members");
+    }
+    if cfg.oracle_path.is_some() {
+        bail!("wazoo.peers=zookeeper: oraclePath is for voters; this member observes");
+    }
+    Ok(())
+}
+
+fn layout(cfg: &Config, my_id: u64) -> Result<Layout> {
+    let me = cfg
+        .servers
+        .iter()
+        .find(|s| s.id == my_id)
+        .expect("checked by check_supported");
+    let mut voters = BTreeMap::new();
+    for s in cfg.servers.iter().filter(|s| !s.observer) {
+        voters.insert(
+            s.id,
+            (
+                resolve(&s.host, s.election_port)?,
+                resolve(&s.host, s.quorum_port)?,
+            ),
+        );
+    }
+    if voters.is_empty() {
+        bail!("wazoo.peers=zookeeper: zoo.cfg names no voting ZooKeeper member to observe");
+    }
+    Ok(Layout {
+        my_id,
+        my_election: resolve(&me.host, me.election_port)?,
+        voters,
+    })
+}
+
+/// Starts an observer of the ZooKeeper ensemble `cfg` describes.
+pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
+    let MemberOptions {
+        clock,
+        group_commit,
+    } = opts;
+    let my_id = cfg.my_id.ok_or_else(|| {
+        anyhow!(
+            "{}/myid is missing: an observer of a ZooKeeper ensemble needs its id",
+            cfg.data_dir.display()
+        )
+    })?;
+    check_supported(&cfg, my_id)?;
+    let layout = layout(&cfg, my_id)?;
+    let (_, ldir) = crate::member::make_data_dirs(&cfg)?;
+    let now = clock.now();
+    let mut scfg = crate::member::server_config(&cfg);
+    scfg.zookeeper_passwords = true;
+    let server = Server::new(scfg, now);
+    // The pipeline never persists behind a ZooKeeper leader; the log is
+    // opened because the core loop keeps one.
+    let (log, _) = TxnLog::open(&ldir, crate::member::log_options(&cfg))
+        .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
+    let log_stats = log.stats();
+    let (tx, rx) = mpsc::channel::<Event>(65536);
+    let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
+    let group = GroupCommitLog::start(
+        log,
+        group_commit.clone(),
+        durable_callback(durable_tx.clone()),
+    )?;
+    let election = TcpListener::bind(layout.my_election)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on the election address {}",
+                layout.my_election
+            )
+        })?;
+    let (zk_tx, zk_rx) = mpsc::unbounded_channel::<ZkCmd>();
+    tokio::spawn(link_loop(layout, election, zk_rx, tx.clone()));
+
+    let me = cfg
+        .servers
+        .iter()
+        .find(|s| s.id == my_id)
+        .expect("checked by check_supported");
+    let client_addr = match &me.client_addr {
+        Some((Some(h), p)) => resolve(h, *p)?,
+        Some((None, p)) => SocketAddr::new(cfg.client_addr().ip(), *p),
+        None => cfg.client_addr(),
+    };
+    let listener = crate::member::client_listener(client_addr, cfg.client_port_listen_backlog)
+        .with_context(|| format!("cannot listen on {client_addr}"))?;
+    let client_addr = listener.local_addr()?;
+    let ctx = Arc::new(AdminContext {
+        cfg: cfg.clone(),
+        log_stats,
+        clock: clock.clone(),
+        metrics: crate::member::start_metrics(&cfg).await?,
+        plugins: None,
+    });
+    let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
+    let driver = Driver {
+        member: CoreMember::zookeeper_observer(server, my_id),
+        audit,
+        log: Some(group),
+        links: None,
+        zk: Some(zk_tx),
+        cfg: cfg.clone(),
+        clock,
+        durable_tx,
+        group_commit,
+        feed: LogFeed::default(),
+        conns: HashMap::new(),
+        gathered: Vec::new(),
+        snapshot_busy: Arc::default(),
+        recipe_pool: None,
+    };
+    let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
+    crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
+    tracing::info!(%client_addr, my_id, "wazoo observer of a ZooKeeper ensemble started (looking for its leader)");
+    Ok(Started {
+        client_addr,
+        events: tx,
+        core: Box::pin(core),
+    })
+}
+
+/// Finds the leader, follows it until the link ends, and again, until the
+/// member stops.
+async fn link_loop(
+    layout: Layout,
+    election: TcpListener,
+    mut cmds: mpsc::UnboundedReceiver<ZkCmd>,
+    events: mpsc::Sender<Event>,
+) {
+    let (votes_tx, mut votes) = mpsc::unbounded_channel::<(u64, Notification)>();
+    tokio::spawn(accept_voters(election, layout.clone(), votes_tx.clone()));
+    loop {
+        if events.is_closed() {
+            return;
+        }
+        let Some(leader) = find_leader(&layout, &votes_tx, &mut votes).await else {
+            continue;
+        };
+        let (_, quorum_addr) = layout.voters[&leader];
+        // What the member asked of the last link is stale now.
+        while cmds.try_recv().is_ok() {}
+        match tokio::time::timeout(VOTE_ROUND, TcpStream::connect(quorum_addr)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                tracing::info!(leader, %quorum_addr, "connected to the ZooKeeper leader");
+                if events
+                    .send(Event::Zk(ZkInput::Connected { leader }))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                if let Err(e) = follow(stream, &mut cmds, &events).await {
+                    tracing::warn!(leader, "the link to the ZooKeeper leader ended: {e:#}");
+                }
+                if events.send(Event::Zk(ZkInput::Down)).await.is_err() {
+                    return;
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::info!(leader, %quorum_addr, "cannot reach the ZooKeeper leader: {e}")
+            }
+            Err(_) => tracing::info!(leader, %quorum_addr, "the ZooKeeper leader does not answer"),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// This member's notification: an observer's, which proposes no one
+/// (ZooKeeper's `Long.MIN_VALUE`s), in the 40-byte form that carries no
+/// config for the voter to read.
+fn my_notification() -> Notification {
+    Notification {
+        state: PeerState::Observing,
+        leader: i64::MIN,
+        zxid: i64::MIN,
+        election_epoch: 1,
+        peer_epoch: Some(i64::MIN),
+        version: None,
+        config: None,
+    }
+}
+
+/// Sends this member's notification on an election connection and reads
+/// the votes that come back until `until`.
+async fn exchange(
+    mut s: TcpStream,
+    sid: u64,
+    votes: mpsc::UnboundedSender<(u64, Notification)>,
+    until: tokio::time::Instant,
+) {
+    let limits = Limits::default();
+    if s.write_all(&encode_frame(&my_notification().encode()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = match tokio::time::timeout_at(until, s.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        loop {
+            match decode_frame(&buf, &limits) {
+                Ok(Some((payload, used))) => {
+                    match Notification::decode(payload) {
+                        Ok(v) => {
+                            let _ = votes.send((sid, v));
+                        }
+                        Err(e) => tracing::debug!(sid, "an undecodable notification: {e}"),
+                    }
+                    buf.drain(..used);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!(sid, "a bad election frame: {e}");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Voters that connect back to this member (their id is higher).
+async fn accept_voters(
+    listener: TcpListener,
+    layout: Layout,
+    votes: mpsc::UnboundedSender<(u64, Notification)>,
+) {
+    loop {
+        let Ok((mut s, _)) = listener.accept().await else {
+            continue;
+        };
+        if votes.is_closed() {
+            return;
+        }
+        let layout = layout.clone();
+        let votes = votes.clone();
+        tokio::spawn(async move {
+            let limits = Limits::default();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 512];
+            let deadline = tokio::time::Instant::now() + VOTE_ROUND;
+            let hello = loop {
+                let n = match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => n,
+                    _ => return,
+                };
+                buf.extend_from_slice(&chunk[..n]);
+                match InitialMessage::decode(&buf, &limits) {
+                    Ok(Some((m, _))) => break m,
+                    Ok(None) if buf.len() < 4096 => continue,
+                    _ => return,
+                }
+            };
+            let Ok(sid) = u64::try_from(hello.sid) else {
+                return;
+            };
+            if !layout.voters.contains_key(&sid) {
+                return;
+            }
+            // A voter's connection stays for as long as it sends; one
+            // round's worth is read at a time.
+            exchange(s, sid, votes, deadline + VOTE_ROUND * 4).await;
+        });
+    }
+}
+
+/// One round of asking every voter; the leader once known.
+async fn find_leader(
+    layout: &Layout,
+    votes_tx: &mpsc::UnboundedSender<(u64, Notification)>,
+    votes: &mut mpsc::UnboundedReceiver<(u64, Notification)>,
+) -> Option<u64> {
+    let until = tokio::time::Instant::now() + VOTE_ROUND;
+    for (&sid, &(addr, _)) in &layout.voters {
+        let hello = InitialMessage::new(layout.my_id as i64, layout.my_election.to_string());
+        let tx = votes_tx.clone();
+        tokio::spawn(async move {
+            let Ok(Ok(mut s)) = tokio::time::timeout_at(until, TcpStream::connect(addr)).await
+            else {
+                return;
+            };
+            if s.write_all(&hello.encode()).await.is_err() {
+                return;
+            }
+            exchange(s, sid, tx, until).await;
+        });
+    }
+    let voters: Vec<u64> = layout.voters.keys().copied().collect();
+    let mut seen = BTreeMap::new();
+    loop {
+        match tokio::time::timeout_at(until, votes.recv()).await {
+            Ok(Some((sid, v))) => {
+                seen.insert(sid, v);
+                if let Some(l) = crate::core::member::zk_leader_of(&voters, &seen) {
+                    return Some(l);
+                }
+            }
+            Ok(None) => return None,
+            Err(_) => {
+                tracing::debug!(answered = seen.len(), "no ZooKeeper leader agreed on yet");
+                return None;
+            }
+        }
+    }
+}
+
+/// Carries packets between the leader and the member until the link ends
+/// or the member closes it.
+async fn follow(
+    stream: TcpStream,
+    cmds: &mut mpsc::UnboundedReceiver<ZkCmd>,
+    events: &mpsc::Sender<Event>,
+) -> Result<()> {
+    let limits = Limits::default();
+    let (mut rd, mut wr) = stream.into_split();
+    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
+    // After SNAP: the size of `buf` at which to try to read the snapshot
+    // next (doubling, so a large one is parsed a few times, not once per
+    // read), or after a pause in the stream.
+    let mut snapshot_try: Option<usize> = None;
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let wait = if snapshot_try.is_some() {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(3600)
+        };
+        tokio::select! {
+            cmd = cmds.recv() => match cmd {
+                Some(ZkCmd::Send(b)) => wr.write_all(&b).await.context("write to the leader")?,
+                Some(ZkCmd::Close) | None => return Ok(()),
+            },
+            read = tokio::time::timeout(wait, rd.read(&mut chunk)) => {
+                let paused = match read {
+                    Ok(Ok(0)) => bail!("the leader closed the connection"),
+                    Ok(Ok(n)) => { buf.extend_from_slice(&chunk[..n]); false }
+                    Ok(Err(e)) => return Err(e).context("read from the leader"),
+                    Err(_) => true,
+                };
+                loop {
+                    if let Some(at) = snapshot_try {
+                        if buf.len() > MAX_SYNC_SNAPSHOT {
+                            bail!("the snapshot after SNAP is larger than {MAX_SYNC_SNAPSHOT} bytes");
+                        }
+                        if buf.len() < at && !paused {
+                            break;
+                        }
+                        match parse_sync_snapshot(&buf) {
+                            Ok(Some((snap, used))) => {
+                                buf.drain(..used);
+                                snapshot_try = None;
+                                let input = convert_snapshot(snap)?;
+                                events.send(Event::Zk(input)).await.map_err(|_| anyhow!("stopping"))?;
+                            }
+                            Ok(None) => {
+                                snapshot_try = Some((buf.len() * 2).max(64 << 10));
+                                break;
+                            }
+                            Err(e) => bail!("the snapshot after SNAP does not read: {e}"),
+                        }
+                        continue;
+                    }
+                    match QuorumPacket::decode(&buf, &limits) {
+                        Ok(Some((p, used))) => {
+                            buf.drain(..used);
+                            if p.kind == wazoo_zkquorum::kind::SNAP {
+                                snapshot_try = Some(0);
+                            }
+                            events.send(Event::Zk(ZkInput::Packet(p))).await.map_err(|_| anyhow!("stopping"))?;
+                        }
+                        Ok(None) => break,
+                        Err(e) => bail!("a bad packet from the leader: {e}"),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The leader's snapshot as wazoo's tree and session table.
+fn convert_snapshot(snap: SyncSnapshot) -> Result<ZkInput> {
+    let file = ZkSnapshot {
+        dbid: 0,
+        sessions: snap.sessions,
+        acls: snap.acls,
+        nodes: snap.nodes,
+        digest: None,
+        last_processed_zxid: None,
+    };
+    let zk = ZkTree::from_snapshot(&file, 0).map_err(|e| anyhow!("the leader's snapshot: {e}"))?;
+    let tree = crate::import::convert(&zk)?;
+    let sessions = zk
+        .sessions
+        .iter()
+        .map(|(&id, &timeout_ms)| SessionRecord {
+            id,
+            timeout_ms,
+            verifier: None,
+        })
+        .collect();
+    Ok(ZkInput::Snapshot {
+        tree: Box::new(tree),
+        sessions,
+    })
+}

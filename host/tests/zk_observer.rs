@@ -1,0 +1,268 @@
+//! A wazoo member observes a running Apache ZooKeeper 3.8 ensemble
+//! (`wazoo.peers=zookeeper`; docs/MIGRATION.md, "Live migration", phase
+//! 1): it finds the leader on the election port, syncs from it, applies
+//! its INFORMs live, and serves ZooKeeper's data to its own clients, with
+//! watches, and writes, sessions and syncs forwarded to ZooKeeper's
+//! leader. ZooKeeper Administrator's Guide, "Observers" ("Observers:
+//! Scaling ZooKeeper Without Hurting Write Performance"); ZooKeeper
+//! Internals, "Atomic Broadcast".
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use wazoo_testkit::{four_letter_word, free_port, loopback, Flavor, ZkEnsemble};
+use zookeeper_client::{Acls, CreateMode, EventType};
+
+/// A wazoo process started with a hand-written zoo.cfg and myid.
+struct Observer {
+    child: Child,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Observer {
+    fn start(zk_cfg: &Path, my_id: u64, client_port: u16, extra: &[String]) -> Observer {
+        let dir = tempfile::Builder::new()
+            .prefix("wazoo-zk-observer-")
+            .tempdir()
+            .unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("myid"), my_id.to_string()).unwrap();
+        // The ZooKeeper members' own lines, as an operator copies them.
+        let zk_text = std::fs::read_to_string(zk_cfg).unwrap();
+        let mut cfg = String::new();
+        for l in zk_text.lines() {
+            let key = l.split('=').next().unwrap_or_default().trim();
+            if key.starts_with("server.")
+                || ["tickTime", "initLimit", "syncLimit", "maxSessionTimeout"].contains(&key)
+            {
+                cfg.push_str(l);
+                cfg.push('\n');
+            }
+        }
+        cfg.push_str(&format!(
+            "dataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\npeerType=observer\nwazoo.peers=zookeeper\nadmin.enableServer=false\nminSessionTimeout=1000\n",
+            data.display()
+        ));
+        for l in extra {
+            cfg.push_str(l);
+            cfg.push('\n');
+        }
+        let cfg_path = dir.path().join("zoo.cfg");
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let log = dir.path().join("wazoo.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_wazoo"))
+            .args(["serve", "--config"])
+            .arg(&cfg_path)
+            .env(
+                "RUST_LOG",
+                std::env::var("OBS_LOG").unwrap_or("info".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Observer {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Waits until `srvr` on `addr` says it observes.
+    fn wait_observing(&mut self, addr: std::net::SocketAddr) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the observer exited ({status}):\n{}", self.log_tail());
+            }
+            if four_letter_word(addr, "srvr").is_ok_and(|s| s.contains("Mode: observer")) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the observer did not sync within 60 s:\n{}",
+                self.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn open() -> zookeeper_client::CreateOptions<'static> {
+    CreateMode::Persistent.with_acls(Acls::anyone_all())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wazoo_observer_serves_a_zookeeper_ensemble_live_and_forwards_its_writes() {
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let line = format!("server.4=127.0.0.1:{q4}:{e4}:observer");
+    let zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
+    let zc = connect(&zk.connect_string()).await;
+    // Written before the observer exists: it arrives by the sync.
+    zc.create("/before", b"one", &open()).await.unwrap();
+
+    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    obs.wait_observing(loopback(c4));
+    let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    let (data, stat) = wc.get_data("/before").await.unwrap();
+    assert_eq!(data, b"one", "the sync brought ZooKeeper's data");
+    assert_eq!(stat.version, 0);
+
+    // Live: a write on a ZooKeeper member fires the observer's watch.
+    let (_, _, w) = wc.get_and_watch_data("/before").await.unwrap();
+    zc.set_data("/before", b"two", None).await.unwrap();
+    let ev = within("the watch on the observer", w.changed()).await;
+    assert_eq!(ev.event_type, EventType::NodeDataChanged);
+    assert_eq!(wc.get_data("/before").await.unwrap().0, b"two");
+
+    // Writes through the observer go to ZooKeeper's leader; their replies
+    // are ZooKeeper's.
+    let (stat, _) = wc.create("/from-wazoo", b"w", &open()).await.unwrap();
+    assert!(stat.czxid > 0);
+    assert_eq!(zc.get_data("/from-wazoo").await.unwrap().0, b"w");
+    let err = wc
+        .create("/from-wazoo", b"again", &open())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, zookeeper_client::Error::NodeExists),
+        "ZooKeeper's NodeExists: {err:?}"
+    );
+    let stat = wc.set_data("/from-wazoo", b"w2", Some(0)).await.unwrap();
+    assert_eq!(stat.version, 1);
+    let err = wc
+        .set_data("/from-wazoo", b"w3", Some(0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, zookeeper_client::Error::BadVersion),
+        "{err:?}"
+    );
+    wc.sync("/from-wazoo").await.unwrap();
+    let seq = wc
+        .create(
+            "/from-wazoo/s-",
+            b"",
+            &CreateMode::PersistentSequential.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap()
+        .1;
+    assert_eq!(seq.into_i64(), 0, "ZooKeeper's sequence numbering");
+    zc.sync("/").await.unwrap();
+    assert_eq!(
+        zc.list_children("/from-wazoo").await.unwrap(),
+        vec!["s-0000000000".to_string()]
+    );
+
+    // A session made on the observer is ZooKeeper's: its ephemeral shows
+    // on the members and goes with it.
+    let ec = connect(&format!("127.0.0.1:{c4}")).await;
+    ec.create(
+        "/eph",
+        b"",
+        &CreateMode::Ephemeral.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let owner = zc
+        .check_stat("/eph")
+        .await
+        .unwrap()
+        .unwrap()
+        .ephemeral_owner;
+    assert_eq!(
+        owner,
+        ec.session().id().0,
+        "owned by the observer's session"
+    );
+    assert_eq!(
+        (owner as u64) >> 56,
+        4,
+        "the session id carries the observer's sid"
+    );
+    drop(ec);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while zc.check_stat("/eph").await.unwrap().is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the closed session's ephemeral stays"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a client moves to
+// another server with its session id and password; the observer
+// revalidates it with ZooKeeper's leader and keeps the session.
+#[test]
+fn a_session_made_on_a_zookeeper_member_moves_to_the_observer() {
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let line = format!("server.4=127.0.0.1:{q4}:{e4}:observer");
+    let zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
+    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    obs.wait_observing(loopback(c4));
+    let (_, first) = raw_handshake(zk.addr(0), 0, &[]).expect("a session on ZooKeeper");
+    assert!(first.session_id != 0);
+    let (_, moved) =
+        raw_handshake(loopback(c4), first.session_id, &first.passwd).expect("a re-attach");
+    assert_eq!(moved.session_id, first.session_id, "the same session");
+    assert!(moved.timeout_ms > 0);
+    // A wrong password and an unknown session are refused (ZooKeeper's
+    // answer with session id 0, which the raw handshake reports as None).
+    let mut bad = first.passwd.clone();
+    bad[0] ^= 1;
+    assert!(raw_handshake(loopback(c4), first.session_id, &bad).is_none());
+    assert!(raw_handshake(loopback(c4), (4 << 56) | 12345, &[0; 16]).is_none());
+    // The session writes where it moved: ZooKeeper's leader took the
+    // observer as its owner (a write from a member that does not own a
+    // session fails with SessionMoved).
+    let (mut s, _) = raw_handshake(loopback(c4), first.session_id, &first.passwd)
+        .unwrap_or_else(|| panic!("the session moved back:\n{}", obs.log_tail()));
+    let (err, _) = raw_call(&mut s, 1, &raw_create("/moved", Some(b"x")));
+    assert_eq!(err, 0, "the write of a moved session:\n{}", obs.log_tail());
+}
+
+#[test]
+fn a_participant_line_is_refused_by_name() {
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let line = format!("server.4=127.0.0.1:{q4}:{e4}:participant");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("zk.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "tickTime=500\n{line}\nserver.1=127.0.0.1:{}:{}\n",
+            free_port(),
+            free_port()
+        ),
+    )
+    .unwrap();
+    let mut obs = Observer::start(&cfg, 4, c4, &[]);
+    let status = obs.child.wait().unwrap();
+    assert!(!status.success());
+    let log = std::fs::read_to_string(&obs.log).unwrap();
+    assert!(
+        log.contains("wazoo.peers=zookeeper") && log.contains("observer"),
+        "names the key and what is supported: {log}"
+    );
+}
