@@ -266,3 +266,133 @@ fn a_participant_line_is_refused_by_name() {
         "names the key and what is supported: {log}"
     );
 }
+
+/// A ZooKeeper ensemble whose members keep only a few committed txns in
+/// memory and never sync a learner from their log files, so that a
+/// learner behind by more than that is synced with SNAP (ZooKeeper's
+/// `zookeeper.commitLogCount` and `zookeeper.snapshotSizeFactor`).
+fn snap_ensemble(line: String) -> ZkEnsemble {
+    let opts = ensemble_options(Flavor::Zookeeper)
+        .cfg(line)
+        .arg("-Dzookeeper.commitLogCount=5")
+        .arg("-Dzookeeper.snapshotSizeFactor=-1");
+    ZkEnsemble::start_with(3, opts).unwrap()
+}
+
+// ZooKeeper Internals, "Atomic Broadcast": a learner too far behind the
+// leader's committed log takes a snapshot (SNAP), sessions included; and
+// its clients' sessions live on while their pings reach the leader in the
+// observer's PING answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_synced_by_snapshot_keeps_its_clients_sessions_alive() {
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let zk = snap_ensemble(format!("server.4=127.0.0.1:{q4}:{e4}:observer"));
+    let zc = connect(&zk.connect_string()).await;
+    zc.create("/snap", b"root", &open()).await.unwrap();
+    for i in 0..30 {
+        zc.create(
+            &format!("/snap/n{i:02}"),
+            format!("v{i}").as_bytes(),
+            &open(),
+        )
+        .await
+        .unwrap();
+    }
+    // A session of the ZooKeeper members' with an ephemeral: in the
+    // snapshot's session table and tree.
+    zc.create(
+        "/snap/eph",
+        b"",
+        &CreateMode::Ephemeral.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+
+    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    obs.wait_observing(loopback(c4));
+    let log = std::fs::read_to_string(&obs.log).unwrap_or_default();
+    assert!(log.contains("by SNAP"), "synced by SNAP:\n{log}");
+    let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    let mut kids = wc.list_children("/snap").await.unwrap();
+    kids.sort();
+    assert_eq!(kids.len(), 31, "every node of the snapshot:\n{log}");
+    assert_eq!(wc.get_data("/snap/n17").await.unwrap().0, b"v17");
+    let eph = wc.check_stat("/snap/eph").await.unwrap().unwrap();
+    assert_eq!(eph.ephemeral_owner, zc.session().id().0);
+
+    // A session on the observer, idle but for its client's pings, for
+    // several times its timeout: the leader must hear of it.
+    let short = zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(2))
+        .connect(&format!("127.0.0.1:{c4}"))
+        .await
+        .unwrap();
+    short
+        .create(
+            "/snap/short",
+            b"",
+            &CreateMode::Ephemeral.with_acls(Acls::anyone_all()),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(
+        zc.check_stat("/snap/short").await.unwrap().is_some(),
+        "the observer's idle session expired:\n{}",
+        obs.log_tail()
+    );
+    drop(short);
+}
+
+// Administrator's Guide, "Observers": an observer that loses its leader
+// finds the new one and serves on; its clients reconnect and keep their
+// sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_follows_the_next_leader_when_the_leader_dies() {
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let line = format!("server.4=127.0.0.1:{q4}:{e4}:observer");
+    let mut zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
+    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    obs.wait_observing(loopback(c4));
+    let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    wc.create("/failover", b"a", &open()).await.unwrap();
+    let session = wc.session().id().0;
+
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    zk.kill(leader);
+    let survivor = (0..3).find(|&i| i != leader).unwrap();
+    let zc = connect(&zk.addr(survivor).to_string()).await;
+    within("a write on the next leader", async {
+        loop {
+            if zc.set_data("/failover", b"b", None).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    obs.wait_observing(loopback(c4));
+    // The client reconnected to the observer with its session.
+    let data = within("the observer serves the next leader's write", async {
+        loop {
+            if let Ok((d, _)) = wc.get_data("/failover").await {
+                if d == b"b" {
+                    return d;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert_eq!(data, b"b");
+    assert!(
+        std::fs::read_to_string(&obs.log)
+            .unwrap_or_default()
+            .contains("by DIFF"),
+        "the next leader syncs the observer, which holds its history, by DIFF:\n{}",
+        obs.log_tail()
+    );
+    assert_eq!(wc.session().id().0, session, "the same session");
+    wc.create("/failover/after", b"", &open()).await.unwrap();
+    assert!(zc.check_stat("/failover/after").await.unwrap().is_some());
+}

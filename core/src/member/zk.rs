@@ -239,9 +239,24 @@ impl Member {
                     .to_packet(last),
                 );
             }
-            (Phase::Sync, Payload::Diff) => {}
-            (Phase::Sync, Payload::Snap) => zk.snap_zxid = Some(p.zxid),
+            (Phase::Sync, Payload::Diff) => {
+                tracing::info!(
+                    "the ZooKeeper leader syncs this member by DIFF to {:#x}",
+                    p.zxid
+                )
+            }
+            (Phase::Sync, Payload::Snap) => {
+                tracing::info!(
+                    "the ZooKeeper leader syncs this member by SNAP at {:#x}",
+                    p.zxid
+                );
+                zk.snap_zxid = Some(p.zxid)
+            }
             (Phase::Sync, Payload::Trunc) => {
+                tracing::info!(
+                    "the ZooKeeper leader syncs this member by TRUNC to {:#x}",
+                    p.zxid
+                );
                 let last = self.server.last_zxid().to_wire();
                 if p.zxid < last {
                     self.fail(format!(
