@@ -123,6 +123,13 @@ async fn a_wazoo_observer_serves_a_zookeeper_ensemble_live_and_forwards_its_writ
     let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
     obs.wait_observing(loopback(c4));
     let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    // ZooKeeper's leader counts it as a synced observer.
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    let mntr = four_letter_word(zk.addr(leader), "mntr").unwrap();
+    assert!(
+        mntr.lines().any(|l| l == "zk_synced_observers\t1"),
+        "the leader's mntr:\n{mntr}"
+    );
     let (data, stat) = wc.get_data("/before").await.unwrap();
     assert_eq!(data, b"one", "the sync brought ZooKeeper's data");
     assert_eq!(stat.version, 0);

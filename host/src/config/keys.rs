@@ -66,6 +66,8 @@ pub(super) const KEYS_READ: &[&str] = &[
     "wazoo.client.maxUnsentReplyBytes",
     "wazoo.quorum.suspectMs",
     "wazoo.recipes.builtin",
+    "wazoo.peers",
+    "peerType",
     "zookeeper.datadir.autocreate",
     "znode.container.checkIntervalMs",
     "znode.container.maxNeverUsedIntervalMs",

@@ -122,6 +122,8 @@ fn sample_value(key: &str) -> &'static str {
         "wazoo.client.maxUnsentReplyBytes" => "2097152",
         "wazoo.client.maxOutboundBytes" => "8388608",
         "forceSync" => "no",
+        "wazoo.peers" => "zookeeper",
+        "peerType" => "observer",
         "quorumListenOnAllIPs" | "clientTcpKeepAlive" | "tcpKeepAlive" => "true",
         "zookeeper.datadir.autocreate" => "false",
         "metricsProvider.className" => {
