@@ -214,6 +214,21 @@ impl Member {
         self.on_zk(ZkInput::Down);
     }
 
+    /// Drops the state and the link: the next leader syncs this member
+    /// from nothing (SNAP). What an in-memory observer does where a
+    /// ZooKeeper learner would truncate its log, or cannot take a txn.
+    fn start_afresh(&mut self, why: &str) {
+        tracing::warn!("dropping this observer's state to be synced afresh: {why}");
+        self.server.install_snapshot(
+            DataTree::new(),
+            Vec::new(),
+            crate::recipe::RecipeWaits::default(),
+            Zxid::ZERO,
+        );
+        self.drain_server();
+        self.drop_zk(why);
+    }
+
     fn on_zk_packet(&mut self, p: QuorumPacket) {
         let payload = match Payload::decode(&p, Direction::FromLeader) {
             Ok(pl) => pl,
@@ -259,8 +274,8 @@ impl Member {
                 );
                 let last = self.server.last_zxid().to_wire();
                 if p.zxid < last {
-                    self.fail(format!(
-                        "the ZooKeeper leader asks to truncate to {:#x}, below {last:#x} already applied; this observer keeps its state in memory: restart it to sync afresh",
+                    self.start_afresh(&format!(
+                        "the leader asks to truncate to {:#x}, below {last:#x} already applied here",
                         p.zxid
                     ));
                 }
@@ -359,8 +374,8 @@ impl Member {
         let txn = match zk_txn(&t.txn, t.header.client_id, self.server.tree()) {
             Ok(txn) => txn,
             Err(why) => {
-                return self.fail(format!(
-                    "the ZooKeeper txn {:#x} cannot be applied here: {why}",
+                return self.start_afresh(&format!(
+                    "its txn {:#x} cannot be applied here: {why}",
                     t.header.zxid
                 ))
             }
@@ -707,5 +722,126 @@ mod tests {
             panic!("a multi");
         };
         assert_eq!(ops.len(), 2);
+    }
+
+    // Nothing a leader sends may stop the member or panic it: random
+    // packets of every type, in any order, after a connection.
+    proptest::proptest! {
+        #[test]
+        fn any_packets_from_a_leader_leave_the_observer_standing(
+            packets in proptest::collection::vec(
+                (1i32..=20, proptest::prelude::any::<i64>(), proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64))),
+                0..40,
+            )
+        ) {
+            let server = crate::server::Server::new(Default::default(), crate::time::Now::default());
+            let mut m = Member::zookeeper_observer(server, 4);
+            m.handle(crate::member::Input::Zk(ZkInput::Connected { leader: 1 }), crate::time::Now::default());
+            for (kind, zxid, data) in packets {
+                let p = QuorumPacket { kind, zxid, data, authinfo: None };
+                m.handle(crate::member::Input::Zk(ZkInput::Packet(p)), crate::time::Now::default());
+                let _ = m.take_outputs();
+            }
+            proptest::prop_assert!(m.fatal().is_none() || m.fatal().is_some_and(|f| f.contains("Zab protocol")));
+        }
+    }
+
+    fn arb_txn() -> impl proptest::strategy::Strategy<Value = ZkTxn> {
+        use proptest::prelude::*;
+        let path = prop::sample::select(vec!["/a", "/a/b", "/c", "/zookeeper", "/", "/a/b/c"])
+            .prop_map(str::to_string);
+        prop_oneof![
+            (path.clone(), any::<bool>(), -1i32..3).prop_map(|(p, e, cv)| ZkTxn::Create {
+                op: 1,
+                create: Create {
+                    path: p,
+                    data: Some(b"x".to_vec()),
+                    acl: None,
+                    parent_cversion: cv,
+                    kind: CreateKind::Plain { ephemeral: e },
+                },
+            }),
+            path.clone().prop_map(|p| ZkTxn::Delete { path: p }),
+            (path.clone(), -1i32..3).prop_map(|(p, v)| ZkTxn::SetData {
+                path: p,
+                data: None,
+                version: v,
+            }),
+            (1i32..10_000).prop_map(|t| ZkTxn::CreateSession { timeout_ms: t }),
+            Just(ZkTxn::CloseSession { paths: None }),
+            (-120i32..1).prop_map(|err| ZkTxn::Error { err }),
+        ]
+    }
+
+    fn arb_entry() -> impl proptest::strategy::Strategy<Value = TxnEntry> {
+        use proptest::prelude::*;
+        use wazoo_storage::zookeeper::TxnHeader as ZkHeader;
+        (arb_txn(), 1i64..6, 1i64..4, 0i32..3).prop_map(|(txn, n, session, cxid)| TxnEntry {
+            header: ZkHeader {
+                client_id: session,
+                cxid,
+                zxid: (1 << 32) | n,
+                time: 0,
+                op: 1,
+            },
+            txn,
+            digest: None,
+        })
+    }
+
+    fn arb_payload() -> impl proptest::strategy::Strategy<Value = (Payload, i64)> {
+        use proptest::prelude::*;
+        let zxid = prop_oneof![Just(0i64), (1i64..6).prop_map(|n| (1 << 32) | n)];
+        (
+            prop_oneof![
+                Just(Payload::LeaderInfo {
+                    protocol_version: ZAB_PROTOCOL_VERSION
+                }),
+                Just(Payload::Diff),
+                Just(Payload::Snap),
+                Just(Payload::Trunc),
+                Just(Payload::NewLeader { config: None }),
+                Just(Payload::UpToDate),
+                Just(Payload::Commit),
+                Just(Payload::Sync),
+                Just(Payload::Ping(Vec::new())),
+                (1i64..4, any::<bool>()).prop_map(|(session_id, valid)| {
+                    Payload::RevalidateReply { session_id, valid }
+                }),
+                arb_entry().prop_map(Payload::Proposal),
+                arb_entry().prop_map(Payload::Inform),
+            ],
+            zxid,
+        )
+    }
+
+    // The same, with well-formed packets of every kind a leader sends, in
+    // any order and with any txns (a leader may be wrong; a member that
+    // cannot take a txn syncs again from nothing, and never stops).
+    proptest::proptest! {
+        #[test]
+        fn any_well_formed_packets_from_a_leader_leave_the_observer_standing(
+            steps in proptest::collection::vec(
+                (arb_payload(), proptest::prelude::any::<u8>()),
+                0..60,
+            )
+        ) {
+            let now = crate::time::Now::default();
+            let server = crate::server::Server::new(Default::default(), now);
+            let mut m = Member::zookeeper_observer(server, 4);
+            m.handle(crate::member::Input::Zk(ZkInput::Connected { leader: 1 }), now);
+            for ((payload, zxid), roll) in steps {
+                let input = match roll % 16 {
+                    0 => ZkInput::Down,
+                    1 => ZkInput::Connected { leader: 1 },
+                    2 => ZkInput::Snapshot { tree: Box::new(DataTree::new()), sessions: Vec::new() },
+                    _ => ZkInput::Packet(payload.to_packet(zxid)),
+                };
+                m.handle(crate::member::Input::Zk(input), now);
+                m.handle(crate::member::Input::Tick, now);
+                let _ = m.take_outputs();
+                proptest::prop_assert!(m.fatal().is_none(), "stopped: {:?}", m.fatal());
+            }
+        }
     }
 }
