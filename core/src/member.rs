@@ -183,6 +183,10 @@ pub enum Output {
     /// and find the leader again (report `ZkInput::Down` once closed or
     /// not at all; the member already counts it down).
     CloseZk,
+    /// An observer of a ZooKeeper ensemble: the ensemble's membership as
+    /// ZooKeeper's leader sent it (NEWLEADER) or committed it (a reconfig),
+    /// `/zookeeper/config`'s text: where to look for the leader next time.
+    ZkMembership(Vec<u8>),
     /// Run a recipe step off the member's thread and report it with
     /// `Input::Client(server::Input::RecipeStepDone(..))`, in any order
     /// (only when the pipeline offloads steps).

@@ -528,6 +528,11 @@ impl Driver {
                     let _ = zk.send(crate::zk_observer::ZkCmd::Send(p.to_bytes()));
                 }
             }
+            Output::ZkMembership(text) => {
+                if let Some(zk) = &self.zk {
+                    let _ = zk.send(crate::zk_observer::ZkCmd::Membership(text));
+                }
+            }
             Output::CloseZk => {
                 if let Some(zk) = &self.zk {
                     let _ = zk.send(crate::zk_observer::ZkCmd::Close);

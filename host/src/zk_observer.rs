@@ -42,6 +42,8 @@ use wazoo_zkquorum::{
 pub(crate) enum ZkCmd {
     Send(Vec<u8>),
     Close,
+    /// The ensemble's membership changed (`/zookeeper/config`'s text).
+    Membership(Vec<u8>),
 }
 
 /// The largest snapshot a leader may send after SNAP: the tree is held in
@@ -59,6 +61,43 @@ struct Layout {
     my_election: SocketAddr,
     /// Voters: id -> (election address, quorum address).
     voters: BTreeMap<u64, (SocketAddr, SocketAddr)>,
+}
+
+impl Layout {
+    /// Takes the voters of a membership the leader sent or committed
+    /// (`/zookeeper/config`'s text); one that does not read, or leaves no
+    /// voter whose addresses resolve, changes nothing.
+    fn adopt(&mut self, text: &[u8]) {
+        let parsed = std::str::from_utf8(text)
+            .map_err(|e| e.to_string())
+            .and_then(crate::core::quorum_config::QuorumConfig::parse);
+        let c = match parsed {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("the ZooKeeper ensemble's membership does not read: {e}");
+                return;
+            }
+        };
+        let mut voters = BTreeMap::new();
+        for (id, s) in c.servers.iter().filter(|(_, s)| !s.observer) {
+            match (
+                resolve(&s.host, s.election_port),
+                resolve(&s.host, s.quorum_port),
+            ) {
+                (Ok(e), Ok(q)) => {
+                    voters.insert(*id, (e, q));
+                }
+                _ => tracing::warn!(id, host = %s.host, "a voter's address does not resolve"),
+            }
+        }
+        if voters.is_empty() {
+            return;
+        }
+        if voters != self.voters {
+            tracing::info!(voters = ?voters.keys().collect::<Vec<_>>(), "the ZooKeeper ensemble's voters");
+            self.voters = voters;
+        }
+    }
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
@@ -215,13 +254,13 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
 /// Finds the leader, follows it until the link ends, and again, until the
 /// member stops.
 async fn link_loop(
-    layout: Layout,
+    mut layout: Layout,
     election: TcpListener,
     mut cmds: mpsc::UnboundedReceiver<ZkCmd>,
     events: mpsc::Sender<Event>,
 ) {
     let (votes_tx, mut votes) = mpsc::unbounded_channel::<(u64, Notification)>();
-    tokio::spawn(accept_voters(election, layout.clone(), votes_tx.clone()));
+    tokio::spawn(accept_voters(election, votes_tx.clone()));
     loop {
         if events.is_closed() {
             return;
@@ -229,9 +268,16 @@ async fn link_loop(
         let Some(leader) = find_leader(&layout, &votes_tx, &mut votes).await else {
             continue;
         };
-        let (_, quorum_addr) = layout.voters[&leader];
-        // What the member asked of the last link is stale now.
-        while cmds.try_recv().is_ok() {}
+        let Some(&(_, quorum_addr)) = layout.voters.get(&leader) else {
+            continue;
+        };
+        // What the member asked of the last link is stale now, but for a
+        // membership it learned.
+        while let Ok(cmd) = cmds.try_recv() {
+            if let ZkCmd::Membership(text) = cmd {
+                layout.adopt(&text);
+            }
+        }
         match tokio::time::timeout(VOTE_ROUND, TcpStream::connect(quorum_addr)).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
@@ -243,7 +289,7 @@ async fn link_loop(
                 {
                     return;
                 }
-                if let Err(e) = follow(stream, &mut cmds, &events).await {
+                if let Err(e) = follow(stream, &mut cmds, &events, &mut layout).await {
                     tracing::warn!(leader, "the link to the ZooKeeper leader ended: {e:#}");
                 }
                 if events.send(Event::Zk(ZkInput::Down)).await.is_err() {
@@ -319,11 +365,7 @@ async fn exchange(
 }
 
 /// Voters that connect back to this member (their id is higher).
-async fn accept_voters(
-    listener: TcpListener,
-    layout: Layout,
-    votes: mpsc::UnboundedSender<(u64, Notification)>,
-) {
+async fn accept_voters(listener: TcpListener, votes: mpsc::UnboundedSender<(u64, Notification)>) {
     loop {
         let Ok((mut s, _)) = listener.accept().await else {
             continue;
@@ -331,7 +373,6 @@ async fn accept_voters(
         if votes.is_closed() {
             return;
         }
-        let layout = layout.clone();
         let votes = votes.clone();
         tokio::spawn(async move {
             let limits = Limits::default();
@@ -350,12 +391,11 @@ async fn accept_voters(
                     _ => return,
                 }
             };
+            // Any id: only the voters of the membership current when the
+            // votes are counted count (`zk_leader_of`).
             let Ok(sid) = u64::try_from(hello.sid) else {
                 return;
             };
-            if !layout.voters.contains_key(&sid) {
-                return;
-            }
             // A voter's connection stays for as long as it sends; one
             // round's worth is read at a time.
             exchange(s, sid, votes, deadline + VOTE_ROUND * 4).await;
@@ -409,6 +449,7 @@ async fn follow(
     stream: TcpStream,
     cmds: &mut mpsc::UnboundedReceiver<ZkCmd>,
     events: &mpsc::Sender<Event>,
+    layout: &mut Layout,
 ) -> Result<()> {
     let limits = Limits::default();
     let (mut rd, mut wr) = stream.into_split();
@@ -427,6 +468,7 @@ async fn follow(
         tokio::select! {
             cmd = cmds.recv() => match cmd {
                 Some(ZkCmd::Send(b)) => wr.write_all(&b).await.context("write to the leader")?,
+                Some(ZkCmd::Membership(text)) => layout.adopt(&text),
                 Some(ZkCmd::Close) | None => return Ok(()),
             },
             read = tokio::time::timeout(wait, rd.read(&mut chunk)) => {

@@ -25,7 +25,23 @@ struct Observer {
 }
 
 impl Observer {
+    /// An observer whose zoo.cfg takes the ZooKeeper members' settings
+    /// and server lines from `zk_cfg`, as an operator copies them.
     fn start(zk_cfg: &Path, my_id: u64, client_port: u16, extra: &[String]) -> Observer {
+        let zk_text = std::fs::read_to_string(zk_cfg).unwrap();
+        let lines: Vec<String> = zk_text
+            .lines()
+            .filter(|l| {
+                let key = l.split('=').next().unwrap_or_default().trim();
+                key.starts_with("server.")
+                    || ["tickTime", "initLimit", "syncLimit", "maxSessionTimeout"].contains(&key)
+            })
+            .map(str::to_string)
+            .collect();
+        Observer::start_with(&lines, my_id, client_port, extra)
+    }
+
+    fn start_with(lines: &[String], my_id: u64, client_port: u16, extra: &[String]) -> Observer {
         let dir = tempfile::Builder::new()
             .prefix("wazoo-zk-observer-")
             .tempdir()
@@ -33,17 +49,10 @@ impl Observer {
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
         std::fs::write(data.join("myid"), my_id.to_string()).unwrap();
-        // The ZooKeeper members' own lines, as an operator copies them.
-        let zk_text = std::fs::read_to_string(zk_cfg).unwrap();
         let mut cfg = String::new();
-        for l in zk_text.lines() {
-            let key = l.split('=').next().unwrap_or_default().trim();
-            if key.starts_with("server.")
-                || ["tickTime", "initLimit", "syncLimit", "maxSessionTimeout"].contains(&key)
-            {
-                cfg.push_str(l);
-                cfg.push('\n');
-            }
+        for l in lines {
+            cfg.push_str(l);
+            cfg.push('\n');
         }
         cfg.push_str(&format!(
             "dataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\npeerType=observer\nwazoo.peers=zookeeper\nadmin.enableServer=false\nminSessionTimeout=1000\n",
@@ -402,4 +411,107 @@ async fn an_observer_follows_the_next_leader_when_the_leader_dies() {
     assert_eq!(wc.session().id().0, session, "the same session");
     wc.create("/failover/after", b"", &open()).await.unwrap();
     assert!(zc.check_stat("/failover/after").await.unwrap().is_some());
+}
+
+const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
+
+/// The `server.N=` lines of a `/zookeeper/config` text.
+fn server_lines(config: &[u8]) -> Vec<String> {
+    std::str::from_utf8(config)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("server."))
+        .map(str::to_string)
+        .collect()
+}
+
+// ZooKeeper Dynamic Reconfiguration, "Incremental mode" ("Adding
+// servers"), the first step of a live migration: a wazoo observer is added
+// to a running ZooKeeper ensemble with `reconfig -add`; it serves the new
+// configuration, and a later removal of a ZooKeeper member reaches its
+// tree while it keeps serving writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wazoo_observer_is_added_by_reconfig_and_follows_a_removal() {
+    let opts = ensemble_options(Flavor::Zookeeper)
+        .cfg("reconfigEnabled=true")
+        .arg(format!(
+            "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        ));
+    let zk = ZkEnsemble::start_with(3, opts).unwrap();
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    let zc = connect(&zk.addr(leader).to_string()).await;
+    zc.auth("digest", b"super:test").await.unwrap();
+    let (before, _) = zc.get_config().await.unwrap();
+    let current = server_lines(&before);
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let entry = format!("server.4=127.0.0.1:{q4}:{e4}:observer;127.0.0.1:{c4}");
+    let mut lines = current.clone();
+    lines.push(entry.clone());
+    lines.extend([
+        "tickTime=500".to_string(),
+        "initLimit=10".into(),
+        "syncLimit=5".into(),
+    ]);
+    let mut obs = Observer::start_with(&lines, 4, c4, &["reconfigEnabled=true".to_string()]);
+    let (added, _) = zc
+        .update_ensemble(
+            zookeeper_client::EnsembleUpdate::Incremental {
+                joinings: [entry.as_str()].iter().copied(),
+                leavings: [].iter().copied(),
+            },
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("reconfig -add: {e:?}\n{}", obs.log_tail()));
+    assert_eq!(server_lines(&added).len(), 4);
+    obs.wait_observing(loopback(c4));
+    let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    wc.sync("/").await.unwrap();
+    assert_eq!(
+        wc.get_config().await.unwrap().0,
+        added,
+        "the configuration it was added by"
+    );
+
+    // A ZooKeeper follower leaves; the observer applies the new config
+    // and still forwards writes.
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let id = (follower + 1).to_string();
+    let (removed, _) = zc
+        .update_ensemble(
+            zookeeper_client::EnsembleUpdate::Incremental {
+                joinings: [].iter().copied(),
+                leavings: [id.as_str()].iter().copied(),
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(server_lines(&removed).len(), 3);
+    wc.sync("/").await.unwrap();
+    let (seen, stat) = wc.get_config().await.unwrap();
+    assert_eq!(seen, removed);
+    assert_eq!(
+        stat.version, -1,
+        "the config node's version, as ZooKeeper shows it"
+    );
+    let voters_left = format!(
+        "{:?}",
+        (1..=3).filter(|&i| i != follower + 1).collect::<Vec<_>>()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&obs.log)
+        .unwrap_or_default()
+        .contains(&format!("voters={voters_left}"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the observer did not take the new voters {voters_left}:\n{}",
+            obs.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wc.create("/after-removal", b"", &open()).await.unwrap();
+    zc.sync("/").await.unwrap();
+    assert!(zc.check_stat("/after-removal").await.unwrap().is_some());
 }

@@ -399,6 +399,10 @@ impl World {
             Output::Reconfigured(_) => {}
             // The simulation runs without audit records.
             Output::Audit(_) => {}
+            // Its members are wazoo's: none observes a ZooKeeper ensemble.
+            Output::SendZk(_) | Output::CloseZk | Output::ZkMembership(_) => {
+                unreachable!("a simulated member observes no ZooKeeper ensemble")
+            }
             Output::StoreAcceptedEpoch { epoch } => {
                 let d = &mut self.nodes.get_mut(&id).expect("node").disk;
                 assert!(

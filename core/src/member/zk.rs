@@ -292,8 +292,11 @@ impl Member {
                 }
                 None => self.drop_zk(&format!("COMMIT of {:#x} with no proposal", p.zxid)),
             },
-            (Phase::Sync, Payload::NewLeader { .. }) => {
+            (Phase::Sync, Payload::NewLeader { config }) => {
                 self.send_zk(Payload::Ack.to_packet(p.zxid));
+                if let Some(c) = config.filter(|c| !c.is_empty()) {
+                    self.out.push(Output::ZkMembership(c));
+                }
             }
             (Phase::Sync, Payload::UpToDate) => {
                 if zk.snap_zxid.is_some() {
@@ -390,6 +393,16 @@ impl Member {
             txn,
         };
         let zxid = Zxid::from_wire(t.header.zxid);
+        // A reconfig (or a plain write of the node): the voters to look
+        // for a leader among next time.
+        let membership = match &record.txn {
+            Txn::SetData {
+                path,
+                data: Some(d),
+                ..
+            } if path == crate::server::reconfig::CONFIG_NODE => Some(d.clone()),
+            _ => None,
+        };
         if let Some(j) = &mut self.applied {
             j.push(super::Applied::Txn {
                 zxid,
@@ -400,6 +413,9 @@ impl Member {
             zxid,
             record: record.encode(),
         });
+        if let Some(m) = membership {
+            self.out.push(Output::ZkMembership(m));
+        }
     }
 
     /// What the pipeline sends its leader, as ZooKeeper's learner sends it.
