@@ -151,6 +151,10 @@ pub struct ServerConfig {
     /// session's password is ZooKeeper's, derived from its id, so that the
     /// ZooKeeper members it may move to accept it; no verifier is sent.
     pub zookeeper_passwords: bool,
+    /// `digest.enabled` (ZooKeeper's default, true): log the tree's digest
+    /// every 128th zxid for `hash`, as ZooKeeper's `DataTree` does. The
+    /// digest itself is always kept (it is cheap and the tree checks it).
+    pub digest_enabled: bool,
 }
 
 impl Default for ServerConfig {
@@ -180,6 +184,7 @@ impl Default for ServerConfig {
             max_unsent_reply_bytes: DEFAULT_MAX_UNSENT_REPLY_BYTES,
             audit: false,
             zookeeper_passwords: false,
+            digest_enabled: true,
         }
     }
 }
@@ -554,6 +559,9 @@ pub struct Stats {
     /// or stops the member.
     pub audit_records: u64,
     pub sessions_expired: u64,
+    /// Txns after which the tree's digest differed from the one a
+    /// ZooKeeper leader sent with them (an observer of ZooKeeper).
+    pub digest_mismatches: u64,
     /// Request latencies since the shell last took them (for the metrics
     /// histogram); bounded, the excess is dropped.
     pub latency_samples_ms: Vec<i64>,
@@ -575,6 +583,10 @@ pub struct Server {
     prep: PrepState,
     /// The zxid of the last txn applied to the tree.
     last_applied: Zxid,
+    /// `(zxid, tree digest)` after every applied txn whose zxid is a
+    /// multiple of 128, the newest 1024 (ZooKeeper's `digestLog`, which
+    /// `hash` prints); empty with `digest.enabled=false`.
+    digest_log: VecDeque<(Zxid, i64)>,
     txns_since_snapshot: u64,
     /// When the next container and TTL check is due, on the monotonic clock.
     next_container_check_ms: i64,
@@ -677,6 +689,7 @@ impl Server {
             session_conn: Default::default(),
             prep: PrepState::default(),
             last_applied: zxid,
+            digest_log: VecDeque::new(),
             txns_since_snapshot: 0,
             mono_ms: now.mono_ms,
             wall_ms: now.wall_ms,
@@ -741,6 +754,11 @@ impl Server {
     pub fn attached_timeout_ms(&self, session: i64) -> Option<i32> {
         let conn = self.session_conn.get(&session)?;
         self.conns.get(conn).map(|c| c.timeout_ms)
+    }
+
+    /// The tree digests logged, oldest first (`hash`).
+    pub fn digest_log(&self) -> impl Iterator<Item = (Zxid, i64)> + '_ {
+        self.digest_log.iter().copied()
     }
 
     pub fn sessions(&self) -> &SessionTracker {

@@ -922,3 +922,31 @@ fn a_read_only_session_gets_a_negotiated_timeout() {
         }
     }
 }
+
+// ZooKeeper Administrator's Guide, "digest.enabled": the tree's digest is
+// logged after every 128th zxid (ZooKeeper's digest log, which `hash`
+// prints), and not at all with the key off; the digest the tree keeps as
+// it changes is the one computed from its nodes.
+#[test]
+fn the_digest_is_logged_every_128_zxids_unless_digests_are_off() {
+    for enabled in [true, false] {
+        let mut h = Harness::new(ServerConfig {
+            digest_enabled: enabled,
+            ..ServerConfig::default()
+        });
+        h.connect(1);
+        // The session's creation is zxid 1; 127 creates reach zxid 128.
+        for i in 0..127 {
+            ok(h.call(1, create(&format!("/n{i}"), b"x", CreateMode::Persistent)));
+        }
+        h.server.tree().check_invariants().unwrap();
+        let log: Vec<_> = h.server.digest_log().collect();
+        if enabled {
+            assert_eq!(log, vec![(Zxid::from_wire(128), h.server.tree().digest())]);
+        } else {
+            assert!(log.is_empty());
+        }
+        ok(h.call(1, create("/last", b"", CreateMode::Persistent)));
+        assert_eq!(h.server.digest_log().count(), usize::from(enabled));
+    }
+}

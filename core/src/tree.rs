@@ -184,8 +184,29 @@ pub struct DataTree {
     quotas: BTreeSet<Box<str>>,
     /// Sum of path length and data length over all nodes.
     data_size: i64,
+    /// ZooKeeper's tree digest: the wrapping sum of every node's
+    /// (`node_digest`), kept as nodes change.
+    digest: u64,
     /// Set while a multi (or a session close) applies.
     undo: Option<Undo>,
+}
+
+/// One node's part of the tree digest: ZooKeeper's, over its stored stat
+/// (the stored cversion and ephemeralOwner).
+fn node_digest(p: &str, n: &Node) -> u64 {
+    let h = n.header();
+    let stat = wazoo_storage::zookeeper::StatPersisted {
+        czxid: h.czxid,
+        mzxid: h.mzxid,
+        ctime: h.ctime,
+        mtime: h.mtime,
+        version: h.version,
+        cversion: h.cversion,
+        aversion: h.aversion,
+        ephemeral_owner: h.kind.persisted_ephemeral_owner(),
+        pzxid: h.pzxid,
+    };
+    wazoo_storage::zookeeper::node_digest_of(p, n.data(), &stat)
 }
 
 impl Default for DataTree {
@@ -231,6 +252,7 @@ impl DataTree {
             ttls: BTreeSet::new(),
             quotas: BTreeSet::new(),
             data_size: 0,
+            digest: 0,
             undo: None,
         }
     }
@@ -275,6 +297,7 @@ impl DataTree {
             acls: self.acls.read_only_copy(),
             quotas: self.quotas.clone(),
             data_size: self.data_size,
+            digest: self.digest,
             ..DataTree::empty()
         }
     }
@@ -454,6 +477,13 @@ impl DataTree {
     /// ZooKeeper's `approximateDataSize`: the sum over all nodes of the
     /// path length plus the data length (bytes of UTF-8; Java counts UTF-16
     /// units, the same for ASCII paths). A fresh tree has 44.
+    /// ZooKeeper's digest of the tree (`DataTree.getTreeDigest`, digest
+    /// version 2): what its `TxnDigest` and `hash` carry, to compare a
+    /// tree with a ZooKeeper member's.
+    pub fn digest(&self) -> i64 {
+        self.digest as i64
+    }
+
     pub fn approximate_data_size(&self) -> u64 {
         self.data_size.max(0) as u64
     }
@@ -667,6 +697,10 @@ impl DataTree {
     fn reindex(&mut self, p: &str, old: Option<&Node>, new: Option<&Node>) {
         let size = |n: &Node| (p.len() + n.data().len()) as i64;
         self.data_size += new.map_or(0, size) - old.map_or(0, size);
+        self.digest = self
+            .digest
+            .wrapping_add(new.map_or(0, |n| node_digest(p, n)))
+            .wrapping_sub(old.map_or(0, |n| node_digest(p, n)));
         let (old_acl, new_acl) = (old.map(Node::acl), new.map(Node::acl));
         if old_acl != new_acl {
             if let Some(a) = new_acl {

@@ -147,9 +147,11 @@ pub fn four_letter(
             ctx.metrics.reset(s, &ctx.log_stats);
             "Server stats reset.\n".into()
         }
-        // ZooKeeper 3.8 lists the tree digests it logged; wazoo keeps none,
-        // and answers as ZooKeeper does with an empty digest log.
-        "hash" => String::new(),
+        // The tree digests logged, as ZooKeeper 3.8 prints its digest log.
+        "hash" => s
+            .digest_log()
+            .map(|(zxid, digest)| format!("{:x}: {digest}\n", zxid.to_wire()))
+            .collect(),
         "gtmk" | "stmk" => "0\n".into(),
         other => format!("{other} is not executed because it is not a known command.\n"),
     }

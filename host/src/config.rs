@@ -150,6 +150,8 @@ pub struct Config {
     /// the member's own `server.N` line decides; a differing peerType is
     /// warned about at start.
     pub peer_type_observer: Option<bool>,
+    /// `digest.enabled` (default true): the tree digest log `hash` shows.
+    pub digest_enabled: bool,
     /// Recipe sandbox limits (`recipe.*` keys).
     pub recipe: RecipeLimits,
     /// Port of the Prometheus metrics endpoint (`metricsProvider.httpPort`;
@@ -856,6 +858,9 @@ impl Config {
                 .or(take_bool(&mut kv, "datadir.autocreate")?)
                 .unwrap_or(true),
             builtin_recipes: take_bool(&mut kv, "wazoo.recipes.builtin")?.unwrap_or(true),
+            digest_enabled: take_bool(&mut kv, "digest.enabled")?
+                .or(take_bool(&mut kv, "zookeeper.digest.enabled")?)
+                .unwrap_or(true),
             peer_type_observer: match kv.remove("peerType").as_deref().map(str::trim) {
                 None => None,
                 Some("observer") => Some(true),
@@ -1145,7 +1150,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
         "enableeageraclcheck" => {
             unless_false("checking ACLs where a write arrives, before it is forwarded")
         }
-        "digest.enabled" => unless_false("tree digests"),
         "snapsizelimitinkb" => v.parse::<i64>().map_or(true, |n| n > 0).then(|| {
             "snapshots taken by the log's size (only 0 or below, off, is accepted; snapCount counts txns)"
                 .to_string()

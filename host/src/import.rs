@@ -151,7 +151,17 @@ pub fn convert(zk: &ZkTree) -> Result<DataTree> {
             data: n.data.clone(),
         });
     }
-    DataTree::from_nodes(specs).map_err(|e| anyhow!("ZooKeeper's tree does not fit wazoo's: {e}"))
+    let tree = DataTree::from_nodes(specs)
+        .map_err(|e| anyhow!("ZooKeeper's tree does not fit wazoo's: {e}"))?;
+    // Every stored field carried over: the digests agree.
+    if tree.digest() != zk.digest() {
+        bail!(
+            "the converted tree's digest {} differs from ZooKeeper's {}: a stat field was not carried over",
+            tree.digest(),
+            zk.digest()
+        );
+    }
+    Ok(tree)
 }
 
 /// What `wazoo import` did.

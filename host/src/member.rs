@@ -209,6 +209,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         max_unsent_reply_bytes: cfg.max_unsent_reply_bytes,
         audit: cfg.audit_enabled,
         zookeeper_passwords: cfg.peers_zookeeper,
+        digest_enabled: cfg.digest_enabled,
     }
 }
 

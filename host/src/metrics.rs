@@ -79,6 +79,7 @@ struct Baselines {
     diff: u64,
     snap: u64,
     stale_sessions: u64,
+    digest_mismatches: u64,
     txns_applied: u64,
     txns_refused: u64,
     audit_records: u64,
@@ -234,6 +235,7 @@ impl Metrics {
             diff: c.map_or(0, |c| c.syncs_diff),
             snap: c.map_or(0, |c| c.syncs_snap),
             stale_sessions: s.stats.sessions_expired,
+            digest_mismatches: s.stats.digest_mismatches,
             txns_applied: s.stats.txns_applied,
             txns_refused: s.stats.txns_refused,
             audit_records: s.stats.audit_records,
@@ -553,6 +555,13 @@ impl Metrics {
             "Sessions expired by their timeout",
             st.sessions_expired,
             base.stale_sessions,
+        );
+        counter(
+            &mut f,
+            "digest_mismatches_count",
+            "Txns after which the tree digest differed from the leader's",
+            st.digest_mismatches,
+            base.digest_mismatches,
         );
         let summary = |f: &mut Vec<Family>, name: &str, help: &'static str, s: &Summary, adv| {
             let prom_qs: &[f64] = if adv {

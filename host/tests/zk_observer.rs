@@ -55,7 +55,7 @@ impl Observer {
             cfg.push('\n');
         }
         cfg.push_str(&format!(
-            "dataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\npeerType=observer\nwazoo.peers=zookeeper\nadmin.enableServer=false\nminSessionTimeout=1000\n",
+            "dataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\npeerType=observer\nwazoo.peers=zookeeper\nadmin.enableServer=false\nminSessionTimeout=1000\n4lw.commands.whitelist=*\n",
             data.display()
         ));
         for l in extra {
@@ -188,6 +188,26 @@ async fn a_wazoo_observer_serves_a_zookeeper_ensemble_live_and_forwards_its_writ
     assert_eq!(
         zc.list_children("/from-wazoo").await.unwrap(),
         vec!["s-0000000000".to_string()]
+    );
+
+    // The trees are ZooKeeper's to the bit: past zxid 0x...80 both log
+    // the tree digest ("hash"), and they agree; the observer compared the
+    // leader's digest after every txn and found no difference.
+    for i in 0..130 {
+        zc.create(&format!("/from-wazoo/d{i}"), b"d", &open())
+            .await
+            .unwrap();
+    }
+    wc.sync("/").await.unwrap();
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    let theirs = four_letter_word(zk.addr(leader), "hash").unwrap();
+    let ours = four_letter_word(loopback(c4), "hash").unwrap();
+    assert!(!ours.is_empty(), "the observer logged no digest");
+    assert_eq!(ours, theirs, "the digest logs (zxid: digest)");
+    let mntr = four_letter_word(loopback(c4), "mntr").unwrap();
+    assert!(
+        mntr.lines().any(|l| l == "zk_digest_mismatches_count\t0"),
+        "{mntr}"
     );
 
     // A session made on the observer is ZooKeeper's: its ephemeral shows

@@ -34,6 +34,9 @@ use crate::server::{self, PeerMsg, Role};
 use crate::tree::DataTree;
 use crate::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
 
+/// `DigestCalculator.DIGEST_VERSION`: the digest this tree keeps.
+const ZK_DIGEST_VERSION: i32 = 2;
+
 /// ZooKeeper's opcodes a learner forwards beside the client's.
 const OP_SYNC: i32 = 9;
 const OP_CREATE_SESSION: i32 = -10;
@@ -415,6 +418,21 @@ impl Member {
         });
         if let Some(m) = membership {
             self.out.push(Output::ZkMembership(m));
+        }
+        // ZooKeeper's learners compare the leader's digest of the tree
+        // after each txn with their own (`DataTree.compareDigest`): a
+        // difference means the trees differ, which is logged and counted.
+        if let Some(d) = t.digest.filter(|d| d.version == ZK_DIGEST_VERSION) {
+            let ours = self.server.tree().digest();
+            if self.server.last_zxid() == zxid && ours != d.tree_digest {
+                tracing::error!(
+                    zxid = %zxid,
+                    leader = d.tree_digest,
+                    ours,
+                    "the tree's digest differs from the ZooKeeper leader's after this txn"
+                );
+                self.server.count_digest_mismatch();
+            }
         }
     }
 

@@ -5,6 +5,10 @@
 
 use super::*;
 
+/// ZooKeeper's `DataTree.DIGEST_LOG_INTERVAL` and `DIGEST_LOG_LIMIT`.
+const DIGEST_LOG_INTERVAL: i64 = 128;
+const DIGEST_LOG_LIMIT: usize = 1024;
+
 impl Server {
     pub(super) fn on_tick(&mut self) {
         self.end_waits_of_unloaded_modules();
@@ -135,6 +139,12 @@ impl Server {
             }
         };
         self.last_applied = zxid;
+        if self.cfg.digest_enabled && zxid.to_wire() % DIGEST_LOG_INTERVAL == 0 {
+            self.digest_log.push_back((zxid, self.tree.digest()));
+            if self.digest_log.len() > DIGEST_LOG_LIMIT {
+                self.digest_log.pop_front();
+            }
+        }
         self.prep.outstanding.applied(zxid);
         self.stats.txns_applied += 1;
         match txn {

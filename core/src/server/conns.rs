@@ -235,6 +235,12 @@ impl Server {
 
     /// A four-letter word read: ZooKeeper counts it as a packet received
     /// (`Received:` in srvr and stat, zk_packets_received in mntr).
+    /// An observer of ZooKeeper found its tree's digest differing from
+    /// the leader's after a txn (`digest_mismatches_count`).
+    pub(crate) fn count_digest_mismatch(&mut self) {
+        self.stats.digest_mismatches += 1;
+    }
+
     pub fn count_four_letter_word(&mut self) {
         self.stats.packets_received += 1;
     }

@@ -23,6 +23,7 @@ impl DataTree {
         let mut prev: Option<&Node> = None;
         let mut acl_refs: BTreeMap<u32, u64> = BTreeMap::new();
         let mut data_size = 0i64;
+        let mut digest = 0u64;
         let mut ephemerals: BTreeMap<i64, BTreeSet<Box<str>>> = BTreeMap::new();
         let mut containers = BTreeSet::new();
         let mut ttls = BTreeSet::new();
@@ -59,6 +60,7 @@ impl DataTree {
             }
             *acl_refs.entry(n.acl()).or_insert(0) += 1;
             data_size += (p.len() + n.data().len()) as i64;
+            digest = digest.wrapping_add(super::node_digest(&p, n));
             match n.kind() {
                 ZnodeType::Ephemeral { owner } => {
                     ephemerals
@@ -84,6 +86,12 @@ impl DataTree {
             return Err(format!(
                 "approximate data size is {} but the nodes add up to {data_size}",
                 self.data_size
+            ));
+        }
+        if digest != self.digest {
+            return Err(format!(
+                "the tree digest is {} but the nodes add up to {digest}",
+                self.digest
             ));
         }
         if ephemerals != self.ephemerals {

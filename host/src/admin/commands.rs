@@ -311,8 +311,16 @@ fn fill(
                 Some(Ok(_)) => put("tracemask", 0.into()),
             }
         }
-        // wazoo keeps no digest log (as ZooKeeper with digests off).
-        "hash" => put("digests", json!([])),
+        // ZooKeeper's `ZxidDigest`s, in its JSON's snake case.
+        "hash" => put(
+            "digests",
+            s.digest_log()
+                .map(|(zxid, digest)| {
+                    json!({"zxid": zxid.to_wire(), "digest_version": 2, "digest": digest})
+                })
+                .collect::<Vec<_>>()
+                .into(),
+        ),
         "initial_configuration" => {
             let mut text = String::new();
             for l in cfg.conf_lines() {

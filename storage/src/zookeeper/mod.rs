@@ -46,7 +46,7 @@ pub use snap::{
     encode_sync_snapshot, parse_snapshot, parse_sync_snapshot, SnapNode, SyncSnapshot, ZkSnapshot,
     ZxidDigest, SNAP_MAGIC, SYNC_SNAPSHOT_SIGNATURE,
 };
-pub use tree::{owner_kind, OwnerKind, ZkNode, ZkTree, CONTAINER_OWNER};
+pub use tree::{node_digest_of, owner_kind, OwnerKind, ZkNode, ZkTree, CONTAINER_OWNER};
 pub use txn::{
     decode_entry, encode_entry, op, Create, CreateKind, TxnDigest, TxnEntry, TxnHeader, ZkTxn,
 };

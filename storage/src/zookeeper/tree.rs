@@ -112,9 +112,15 @@ fn split(path: &str) -> Option<(&str, &str)> {
     Some((parent, &path[slash + 1..]))
 }
 
-/// `DigestCalculator.calculateDigest`: CRC-32 of the path (the root's is
-/// empty), the data, and nine stat fields; 0 under `/zookeeper/`.
 fn node_digest(path: &str, n: &ZkNode) -> u64 {
+    node_digest_of(path, n.data.as_deref().unwrap_or_default(), &n.stat)
+}
+
+/// `DigestCalculator.calculateDigest` (digest version 2): CRC-32 of the
+/// path (the root's is empty), the data (null data as empty), and nine
+/// fields of the stored stat; 0 under `/zookeeper/`. A tree's digest is
+/// the wrapping sum of its nodes'.
+pub fn node_digest_of(path: &str, data: &[u8], s: &StatPersisted) -> u64 {
     if path.starts_with(DIGEST_EXCLUDED) {
         return 0;
     }
@@ -122,9 +128,7 @@ fn node_digest(path: &str, n: &ZkNode) -> u64 {
     if path != "/" {
         h.update(path.as_bytes());
     }
-    // ZooKeeper adds null data as nothing, like empty data.
-    h.update(n.data.as_deref().unwrap_or_default());
-    let s = &n.stat;
+    h.update(data);
     for v in [s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime] {
         h.update(&v.to_be_bytes());
     }
