@@ -194,7 +194,7 @@ pub enum Output {
 }
 
 mod zk;
-pub use zk::{zk_leader_of, zk_txn, ZkInput};
+pub use zk::{zk_acl, zk_leader_of, zk_txn, ZkInput};
 
 /// Consensus and what the join keeps beside it.
 struct Ensemble {

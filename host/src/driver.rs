@@ -224,6 +224,38 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
+    /// A driver for `member`, writing its log through `log`; no quorum
+    /// links and no ZooKeeper leader (an ensemble member or an observer of
+    /// ZooKeeper sets `links` or `zk`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        member: CoreMember,
+        cfg: Config,
+        clock: Clock,
+        log: GroupCommitLog,
+        durable_tx: mpsc::UnboundedSender<Event>,
+        group_commit: GroupCommitOptions,
+        audit: Option<crate::audit::AuditLog>,
+        recipe_pool: Option<crate::recipe_pool::RecipePool>,
+    ) -> Driver {
+        Driver {
+            member,
+            log: Some(log),
+            links: None,
+            zk: None,
+            cfg,
+            clock,
+            durable_tx,
+            group_commit,
+            feed: LogFeed::default(),
+            conns: HashMap::new(),
+            gathered: Vec::new(),
+            snapshot_busy: Arc::default(),
+            recipe_pool,
+            audit,
+        }
+    }
+
     /// Runs until shutdown or a failure, then closes every connection and
     /// stops the log writer (after handing it what it holds, unless the
     /// log failed).

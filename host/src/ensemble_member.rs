@@ -20,14 +20,14 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::member::Member as CoreMember;
 use crate::core::zab::{self, Peer};
-use crate::driver::{durable_callback, read_epoch, Driver, LogFeed};
+use crate::driver::{durable_callback, read_epoch, Driver};
 use crate::member::{
     load_newest_snapshot, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
 };
 use crate::quorum::{self, LinkEvent};
 use wazoo_storage::{GroupCommitLog, TxnLog};
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
     (host, port)
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {host}:{port}"))?
@@ -121,6 +121,23 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> Result<zab::Config> {
         };
     }
     Ok(z)
+}
+
+/// The client port of member `me`: the address its server line gives
+/// after `;`, else zoo.cfg's clientPort(Address); bound, and where.
+pub(crate) fn member_client_listener(
+    cfg: &Config,
+    me: &crate::config::ServerSpec,
+) -> Result<(tokio::net::TcpListener, SocketAddr)> {
+    let addr = match &me.client_addr {
+        Some((Some(h), p)) => resolve(h, *p)?,
+        Some((None, p)) => SocketAddr::new(cfg.client_addr().ip(), *p),
+        None => cfg.client_addr(),
+    };
+    let listener = crate::member::client_listener(addr, cfg.client_port_listen_backlog)
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
 }
 
 /// Recovers and starts serving as one member of the ensemble in `cfg`.
@@ -223,14 +240,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         }
     });
 
-    let client_addr = match &me.client_addr {
-        Some((Some(h), p)) => resolve(h, *p)?,
-        Some((None, p)) => SocketAddr::new(cfg.client_addr().ip(), *p),
-        None => cfg.client_addr(),
-    };
-    let listener = crate::member::client_listener(client_addr, cfg.client_port_listen_backlog)
-        .with_context(|| format!("cannot listen on {client_addr}"))?;
-    let client_addr = listener.local_addr()?;
+    let (listener, client_addr) = member_client_listener(&cfg, &me)?;
     let ctx = Arc::new(AdminContext {
         cfg: cfg.clone(),
         log_stats,
@@ -241,22 +251,17 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let recipe_pool =
         crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
     let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
-    let driver = Driver {
-        member: CoreMember::new(server, peer, Box::new(PayloadCodec), now),
-        audit,
-        log: Some(group),
-        links: Some(links),
-        zk: None,
-        cfg: cfg.clone(),
+    let mut driver = Driver::new(
+        CoreMember::new(server, peer, Box::new(PayloadCodec), now),
+        cfg.clone(),
         clock,
+        group,
         durable_tx,
         group_commit,
-        feed: LogFeed::default(),
-        conns: HashMap::new(),
-        gathered: Vec::new(),
-        snapshot_busy: Arc::default(),
+        audit,
         recipe_pool,
-    };
+    );
+    driver.links = Some(links);
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
     crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, my_id, "wazoo ensemble member started (electing)");

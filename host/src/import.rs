@@ -18,7 +18,7 @@ use crate::core::recipe::RecipeWaits;
 use crate::core::server::SnapshotJob;
 use crate::core::tree::{DataTree, NodeSpec, ZnodeType};
 use crate::member::{log_dir, read_snapshot_payload, snap_dir, write_snapshot_payload};
-use wazoo_proto::{Acl, Id, SessionRecord, Zxid};
+use wazoo_proto::{SessionRecord, Zxid};
 use wazoo_storage::zookeeper::{self, OwnerKind, ZkLoaded, ZkTree};
 
 /// Refuses to write into a member whose wazoo directories hold anything:
@@ -137,17 +137,7 @@ pub fn convert(zk: &ZkTree) -> Result<DataTree> {
             version: n.stat.version,
             stored_cversion: n.stat.cversion,
             aversion: n.stat.aversion,
-            acl: n
-                .acl
-                .iter()
-                .map(|a| Acl {
-                    perms: a.perms,
-                    id: Id {
-                        scheme: a.scheme.clone(),
-                        id: a.id.clone(),
-                    },
-                })
-                .collect(),
+            acl: n.acl.iter().map(crate::core::member::zk_acl).collect(),
             data: n.data.clone(),
         });
     }
@@ -162,6 +152,19 @@ pub fn convert(zk: &ZkTree) -> Result<DataTree> {
         );
     }
     Ok(tree)
+}
+
+/// ZooKeeper's sessions, with its passwords, computed from their ids: no
+/// verifier, so their clients re-attach with the passwords they hold.
+pub fn sessions_of(zk: &ZkTree) -> Vec<SessionRecord> {
+    zk.sessions
+        .iter()
+        .map(|(&id, &timeout_ms)| SessionRecord {
+            id,
+            timeout_ms,
+            verifier: None,
+        })
+        .collect()
 }
 
 /// What `wazoo import` did.
@@ -179,18 +182,7 @@ pub fn import(cfg: &Config, zk_data: &Path, zk_log: Option<&Path>) -> Result<Imp
     ensure_empty(cfg)?;
     let loaded = zookeeper::load_data_dir(zk_data, zk_log)?;
     let tree = convert(&loaded.tree)?;
-    // ZooKeeper's sessions have its passwords, computed from their ids:
-    // no verifier, so their clients re-attach with the passwords they hold.
-    let sessions: Vec<SessionRecord> = loaded
-        .tree
-        .sessions
-        .iter()
-        .map(|(&id, &timeout_ms)| SessionRecord {
-            id,
-            timeout_ms,
-            verifier: None,
-        })
-        .collect();
+    let sessions = sessions_of(&loaded.tree);
     let min_epoch = loaded
         .accepted_epoch
         .unwrap_or(0)

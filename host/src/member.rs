@@ -16,7 +16,6 @@
 //!   reports the durable zxid back to the core loop, which only then
 //!   applies the txns and replies: persist before acknowledging.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,7 +31,7 @@ use crate::core::server::{Input, Server, ServerConfig, SnapshotJob};
 use crate::core::time::Now;
 use crate::core::txn::TxnRecord;
 use crate::core::watch::ConnId;
-use crate::driver::{durable_callback, Driver, LogFeed};
+use crate::driver::{durable_callback, Driver};
 use wazoo_proto::Zxid;
 use wazoo_storage::{GroupCommitLog, GroupCommitOptions, LogOptions, LogStats, TxnLog};
 
@@ -616,22 +615,16 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
     let recipe_pool =
         crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
     let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
-    let driver = Driver {
-        member: CoreMember::standalone(server),
-        audit,
-        log: Some(group),
-        links: None,
-        zk: None,
+    let driver = Driver::new(
+        CoreMember::standalone(server),
         cfg,
         clock,
+        group,
         durable_tx,
         group_commit,
-        feed: LogFeed::default(),
-        conns: HashMap::new(),
-        gathered: Vec::new(),
-        snapshot_busy: Arc::default(),
+        audit,
         recipe_pool,
-    };
+    );
     Ok(Started {
         client_addr,
         events: tx,

@@ -14,7 +14,7 @@
 //!   bounded, and converted to wazoo's tree as `wazoo import` converts
 //!   ZooKeeper's.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +27,8 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::member::{Member as CoreMember, ZkInput};
 use crate::core::server::Server;
-use crate::driver::{durable_callback, Driver, LogFeed};
+use crate::driver::{durable_callback, Driver};
 use crate::member::{AdminContext, Event, MemberOptions, Started};
-use wazoo_proto::SessionRecord;
 use wazoo_storage::zookeeper::{parse_sync_snapshot, SyncSnapshot, ZkSnapshot, ZkTree};
 use wazoo_storage::{GroupCommitLog, TxnLog};
 use wazoo_zkquorum::{
@@ -100,14 +99,7 @@ impl Layout {
     }
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
-    use std::net::ToSocketAddrs;
-    (host, port)
-        .to_socket_addrs()
-        .with_context(|| format!("cannot resolve {host}:{port}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{host}:{port} resolves to no address"))
-}
+use crate::ensemble_member::resolve;
 
 /// Refuses, by name, what this member cannot do beside ZooKeeper yet.
 fn check_supported(cfg: &Config, my_id: u64) -> Result<()> {
@@ -209,14 +201,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         .iter()
         .find(|s| s.id == my_id)
         .expect("checked by check_supported");
-    let client_addr = match &me.client_addr {
-        Some((Some(h), p)) => resolve(h, *p)?,
-        Some((None, p)) => SocketAddr::new(cfg.client_addr().ip(), *p),
-        None => cfg.client_addr(),
-    };
-    let listener = crate::member::client_listener(client_addr, cfg.client_port_listen_backlog)
-        .with_context(|| format!("cannot listen on {client_addr}"))?;
-    let client_addr = listener.local_addr()?;
+    let (listener, client_addr) = crate::ensemble_member::member_client_listener(&cfg, me)?;
     let ctx = Arc::new(AdminContext {
         cfg: cfg.clone(),
         log_stats,
@@ -225,22 +210,17 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         plugins: None,
     });
     let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
-    let driver = Driver {
-        member: CoreMember::zookeeper_observer(server, my_id),
-        audit,
-        log: Some(group),
-        links: None,
-        zk: Some(zk_tx),
-        cfg: cfg.clone(),
+    let mut driver = Driver::new(
+        CoreMember::zookeeper_observer(server, my_id),
+        cfg.clone(),
         clock,
+        group,
         durable_tx,
         group_commit,
-        feed: LogFeed::default(),
-        conns: HashMap::new(),
-        gathered: Vec::new(),
-        snapshot_busy: Arc::default(),
-        recipe_pool: None,
-    };
+        audit,
+        None,
+    );
+    driver.zk = Some(zk_tx);
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
     crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, my_id, "wazoo observer of a ZooKeeper ensemble started (looking for its leader)");
@@ -530,15 +510,7 @@ fn convert_snapshot(snap: SyncSnapshot) -> Result<ZkInput> {
     };
     let zk = ZkTree::from_snapshot(&file, 0).map_err(|e| anyhow!("the leader's snapshot: {e}"))?;
     let tree = crate::import::convert(&zk)?;
-    let sessions = zk
-        .sessions
-        .iter()
-        .map(|(&id, &timeout_ms)| SessionRecord {
-            id,
-            timeout_ms,
-            verifier: None,
-        })
-        .collect();
+    let sessions = crate::import::sessions_of(&zk);
     Ok(ZkInput::Snapshot {
         tree: Box::new(tree),
         sessions,

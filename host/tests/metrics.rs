@@ -184,6 +184,7 @@ const ZOOKEEPER_TYPES: &[(&str, &str)] = &[
     ("diff_count", "counter"),
     ("snap_count", "counter"),
     ("stale_sessions_expired", "counter"),
+    ("digest_mismatches_count", "counter"),
     ("readlatency", "summary"),
     ("updatelatency", "summary"),
     ("fsynctime", "summary"),

@@ -436,6 +436,19 @@ impl Member {
         }
     }
 
+    /// REVALIDATE: the leader touches the session and takes this member
+    /// as its owner, and answers whether it lives.
+    fn revalidate_with_zk(&mut self, session: i64) {
+        let timeout_ms = self.server.attached_timeout_ms(session).unwrap_or(0);
+        self.send_zk(
+            Payload::RevalidateRequest {
+                session_id: session,
+                timeout_ms,
+            }
+            .to_packet(-1),
+        );
+    }
+
     /// What the pipeline sends its leader, as ZooKeeper's learner sends it.
     pub(super) fn forward_to_zk_leader(&mut self, msg: PeerMsg) {
         let zk = self
@@ -486,14 +499,7 @@ impl Member {
             }
             PeerMsg::Revalidate { session } => {
                 zk.revalidating.insert(session);
-                let timeout_ms = self.server.attached_timeout_ms(session).unwrap_or(0);
-                self.send_zk(
-                    Payload::RevalidateRequest {
-                        session_id: session,
-                        timeout_ms,
-                    }
-                    .to_packet(-1),
-                );
+                self.revalidate_with_zk(session);
             }
             PeerMsg::Touch { sessions, claimed } => {
                 zk.touched.extend(sessions.iter().copied());
@@ -503,14 +509,7 @@ impl Member {
                 // is FIFO), as ZooKeeper's learner revalidates on every
                 // re-attach.
                 for session in claimed {
-                    let timeout_ms = self.server.attached_timeout_ms(session).unwrap_or(0);
-                    self.send_zk(
-                        Payload::RevalidateRequest {
-                            session_id: session,
-                            timeout_ms,
-                        }
-                        .to_packet(-1),
-                    );
+                    self.revalidate_with_zk(session);
                 }
             }
             PeerMsg::Plugin(_) => {
@@ -550,26 +549,22 @@ pub fn zk_leader_of(
         })
 }
 
+/// One of ZooKeeper's stored ACL entries as wazoo's.
+pub fn zk_acl(a: &ZkAcl) -> Acl {
+    Acl {
+        perms: a.perms,
+        id: Id {
+            scheme: a.scheme.clone(),
+            id: a.id.clone(),
+        },
+    }
+}
+
 fn acl_of(list: &Option<Vec<ZkAcl>>) -> Vec<Acl> {
     match list {
         // ZooKeeper reads a null ACL vector as OPEN_ACL_UNSAFE.
-        None => vec![Acl {
-            perms: 31,
-            id: Id {
-                scheme: "world".into(),
-                id: "anyone".into(),
-            },
-        }],
-        Some(l) => l
-            .iter()
-            .map(|a| Acl {
-                perms: a.perms,
-                id: Id {
-                    scheme: a.scheme.clone(),
-                    id: a.id.clone(),
-                },
-            })
-            .collect(),
+        None => Acl::open_unsafe(),
+        Some(l) => l.iter().map(zk_acl).collect(),
     }
 }
 
