@@ -11,10 +11,23 @@ use common::connect;
 use std::time::Duration;
 
 use wazoo_testkit::{start_ensemble, Flavor, MultiAddress, TestEnsemble};
-use zookeeper_client::{Acls, CreateMode};
+use zookeeper_client::{Acls, CreateMode, EnsembleUpdate};
+
+/// `super:test`, the super user of the reconfig test.
+const SUPER_DIGEST: &str = "super:D/InIHSb7yEEbrWz8b9l71RjZJU=";
 
 fn ensemble(flavor: Flavor, how: MultiAddress) -> Box<dyn TestEnsemble> {
-    let opts = common::ensemble_options(flavor).multi_address(how);
+    let opts = common::ensemble_options(flavor)
+        .multi_address(how)
+        .cfg("reconfigEnabled=true");
+    let opts = match flavor {
+        Flavor::Wazoo => opts.cfg(format!(
+            "DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        )),
+        Flavor::Zookeeper => opts.arg(format!(
+            "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        )),
+    };
     start_ensemble(flavor, 3, opts)
         .unwrap_or_else(|e| panic!("cannot start a {flavor} ensemble ({how:?}): {e:#}"))
 }
@@ -115,7 +128,56 @@ async fn the_ensemble_forms_over_the_address_that_works(flavor: Flavor) {
     every_member_writes_and_reads(flavor, e.as_ref(), "again").await;
 }
 
+// ZooKeeper Dynamic Reconfiguration, "Incremental mode", with the
+// Administrator's Guide's `server.x` line of several address pairs: a
+// reconfig adds an observer (not running, so no quorum is at stake) given
+// two pairs in reverse host order and a role on the first only; every
+// member then serves the same configuration, in which the line reads as
+// ZooKeeper 3.8 prints it, to the letter.
+async fn a_reconfig_adds_a_member_with_two_addresses(flavor: Flavor) {
+    let e = ensemble(flavor, MultiAddress::Working);
+    e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let zk = connect(&e.addr(0).to_string()).await;
+    zk.auth("digest", b"super:test").await.unwrap();
+    let (q1, e1, q2, e2, client) = (
+        wazoo_testkit::free_port(),
+        wazoo_testkit::free_port(),
+        wazoo_testkit::free_port(),
+        wazoo_testkit::free_port(),
+        wazoo_testkit::free_port(),
+    );
+    let joiner = format!("server.4=127.0.0.9:{q2}:{e2}:observer|127.0.0.1:{q1}:{e1};{client}");
+    zk.update_ensemble(
+        EnsembleUpdate::Incremental {
+            joinings: [joiner.as_str()].iter().copied(),
+            leavings: [].iter().copied(),
+        },
+        None,
+    )
+    .await
+    .unwrap_or_else(|err| panic!("{flavor}: reconfig {joiner}: {err}"));
+    let want =
+        format!("server.4=127.0.0.1:{q1}:{e1}|127.0.0.9:{q2}:{e2}:observer;0.0.0.0:{client}");
+    let mut texts = Vec::new();
+    for i in 0..3 {
+        let zk = connect(&e.addr(i).to_string()).await;
+        zk.sync("/zookeeper/config").await.unwrap();
+        let (data, _) = zk.get_config().await.unwrap();
+        let text = String::from_utf8(data).unwrap();
+        assert!(
+            text.lines().any(|l| l == want),
+            "{flavor}: member {i}: {want:?} in {text:?}"
+        );
+        texts.push(text);
+    }
+    assert!(
+        texts.windows(2).all(|w| w[0] == w[1]),
+        "{flavor}: {texts:?}"
+    );
+}
+
 on_both! {
     members_with_two_addresses_each_elect_and_serve,
+    a_reconfig_adds_a_member_with_two_addresses,
     the_ensemble_forms_over_the_address_that_works,
 }

@@ -129,6 +129,47 @@ fn a_dial_leaves_from_the_own_address_nearest_the_target() {
     assert_eq!(source_ip(&[], ip("10.0.0.9")), None);
 }
 
+/// A member's two addresses: 127.0.0.1 and 127.0.0.`second`, each with
+/// a free port.
+fn two_addresses(second: u8) -> Vec<SocketAddr> {
+    vec![
+        ([127, 0, 0, 1], free_port()).into(),
+        ([127, 0, 0, second], free_port()).into(),
+    ]
+}
+
+/// Addresses as a peer's line names them (by IP).
+fn named(addrs: impl IntoIterator<Item = SocketAddr>) -> Vec<PeerAddr> {
+    addrs
+        .into_iter()
+        .map(|addr| PeerAddr {
+            host: addr.ip().to_string(),
+            addr,
+        })
+        .collect()
+}
+
+/// Members 1 (at `one`, seeing 2 at `two_seen`) and 2 (at `two`, seeing 1
+/// at `one_seen`), linked, with the events each receives.
+async fn pair(
+    (one, two_seen): (&[SocketAddr], Vec<PeerAddr>),
+    (two, one_seen): (&[SocketAddr], Vec<PeerAddr>),
+) -> (
+    (Links, mpsc::Receiver<LinkEvent>),
+    (Links, mpsc::Receiver<LinkEvent>),
+) {
+    let (tx1, rx1) = mpsc::channel(16);
+    let (tx2, rx2) = mpsc::channel(16);
+    let opts = LinkOptions::default;
+    let links1 = start(1, one, HashMap::from([(2, two_seen)]), tx1, opts())
+        .await
+        .unwrap();
+    let links2 = start(2, two, HashMap::from([(1, one_seen)]), tx2, opts())
+        .await
+        .unwrap();
+    ((links1, rx1), (links2, rx2))
+}
+
 // Administrator's Guide, "Cluster Options" (multiAddress.enabled): a member
 // listens on the quorum port of every one of its addresses, and a dialer
 // reaches a peer over whichever of its addresses answers: here the first
@@ -137,75 +178,102 @@ fn a_dial_leaves_from_the_own_address_nearest_the_target() {
 // of the dialer's.
 #[tokio::test]
 async fn a_link_comes_up_over_the_address_that_answers() {
-    let one: Vec<SocketAddr> = vec![
-        ([127, 0, 0, 1], free_port()).into(),
-        ([127, 0, 0, 2], free_port()).into(),
-    ];
-    let two: Vec<SocketAddr> = vec![
-        ([127, 0, 0, 1], free_port()).into(),
-        ([127, 0, 0, 3], free_port()).into(),
-    ];
-    let peer = |addrs: &[SocketAddr]| -> Vec<PeerAddr> {
-        addrs
-            .iter()
-            .map(|a| PeerAddr {
-                host: a.ip().to_string(),
-                addr: *a,
-            })
-            .collect()
-    };
+    let (one, two) = (two_addresses(2), two_addresses(3));
     // Member 2 sees member 1's first address as a port nothing listens on.
-    let mut one_seen = peer(&one);
+    let mut one_seen = named(one.iter().copied());
     one_seen[0].addr.set_port(free_port());
-    let (tx1, mut rx1) = mpsc::channel(16);
-    let (tx2, mut rx2) = mpsc::channel(16);
-    let links1 = start(
-        1,
-        &one,
-        HashMap::from([(2, peer(&two))]),
-        tx1,
-        LinkOptions::default(),
-    )
-    .await
-    .unwrap();
-    let links2 = start(
-        2,
-        &two,
-        HashMap::from([(1, one_seen)]),
-        tx2,
-        LinkOptions::default(),
-    )
-    .await
-    .unwrap();
+    let ((links1, mut rx1), (links2, mut rx2)) =
+        pair((&one, named(two.iter().copied())), (&two, one_seen)).await;
     // Member 1 listens on both of its own addresses.
     for a in &one {
         assert!(TcpStream::connect(a).await.is_ok(), "{a}");
     }
-    links2.send(1, LinkCmd::App(b"over".to_vec()));
-    let got = tokio::time::timeout(Duration::from_secs(10), async {
+    assert_eq!(delivered(&links2, 1, &mut rx1, b"over").await, b"over");
+    assert_eq!(delivered(&links1, 2, &mut rx2, b"back").await, b"back");
+}
+
+/// The first `Some` of `probe`, polled every 20 ms for at most 5 s.
+async fn eventually<T>(mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    for _ in 0..250 {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// The next `App` payload member `rx` receives, within 10 s, sending
+/// `msg` from `links` to `to` every 100 ms meanwhile (what is queued while
+/// a link is down is dropped).
+async fn delivered(
+    links: &Links,
+    to: ServerId,
+    rx: &mut mpsc::Receiver<LinkEvent>,
+    msg: &[u8],
+) -> Vec<u8> {
+    tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            // What is queued before the link is up is dropped: send again.
-            links2.send(1, LinkCmd::App(b"over".to_vec()));
+            links.send(to, LinkCmd::App(msg.to_vec()));
             tokio::select! {
-                ev = rx1.recv() => if let Some(LinkEvent::App { from, payload }) = ev {
-                    break (from, payload);
+                ev = rx.recv() => if let Some(LinkEvent::App { payload, .. }) = ev {
+                    break payload;
                 },
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             }
         }
     })
     .await
-    .expect("the link comes up over the second address");
-    assert_eq!(got, (2, b"over".to_vec()));
-    links1.send(2, LinkCmd::App(b"back".to_vec()));
-    let back = tokio::time::timeout(Duration::from_secs(5), async {
+    .expect("delivered within 10 s")
+}
+
+// Administrator's Guide, "Cluster Options" (multiAddress.enabled): when the
+// path a link runs over dies, the dialer moves it to another address of
+// the peer. Member 2 reaches member 1's two addresses through a proxy
+// each; the proxy carrying the link goes away (its connections close, new
+// ones are refused) and the link comes back through the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_link_moves_to_another_address_of_the_peer() {
+    // Member 2 is on 127.0.0.1 too: the proxies dial from there.
+    let (one, two) = (two_addresses(2), two_addresses(3));
+    let mut proxies: Vec<Option<wazoo_testkit::Proxy>> = one
+        .iter()
+        .map(|a| Some(wazoo_testkit::Proxy::start(*a).unwrap()))
+        .collect();
+    let one_seen = named(proxies.iter().flatten().map(|p| p.addr()));
+    let ((_links1, mut rx1), (links2, _rx2)) =
+        pair((&one, named(two.iter().copied())), (&two, one_seen)).await;
+    assert_eq!(delivered(&links2, 1, &mut rx1, b"first").await, b"first");
+    // The dial that lost the race was dropped: one proxy carries the link.
+    let carrying = eventually(|| {
+        let open: Vec<usize> = proxies
+            .iter()
+            .map(|p| p.as_ref().map_or(0, |p| p.active_connections()))
+            .collect();
+        match open.as_slice() {
+            [1, 0] => Some(0),
+            [0, 1] => Some(1),
+            _ => None,
+        }
+    })
+    .await
+    .expect("one proxy carries the link");
+    drop(proxies[carrying].take());
+    let down = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            if let Some(LinkEvent::App { from, payload }) = rx2.recv().await {
-                break (from, payload);
+            if let Some(LinkEvent::Down { peer }) = rx1.recv().await {
+                break peer;
             }
         }
     })
     .await
-    .expect("and carries the other way");
-    assert_eq!(back, (1, b"back".to_vec()));
+    .expect("member 1 sees the link break");
+    assert_eq!(down, 2);
+    assert_eq!(delivered(&links2, 1, &mut rx1, b"moved").await, b"moved");
+    let other = proxies[1 - carrying].as_ref().unwrap();
+    assert_eq!(
+        other.active_connections(),
+        1,
+        "the link runs over the other address"
+    );
 }
