@@ -192,7 +192,7 @@ type Inbound = Arc<Mutex<HashMap<ServerId, (Vec<IpAddr>, mpsc::Sender<MaybeTls>)
 
 /// One quorum address of a member: what its `server.N` line names (the
 /// host a TLS certificate must be valid for) and what that resolved to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PeerAddr {
     pub host: String,
     pub addr: SocketAddr,
@@ -229,8 +229,10 @@ impl Links {
         }
     }
 
-    /// Starts the link to `peer` at `addrs` (at least one).
-    fn add(&mut self, peer: ServerId, addrs: Vec<PeerAddr>) {
+    /// Starts the link to `peer` at `addrs` (at least one; kept sorted,
+    /// as their order means nothing: all are dialled at once).
+    fn add(&mut self, peer: ServerId, mut addrs: Vec<PeerAddr>) {
+        addrs.sort();
         let me = self.me;
         let outbox = Arc::new(Outbox {
             state: Mutex::new(OutboxState::default()),
@@ -293,7 +295,11 @@ impl Links {
             if peer == self.me {
                 continue;
             }
-            let addrs = resolve_quorum_addrs(peer, &s.addrs);
+            let mut addrs = resolve_quorum_addrs(peer, &s.addrs);
+            // `/zookeeper/config` lists the pairs sorted by host, zoo.cfg
+            // as the operator wrote them: the same addresses in another
+            // order are no move.
+            addrs.sort();
             if addrs.is_empty() {
                 tracing::error!(
                     peer,

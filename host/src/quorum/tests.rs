@@ -277,3 +277,45 @@ async fn a_broken_link_moves_to_another_address_of_the_peer() {
         "the link runs over the other address"
     );
 }
+
+// ZooKeeper Dynamic Reconfiguration: a committed configuration that lists
+// a member's address pairs in another order (`/zookeeper/config` sorts
+// them by host) leaves its link alone; one that changes an address links
+// it anew.
+#[tokio::test]
+async fn the_same_addresses_in_another_order_are_no_move() {
+    let (one, two) = (two_addresses(9), two_addresses(3));
+    let (tx, _rx) = mpsc::channel(16);
+    let mut links = start(
+        2,
+        &two,
+        HashMap::from([(1, named(one.iter().copied()))]),
+        tx,
+        LinkOptions::default(),
+    )
+    .await
+    .unwrap();
+    let line = |a: &[SocketAddr]| {
+        a.iter()
+            .map(|a| format!("{}:{}:{}", a.ip(), a.port(), free_port()))
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    let config = |one_line: String| {
+        crate::core::quorum_config::QuorumConfig::parse(&format!(
+            "server.1={one_line}\nserver.2={}",
+            line(&two)
+        ))
+        .unwrap()
+    };
+    let outbox = Arc::clone(&links.outboxes[&1]);
+    let reversed: Vec<SocketAddr> = one.iter().rev().copied().collect();
+    links.follow(&config(line(&reversed)));
+    assert!(Arc::ptr_eq(&outbox, &links.outboxes[&1]), "kept");
+    let moved = [one[0], ([127, 0, 0, 9], free_port()).into()];
+    links.follow(&config(line(&moved)));
+    assert!(!Arc::ptr_eq(&outbox, &links.outboxes[&1]), "linked anew");
+    let mut want = named(moved);
+    want.sort();
+    assert_eq!(links.addrs[&1], want);
+}
