@@ -389,6 +389,11 @@ pub fn parse_server_entry(v: &str) -> Result<ServerEntry, String> {
     let client = match client.map(str::trim) {
         None | Some("") => None,
         Some(c) => Some(match c.rsplit_once(':') {
+            // ZooKeeper's `getHostAndPort`: `host:port` or `[v6]:port`, so
+            // a pair after the `;` (`;2181|b:3:4`) is the wrong format.
+            Some((h, _)) if h.contains(':') && !(h.starts_with('[') && h.ends_with(']')) => {
+                return Err(FORM.into())
+            }
             Some((h, p)) => (Some(h.trim().to_string()), port(p, "client port")?),
             None => (None, port(c, "client port")?),
         }),
@@ -540,6 +545,7 @@ mod tests {
             ("server.1=h:1:2|g:3", "expected host"),
             ("server.1=h:1:2|g:3:x", "election port"),
             ("server.1=h:1:2;3;4", "expected host"),
+            ("server.1=h:1:2;2181|g:3:4", "expected host"),
         ] {
             let e = QuorumConfig::parse(text).unwrap_err();
             assert!(e.contains(reason), "{text:?}: {e}");
