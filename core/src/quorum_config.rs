@@ -25,12 +25,27 @@ use wazoo_zab as zab;
 /// byte).
 pub const MEMBERS_MAX: usize = 255;
 
-/// One `server.N` entry.
+/// One address pair of a member: where it takes quorum links and
+/// election connections. A `server.N` line lists one, or with
+/// `multiAddress.enabled` several separated by `|` (Administrator's Guide,
+/// "Cluster Options").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerEntry {
+pub struct MemberAddr {
     pub host: String,
     pub quorum_port: u16,
     pub election_port: u16,
+}
+
+/// The most address pairs one `server.N` line may list: a bound on what a
+/// reconfig request can make every member dial (ZooKeeper has none).
+pub const ADDRS_PER_MEMBER_MAX: usize = 16;
+
+/// One `server.N` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerEntry {
+    /// The member's address pairs, in the order the line lists them: at
+    /// least one, at most [`ADDRS_PER_MEMBER_MAX`], no two alike.
+    pub addrs: Vec<MemberAddr>,
     pub observer: bool,
     /// `[address:]port` after the `;`; the address is `None` when only a
     /// port was given.
@@ -38,24 +53,58 @@ pub struct ServerEntry {
 }
 
 impl ServerEntry {
+    /// A member with one address pair.
+    pub fn single(host: &str, quorum_port: u16, election_port: u16, observer: bool) -> ServerEntry {
+        ServerEntry {
+            addrs: vec![MemberAddr {
+                host: host.to_string(),
+                quorum_port,
+                election_port,
+            }],
+            observer,
+            client: None,
+        }
+    }
+
+    /// The member's host name, as ZooKeeper's `QuorumServer.hostname`
+    /// holds it: that of the last address pair listed (the only one
+    /// without multiAddress).
+    pub fn hostname(&self) -> &str {
+        self.addrs.last().map_or("", |a| a.host.as_str())
+    }
+
     /// The entry's text after `server.N=`, as ZooKeeper's
-    /// `QuorumServer.toString` prints it.
+    /// `QuorumServer.toString` prints it: the address pairs sorted by
+    /// host (a stable sort; `|` between them), then the role once, then
+    /// the client address.
     pub fn render(&self) -> String {
-        let mut s = format!(
-            "{}:{}:{}:{}",
-            self.host,
-            self.quorum_port,
-            self.election_port,
-            if self.observer {
-                "observer"
-            } else {
-                "participant"
-            }
-        );
+        let mut addrs: Vec<&MemberAddr> = self.addrs.iter().collect();
+        addrs.sort_by(|a, b| a.host.cmp(&b.host));
+        let mut s = addrs
+            .iter()
+            .map(|a| format!("{}:{}:{}", a.host, a.quorum_port, a.election_port))
+            .collect::<Vec<_>>()
+            .join("|");
+        s.push_str(if self.observer {
+            ":observer"
+        } else {
+            ":participant"
+        });
         if let Some((addr, port)) = &self.client {
             let _ = write!(s, ";{}:{}", addr.as_deref().unwrap_or("0.0.0.0"), port);
         }
         s
+    }
+
+    /// ZooKeeper's refusal of a line with several address pairs when
+    /// `multiAddress.enabled` is false (its default).
+    pub fn check_single_address(&self, id: u64) -> Result<(), String> {
+        if self.addrs.len() > 1 {
+            return Err(format!(
+                "Multiple address feature is disabled, but multiple addresses were specified for sid {id} (multiAddress.enabled=true allows them)"
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -191,8 +240,8 @@ impl QuorumConfig {
     }
 
     /// Checks what every configuration must satisfy: at least one
-    /// participant, and a quorum port and election port per member that no
-    /// other member uses on the same host.
+    /// participant, and quorum and election addresses (host and port) that
+    /// no two members, and no two address pairs of one member, share.
     pub fn validate(&self) -> Result<(), String> {
         if self.voters().is_empty() {
             return Err("no participant is left".into());
@@ -200,18 +249,32 @@ impl QuorumConfig {
         self.quorum_rule()?;
         let mut seen = BTreeMap::new();
         for (id, e) in &self.servers {
-            for port in [e.quorum_port, e.election_port] {
-                if let Some(other) = seen.insert((e.host.as_str(), port), *id) {
-                    if other != *id || e.quorum_port == e.election_port {
-                        return Err(format!(
-                            "server.{id} uses {}:{port}, which server.{other} uses too",
-                            e.host
-                        ));
+            for a in &e.addrs {
+                for port in [a.quorum_port, a.election_port] {
+                    match seen.insert((a.host.as_str(), port), *id) {
+                        None => {}
+                        Some(other) if other == *id => {
+                            return Err(format!("server.{id} uses {}:{port} twice", a.host));
+                        }
+                        Some(other) => {
+                            return Err(format!(
+                                "server.{id} uses {}:{port}, which server.{other} uses too",
+                                a.host
+                            ))
+                        }
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// [`ServerEntry::check_single_address`] for every member: what
+    /// ZooKeeper refuses when `multiAddress.enabled` is false.
+    pub fn check_single_addresses(&self) -> Result<(), String> {
+        self.servers
+            .iter()
+            .try_for_each(|(&id, e)| e.check_single_address(id))
     }
 }
 
@@ -259,33 +322,85 @@ pub fn parse_weight_line(id: &str, v: &str) -> Result<(u64, u64), String> {
     Ok((id, w))
 }
 
-/// The text after `server.N=`.
+/// The text after `server.N=`:
+/// `host:quorumPort:electionPort[:role]`, or with multiAddress several of
+/// those separated by `|` (the roles given must agree), then optionally
+/// `;[clientAddr:]clientPort`, as ZooKeeper's `QuorumServer` reads it.
+/// Whether several address pairs are allowed is the caller's to check
+/// ([`ServerEntry::check_single_address`]): a committed configuration is
+/// read whatever this member's zoo.cfg says.
 pub fn parse_server_entry(v: &str) -> Result<ServerEntry, String> {
+    const FORM: &str = "expected host:quorumPort:electionPort[:participant|observer], \
+                        several separated by `|`, then optionally ;[clientAddress:]clientPort";
     let (addr, client) = match v.split_once(';') {
         Some((a, c)) => (a, Some(c)),
         None => (v, None),
     };
-    let parts: Vec<&str> = addr.split(':').map(str::trim).collect();
-    if parts.len() < 3 || parts.len() > 4 || parts[0].is_empty() {
-        return Err("expected host:quorumPort:electionPort[:participant|observer]".into());
+    if client.is_some_and(|c| c.contains(';')) {
+        return Err(FORM.into());
     }
-    let observer = match parts.get(3).copied() {
-        None | Some("participant") => false,
-        Some("observer") => true,
-        Some(r) => return Err(format!("unknown role {r:?} (participant or observer)")),
-    };
+    let mut addrs = Vec::new();
+    let mut role: Option<bool> = None;
+    for pair in addr.split('|') {
+        let parts: Vec<&str> = pair.split(':').map(str::trim).collect();
+        if parts.len() < 3 || parts.len() > 4 || parts[0].is_empty() {
+            return Err(FORM.into());
+        }
+        if let Some(r) = parts.get(3) {
+            let observer = match r.to_ascii_lowercase().as_str() {
+                "participant" => false,
+                "observer" => true,
+                _ => return Err(format!("unknown role {r:?} (participant or observer)")),
+            };
+            if role.is_some_and(|o| o != observer) {
+                return Err("the address pairs name different roles".into());
+            }
+            role = Some(observer);
+        }
+        let a = MemberAddr {
+            host: parts[0].to_string(),
+            quorum_port: port(parts[1], "quorum port")?,
+            election_port: port(parts[2], "election port")?,
+        };
+        if a.quorum_port == a.election_port {
+            return Err(format!(
+                "{}:{}: the quorum and election ports must differ",
+                a.host, a.quorum_port
+            ));
+        }
+        let taken = |p: u16| {
+            addrs.iter().any(|b: &MemberAddr| {
+                b.host == a.host && [b.quorum_port, b.election_port].contains(&p)
+            })
+        };
+        if let Some(p) = [a.quorum_port, a.election_port]
+            .into_iter()
+            .find(|&p| taken(p))
+        {
+            return Err(format!("{}:{p} is listed twice", a.host));
+        }
+        addrs.push(a);
+    }
+    if addrs.len() > ADDRS_PER_MEMBER_MAX {
+        return Err(format!(
+            "more than {ADDRS_PER_MEMBER_MAX} address pairs (wazoo's bound)"
+        ));
+    }
     let client = match client.map(str::trim) {
         None | Some("") => None,
         Some(c) => Some(match c.rsplit_once(':') {
+            // ZooKeeper's `getHostAndPort`: `host:port` or `[v6]:port`, so
+            // a pair after the `;` (`;2181|b:3:4`) is the wrong format.
+            Some((h, _)) if h.contains(':') && !(h.starts_with('[') && h.ends_with(']')) => {
+                return Err(FORM.into())
+            }
             Some((h, p)) => (Some(h.trim().to_string()), port(p, "client port")?),
             None => (None, port(c, "client port")?),
         }),
     };
     Ok(ServerEntry {
-        host: parts[0].to_string(),
-        quorum_port: port(parts[1], "quorum port")?,
-        election_port: port(parts[2], "election port")?,
-        observer,
+        addrs,
+        observer: role.unwrap_or(false),
         client,
     })
 }
@@ -380,6 +495,80 @@ mod tests {
         assert!(rule.contains_quorum(&c.voters(), &[1, 2]));
         assert!(!rule.contains_quorum(&c.voters(), &[1, 3]));
         assert_eq!(QuorumConfig::parse(&text).unwrap().render(), text);
+    }
+
+    /// Administrator's Guide, "Cluster Options" (multiAddress.enabled):
+    /// a member's address pairs separated by `|`, rendered as ZooKeeper
+    /// 3.8's `QuorumServer.toString` prints them: sorted by host, the role
+    /// once after the last pair, the client address after `;`.
+    #[test]
+    fn several_address_pairs_render_sorted_by_host_with_one_role() {
+        let c = QuorumConfig::parse(
+            "server.1=127.0.0.3:2788:2798|127.0.0.1:2789:2799;2181\n\
+             server.2=h2:1:2|h1:3:4:observer\n\
+             server.3=h5:5:6:participant|h4:7:8:PARTICIPANT",
+        )
+        .unwrap();
+        let one = &c.servers[&1];
+        assert_eq!(one.addrs.len(), 2);
+        assert_eq!(one.addrs[0].host, "127.0.0.3", "kept in the order listed");
+        assert_eq!(one.hostname(), "127.0.0.1", "the last pair's host");
+        assert!(c.servers[&2].observer, "a role on one pair is the member's");
+        assert_eq!(c.validate(), Ok(()));
+        let text = c.render();
+        assert_eq!(
+            text,
+            "server.1=127.0.0.1:2789:2799|127.0.0.3:2788:2798:participant;0.0.0.0:2181\n\
+             server.2=h1:3:4|h2:1:2:observer\n\
+             server.3=h4:7:8|h5:5:6:participant\n\
+             version=0"
+        );
+        assert_eq!(QuorumConfig::parse(&text).unwrap().render(), text);
+        assert_eq!(
+            one.check_single_address(1).unwrap_err(),
+            "Multiple address feature is disabled, but multiple addresses were specified \
+             for sid 1 (multiAddress.enabled=true allows them)"
+        );
+        assert!(c.check_single_addresses().is_err());
+        let single = QuorumConfig::parse("server.1=h:1:2\nserver.2=h:3:4").unwrap();
+        assert_eq!(single.check_single_addresses(), Ok(()));
+    }
+
+    #[test]
+    fn malformed_address_pairs_are_refused_with_the_reason() {
+        for (text, reason) in [
+            (
+                "server.1=h:1:2:observer|g:3:4:participant",
+                "different roles",
+            ),
+            ("server.1=h:1:2|", "expected host"),
+            ("server.1=h:1:2|g:3", "expected host"),
+            ("server.1=h:1:2|g:3:x", "election port"),
+            ("server.1=h:1:2;3;4", "expected host"),
+            ("server.1=h:1:2;2181|g:3:4", "expected host"),
+        ] {
+            let e = QuorumConfig::parse(text).unwrap_err();
+            assert!(e.contains(reason), "{text:?}: {e}");
+        }
+        let many = (0..=ADDRS_PER_MEMBER_MAX)
+            .map(|i| format!("h{i}:1:2"))
+            .collect::<Vec<_>>()
+            .join("|");
+        let e = QuorumConfig::parse(&format!("server.1={many}")).unwrap_err();
+        assert!(e.contains("address pairs"), "{e}");
+        for (text, reason) in [
+            ("server.1=h:1:2|h:1:3", "h:1 is listed twice"),
+            ("server.1=h:1:2|h:3:1", "h:1 is listed twice"),
+            ("server.1=h:1:1", "ports must differ"),
+        ] {
+            let e = QuorumConfig::parse(text).unwrap_err();
+            assert!(e.contains(reason), "{text:?}: {e}");
+        }
+        let e = QuorumConfig::parse("server.1=h:1:2|g:3:4\nserver.2=g:4:5")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert!(e.contains("server.2 uses g:4, which server.1"), "{e}");
     }
 
     #[test]

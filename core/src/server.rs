@@ -114,6 +114,10 @@ pub struct ServerConfig {
     /// clock, as ZooKeeper's ContainerManager ages it); 0 never.
     pub container_max_never_used_ms: i64,
     pub reconfig_enabled: bool,
+    /// zoo.cfg `multiAddress.enabled`: a reconfig may give a member
+    /// several address pairs (`a:1:2|b:1:2`); without it such a line is
+    /// refused, as ZooKeeper refuses it.
+    pub multi_address_enabled: bool,
     /// zoo.cfg `standaloneEnabled`: while true, a reconfig may not leave
     /// fewer than two participants (ZooKeeper's rule).
     pub standalone_enabled: bool,
@@ -174,6 +178,7 @@ impl Default for ServerConfig {
             container_max_per_minute: 10_000,
             container_max_never_used_ms: 0,
             reconfig_enabled: false,
+            multi_address_enabled: false,
             standalone_enabled: true,
             read_only_enabled: false,
             local_sessions: false,

@@ -18,13 +18,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-/// A member of the ensemble, from a `server.N=host:quorum:election[:role][;client]` line.
+pub use crate::core::quorum_config::MemberAddr;
+
+/// A member of the ensemble, from a `server.N=host:quorum:election[:role][;client]`
+/// line (with `multiAddress.enabled`, several `host:quorum:election` pairs
+/// separated by `|`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     pub id: u64,
-    pub host: String,
-    pub quorum_port: u16,
-    pub election_port: u16,
+    /// Its address pairs, in the order the line lists them (one without
+    /// multiAddress).
+    pub addrs: Vec<MemberAddr>,
     pub observer: bool,
     /// `[address:]port` after the `;`, if given.
     pub client_addr: Option<(Option<String>, u16)>,
@@ -35,9 +39,7 @@ impl ServerSpec {
     pub fn of(id: u64, e: crate::core::quorum_config::ServerEntry) -> ServerSpec {
         ServerSpec {
             id,
-            host: e.host,
-            quorum_port: e.quorum_port,
-            election_port: e.election_port,
+            addrs: e.addrs,
             observer: e.observer,
             client_addr: e.client,
         }
@@ -178,6 +180,11 @@ pub struct Config {
     /// quorum port listens on every address rather than the member's own
     /// in its `server.N` line.
     pub quorum_listen_on_all_ips: bool,
+    /// `multiAddress.enabled` (default false): a `server.N` line may list
+    /// several address pairs separated by `|` (docs/OPERATIONS.md,
+    /// "Several addresses per member"); without it such a line is refused,
+    /// as ZooKeeper refuses it.
+    pub multi_address_enabled: bool,
     /// The secure client port and TLS between members (`secureClientPort`,
     /// `ssl.*`, `sslQuorum`, `ssl.quorum.*`).
     pub tls: tls::TlsConfig,
@@ -597,6 +604,9 @@ impl Config {
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         let text = properties::decode(&bytes);
         let q = crate::core::quorum_config::QuorumConfig::parse(&text).map_err(|e| anyhow!(e))?;
+        if !self.multi_address_enabled {
+            q.check_single_addresses().map_err(|e| anyhow!(e))?;
+        }
         let from_name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -631,9 +641,7 @@ impl Config {
                 .iter()
                 .map(|s| {
                     let e = ServerEntry {
-                        host: s.host.clone(),
-                        quorum_port: s.quorum_port,
-                        election_port: s.election_port,
+                        addrs: s.addrs.clone(),
                         observer: s.observer,
                         client: s.client_addr.clone(),
                     };
@@ -706,6 +714,9 @@ impl Config {
             }
         }
         servers.sort_by_key(|s| s.id);
+        let multi_address_enabled = take_bool(&mut kv, "multiAddress.enabled")?
+            .or(take_bool(&mut kv, "zookeeper.multiAddress.enabled")?)
+            .unwrap_or(false);
         let (groups, weights) = take_hierarchy(&mut kv)?;
         let four = kv
             .remove("4lw.commands.whitelist")
@@ -889,6 +900,7 @@ impl Config {
                 .unwrap_or(false),
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
             quorum_listen_on_all_ips: take_bool(&mut kv, "quorumListenOnAllIPs")?.unwrap_or(false),
+            multi_address_enabled,
             tls,
             sasl,
             unknown: kv
@@ -901,6 +913,11 @@ impl Config {
         };
         if cfg.is_ensemble() {
             cfg.check_hierarchy()?;
+            if !cfg.multi_address_enabled {
+                cfg.quorum_config()
+                    .check_single_addresses()
+                    .map_err(|e| anyhow!(e))?;
+            }
         }
         Ok(cfg)
     }
@@ -974,12 +991,15 @@ impl Config {
             v.push(format!("initLimit={}", self.init_limit));
             v.push(format!("syncLimit={}", self.sync_limit));
             for s in &self.servers {
+                let addrs: Vec<String> = s
+                    .addrs
+                    .iter()
+                    .map(|a| format!("{}:{}:{}", a.host, a.quorum_port, a.election_port))
+                    .collect();
                 v.push(format!(
-                    "server.{}={}:{}:{}:{}",
+                    "server.{}={}:{}",
                     s.id,
-                    s.host,
-                    s.quorum_port,
-                    s.election_port,
+                    addrs.join("|"),
                     if s.observer {
                         "observer"
                     } else {
@@ -1131,7 +1151,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
     let unless_num =
         |off: &str, what: &str| (v != off).then(|| format!("{what} (only `{off}` is accepted)"));
     match k {
-        "multiaddress.enabled" => unless_false("several addresses per member (multiAddress)"),
         "observermasterport" => Some("observers that sync from a follower".to_string()),
         "leaderserves" => (v != "yes")
             .then(|| "a leader that serves no clients (only `yes` is accepted)".to_string()),

@@ -218,9 +218,23 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     // Quorum links.
     let mut peers = HashMap::new();
     for s in &cfg.servers {
-        peers.insert(s.id, resolve(&s.host, s.quorum_port)?);
+        let addrs = s
+            .addrs
+            .iter()
+            .map(|a| {
+                Ok(quorum::PeerAddr {
+                    host: a.host.clone(),
+                    addr: resolve(&a.host, a.quorum_port)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        peers.insert(s.id, addrs);
     }
-    let listen = resolve(&me.host, me.quorum_port)?;
+    let listen = me
+        .addrs
+        .iter()
+        .map(|a| resolve(&a.host, a.quorum_port))
+        .collect::<Result<Vec<_>>>()?;
     let (link_tx, mut link_rx) = mpsc::channel::<LinkEvent>(65536);
     let quorum_tls = crate::tls::QuorumTls::load(&cfg)?;
     let link_opts = quorum::LinkOptions {
@@ -228,9 +242,9 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         keepalive: cfg.quorum_tcp_keepalive,
         tls: quorum_tls,
     };
-    let links = quorum::start(my_id, listen, peers, link_tx, link_opts)
+    let links = quorum::start(my_id, &listen, peers, link_tx, link_opts)
         .await
-        .with_context(|| format!("cannot listen for the quorum on {listen}"))?;
+        .context("cannot listen for the quorum")?;
     let fwd = tx.clone();
     tokio::spawn(async move {
         while let Some(ev) = link_rx.recv().await {

@@ -196,6 +196,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
         container_max_per_minute: cfg.container_max_per_minute,
         container_max_never_used_ms: cfg.container_max_never_used_ms,
         reconfig_enabled: cfg.reconfig_enabled,
+        multi_address_enabled: cfg.multi_address_enabled,
         standalone_enabled: cfg.standalone_enabled,
         read_only_enabled: cfg.read_only_enabled,
         // ZooKeeper reads these in quorum mode only: a standalone server's

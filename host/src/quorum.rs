@@ -9,6 +9,21 @@
 //! port of a `server.N` line is used: elections travel on the same link,
 //! so nothing listens on the election port.
 //!
+//! # Several addresses per member (`multiAddress.enabled`)
+//!
+//! A member may list several address pairs (`server.N=a:1:2|b:3:4`). It
+//! listens on the quorum port of each of its own. A dialer connects to all
+//! of the peer's quorum addresses at once and keeps the first connection
+//! that is made (the others are dropped before their hello): the address
+//! that answers first is the reachable one, as ZooKeeper's
+//! `MultipleAddresses` picks a reachable address and its learner connects
+//! to all of the leader's in parallel. When the link breaks, or falls
+//! silent for [`LIVENESS`], the dialer dials all of them again, so the
+//! link moves to an address that still works. Each dial comes from the
+//! dialer's own address that shares the longest prefix with the target
+//! ([`source_ip`]), so on a member with one address per network the
+//! connection leaves on the matching network.
+//!
 //! Wire format of a link, big-endian:
 //!
 //! ```text
@@ -28,9 +43,9 @@
 //! - The accepting member takes a hello only for an id in its
 //!   configuration (the membership the last committed reconfig made, see
 //!   [`Links::follow`]) that is higher than its own (lower ids are dialed, never
-//!   accepted), and only from that member's configured address (the IP of
-//!   its `server.N` host, unless that is a wildcard). Dialers bind their
-//!   socket to their own configured address, so the check holds for real
+//!   accepted), and only from one of that member's configured addresses (the
+//!   IPs of its `server.N` hosts, unless one is a wildcard). Dialers bind their
+//!   socket to one of their own configured addresses, so the check holds for real
 //!   members; on one host (all members on 127.0.0.1) it rules nothing out.
 //! - **A connection that claims an id never displaces a live link with
 //!   that id.** A link is live until its reader sees end of stream, a read
@@ -171,18 +186,28 @@ impl LinkCmd {
 }
 
 /// Where the accept loop finds the link of the member a hello claims to
-/// be: that member's configured IP and the link's inbound queue. Shared,
+/// be: that member's configured IPs and the link's inbound queue. Shared,
 /// because a reconfiguration adds and removes members while it runs.
-type Inbound = Arc<Mutex<HashMap<ServerId, (IpAddr, mpsc::Sender<MaybeTls>)>>>;
+type Inbound = Arc<Mutex<HashMap<ServerId, (Vec<IpAddr>, mpsc::Sender<MaybeTls>)>>>;
+
+/// One quorum address of a member: what its `server.N` line names (the
+/// host a TLS certificate must be valid for) and what that resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PeerAddr {
+    pub host: String,
+    pub addr: SocketAddr,
+}
 
 /// The links of one member, by peer id.
 pub struct Links {
     me: ServerId,
-    local_ip: Option<IpAddr>,
+    /// This member's own configured IPs (wildcards left out), which its
+    /// dialers bind to ([`source_ip`]).
+    local_ips: Vec<IpAddr>,
     outboxes: HashMap<ServerId, Arc<Outbox>>,
-    /// Where each link dials (or, for an accepted link, the address the
-    /// peer must come from).
-    addrs: HashMap<ServerId, SocketAddr>,
+    /// Where each link dials (or, for an accepted link, the addresses the
+    /// peer must come from): one per address pair of the peer's line.
+    addrs: HashMap<ServerId, Vec<PeerAddr>>,
     inbound: Inbound,
     events: mpsc::Sender<LinkEvent>,
     tls: Option<Arc<QuorumTls>>,
@@ -204,15 +229,17 @@ impl Links {
         }
     }
 
-    /// Starts the link to `peer` at `addr`.
-    fn add(&mut self, peer: ServerId, addr: SocketAddr) {
+    /// Starts the link to `peer` at `addrs` (at least one; kept sorted,
+    /// as their order means nothing: all are dialled at once).
+    fn add(&mut self, peer: ServerId, mut addrs: Vec<PeerAddr>) {
+        addrs.sort();
         let me = self.me;
         let outbox = Arc::new(Outbox {
             state: Mutex::new(OutboxState::default()),
             wake: Notify::new(),
         });
         self.outboxes.insert(peer, Arc::clone(&outbox));
-        self.addrs.insert(peer, addr);
+        self.addrs.insert(peer, addrs.clone());
         // One accepted connection may wait for the link's task; more are
         // refused until it has taken or refused that one.
         let (in_tx, in_rx) = mpsc::channel(1);
@@ -220,13 +247,13 @@ impl Links {
             self.inbound
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(peer, (addr.ip(), in_tx));
+                .insert(peer, (addrs.iter().map(|a| a.addr.ip()).collect(), in_tx));
         }
         let link = Link {
             me,
             peer,
-            addr,
-            local_ip: self.local_ip,
+            addrs,
+            local_ips: self.local_ips.clone(),
             dialer: me > peer,
             outbox,
             inbound: in_rx,
@@ -250,7 +277,7 @@ impl Links {
             tls.set_member_hosts(
                 c.servers
                     .iter()
-                    .map(|(&id, s)| (id, s.host.clone()))
+                    .map(|(&id, s)| (id, s.addrs.iter().map(|a| a.host.clone()).collect()))
                     .collect(),
             );
         }
@@ -268,25 +295,24 @@ impl Links {
             if peer == self.me {
                 continue;
             }
-            match std::net::ToSocketAddrs::to_socket_addrs(&(s.host.as_str(), s.quorum_port))
-                .ok()
-                .and_then(|mut a| a.next())
-            {
-                Some(addr) if self.addrs.get(&peer) == Some(&addr) => {}
-                Some(addr) => {
-                    // A member given a new address is linked anew there
-                    // (ZooKeeper: remove and add it back in one reconfig).
-                    if self.outboxes.contains_key(&peer) {
-                        self.end(peer);
-                    }
-                    tracing::info!(peer, %addr, "quorum link started: the member joined the ensemble or moved");
-                    self.add(peer, addr);
-                }
-                None => tracing::error!(
+            let mut addrs = resolve_quorum_addrs(peer, &s.addrs);
+            // `/zookeeper/config` lists the pairs sorted by host, zoo.cfg
+            // as the operator wrote them: the same addresses in another
+            // order are no move.
+            addrs.sort();
+            if addrs.is_empty() {
+                tracing::error!(
                     peer,
-                    host = %s.host,
-                    "cannot resolve a member's quorum address: no link to it"
-                ),
+                    "cannot resolve any quorum address of a member: no link to it"
+                );
+            } else if self.addrs.get(&peer) != Some(&addrs) {
+                // A member given new addresses is linked anew there
+                // (ZooKeeper: remove and add it back in one reconfig).
+                if self.outboxes.contains_key(&peer) {
+                    self.end(peer);
+                }
+                tracing::info!(peer, addrs = ?addrs, "quorum link started: the member joined the ensemble or moved");
+                self.add(peer, addrs);
             }
         }
     }
@@ -309,11 +335,57 @@ impl Drop for Links {
     }
 }
 
+/// The quorum addresses of a member's address pairs that resolve (those
+/// that do not are logged and left out), in the order listed.
+fn resolve_quorum_addrs(peer: ServerId, addrs: &[crate::config::MemberAddr]) -> Vec<PeerAddr> {
+    addrs
+        .iter()
+        .filter_map(|a| {
+            let addr = std::net::ToSocketAddrs::to_socket_addrs(&(a.host.as_str(), a.quorum_port))
+                .ok()
+                .and_then(|mut r| r.next());
+            if addr.is_none() {
+                tracing::warn!(peer, host = %a.host, port = a.quorum_port, "cannot resolve a member's quorum address");
+            }
+            addr.map(|addr| PeerAddr {
+                host: a.host.clone(),
+                addr,
+            })
+        })
+        .collect()
+}
+
+/// The address a dial to `dest` leaves from: of this member's own
+/// configured IPs (`local`) of `dest`'s family, the one sharing the
+/// longest bit prefix with `dest` (the first listed on a tie), so that on a
+/// member with one address per network the dial leaves on `dest`'s
+/// network; none (the system chooses) when there is none of that family.
+pub fn source_ip(local: &[IpAddr], dest: IpAddr) -> Option<IpAddr> {
+    fn bits(ip: IpAddr) -> u128 {
+        match ip {
+            IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
+            IpAddr::V6(a) => u128::from(a),
+        }
+    }
+    local
+        .iter()
+        .copied()
+        .filter(|ip| ip.is_ipv4() == dest.is_ipv4())
+        .enumerate()
+        .max_by_key(|&(i, ip)| {
+            (
+                (bits(ip) ^ bits(dest)).leading_zeros(),
+                std::cmp::Reverse(i),
+            )
+        })
+        .map(|(_, ip)| ip)
+}
+
 /// How a member's links are made, from zoo.cfg.
 #[derive(Default)]
 pub struct LinkOptions {
     /// Listen on the quorum port of every address (`quorumListenOnAllIPs`);
-    /// links are still dialled from the configured address.
+    /// links are still dialled from a configured address.
     pub listen_on_all_ips: bool,
     /// TCP keepalive on every link, dialled or accepted (`tcpKeepAlive`),
     /// with the system's probe timing.
@@ -323,12 +395,14 @@ pub struct LinkOptions {
 }
 
 /// Starts the links of member `me` to every other member in `peers` (id ->
-/// quorum address), listening on `listen`, made as `opts` says. Events go
-/// to `events`.
+/// its quorum addresses), listening on each of `listen` (this member's
+/// own quorum addresses), made as `opts` says. Events go to `events`.
+/// Fails, naming the address, if one of `listen` cannot be bound: as in
+/// ZooKeeper, a member listens on all of its addresses or does not start.
 pub async fn start(
     me: ServerId,
-    listen: SocketAddr,
-    peers: HashMap<ServerId, SocketAddr>,
+    listen: &[SocketAddr],
+    peers: HashMap<ServerId, Vec<PeerAddr>>,
     events: mpsc::Sender<LinkEvent>,
     opts: LinkOptions,
 ) -> std::io::Result<Links> {
@@ -337,20 +411,36 @@ pub async fn start(
         keepalive,
         tls,
     } = opts;
-    let bind = if listen_on_all_ips {
-        let any: IpAddr = if listen.is_ipv4() {
-            Ipv4Addr::UNSPECIFIED.into()
+    let mut binds: Vec<SocketAddr> = Vec::with_capacity(listen.len());
+    for &own in listen {
+        let bind = if listen_on_all_ips {
+            let any: IpAddr = if own.is_ipv4() {
+                Ipv4Addr::UNSPECIFIED.into()
+            } else {
+                Ipv6Addr::UNSPECIFIED.into()
+            };
+            SocketAddr::new(any, own.port())
         } else {
-            Ipv6Addr::UNSPECIFIED.into()
+            own
         };
-        SocketAddr::new(any, listen.port())
-    } else {
-        listen
-    };
-    let listener = TcpListener::bind(bind).await?;
+        if !binds.contains(&bind) {
+            binds.push(bind);
+        }
+    }
+    let mut listeners = Vec::with_capacity(binds.len());
+    for bind in binds {
+        let l = TcpListener::bind(bind)
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{bind}: {e}")))?;
+        listeners.push(l);
+    }
     let mut links = Links {
         me,
-        local_ip: Some(listen.ip()).filter(|ip| !ip.is_unspecified()),
+        local_ips: listen
+            .iter()
+            .map(|a| a.ip())
+            .filter(|ip| !ip.is_unspecified())
+            .collect(),
         outboxes: HashMap::new(),
         addrs: HashMap::new(),
         inbound: Inbound::default(),
@@ -358,18 +448,34 @@ pub async fn start(
         tls: tls.clone(),
         keepalive,
     };
-    for (&peer, &addr) in &peers {
-        if peer != me {
-            links.add(peer, addr);
+    for (peer, addrs) in peers {
+        if peer != me && !addrs.is_empty() {
+            links.add(peer, addrs);
         }
     }
-    tokio::spawn(accept_loop(
-        listener,
-        Arc::clone(&links.inbound),
-        tls,
-        keepalive,
-    ));
+    // One bound on handshakes for all the member's listeners.
+    let bounds = HandshakeBounds {
+        handshakes: Arc::new(Semaphore::new(HANDSHAKES_MAX)),
+        per_ip: Arc::new(Mutex::new(HashMap::new())),
+    };
+    for listener in listeners {
+        tokio::spawn(accept_loop(
+            listener,
+            Arc::clone(&links.inbound),
+            tls.clone(),
+            keepalive,
+            bounds.clone(),
+        ));
+    }
     Ok(links)
+}
+
+/// The connections waiting for their hello, over all of a member's
+/// listeners: in all ([`HANDSHAKES_MAX`]) and per source IP.
+#[derive(Clone)]
+struct HandshakeBounds {
+    handshakes: Arc<Semaphore>,
+    per_ip: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 /// Counts a source IP's connections waiting for their hello.
@@ -410,9 +516,9 @@ async fn accept_loop(
     inbound: Inbound,
     tls: Option<Arc<QuorumTls>>,
     keepalive: bool,
+    bounds: HandshakeBounds,
 ) {
-    let handshakes = Arc::new(Semaphore::new(HANDSHAKES_MAX));
-    let per_ip = Arc::new(Mutex::new(HashMap::new()));
+    let HandshakeBounds { handshakes, per_ip } = bounds;
     loop {
         let Ok((s, addr)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -480,12 +586,12 @@ async fn handshake(
         .unwrap_or_else(|e| e.into_inner())
         .get(&peer)
         .cloned();
-    let Some((ip, tx)) = found else {
+    let Some((ips, tx)) = found else {
         tracing::debug!(%addr, peer, "refused a quorum connection from an unknown or lower-ranked member");
         return;
     };
-    if !ip.is_unspecified() && ip != addr.ip() {
-        tracing::debug!(%addr, peer, configured = %ip, "refused a quorum connection: not from the member's address");
+    if !ips.iter().any(|ip| ip.is_unspecified() || *ip == addr.ip()) {
+        tracing::debug!(%addr, peer, configured = ?ips, "refused a quorum connection: not from one of the member's addresses");
         return;
     }
     if let Some(Err(e)) = tls.map(|t| t.check_member(&s, peer)) {
@@ -510,36 +616,67 @@ fn link_socket_options(s: &TcpStream, addr: SocketAddr, keepalive: bool) {
 
 static LINK_EPOCH: AtomicU64 = AtomicU64::new(1);
 
-/// Dials `addr` from `local_ip` (our configured address, so the peer's
-/// address check holds), runs the TLS handshake with member `peer` (with
-/// quorum TLS) and sends the hello.
-async fn dial(
-    me: ServerId,
-    peer: ServerId,
-    addr: SocketAddr,
-    local_ip: Option<IpAddr>,
-    tls: Option<&QuorumTls>,
-    keepalive: bool,
-) -> Option<MaybeTls> {
+/// Connects to `addr` from `local` (our configured address, so the
+/// peer's address check holds), within [`CONNECT_TIMEOUT`].
+async fn connect_from(addr: SocketAddr, local: Option<IpAddr>) -> Option<TcpStream> {
     let sock = if addr.is_ipv4() {
         TcpSocket::new_v4()
     } else {
         TcpSocket::new_v6()
     }
     .ok()?;
-    if let Some(ip) = local_ip.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
+    if let Some(ip) = local {
         if let Err(e) = sock.bind(SocketAddr::new(ip, 0)) {
             tracing::debug!(%ip, "cannot bind the quorum dialer: {e}");
         }
     }
-    let s = tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(addr))
+    tokio::time::timeout(CONNECT_TIMEOUT, sock.connect(addr))
         .await
         .ok()?
-        .ok()?;
+        .ok()
+}
+
+/// Connects to every one of `addrs` at once and keeps the first
+/// connection made, with the address it reached; the others are dropped
+/// (before any hello, so the peer closes them as connections that sent
+/// none). None if no address answers within [`CONNECT_TIMEOUT`].
+async fn connect_any(addrs: &[PeerAddr], local_ips: &[IpAddr]) -> Option<(TcpStream, PeerAddr)> {
+    if let [only] = addrs {
+        let s = connect_from(only.addr, source_ip(local_ips, only.addr.ip())).await?;
+        return Some((s, only.clone()));
+    }
+    let mut tries = tokio::task::JoinSet::new();
+    for a in addrs {
+        let a = a.clone();
+        let local = source_ip(local_ips, a.addr.ip());
+        tries.spawn(async move { connect_from(a.addr, local).await.map(|s| (s, a)) });
+    }
+    while let Some(done) = tries.join_next().await {
+        if let Ok(Some(won)) = done {
+            // Dropping the set aborts the dials still running.
+            return Some(won);
+        }
+    }
+    None
+}
+
+/// Dials member `peer` at one of `addrs` ([`connect_any`]), runs the TLS
+/// handshake with it (with quorum TLS, checking its certificate against
+/// the host the reached address was named by) and sends the hello.
+async fn dial(
+    me: ServerId,
+    peer: ServerId,
+    addrs: &[PeerAddr],
+    local_ips: &[IpAddr],
+    tls: Option<&QuorumTls>,
+    keepalive: bool,
+) -> Option<(MaybeTls, SocketAddr)> {
+    let (s, reached) = connect_any(addrs, local_ips).await?;
+    let addr = reached.addr;
     link_socket_options(&s, addr, keepalive);
     let mut s = match tls {
         None => MaybeTls::Plain(s),
-        Some(tls) => match tls.connect(s, peer).await {
+        Some(tls) => match tls.connect(s, &reached.host).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::info!(peer, %addr, "quorum TLS handshake failed: {e}");
@@ -556,7 +693,7 @@ async fn dial(
         s.flush().await
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, sent).await {
-        Ok(Ok(())) => Some(s),
+        Ok(Ok(())) => Some((s, addr)),
         _ => None,
     }
 }
@@ -576,8 +713,9 @@ enum End {
 struct Link {
     me: ServerId,
     peer: ServerId,
-    addr: SocketAddr,
-    local_ip: Option<IpAddr>,
+    /// The peer's quorum addresses (the dialer tries them all).
+    addrs: Vec<PeerAddr>,
+    local_ips: Vec<IpAddr>,
     dialer: bool,
     outbox: Arc<Outbox>,
     /// Connections that claim to be `peer` (never any on the dialing side).
@@ -608,12 +746,16 @@ impl Link {
                 dial(
                     self.me,
                     self.peer,
-                    self.addr,
-                    self.local_ip,
+                    &self.addrs,
+                    &self.local_ips,
                     self.tls.as_deref(),
                     self.keepalive,
                 )
                 .await
+                .map(|(s, addr)| {
+                    tracing::debug!(me = self.me, peer = self.peer, %addr, "quorum link dialled");
+                    s
+                })
             } else {
                 loop {
                     tokio::select! {

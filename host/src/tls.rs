@@ -619,10 +619,10 @@ pub struct QuorumTls {
     client: Arc<Reloading<ClientConfig>>,
     pub handshake_timeout: Duration,
     hostname_verification: bool,
-    /// Each member's configured host (`server.N`), the name its
-    /// certificate must carry when hostnames are verified. A reconfig
-    /// changes it ([`QuorumTls::set_member_hosts`]).
-    hosts: std::sync::RwLock<HashMap<u64, String>>,
+    /// Each member's configured hosts (`server.N`, one per address
+    /// pair), one of which its certificate must carry when hostnames are
+    /// verified. A reconfig changes them ([`QuorumTls::set_member_hosts`]).
+    hosts: std::sync::RwLock<HashMap<u64, Vec<String>>>,
 }
 
 impl QuorumTls {
@@ -654,7 +654,10 @@ impl QuorumTls {
             handshake_timeout: Duration::from_millis(s.handshake_timeout_ms),
             hostname_verification: s.hostname_verification,
             hosts: std::sync::RwLock::new(
-                cfg.servers.iter().map(|m| (m.id, m.host.clone())).collect(),
+                cfg.servers
+                    .iter()
+                    .map(|m| (m.id, m.addrs.iter().map(|a| a.host.clone()).collect()))
+                    .collect(),
             ),
         })))
     }
@@ -670,10 +673,10 @@ impl QuorumTls {
     }
 
     /// Whether the accepted connection's certificate may speak for
-    /// member `id`: with hostname verification, it must be valid for the
-    /// member's configured host (ZooKeeper checks the dialer's address
-    /// instead; the configured host binds the certificate to the member it
-    /// claims to be).
+    /// member `id`: with hostname verification, it must be valid for one
+    /// of the member's configured hosts (ZooKeeper checks the dialer's
+    /// address instead; the configured host binds the certificate to the
+    /// member it claims to be).
     pub fn check_member(&self, s: &MaybeTls, id: u64) -> Result<(), String> {
         if !self.hostname_verification {
             return Ok(());
@@ -684,34 +687,42 @@ impl QuorumTls {
         let Some([cert, ..]) = t.get_ref().1.peer_certificates() else {
             return Err("no certificate".into());
         };
-        let host = self
-            .member_host(id)
-            .ok_or_else(|| format!("member {id} is not configured"))?;
-        let name = ServerName::try_from(host.as_str())
-            .map_err(|e| format!("member {id}'s host {host:?}: {e}"))?;
-        let parsed = rustls::server::ParsedCertificate::try_from(cert)
-            .map_err(|e| format!("certificate: {e}"))?;
-        rustls::client::verify_server_name(&parsed, &name)
-            .map_err(|e| format!("certificate not valid for member {id}'s host {host}: {e}"))
-    }
-
-    fn member_host(&self, id: u64) -> Option<String> {
-        self.hosts
+        let hosts = self
+            .hosts
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&id)
             .cloned()
+            .ok_or_else(|| format!("member {id} is not configured"))?;
+        let parsed = rustls::server::ParsedCertificate::try_from(cert)
+            .map_err(|e| format!("certificate: {e}"))?;
+        let mut why = Vec::with_capacity(hosts.len());
+        for host in &hosts {
+            let checked = ServerName::try_from(host.as_str())
+                .map_err(|e| e.to_string())
+                .and_then(|name| {
+                    rustls::client::verify_server_name(&parsed, &name).map_err(|e| e.to_string())
+                });
+            match checked {
+                Ok(()) => return Ok(()),
+                Err(e) => why.push(format!("{host}: {e}")),
+            }
+        }
+        Err(format!(
+            "certificate not valid for any of member {id}'s hosts ({})",
+            why.join("; ")
+        ))
     }
 
     /// A reconfig committed: the members and their hosts are these now.
-    pub fn set_member_hosts(&self, hosts: HashMap<u64, String>) {
+    pub fn set_member_hosts(&self, hosts: HashMap<u64, Vec<String>>) {
         *self.hosts.write().unwrap_or_else(|e| e.into_inner()) = hosts;
     }
 
-    /// The dialing side's handshake with member `peer`.
-    pub async fn connect(&self, tcp: TcpStream, peer: u64) -> io::Result<MaybeTls> {
-        let host = self.member_host(peer).unwrap_or_default();
-        let name = ServerName::try_from(host)
+    /// The dialing side's handshake with a member reached at an address
+    /// named by `host` (the name its certificate must carry).
+    pub async fn connect(&self, tcp: TcpStream, host: &str) -> io::Result<MaybeTls> {
+        let name = ServerName::try_from(host.to_string())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let connector = tokio_rustls::TlsConnector::from(self.client.get());
         let s = tokio::time::timeout(self.handshake_timeout, connector.connect(name, tcp))

@@ -25,7 +25,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
     ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
 };
-use wazoo_testkit::{free_port, Flavor, ServerOptions, TestEnsemble, WazooEnsemble};
+use wazoo_testkit::{free_port, Flavor, MultiAddress, ServerOptions, TestEnsemble, WazooEnsemble};
 use zookeeper_client::{Acls, CreateMode};
 
 const PW: &str = "changeit";
@@ -108,8 +108,13 @@ impl Ca {
     /// A certificate for `file` with subject `O=wazoo-test, CN=<cn>`,
     /// valid for localhost and 127.0.0.1, for servers and clients.
     fn issue(&self, file: &str, cn: &str) -> Leaf {
-        let mut p =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        self.issue_for(file, cn, &["localhost", "127.0.0.1"])
+    }
+
+    /// [`Ca::issue`], valid for `names` only.
+    fn issue_for(&self, file: &str, cn: &str, names: &[&str]) -> Leaf {
+        let mut p = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+            .unwrap();
         p.distinguished_name = DistinguishedName::new();
         p.distinguished_name
             .push(DnType::OrganizationName, "wazoo-test");
@@ -579,15 +584,10 @@ fn send_and_read_to_end(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
     }
 }
 
-// ZooKeeper Administrator's Guide, "Quorum TLS": with sslQuorum=true the
-// members elect and replicate over TLS; a member whose certificate the
-// quorum trust store does not accept cannot join, and a stranger cannot
-// complete a handshake on a quorum port.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_tls_quorum_elects_replicates_and_keeps_strangers_out() {
-    let pki = pki();
-    let member = pki.ca.issue("member", "member");
-    let opts = common::ensemble_options(Flavor::Wazoo)
+/// A wazoo ensemble's options for quorum TLS with `member`'s certificate
+/// on every member and `pki`'s CA as the trust store.
+fn tls_quorum_options(pki: &Pki, member: &Leaf) -> ServerOptions {
+    common::ensemble_options(Flavor::Wazoo)
         .cfg("sslQuorum=true")
         .cfg(format!(
             "ssl.quorum.keyStore.location={}",
@@ -598,19 +598,35 @@ async fn a_tls_quorum_elects_replicates_and_keeps_strangers_out() {
             "ssl.quorum.trustStore.location={}",
             pki.ca.pem().display()
         ))
-        .startup_timeout(Duration::from_secs(25));
-    let mut e = WazooEnsemble::start(3, opts).expect("a TLS quorum elects a leader");
+        .startup_timeout(Duration::from_secs(25))
+}
+
+/// A node created through member 0 is read on member 2.
+async fn replicates(e: &WazooEnsemble, path: &str) {
     let a = common::connect(&e.addr(0).to_string()).await;
     a.create(
-        "/over-tls",
+        path,
         b"replicated",
         &CreateMode::Persistent.with_acls(Acls::anyone_all()),
     )
     .await
     .unwrap();
     let c = common::connect(&e.addr(2).to_string()).await;
-    c.sync("/over-tls").await.unwrap();
-    assert_eq!(c.get_data("/over-tls").await.unwrap().0, b"replicated");
+    c.sync(path).await.unwrap();
+    assert_eq!(c.get_data(path).await.unwrap().0, b"replicated");
+}
+
+// ZooKeeper Administrator's Guide, "Quorum TLS": with sslQuorum=true the
+// members elect and replicate over TLS; a member whose certificate the
+// quorum trust store does not accept cannot join, and a stranger cannot
+// complete a handshake on a quorum port.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tls_quorum_elects_replicates_and_keeps_strangers_out() {
+    let pki = pki();
+    let member = pki.ca.issue("member", "member");
+    let opts = tls_quorum_options(&pki, &member);
+    let mut e = WazooEnsemble::start(3, opts).expect("a TLS quorum elects a leader");
+    replicates(&e, "/over-tls").await;
 
     // A stranger: a plain hello, then raw garbage, on a quorum port.
     let q = SocketAddr::from(([127, 0, 0, 1], quorum_port(&e, 0)));
@@ -671,6 +687,7 @@ async fn a_tls_quorum_elects_replicates_and_keeps_strangers_out() {
         e.log_tail(0, 40)
     );
     // The two trusted members go on.
+    let a = common::connect(&e.addr(0).to_string()).await;
     a.set_data("/over-tls", b"still replicated", None)
         .await
         .unwrap();
@@ -680,4 +697,24 @@ async fn a_tls_quorum_elects_replicates_and_keeps_strangers_out() {
         b.get_data("/over-tls").await.unwrap().0,
         b"still replicated"
     );
+}
+
+// ZooKeeper Administrator's Guide, "Quorum TLS" and "Cluster Options"
+// (multiAddress.enabled): members with two addresses each, the first of
+// which the other members cannot reach, and a certificate valid for the
+// second addresses only (127.0.0.2 to 127.0.0.4, not 127.0.0.1): a dialer
+// checks the certificate against the host of the address it reached, an
+// acceptor against any host of the member's line, so the quorum forms
+// over the second addresses, with hostname verification on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tls_quorum_of_members_with_two_addresses_checks_the_reached_host() {
+    let pki = pki();
+    let member = pki
+        .ca
+        .issue_for("member", "member", &["127.0.0.2", "127.0.0.3", "127.0.0.4"]);
+    let opts = tls_quorum_options(&pki, &member)
+        .multi_address(MultiAddress::FirstUnreachable)
+        .cfg("ssl.quorum.hostnameVerification=true");
+    let e = WazooEnsemble::start(3, opts).expect("a TLS quorum over the second addresses");
+    replicates(&e, "/two-addresses").await;
 }

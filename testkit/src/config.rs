@@ -42,6 +42,24 @@ pub struct ServerOptions {
     /// Each server or member serves the AdminServer on a free loopback
     /// port (`admin.serverPort`); `admin_addr` says where.
     pub admin_server: bool,
+    /// Ensembles only: every member lists two address pairs
+    /// (`multiAddress.enabled=true`; ZooKeeper 3.8 also gets the system
+    /// property `zookeeper.multiAddress.enabled=true`, without which it
+    /// refuses the lines whatever zoo.cfg says).
+    pub multi_address: Option<MultiAddress>,
+}
+
+/// The two address pairs of each member with
+/// [`ServerOptions::multi_address`]: member `i` (0-based) is on 127.0.0.1
+/// and on 127.0.0.`i + 2`, each pair with ports of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MultiAddress {
+    /// Both pairs reach the member.
+    Working,
+    /// In the other members' zoo.cfg, each member's first pair (on
+    /// 127.0.0.1) names ports nothing listens on: only the second pair
+    /// reaches it. Its own zoo.cfg lists its real pairs, where it listens.
+    FirstUnreachable,
 }
 
 impl Default for ServerOptions {
@@ -59,6 +77,7 @@ impl Default for ServerOptions {
             quorum_proxies: false,
             member_dirs: Vec::new(),
             admin_server: false,
+            multi_address: None,
         }
     }
 }
@@ -113,6 +132,13 @@ impl ServerOptions {
     /// through fault proxies, so a test can partition a member silently.
     pub fn quorum_proxies(mut self) -> Self {
         self.quorum_proxies = true;
+        self
+    }
+
+    /// Ensembles only: give every member two address pairs (see
+    /// [`ServerOptions::multi_address`]).
+    pub fn multi_address(mut self, how: MultiAddress) -> Self {
+        self.multi_address = Some(how);
         self
     }
 

@@ -2,14 +2,13 @@
 //! ensemble test is written once and run against Apache ZooKeeper's
 //! ensemble and wazoo's.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use crate::config::{ServerOptions, ZooCfg};
+use crate::config::{MultiAddress, ServerOptions, ZooCfg};
 use crate::process::{ProcessSpec, ServerProcess, StartError};
 use crate::zookeeper::server_mode;
 use crate::{free_port, loopback, wazoo_bin, QuorumNet, ZkEnsemble};
@@ -133,21 +132,38 @@ pub(crate) fn layout(
     let ports: Vec<(u16, u16, u16)> = (0..n)
         .map(|_| (free_port(), free_port(), free_port()))
         .collect();
+    anyhow::ensure!(
+        opts.multi_address.is_none() || (!opts.quorum_proxies && n <= 253),
+        "multi_address: at most 253 members, and no quorum proxies"
+    );
+    // With multi_address: each member's second pair, on 127.0.0.(i + 2),
+    // and ports nothing listens on for FirstUnreachable.
+    let second: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+    let dead: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
     let first_observer = n - opts.observers.min(n);
-    let mut servers = String::new();
-    for (i, (client, quorum, election)) in ports.iter().enumerate() {
-        let role = if i >= first_observer { ":observer" } else { "" };
+    // Member j's line as member `seen_by` lists it.
+    let line = |j: usize, seen_by: usize| {
+        let (client, quorum, election) = ports[j];
+        let role = if j >= first_observer { ":observer" } else { "" };
         let client = if client_in_server_lines {
             format!(";{client}")
         } else {
             String::new()
         };
-        writeln!(
-            servers,
-            "server.{}=127.0.0.1:{quorum}:{election}{role}{client}",
-            i + 1
-        )?;
-    }
+        let pairs = match opts.multi_address {
+            None => format!("127.0.0.1:{quorum}:{election}"),
+            Some(how) => {
+                let (q, e) = if how == MultiAddress::FirstUnreachable && seen_by != j {
+                    dead[j]
+                } else {
+                    (quorum, election)
+                };
+                let (q2, e2) = second[j];
+                format!("127.0.0.1:{q}:{e}|127.0.0.{}:{q2}:{e2}", j + 2)
+            }
+        };
+        format!("{pairs}{role}{client}")
+    };
     let mut net = opts.quorum_proxies.then(QuorumNet::default);
     let mut out = Vec::with_capacity(n);
     for (i, &(client_port, _, _)) in ports.iter().enumerate() {
@@ -159,9 +175,11 @@ pub(crate) fn layout(
         let mut cfg = ZooCfg::base(opts, &data_dir, client_port);
         cfg.set("initLimit", "10");
         cfg.set("syncLimit", "5");
-        for line in servers.lines() {
-            let (k, v) = line.split_once('=').expect("server line has '='");
-            cfg.set(k, v);
+        if opts.multi_address.is_some() {
+            cfg.set("multiAddress.enabled", "true");
+        }
+        for j in 0..n {
+            cfg.set(format!("server.{}", j + 1), line(j, i));
         }
         if let Some(net) = &mut net {
             // Member i reaches every other member j through proxies of its

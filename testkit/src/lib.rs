@@ -37,7 +37,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-pub use config::ServerOptions;
+pub use config::{MultiAddress, ServerOptions};
 pub use ensemble::{start_ensemble, TestEnsemble, WazooEnsemble};
 pub use flavor::{start_server, start_server_with, Flavor, TestServer};
 pub use proxy::Proxy;

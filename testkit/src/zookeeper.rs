@@ -206,6 +206,11 @@ fn zookeeper_spec(
     if !opts.admin_server {
         args.push("-Dzookeeper.admin.enableServer=false".to_string());
     }
+    if opts.multi_address.is_some() {
+        // ZooKeeper 3.8's QuorumServer reads only the system property when
+        // it parses a line with `|`; zoo.cfg's key alone is not enough.
+        args.push("-Dzookeeper.multiAddress.enabled=true".to_string());
+    }
     args.extend(opts.extra_args.iter().cloned());
     args.extend(["-cp".to_string(), classpath, MAIN_CLASS.to_string()]);
     args.push(cfg_path.display().to_string());

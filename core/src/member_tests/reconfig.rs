@@ -15,7 +15,11 @@ const MEMBERS: &str = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
 /// membership above and a super user, and a session on connection 1 that
 /// authenticated as the super user.
 fn reconfigurable_leader() -> (Harness, i64) {
-    let (mut h, session) = reconfigurable_leader_without_auth();
+    authenticated(reconfigurable_leader_without_auth())
+}
+
+/// Has the session of `(h, session)` authenticate as the super user.
+fn authenticated((mut h, session): (Harness, i64)) -> (Harness, i64) {
     let auth = Request::Auth(AuthPacket {
         auth_type: 0,
         scheme: "digest".into(),
@@ -27,12 +31,18 @@ fn reconfigurable_leader() -> (Harness, i64) {
 
 /// [`reconfigurable_leader`] before its session authenticates.
 fn reconfigurable_leader_without_auth() -> (Harness, i64) {
+    leader_configured(ServerConfig::default())
+}
+
+/// [`reconfigurable_leader_without_auth`] with the rest of its
+/// configuration taken from `base`.
+fn leader_configured(base: ServerConfig) -> (Harness, i64) {
     let mut h = member_with(
         ServerConfig {
             server_id: 3,
             reconfig_enabled: true,
             super_digest: Some(crate::acl::digest_id("super:pw")),
-            ..ServerConfig::default()
+            ..base
         },
         100,
     );
@@ -190,6 +200,50 @@ fn reconfig_refusals_come_in_zookeepers_order() {
     assert_eq!(
         refusal_of(&mut h, xid + 1, join(observer_999)),
         ErrorCode::BadArguments
+    );
+}
+
+/// Administrator's Guide, "Cluster Options" (multiAddress.enabled) and
+/// ZooKeeper 3.8's `QuorumServer`: a joiner with several address pairs is
+/// BadArguments unless multiAddress is enabled; with it, the new
+/// configuration shows the line as ZooKeeper prints it (pairs sorted by
+/// host, the role once). The joiner is an observer, so the leader and its
+/// one synced follower stay a quorum.
+#[test]
+fn a_member_with_several_addresses_joins_only_with_multi_address_enabled() {
+    let joiner = "server.4=127.0.0.2:2891:3891|127.0.0.1:2891:3891:observer;2184";
+    let (mut h, _) = reconfigurable_leader();
+    assert_eq!(
+        refusal_of(&mut h, 30, join(joiner)),
+        ErrorCode::BadArguments
+    );
+    let whole = format!(
+        "{},{joiner}",
+        MEMBERS.replace("\nversion=0", "").replace('\n', ",")
+    );
+    assert_eq!(
+        refusal_of(&mut h, 31, members(&whole)),
+        ErrorCode::BadArguments
+    );
+
+    let (mut h, session) = authenticated(leader_configured(ServerConfig {
+        multi_address_enabled: true,
+        ..ServerConfig::default()
+    }));
+    let new_text = format!(
+        "{}\nserver.4=127.0.0.1:2891:3891|127.0.0.2:2891:3891:observer;0.0.0.0:2184\n\
+         version=200000002",
+        MEMBERS.replace("\nversion=0", "")
+    );
+    let txn = TxnRecord {
+        header: header(session, 32, z(2, 2)),
+        txn: Txn::Reconfig {
+            data: new_text.into_bytes(),
+        },
+    };
+    assert_eq!(
+        h.request(1, 32, join(joiner)),
+        vec![Out::Persist(txn.clone()), Out::Proposal(1, txn)]
     );
 }
 

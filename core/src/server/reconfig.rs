@@ -2,7 +2,8 @@
 //! Reconfiguration, "Modifying the current dynamic configuration"), in the
 //! order of ZooKeeper 3.8's PrepRequestProcessor: reconfiguration enabled,
 //! an ensemble, no reconfiguration in flight, the expected version, the new
-//! membership well formed (two participants at least while
+//! membership well formed (several address pairs for a member only with
+//! `multiAddress.enabled`; two participants at least while
 //! `standaloneEnabled` is true, as ZooKeeper requires), a quorum of it
 //! synced with the leader, and last
 //! WRITE on `/zookeeper/config` (read-only for `world:anyone`, so only the
@@ -65,6 +66,9 @@ pub(super) fn prep_reconfig(
         Some(members) => {
             let text = members.replace(',', "\n");
             let mut c = QuorumConfig::parse_any_ids(&text).map_err(|e| bad(&e))?;
+            if !cfg.multi_address_enabled {
+                c.check_single_addresses().map_err(|e| bad(&e))?;
+            }
             c.version = 0;
             c
         }
@@ -92,6 +96,9 @@ pub(super) fn prep_reconfig(
                         .ok_or_else(|| bad("wrong format of server string"))?;
                     let id = key.trim().rsplit('.').next().unwrap_or_default();
                     let (id, entry) = parse_server_line(id, spec).map_err(|e| bad(&e))?;
+                    if !cfg.multi_address_enabled {
+                        entry.check_single_address(id).map_err(|e| bad(&e))?;
+                    }
                     if entry.client.is_none() {
                         return Err(bad(&format!(
                             "server.{id}: each server should have 3 ports specified (the client port after ';')"

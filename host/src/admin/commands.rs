@@ -358,7 +358,12 @@ fn fill(
             put("leader_id", id.into());
             let ip = st
                 .leader
-                .and_then(|l| s.quorum_config()?.servers.get(&l).map(|e| e.host.clone()))
+                .and_then(|l| {
+                    s.quorum_config()?
+                        .servers
+                        .get(&l)
+                        .map(|e| e.hostname().to_string())
+                })
                 .unwrap_or_default();
             put("leader_ip", ip.into());
         }
@@ -405,8 +410,8 @@ fn fill(
                     view.insert(
                         id.to_string(),
                         json!({
-                            "server_addresses": [format!("{}:{}", e.host, e.quorum_port)],
-                            "election_addresses": [format!("{}:{}", e.host, e.election_port)],
+                            "server_addresses": e.addrs.iter().map(|a| format!("{}:{}", a.host, a.quorum_port)).collect::<Vec<_>>(),
+                            "election_addresses": e.addrs.iter().map(|a| format!("{}:{}", a.host, a.election_port)).collect::<Vec<_>>(),
                             "client_address": client,
                             "learner_type": "participant",
                         }),
@@ -561,30 +566,45 @@ fn zabstate(s: &Server, cx: &Context<'_>, put: &mut impl FnMut(&str, Value)) {
     let st = peer.status();
     let my_id = cx.admin.cfg.my_id.unwrap_or(0);
     let me = s.quorum_config().and_then(|q| q.servers.get(&my_id));
-    // ZooKeeper's `MultipleAddresses`, as Jackson writes its getters.
-    let addr = |port: fn(&crate::core::quorum_config::ServerEntry) -> u16| {
+    // ZooKeeper's `MultipleAddresses`, as Jackson writes its getters
+    // (every address counts as reachable: wazoo probes none).
+    let addr = |port: fn(&crate::core::quorum_config::MemberAddr) -> u16| {
         let Some(e) = me else {
             return Value::Null;
         };
-        let (host, port) = (&e.host, port(e));
-        let one = format!("{host}:{port}");
+        let all: Vec<String> = e
+            .addrs
+            .iter()
+            .map(|a| format!("{}:{}", a.host, port(a)))
+            .collect();
+        let (mut hosts, mut ports): (Vec<&str>, Vec<u16>) = (Vec::new(), Vec::new());
+        for a in &e.addrs {
+            if !hosts.contains(&a.host.as_str()) {
+                hosts.push(&a.host);
+            }
+            if !ports.contains(&port(a)) {
+                ports.push(port(a));
+            }
+        }
+        let wildcards: Vec<String> = ports.iter().map(|p| format!("0.0.0.0:{p}")).collect();
+        let one = all.first().cloned().unwrap_or_default();
         json!({
-            "all_addresses": [one],
-            "all_host_strings": [host],
-            "all_ports": [port],
-            "all_reachable_addresses": [one],
-            "all_reachable_addresses_or_all": [one],
+            "all_addresses": all,
+            "all_host_strings": hosts,
+            "all_ports": ports,
+            "all_reachable_addresses": all,
+            "all_reachable_addresses_or_all": all,
             "empty": false,
             "one": one,
             "reachable_address": one,
             "reachable_or_one": one,
-            "wildcard_addresses": [format!("0.0.0.0:{port}")],
+            "wildcard_addresses": wildcards,
         })
     };
     put("myid", my_id.into());
     put("is_leader", matches!(s.role(), Role::Leader { .. }).into());
-    put("quorum_address", addr(|e| e.quorum_port));
-    put("election_address", addr(|e| e.election_port));
+    put("quorum_address", addr(|a| a.quorum_port));
+    put("election_address", addr(|a| a.election_port));
     put(
         "client_address",
         cx.admin.cfg.client_addr().to_string().into(),

@@ -148,7 +148,7 @@ fn refusal(line: &str) -> Option<String> {
         .map(|e| format!("{e:#}"))
 }
 
-// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions, multiAddress, observerMasterPort,
+// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions, observerMasterPort,
 // leaderServes, electionAlg), "Experimental Options/Features" and "Audit
 // Logs" (audit.impl.class), "AdminServer configuration": a key that asks for a
 // feature wazoo does not implement yet stops the start, naming the key;
@@ -160,7 +160,6 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
             "audit.impl.class=com.example.MyAuditLogger",
             "an audit logger other than ZooKeeper's",
         ),
-        ("multiAddress.enabled=true", "multiAddress"),
         (
             "observerMasterPort=2191",
             "observers that sync from a follower",
@@ -182,6 +181,7 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         "localSessionsEnabled=false",
         "localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true",
         "multiAddress.enabled=false",
+        "multiAddress.enabled=true",
         "leaderServes=yes",
         "electionAlg=3",
         "admin.enableServer=false",
@@ -495,6 +495,57 @@ fn the_membership_is_read_from_the_dynamic_config_file() {
     assert!(
         e.contains("only server.N, group.N, weight.N and version"),
         "{e}"
+    );
+}
+
+// ZooKeeper Administrator's Guide, "Cluster Options" (multiAddress.enabled):
+// a server.N line with several address pairs separated by `|` is refused
+// while the key is false (its default), with ZooKeeper 3.8's words, in
+// zoo.cfg and in a dynamic config file alike; with it, every pair is
+// kept in the order listed, and `conf` shows them all.
+#[test]
+fn several_address_pairs_need_multi_address_enabled() {
+    let lines = "server.1=127.0.0.1:2888:3888|127.0.0.2:2888:3888;2181\n\
+                 server.2=127.0.0.1:2889:3889\n";
+    let e = refusal(lines).expect("refused without multiAddress.enabled");
+    assert!(
+        e.contains(
+            "Multiple address feature is disabled, but multiple addresses were specified for sid 1"
+        ),
+        "{e}"
+    );
+    for key in ["multiAddress.enabled", "zookeeper.multiAddress.enabled"] {
+        let c = Config::parse(&format!("dataDir=/d\n{key}=true\n{lines}")).unwrap();
+        assert!(c.multi_address_enabled, "{key}");
+        let hosts: Vec<&str> = c.servers[0].addrs.iter().map(|a| a.host.as_str()).collect();
+        assert_eq!(hosts, ["127.0.0.1", "127.0.0.2"], "{key}");
+        assert!(c.unknown.is_empty(), "{:?}", c.unknown);
+        assert!(c
+            .conf_lines()
+            .contains(&"server.1=127.0.0.1:2888:3888|127.0.0.2:2888:3888:participant".to_string()));
+    }
+    let e = refusal("multiAddress.enabled=yes").expect("refused");
+    assert!(e.contains("must be true or false"), "{e}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let dynamic = dir.path().join("zoo.cfg.dynamic.100000000");
+    std::fs::write(&dynamic, lines).unwrap();
+    let cfg_path = dir.path().join("zoo.cfg");
+    let text = format!(
+        "dataDir={}\ndynamicConfigFile={}\n",
+        dir.path().display(),
+        dynamic.display()
+    );
+    std::fs::write(&cfg_path, &text).unwrap();
+    let e = format!("{:#}", Config::load(&cfg_path).unwrap_err());
+    assert!(e.contains("Multiple address feature is disabled"), "{e}");
+    std::fs::write(&cfg_path, format!("{text}multiAddress.enabled=true\n")).unwrap();
+    let c = Config::load(&cfg_path).unwrap();
+    assert_eq!(
+        c.quorum_config().render(),
+        "server.1=127.0.0.1:2888:3888|127.0.0.2:2888:3888:participant;0.0.0.0:2181\n\
+         server.2=127.0.0.1:2889:3889:participant\n\
+         version=100000000"
     );
 }
 
