@@ -79,14 +79,11 @@ impl Layout {
         };
         let mut voters = BTreeMap::new();
         for (id, s) in c.servers.iter().filter(|(_, s)| !s.observer) {
-            match (
-                resolve(&s.host, s.election_port),
-                resolve(&s.host, s.quorum_port),
-            ) {
-                (Ok(e), Ok(q)) => {
-                    voters.insert(*id, (e, q));
+            match addresses(&s.addrs[0]) {
+                Ok(pair) => {
+                    voters.insert(*id, pair);
                 }
-                _ => tracing::warn!(id, host = %s.host, "a voter's address does not resolve"),
+                Err(e) => tracing::warn!(id, "a voter's address: {e:#}"),
             }
         }
         if voters.is_empty() {
@@ -100,6 +97,16 @@ impl Layout {
 }
 
 use crate::ensemble_member::resolve;
+
+/// A member's (election, quorum) addresses. Every member has exactly one
+/// pair here (`check_supported`); a membership the leader sends with more
+/// is read by its first.
+fn addresses(a: &crate::core::quorum_config::MemberAddr) -> Result<(SocketAddr, SocketAddr)> {
+    Ok((
+        resolve(&a.host, a.election_port)?,
+        resolve(&a.host, a.quorum_port)?,
+    ))
+}
 
 /// Refuses, by name, what this member cannot do beside ZooKeeper yet.
 fn check_supported(cfg: &Config, my_id: u64) -> Result<()> {
@@ -122,6 +129,9 @@ fn check_supported(cfg: &Config, my_id: u64) -> Result<()> {
     if cfg.local_sessions_enabled {
         bail!("wazoo.peers=zookeeper: localSessionsEnabled=true is not supported yet beside ZooKeeper members");
     }
+    if cfg.servers.iter().any(|s| s.addrs.len() > 1) {
+        bail!("wazoo.peers=zookeeper: several addresses per member (multiAddress) are not supported yet beside ZooKeeper members");
+    }
     if cfg.oracle_path.is_some() {
         bail!("wazoo.peers=zookeeper: oraclePath is for voters; this member observes");
     }
@@ -136,20 +146,14 @@ fn layout(cfg: &Config, my_id: u64) -> Result<Layout> {
         .expect("checked by check_supported");
     let mut voters = BTreeMap::new();
     for s in cfg.servers.iter().filter(|s| !s.observer) {
-        voters.insert(
-            s.id,
-            (
-                resolve(&s.host, s.election_port)?,
-                resolve(&s.host, s.quorum_port)?,
-            ),
-        );
+        voters.insert(s.id, addresses(&s.addrs[0])?);
     }
     if voters.is_empty() {
         bail!("wazoo.peers=zookeeper: zoo.cfg names no voting ZooKeeper member to observe");
     }
     Ok(Layout {
         my_id,
-        my_election: resolve(&me.host, me.election_port)?,
+        my_election: addresses(&me.addrs[0])?.0,
         voters,
     })
 }
