@@ -50,6 +50,13 @@ pub(crate) enum ZkCmd {
 /// this member grow without bound.
 const MAX_SYNC_SNAPSHOT: usize = 4 << 30;
 
+/// Election connections from voters served at once.
+const VOTER_CONNECTIONS_MAX: usize = 32;
+
+/// Votes held between rounds at most; more are dropped (a round asks
+/// again).
+const VOTES_HELD_MAX: usize = 1024;
+
 /// How long one round of asking the voters for their votes waits.
 const VOTE_ROUND: Duration = Duration::from_secs(2);
 
@@ -243,7 +250,7 @@ async fn link_loop(
     mut cmds: mpsc::UnboundedReceiver<ZkCmd>,
     events: mpsc::Sender<Event>,
 ) {
-    let (votes_tx, mut votes) = mpsc::unbounded_channel::<(u64, Notification)>();
+    let (votes_tx, mut votes) = mpsc::channel::<(u64, Notification)>(VOTES_HELD_MAX);
     tokio::spawn(accept_voters(election, votes_tx.clone()));
     loop {
         if events.is_closed() {
@@ -309,7 +316,7 @@ fn my_notification() -> Notification {
 async fn exchange(
     mut s: TcpStream,
     sid: u64,
-    votes: mpsc::UnboundedSender<(u64, Notification)>,
+    votes: mpsc::Sender<(u64, Notification)>,
     until: tokio::time::Instant,
 ) {
     let limits = Limits::default();
@@ -332,7 +339,7 @@ async fn exchange(
                 Ok(Some((payload, used))) => {
                     match Notification::decode(payload) {
                         Ok(v) => {
-                            let _ = votes.send((sid, v));
+                            let _ = votes.try_send((sid, v));
                         }
                         Err(e) => tracing::debug!(sid, "an undecodable notification: {e}"),
                     }
@@ -349,16 +356,28 @@ async fn exchange(
 }
 
 /// Voters that connect back to this member (their id is higher).
-async fn accept_voters(listener: TcpListener, votes: mpsc::UnboundedSender<(u64, Notification)>) {
+async fn accept_voters(listener: TcpListener, votes: mpsc::Sender<(u64, Notification)>) {
+    // Connections served at once: a voter needs one; more are dropped.
+    let slots = Arc::new(tokio::sync::Semaphore::new(VOTER_CONNECTIONS_MAX));
     loop {
-        let Ok((mut s, _)) = listener.accept().await else {
-            continue;
+        let (mut s, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of descriptors, say: wait rather than spin.
+                tracing::warn!("accepting on the election address: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
         };
         if votes.is_closed() {
             return;
         }
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            continue;
+        };
         let votes = votes.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let limits = Limits::default();
             let mut buf = Vec::new();
             let mut chunk = [0u8; 512];
@@ -390,9 +409,11 @@ async fn accept_voters(listener: TcpListener, votes: mpsc::UnboundedSender<(u64,
 /// One round of asking every voter; the leader once known.
 async fn find_leader(
     layout: &Layout,
-    votes_tx: &mpsc::UnboundedSender<(u64, Notification)>,
-    votes: &mut mpsc::UnboundedReceiver<(u64, Notification)>,
+    votes_tx: &mpsc::Sender<(u64, Notification)>,
+    votes: &mut mpsc::Receiver<(u64, Notification)>,
 ) -> Option<u64> {
+    // Votes from before this round may name a leader that is gone.
+    while votes.try_recv().is_ok() {}
     let until = tokio::time::Instant::now() + VOTE_ROUND;
     for (&sid, &(addr, _)) in &layout.voters {
         let hello = InitialMessage::new(layout.my_id as i64, layout.my_election.to_string());
