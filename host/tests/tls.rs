@@ -182,20 +182,30 @@ fn pki() -> Pki {
     }
 }
 
-/// A leaf's PKCS12 store converted to a JKS store by keytool.
-fn jks_of(leaf: &Leaf) -> PathBuf {
-    let out = leaf.p12.with_extension("jks");
+/// A leaf's PKCS12 store converted by keytool to a `store_type` store
+/// (JKS or BCFKS), in a file named with `ext`.
+fn converted(leaf: &Leaf, store_type: &str, ext: &str) -> PathBuf {
+    let out = leaf.p12.with_extension(ext);
     if !out.exists() {
         run(Command::new("keytool")
             .args(["-importkeystore", "-noprompt", "-srcstoretype", "PKCS12"])
             .arg("-srckeystore")
             .arg(&leaf.p12)
-            .args(["-srcstorepass", PW, "-deststoretype", "JKS"])
+            .args(["-srcstorepass", PW, "-deststoretype", store_type])
             .arg("-destkeystore")
             .arg(&out)
-            .args(["-deststorepass", PW, "-destkeypass", PW]));
+            .args(["-deststorepass", PW, "-destkeypass", PW])
+            .args(provider_for(store_type)));
     }
     out
+}
+
+fn jks_of(leaf: &Leaf) -> PathBuf {
+    converted(leaf, "JKS", "jks")
+}
+
+fn bcfks_of(leaf: &Leaf) -> PathBuf {
+    converted(leaf, "BCFKS", "bcfks")
 }
 
 /// BouncyCastle's provider (Debian's libbcprov-java): it brings the
@@ -224,23 +234,6 @@ fn provider_for(store_type: &str) -> Vec<&'static str> {
         ],
         _ => vec![],
     }
-}
-
-/// A leaf's PKCS12 store converted to a BCFKS store by keytool.
-fn bcfks_of(leaf: &Leaf) -> PathBuf {
-    let out = leaf.p12.with_extension("bcfks");
-    if !out.exists() {
-        run(Command::new("keytool")
-            .args(["-importkeystore", "-noprompt", "-srcstoretype", "PKCS12"])
-            .arg("-srckeystore")
-            .arg(&leaf.p12)
-            .args(["-srcstorepass", PW, "-deststoretype", "BCFKS"])
-            .arg("-destkeystore")
-            .arg(&out)
-            .args(["-deststorepass", PW, "-destkeypass", PW])
-            .args(provider_for("BCFKS")));
-    }
-    out
 }
 
 /// The JVM arguments that register BouncyCastle's provider in a ZooKeeper
@@ -656,6 +649,23 @@ fn send_and_read_to_end(addr: SocketAddr, bytes: &[u8]) -> Vec<u8> {
     }
 }
 
+/// Creates `path` through member 0 and reads it back through member 2
+/// after a sync: the quorum replicates. Returns member 0's client.
+async fn replicated_through_the_quorum(e: &WazooEnsemble, path: &str) -> zookeeper_client::Client {
+    let a = common::connect(&e.addr(0).to_string()).await;
+    a.create(
+        path,
+        b"replicated",
+        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
+    )
+    .await
+    .unwrap();
+    let c = common::connect(&e.addr(2).to_string()).await;
+    c.sync(path).await.unwrap();
+    assert_eq!(c.get_data(path).await.unwrap().0, b"replicated");
+    a
+}
+
 // ZooKeeper Administrator's Guide, "Quorum TLS": with sslQuorum=true the
 // members elect and replicate over TLS; a member whose certificate the
 // quorum trust store does not accept cannot join, and a stranger cannot
@@ -677,17 +687,7 @@ async fn a_tls_quorum_elects_replicates_and_keeps_strangers_out() {
         ))
         .startup_timeout(Duration::from_secs(25));
     let mut e = WazooEnsemble::start(3, opts).expect("a TLS quorum elects a leader");
-    let a = common::connect(&e.addr(0).to_string()).await;
-    a.create(
-        "/over-tls",
-        b"replicated",
-        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-    )
-    .await
-    .unwrap();
-    let c = common::connect(&e.addr(2).to_string()).await;
-    c.sync("/over-tls").await.unwrap();
-    assert_eq!(c.get_data("/over-tls").await.unwrap().0, b"replicated");
+    let a = replicated_through_the_quorum(&e, "/over-tls").await;
 
     // A stranger: a plain hello, then raw garbage, on a quorum port.
     let q = SocketAddr::from(([127, 0, 0, 1], quorum_port(&e, 0)));
@@ -782,19 +782,13 @@ async fn a_tls_quorum_and_its_admin_port_run_on_bcfks_stores() {
         ))
         .cfg(format!("ssl.quorum.trustStore.password={PW}"))
         .cfg("ssl.quorum.trustStore.type=BCFKS")
-        .startup_timeout(Duration::from_secs(25));
+        // A member opens the stores a few times as it starts (its quorum
+        // server and client sides, the AdminServer), each open some
+        // 51 200-iteration PBKDF2 derivations: well under a second in a
+        // release build, several in this debug one on a busy machine.
+        .startup_timeout(Duration::from_secs(60));
     let e = WazooEnsemble::start(3, opts).expect("a TLS quorum on BCFKS stores elects a leader");
-    let a = common::connect(&e.addr(0).to_string()).await;
-    a.create(
-        "/over-bcfks",
-        b"replicated",
-        &CreateMode::Persistent.with_acls(Acls::anyone_all()),
-    )
-    .await
-    .unwrap();
-    let c = common::connect(&e.addr(2).to_string()).await;
-    c.sync("/over-bcfks").await.unwrap();
-    assert_eq!(c.get_data("/over-bcfks").await.unwrap().0, b"replicated");
+    replicated_through_the_quorum(&e, "/over-bcfks").await;
 
     let admin = e.admin_addr(1).expect("the AdminServer is on");
     let out = Command::new("curl")
