@@ -69,7 +69,8 @@ const AES256_KWP: Oid = Oid::new_unwrap("2.16.840.1.101.3.4.1.48");
 /// iterations (an scrypt derivation counts `N·r·p`). keytool's stores ask
 /// for 51 200 per derivation, three derivations for a store with one key.
 pub const MAX_WORK: u64 = 8_000_000;
-/// The most memory one scrypt derivation may take (`128·N·r` bytes).
+/// The most memory one scrypt derivation may take (`128·r·(N + p)`
+/// bytes, `p` being `r`).
 pub const MAX_SCRYPT_MEMORY: u64 = 64 << 20;
 /// The longest MAC key a PBKDF2 or scrypt parameter set may ask for.
 const MAX_MAC_KEY: u64 = 128;
@@ -433,7 +434,8 @@ impl Opener {
                 if n < 2 || !n.is_power_of_two() || r == 0 {
                     return fail(format!("scrypt with cost {n} and block size {r}"));
                 }
-                let memory = n.saturating_mul(r).saturating_mul(128);
+                // scrypt's N blocks of 128·r bytes, and its p (= r) lanes.
+                let memory = n.saturating_add(r).saturating_mul(r).saturating_mul(128);
                 if memory > MAX_SCRYPT_MEMORY {
                     return fail(format!(
                         "scrypt with cost {n} and block size {r} needs {memory} bytes; wazoo allows at most {MAX_SCRYPT_MEMORY}"
@@ -739,7 +741,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("PBKDF2 iterations"), "{err}");
-        // 128·N·r = 128 MiB: refused before scrypt allocates it.
+        // 128·r·(N + p) = 128 MiB and 8 KiB: refused before scrypt
+        // allocates it.
         let scrypt = seq(&[
             oid(&SCRYPT),
             seq(&[octs(&[1; 16]), int(1 << 17), int(8), int(1), int(64)]),
@@ -750,9 +753,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.contains("scrypt") && err.contains("134217728 bytes"),
+            err.contains("scrypt") && err.contains("134225920 bytes"),
             "{err}"
         );
+        // A small N with a large block size: its p = r lanes are what cost.
+        let lanes = seq(&[
+            oid(&SCRYPT),
+            seq(&[octs(&[1; 16]), int(2), int(2000), int(1), int(64)]),
+        ]);
+        let err = read(
+            &with_check(&b, seq(&[hmac_sha512(), lanes, octs(&[0; 64])])),
+            "pw",
+        )
+        .unwrap_err();
+        assert!(err.contains("512512000 bytes"), "{err}");
         // The budget is for the whole store: its three derivations of 5
         // iterations fit in 15, not in 14.
         let b = sample_store(Kdf::Pbkdf2(5), Enc::Ccm, "pw");
