@@ -4,6 +4,8 @@
 #   - the Java Servlet API (Debian package `libservlet-api-java`: ZooKeeper's Jetty
 #     AdminServer needs it, and Debian's zookeeper.jar does not list it; a test compares
 #     wazoo's AdminServer with ZooKeeper's),
+#   - BouncyCastle's provider (Debian package `libbcprov-java`: tests write BCFKS key
+#     stores with keytool, and ZooKeeper reads them with it),
 #   - libfaketime (Debian package `libfaketime`: a test steps a server's wall clock),
 #   - ZooKeeper's C client (Debian package `libzookeeper-mt-dev`: a test compiles a
 #     C client against it),
@@ -64,6 +66,8 @@ install_deb zookeeper "Apache ZooKeeper 3.8 and a Java runtime"
 command -v java >/dev/null || die "java not found after installing zookeeper"
 install_deb libservlet-api-java "ZooKeeper's AdminServer (Jetty) loads the servlet API"
 [ -f /usr/share/java/servlet-api.jar ] || die "/usr/share/java/servlet-api.jar missing after installing libservlet-api-java"
+install_deb libbcprov-java "BouncyCastle's provider: keytool writes BCFKS stores with it, and ZooKeeper reads them"
+[ -f /usr/share/java/bcprov.jar ] || die "/usr/share/java/bcprov.jar missing after installing libbcprov-java"
 
 # --- libfaketime (Debian package) -------------------------------------------------------
 install_deb libfaketime "a test steps a server's wall clock"

@@ -1,6 +1,6 @@
 //! TLS for the secure client port and for the links between members, on
 //! rustls (ring provider): loading ZooKeeper's key and trust stores (PEM,
-//! PKCS12 and JKS), building the rustls configurations from the `ssl.*` and
+//! PKCS12, JKS and BCFKS), building the rustls configurations from the `ssl.*` and
 //! `ssl.quorum.*` keys (config/tls.rs), reloading them when the store
 //! files change, and the x509 identity of a client certificate.
 //!
@@ -32,6 +32,7 @@ use wazoo_proto::Id;
 use crate::config::tls::{ClientAuth, Store, StoreType, TlsConfig, TlsSettings, TlsVersion};
 use crate::config::Config;
 
+mod bcfks;
 mod jks;
 
 // ----- stores -------------------------------------------------------------
@@ -55,12 +56,37 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read the {what} {}", path.display()))
 }
 
-/// A JKS store opened with its password.
-fn read_jks(store: &Store, what: &str, bytes: &[u8]) -> Result<jks::JksStore> {
+/// What a Java key store (JKS or BCFKS) holds.
+#[derive(Debug, Default)]
+struct JavaStore {
+    /// Private key entries: the PKCS#8 key and its certificate chain (DER),
+    /// in the file's order.
+    keys: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+    /// Trusted certificate entries (DER).
+    trusted: Vec<Vec<u8>>,
+}
+
+/// A JKS or BCFKS store opened with its password.
+fn read_java_store(store: &Store, what: &str, bytes: &[u8]) -> Result<JavaStore> {
     let pw = password(store, what)?;
-    jks::read(bytes, &pw).map_err(|e| {
+    let read = match store.kind {
+        StoreType::Jks => jks::read,
+        StoreType::Bcfks => bcfks::read,
+        StoreType::Pem | StoreType::Pkcs12 => {
+            bail!(
+                "the {what} {} is not a Java key store",
+                store.location.display()
+            )
+        }
+    };
+    let name = if store.kind == StoreType::Jks {
+        "JKS"
+    } else {
+        "BCFKS"
+    };
+    read(bytes, &pw).map_err(|e| {
         anyhow!(
-            "the {what} {} is not a JKS store this password opens: {e}",
+            "the {what} {} is not a {name} store this password opens: {e}",
             store.location.display()
         )
     })
@@ -121,10 +147,10 @@ fn load_key_store(
             let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(chain.key().as_der().to_vec()));
             (certs, key)
         }
-        StoreType::Jks => {
+        StoreType::Jks | StoreType::Bcfks => {
             // The first private key entry, as Java's key manager picks one
             // when the store has a single key (ZooKeeper's stores do).
-            let (key, chain) = read_jks(store, what, &bytes)?
+            let (key, chain) = read_java_store(store, what, &bytes)?
                 .keys
                 .into_iter()
                 .next()
@@ -186,13 +212,13 @@ fn load_trust_store(store: &Store, what: &str) -> Result<RootCertStore> {
             }
             certs
         }
-        StoreType::Jks => {
+        StoreType::Jks | StoreType::Bcfks => {
             // Trusted certificate entries and the chains of key entries,
             // as for PKCS12 above.
-            let jks = read_jks(store, what, &bytes)?;
-            jks.trusted
+            let java = read_java_store(store, what, &bytes)?;
+            java.trusted
                 .into_iter()
-                .chain(jks.keys.into_iter().flat_map(|(_, chain)| chain))
+                .chain(java.keys.into_iter().flat_map(|(_, chain)| chain))
                 .map(CertificateDer::from)
                 .collect()
         }

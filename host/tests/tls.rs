@@ -91,6 +91,11 @@ impl Ca {
         self.trust_store("JKS", "jks")
     }
 
+    /// The same trust as a BCFKS store.
+    fn trust_bcfks(&self) -> PathBuf {
+        self.trust_store("BCFKS", "bcfks")
+    }
+
     fn trust_store(&self, store_type: &str, ext: &str) -> PathBuf {
         let out = self.dir.join(format!("{}-trust.{ext}", self.name));
         if !out.exists() {
@@ -100,7 +105,8 @@ impl Ca {
                 .arg(self.pem())
                 .arg("-keystore")
                 .arg(&out)
-                .args(["-storepass", PW]));
+                .args(["-storepass", PW])
+                .args(provider_for(store_type)));
         }
         out
     }
@@ -181,20 +187,68 @@ fn pki() -> Pki {
     }
 }
 
-/// A leaf's PKCS12 store converted to a JKS store by keytool.
-fn jks_of(leaf: &Leaf) -> PathBuf {
-    let out = leaf.p12.with_extension("jks");
+/// A leaf's PKCS12 store converted by keytool to a `store_type` store
+/// (JKS or BCFKS), in a file named with `ext`.
+fn converted(leaf: &Leaf, store_type: &str, ext: &str) -> PathBuf {
+    let out = leaf.p12.with_extension(ext);
     if !out.exists() {
         run(Command::new("keytool")
             .args(["-importkeystore", "-noprompt", "-srcstoretype", "PKCS12"])
             .arg("-srckeystore")
             .arg(&leaf.p12)
-            .args(["-srcstorepass", PW, "-deststoretype", "JKS"])
+            .args(["-srcstorepass", PW, "-deststoretype", store_type])
             .arg("-destkeystore")
             .arg(&out)
-            .args(["-deststorepass", PW, "-destkeypass", PW]));
+            .args(["-deststorepass", PW, "-destkeypass", PW])
+            .args(provider_for(store_type)));
     }
     out
+}
+
+fn jks_of(leaf: &Leaf) -> PathBuf {
+    converted(leaf, "JKS", "jks")
+}
+
+fn bcfks_of(leaf: &Leaf) -> PathBuf {
+    converted(leaf, "BCFKS", "bcfks")
+}
+
+/// BouncyCastle's provider (Debian's libbcprov-java): it brings the
+/// BCFKS key store type to keytool and to ZooKeeper.
+const BCPROV: &str = "/usr/share/java/bcprov.jar";
+const BC_PROVIDER_CLASS: &str = "org.bouncycastle.jce.provider.BouncyCastleProvider";
+
+fn bcprov() -> &'static str {
+    assert!(
+        Path::new(BCPROV).is_file(),
+        "{BCPROV} is missing: install the Debian package libbcprov-java (scripts/setup.sh does); \
+         BouncyCastle's provider is what writes and reads BCFKS stores"
+    );
+    BCPROV
+}
+
+/// keytool's arguments for a store of `store_type`: BouncyCastle's
+/// provider for BCFKS, nothing for the JDK's own types.
+fn provider_for(store_type: &str) -> Vec<&'static str> {
+    match store_type {
+        "BCFKS" => vec![
+            "-providerpath",
+            bcprov(),
+            "-providerclass",
+            BC_PROVIDER_CLASS,
+        ],
+        _ => vec![],
+    }
+}
+
+/// The JVM arguments that register BouncyCastle's provider in a ZooKeeper
+/// server (the testkit puts bcprov.jar on its classpath), through a
+/// security properties file in `dir` that adds it after the JDK's twelve.
+fn zookeeper_bc_provider(dir: &Path) -> String {
+    bcprov();
+    let file = dir.join("bc.java.security");
+    std::fs::write(&file, format!("security.provider.13={BC_PROVIDER_CLASS}\n")).unwrap();
+    format!("-Djava.security.properties={}", file.display())
 }
 
 /// The server's key and trust store formats.
@@ -204,6 +258,9 @@ enum Stores {
     /// JKS, as most ZooKeeper TLS setups have them (the type from the
     /// `.jks` file name, as ZooKeeper's KeyStoreFileType tells it).
     Jks,
+    /// BCFKS, BouncyCastle's FIPS key store (the type from the `.bcfks`
+    /// file name).
+    Bcfks,
 }
 
 /// The zoo.cfg lines of a secure client port with `stores`.
@@ -211,6 +268,7 @@ fn secure_port_cfg(opts: ServerOptions, pki: &Pki, port: u16, stores: Stores) ->
     let (key, trust) = match stores {
         Stores::Pkcs12 => (pki.server.p12.clone(), pki.ca.trust_p12()),
         Stores::Jks => (jks_of(&pki.server), pki.ca.trust_jks()),
+        Stores::Bcfks => (bcfks_of(&pki.server), pki.ca.trust_bcfks()),
     };
     [
         format!("secureClientPort={port}"),
@@ -376,13 +434,12 @@ fn plain_client_on_the_secure_port_is_closed(secure: SocketAddr) {
 fn secure_port_with_real_clients(flavor: Flavor, stores: Stores) {
     let pki = pki();
     let secure = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut opts = common::options(flavor);
+    if let (Flavor::Zookeeper, Stores::Bcfks) = (flavor, stores) {
+        opts = opts.arg(zookeeper_bc_provider(&pki.ca.dir));
+    }
     let server = flavor
-        .start_with(secure_port_cfg(
-            common::options(flavor),
-            &pki,
-            secure.port(),
-            stores,
-        ))
+        .start_with(secure_port_cfg(opts, &pki, secure.port(), stores))
         .unwrap_or_else(|e| panic!("{} starts: {e:#}", flavor.name()));
     let plain = server.addr();
     let root = format!("/tls-{}", flavor.name());
@@ -448,6 +505,19 @@ fn zookeeper_serves_real_clients_over_tls_with_jks_stores() {
 #[test]
 fn wazoo_serves_real_clients_over_tls_with_jks_stores() {
     secure_port_with_real_clients(Flavor::Wazoo, Stores::Jks);
+}
+
+// The same zoo.cfg with BCFKS key and trust stores made by keytool with
+// BouncyCastle's provider: ZooKeeper reads them (with that provider
+// registered, as a FIPS deployment has it), and so does wazoo.
+#[test]
+fn zookeeper_serves_real_clients_over_tls_with_bcfks_stores() {
+    secure_port_with_real_clients(Flavor::Zookeeper, Stores::Bcfks);
+}
+
+#[test]
+fn wazoo_serves_real_clients_over_tls_with_bcfks_stores() {
+    secure_port_with_real_clients(Flavor::Wazoo, Stores::Bcfks);
 }
 
 // ----- certificate reload -------------------------------------------------
@@ -717,4 +787,52 @@ async fn a_tls_quorum_of_members_with_two_addresses_checks_the_reached_host() {
         .cfg("ssl.quorum.hostnameVerification=true");
     let e = WazooEnsemble::start(3, opts).expect("a TLS quorum over the second addresses");
     replicates(&e, "/two-addresses").await;
+}
+
+// ZooKeeper Administrator's Guide, "Quorum TLS" and admin.forceHttps:
+// BCFKS stores serve the links between members and the AdminServer as
+// PKCS12 ones do (the type named by ssl.quorum.*.type this time).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tls_quorum_and_its_admin_port_run_on_bcfks_stores() {
+    let pki = pki();
+    let member = pki.ca.issue("member", "member");
+    let opts = common::ensemble_options(Flavor::Wazoo)
+        .admin_server()
+        .cfg("admin.forceHttps=true")
+        .cfg("sslQuorum=true")
+        .cfg(format!(
+            "ssl.quorum.keyStore.location={}",
+            bcfks_of(&member).display()
+        ))
+        .cfg(format!("ssl.quorum.keyStore.password={PW}"))
+        .cfg("ssl.quorum.keyStore.type=BCFKS")
+        .cfg(format!(
+            "ssl.quorum.trustStore.location={}",
+            pki.ca.trust_bcfks().display()
+        ))
+        .cfg(format!("ssl.quorum.trustStore.password={PW}"))
+        .cfg("ssl.quorum.trustStore.type=BCFKS")
+        // A member opens the stores a few times as it starts (its quorum
+        // server and client sides, the AdminServer), each open some
+        // 51 200-iteration PBKDF2 derivations: well under a second in a
+        // release build, several in this debug one on a busy machine.
+        .startup_timeout(Duration::from_secs(60));
+    let e = WazooEnsemble::start(3, opts).expect("a TLS quorum on BCFKS stores elects a leader");
+    replicates(&e, "/over-bcfks").await;
+
+    let admin = e.admin_addr(1).expect("the AdminServer is on");
+    let out = Command::new("curl")
+        .args(["-sS", "-i", "--max-time", "10", "--cacert"])
+        .arg(pki.ca.pem())
+        .arg("--resolve")
+        .arg(format!("localhost:{}:127.0.0.1", admin.port()))
+        .arg(format!("https://localhost:{}/commands/ruok", admin.port()))
+        .output()
+        .expect("curl runs");
+    let answer = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && answer.starts_with("HTTP/1.1 200"),
+        "https with the BCFKS store's certificate: {answer}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

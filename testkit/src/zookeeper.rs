@@ -68,6 +68,13 @@ pub fn zookeeper_classpath() -> anyhow::Result<Vec<PathBuf>> {
     if servlet.is_file() {
         jars.push(servlet);
     }
+    // BouncyCastle's provider (package libbcprov-java), which brings the
+    // BCFKS key store type: on the classpath it is only loadable; a test
+    // that needs it registers it (`-Djava.security.properties`).
+    let bcprov = java_dir.join("bcprov.jar");
+    if bcprov.is_file() {
+        jars.push(bcprov);
+    }
     let log4j_binding = [
         java_dir.join("slf4j-log4j12.jar"),
         java_dir.join("log4j-1.2.jar"),

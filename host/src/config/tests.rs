@@ -257,17 +257,16 @@ fn every_security_key_wazoo_does_not_implement_is_refused_by_name() {
         "client.secure=true",
         "client.portUnification=true",
         "portUnification=true",
-        "ssl.keyStore.location=/k.bcfks",
-        "ssl.keyStore.type=BCFKS",
-        "ssl.trustStore.location=/t.bcfks",
+        "ssl.keyStore.type=BKS",
+        "ssl.trustStore.type=PKCS11",
         "ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA",
         "ssl.enabledProtocols=TLSv1",
         "ssl.authProvider=custom",
         "ssl.sslProvider=OpenSSL",
         "ssl.context.supplier.class=com.example.Supplier",
-        "ssl.quorum.keyStore.location=/k.bcfks",
+        "ssl.quorum.keyStore.type=BKS",
         "ssl.quorum.clientAuth=none",
-        "zookeeper.ssl.keyStore.location=/k.bcfks",
+        "zookeeper.ssl.keyStore.type=BKS",
         "requireClientAuthScheme=sasl",
         "allowSaslFailedClients=true",
         "quorum.auth.enableSasl=true",
@@ -387,19 +386,19 @@ fn every_refused_key_is_named_in_one_error_without_its_value() {
     let err = format!(
         "{:#}",
         Config::parse(
-            "dataDir=/d\nssl.keyStore.location=/etc/k.bcfks\nssl.trustStore.location=/etc/t.bcfks\nssl.keyStore.password=hunter2\njaasLoginRenew=1\n"
+            "dataDir=/d\nssl.context.supplier.class=com.example.SecretCtx\nssl.sslProvider=OpenSSL\nssl.keyStore.password=hunter2\njaasLoginRenew=1\n"
         )
         .unwrap_err()
     );
     for key in [
-        "ssl.keyStore.location",
-        "ssl.trustStore.location",
+        "ssl.context.supplier.class",
+        "ssl.sslProvider",
         "jaasLoginRenew",
     ] {
         assert!(err.contains(key), "{key} named: {err}");
     }
     assert!(!err.contains("hunter2"), "{err}");
-    assert!(!err.contains("/etc/k.bcfks"), "{err}");
+    assert!(!err.contains("com.example.SecretCtx"), "{err}");
 }
 
 // No secret in a log line or in `conf`: a key naming a password or a

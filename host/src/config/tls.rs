@@ -40,6 +40,9 @@ pub enum StoreType {
     Pkcs12,
     /// A Java KeyStore as the JDK's keytool writes it (`host/src/tls/jks.rs`).
     Jks,
+    /// BouncyCastle's FIPS key store, as keytool writes it with
+    /// BouncyCastle's provider (`host/src/tls/bcfks.rs`).
+    Bcfks,
 }
 
 /// A key store or a trust store: `<prefix>.keyStore.*` or `<prefix>.trustStore.*`.
@@ -209,13 +212,6 @@ pub fn refusal(k: &str, v: &str) -> Option<String> {
         .or_else(|| k.strip_prefix("ssl.").map(|s| ("ssl", s)));
     match side {
         Some((_, "keystore.type" | "truststore.type")) => store_type_refusal(v),
-        Some((_, "keystore.location" | "truststore.location")) => {
-            // The type follows the file name when it is not given; a BCFKS
-            // file is refused here already (its type may be given
-            // explicitly too, and then that decides).
-            v.to_ascii_lowercase().ends_with(".bcfks")
-                .then(|| "a BCFKS store file (PEM, PKCS12 and JKS are read; convert it with `keytool -importkeystore -deststoretype PKCS12`)".to_string())
-        }
         Some((_, "ciphersuites")) => {
             let unknown: Vec<&str> = list(v)
                 .filter(|s| !SUPPORTED_CIPHERSUITES.contains(s))
@@ -250,11 +246,8 @@ pub fn refusal(k: &str, v: &str) -> Option<String> {
 
 fn store_type_refusal(v: &str) -> Option<String> {
     match v.to_ascii_uppercase().as_str() {
-        "PEM" | "PKCS12" | "JKS" | "" => None,
-        "BCFKS" => Some(
-            "a BCFKS store (PEM, PKCS12 and JKS are read; convert it with `keytool -importkeystore -deststoretype PKCS12`)".to_string(),
-        ),
-        _ => Some("a store type other than PEM, PKCS12 or JKS".to_string()),
+        "PEM" | "PKCS12" | "JKS" | "BCFKS" | "" => None,
+        _ => Some("a store type other than PEM, PKCS12, JKS or BCFKS".to_string()),
     }
 }
 
@@ -365,10 +358,11 @@ fn side(keys: &BTreeMap<String, (String, String)>, prefix: &'static str) -> Resu
             Some(t) if t == "PEM" => StoreType::Pem,
             Some(t) if t == "PKCS12" => StoreType::Pkcs12,
             Some(t) if t == "JKS" => StoreType::Jks,
+            Some(t) if t == "BCFKS" => StoreType::Bcfks,
             // Unset (or empty): from the file name, as ZooKeeper's
             // KeyStoreFileType.fromFilename.
             _ => type_from_file_name(Path::new(location)).ok_or_else(|| {
-                anyhow!("{key}: cannot tell the store's type from its file name (.pem, .p12, .pfx or .jks); set {prefix}.{shown}.type to PEM, PKCS12 or JKS")
+                anyhow!("{key}: cannot tell the store's type from its file name (.pem, .p12, .pfx, .jks or .bcfks); set {prefix}.{shown}.type to PEM, PKCS12, JKS or BCFKS")
             })?,
         };
         Ok(Some(Store {
@@ -439,6 +433,7 @@ fn type_from_file_name(path: &Path) -> Option<StoreType> {
         "pem" => Some(StoreType::Pem),
         "p12" | "pfx" => Some(StoreType::Pkcs12),
         "jks" => Some(StoreType::Jks),
+        "bcfks" => Some(StoreType::Bcfks),
         _ => None,
     }
 }
@@ -514,8 +509,7 @@ mod tests {
     #[test]
     fn what_wazoo_cannot_honour_is_refused_by_name() {
         for (line, says) in [
-            ("ssl.keyStore.type=BCFKS", "BCFKS"),
-            ("ssl.keyStore.location=/k/server.bcfks", "BCFKS"),
+            ("ssl.keyStore.type=BKS", "BCFKS"),
             (
                 "ssl.ciphersuites=TLS_RSA_WITH_AES_128_CBC_SHA",
                 "TLS_RSA_WITH_AES_128_CBC_SHA",
@@ -535,6 +529,9 @@ mod tests {
             "ssl.keyStore.type=PKCS12",
             "ssl.keyStore.type=JKS",
             "ssl.trustStore.location=/k/ca.jks",
+            "ssl.keyStore.type=BCFKS",
+            "ssl.quorum.trustStore.type=bcfks",
+            "ssl.keyStore.location=/k/server.bcfks",
             "ssl.crl=false",
             "ssl.authProvider=x509",
         ] {
@@ -580,5 +577,29 @@ mod tests {
         .unwrap();
         assert!(c.ssl_quorum && c.quorum_cert_reload);
         assert_eq!(c.quorum.unwrap().client_auth, ClientAuth::Need);
+    }
+
+    // ZooKeeper's X509Util and KeyStoreFileType: a BCFKS store is named by
+    // its type or by a `.bcfks` file name, on the client port and between
+    // members alike.
+    #[test]
+    fn bcfks_stores_are_typed_by_name_or_by_file_name() {
+        let c = parse(
+            "secureClientPort=2281\nssl.keyStore.location=/k/server.bcfks\n\
+             ssl.trustStore.location=/k/ca.store\nssl.trustStore.type=bcfks\n\
+             sslQuorum=true\nssl.quorum.keyStore.location=/k/m1.BCFKS\n\
+             ssl.quorum.trustStore.location=/k/ca.p12\nssl.quorum.trustStore.type=BCFKS\n",
+        )
+        .unwrap();
+        let client = c.client.unwrap();
+        let quorum = c.quorum.unwrap();
+        for store in [
+            client.key_store.unwrap(),
+            client.trust_store.unwrap(),
+            quorum.key_store.unwrap(),
+            quorum.trust_store.unwrap(),
+        ] {
+            assert_eq!(store.kind, StoreType::Bcfks, "{store:?}");
+        }
     }
 }

@@ -19,6 +19,8 @@
 
 use sha1::{Digest, Sha1};
 
+use super::JavaStore;
+
 const MAGIC: u32 = 0xFEED_FEED;
 const TAG_PRIVATE_KEY: u32 = 1;
 const TAG_TRUSTED_CERT: u32 = 2;
@@ -26,19 +28,9 @@ const DIGEST_LEN: usize = 20;
 /// The JDK's key protector (`sun.security.provider.KeyProtector`).
 const KEY_PROTECTOR_OID: &[u8] = &[0x2b, 0x06, 0x01, 0x04, 0x01, 0x2a, 0x02, 0x11, 0x01, 0x01];
 
-/// What a JKS store holds.
-#[derive(Debug, Default)]
-pub struct JksStore {
-    /// Private key entries: the PKCS#8 key and its certificate chain (DER),
-    /// in the file's order.
-    pub keys: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
-    /// Trusted certificate entries (DER).
-    pub trusted: Vec<Vec<u8>>,
-}
-
 /// Reads a JKS store, checking its digest with `password` and recovering
 /// every private key with it.
-pub fn read(bytes: &[u8], password: &str) -> Result<JksStore, String> {
+pub fn read(bytes: &[u8], password: &str) -> Result<JavaStore, String> {
     let pw: Vec<u8> = password.encode_utf16().flat_map(u16::to_be_bytes).collect();
     if bytes.len() < 12 + DIGEST_LEN {
         return Err("too short for a JKS store".into());
@@ -62,7 +54,7 @@ pub fn read(bytes: &[u8], password: &str) -> Result<JksStore, String> {
         return Err("the password does not open it (its digest does not match)".into());
     }
     let count = r.u32()?;
-    let mut store = JksStore::default();
+    let mut store = JavaStore::default();
     for i in 0..count {
         let tag = r.u32()?;
         r.utf()?; // the alias
