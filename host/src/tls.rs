@@ -33,6 +33,7 @@ use crate::config::tls::{ClientAuth, Store, StoreType, TlsConfig, TlsSettings, T
 use crate::config::Config;
 
 mod bcfks;
+mod ec;
 mod jks;
 
 // ----- stores -------------------------------------------------------------
@@ -92,8 +93,21 @@ fn read_java_store(store: &Store, what: &str, bytes: &[u8]) -> Result<JavaStore>
     })
 }
 
-/// The certificate chain and private key of a key store.
+/// The certificate chain and private key of a key store, the key as
+/// rustls takes it.
 fn load_key_store(
+    store: &Store,
+    what: &str,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+    let (certs, key) = stored_key(store, what)?;
+    // keytool's EC keys lack the public key that ring wants.
+    let key = ec::with_public_key(key)
+        .map_err(|e| anyhow!("the {what} {}: {e}", store.location.display()))?;
+    Ok((certs, key))
+}
+
+/// The certificate chain and private key of a key store, as stored.
+fn stored_key(
     store: &Store,
     what: &str,
 ) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {

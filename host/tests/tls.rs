@@ -67,7 +67,10 @@ impl Ca {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let issuer = CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        // The CA's key too, for openssl to sign keytool's requests with.
+        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+        let issuer = CertifiedIssuer::self_signed(p, key).unwrap();
         std::fs::write(dir.join(format!("{name}.pem")), issuer.pem()).unwrap();
         Ca {
             dir: dir.to_path_buf(),
@@ -109,6 +112,62 @@ impl Ca {
                 .args(provider_for(store_type)));
         }
         out
+    }
+
+    /// A JKS key store whose EC key (P-256) keytool generates itself, as
+    /// keytool stores it (PKCS#8 without the public key), with a
+    /// certificate this CA issues for it like `issue`'s: keytool's request
+    /// signed by openssl, and the chain imported back by keytool.
+    fn keytool_ec_jks(&self, file: &str, cn: &str) -> PathBuf {
+        let d = &self.dir;
+        let ks = d.join(format!("{file}-ec.jks"));
+        let keytool = || {
+            let mut cmd = Command::new("keytool");
+            cmd.arg("-keystore").arg(&ks).args([
+                "-storetype",
+                "JKS",
+                "-storepass",
+                PW,
+                "-keypass",
+                PW,
+            ]);
+            cmd
+        };
+        run(keytool()
+            .args(["-genkeypair", "-alias", file, "-keyalg", "EC"])
+            .args(["-groupname", "secp256r1"])
+            .args(["-dname", &format!("CN={cn},O=wazoo-test")]));
+        let csr = d.join(format!("{file}-ec.csr"));
+        run(keytool()
+            .args(["-certreq", "-alias", file, "-file"])
+            .arg(&csr));
+        let ext = d.join(format!("{file}-ec.ext"));
+        std::fs::write(
+            &ext,
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n\
+             extendedKeyUsage=serverAuth,clientAuth\n\
+             keyUsage=digitalSignature\n",
+        )
+        .unwrap();
+        let crt = d.join(format!("{file}-ec.crt"));
+        run(Command::new("openssl")
+            .args(["x509", "-req", "-days", "2", "-in"])
+            .arg(&csr)
+            .arg("-CA")
+            .arg(self.pem())
+            .arg("-CAkey")
+            .arg(d.join(format!("{}.key", self.name)))
+            .arg("-extfile")
+            .arg(&ext)
+            .arg("-out")
+            .arg(&crt));
+        run(keytool()
+            .args(["-importcert", "-noprompt", "-alias", "ca", "-file"])
+            .arg(self.pem()));
+        run(keytool()
+            .args(["-importcert", "-noprompt", "-alias", file, "-file"])
+            .arg(&crt));
+        ks
     }
 
     /// A certificate for `file` with subject `O=wazoo-test, CN=<cn>`,
@@ -261,6 +320,9 @@ enum Stores {
     /// BCFKS, BouncyCastle's FIPS key store (the type from the `.bcfks`
     /// file name).
     Bcfks,
+    /// JKS, with an EC key keytool generated itself (stored without its
+    /// public key).
+    JksKeytoolEc,
 }
 
 /// The zoo.cfg lines of a secure client port with `stores`.
@@ -269,6 +331,10 @@ fn secure_port_cfg(opts: ServerOptions, pki: &Pki, port: u16, stores: Stores) ->
         Stores::Pkcs12 => (pki.server.p12.clone(), pki.ca.trust_p12()),
         Stores::Jks => (jks_of(&pki.server), pki.ca.trust_jks()),
         Stores::Bcfks => (bcfks_of(&pki.server), pki.ca.trust_bcfks()),
+        Stores::JksKeytoolEc => (
+            pki.ca.keytool_ec_jks("server", "server"),
+            pki.ca.trust_jks(),
+        ),
     };
     [
         format!("secureClientPort={port}"),
@@ -518,6 +584,19 @@ fn zookeeper_serves_real_clients_over_tls_with_bcfks_stores() {
 #[test]
 fn wazoo_serves_real_clients_over_tls_with_bcfks_stores() {
     secure_port_with_real_clients(Flavor::Wazoo, Stores::Bcfks);
+}
+
+// The same zoo.cfg with a JKS key store whose EC key keytool generated
+// itself (PKCS#8 without the public key): ZooKeeper serves with it, and so
+// does wazoo.
+#[test]
+fn zookeeper_serves_real_clients_over_tls_with_a_keytool_ec_key() {
+    secure_port_with_real_clients(Flavor::Zookeeper, Stores::JksKeytoolEc);
+}
+
+#[test]
+fn wazoo_serves_real_clients_over_tls_with_a_keytool_ec_key() {
+    secure_port_with_real_clients(Flavor::Wazoo, Stores::JksKeytoolEc);
 }
 
 // ----- certificate reload -------------------------------------------------

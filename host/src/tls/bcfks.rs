@@ -509,7 +509,7 @@ fn ccm_open(key: &[u8; 32], nonce: &[u8], tag_len: u64, data: &[u8]) -> Result<V
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::path::{Path, PathBuf};
     use std::process::Command;
@@ -802,9 +802,9 @@ mod tests {
     // ----- stores made by the JDK's keytool with BouncyCastle's provider ---
 
     const BCPROV: &str = "/usr/share/java/bcprov.jar";
-    const PW: &str = "changeit";
+    pub(in crate::tls) const PW: &str = "changeit";
 
-    fn bcprov() -> &'static str {
+    pub(in crate::tls) fn bcprov() -> &'static str {
         assert!(
             Path::new(BCPROV).is_file(),
             "{BCPROV} is missing: install the Debian package libbcprov-java (scripts/setup.sh does); \
@@ -813,7 +813,7 @@ mod tests {
         BCPROV
     }
 
-    fn run(cmd: &mut Command) -> Vec<u8> {
+    pub(in crate::tls) fn run(cmd: &mut Command) -> Vec<u8> {
         let out = cmd.output().unwrap_or_else(|e| {
             panic!(
                 "{cmd:?} cannot run ({e}): install a Java runtime with keytool \
@@ -845,9 +845,8 @@ mod tests {
 
     /// A key store with two RSA keys (self-signed), and a trust store with
     /// the first one's certificate, made by keytool in `dir`; and that
-    /// certificate (DER). (RSA: the EC keys keytool generates are PKCS#8
-    /// without their public key, which ring, under rustls, does not take;
-    /// that holds for every store type.)
+    /// certificate (DER). (keytool's EC keys, in BCFKS and the other store
+    /// types, are tested in tls/ec.rs.)
     fn keytool_stores(dir: &Path) -> (PathBuf, PathBuf, Vec<u8>) {
         let ks = dir.join("server.bcfks");
         let ts = dir.join("trust.bcfks");
