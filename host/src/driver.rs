@@ -198,7 +198,9 @@ pub(crate) fn write_epoch(dir: &Path, name: &str, epoch: u32) -> std::io::Result
 /// A member's machine and everything its outputs go to.
 pub(crate) struct Driver {
     pub member: CoreMember,
-    /// The log writer; taken while the log is truncated.
+    /// The log writer; taken while the log is truncated. None for an
+    /// observer of a ZooKeeper ensemble, which persists nothing (its
+    /// machine never asks to).
     pub log: Option<GroupCommitLog>,
     /// Quorum links; none when standalone.
     pub links: Option<Links>,
@@ -224,15 +226,15 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    /// A driver for `member`, writing its log through `log`; no quorum
-    /// links and no ZooKeeper leader (an ensemble member or an observer of
-    /// ZooKeeper sets `links` or `zk`).
+    /// A driver for `member`, writing its log through `log` (none for an
+    /// observer of ZooKeeper); no quorum links and no ZooKeeper leader (an
+    /// ensemble member or an observer of ZooKeeper sets `links` or `zk`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         member: CoreMember,
         cfg: Config,
         clock: Clock,
-        log: GroupCommitLog,
+        log: Option<GroupCommitLog>,
         durable_tx: mpsc::UnboundedSender<Event>,
         group_commit: GroupCommitOptions,
         audit: Option<crate::audit::AuditLog>,
@@ -240,7 +242,7 @@ impl Driver {
     ) -> Driver {
         Driver {
             member,
-            log: Some(log),
+            log,
             links: None,
             zk: None,
             cfg,
@@ -410,8 +412,9 @@ impl Driver {
                 bail!("{why}");
             }
             // Held records first: they come before anything proposed now.
-            let log = self.log.as_ref().expect("the log is running");
-            self.feed.pump(log)?;
+            if let Some(log) = &self.log {
+                self.feed.pump(log)?;
+            }
             let mut carried = Ok(());
             for out in self.member.take_outputs() {
                 carried = self.carry_out(out);

@@ -620,7 +620,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         CoreMember::standalone(server),
         cfg,
         clock,
-        group,
+        Some(group),
         durable_tx,
         group_commit,
         audit,

@@ -27,10 +27,9 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 use crate::core::member::{Member as CoreMember, ZkInput};
 use crate::core::server::Server;
-use crate::driver::{durable_callback, Driver};
+use crate::driver::Driver;
 use crate::member::{AdminContext, Event, MemberOptions, Started};
 use wazoo_storage::zookeeper::{parse_sync_snapshot, SyncSnapshot, ZkSnapshot, ZkTree};
-use wazoo_storage::{GroupCommitLog, TxnLog};
 use wazoo_zkquorum::{
     election::{decode_frame, encode_frame},
     InitialMessage, Limits, Notification, PeerState, QuorumPacket,
@@ -179,23 +178,14 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
     })?;
     check_supported(&cfg, my_id)?;
     let layout = layout(&cfg, my_id)?;
-    let (_, ldir) = crate::member::make_data_dirs(&cfg)?;
-    let now = clock.now();
-    let mut scfg = crate::member::server_config(&cfg);
-    scfg.zookeeper_passwords = true;
-    let server = Server::new(scfg, now);
-    // The pipeline never persists behind a ZooKeeper leader; the log is
-    // opened because the core loop keeps one.
-    let (log, _) = TxnLog::open(&ldir, crate::member::log_options(&cfg))
-        .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
-    let log_stats = log.stats();
+    crate::member::make_data_dirs(&cfg)?;
+    // `server_config` gives it ZooKeeper's passwords (`peers_zookeeper`).
+    let server = Server::new(crate::member::server_config(&cfg), clock.now());
+    // The pipeline never persists behind a ZooKeeper leader: no log, and
+    // its figures stay zero.
+    let log_stats = Arc::new(wazoo_storage::LogStats::default());
     let (tx, rx) = mpsc::channel::<Event>(65536);
     let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
-    let group = GroupCommitLog::start(
-        log,
-        group_commit.clone(),
-        durable_callback(durable_tx.clone()),
-    )?;
     let election = TcpListener::bind(layout.my_election)
         .await
         .with_context(|| {
@@ -225,7 +215,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         CoreMember::zookeeper_observer(server, my_id),
         cfg.clone(),
         clock,
-        group,
+        None,
         durable_tx,
         group_commit,
         audit,

@@ -131,19 +131,6 @@ impl Member {
         m
     }
 
-    /// Whether this member observes a ZooKeeper ensemble.
-    pub fn is_zookeeper_observer(&self) -> bool {
-        self.zk.is_some()
-    }
-
-    /// The ZooKeeper leader this member is synced with, once serving.
-    pub fn zookeeper_leader(&self) -> Option<u64> {
-        self.zk
-            .as_ref()
-            .filter(|z| z.phase == Phase::Serving)
-            .and_then(|z| z.leader)
-    }
-
     pub(super) fn on_zk(&mut self, input: ZkInput) {
         if self.zk.is_none() {
             tracing::error!("a ZooKeeper quorum input for a member that does not observe one");
@@ -197,12 +184,10 @@ impl Member {
             .get_data(crate::server::reconfig::CONFIG_NODE)
             .and_then(|(data, _)| data)
             .and_then(|d| {
-                String::from_utf8_lossy(&d)
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix("version=").map(str::to_string))
+                let text = String::from_utf8(d).ok()?;
+                crate::quorum_config::QuorumConfig::parse(&text).ok()
             })
-            .and_then(|v| i64::from_str_radix(&v, 16).ok())
-            .unwrap_or(0)
+            .map_or(0, |c| c.version)
     }
 
     fn send_zk(&mut self, p: QuorumPacket) {
@@ -406,15 +391,16 @@ impl Member {
             } if path == crate::server::reconfig::CONFIG_NODE => Some(d.clone()),
             _ => None,
         };
+        let bytes = record.encode();
         if let Some(j) = &mut self.applied {
             j.push(super::Applied::Txn {
                 zxid,
-                record: wazoo_zab::Payload::from(record.encode()),
+                record: wazoo_zab::Payload::from(bytes.clone()),
             });
         }
         self.feed_server(server::Input::Committed {
             zxid,
-            record: record.encode(),
+            record: bytes,
         });
         if let Some(m) = membership {
             self.out.push(Output::ZkMembership(m));

@@ -22,16 +22,15 @@ struct Conn {
 /// Opens a connection: a new session (`session_id` 0) or the given one
 /// re-attached; the connection, the session id and its password.
 fn connect(addr: SocketAddr, session_id: i64, passwd: &[u8]) -> Option<(Conn, i64, Vec<u8>)> {
-    let (s, resp) = crate::common::raw_handshake(addr, session_id, passwd)?;
-    Some((Conn { s, xid: 0 }, resp.session_id, resp.passwd))
+    connect_within(addr, session_id, passwd, Duration::from_secs(60))
 }
 
-/// [`connect`] for a re-attach, whose handshake gives up after
-/// `handshake` (a retry opens a new connection): a ZooKeeper 3.8 follower
-/// now and then never answers a re-attach it has sent to its leader to
-/// revalidate (seen once in CI: "Revalidating client", then nothing for a
-/// minute), and a new connection asks again. Replies keep the 60 s wait.
-fn reattach(
+/// [`connect`] whose handshake gives up after `handshake` (a retry opens
+/// a new connection): a ZooKeeper 3.8 follower now and then never answers
+/// a re-attach it has sent to its leader to revalidate (seen once in CI:
+/// "Revalidating client", then nothing for a minute), and a new connection
+/// asks again. Replies wait 60 s.
+fn connect_within(
     addr: SocketAddr,
     session_id: i64,
     passwd: &[u8],
@@ -290,7 +289,7 @@ impl System {
             let (id, pw) = self.slot[slot].clone();
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
-                if let Some((c, got, _)) = reattach(addr, id, &pw, Duration::from_secs(5)) {
+                if let Some((c, got, _)) = connect_within(addr, id, &pw, Duration::from_secs(5)) {
                     assert_eq!(got, id, "{}: re-attached to another session", self.name);
                     self.conns[slot] = Some(c);
                     break;
