@@ -194,7 +194,7 @@ pub enum Output {
 }
 
 mod zk;
-pub use zk::{zk_acl, zk_leader_of, zk_txn, ZkInput};
+pub use zk::{zk_acl, zk_leader_of, zk_txn, ZkInput, ZkObserverStart};
 
 /// Consensus and what the join keeps beside it.
 struct Ensemble {
@@ -441,8 +441,6 @@ impl Member {
                 replies,
             }),
             server::Output::Close { conn } => self.out.push(Output::Close { conn }),
-            // An observer of ZooKeeper keeps its state in memory only.
-            server::Output::Snapshot(_) if self.zk.is_some() => {}
             server::Output::Snapshot(job) => self.out.push(Output::WriteSnapshot(job)),
             server::Output::RecipeStep(job) => self.out.push(Output::RecipeStep(job)),
             server::Output::Audit(record) => self.out.push(Output::Audit(record)),

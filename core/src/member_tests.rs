@@ -31,7 +31,7 @@ fn at(mono_ms: i64) -> Now {
 }
 
 /// A payload: the zxid, then the core's snapshot body (no sessions).
-struct TestCodec;
+pub(crate) struct TestCodec;
 
 impl SnapshotCodec for TestCodec {
     fn encode(&self, job: &SnapshotJob) -> Vec<u8> {

@@ -550,6 +550,16 @@ impl Driver {
                 wazoo_storage::write_snapshot(&sdir, zxid, |w| {
                     std::io::Write::write_all(w, &data)
                 })?;
+                // The installed state replaces everything stored before
+                // it: a snapshot named by a later zxid (an observer of
+                // ZooKeeper dropping its state to be synced afresh) would
+                // otherwise be the one a restart loads.
+                for (z, path) in wazoo_storage::list_snapshots(&sdir)? {
+                    if z > zxid {
+                        std::fs::remove_file(&path)
+                            .with_context(|| format!("cannot remove {}", path.display()))?;
+                    }
+                }
                 self.with_log(|log| log.truncate_after(Zxid::ZERO))?;
             }
             Output::WriteSnapshot(job) => {

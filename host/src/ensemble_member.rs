@@ -295,9 +295,9 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
 /// there), and with no snapshot the log must start at a counter of 1.
 /// A snapshot damaged on disk makes the member fall back to an older one:
 /// this is what refuses the start when the logs do not reach back to it,
-/// as the standalone server does (ZooKeeper's restore replays whatever is
-/// there, gap or not).
-fn log_gap_after_snapshot(snap: zab::Zxid, first: Option<zab::Zxid>) -> Option<String> {
+/// for every kind of member (standalone, ensemble, observer of
+/// ZooKeeper). ZooKeeper's restore replays whatever is there, gap or not.
+pub(crate) fn log_gap_after_snapshot(snap: zab::Zxid, first: Option<zab::Zxid>) -> Option<String> {
     let first = first?;
     let gap = if snap == zab::Zxid::ZERO {
         first.counter() > 1

@@ -335,15 +335,10 @@ pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
     for r in &recovered.repairs {
         tracing::warn!("log repaired at startup: {r:?}");
     }
-    if let Some(first) = recovered.first_zxid {
-        if snap_zxid > Zxid::ZERO && first > snap_zxid.next() {
-            bail!(
-                "the log starts at zxid {first} but the newest snapshot is {snap_zxid}: txns in between are missing"
-            );
-        }
-        if snap_zxid == Zxid::ZERO && first > Zxid(1) {
-            bail!("the log starts at zxid {first} and there is no snapshot: txns before it are missing");
-        }
+    if let Some(gap) =
+        crate::ensemble_member::log_gap_after_snapshot(snap_zxid, recovered.first_zxid)
+    {
+        bail!("{gap}");
     }
     let mut replayed = 0u64;
     for rec in log.read_from(snap_zxid)? {

@@ -25,11 +25,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 use crate::config::Config;
-use crate::core::member::{Member as CoreMember, ZkInput};
-use crate::core::server::Server;
-use crate::driver::Driver;
+use crate::core::member::{Member as CoreMember, ZkInput, ZkObserverStart};
+use crate::driver::{durable_callback, read_epoch, Driver};
 use crate::member::{AdminContext, Event, MemberOptions, Started};
 use wazoo_storage::zookeeper::{parse_sync_snapshot, SyncSnapshot, ZkSnapshot, ZkTree};
+use wazoo_storage::GroupCommitLog;
 use wazoo_zkquorum::{
     election::{decode_frame, encode_frame},
     InitialMessage, Limits, Notification, PeerState, QuorumPacket,
@@ -178,14 +178,24 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
     })?;
     check_supported(&cfg, my_id)?;
     let layout = layout(&cfg, my_id)?;
-    crate::member::make_data_dirs(&cfg)?;
-    // `server_config` gives it ZooKeeper's passwords (`peers_zookeeper`).
-    let server = Server::new(crate::member::server_config(&cfg), clock.now());
-    // The pipeline never persists behind a ZooKeeper leader: no log, and
-    // its figures stay zero.
-    let log_stats = Arc::new(wazoo_storage::LogStats::default());
+    // The state its snapshot and log left (`server_config` gives it
+    // ZooKeeper's passwords, `peers_zookeeper`), and the epochs.
+    let (server, log) = crate::member::recover(&cfg, clock.now())?;
+    let sdir = crate::member::snap_dir(&cfg);
+    let start = ZkObserverStart {
+        my_id,
+        accepted_epoch: read_epoch(&sdir, "acceptedEpoch")?,
+        current_epoch: read_epoch(&sdir, "currentEpoch")?,
+        codec: Box::new(crate::member::PayloadCodec),
+    };
+    let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
     let (durable_tx, durable_rx) = mpsc::unbounded_channel::<Event>();
+    let group = GroupCommitLog::start(
+        log,
+        group_commit.clone(),
+        durable_callback(durable_tx.clone()),
+    )?;
     let election = TcpListener::bind(layout.my_election)
         .await
         .with_context(|| {
@@ -212,10 +222,10 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
     });
     let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
     let mut driver = Driver::new(
-        CoreMember::zookeeper_observer(server, my_id),
+        CoreMember::zookeeper_observer(server, start),
         cfg.clone(),
         clock,
-        None,
+        Some(group),
         durable_tx,
         group_commit,
         audit,

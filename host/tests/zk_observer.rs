@@ -21,6 +21,8 @@ use zookeeper_client::{Acls, CreateMode, EventType};
 struct Observer {
     child: Child,
     log: std::path::PathBuf,
+    cfg: std::path::PathBuf,
+    runs: u32,
     _dir: tempfile::TempDir,
 }
 
@@ -65,22 +67,23 @@ impl Observer {
         let cfg_path = dir.path().join("zoo.cfg");
         std::fs::write(&cfg_path, cfg).unwrap();
         let log = dir.path().join("wazoo.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_wazoo"))
-            .args(["serve", "--config"])
-            .arg(&cfg_path)
-            .env(
-                "RUST_LOG",
-                std::env::var("OBS_LOG").unwrap_or("info".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
         Observer {
-            child,
+            child: spawn(&cfg_path, &log),
             log,
+            cfg: cfg_path,
+            runs: 1,
             _dir: dir,
         }
+    }
+
+    /// Kills the process (no clean shutdown) and starts it again on the
+    /// same data directory, logging to a file of its own.
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.runs += 1;
+        self.log = self.log.with_file_name(format!("wazoo-{}.log", self.runs));
+        self.child = spawn(&self.cfg, &self.log);
     }
 
     fn log_tail(&self) -> String {
@@ -107,6 +110,20 @@ impl Observer {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
+}
+
+fn spawn(cfg: &Path, log: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_wazoo"))
+        .args(["serve", "--config"])
+        .arg(cfg)
+        .env(
+            "RUST_LOG",
+            std::env::var("OBS_LOG").unwrap_or("info".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
 }
 
 impl Drop for Observer {
@@ -380,6 +397,82 @@ async fn an_observer_synced_by_snapshot_keeps_its_clients_sessions_alive() {
     drop(short);
 }
 
+// Administrator's Guide, "Observers", and "Configuration Parameters",
+// syncEnabled (true by default): an observer keeps a log and snapshots
+// like a follower, so a restarted one loads its state and is synced by
+// DIFF, not by another whole snapshot, and serves what was written while
+// it was down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_observer_loads_its_state_and_is_synced_by_diff() {
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let zk = snap_ensemble(format!("server.4=127.0.0.1:{q4}:{e4}:observer"));
+    let zc = connect(&zk.connect_string()).await;
+    zc.create("/keep", b"root", &open()).await.unwrap();
+    for i in 0..20 {
+        zc.create(&format!("/keep/a{i:02}"), b"a", &open())
+            .await
+            .unwrap();
+    }
+    // snapCount=8: snapshots of its own are taken while it observes.
+    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &["snapCount=8".into()]);
+    obs.wait_observing(loopback(c4));
+    let first = std::fs::read_to_string(&obs.log).unwrap_or_default();
+    assert!(first.contains("by SNAP"), "first synced by SNAP:\n{first}");
+    for i in 0..20 {
+        zc.create(&format!("/keep/b{i:02}"), b"b", &open())
+            .await
+            .unwrap();
+    }
+    let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    within("the observer applies the writes", async {
+        while wc.check_stat("/keep/b19").await.ok().flatten().is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    drop(wc);
+    // The leader's snapshot was stored when it came, and one of its own
+    // since (every 8 txns).
+    let snaps = std::fs::read_dir(obs.cfg.with_file_name("data").join("wazoo-v1"))
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("snapshot.")
+        })
+        .count();
+    assert!(snaps >= 2, "snapshots stored: {snaps}");
+
+    obs.restart();
+    // Written while the observer is down: fewer than the leader's
+    // committed log keeps (commitLogCount=5), so DIFF can carry them.
+    zc.set_data("/keep/a03", b"changed", None).await.unwrap();
+    zc.create("/keep/c", b"c", &open()).await.unwrap();
+    obs.wait_observing(loopback(c4));
+    let second = std::fs::read_to_string(&obs.log).unwrap_or_default();
+    assert!(
+        second.contains("recovered") && second.contains("by DIFF") && !second.contains("by SNAP"),
+        "the restarted observer loads its snapshot and log, and is synced by DIFF:\n{second}"
+    );
+    let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    let mut kids = wc.list_children("/keep").await.unwrap();
+    kids.sort();
+    assert_eq!(kids.len(), 41, "every node, before and while it was down");
+    assert_eq!(wc.get_data("/keep/a03").await.unwrap().0, b"changed");
+    // Its tree is ZooKeeper's: the leader's digest after each txn agrees.
+    zc.create("/keep/d", b"d", &open()).await.unwrap();
+    within("the observer applies the last write", async {
+        while wc.check_stat("/keep/d").await.ok().flatten().is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let mntr = four_letter_word(loopback(c4), "mntr").unwrap();
+    assert!(
+        mntr.contains("zk_digest_mismatches_count\t0"),
+        "no digest mismatch:\n{mntr}"
+    );
+}
+
 // Administrator's Guide, "Observers": an observer that loses its leader
 // finds the new one and serves on; its clients reconnect and keep their
 // sessions.
@@ -430,6 +523,9 @@ async fn an_observer_follows_the_next_leader_when_the_leader_dies() {
     );
     assert_eq!(wc.session().id().0, session, "the same session");
     wc.create("/failover/after", b"", &open()).await.unwrap();
+    // A ZooKeeper member may not have applied the commit yet: sync first
+    // (Programmer's Guide, "Consistency Guarantees").
+    zc.sync("/failover/after").await.unwrap();
     assert!(zc.check_stat("/failover/after").await.unwrap().is_some());
 }
 

@@ -17,8 +17,12 @@
 //! that re-attaches here is revalidated with the leader (REVALIDATE), so
 //! that the leader knows where its session lives.
 //!
-//! The state is in memory only: a restarted observer syncs from the
-//! leader again (ZooKeeper's observer may keep a log; this one does not).
+//! The state is kept as a ZooKeeper observer keeps it (`syncEnabled`, its
+//! default): every applied txn is logged (after it is applied: an
+//! observer acknowledges nothing), snapshots are taken every `snapCount`
+//! txns, the leader's snapshot is stored as soon as it is installed, and
+//! the epochs are stored when ZooKeeper's learner stores them. A restarted
+//! observer tells the leader the last zxid it holds and is synced by DIFF.
 //! Recipes cannot run behind a ZooKeeper leader, which preps every write.
 
 use std::collections::{BTreeSet, VecDeque};
@@ -29,7 +33,7 @@ use wazoo_zkquorum::{
     Direction, ForwardedRequest, LearnerInfo, Payload, QuorumPacket, ZAB_PROTOCOL_VERSION,
 };
 
-use super::{Member, Output};
+use super::{Member, Output, SnapshotCodec};
 use crate::server::{self, PeerMsg, Role};
 use crate::tree::DataTree;
 use crate::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
@@ -71,9 +75,10 @@ enum Phase {
 }
 
 /// The learner's state beside the pipeline.
-#[derive(Debug)]
 pub(super) struct ZkLearner {
     my_id: u64,
+    /// Encodes the state the leader's SNAP made, to store it.
+    codec: Box<dyn SnapshotCodec>,
     leader: Option<u64>,
     phase: Phase,
     accepted_epoch: i64,
@@ -92,14 +97,37 @@ pub(super) struct ZkLearner {
     revalidating: BTreeSet<i64>,
 }
 
+impl std::fmt::Debug for ZkLearner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkLearner")
+            .field("my_id", &self.my_id)
+            .field("leader", &self.leader)
+            .field("phase", &self.phase)
+            .field("accepted_epoch", &self.accepted_epoch)
+            .field("current_epoch", &self.current_epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an observer of a ZooKeeper ensemble starts from, beside the
+/// state its pipeline recovered.
+pub struct ZkObserverStart {
+    pub my_id: u64,
+    /// `acceptedEpoch` and `currentEpoch` as stored (0 when absent).
+    pub accepted_epoch: u32,
+    pub current_epoch: u32,
+    pub codec: Box<dyn SnapshotCodec>,
+}
+
 impl ZkLearner {
-    pub(super) fn new(my_id: u64) -> ZkLearner {
+    fn new(start: ZkObserverStart) -> ZkLearner {
         ZkLearner {
-            my_id,
+            my_id: start.my_id,
+            codec: start.codec,
             leader: None,
             phase: Phase::Down,
-            accepted_epoch: 0,
-            current_epoch: 0,
+            accepted_epoch: i64::from(start.accepted_epoch),
+            current_epoch: i64::from(start.current_epoch),
             new_epoch: 0,
             snap_zxid: None,
             proposals: VecDeque::new(),
@@ -121,13 +149,14 @@ impl ZkLearner {
 }
 
 impl Member {
-    /// An observer of a ZooKeeper ensemble, with `server` empty (it takes
-    /// the leader's state at the first sync); it serves no client until
-    /// the leader says UPTODATE.
-    pub fn zookeeper_observer(mut server: crate::server::Server, my_id: u64) -> Member {
+    /// An observer of a ZooKeeper ensemble, with `server` as its stored
+    /// snapshot and log left it (empty at first: it takes the leader's
+    /// state at the first sync); it serves no client until the leader says
+    /// UPTODATE.
+    pub fn zookeeper_observer(mut server: crate::server::Server, start: ZkObserverStart) -> Member {
         server.set_ensemble();
         let mut m = Member::standalone(server);
-        m.zk = Some(ZkLearner::new(my_id));
+        m.zk = Some(ZkLearner::new(start));
         m
     }
 
@@ -157,13 +186,7 @@ impl Member {
                 let Some(zxid) = zk.snap_zxid.take().filter(|_| zk.phase == Phase::Sync) else {
                     return self.drop_zk("a snapshot the leader did not announce with SNAP");
                 };
-                self.server.install_snapshot(
-                    *tree,
-                    sessions,
-                    crate::recipe::RecipeWaits::default(),
-                    Zxid::from_wire(zxid),
-                );
-                self.drain_server();
+                self.install_zk_state(*tree, sessions, Zxid::from_wire(zxid));
             }
             ZkInput::Down => {
                 let zk = self.zk.as_mut().expect("checked");
@@ -207,14 +230,22 @@ impl Member {
     /// ZooKeeper learner would truncate its log, or cannot take a txn.
     fn start_afresh(&mut self, why: &str) {
         tracing::warn!("dropping this observer's state to be synced afresh: {why}");
-        self.server.install_snapshot(
-            DataTree::new(),
-            Vec::new(),
-            crate::recipe::RecipeWaits::default(),
-            Zxid::ZERO,
-        );
-        self.drain_server();
+        self.install_zk_state(DataTree::new(), Vec::new(), Zxid::ZERO);
         self.drop_zk(why);
+    }
+
+    /// Makes `tree` and `sessions` the state at `zxid` (the leader's
+    /// snapshot, or nothing), and stores it durably in place of the
+    /// snapshots and log before it, as ZooKeeper's learner takes a
+    /// snapshot of what SNAP brought.
+    fn install_zk_state(&mut self, tree: DataTree, sessions: Vec<SessionRecord>, zxid: Zxid) {
+        self.server
+            .install_snapshot(tree, sessions, crate::recipe::RecipeWaits::default(), zxid);
+        let job = self.server.snapshot_job();
+        let zk = self.zk.as_ref().expect("an observer of ZooKeeper");
+        let data = wazoo_zab::Payload::from(zk.codec.encode(&job));
+        self.out.push(Output::InstallSnapshot { zxid, data });
+        self.drain_server();
     }
 
     fn on_zk_packet(&mut self, p: QuorumPacket) {
@@ -230,11 +261,30 @@ impl Member {
                         "the ZooKeeper leader speaks Zab protocol {protocol_version:#x}, older than 3.4's {ZAB_PROTOCOL_VERSION:#x}: not supported"
                     ));
                 }
-                zk.new_epoch = p.zxid >> 32;
-                zk.accepted_epoch = zk.accepted_epoch.max(zk.new_epoch);
+                let new_epoch = p.zxid >> 32;
+                // As ZooKeeper's `Learner.registerWithLeader`: a newer
+                // epoch is accepted (stored) and acknowledged with the
+                // current one; the same one with -1; an older one is a
+                // leader this member cannot follow.
+                let current = match new_epoch.cmp(&zk.accepted_epoch) {
+                    std::cmp::Ordering::Greater => {
+                        zk.accepted_epoch = new_epoch;
+                        self.out.push(Output::StoreAcceptedEpoch {
+                            epoch: new_epoch as u32,
+                        });
+                        zk.current_epoch as i32
+                    }
+                    std::cmp::Ordering::Equal => -1,
+                    std::cmp::Ordering::Less => {
+                        let accepted = zk.accepted_epoch;
+                        return self.drop_zk(&format!(
+                            "the leader's epoch {new_epoch} is older than the epoch {accepted} this member accepted"
+                        ));
+                    }
+                };
+                zk.new_epoch = new_epoch;
                 zk.phase = Phase::Sync;
                 let last = self.server.last_zxid().to_wire();
-                let current = zk.current_epoch as i32;
                 self.send_zk(
                     Payload::AckEpoch {
                         current_epoch: current,
@@ -281,6 +331,14 @@ impl Member {
                 None => self.drop_zk(&format!("COMMIT of {:#x} with no proposal", p.zxid)),
             },
             (Phase::Sync, Payload::NewLeader { config }) => {
+                // ZooKeeper's learner stores the new epoch as current
+                // before acknowledging NEWLEADER.
+                if zk.current_epoch != zk.new_epoch {
+                    zk.current_epoch = zk.new_epoch;
+                    self.out.push(Output::StoreCurrentEpoch {
+                        epoch: zk.new_epoch as u32,
+                    });
+                }
                 self.send_zk(Payload::Ack.to_packet(p.zxid));
                 if let Some(c) = config.filter(|c| !c.is_empty()) {
                     self.out.push(Output::ZkMembership(c));
@@ -291,7 +349,12 @@ impl Member {
                     return self.drop_zk("UPTODATE before the snapshot SNAP announced");
                 }
                 zk.phase = Phase::Serving;
-                zk.current_epoch = zk.new_epoch;
+                if zk.current_epoch != zk.new_epoch {
+                    zk.current_epoch = zk.new_epoch;
+                    self.out.push(Output::StoreCurrentEpoch {
+                        epoch: zk.new_epoch as u32,
+                    });
+                }
                 let leader = zk.leader.expect("a connected learner has a leader");
                 let epoch = zk.new_epoch;
                 self.send_zk(Payload::Ack.to_packet(epoch << 32));
@@ -398,6 +461,13 @@ impl Member {
                 record: wazoo_zab::Payload::from(bytes.clone()),
             });
         }
+        // Logged after it is applied, as ZooKeeper's observer logs what it
+        // commits (`ObserverZooKeeperServer.commitRequest`): it
+        // acknowledges nothing, so nothing waits for the log.
+        self.out.push(Output::Persist {
+            zxid,
+            record: bytes.clone(),
+        });
         self.feed_server(server::Input::Committed {
             zxid,
             record: bytes,
@@ -679,6 +749,80 @@ mod tests {
         assert_eq!(zk_leader_of(&voters, &two), None);
     }
 
+    /// The ACKEPOCH and the epoch stores among `out`.
+    fn epoch_outputs(out: Vec<Output>) -> (Option<i32>, Vec<u32>, bool) {
+        let mut ack = None;
+        let mut stored = Vec::new();
+        let mut closed = false;
+        for o in out {
+            match o {
+                Output::SendZk(p) => {
+                    if let Ok(Payload::AckEpoch { current_epoch }) =
+                        Payload::decode(&p, Direction::FromLearner)
+                    {
+                        ack = Some(current_epoch);
+                    }
+                }
+                Output::StoreAcceptedEpoch { epoch } => stored.push(epoch),
+                Output::CloseZk => closed = true,
+                _ => {}
+            }
+        }
+        (ack, stored, closed)
+    }
+
+    // ZooKeeper Internals, "Atomic Broadcast" (Phase 1: discovery), as
+    // ZooKeeper's learner registers: a newer epoch is stored before it is
+    // acknowledged with the current epoch, the same epoch again is
+    // acknowledged with -1, and an older one is refused. A restart starts
+    // from the stored epochs.
+    #[test]
+    fn a_new_epoch_is_stored_before_it_is_acknowledged() {
+        let now = crate::time::Now::default();
+        let info = |epoch: i64| {
+            let p = Payload::LeaderInfo {
+                protocol_version: ZAB_PROTOCOL_VERSION,
+            }
+            .to_packet(epoch << 32);
+            crate::member::Input::Zk(ZkInput::Packet(p))
+        };
+        let connect = crate::member::Input::Zk(ZkInput::Connected { leader: 1 });
+        let server = crate::server::Server::new(Default::default(), now);
+        let mut m = Member::zookeeper_observer(server, test_start());
+        m.handle(connect, now);
+        m.handle(info(5), now);
+        assert_eq!(epoch_outputs(m.take_outputs()), (Some(0), vec![5], false));
+        m.handle(crate::member::Input::Zk(ZkInput::Down), now);
+        m.handle(
+            crate::member::Input::Zk(ZkInput::Connected { leader: 1 }),
+            now,
+        );
+        m.handle(info(5), now);
+        assert_eq!(epoch_outputs(m.take_outputs()), (Some(-1), vec![], false));
+
+        let server = crate::server::Server::new(Default::default(), now);
+        let mut start = test_start();
+        start.accepted_epoch = 7;
+        start.current_epoch = 6;
+        let mut m = Member::zookeeper_observer(server, start);
+        m.handle(
+            crate::member::Input::Zk(ZkInput::Connected { leader: 1 }),
+            now,
+        );
+        m.handle(info(5), now);
+        assert_eq!(
+            epoch_outputs(m.take_outputs()),
+            (None, vec![], true),
+            "a leader older than the accepted epoch"
+        );
+        m.handle(
+            crate::member::Input::Zk(ZkInput::Connected { leader: 2 }),
+            now,
+        );
+        m.handle(info(8), now);
+        assert_eq!(epoch_outputs(m.take_outputs()), (Some(6), vec![8], false));
+    }
+
     fn create(ephemeral: bool, parent_cversion: i32) -> ZkTxn {
         ZkTxn::Create {
             op: 1,
@@ -739,6 +883,15 @@ mod tests {
         assert_eq!(ops.len(), 2);
     }
 
+    fn test_start() -> super::ZkObserverStart {
+        super::ZkObserverStart {
+            my_id: 4,
+            accepted_epoch: 0,
+            current_epoch: 0,
+            codec: Box::new(crate::member_tests::TestCodec),
+        }
+    }
+
     // Nothing a leader sends may stop the member or panic it: random
     // packets of every type, in any order, after a connection.
     proptest::proptest! {
@@ -750,7 +903,7 @@ mod tests {
             )
         ) {
             let server = crate::server::Server::new(Default::default(), crate::time::Now::default());
-            let mut m = Member::zookeeper_observer(server, 4);
+            let mut m = Member::zookeeper_observer(server, test_start());
             m.handle(crate::member::Input::Zk(ZkInput::Connected { leader: 1 }), crate::time::Now::default());
             for (kind, zxid, data) in packets {
                 let p = QuorumPacket { kind, zxid, data, authinfo: None };
@@ -843,7 +996,7 @@ mod tests {
         ) {
             let now = crate::time::Now::default();
             let server = crate::server::Server::new(Default::default(), now);
-            let mut m = Member::zookeeper_observer(server, 4);
+            let mut m = Member::zookeeper_observer(server, test_start());
             m.handle(crate::member::Input::Zk(ZkInput::Connected { leader: 1 }), now);
             for ((payload, zxid), roll) in steps {
                 let input = match roll % 16 {
