@@ -205,7 +205,7 @@ pub(crate) struct Driver {
     /// Quorum links; none when standalone.
     pub links: Option<Links>,
     /// The link to a ZooKeeper leader, when observing a ZooKeeper ensemble.
-    pub zk: Option<mpsc::UnboundedSender<crate::zk_observer::ZkCmd>>,
+    pub zk: Option<crate::zk_observer::ZkLink>,
     pub cfg: Config,
     pub clock: Clock,
     /// Where a restarted log writer reports (see `with_log`).
@@ -570,17 +570,17 @@ impl Driver {
             Output::SendApp { to, msg } => self.link(to, LinkCmd::App(msg.encode())),
             Output::SendZk(p) => {
                 if let Some(zk) = &self.zk {
-                    let _ = zk.send(crate::zk_observer::ZkCmd::Send(p.to_bytes()));
+                    zk.send(crate::zk_observer::ZkCmd::Send(p.to_bytes()));
                 }
             }
             Output::ZkMembership(text) => {
                 if let Some(zk) = &self.zk {
-                    let _ = zk.send(crate::zk_observer::ZkCmd::Membership(text));
+                    zk.send(crate::zk_observer::ZkCmd::Membership(text));
                 }
             }
             Output::CloseZk => {
                 if let Some(zk) = &self.zk {
-                    let _ = zk.send(crate::zk_observer::ZkCmd::Close);
+                    zk.send(crate::zk_observer::ZkCmd::Close);
                 }
             }
             Output::Reconfigured(c) => {

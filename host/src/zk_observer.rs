@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +45,45 @@ pub(crate) enum ZkCmd {
     Membership(Vec<u8>),
 }
 
+/// Bytes of packets for the leader queued at most: a leader that stops
+/// reading must not make this member's memory grow with every request
+/// forwarded and every PING answered. Past it the link is dropped.
+const QUEUED_TO_LEADER_MAX: usize = 64 << 20;
+
+/// How long one packet's write to the leader may take.
+const LEADER_WRITE_WAIT: Duration = Duration::from_secs(15);
+
+/// The member's side of the link to the leader: commands in order, and
+/// the bytes queued, bounded.
+pub(crate) struct ZkLink {
+    cmds: mpsc::UnboundedSender<ZkCmd>,
+    queue: Arc<Queued>,
+}
+
+#[derive(Default)]
+struct Queued {
+    bytes: AtomicUsize,
+    /// Set when a packet did not fit: the link ends after the write in
+    /// progress, and the leader is found again.
+    overflowed: AtomicBool,
+}
+
+impl ZkLink {
+    pub(crate) fn send(&self, cmd: ZkCmd) {
+        if let ZkCmd::Send(b) = &cmd {
+            let queued = self.queue.bytes.load(Ordering::Acquire);
+            if queued + b.len() > QUEUED_TO_LEADER_MAX {
+                if !self.queue.overflowed.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(queued, "the ZooKeeper leader does not take what this member sends: dropping the link");
+                }
+                return;
+            }
+            self.queue.bytes.fetch_add(b.len(), Ordering::AcqRel);
+        }
+        let _ = self.cmds.send(cmd);
+    }
+}
+
 /// The largest snapshot a leader may send after SNAP: the tree is held in
 /// memory whole, and a leader (or an impostor on its port) must not make
 /// this member grow without bound.
@@ -66,6 +106,8 @@ struct Layout {
     my_election: SocketAddr,
     /// Voters: id -> (election address, quorum address).
     voters: BTreeMap<u64, (SocketAddr, SocketAddr)>,
+    /// How their votes make a quorum (`group.N`, `weight.N`).
+    rule: wazoo_zab::QuorumRule,
 }
 
 impl Layout {
@@ -94,6 +136,13 @@ impl Layout {
         }
         if voters.is_empty() {
             return;
+        }
+        match c.quorum_rule() {
+            Ok(rule) => self.rule = rule,
+            Err(e) => {
+                tracing::warn!("the ZooKeeper ensemble's groups and weights do not read: {e}");
+                return;
+            }
         }
         if voters != self.voters {
             tracing::info!(voters = ?voters.keys().collect::<Vec<_>>(), "the ZooKeeper ensemble's voters");
@@ -157,10 +206,15 @@ fn layout(cfg: &Config, my_id: u64) -> Result<Layout> {
     if voters.is_empty() {
         bail!("wazoo.peers=zookeeper: zoo.cfg names no voting ZooKeeper member to observe");
     }
+    let rule = cfg
+        .quorum_config()
+        .quorum_rule()
+        .map_err(|e| anyhow!("hierarchical quorums (group.N, weight.N): {e}"))?;
     Ok(Layout {
         my_id,
         my_election: addresses(&me.addrs[0])?.0,
         voters,
+        rule,
     })
 }
 
@@ -205,7 +259,14 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
             )
         })?;
     let (zk_tx, zk_rx) = mpsc::unbounded_channel::<ZkCmd>();
-    tokio::spawn(link_loop(layout, election, zk_rx, tx.clone()));
+    let queue = Arc::new(Queued::default());
+    tokio::spawn(link_loop(
+        layout,
+        election,
+        zk_rx,
+        Arc::clone(&queue),
+        tx.clone(),
+    ));
 
     let me = cfg
         .servers
@@ -231,7 +292,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         audit,
         None,
     );
-    driver.zk = Some(zk_tx);
+    driver.zk = Some(ZkLink { cmds: zk_tx, queue });
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
     crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
     tracing::info!(%client_addr, my_id, "wazoo observer of a ZooKeeper ensemble started (looking for its leader)");
@@ -248,6 +309,7 @@ async fn link_loop(
     mut layout: Layout,
     election: TcpListener,
     mut cmds: mpsc::UnboundedReceiver<ZkCmd>,
+    queue: Arc<Queued>,
     events: mpsc::Sender<Event>,
 ) {
     let (votes_tx, mut votes) = mpsc::channel::<(u64, Notification)>(VOTES_HELD_MAX);
@@ -265,10 +327,15 @@ async fn link_loop(
         // What the member asked of the last link is stale now, but for a
         // membership it learned.
         while let Ok(cmd) = cmds.try_recv() {
-            if let ZkCmd::Membership(text) = cmd {
-                layout.adopt(&text);
+            match cmd {
+                ZkCmd::Membership(text) => layout.adopt(&text),
+                ZkCmd::Send(b) => {
+                    queue.bytes.fetch_sub(b.len(), Ordering::AcqRel);
+                }
+                ZkCmd::Close => {}
             }
         }
+        queue.overflowed.store(false, Ordering::Release);
         match tokio::time::timeout(VOTE_ROUND, TcpStream::connect(quorum_addr)).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
@@ -280,7 +347,7 @@ async fn link_loop(
                 {
                     return;
                 }
-                if let Err(e) = follow(stream, &mut cmds, &events, &mut layout).await {
+                if let Err(e) = follow(stream, &mut cmds, &queue, &events, &mut layout).await {
                     tracing::warn!(leader, "the link to the ZooKeeper leader ended: {e:#}");
                 }
                 if events.send(Event::Zk(ZkInput::Down)).await.is_err() {
@@ -435,7 +502,7 @@ async fn find_leader(
         match tokio::time::timeout_at(until, votes.recv()).await {
             Ok(Some((sid, v))) => {
                 seen.insert(sid, v);
-                if let Some(l) = crate::core::member::zk_leader_of(&voters, &seen) {
+                if let Some(l) = crate::core::member::zk_leader_of(&voters, &layout.rule, &seen) {
                     return Some(l);
                 }
             }
@@ -453,6 +520,7 @@ async fn find_leader(
 async fn follow(
     stream: TcpStream,
     cmds: &mut mpsc::UnboundedReceiver<ZkCmd>,
+    queue: &Queued,
     events: &mpsc::Sender<Event>,
     layout: &mut Layout,
 ) -> Result<()> {
@@ -465,6 +533,9 @@ async fn follow(
     let mut snapshot_try: Option<usize> = None;
     let mut chunk = vec![0u8; 64 << 10];
     loop {
+        if queue.overflowed.load(Ordering::Acquire) {
+            bail!("the leader took too little of what this member sends (over {QUEUED_TO_LEADER_MAX} bytes queued)");
+        }
         let wait = if snapshot_try.is_some() {
             Duration::from_millis(100)
         } else {
@@ -472,7 +543,14 @@ async fn follow(
         };
         tokio::select! {
             cmd = cmds.recv() => match cmd {
-                Some(ZkCmd::Send(b)) => wr.write_all(&b).await.context("write to the leader")?,
+                Some(ZkCmd::Send(b)) => {
+                    let written = tokio::time::timeout(LEADER_WRITE_WAIT, wr.write_all(&b)).await;
+                    queue.bytes.fetch_sub(b.len(), Ordering::AcqRel);
+                    match written {
+                        Ok(r) => r.context("write to the leader")?,
+                        Err(_) => bail!("the leader took nothing for {LEADER_WRITE_WAIT:?}"),
+                    }
+                }
                 Some(ZkCmd::Membership(text)) => layout.adopt(&text),
                 Some(ZkCmd::Close) | None => return Ok(()),
             },

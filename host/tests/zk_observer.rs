@@ -631,3 +631,145 @@ async fn a_wazoo_observer_is_added_by_reconfig_and_follows_a_removal() {
     zc.sync("/").await.unwrap();
     assert!(zc.check_stat("/after-removal").await.unwrap().is_some());
 }
+
+/// Reads from `s` until `f` finds something in what was read, within 10 s.
+fn read_until<T>(
+    s: &mut std::net::TcpStream,
+    buf: &mut Vec<u8>,
+    mut f: impl FnMut(&mut Vec<u8>) -> Option<T>,
+) -> T {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(t) = f(buf) {
+            return t;
+        }
+        let n = s.read(&mut chunk).expect("the observer sends");
+        assert!(n > 0, "the observer closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The next QuorumPacket the observer sent on `s`.
+fn next_packet(s: &mut std::net::TcpStream, buf: &mut Vec<u8>) -> wazoo_zkquorum::QuorumPacket {
+    let limits = wazoo_zkquorum::Limits::default();
+    read_until(s, buf, |b| {
+        let (p, used) = wazoo_zkquorum::QuorumPacket::decode(b, &limits).unwrap()?;
+        b.drain(..used);
+        Some(p)
+    })
+}
+
+// Nothing a peer sends may grow a member's memory without bound: a
+// "leader" that syncs the observer and then never reads what it answers
+// (here, a flood of PINGs) loses its link, and the observer stays up and
+// looks for the leader again. (Administrator's Guide, "Observers"; the
+// leader here is a stand-in speaking ZooKeeper's quorum protocol, since a
+// real ZooKeeper leader always reads.)
+#[test]
+fn an_observer_drops_a_leader_that_does_not_read() {
+    use std::io::Write;
+    use std::net::TcpListener;
+    use wazoo_zkquorum::{
+        election::{decode_frame, encode_frame},
+        InitialMessage, Limits, Notification, Payload, PeerState,
+    };
+    let election = TcpListener::bind("127.0.0.1:0").unwrap();
+    let quorum = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (e1, q1) = (
+        election.local_addr().unwrap().port(),
+        quorum.local_addr().unwrap().port(),
+    );
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let lines = vec![
+        "tickTime=2000".to_string(),
+        "initLimit=10".into(),
+        "syncLimit=5".into(),
+        format!("server.1=127.0.0.1:{q1}:{e1}:participant"),
+        format!("server.4=127.0.0.1:{q4}:{e4}:observer"),
+    ];
+    let mut obs = Observer::start_with(&lines, 4, c4, &[]);
+
+    // The election port: every connection is answered with "1 leads".
+    std::thread::spawn(move || {
+        for s in election.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                let limits = Limits::default();
+                let mut buf = Vec::new();
+                read_until(&mut s, &mut buf, |b| {
+                    let (_, used) = InitialMessage::decode(b, &limits).ok()??;
+                    b.drain(..used);
+                    Some(())
+                });
+                read_until(&mut s, &mut buf, |b| {
+                    let (_, used) = decode_frame(b, &limits).ok()??;
+                    b.drain(..used);
+                    Some(())
+                });
+                let vote = Notification::current(PeerState::Leading, 1, 0, 1, 1, Vec::new());
+                let _ = s.write_all(&encode_frame(&vote.encode()));
+                std::thread::sleep(Duration::from_secs(30));
+            });
+        }
+    });
+
+    // The quorum port: a sync by an empty DIFF, then PINGs, never read.
+    let (mut s, _) = quorum.accept().unwrap();
+    let mut buf = Vec::new();
+    let info = next_packet(&mut s, &mut buf);
+    assert_eq!(info.kind, wazoo_zkquorum::kind::OBSERVERINFO);
+    let epoch = 1i64 << 32;
+    let leader_info = Payload::LeaderInfo {
+        protocol_version: wazoo_zkquorum::ZAB_PROTOCOL_VERSION,
+    };
+    s.write_all(&leader_info.to_packet(epoch).to_bytes())
+        .unwrap();
+    let ack = next_packet(&mut s, &mut buf);
+    assert_eq!(ack.kind, wazoo_zkquorum::kind::ACKEPOCH);
+    for p in [
+        Payload::Diff.to_packet(0),
+        Payload::NewLeader { config: None }.to_packet(epoch),
+        Payload::UpToDate.to_packet(epoch),
+    ] {
+        s.write_all(&p.to_bytes()).unwrap();
+    }
+    obs.wait_observing(loopback(c4));
+    let ping = Payload::Ping(Vec::new()).to_packet(epoch).to_bytes();
+    let flood: Vec<u8> = ping
+        .iter()
+        .copied()
+        .cycle()
+        .take(ping.len() * 4096)
+        .collect();
+    let mut w = s.try_clone().unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(1))).unwrap();
+    std::thread::spawn(move || while w.write_all(&flood).is_ok() {});
+
+    // The observer gives up on this link and connects again.
+    quorum.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if quorum.accept().is_ok() {
+            break;
+        }
+        if let Ok(Some(status)) = obs.child.try_wait() {
+            panic!("the observer exited ({status}):\n{}", obs.log_tail());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the observer kept a link to a leader that reads nothing:\n{}",
+            obs.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = std::fs::read_to_string(&obs.log).unwrap_or_default();
+    assert!(
+        log.contains("the leader took"),
+        "says why it left the leader:\n{}",
+        obs.log_tail()
+    );
+    assert_eq!(four_letter_word(loopback(c4), "ruok").unwrap(), "imok");
+    drop(s);
+}

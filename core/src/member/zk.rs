@@ -579,25 +579,30 @@ impl Member {
 
 /// The leader an observer follows, from the votes voters answered it
 /// with (`FastLeaderElection.lookForLeader`, as an observer): the one a
-/// majority of `voters` follow or lead under, in the same epoch, and that
-/// says itself that it leads. `None` while no such leader shows.
+/// quorum of `voters` (by `rule`: majorities, or `group.N` and
+/// `weight.N`) follow or lead under, in the same epoch, and that says
+/// itself that it leads. `None` while no such leader shows.
 pub fn zk_leader_of(
     voters: &[u64],
+    rule: &wazoo_zab::QuorumRule,
     votes: &std::collections::BTreeMap<u64, wazoo_zkquorum::Notification>,
 ) -> Option<u64> {
     use wazoo_zkquorum::PeerState;
     let settled = |v: &wazoo_zkquorum::Notification| {
         matches!(v.state, PeerState::Following | PeerState::Leading)
     };
-    let mut tally: std::collections::BTreeMap<(i64, i64), usize> = Default::default();
+    let mut tally: std::collections::BTreeMap<(i64, i64), Vec<u64>> = Default::default();
     for (sid, v) in votes {
         if voters.contains(sid) && settled(v) {
-            *tally.entry((v.leader, v.peer_epoch())).or_default() += 1;
+            tally
+                .entry((v.leader, v.peer_epoch()))
+                .or_default()
+                .push(*sid);
         }
     }
     tally
         .into_iter()
-        .filter(|&(_, n)| 2 * n > voters.len())
+        .filter(|(_, ids)| rule.contains_quorum(voters, ids))
         .find_map(|((leader, epoch), _)| {
             let l = u64::try_from(leader).ok()?;
             let own = votes.get(&l)?;
@@ -724,21 +729,25 @@ mod tests {
         let voters = [1, 2, 3];
         let mut votes = BTreeMap::new();
         votes.insert(1, vote(PeerState::Following, 3));
-        assert_eq!(zk_leader_of(&voters, &votes), None, "one voter of three");
+        assert_eq!(
+            zk_leader_of(&voters, &MAJ, &votes),
+            None,
+            "one voter of three"
+        );
         votes.insert(2, vote(PeerState::Following, 3));
         assert_eq!(
-            zk_leader_of(&voters, &votes),
+            zk_leader_of(&voters, &MAJ, &votes),
             None,
             "the leader has not said so"
         );
         votes.insert(3, vote(PeerState::Leading, 3));
-        assert_eq!(zk_leader_of(&voters, &votes), Some(3));
+        assert_eq!(zk_leader_of(&voters, &MAJ, &votes), Some(3));
         let mut looking = BTreeMap::new();
         for sid in 1..=3 {
             looking.insert(sid, vote(PeerState::Looking, 3));
         }
         assert_eq!(
-            zk_leader_of(&voters, &looking),
+            zk_leader_of(&voters, &MAJ, &looking),
             None,
             "voters still electing"
         );
@@ -746,7 +755,40 @@ mod tests {
         let mut two = BTreeMap::new();
         two.insert(3, vote(PeerState::Leading, 3));
         two.insert(9, vote(PeerState::Observing, 3));
-        assert_eq!(zk_leader_of(&voters, &two), None);
+        assert_eq!(zk_leader_of(&voters, &MAJ, &two), None);
+    }
+
+    const MAJ: wazoo_zab::QuorumRule = wazoo_zab::QuorumRule::Majority;
+
+    // Administrator's Guide, "Cluster Options" (group.x, weight.x): with
+    // hierarchical quorums the leader is the one a quorum of groups, by
+    // weight, follows; a voter of weight 0 adds nothing.
+    #[test]
+    fn an_observer_counts_votes_by_the_ensembles_groups_and_weights() {
+        let voters = [1, 2, 3];
+        let h = wazoo_zab::Hierarchy::new(
+            &voters,
+            &[],
+            &[(1, vec![1, 2, 3])],
+            &[(1, 1), (2, 1), (3, 0)],
+        )
+        .unwrap();
+        let rule = wazoo_zab::QuorumRule::Hierarchical(h);
+        let mut votes = BTreeMap::new();
+        votes.insert(3, vote(PeerState::Leading, 3));
+        votes.insert(2, vote(PeerState::Following, 3));
+        assert_eq!(
+            zk_leader_of(&voters, &MAJ, &votes),
+            Some(3),
+            "two of three, by majority"
+        );
+        assert_eq!(
+            zk_leader_of(&voters, &rule, &votes),
+            None,
+            "weight 1 of 2: not a quorum"
+        );
+        votes.insert(1, vote(PeerState::Following, 3));
+        assert_eq!(zk_leader_of(&voters, &rule, &votes), Some(3));
     }
 
     /// The ACKEPOCH and the epoch stores among `out`.
