@@ -282,19 +282,9 @@ async fn zookeeper_refuses_to_start_on_a_flipped_bit_in_its_last_log_record() {
     assert!(msg.contains("CRC check failed"), "{msg}");
 }
 
-/// Seeded garbage (splitmix64), so a failure reproduces.
+/// Seeded garbage, so a failure reproduces.
 fn garbage(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_be_bytes());
-    }
-    out.truncate(len);
-    out
+    common::Rng::new(seed).bytes(len)
 }
 
 /// Start offsets of the records of a wazoo log segment (same grammar as

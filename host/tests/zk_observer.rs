@@ -79,8 +79,16 @@ impl Observer {
     /// Kills the process (no clean shutdown) and starts it again on the
     /// same data directory, logging to a file of its own.
     fn restart(&mut self) {
+        self.kill();
+        self.start_again();
+    }
+
+    fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    fn start_again(&mut self) {
         self.runs += 1;
         self.log = self.log.with_file_name(format!("wazoo-{}.log", self.runs));
         self.child = spawn(&self.cfg, &self.log);
@@ -772,4 +780,226 @@ fn an_observer_drops_a_leader_that_does_not_read() {
     );
     assert_eq!(four_letter_word(loopback(c4), "ruok").unwrap(), "imok");
     drop(s);
+}
+
+/// The observer's zoo.cfg lines for a ZooKeeper ensemble, with each
+/// voter's quorum and election ports reached through a proxy of the
+/// observer's own (so that a test can cut the observer off), and the
+/// proxies.
+fn proxied_lines(zk_cfg: &Path) -> (Vec<String>, Vec<wazoo_testkit::Proxy>) {
+    let mut proxies = Vec::new();
+    let mut lines = Vec::new();
+    for l in std::fs::read_to_string(zk_cfg).unwrap().lines() {
+        let Some((key, value)) = l.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if ["tickTime", "initLimit", "syncLimit", "maxSessionTimeout"].contains(&key) {
+            lines.push(l.to_string());
+            continue;
+        }
+        if !key.starts_with("server.") {
+            continue;
+        }
+        let (addr, client) = value.split_once(';').unwrap_or((value, ""));
+        let parts: Vec<&str> = addr.split(':').collect();
+        if parts.get(3) == Some(&"observer") {
+            lines.push(l.to_string());
+            continue;
+        }
+        let mut via = |port: &str| {
+            let target = format!("{}:{port}", parts[0]).parse().unwrap();
+            let p = wazoo_testkit::Proxy::start(target).unwrap();
+            let port = p.addr().port();
+            proxies.push(p);
+            port
+        };
+        let (q, e) = (via(parts[1]), via(parts[2]));
+        let role = parts.get(3).map(|r| format!(":{r}")).unwrap_or_default();
+        let client = if client.is_empty() {
+            String::new()
+        } else {
+            format!(";{client}")
+        };
+        lines.push(format!("{key}=127.0.0.1:{q}:{e}{role}{client}"));
+    }
+    (lines, proxies)
+}
+
+/// Reads `/mixed`'s child count through the observer, again and again, on
+/// one session: what one session sees never goes back (ZooKeeper
+/// Programmer's Guide, "Consistency Guarantees": sequential consistency
+/// and a single system image, across reconnects).
+async fn monotonic_reader(
+    addr: String,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (u64, Vec<String>) {
+    let mut c = connect(&addr).await;
+    let (mut reads, mut seen, mut backwards) = (0u64, 0i32, Vec::new());
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match tokio::time::timeout(Duration::from_secs(3), c.check_stat("/mixed")).await {
+            Ok(Ok(Some(stat))) => {
+                reads += 1;
+                if stat.num_children < seen {
+                    backwards.push(format!("{} after {seen}", stat.num_children));
+                }
+                seen = seen.max(stat.num_children);
+            }
+            // The guarantee is per session: a new one starts afresh.
+            Ok(Err(zookeeper_client::Error::SessionExpired)) => {
+                if let Some(n) = try_connect(&addr).await {
+                    c = n;
+                    seen = 0;
+                }
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (reads, backwards)
+}
+
+// Live migration's safety under faults, phase 1 (docs/MIGRATION.md, "Live
+// migration"; Administrator's Guide, "Observers"): a wazoo observer in a
+// ZooKeeper 3.8 ensemble, with clients writing through ZooKeeper members
+// and through the observer, while a seeded schedule kills and restarts
+// ZooKeeper members, pauses them (SIGSTOP), kills and restarts the
+// observer, and cuts it off from the voters silently. At the end every
+// acknowledged write is on both sides, the observer's tree is
+// ZooKeeper's (same children, no digest mismatch), and a session reading
+// through the observer never saw the tree go back. Default 40 s;
+// WAZOO_MIXED_FAULT_SECS runs longer, WAZOO_MIXED_FAULT_SEED replays one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wazoo_observer_stays_consistent_under_faults_in_a_zookeeper_ensemble() {
+    let secs: u64 = std::env::var("WAZOO_MIXED_FAULT_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(40);
+    let seed: u64 = std::env::var("WAZOO_MIXED_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                % 1_000_000
+        });
+    eprintln!("mixed-ensemble faults: seed {seed} (WAZOO_MIXED_FAULT_SEED), {secs} s");
+    let mut rng = Rng::new(seed);
+
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let line = format!("server.4=127.0.0.1:{q4}:{e4}:observer");
+    let mut zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
+    let (lines, proxies) = proxied_lines(&zk.config_path(0));
+    let mut obs = Observer::start_with(&lines, 4, c4, &[]);
+    obs.wait_observing(loopback(c4));
+    let obs_addr = format!("127.0.0.1:{c4}");
+    let zc = connect(&zk.connect_string()).await;
+    zc.create("/mixed", b"", &open()).await.unwrap();
+
+    let zk_writers = Writers::start(&zk.connect_string(), "/mixed", "zk", 2, usize::MAX, false);
+    let obs_writers = Writers::start(&obs_addr, "/mixed", "obs", 2, usize::MAX, false);
+    let stop: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
+    let reader = tokio::spawn(monotonic_reader(obs_addr.clone(), stop.clone()));
+
+    let mut faults = Vec::new();
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(rng.range(300, 1500))).await;
+        let hold = Duration::from_millis(rng.range(500, 4000));
+        let i = rng.below(3);
+        match rng.below(4) {
+            0 => {
+                faults.push(format!("kill ZooKeeper member {i} for {hold:?}"));
+                tokio::task::block_in_place(|| zk.kill(i));
+                tokio::time::sleep(hold).await;
+                tokio::task::block_in_place(|| zk.restart(i)).unwrap();
+            }
+            1 => {
+                faults.push(format!("pause ZooKeeper member {i} for {hold:?}"));
+                let pid = zk.pid(i).unwrap().to_string();
+                Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+                tokio::time::sleep(hold).await;
+                Command::new("kill").args(["-CONT", &pid]).status().unwrap();
+            }
+            2 => {
+                faults.push(format!("kill the observer for {hold:?}"));
+                obs.kill();
+                tokio::time::sleep(hold).await;
+                obs.start_again();
+            }
+            _ => {
+                faults.push(format!("cut the observer off for {hold:?}"));
+                proxies.iter().for_each(|p| p.blackhole());
+                tokio::time::sleep(hold).await;
+                proxies.iter().for_each(|p| p.restore());
+            }
+        }
+        if let Ok(Some(status)) = obs.child.try_wait() {
+            panic!(
+                "the observer exited by itself ({status}) after {faults:?}:\n{}",
+                obs.log_tail()
+            );
+        }
+    }
+
+    // Healed: the observer catches up, the writers stop.
+    tokio::task::block_in_place(|| obs.wait_observing(loopback(c4)));
+    let (z, o) = (zk_writers.count(), obs_writers.count());
+    let resumed = Instant::now() + Duration::from_secs(60);
+    while zk_writers.count() <= z || obs_writers.count() <= o {
+        assert!(
+            Instant::now() < resumed,
+            "writes did not go on after the faults (seed {seed}; {} through ZooKeeper, {} through the observer, {z} and {o} a minute ago; last errors {:?} and {:?}); faults {faults:?}; the observer:\n{}",
+            zk_writers.count(),
+            obs_writers.count(),
+            zk_writers.last_error(),
+            obs_writers.last_error(),
+            obs.log_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let zk_acked = zk_writers.finish().await;
+    let obs_acked = obs_writers.finish().await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (reads, backwards) = reader.await.unwrap();
+    eprintln!(
+        "faults: {faults:?}; acknowledged {} through ZooKeeper, {} through the observer; {reads} reads",
+        zk_acked.len(),
+        obs_acked.len()
+    );
+
+    let zc = connect(&zk.connect_string()).await;
+    let oc = connect(&obs_addr).await;
+    zc.sync("/mixed").await.unwrap();
+    oc.sync("/mixed").await.unwrap();
+    let mut on_zk = zc.list_children("/mixed").await.unwrap();
+    let mut on_obs = oc.list_children("/mixed").await.unwrap();
+    on_zk.sort();
+    on_obs.sort();
+    assert_eq!(
+        on_obs, on_zk,
+        "the observer's /mixed is ZooKeeper's (seed {seed})"
+    );
+    let present: std::collections::BTreeSet<String> =
+        on_zk.iter().map(|c| format!("/mixed/{c}")).collect();
+    let lost: Vec<&String> = zk_acked
+        .iter()
+        .chain(&obs_acked)
+        .filter(|p| !present.contains(*p))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged and lost (seed {seed}): {lost:?}"
+    );
+    assert!(
+        backwards.is_empty(),
+        "a session on the observer saw the tree go back (seed {seed}): {backwards:?}"
+    );
+    let mntr = four_letter_word(loopback(c4), "mntr").unwrap();
+    assert!(
+        mntr.lines().any(|l| l == "zk_digest_mismatches_count\t0"),
+        "the observer's tree digest differed from the leader's (seed {seed}):\n{mntr}"
+    );
 }

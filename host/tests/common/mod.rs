@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use wazoo_testkit::{Flavor, ServerOptions, TestServer};
 
+mod rng;
+#[allow(unused_imports)]
+pub use rng::Rng;
+
 pub fn options(flavor: Flavor) -> ServerOptions {
     let opts = ServerOptions::default()
         .cfg("znode.container.checkIntervalMs=500")
@@ -97,6 +101,18 @@ pub async fn connect(hosts: &str) -> zookeeper_client::Client {
         .unwrap_or_else(|e| panic!("cannot connect to {hosts}: {e}"))
 }
 
+/// A new session as [`connect`] makes it, or `None` if none is made
+/// within 5 s (the servers may be down: the caller tries again later).
+pub async fn try_connect(hosts: &str) -> Option<zookeeper_client::Client> {
+    let connecting = zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .connect(hosts);
+    tokio::time::timeout(Duration::from_secs(5), connecting)
+        .await
+        .ok()?
+        .ok()
+}
+
 /// Creates a persistent, world-open node (the parent a test writes under).
 pub async fn create_persistent(hosts: &str, path: &str) {
     connect(hosts)
@@ -173,6 +189,8 @@ pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) ->
 /// record every acknowledged create: the load of the kill tests.
 pub struct Writers {
     acked: std::sync::Arc<Mutex<Vec<String>>>,
+    /// The last error a writer saw.
+    last_error: std::sync::Arc<Mutex<Option<String>>>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -190,13 +208,15 @@ impl Writers {
         stop_on_error: bool,
     ) -> Writers {
         let acked: std::sync::Arc<Mutex<Vec<String>>> = Default::default();
+        let last_error: std::sync::Arc<Mutex<Option<String>>> = Default::default();
         let stop: std::sync::Arc<std::sync::atomic::AtomicBool> = Default::default();
         let tasks = (0..n)
             .map(|w| {
                 let (hosts, acked, stop) = (hosts.to_string(), acked.clone(), stop.clone());
+                let last_error = last_error.clone();
                 let base = format!("{parent}/{prefix}w{w}-");
                 tokio::spawn(async move {
-                    let zk = connect(&hosts).await;
+                    let mut zk = connect(&hosts).await;
                     let opts = zookeeper_client::CreateMode::Persistent
                         .with_acls(zookeeper_client::Acls::anyone_all());
                     for i in 0..max {
@@ -206,14 +226,36 @@ impl Writers {
                         let p = format!("{base}{i}");
                         match zk.create(&p, &[7u8; 64], &opts).await {
                             Ok(_) => acked.lock().unwrap().push(p),
-                            Err(_) if stop_on_error => return,
-                            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                            Err(e) => {
+                                *last_error.lock().unwrap() = Some(e.to_string());
+                                if stop_on_error {
+                                    return;
+                                }
+                                // An expired session ends its client: an
+                                // application starts a new one.
+                                if e == zookeeper_client::Error::SessionExpired {
+                                    if let Some(c) = try_connect(&hosts).await {
+                                        zk = c;
+                                    }
+                                }
+                                tokio::time::sleep(Duration::from_millis(10)).await
+                            }
                         }
                     }
                 })
             })
             .collect();
-        Writers { acked, stop, tasks }
+        Writers {
+            acked,
+            last_error,
+            stop,
+            tasks,
+        }
+    }
+
+    /// The last error a writer saw, if any.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap().clone()
     }
 
     /// Every create acknowledged so far.

@@ -9,36 +9,7 @@ pub const SESSIONS: usize = 3;
 /// jute.maxbuffer's default on both systems (0xfffff bytes).
 const MAX_BUFFER: usize = 0xfffff;
 
-/// splitmix64: small, seedable, and the same on every platform.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x5A00_D1FF)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// 0..n
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// True with probability `pct`%.
-    pub fn chance(&mut self, pct: usize) -> bool {
-        self.below(100) < pct
-    }
-
-    pub fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len())].clone()
-    }
-}
+pub use crate::common::Rng;
 
 /// One step of a sequence.
 #[derive(Clone, Debug)]
