@@ -107,6 +107,10 @@ pub struct ServerConfig {
     /// the SASL provider, `x509` with a secure client port).
     pub acl_schemes: crate::acl::Schemes,
     pub snap_count: u64,
+    /// A snapshot is also taken once the records logged since the last
+    /// one reach this many bytes (ZooKeeper's `snapSizeLimitInKb`); 0
+    /// never.
+    pub snap_size_limit_bytes: u64,
     pub container_check_interval_ms: u64,
     pub container_max_per_minute: u32,
     /// `znode.container.maxNeverUsedIntervalMs`: a container that never
@@ -174,6 +178,7 @@ impl Default for ServerConfig {
             enforce_auth_schemes: Vec::new(),
             acl_schemes: crate::acl::Schemes::default(),
             snap_count: 100_000,
+            snap_size_limit_bytes: 4 << 30,
             container_check_interval_ms: 60_000,
             container_max_per_minute: 10_000,
             container_max_never_used_ms: 0,
@@ -593,6 +598,8 @@ pub struct Server {
     /// `hash` prints); empty with `digest.enabled=false`.
     digest_log: VecDeque<(Zxid, i64)>,
     txns_since_snapshot: u64,
+    /// Bytes of the records logged since the last snapshot.
+    bytes_since_snapshot: u64,
     /// When the next container and TTL check is due, on the monotonic clock.
     next_container_check_ms: i64,
     /// The monotonic clock (see [`crate::time`]): every timer.
@@ -696,6 +703,7 @@ impl Server {
             last_applied: zxid,
             digest_log: VecDeque::new(),
             txns_since_snapshot: 0,
+            bytes_since_snapshot: 0,
             mono_ms: now.mono_ms,
             wall_ms: now.wall_ms,
             out: Vec::new(),

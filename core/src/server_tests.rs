@@ -69,6 +69,8 @@ struct Harness {
     /// An ensemble member's outputs to the other members (proposals, what
     /// goes to the leader), in order; `None`: standalone, where any is a bug.
     replicated: Option<Vec<Output>>,
+    /// The zxids of the snapshots asked for, in order.
+    snapshots: Vec<Zxid>,
 }
 
 impl Harness {
@@ -88,6 +90,7 @@ impl Harness {
             steps: Vec::new(),
             audits: Vec::new(),
             replicated: None,
+            snapshots: Vec::new(),
         }
     }
 
@@ -136,7 +139,7 @@ impl Harness {
                         }
                     }
                     Output::Close { conn } => self.closed.push(conn),
-                    Output::Snapshot(_) => {}
+                    Output::Snapshot(job) => self.snapshots.push(job.zxid),
                     Output::Audit(r) => self.audits.push(*r),
                     Output::RecipeStep(job) => self.steps.push(*job),
                     o @ (Output::Propose { .. } | Output::ToLeader(_)) => {
@@ -949,4 +952,42 @@ fn the_digest_is_logged_every_128_zxids_unless_digests_are_off() {
         ok(h.call(1, create("/last", b"", CreateMode::Persistent)));
         assert_eq!(h.server.digest_log().count(), usize::from(enabled));
     }
+}
+
+// Administrator's Guide, "Advanced Configuration", snapCount and
+// snapSizeLimitInKb: a snapshot is taken after snapCount txns, or once
+// the txns logged since the last one reach the size limit, whichever
+// comes first; a limit of 0 takes none by size.
+#[test]
+fn a_snapshot_is_taken_by_the_logs_size_as_well_as_by_its_count() {
+    let by_size = |limit: u64| {
+        let mut h = Harness::new(ServerConfig {
+            snap_count: 1_000,
+            snap_size_limit_bytes: limit,
+            ..ServerConfig::default()
+        });
+        h.connect(1);
+        for i in 0..20 {
+            let path = format!("/n{i}");
+            ok(h.call(1, create(&path, &[7u8; 500], CreateMode::Persistent)));
+        }
+        h.snapshots.len()
+    };
+    // Each create logs a little over 500 bytes: 20 of them over 10,000.
+    let n = by_size(2_000);
+    assert!(
+        (4..=6).contains(&n),
+        "about one snapshot per 2,000 bytes: {n}"
+    );
+    assert_eq!(by_size(0), 0, "no limit: snapCount alone, not reached");
+    let mut h = Harness::new(ServerConfig {
+        snap_count: 5,
+        snap_size_limit_bytes: 0,
+        ..ServerConfig::default()
+    });
+    h.connect(1);
+    for i in 0..20 {
+        ok(h.call(1, create(&format!("/m{i}"), b"", CreateMode::Persistent)));
+    }
+    assert_eq!(h.snapshots.len(), 4, "every 5 txns: {:?}", h.snapshots);
 }

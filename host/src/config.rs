@@ -91,6 +91,10 @@ pub struct Config {
     pub purge_interval_hours: u32,
     /// Txns between snapshots (`snapCount`).
     pub snap_count: u64,
+    /// `snapSizeLimitInKb`: a snapshot is also taken once the txns logged
+    /// since the last one reach this many KiB; 0 (or a value at or below
+    /// 0 in zoo.cfg) never.
+    pub snap_size_limit_kb: u64,
     /// Four-letter words allowed; `*` allows all.
     pub four_letter_words: Vec<String>,
     pub extended_types_enabled: bool,
@@ -835,6 +839,10 @@ impl Config {
                 .max(3),
             purge_interval_hours: take_num(&mut kv, "autopurge.purgeInterval")?.unwrap_or(0),
             snap_count: take_num(&mut kv, "snapCount")?.unwrap_or(100_000).max(2),
+            snap_size_limit_kb: take_num::<i64>(&mut kv, "snapSizeLimitInKb")?
+                .or(take_num(&mut kv, "zookeeper.snapSizeLimitInKb")?)
+                .unwrap_or(SNAP_SIZE_LIMIT_KB_DEFAULT)
+                .max(0) as u64,
             four_letter_words: four
                 .split(',')
                 .map(|s| s.trim().to_string())
@@ -1137,6 +1145,9 @@ fn refuse_keys(
 /// it asks for local ones, or audit records in a format other than the
 /// one asked for. Keys are matched as [`security_refusal`] matches
 /// them (any case, with or without `zookeeper.`).
+/// ZooKeeper's default `snapSizeLimitInKb`: 4 GiB of log.
+const SNAP_SIZE_LIMIT_KB_DEFAULT: i64 = 4 * 1024 * 1024;
+
 fn feature_refusal(key: &str, value: &str) -> Option<String> {
     let lower = key.to_ascii_lowercase();
     let k = lower.strip_prefix("zookeeper.").unwrap_or(&lower);
@@ -1160,7 +1171,9 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
         }),
         // The others are read (`take_admin`); ZooKeeper 3.9's restore
         // command is not served.
-        "admin.restore.enabled" => unless_false("the AdminServer's restore command of ZooKeeper 3.9"),
+        "admin.restore.enabled" => {
+            unless_false("the AdminServer's restore command of ZooKeeper 3.9")
+        }
         "syncenabled" => unless_true("observers that keep no log or snapshots"),
         "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
         "connectionmaxtokens" => unless_num("0", "connection throttling"),
@@ -1169,10 +1182,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
         "enableeageraclcheck" => {
             unless_false("checking ACLs where a write arrives, before it is forwarded")
         }
-        "snapsizelimitinkb" => v.parse::<i64>().map_or(true, |n| n > 0).then(|| {
-            "snapshots taken by the log's size (only 0 or below, off, is accepted; snapCount counts txns)"
-                .to_string()
-        }),
         "snapshot.compression.method" => (!v.is_empty())
             .then(|| "compressed snapshots (only an empty value is accepted)".to_string()),
         "snapshot.trust.empty" => unless_false("starting from logs without a snapshot"),

@@ -192,6 +192,7 @@ pub fn server_config(cfg: &Config) -> ServerConfig {
             x509: cfg.tls.secure_client_addr.is_some(),
         },
         snap_count: cfg.snap_count,
+        snap_size_limit_bytes: cfg.snap_size_limit_kb.saturating_mul(1024),
         container_check_interval_ms: cfg.container_check_interval_ms,
         container_max_per_minute: cfg.container_max_per_minute,
         container_max_never_used_ms: cfg.container_max_never_used_ms,

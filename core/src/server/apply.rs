@@ -291,8 +291,12 @@ impl Server {
             }
         }
         self.txns_since_snapshot += 1;
-        if self.txns_since_snapshot >= self.cfg.snap_count {
+        let limit = self.cfg.snap_size_limit_bytes;
+        if self.txns_since_snapshot >= self.cfg.snap_count
+            || (limit > 0 && self.bytes_since_snapshot >= limit)
+        {
             self.txns_since_snapshot = 0;
+            self.bytes_since_snapshot = 0;
             self.out
                 .push(Output::Snapshot(Box::new(self.snapshot_job())));
         }

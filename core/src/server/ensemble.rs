@@ -440,6 +440,9 @@ impl Server {
     /// A committed txn from ZAB. The leader's own proposals are at the
     /// front of its queue; anything else is decoded and applied here.
     pub(super) fn on_committed(&mut self, zxid: Zxid, record: &[u8]) {
+        // Every member logs what it commits (the leader and followers
+        // through consensus, an observer of ZooKeeper after applying it).
+        self.bytes_since_snapshot += record.len() as u64;
         if self
             .prep
             .proposals

@@ -550,10 +550,9 @@ impl Server {
                 record: record.encode(),
             });
         } else {
-            self.out.push(Output::Persist {
-                zxid,
-                record: record.encode(),
-            });
+            let record = record.encode();
+            self.bytes_since_snapshot += record.len() as u64;
+            self.out.push(Output::Persist { zxid, record });
         }
         if let Origin::Conn(conn) = origin {
             let now = self.mono_ms;

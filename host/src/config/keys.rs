@@ -176,7 +176,6 @@ pub(super) const KEYS_REFUSED: &[&str] = &[
     "portUnification",
     "requestThrottleLimit",
     "skipACL",
-    "snapSizeLimitInKb",
     "snapshot.compression.method",
     "snapshot.trust.empty",
     "ssl.allowReverseDnsLookup",

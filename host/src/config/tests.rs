@@ -682,8 +682,7 @@ fn refused_sample(key: &str) -> String {
         | "connectionMaxTokens"
         | "requestThrottleLimit"
         | "throttledOpWaitTime"
-        | "outstandingHandshake.limit"
-        | "snapSizeLimitInKb" => "250",
+        | "outstandingHandshake.limit" => "250",
         _ => "true",
     };
     format!("{}={value}", concrete(key))
@@ -1043,4 +1042,22 @@ fn an_oracle_path_that_is_a_fifo_says_no_at_once() {
     // Not a timing assertion: a blocked open never answers at all.
     let answer = rx.recv_timeout(std::time::Duration::from_secs(30));
     assert_eq!(answer, Ok(false), "the oracle read blocked on a FIFO");
+}
+
+// Administrator's Guide, "Advanced Configuration", snapSizeLimitInKb:
+// 4 GiB by default, in KiB, with 0 or below turning it off; the Java
+// property's name is read too.
+#[test]
+fn snap_size_limit_is_read_in_kib_with_zookeepers_default() {
+    let kb = |text: &str| {
+        Config::parse(&format!("dataDir=/d\n{text}"))
+            .unwrap()
+            .snap_size_limit_kb
+    };
+    assert_eq!(kb(""), 4 * 1024 * 1024);
+    assert_eq!(kb("snapSizeLimitInKb=250\n"), 250);
+    assert_eq!(kb("zookeeper.snapSizeLimitInKb=300\n"), 300);
+    assert_eq!(kb("snapSizeLimitInKb=0\n"), 0);
+    assert_eq!(kb("snapSizeLimitInKb=-1\n"), 0);
+    assert!(Config::parse("dataDir=/d\nsnapSizeLimitInKb=lots\n").is_err());
 }
