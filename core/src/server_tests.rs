@@ -18,6 +18,7 @@ mod recipes_offload;
 #[allow(clippy::duplicate_mod)]
 #[path = "server_tests/recipes.rs"]
 mod recipes_offloaded;
+mod restore;
 mod sessions_watches;
 mod zk_divergences;
 use wazoo_proto::jute::{Jute, Reader};
@@ -69,6 +70,8 @@ struct Harness {
     /// An ensemble member's outputs to the other members (proposals, what
     /// goes to the leader), in order; `None`: standalone, where any is a bug.
     replicated: Option<Vec<Output>>,
+    /// Restores applied or refused: (token, zxid, error).
+    restored: Vec<(u64, Zxid, Option<String>)>,
 }
 
 impl Harness {
@@ -88,6 +91,7 @@ impl Harness {
             steps: Vec::new(),
             audits: Vec::new(),
             replicated: None,
+            restored: Vec::new(),
         }
     }
 
@@ -139,6 +143,9 @@ impl Harness {
                     Output::Snapshot(_) => {}
                     Output::Audit(r) => self.audits.push(*r),
                     Output::RecipeStep(job) => self.steps.push(*job),
+                    Output::Restored { token, zxid, error } => {
+                        self.restored.push((token, zxid, error))
+                    }
                     o @ (Output::Propose { .. } | Output::ToLeader(_)) => {
                         match &mut self.replicated {
                             Some(r) => r.push(o),
