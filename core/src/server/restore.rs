@@ -34,8 +34,9 @@
 use super::{ConnId, Output, PeerMsg, Server, Txn, Zxid};
 use crate::txn::{RestoreTxn, TxnHeader};
 
-/// The most snapshot bytes one restore carries: with the txn's own
-/// fields it stays under the log's 16 MiB record bound.
+/// The most snapshot bytes (body and sessions, as the txn encodes them)
+/// one restore carries: with the txn's own fields it stays under the
+/// log's 16 MiB record bound.
 pub const RESTORE_BYTES_MAX: usize = 15 << 20;
 
 impl Server {
@@ -68,12 +69,14 @@ impl Server {
                 "this member has no leader to propose the restore".into(),
             );
         }
-        if r.body.len() > RESTORE_BYTES_MAX {
+        // What the txn's encoding takes, sessions included (each at most
+        // an id, a timeout and a 32-byte verifier with their lengths).
+        let bytes = r.body.len() + r.sessions.len() * 48;
+        if bytes > RESTORE_BYTES_MAX {
             return refuse(
                 self,
                 format!(
-                    "the snapshot is {} bytes; a restore carries at most {RESTORE_BYTES_MAX}",
-                    r.body.len()
+                    "the snapshot takes {bytes} bytes as a txn; a restore carries at most {RESTORE_BYTES_MAX}"
                 ),
             );
         }

@@ -387,3 +387,14 @@ fn check_restore(path: &std::path::Path) -> Result<Box<crate::core::txn::Restore
         body: Arc::from(envelope.body),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    // A restore is one log record: the largest the command takes, with
+    // the txn's own fields, fits the log's record bound.
+    #[test]
+    fn the_largest_restore_fits_one_log_record() {
+        let record_max = wazoo_storage::LogOptions::default().max_record_bytes as u64;
+        assert!(super::RESTORE_BYTES_MAX + 1024 <= record_max);
+    }
+}
