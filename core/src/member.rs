@@ -191,6 +191,13 @@ pub enum Output {
     /// `Input::Client(server::Input::RecipeStepDone(..))`, in any order
     /// (only when the pipeline offloads steps).
     RecipeStep(Box<server::RecipeJob>),
+    /// A restore (the AdminServer's) was applied at `zxid`, or refused
+    /// (`error`); `token` names the request of the member asked.
+    Restored {
+        token: u64,
+        zxid: Zxid,
+        error: Option<String>,
+    },
 }
 
 mod zk;
@@ -444,6 +451,9 @@ impl Member {
             server::Output::Snapshot(job) => self.out.push(Output::WriteSnapshot(job)),
             server::Output::RecipeStep(job) => self.out.push(Output::RecipeStep(job)),
             server::Output::Audit(record) => self.out.push(Output::Audit(record)),
+            server::Output::Restored { token, zxid, error } => {
+                self.out.push(Output::Restored { token, zxid, error })
+            }
             server::Output::Persist { zxid, record } => {
                 if self.ens.is_some() {
                     unreachable!("an ensemble pipeline proposes, it never persists by itself");

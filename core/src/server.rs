@@ -42,6 +42,7 @@ mod reads;
 mod recipe_counters;
 mod recipes;
 pub(crate) mod reconfig;
+mod restore;
 
 use conns::SendBufs;
 pub use deploy::{plugins_identity, PluginOp};
@@ -49,6 +50,7 @@ pub use peer_msg::PeerMsg;
 use prep::*;
 pub use recipes::{dry_run_call, DryRun, RecipeJob, RecipeStepDone};
 pub(crate) use reconfig::CONFIG_NODE;
+pub use restore::RESTORE_BYTES_MAX;
 
 use wazoo_proto::Zxid;
 
@@ -315,6 +317,9 @@ pub enum Input {
     Plugin(PluginOp),
     /// A worker ran a step the pipeline sent ([`Output::RecipeStep`]).
     RecipeStepDone(Box<RecipeStepDone>),
+    /// The AdminServer's `restore`, the snapshot read and checked by the
+    /// shell (`restore.rs`); answered with [`Output::Restored`].
+    Restore(Box<crate::txn::RestoreTxn>),
 }
 
 /// What the shell must do, in order.
@@ -354,6 +359,14 @@ pub enum Output {
     /// and answer with [`Input::RecipeStepDone`]; only with
     /// [`Server::set_recipe_offload`]. Steps may finish in any order.
     RecipeStep(Box<RecipeJob>),
+    /// A restore was applied at `zxid` (on every member), or refused
+    /// (`error`): the member that was asked answers the request `token`
+    /// names (`restore.rs`).
+    Restored {
+        token: u64,
+        zxid: Zxid,
+        error: Option<String>,
+    },
 }
 
 /// Where the zxids of the txns this member makes come from.
@@ -746,6 +759,12 @@ impl Server {
     /// the table (their close was never logged) get a close of their own.
     /// No password re-attaches to such a session: it only expires.
     pub fn finish_recovery(&mut self) {
+        self.adopt_orphan_ephemerals();
+    }
+
+    /// Ephemerals whose owner the session table does not hold get a
+    /// session that only expires (after recovery, or a restore).
+    fn adopt_orphan_ephemerals(&mut self) {
         for owner in self.tree.sessions_with_ephemerals() {
             if self.sessions.get(owner).is_none() {
                 self.sessions.add(
@@ -981,6 +1000,7 @@ impl Server {
             Input::Role(role) => self.on_role(role),
             Input::Plugin(op) => self.on_plugin(op),
             Input::RecipeStepDone(done) => self.on_step_done(*done),
+            Input::Restore(r) => self.on_restore(r),
         }
         self.run_owed_callbacks();
     }

@@ -18,6 +18,7 @@ mod recipes_offload;
 #[allow(clippy::duplicate_mod)]
 #[path = "server_tests/recipes.rs"]
 mod recipes_offloaded;
+mod restore;
 mod sessions_watches;
 mod zk_divergences;
 use wazoo_proto::jute::{Jute, Reader};
@@ -71,6 +72,8 @@ struct Harness {
     replicated: Option<Vec<Output>>,
     /// The zxids of the snapshots asked for, in order.
     snapshots: Vec<Zxid>,
+    /// Restores applied or refused: (token, zxid, error).
+    restored: Vec<(u64, Zxid, Option<String>)>,
 }
 
 impl Harness {
@@ -91,6 +94,7 @@ impl Harness {
             audits: Vec::new(),
             replicated: None,
             snapshots: Vec::new(),
+            restored: Vec::new(),
         }
     }
 
@@ -142,6 +146,9 @@ impl Harness {
                     Output::Snapshot(job) => self.snapshots.push(job.zxid),
                     Output::Audit(r) => self.audits.push(*r),
                     Output::RecipeStep(job) => self.steps.push(*job),
+                    Output::Restored { token, zxid, error } => {
+                        self.restored.push((token, zxid, error))
+                    }
                     o @ (Output::Propose { .. } | Output::ToLeader(_)) => {
                         match &mut self.replicated {
                             Some(r) => r.push(o),

@@ -135,6 +135,90 @@ pub enum Txn {
         /// The node's aversion after this write.
         aversion: i32,
     },
+    /// Replaces the whole state with a snapshot's (the AdminServer's
+    /// `restore`, docs/OPERATIONS.md, "The AdminServer"): every member
+    /// applies it at its zxid, so every member holds the restored tree.
+    Restore(Box<RestoreTxn>),
+}
+
+/// The state a `restore` installs: a snapshot's sessions and body, as the
+/// shell read and checked them from a snapshot file's bytes (the envelope
+/// is storage's, which the core does not read).
+#[derive(Clone, PartialEq, Eq)]
+pub struct RestoreTxn {
+    /// Chosen by the member that was asked, to match the txn to its
+    /// request when it is applied (unique per member: its id in the top
+    /// 16 bits).
+    pub token: u64,
+    /// The zxid the snapshot was taken at (the txn has its own).
+    pub snapshot_zxid: i64,
+    /// The snapshot's body format (`crate::snapshot::read_snapshot_body`).
+    pub body_version: u32,
+    /// The snapshot's sessions, which replace the session table.
+    pub sessions: Vec<wazoo_proto::SessionRecord>,
+    /// The snapshot's body: the recipe state, then the tree.
+    pub body: std::sync::Arc<[u8]>,
+}
+
+/// The body's length, not its bytes (a restore carries megabytes).
+impl std::fmt::Debug for RestoreTxn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestoreTxn")
+            .field("token", &self.token)
+            .field("snapshot_zxid", &format_args!("0x{:x}", self.snapshot_zxid))
+            .field("body_version", &self.body_version)
+            .field("sessions", &self.sessions.len())
+            .field("body_bytes", &self.body.len())
+            .finish()
+    }
+}
+
+impl RestoreTxn {
+    fn write(&self, w: &mut Vec<u8>) {
+        w.write_i64(self.token as i64);
+        w.write_i64(self.snapshot_zxid);
+        w.write_i32(self.body_version as i32);
+        w.write_i32(self.sessions.len() as i32);
+        for s in &self.sessions {
+            w.write_i64(s.id);
+            w.write_i32(s.timeout_ms);
+            w.write_nullable_buffer(s.verifier.as_ref().map(|v| &v[..]));
+        }
+        w.write_buffer(&self.body);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<RestoreTxn, DecodeError> {
+        let token = r.read_i64()? as u64;
+        let snapshot_zxid = r.read_i64()?;
+        let body_version = r.read_i32()?;
+        let body_version = u32::try_from(body_version)
+            .map_err(|_| DecodeError::Invalid(format!("restore body format {body_version}")))?;
+        // id, timeout, and a null verifier's length at least.
+        let n = r.read_len(16)?;
+        let mut sessions = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = r.read_i64()?;
+            let timeout_ms = r.read_i32()?;
+            let verifier = match r.read_nullable_buffer()? {
+                None => None,
+                Some(b) => Some(b.try_into().map_err(|b: Vec<u8>| {
+                    DecodeError::Invalid(format!("session verifier of {} bytes", b.len()))
+                })?),
+            };
+            sessions.push(wazoo_proto::SessionRecord {
+                id,
+                timeout_ms,
+                verifier,
+            });
+        }
+        Ok(RestoreTxn {
+            token,
+            snapshot_zxid,
+            body_version,
+            sessions,
+            body: std::sync::Arc::from(r.read_buffer()?),
+        })
+    }
 }
 
 mod tag {
@@ -157,6 +241,7 @@ mod tag {
     /// A createSession with its password's verifier (`CREATE_SESSION`
     /// has none: it is what wazoo wrote before passwords were random).
     pub const CREATE_SESSION_VERIFIED: i32 = 17;
+    pub const RESTORE: i32 = 18;
 }
 
 mod kind_tag {
@@ -271,6 +356,10 @@ impl Txn {
                 w.write_vec(acl);
                 w.write_i32(*aversion);
             }
+            Txn::Restore(r) => {
+                w.write_i32(tag::RESTORE);
+                r.write(w);
+            }
         }
     }
 
@@ -374,6 +463,7 @@ impl Txn {
                 acl: r.read_vec()?,
                 aversion: r.read_i32()?,
             },
+            tag::RESTORE if depth == 0 => Txn::Restore(Box::new(RestoreTxn::read(r)?)),
             t => return Err(DecodeError::Invalid(format!("unknown txn type {t}"))),
         })
     }
@@ -494,6 +584,24 @@ mod tests {
                 acl: vec![Acl::new(31, "digest", "bob:x")],
                 aversion: 2,
             },
+            Txn::Restore(Box::new(RestoreTxn {
+                token: (3 << 48) | 7,
+                snapshot_zxid: 0x2_0000_0009,
+                body_version: 5,
+                sessions: vec![
+                    wazoo_proto::SessionRecord {
+                        id: 0x0100_0000_0000_0001,
+                        timeout_ms: 30_000,
+                        verifier: Some([4; 32]),
+                    },
+                    wazoo_proto::SessionRecord {
+                        id: 2,
+                        timeout_ms: 4_000,
+                        verifier: None,
+                    },
+                ],
+                body: std::sync::Arc::from(&b"body bytes"[..]),
+            })),
         ]
     }
 

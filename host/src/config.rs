@@ -262,8 +262,11 @@ pub struct AdminServerConfig {
     /// `admin.snapshot.enabled` (ZooKeeper 3.9, default `true`): the
     /// `snapshot` command is served.
     pub snapshot_enabled: bool,
+    /// `admin.restore.enabled` (ZooKeeper 3.9, default `true`): the
+    /// `restore` command is served.
+    pub restore_enabled: bool,
     /// `admin.rateLimiterIntervalInMS` (default 300000): at most one
-    /// `snapshot` per this many milliseconds.
+    /// `snapshot`, and one `restore`, per this many milliseconds.
     pub rate_limit_ms: u64,
     /// TLS on the port (`admin.forceHttps`, `admin.portUnification`).
     pub tls: AdminTls,
@@ -307,6 +310,7 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
     let url = take("admin.commandurl");
     let idle = take("admin.idletimeout");
     let snapshot = take("admin.snapshot.enabled");
+    let restore = take("admin.restore.enabled");
     let rate = take("admin.ratelimiterintervalinms");
     let force_https = take("admin.forcehttps");
     let unified = take("admin.portunification");
@@ -352,28 +356,25 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
             _ => bail!("{k}={v:?} must be a positive number of milliseconds"),
         },
     };
-    let snapshot_enabled = match snapshot {
-        None => true,
-        Some((_, v)) if v.eq_ignore_ascii_case("true") => true,
-        Some((_, v)) if v.eq_ignore_ascii_case("false") => false,
-        Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+    // `true` or `false`, `unset` when absent.
+    let flag = |kv: Option<(String, String)>, unset: bool| -> Result<bool> {
+        match kv {
+            None => Ok(unset),
+            Some((_, v)) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some((_, v)) if v.eq_ignore_ascii_case("false") => Ok(false),
+            Some((k, v)) => bail!("{k}={v:?} must be true or false"),
+        }
     };
+    let snapshot_enabled = flag(snapshot, true)?;
+    let restore_enabled = flag(restore, true)?;
     let rate_limit_ms = match rate {
         None => 300_000,
         Some((k, v)) => v
             .parse::<u64>()
             .map_err(|_| anyhow!("{k}={v:?} must be a number of milliseconds"))?,
     };
-    let flag = |kv: Option<(String, String)>| -> Result<bool> {
-        match kv {
-            None => Ok(false),
-            Some((_, v)) if v.eq_ignore_ascii_case("true") => Ok(true),
-            Some((_, v)) if v.eq_ignore_ascii_case("false") => Ok(false),
-            Some((k, v)) => bail!("{k}={v:?} must be true or false"),
-        }
-    };
     // ZooKeeper: forceHttps wins over portUnification.
-    let tls = match (flag(force_https)?, flag(unified)?) {
+    let tls = match (flag(force_https, false)?, flag(unified, false)?) {
         (true, _) => AdminTls::Https,
         (false, true) => AdminTls::Unified,
         (false, false) => AdminTls::Off,
@@ -383,9 +384,10 @@ fn take_admin(kv: &mut BTreeMap<String, String>) -> Result<Option<AdminServerCon
         command_url,
         idle_timeout_ms,
         snapshot_enabled,
+        restore_enabled,
         rate_limit_ms,
         tls,
-        need_client_auth: flag(need_client_auth)?,
+        need_client_auth: flag(need_client_auth, false)?,
     }))
 }
 
@@ -1169,11 +1171,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
             "an election algorithm other than fast leader election (only `3` is accepted)"
                 .to_string()
         }),
-        // The others are read (`take_admin`); ZooKeeper 3.9's restore
-        // command is not served.
-        "admin.restore.enabled" => {
-            unless_false("the AdminServer's restore command of ZooKeeper 3.9")
-        }
         "syncenabled" => unless_true("observers that keep no log or snapshots"),
         "emulate353ttlnodes" => unless_false("ZooKeeper 3.5.3's encoding of TTL nodes"),
         "connectionmaxtokens" => unless_num("0", "connection throttling"),

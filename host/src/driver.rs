@@ -223,6 +223,46 @@ pub(crate) struct Driver {
     pub recipe_pool: Option<crate::recipe_pool::RecipePool>,
     /// The audit log (`audit.enable`), its serverStart written.
     pub audit: Option<crate::audit::AuditLog>,
+    /// AdminServer restores asked of this member and not applied yet, by
+    /// token (`Output::Restored` answers them).
+    restores: Restores,
+}
+
+/// The AdminServer's restores waiting for their txn (see
+/// `crate::admin::server`): each gets a token unique to this member (its
+/// id in the top 16 bits), which its txn carries through the log.
+#[derive(Default)]
+struct Restores {
+    next: u64,
+    waiting: std::collections::BTreeMap<u64, tokio::sync::oneshot::Sender<Result<Zxid, String>>>,
+}
+
+/// Restores waiting at once: the rate limit lets one through per
+/// interval, so more only stay when their askers gave up.
+const RESTORES_WAITING_MAX: usize = 16;
+
+impl Restores {
+    fn add(
+        &mut self,
+        my_id: u64,
+        reply: tokio::sync::oneshot::Sender<Result<Zxid, String>>,
+    ) -> u64 {
+        self.waiting.retain(|_, r| !r.is_closed());
+        while self.waiting.len() >= RESTORES_WAITING_MAX {
+            self.waiting.pop_first();
+        }
+        self.next += 1;
+        let token = (my_id << 48) | (self.next & ((1 << 48) - 1));
+        self.waiting.insert(token, reply);
+        token
+    }
+
+    /// A restore was applied or refused: its asker, if it was asked here.
+    fn done(&mut self, token: u64, result: Result<Zxid, String>) {
+        if let Some(reply) = self.waiting.remove(&token) {
+            let _ = reply.send(result);
+        }
+    }
 }
 
 impl Driver {
@@ -255,6 +295,7 @@ impl Driver {
             snapshot_busy: Arc::default(),
             recipe_pool,
             audit,
+            restores: Restores::default(),
         }
     }
 
@@ -397,6 +438,11 @@ impl Driver {
                     }
                     Event::Backup { reply } => {
                         let _ = reply.send(self.member.server().snapshot_job());
+                    }
+                    Event::Restore { mut txn, reply } => {
+                        txn.token = self.restores.add(self.cfg.my_id.unwrap_or(0), reply);
+                        let input = crate::core::server::Input::Restore(txn);
+                        self.member.handle(MemberInput::Client(input), now);
                     }
                     Event::LogFailed(e) => bail!("transaction log failed: {e}"),
                     Event::Shutdown => return Ok(()),
@@ -596,6 +642,9 @@ impl Driver {
                 Some(audit) => audit.record(&record, self.clock.now().wall_ms)?,
                 None => tracing::error!("an audit record was made, but no audit log is open"),
             },
+            Output::Restored { token, zxid, error } => {
+                self.restores.done(token, error.map_or(Ok(zxid), Err))
+            }
             Output::RecipeStep(job) => match &self.recipe_pool {
                 Some(pool) => pool.run(*job),
                 None => bail!("a recipe step was offloaded, but no recipe worker runs"),

@@ -5,7 +5,10 @@
 //! Deliberately small: one request per connection (each answer says
 //! `Connection: close`), no chunked bodies, and every resource bounded: the
 //! request head ([`Limits::head_max`] bytes, [`Limits::headers_max`]
-//! header lines), the body ([`Limits::body_max`]), the time a connection
+//! header lines), the body ([`Limits::body_max`] in memory; with
+//! [`Limits::body_file`], a larger one up to its `max` streamed to a
+//! temporary file, never held whole in memory, within a deadline that
+//! grows with its length), the time a connection
 //! may stay silent ([`Limits::idle`]) and the connections open at once
 //! ([`Limits::connections_max`]; one more is answered 503 and closed). A
 //! request that is not HTTP gets a 400, and the connection is closed.
@@ -20,7 +23,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 /// What a connection may cost.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Limits {
     /// The request line and headers, in bytes.
     pub head_max: usize,
@@ -32,6 +35,37 @@ pub struct Limits {
     pub idle: Duration,
     /// Connections open at once.
     pub connections_max: usize,
+    /// Where a body over [`Limits::body_max`] goes, if anywhere.
+    pub body_file: Option<BodyFileLimits>,
+}
+
+/// A body too large for memory is written to a temporary file in `dir`
+/// (`<prefix><pid>-<n>.partial`, removed once the request is answered),
+/// up to `max` bytes; a larger one is refused with a 413 naming `max`.
+#[derive(Debug, Clone)]
+pub struct BodyFileLimits {
+    pub dir: std::path::PathBuf,
+    pub prefix: &'static str,
+    pub max: u64,
+    /// Names the bound in the 413's text (e.g. the command it is for).
+    pub what: &'static str,
+}
+
+/// The slowest a body streamed to a file may arrive, on average, after
+/// [`Limits::idle`]: a trickling sender cannot hold a connection for long.
+const BODY_RATE_MIN: u64 = 64 << 10;
+
+/// A request body in a temporary file, removed when the last handle goes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BodyFile {
+    pub path: std::path::PathBuf,
+    pub len: u64,
+}
+
+impl Drop for BodyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 impl Default for Limits {
@@ -42,6 +76,7 @@ impl Default for Limits {
             body_max: 0,
             idle: Duration::from_secs(5),
             connections_max: 64,
+            body_file: None,
         }
     }
 }
@@ -59,6 +94,9 @@ pub struct Request {
     /// Header names as sent; look them up with [`Request::header`].
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// A body over [`Limits::body_max`], written to a file
+    /// ([`Limits::body_file`]); `body` is then empty.
+    pub body_file: Option<Arc<BodyFile>>,
     /// The client's certificate (DER), when it came over TLS with one.
     pub peer_cert: Option<Vec<u8>>,
 }
@@ -151,6 +189,12 @@ fn reason(status: u16) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadError {
     Answer(u16),
+    /// The body is longer than [`BodyFileLimits::max`] (a 413 naming it):
+    /// nothing of it was read.
+    TooLarge {
+        max: u64,
+        what: &'static str,
+    },
     Gone,
 }
 
@@ -194,7 +238,19 @@ pub async fn read_request(
             .map_err(|_| ReadError::Answer(400))?,
     };
     if len > limits.body_max {
-        return Err(ReadError::Answer(413));
+        return match &limits.body_file {
+            Some(f) if len as u64 <= f.max => {
+                req.body_file = Some(Arc::new(
+                    receive_file(r, body, len as u64, f, limits.idle).await?,
+                ));
+                Ok(req)
+            }
+            Some(f) => Err(ReadError::TooLarge {
+                max: f.max,
+                what: f.what,
+            }),
+            None => Err(ReadError::Answer(413)),
+        };
     }
     while body.len() < len {
         let want = chunk.len().min(len - body.len());
@@ -258,8 +314,81 @@ fn parse_head(head: &[u8], limits: &Limits) -> Result<Request, ReadError> {
         query,
         headers,
         body: Vec::new(),
+        body_file: None,
         peer_cert: None,
     })
+}
+
+/// Reads a body of `len` bytes (`first` of them already read) into a new
+/// temporary file in `f.dir`, written on a blocking thread a few chunks
+/// behind the socket. Each read waits at most `idle`, the whole body at
+/// most `idle` plus `len` at [`BODY_RATE_MIN`]: a body cut short is a
+/// 400, a stalled or trickling one a 408, and the file is removed.
+async fn receive_file(
+    r: &mut (impl AsyncRead + Unpin),
+    mut first: Vec<u8>,
+    len: u64,
+    f: &BodyFileLimits,
+    idle: Duration,
+) -> Result<BodyFile, ReadError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = f
+        .dir
+        .join(format!("{}{}-{n}.partial", f.prefix, std::process::id()));
+    first.truncate(len as usize);
+    let file = BodyFile { path, len };
+    let (tx, mut chunks) = tokio::sync::mpsc::channel::<Vec<u8>>(4);
+    let p = file.path.clone();
+    let writer = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&p)?);
+        while let Some(c) = chunks.blocking_recv() {
+            out.write_all(&c)?;
+        }
+        out.flush()
+    });
+    let deadline = tokio::time::Instant::now() + idle + Duration::from_secs(len / BODY_RATE_MIN);
+    let read = async {
+        let mut got = first.len() as u64;
+        if !first.is_empty() && tx.send(first).await.is_err() {
+            return Err(ReadError::Answer(500));
+        }
+        while got < len {
+            let mut buf = vec![0u8; (64u64 << 10).min(len - got) as usize];
+            let n = match tokio::time::timeout(idle, r.read(&mut buf)).await {
+                Ok(Ok(0)) => return Err(ReadError::Answer(400)),
+                Ok(Ok(n)) => n,
+                Ok(Err(_)) => return Err(ReadError::Gone),
+                Err(_) => return Err(ReadError::Answer(408)),
+            };
+            buf.truncate(n);
+            got += n as u64;
+            if tx.send(buf).await.is_err() {
+                return Err(ReadError::Answer(500));
+            }
+        }
+        Ok(())
+    };
+    let read = match tokio::time::timeout_at(deadline, read).await {
+        Ok(r) => r,
+        Err(_) => Err(ReadError::Answer(408)),
+    };
+    drop(tx);
+    let written = writer.await;
+    match (read, written) {
+        (Err(e), _) => Err(e),
+        (Ok(()), Ok(Ok(()))) => Ok(file),
+        (Ok(()), Ok(Err(e))) => {
+            tracing::warn!(file = %file.path.display(), "cannot store a request body: {e}");
+            Err(ReadError::Answer(500))
+        }
+        (Ok(()), Err(e)) => {
+            tracing::warn!("cannot store a request body: {e}");
+            Err(ReadError::Answer(500))
+        }
+    }
 }
 
 /// `%XX` decoded (and `+` as a space in a query); `None` if malformed or
@@ -314,12 +443,21 @@ pub async fn answer<S, H, F>(
     H: FnOnce(Request, SocketAddr) -> F,
     F: Future<Output = Response>,
 {
+    let mut unread = false;
     let mut resp = match read_request(&mut stream, &limits).await {
         Ok(mut req) => {
             req.peer_cert = peer_cert;
             handle(req, peer).await
         }
         Err(ReadError::Answer(status)) => Response::status(status),
+        Err(ReadError::TooLarge { max, what }) => {
+            unread = true;
+            Response::new(
+                413,
+                "text/plain; charset=utf-8",
+                format!("413 Payload Too Large: {what} takes a body of at most {max} bytes\n"),
+            )
+        }
         Err(ReadError::Gone) => return,
     };
     if secure {
@@ -336,7 +474,25 @@ pub async fn answer<S, H, F>(
         let _ = std::fs::remove_file(path);
     }
     let _ = tokio::time::timeout(limits.idle, stream.shutdown()).await;
+    if unread {
+        // A body left unread would make closing send a reset, which can
+        // discard the answer before the client reads it: what the client
+        // still sends is read and dropped, for a bounded time.
+        let drain = async {
+            let mut sink = [0u8; 8192];
+            while let Ok(Ok(n)) = tokio::time::timeout(limits.idle, stream.read(&mut sink)).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER, drain).await;
+    }
 }
+
+/// How long an answer sent before its request's body was read waits for
+/// the client to take it (see `answer`).
+const LINGER: Duration = Duration::from_secs(10);
 
 /// Copies `len` bytes of `path` to `w`, each write within `idle`.
 async fn send_file(
@@ -414,7 +570,7 @@ where
                 drop(stream);
                 continue;
             };
-            let (handle, tls) = (handle.clone(), tls.clone());
+            let (handle, tls, limits) = (handle.clone(), tls.clone(), limits.clone());
             tokio::spawn(async move {
                 match tls {
                     None => answer(stream, peer, limits, false, None, handle).await,
@@ -460,6 +616,54 @@ mod tests {
     async fn read(bytes: &[u8], limits: Limits) -> Result<Request, ReadError> {
         let mut r = bytes;
         read_request(&mut r, &limits).await
+    }
+
+    // A body over the in-memory bound goes to a file up to its own bound
+    // (and the file goes when the request does); a longer one is refused
+    // by name before any of it is read, a short one is a 400.
+    #[tokio::test]
+    async fn a_large_body_is_streamed_to_a_file_within_its_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            body_file: Some(BodyFileLimits {
+                dir: dir.path().to_path_buf(),
+                prefix: "body-",
+                max: 100_000,
+                what: "restore",
+            }),
+            ..Limits::default()
+        };
+        let body: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let mut req = b"POST /x HTTP/1.1\r\nContent-Length: 100000\r\n\r\n".to_vec();
+        req.extend_from_slice(&body);
+        let r = read(&req, limits.clone()).await.unwrap();
+        assert!(r.body.is_empty());
+        let f = r.body_file.clone().unwrap();
+        assert_eq!(f.len, 100_000);
+        assert_eq!(std::fs::read(&f.path).unwrap(), body);
+        let path = f.path.clone();
+        drop((r, f));
+        assert!(!path.exists(), "the file goes with the request");
+        assert_eq!(
+            read(
+                b"POST /x HTTP/1.1\r\nContent-Length: 100001\r\n\r\nabc",
+                limits.clone()
+            )
+            .await,
+            Err(ReadError::TooLarge {
+                max: 100_000,
+                what: "restore"
+            })
+        );
+        assert_eq!(
+            read(&req[..req.len() - 1], limits).await,
+            Err(ReadError::Answer(400))
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "nothing is left of a refused body"
+        );
     }
 
     // RFC 9112 (HTTP/1.1), "Request Line" and "Field Syntax": a request
@@ -527,7 +731,7 @@ mod tests {
         };
         let r = read(
             b"POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcdEXTRA",
-            limits,
+            limits.clone(),
         )
         .await
         .unwrap();
@@ -535,7 +739,7 @@ mod tests {
         assert_eq!(
             read(
                 b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-                limits
+                limits.clone()
             )
             .await,
             Err(ReadError::Answer(501))

@@ -79,6 +79,13 @@ pub enum Event {
     Backup {
         reply: oneshot::Sender<SnapshotJob>,
     },
+    /// The AdminServer's `restore`, its snapshot read and checked
+    /// (`crate::admin::server`): answered with the zxid it was applied
+    /// at, or why not.
+    Restore {
+        txn: Box<crate::core::txn::RestoreTxn>,
+        reply: oneshot::Sender<Result<Zxid, String>>,
+    },
     /// The log writer stopped: the member can no longer make writes durable.
     LogFailed(String),
     /// Ensemble: something from another member.

@@ -263,14 +263,18 @@ async fn standalone_commands_answer_as_zookeeper_does() {
     let (zk, zk_status, zk_listing) = standalone(Flavor::Zookeeper).await;
     let (wazoo, wazoo_status, wazoo_listing) = standalone(Flavor::Wazoo).await;
     compare("standalone", &zk, &wazoo);
-    // ZooKeeper 3.8's commands, and 3.9's snapshot.
+    // ZooKeeper 3.8's commands, and 3.9's snapshot and restore.
     let snapshot_link = "<a href=\"/commands/snapshot\">snapshot</a>\n<br/>\n";
+    let restore_link = "<a href=\"/commands/restore\">restore</a>\n<br/>\n";
     assert_eq!(
-        wazoo_listing.replacen(snapshot_link, "", 1),
+        wazoo_listing
+            .replacen(snapshot_link, "", 1)
+            .replacen(restore_link, "", 1),
         zk_listing,
         "the command listing"
     );
     assert!(wazoo_listing.contains(snapshot_link), "{wazoo_listing}");
+    assert!(wazoo_listing.contains(restore_link), "{wazoo_listing}");
     assert_eq!(
         wazoo_status, zk_status,
         "statuses of: an unknown path, POST (HTTP/1.0, 1.1), TRACE, a malformed header, not HTTP"
@@ -426,6 +430,16 @@ fn snapshot(admin: SocketAddr, query: &str, auth: Option<&str>) -> (u16, String,
     )
 }
 
+/// `/kept` (holding `data`) and `/kept/child` (holding `c`), world-open.
+async fn create_kept(zk: &zookeeper_client::Client, data: &[u8]) {
+    let open = Acls::anyone_all();
+    for (path, data) in [("/kept", data), ("/kept/child", b"c")] {
+        zk.create(path, data, &CreateMode::Persistent.with_acls(open))
+            .await
+            .unwrap();
+    }
+}
+
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
     head.lines()
         .filter_map(|l| l.split_once(':'))
@@ -446,13 +460,7 @@ async fn snapshot_streams_the_state_to_an_authorized_asker_and_restores_into_a_n
         .unwrap();
     let admin = server.admin_addr().unwrap();
     let zk = common::connect(&server.connect_string()).await;
-    let open = Acls::anyone_all();
-    zk.create("/kept", b"kept", &CreateMode::Persistent.with_acls(open))
-        .await
-        .unwrap();
-    zk.create("/kept/child", b"c", &CreateMode::Persistent.with_acls(open))
-        .await
-        .unwrap();
+    create_kept(&zk, b"kept").await;
     let error = |body: &[u8]| -> Value {
         let v: Value = serde_json::from_slice(body).unwrap();
         assert_eq!(v["command"], "snapshot", "{v}");
@@ -552,18 +560,296 @@ async fn snapshot_streams_the_state_to_an_authorized_asker_and_restores_into_a_n
     assert!(now >= hex(&zxid), "{srvr} against {zxid}");
 }
 
-// admin.snapshot.enabled=false: the command answers 503, as ZooKeeper 3.9's.
+// admin.snapshot.enabled=false and admin.restore.enabled=false: each
+// command answers 503, as ZooKeeper 3.9's, and the other is still served.
+// (ZooKeeper 3.8, the oracle, has neither command: wazoo only.)
 #[test]
-fn snapshot_can_be_turned_off() {
-    let server = Flavor::Wazoo
+fn snapshot_and_restore_can_be_turned_off() {
+    let start = |off: &str| {
+        let o = common::options(Flavor::Wazoo).admin_server().cfg(off);
+        Flavor::Wazoo.start_with(o).unwrap()
+    };
+    let no_restore = start("admin.restore.enabled=false");
+    let admin = no_restore.admin_addr().unwrap();
+    let (status, _, snap) = snapshot(admin, "", Some("digest super:test"));
+    assert_eq!(status, 200);
+    let (status, v) = restore_json(admin, Some("digest super:test"), &snap);
+    assert_eq!(status, 503, "{v}");
+    assert!(
+        v["error"].to_string().contains("admin.restore.enabled"),
+        "{v}"
+    );
+    let no_snapshot = start("admin.snapshot.enabled=false");
+    let admin = no_snapshot.admin_addr().unwrap();
+    let (status, _, body) = snapshot(admin, "", Some("digest super:test"));
+    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    let (status, v) = restore_json(admin, Some("digest super:test"), &snap);
+    assert_eq!(status, 200, "{v}");
+}
+
+// The restore command of ZooKeeper 3.9 (Administrator's Guide, "The
+// AdminServer", restore/rest; admin.restore.enabled,
+// admin.rateLimiterIntervalInMS). ZooKeeper 3.8, these tests' oracle, has
+// no restore command, so they run against wazoo only.
+
+/// `POST /commands/<name>` with `body` and an `Authorization` header.
+fn restore_as(name: &str, admin: SocketAddr, auth: Option<&str>, body: &[u8]) -> (u16, String) {
+    let auth = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+    let mut req = format!(
+        "POST /commands/{name} HTTP/1.0\r\n{auth}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(body);
+    http_raw(admin, &req)
+}
+
+/// `restore`; the JSON answer. (An error before the command runs names it
+/// as asked, as ZooKeeper's does; its own answers by its primary name.)
+fn restore_json(admin: SocketAddr, auth: Option<&str>, body: &[u8]) -> (u16, Value) {
+    let (status, text) = restore_as("restore", admin, auth, body);
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status} {e}: {text}"));
+    assert_eq!(v["command"], "restore", "{v}");
+    (status, v)
+}
+
+/// Every node under `/` but `/zookeeper`'s, with its data, in path order.
+async fn tree_of(zk: &zookeeper_client::Client) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec!["/".to_string()];
+    while let Some(p) = todo.pop() {
+        let (data, _) = zk.get_data(&p).await.unwrap();
+        out.push((p.clone(), data));
+        for c in zk.get_children(&p).await.unwrap().0 {
+            let child = if p == "/" {
+                format!("/{c}")
+            } else {
+                format!("{p}/{c}")
+            };
+            if child != "/zookeeper" {
+                todo.push(child);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+// restore/rest: a snapshot streamed by `snapshot` puts its tree back,
+// answering last_zxid (here the zxid the restore was applied at); a
+// restart serves the restored tree. Refused, with the tree unchanged and
+// the member serving: no or bad credentials (401), an identity without
+// every right on `/` (403), a second restore within the interval (429),
+// no body (400), a body cut short (400), garbage (500, ZooKeeper's status
+// for a failed restore), a body over the bound (413, naming it), and GET.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_puts_back_a_streamed_snapshot_and_refuses_bad_requests() {
+    let mut server = Flavor::Wazoo
         .start_with(
             common::options(Flavor::Wazoo)
                 .admin_server()
-                .cfg("admin.snapshot.enabled=false"),
+                .cfg("admin.rateLimiterIntervalInMS=1500")
+                .cfg("admin.idleTimeout=2000"),
         )
         .unwrap();
-    let (status, _, body) = snapshot(server.admin_addr().unwrap(), "", Some("digest super:test"));
-    assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+    let admin = server.admin_addr().unwrap();
+    // The super user reads every node, whatever the ACL of `/` says.
+    let connect = || async {
+        let zk = common::connect(&server.connect_string()).await;
+        zk.auth("digest", b"super:test").await.unwrap();
+        zk
+    };
+    let zk = connect().await;
+    let open = Acls::anyone_all();
+    create_kept(&zk, b"v1").await;
+    let only = [Acl::new(Permission::ALL, AuthId::new("ip", "10.9.8.7"))];
+    zk.set_acl("/", &only, None).await.unwrap();
+    let (status, head, snap) = snapshot(admin, "", Some("digest super:test"));
+    assert_eq!(status, 200, "{head}");
+    let hex = |z: &str| i64::from_str_radix(z.trim_start_matches("0x"), 16).unwrap();
+    let snap_zxid = hex(header(&head, "last_zxid").unwrap());
+    let before = tree_of(&zk).await;
+
+    // Changes the restore is to undo.
+    zk.set_data("/kept", b"v2", None).await.unwrap();
+    zk.delete("/kept/child", None).await.unwrap();
+    zk.create("/added", b"a", &CreateMode::Persistent.with_acls(open))
+        .await
+        .unwrap();
+    let changed = tree_of(&zk).await;
+    assert_ne!(changed, before);
+
+    let super_ = Some("digest super:test");
+    let (status, v) = restore_json(admin, None, &snap);
+    assert_eq!(
+        (status, v["error"].clone()),
+        (401, "Auth info is missing for the command".into())
+    );
+    let (status, v) = restore_json(admin, Some("digest"), &snap);
+    assert_eq!(
+        (status, v["error"].clone()),
+        (401, "Not authenticated".into())
+    );
+    for who in ["digest super:wrong", "ip"] {
+        let (status, v) = restore_json(admin, Some(who), &snap);
+        assert_eq!(
+            (status, v["error"].clone()),
+            (403, "Not authorized".into()),
+            "{who}"
+        );
+    }
+    let (status, v) = restore_json(admin, super_, b"");
+    assert_eq!(status, 400, "{v}");
+    // Garbage: checked before anything changes.
+    let garbage: Vec<u8> = (0..50_000u32).map(|i| (i * 7919 % 251) as u8).collect();
+    let (status, v) = restore_json(admin, super_, &garbage);
+    assert_eq!(status, 500, "{v}");
+    assert!(
+        v["error"].to_string().contains("not a wazoo snapshot"),
+        "{v}"
+    );
+    // A snapshot with one byte changed fails its checksum.
+    let mut flipped = snap.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x40;
+    std::thread::sleep(Duration::from_millis(1600));
+    let (status, v) = restore_json(admin, super_, &flipped);
+    assert_eq!(status, 500, "{v}");
+    // A body cut short: the client stops sending and closes its side.
+    let mut s = TcpStream::connect(admin).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let head = format!(
+        "POST /commands/restore HTTP/1.0\r\nAuthorization: digest super:test\r\nContent-Length: {}\r\n\r\n",
+        snap.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&snap[..snap.len() / 2]).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // A body that stalls: admin.idleTimeout, then 408; others are served
+    // meanwhile.
+    let mut stalled = TcpStream::connect(admin).unwrap();
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stalled.write_all(head.as_bytes()).unwrap();
+    stalled.write_all(&snap[..10]).unwrap();
+    assert_eq!(command(admin, "ruok")["error"], Value::Null);
+    let mut answer = String::new();
+    let _ = stalled.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // Over the bound: refused before it is read, naming the bound.
+    let (status, text) = http_raw(
+        admin,
+        format!(
+            "POST /commands/restore HTTP/1.0\r\nAuthorization: digest super:test\r\nContent-Length: {}\r\n\r\nWZSN",
+            15 * 1024 * 1024 + 1
+        )
+        .as_bytes(),
+    );
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains(&(15 * 1024 * 1024).to_string()), "{text}");
+    assert_eq!(
+        http(admin, "GET", "/commands/restore").0,
+        400,
+        "GET (HTTP/1.0)"
+    );
+    // Nothing changed, and the member serves.
+    assert_eq!(tree_of(&zk).await, changed);
+    assert!(std::fs::read_dir(server.data_dir().join("wazoo-v1"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .all(|e| !e.file_name().to_string_lossy().starts_with("admin-restore")));
+
+    std::thread::sleep(Duration::from_millis(1600));
+    let (status, text) = restore_as("rest", admin, super_, &snap);
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["command"], "restore",
+        "its primary name, asked by its alias"
+    );
+    assert_eq!(v["error"], Value::Null);
+    let last = v["last_zxid"]
+        .as_i64()
+        .expect("last_zxid, a number as ZooKeeper's");
+    assert!(last > snap_zxid, "{last:x} after {snap_zxid:x}");
+    // One per interval.
+    let (status, v) = restore_json(admin, super_, &snap);
+    assert_eq!((status, v["error"].clone()), (429, Value::Null));
+
+    // Every connection was closed, and the snapshot did not hold the
+    // session: a new one sees the snapshot's tree.
+    drop(zk);
+    let zk = connect().await;
+    assert_eq!(tree_of(&zk).await, before);
+    // It goes on after the restore's zxid, not back from the snapshot's.
+    let srvr = server.four_letter("srvr").unwrap();
+    let now = srvr.lines().find_map(|l| l.strip_prefix("Zxid: ")).map(hex);
+    assert!(now.is_some_and(|z| z > last), "{srvr}: after 0x{last:x}");
+    drop(zk);
+    server.kill();
+    server.restart().unwrap();
+    let zk = common::connect(&server.connect_string()).await;
+    zk.auth("digest", b"super:test").await.unwrap();
+    assert_eq!(tree_of(&zk).await, before, "after a restart");
+}
+
+// A restore through one member of an ensemble reaches every member (a
+// divergence from ZooKeeper 3.9, which restores the asked server only:
+// docs/COMPATIBILITY.md, "The AdminServer"): each serves the restored
+// tree and `hash` shows the same digest at the restore's zxid on all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_through_one_member_restores_every_member() {
+    let e = start_ensemble(
+        Flavor::Wazoo,
+        3,
+        common::ensemble_options(Flavor::Wazoo).admin_server(),
+    )
+    .unwrap();
+    let leader = e.wait_for_leader(Duration::from_secs(30)).unwrap();
+    let follower = (0..3).find(|&i| i != leader).unwrap();
+    let zk = common::connect(&e.connect_string()).await;
+    let open = Acls::anyone_all();
+    create_kept(&zk, b"v1").await;
+    // `/` is world-open: the `ip` identity has every right on it.
+    let (status, head, snap) = snapshot(e.admin_addr(leader).unwrap(), "", Some("ip"));
+    assert_eq!(status, 200, "{head}");
+    let before = tree_of(&zk).await;
+    zk.set_data("/kept", b"v2", None).await.unwrap();
+    zk.create("/added", b"a", &CreateMode::Persistent.with_acls(open))
+        .await
+        .unwrap();
+    drop(zk);
+
+    let (status, v) = restore_json(e.admin_addr(follower).unwrap(), Some("ip"), &snap);
+    assert_eq!(status, 200, "{v}");
+    let last = v["last_zxid"].as_i64().unwrap();
+    let mut digests = Vec::new();
+    for i in 0..3 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let digest = loop {
+            let hash = command(e.admin_addr(i).unwrap(), "hash");
+            let found = hash["digests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["zxid"].as_i64() == Some(last))
+                .map(|d| d["digest"].clone());
+            match found {
+                Some(d) => break d,
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+                None => panic!("member {i} shows no digest at 0x{last:x}: {hash}"),
+            }
+        };
+        digests.push(digest);
+        let zk = common::connect(&e.addr(i).to_string()).await;
+        zk.sync("/").await.unwrap();
+        assert_eq!(tree_of(&zk).await, before, "member {i}");
+    }
+    assert!(digests.iter().all(|d| *d == digests[0]), "{digests:?}");
 }
 
 /// Runs curl against `url` on `admin` (as localhost), trusting `ca`;

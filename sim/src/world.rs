@@ -399,6 +399,8 @@ impl World {
             Output::Reconfigured(_) => {}
             // The simulation runs without audit records.
             Output::Audit(_) => {}
+            // Nor does it ask for restores (the AdminServer's).
+            Output::Restored { .. } => {}
             // Its members are wazoo's: none observes a ZooKeeper ensemble.
             Output::SendZk(_) | Output::CloseZk | Output::ZkMembership(_) => {
                 unreachable!("a simulated member observes no ZooKeeper ensemble")

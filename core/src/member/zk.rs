@@ -573,6 +573,15 @@ impl Member {
                     "the plugins directory cannot deploy recipes behind a ZooKeeper leader"
                 );
             }
+            // A ZooKeeper leader has no such txn: the asker is told.
+            PeerMsg::Restore(r) => self.out.push(Output::Restored {
+                token: r.token,
+                zxid: self.server.last_zxid(),
+                error: Some(
+                    "an observer of a ZooKeeper ensemble cannot restore: ask the ensemble's own AdminServer"
+                        .into(),
+                ),
+            }),
         }
     }
 }

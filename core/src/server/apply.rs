@@ -126,6 +126,9 @@ impl Server {
                 self.last_applied
             ));
         }
+        if let Txn::Restore(r) = txn {
+            self.apply_restore(hdr, r);
+        }
         let (triggers, refused) = match self.tree.apply(hdr, txn) {
             Ok(triggers) => (triggers, None),
             Err(e) => {
@@ -139,7 +142,10 @@ impl Server {
             }
         };
         self.last_applied = zxid;
-        if self.cfg.digest_enabled && zxid.to_wire() % DIGEST_LOG_INTERVAL == 0 {
+        // A restore's digest is kept too: `hash` then shows every member
+        // holding the same restored tree.
+        let logged = zxid.to_wire() % DIGEST_LOG_INTERVAL == 0 || matches!(txn, Txn::Restore(_));
+        if self.cfg.digest_enabled && logged {
             self.digest_log.push_back((zxid, self.tree.digest()));
             if self.digest_log.len() > DIGEST_LOG_LIMIT {
                 self.digest_log.pop_front();
@@ -147,6 +153,13 @@ impl Server {
         }
         self.prep.outstanding.applied(zxid);
         self.stats.txns_applied += 1;
+        if matches!(txn, Txn::Restore(_)) {
+            // A restart loads the restored state rather than replaying it.
+            self.txns_since_snapshot = 0;
+            self.bytes_since_snapshot = 0;
+            self.out
+                .push(Output::Snapshot(Box::new(self.snapshot_job())));
+        }
         match txn {
             Txn::CreateSession {
                 timeout_ms,

@@ -278,6 +278,7 @@ impl Server {
                 self.leader_forwarded(from, session, cxid, auth, op, &body, local)
             }
             PeerMsg::Plugin(op) => self.prep_plugin(op),
+            PeerMsg::Restore(r) => self.prep_restore(r),
         }
     }
 

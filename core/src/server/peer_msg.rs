@@ -44,6 +44,9 @@ pub enum PeerMsg {
     /// What this member's plugins directory asks for, for the leader to
     /// prep (docs/RECIPES.md, "The plugins directory").
     Plugin(PluginOp),
+    /// The AdminServer's `restore`, asked of a follower, for the leader
+    /// to propose (`super::restore`).
+    Restore(Box<crate::txn::RestoreTxn>),
 }
 
 const FORWARD: i32 = 1;
@@ -54,6 +57,7 @@ const PLUGIN_UNDEPLOY: i32 = 5;
 const CREATE_SESSION_VERIFIED: i32 = 6;
 const REVALIDATE: i32 = 7;
 const FORWARD_LOCAL: i32 = 8;
+const RESTORE: i32 = 9;
 
 fn write_ids(w: &mut Vec<u8>, v: &[i64]) {
     w.write_i32(v.len() as i32);
@@ -120,6 +124,11 @@ impl PeerMsg {
                 w.write_string(name);
                 w.write_string(sha256);
             }
+            PeerMsg::Restore(r) => {
+                w.write_i32(RESTORE);
+                // The txn's own encoding, tag included.
+                crate::txn::Txn::Restore(r.clone()).write(&mut w);
+            }
         }
         w
     }
@@ -160,6 +169,14 @@ impl PeerMsg {
                 name: r.read_string()?,
                 sha256: r.read_string()?,
             }),
+            RESTORE => match crate::txn::Txn::read(&mut r)? {
+                crate::txn::Txn::Restore(t) => PeerMsg::Restore(t),
+                t => {
+                    return Err(DecodeError::Invalid(format!(
+                        "a restore message carries {t:?}"
+                    )))
+                }
+            },
             t => return Err(DecodeError::Invalid(format!("unknown peer message {t}"))),
         };
         if r.remaining() != 0 {
@@ -217,6 +234,17 @@ mod tests {
                 name: "latch".into(),
                 sha256: "ab".into(),
             }),
+            PeerMsg::Restore(Box::new(crate::txn::RestoreTxn {
+                token: 5,
+                snapshot_zxid: 9,
+                body_version: 5,
+                sessions: vec![wazoo_proto::SessionRecord {
+                    id: 3,
+                    timeout_ms: 4000,
+                    verifier: None,
+                }],
+                body: std::sync::Arc::from(&b"b"[..]),
+            })),
         ];
         for m in msgs {
             let b = m.encode();

@@ -35,6 +35,8 @@ impl DataTree {
             | Txn::Deploy(_)
             | Txn::Undeploy { .. }
             | Txn::RecipeCounters(_) => Ok(()),
+            // The pipeline replaces the whole tree (`Server::apply_restore`).
+            Txn::Restore(_) => Ok(()),
             // Nor for the ACL of /zookeeper/recipes, kept beside the
             // modules; an empty one is refused (so not applied).
             Txn::SetRecipesAcl { acl, .. } => super::check::check_recipes_acl(acl),
@@ -119,7 +121,8 @@ impl DataTree {
             | Txn::Undeploy { .. }
             | Txn::Reconfig { .. }
             | Txn::RecipeCounters(_)
-            | Txn::SetRecipesAcl { .. } => unreachable!("check_op refuses {op:?} as an op"),
+            | Txn::SetRecipesAcl { .. }
+            | Txn::Restore(_) => unreachable!("check_op refuses {op:?} as an op"),
         }
     }
 

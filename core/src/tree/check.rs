@@ -77,7 +77,9 @@ pub fn check_txn(txn: &Txn) -> Result<(), ApplyError> {
         // Prep built it from a configuration it checked; the tree only
         // stores its text.
         | Txn::Reconfig { .. }
-        | Txn::RecipeCounters(_) => Ok(()),
+        | Txn::RecipeCounters(_)
+        // The shell checked the snapshot it carries before it was prepped.
+        | Txn::Restore(_) => Ok(()),
         Txn::SetRecipesAcl { acl, .. } => check_recipes_acl(acl),
         op => check_op(op),
     }
@@ -131,6 +133,7 @@ pub(super) fn check_op(op: &Txn) -> Result<(), ApplyError> {
         Txn::Reconfig { .. } => Err(ApplyError::NotInMulti("reconfig")),
         Txn::RecipeCounters(_) => Err(ApplyError::NotInMulti("recipe counters")),
         Txn::SetRecipesAcl { .. } => Err(ApplyError::NotInMulti("setACL of /zookeeper/recipes")),
+        Txn::Restore(_) => Err(ApplyError::NotInMulti("restore")),
     }
 }
 

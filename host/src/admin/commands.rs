@@ -22,10 +22,11 @@ struct Command {
     server_required: bool,
 }
 
-/// ZooKeeper 3.8's commands, and 3.9's `snapshot` (3.9's `restore` is not
-/// served: docs/COMPATIBILITY.md, "The AdminServer").
+/// ZooKeeper 3.8's commands, and 3.9's `snapshot` and `restore` (a POST;
+/// see [`super::server`]).
 const COMMANDS: &[Command] = &[
     cmd(&["snapshot", "snap"], true),
+    cmd(&["restore", "rest"], true),
     cmd(&["configuration", "conf", "config"], true),
     cmd(&["connection_stat_reset", "crst"], true),
     cmd(&["connections", "cons"], true),
@@ -78,7 +79,11 @@ pub fn primary_name(name: &str) -> Option<&'static str> {
 
 /// The commands that need an authorized asker (ZooKeeper 3.9's
 /// `AuthRequest(Perms.ALL, "/")`).
-const NEEDS_AUTH: &[&str] = &["snapshot"];
+const NEEDS_AUTH: &[&str] = &["snapshot", "restore"];
+
+/// The commands served on POST (ZooKeeper 3.9's `PostCommand`s); the
+/// others on GET.
+pub const POST_COMMANDS: &[&str] = &["restore"];
 
 /// What a command reads beside the pipeline.
 pub struct Context<'a> {
@@ -100,12 +105,14 @@ pub struct Asker<'a> {
 }
 
 /// A command's answer: the HTTP status, the JSON object (with `command`
-/// and `error`), and for `snapshot`, the state to stream.
+/// and `error`), for `snapshot`, the state to stream, and for `restore`,
+/// whether the asker may go on (authorized, the command enabled).
 #[derive(Debug)]
 pub struct Answer {
     pub status: u16,
     pub json: Value,
     pub snapshot: Option<SnapshotJob>,
+    pub restore: bool,
 }
 
 /// Runs the command `name` (the shell has already done what a reset
@@ -136,18 +143,25 @@ pub fn run(
             return answer(status, name, Some(why.into()), out);
         }
     }
-    if primary == "snapshot" {
-        let enabled = cx
-            .admin
-            .cfg
-            .admin
-            .as_ref()
-            .is_some_and(|a| a.snapshot_enabled);
+    if primary == "snapshot" || primary == "restore" {
+        let admin = cx.admin.cfg.admin.as_ref();
+        let (enabled, why) = if primary == "snapshot" {
+            (admin.is_some_and(|a| a.snapshot_enabled), None)
+        } else {
+            // ZooKeeper 3.9 answers 503 with no error text; the key is
+            // named here.
+            let why = "the restore command is disabled (admin.restore.enabled=false)";
+            (admin.is_some_and(|a| a.restore_enabled), Some(why.into()))
+        };
         if !enabled {
-            return answer(503, primary, None, out);
+            return answer(503, primary, why, out);
         }
         let mut a = answer(200, primary, None, out);
-        a.snapshot = Some(s.snapshot_job());
+        if primary == "snapshot" {
+            a.snapshot = Some(s.snapshot_job());
+        } else {
+            a.restore = true;
+        }
         return a;
     }
     let error = fill(primary, kwargs, s, cx, &mut out);
@@ -166,6 +180,7 @@ fn answer(
         status,
         json: Value::Object(out),
         snapshot: None,
+        restore: false,
     }
 }
 

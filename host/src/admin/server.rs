@@ -20,6 +20,21 @@
 //! the headers `last_zxid` and `snapshot_size`. It is written to a
 //! temporary file in the snapshot directory first (so its size is known
 //! before it is sent, as ZooKeeper's is), which is removed once sent.
+//!
+//! ZooKeeper 3.9's `restore` (`POST <commandURL>/restore`, alias `rest`;
+//! the body is what `snapshot` streams): the same authorization, one per
+//! `admin.rateLimiterIntervalInMS` (its own limiter, as ZooKeeper's), 503
+//! with `admin.restore.enabled=false`. The body is written to a temporary
+//! file in the snapshot directory as it arrives (at most
+//! [`RESTORE_BYTES_MAX`]; a longer one is a 413 naming the bound, a cut or
+//! stalled one a 400 or 408, none of which reaches the member), then read
+//! and checked whole on a blocking thread: the file's checksum, the
+//! envelope, the body, and the tree's invariants. Only then does the core
+//! loop get it, as a txn every member applies (`core::server::restore`);
+//! the answer is ZooKeeper's `last_zxid`, here the zxid the restore was
+//! applied at. A snapshot that does not check out is a 500 with the
+//! reason in `error` (ZooKeeper's status for a failed restore), and
+//! nothing changed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +52,16 @@ use crate::member::Event;
 /// How long a command may wait for the core loop.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a restore may wait to be applied (committed, in an ensemble).
+const RESTORE_WAIT: Duration = Duration::from_secs(60);
+
+/// The longest snapshot `restore` takes: the core's bound on what one
+/// restore txn carries (it is one log record).
+pub const RESTORE_BYTES_MAX: u64 = crate::core::server::RESTORE_BYTES_MAX as u64;
+
+/// The prefix of a restore body's temporary file.
+const RESTORE_PREFIX: &str = "admin-restore-";
+
 /// Connections the AdminServer holds open at once.
 const CONNECTIONS_MAX: usize = 32;
 
@@ -49,6 +74,8 @@ struct Shared {
     rate_limit: Duration,
     /// When the last `snapshot` was allowed.
     last_snapshot: Mutex<Option<Instant>>,
+    /// When the last `restore` was allowed.
+    last_restore: Mutex<Option<Instant>>,
 }
 
 /// Binds the AdminServer's port and serves it on the member's runtime.
@@ -74,6 +101,12 @@ pub fn start(
     let limits = Limits {
         idle: Duration::from_millis(cfg.idle_timeout_ms),
         connections_max: CONNECTIONS_MAX,
+        body_file: Some(crate::http::BodyFileLimits {
+            dir: snap_dir.clone(),
+            prefix: RESTORE_PREFIX,
+            max: RESTORE_BYTES_MAX,
+            what: "the restore command",
+        }),
         ..Limits::default()
     };
     let url = cfg.command_url.clone();
@@ -85,6 +118,7 @@ pub fn start(
         snap_dir,
         rate_limit: Duration::from_millis(cfg.rate_limit_ms),
         last_snapshot: Mutex::new(None),
+        last_restore: Mutex::new(None),
     });
     crate::http::serve(listener, limits, tls, move |req, peer| {
         let shared = Arc::clone(&shared);
@@ -103,7 +137,9 @@ async fn route(shared: &Shared, req: Request, peer: SocketAddr) -> Response {
         Some(r) if r.starts_with('/') => &r[1..],
         _ => return Response::status(404),
     };
-    if req.method != "GET" {
+    let post = super::commands::primary_name(rest)
+        .is_some_and(|p| super::commands::POST_COMMANDS.contains(&p));
+    if req.method != if post { "POST" } else { "GET" } {
         // As Java's HttpServlet answers a method it does not serve.
         return Response::status(if req.http10 { 400 } else { 405 });
     }
@@ -116,6 +152,7 @@ async fn route(shared: &Shared, req: Request, peer: SocketAddr) -> Response {
     }
     let (tx, rx) = oneshot::channel();
     let authorization = req.header("authorization").map(str::to_string);
+    let body_file = req.body_file.clone();
     let streaming = req
         .query
         .iter()
@@ -139,6 +176,9 @@ async fn route(shared: &Shared, req: Request, peer: SocketAddr) -> Response {
     let Ok(Ok(mut answer)) = answer else {
         return Response::status(503);
     };
+    if answer.restore {
+        return restore(shared, body_file, answer.json, peer).await;
+    }
     let Some(job) = answer.snapshot.take() else {
         return json(answer.status, &answer.json);
     };
@@ -161,7 +201,9 @@ fn remove_leftovers(snap_dir: &std::path::Path) {
     for e in entries.filter_map(|e| e.ok()) {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with(TEMP_PREFIX) && name.ends_with(".partial") {
+        if (name.starts_with(TEMP_PREFIX) || name.starts_with(RESTORE_PREFIX))
+            && name.ends_with(".partial")
+        {
             match std::fs::remove_file(e.path()) {
                 Ok(()) => {
                     tracing::info!(file = %e.path().display(), "removed an unfinished AdminServer snapshot")
@@ -180,9 +222,17 @@ fn json(status: u16, v: &serde_json::Value) -> Response {
 }
 
 impl Shared {
-    /// ZooKeeper's `RateLimiter(1, interval)`: one in each interval.
     fn allow_snapshot(&self) -> bool {
-        let mut last = self.last_snapshot.lock().unwrap_or_else(|e| e.into_inner());
+        self.allow(&self.last_snapshot)
+    }
+
+    fn allow_restore(&self) -> bool {
+        self.allow(&self.last_restore)
+    }
+
+    /// ZooKeeper's `RateLimiter(1, interval)`: one in each interval.
+    fn allow(&self, last: &Mutex<Option<Instant>>) -> bool {
+        let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         if last.is_some_and(|t| now.duration_since(t) <= self.rate_limit) {
             return false;
@@ -247,4 +297,104 @@ async fn snapshot(
     r.headers = headers;
     r.temp_file = Some((path, size));
     r
+}
+
+/// `restore`, the asker authorized: the body (in its temporary file) is
+/// checked whole, off the member's thread, then handed to the core loop
+/// as a txn; answered once it is applied (see the module doc).
+async fn restore(
+    shared: &Shared,
+    body: Option<Arc<crate::http::BodyFile>>,
+    json_answer: serde_json::Value,
+    peer: SocketAddr,
+) -> Response {
+    let fail = |status: u16, why: String| {
+        let mut v = json_answer.clone();
+        v["error"] = why.into();
+        json(status, &v)
+    };
+    // ZooKeeper's order: no body (400), then the rate limit (429).
+    let Some(body) = body else {
+        return fail(
+            400,
+            "the request has no body: POST the snapshot that GET <commandURL>/snapshot streams"
+                .into(),
+        );
+    };
+    if !shared.allow_restore() {
+        tracing::warn!(%peer, "AdminServer restore request was rate limited");
+        return json(429, &json_answer);
+    }
+    let checked = tokio::task::spawn_blocking(move || check_restore(&body.path)).await;
+    let txn = match checked {
+        Ok(Ok(txn)) => txn,
+        Ok(Err(why)) => {
+            tracing::warn!(%peer, "AdminServer restore refused: {why}");
+            return fail(500, why);
+        }
+        Err(e) => return fail(500, format!("the snapshot could not be checked: {e}")),
+    };
+    let snapshot_zxid = txn.snapshot_zxid;
+    let (tx, rx) = oneshot::channel();
+    if shared
+        .events
+        .send(Event::Restore { txn, reply: tx })
+        .await
+        .is_err()
+    {
+        return fail(503, "the member is shutting down".into());
+    }
+    match tokio::time::timeout(RESTORE_WAIT, rx).await {
+        Ok(Ok(Ok(zxid))) => {
+            tracing::info!(%peer, zxid = format!("0x{:x}", zxid.0), snapshot_zxid = format!("0x{snapshot_zxid:x}"), "AdminServer restore applied");
+            let mut v = json_answer;
+            v["last_zxid"] = zxid.to_wire().into();
+            json(200, &v)
+        }
+        Ok(Ok(Err(why))) => {
+            tracing::warn!(%peer, "AdminServer restore not applied: {why}");
+            fail(500, why)
+        }
+        Ok(Err(_)) => fail(503, "the member is shutting down".into()),
+        Err(_) => fail(
+            503,
+            format!(
+                "the restore was not applied within {} s (no leader?); it may still be",
+                RESTORE_WAIT.as_secs()
+            ),
+        ),
+    }
+}
+
+/// Reads and checks a snapshot file's bytes (checksum, envelope, body,
+/// the tree's invariants) and makes the restore txn of them (its token
+/// is the core loop's to set).
+fn check_restore(path: &std::path::Path) -> Result<Box<crate::core::txn::RestoreTxn>, String> {
+    let payload = wazoo_storage::read_snapshot(path).map_err(|e| {
+        format!("not a wazoo snapshot (what GET <commandURL>/snapshot streams): {e}")
+    })?;
+    let envelope = wazoo_storage::read_snapshot_envelope(&payload)
+        .map_err(|e| format!("the snapshot does not load: {e}"))?;
+    let (_, tree) = crate::core::snapshot::read_snapshot_body(envelope.version, envelope.body)
+        .map_err(|e| format!("the snapshot does not load: {e}"))?;
+    tree.check_invariants()
+        .map_err(|e| format!("the snapshot's tree is not consistent: {e}"))?;
+    Ok(Box::new(crate::core::txn::RestoreTxn {
+        token: 0,
+        snapshot_zxid: envelope.zxid.to_wire(),
+        body_version: envelope.version,
+        sessions: envelope.sessions,
+        body: Arc::from(envelope.body),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    // A restore is one log record: the largest the command takes, with
+    // the txn's own fields, fits the log's record bound.
+    #[test]
+    fn the_largest_restore_fits_one_log_record() {
+        let record_max = wazoo_storage::LogOptions::default().max_record_bytes as u64;
+        assert!(super::RESTORE_BYTES_MAX + 1024 <= record_max);
+    }
 }

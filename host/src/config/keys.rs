@@ -15,6 +15,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "admin.serverAddress",
     "admin.serverPort",
     "admin.snapshot.enabled",
+    "admin.restore.enabled",
     "DigestAuthenticationProvider.superDigest",
     "audit.enable",
     "autopurge.purgeInterval",
@@ -155,7 +156,6 @@ pub(super) const ZOOKEEPER_KEYS_NOT_USED: &[&str] = &[
 /// docs/ZOOCFG_KEYS.md, "refused"), as the Guide spells them; with such a
 /// value they are accepted and not used. (`group.N` and `weight.N` too.)
 pub(super) const KEYS_REFUSED: &[&str] = &[
-    "admin.restore.enabled",
     "audit.impl.class",
     "client.portUnification",
     "connectionMaxTokens",

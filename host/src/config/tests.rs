@@ -97,8 +97,8 @@ fn an_unknown_key_gets_the_closest_known_key() {
         "zoo.cfg key autopurge.purgeIntreval is unknown; did you mean autopurge.purgeInterval?"
     );
     assert_eq!(
-        unused_key_note("admin.restore.enabled"),
-        "zoo.cfg key admin.restore.enabled is a ZooKeeper key that wazoo does not use"
+        unused_key_note("emulate353TTLNodes"),
+        "zoo.cfg key emulate353TTLNodes is a ZooKeeper key that wazoo does not use"
     );
     assert_eq!(unused_key_note("zzz.qqq"), "zoo.cfg key zzz.qqq is unknown");
     // Every key wazoo reads is one from_map takes: none is left over.
@@ -166,7 +166,6 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         ),
         ("leaderServes=no", "a leader that serves no clients"),
         ("electionAlg=0", "election algorithm"),
-        ("zookeeper.admin.restore.enabled=true", "restore command"),
     ];
     for (line, why) in refused {
         let e = refusal(line).unwrap_or_else(|| panic!("{line} was accepted"));
@@ -910,6 +909,7 @@ fn admin_server_keys_are_read_with_zookeepers_defaults() {
     assert_eq!(a.command_url, "/commands");
     assert_eq!(a.idle_timeout_ms, 30_000);
     assert!(a.snapshot_enabled, "as in ZooKeeper 3.9");
+    assert!(a.restore_enabled, "as in ZooKeeper 3.9");
     assert_eq!(a.rate_limit_ms, 300_000);
     // Another admin key without admin.enableServer: ZooKeeper serves, so
     // does wazoo; either spelling and any case.
@@ -923,12 +923,13 @@ fn admin_server_keys_are_read_with_zookeepers_defaults() {
     assert_eq!(a.command_url, "/cmd");
     assert_eq!(a.idle_timeout_ms, 500);
     let a = Config::parse(
-        "dataDir=/d\nadmin.enableServer=true\nadmin.snapshot.enabled=false\nadmin.rateLimiterIntervalInMS=10\n",
+        "dataDir=/d\nadmin.enableServer=true\nadmin.snapshot.enabled=false\nzookeeper.admin.restore.enabled=FALSE\nadmin.rateLimiterIntervalInMS=10\n",
     )
     .unwrap()
     .admin
     .unwrap();
     assert!(!a.snapshot_enabled);
+    assert!(!a.restore_enabled);
     assert_eq!(a.rate_limit_ms, 10);
     assert_eq!(a.tls, crate::config::AdminTls::Off);
     // TLS takes the ssl.quorum key store, which must be given.
