@@ -64,6 +64,8 @@ struct Params {
     fsync_ms: (u64, u64),
     client_gap_ms: (u64, u64),
     snapshot_every: (u64, u64),
+    /// zoo.cfg `observerMasterPort`: observers sync from followers.
+    observer_master: bool,
 }
 
 impl Params {
@@ -93,6 +95,7 @@ impl Params {
             fsync_ms: *rng.pick(&[(1, 2), (1, 8), (3, 30)]),
             client_gap_ms: *rng.pick(&[(10, 60), (20, 120)]),
             snapshot_every: *rng.pick(&[(3, 10), (10, 50), (1_000, 1_000)]),
+            observer_master: false,
         }
     }
 
@@ -217,6 +220,8 @@ struct Summary {
     steps: u64,
     /// Txns committed in seeds with hierarchical quorums.
     hierarchical_committed: u64,
+    /// Observers that ended the run synced by a follower (learner master).
+    observers_behind_followers: u64,
     /// A seed that saw an unexpected message, and what it was.
     unexpected_example: Option<(u64, String)>,
 }
@@ -241,6 +246,7 @@ impl Summary {
         self.sim_ms += o.sim_ms;
         self.steps += o.steps;
         self.hierarchical_committed += o.hierarchical_committed;
+        self.observers_behind_followers += o.observers_behind_followers;
         if self.unexpected_example.is_none() {
             self.unexpected_example.clone_from(&o.unexpected_example);
         }
@@ -277,7 +283,7 @@ const CLIENT_AFTER_HEAL_MS: u64 = 1_500;
 
 impl Sim {
     fn new(seed: u64, trace: bool) -> Sim {
-        Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None)
+        Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None, false)
     }
 
     /// A seed's ensemble with this tickTime, ticked every `tick_input_ms`,
@@ -292,11 +298,20 @@ impl Sim {
         tick_ms: u64,
         tick_input_ms: u64,
         finalize_wait_ms: Option<u64>,
+        observer_masters: bool,
     ) -> Sim {
         let mut rng = Rng::new(seed);
         let mut params = Params::draw(&mut rng);
         if let Some(ms) = finalize_wait_ms {
             params.finalize_wait_ms = ms;
+            params.quorum = QuorumRule::Majority;
+        }
+        if observer_masters {
+            // Two observers behind followers (`observerMasterPort`); the
+            // seed's hierarchy was drawn for other observers.
+            let n = params.voters.len() as u64;
+            params.observers = vec![n + 1, n + 2];
+            params.observer_master = true;
             params.quorum = QuorumRule::Majority;
         }
         let mut sim = Sim {
@@ -337,6 +352,7 @@ impl Sim {
             cfg.notification_interval_ms_max = if tick_ms == 2_000 { 2_000 } else { 800 };
             cfg.committed_log_max = sim.params.committed_log_max;
             cfg.outstanding_proposals_max = 500;
+            cfg.observer_master = sim.params.observer_master;
             let to_snapshot = sim.draw(sim.params.snapshot_every);
             sim.members.insert(
                 id,
@@ -728,6 +744,13 @@ impl Sim {
             !self.checker.acknowledged.is_empty(),
             "liveness: nothing was ever acknowledged"
         );
+        self.summary.observers_behind_followers = self
+            .members
+            .values()
+            .filter_map(|m| m.peer.as_ref())
+            .filter(|p| p.state() == ServerState::Observing)
+            .filter(|p| p.learning_from() != p.status().leader)
+            .count() as u64;
         let ids: Vec<ServerId> = self.members.keys().copied().collect();
         for id in ids {
             self.crash(id); // folds the member's stats into the summary
@@ -743,8 +766,12 @@ impl Sim {
 }
 
 fn run_seed(seed: u64, trace: bool) -> Summary {
+    run_seed_with(seed, trace, false)
+}
+
+fn run_seed_with(seed: u64, trace: bool, observer_masters: bool) -> Summary {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut sim = Sim::new(seed, trace);
+        let mut sim = Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None, observer_masters);
         sim.run();
         sim.summary
     }));
@@ -797,6 +824,38 @@ fn zab_simulation() {
 }
 
 const DEFAULT_SEEDS: u64 = 300;
+
+/// Observers behind followers (Administrator's Guide, "Cluster Options",
+/// `observerMasterPort`): two observers sync from followers through the
+/// same chaos (crashes of their learner master mid-sync among them,
+/// partitions, resets), with every check of the simulation; observers are
+/// members like the others for agreement and the client oracle.
+/// `WAZOO_ZAB_SIM_OM_SEEDS` runs more seeds, `WAZOO_ZAB_SIM_OM_SEED` one.
+#[test]
+fn observers_behind_followers() {
+    let trace = std::env::var("WAZOO_ZAB_SIM_TRACE").is_ok_and(|v| v == "1");
+    if let Some(seed) = env_u64("WAZOO_ZAB_SIM_OM_SEED") {
+        let s = run_seed_with(seed, trace, true);
+        eprintln!("seed {seed}: {s:?}");
+        return;
+    }
+    let count = env_u64("WAZOO_ZAB_SIM_OM_SEEDS").unwrap_or(OM_SEEDS);
+    let mut total = Summary::default();
+    for seed in 0..count {
+        total.add(&run_seed_with(seed, false, true));
+    }
+    eprintln!("zab simulation with observer masters, {count} seeds: {total:?}");
+    assert!(
+        total.observers_behind_followers > count,
+        "most observers end behind a follower: {total:?}"
+    );
+    assert!(
+        total.crashes > 0 && total.diffs > 0 && total.snaps > 0,
+        "coverage: {total:?}"
+    );
+}
+
+const OM_SEEDS: u64 = 100;
 
 /// Same seed, same run: what makes `WAZOO_ZAB_SIM_SEED` a replay.
 #[test]
@@ -862,7 +921,7 @@ enum Silent {
 /// back, and the run must converge with every check of the simulation
 /// (the lease check among them) holding throughout.
 fn failover_after(seed: u64, how: Silent, finalize_wait_ms: u64, trace: bool) -> u64 {
-    let mut sim = Sim::with_timing(seed, trace, 2_000, 100, Some(finalize_wait_ms));
+    let mut sim = Sim::with_timing(seed, trace, 2_000, 100, Some(finalize_wait_ms), false);
     sim.chaos = false;
 
     while sim.serving_leader().is_none() {
