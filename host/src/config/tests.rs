@@ -148,7 +148,7 @@ fn refusal(line: &str) -> Option<String> {
         .map(|e| format!("{e:#}"))
 }
 
-// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions, observerMasterPort,
+// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions,
 // leaderServes, electionAlg), "Experimental Options/Features" and "Audit
 // Logs" (audit.impl.class), "AdminServer configuration": a key that asks for a
 // feature wazoo does not implement yet stops the start, naming the key;
@@ -159,10 +159,6 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         (
             "audit.impl.class=com.example.MyAuditLogger",
             "an audit logger other than ZooKeeper's",
-        ),
-        (
-            "observerMasterPort=2191",
-            "observers that sync from a follower",
         ),
         ("leaderServes=no", "a leader that serves no clients"),
         ("electionAlg=0", "election algorithm"),
@@ -182,6 +178,8 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         "localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true",
         "multiAddress.enabled=false",
         "multiAddress.enabled=true",
+        "observerMasterPort=2191",
+        "observerMasterPort=0",
         "leaderServes=yes",
         "electionAlg=3",
         "admin.enableServer=false",
@@ -678,8 +676,7 @@ fn refused_sample(key: &str) -> String {
         "zookeeper.db.autocreate" => "false",
         "DigestAuthenticationProvider.digestAlg" => "SHA3-256",
         "snapshot.compression.method" => "gz",
-        "observerMasterPort"
-        | "connectionMaxTokens"
+        "connectionMaxTokens"
         | "requestThrottleLimit"
         | "throttledOpWaitTime"
         | "outstandingHandshake.limit"
@@ -1043,4 +1040,32 @@ fn an_oracle_path_that_is_a_fifo_says_no_at_once() {
     // Not a timing assertion: a blocked open never answers at all.
     let answer = rx.recv_timeout(std::time::Duration::from_secs(30));
     assert_eq!(answer, Ok(false), "the oracle read blocked on a FIFO");
+}
+
+// ZooKeeper Administrator's Guide, "Cluster Options", observerMasterPort:
+// a port turns observers behind followers on; 0 or less leaves them off,
+// as ZooKeeper starts no learner master then; anything else is refused
+// at start, naming the key.
+#[test]
+fn observer_master_port_is_read() {
+    let parse = |line: &str| Config::parse(&format!("dataDir=/d\n{line}\n"));
+    assert_eq!(parse("").unwrap().observer_master_port, None);
+    assert_eq!(
+        parse("observerMasterPort=2191")
+            .unwrap()
+            .observer_master_port,
+        Some(2191)
+    );
+    assert_eq!(
+        parse("observerMasterPort=0").unwrap().observer_master_port,
+        None
+    );
+    assert_eq!(
+        parse("observerMasterPort=-1").unwrap().observer_master_port,
+        None
+    );
+    for bad in ["observerMasterPort=70000", "observerMasterPort=two"] {
+        let e = format!("{:#}", parse(bad).unwrap_err());
+        assert!(e.contains("observerMasterPort"), "{bad}: {e}");
+    }
 }
