@@ -199,24 +199,7 @@ impl Peer {
     /// the observer misses, the commit point and NEWLEADER.
     fn master_sync(&mut self, to: ServerId, peer_last: Zxid) {
         let committed = self.history.committed();
-        let plan = self.history.plan_sync(peer_last);
-        match plan.kind {
-            super::history::SyncKind::Diff => {
-                self.stats.syncs_diff += 1;
-                self.send(to, Message::Diff);
-            }
-            super::history::SyncKind::Trunc(zxid) => {
-                self.stats.syncs_trunc += 1;
-                self.send(to, Message::Trunc { zxid });
-            }
-            super::history::SyncKind::Snap => {
-                self.stats.syncs_snap += 1;
-                self.outputs.push(Output::SendSnapshot {
-                    to,
-                    zxid: plan.start,
-                });
-            }
-        }
+        let plan = self.start_sync(to, peer_last);
         for (zxid, payload) in self.history.range(plan.start, committed) {
             self.send(to, Message::Proposal { zxid, payload });
         }

@@ -1099,6 +1099,15 @@ fn the_survivor_of_two_leads_only_while_its_oracle_says_1() {
 
 // ---- observers behind followers (observerMasterPort) ----------------------
 
+/// An observer's OBSERVERINFO.
+fn observer_info(accepted_epoch: u32, last_zxid: Zxid) -> Message {
+    Message::FollowerInfo {
+        accepted_epoch,
+        last_zxid,
+        observer: true,
+    }
+}
+
 /// Member 1 of voters {1,2,3} and observers {4,5}, `observerMasterPort`
 /// set, synchronized with leader 3 in epoch 2 and holding 2:1 committed.
 fn master_follower() -> Peer {
@@ -1152,11 +1161,7 @@ fn master_follower() -> Peer {
 fn a_follower_syncs_an_observer_and_informs_it_of_commits() {
     let now = PROMISE_MS;
     let mut f = master_follower();
-    let info = Message::FollowerInfo {
-        accepted_epoch: 0,
-        last_zxid: Zxid::ZERO,
-        observer: true,
-    };
+    let info = observer_info(0, Zxid::ZERO);
     let outs = msg(&mut f, 4, info, now);
     assert_eq!(
         sends(&outs),
@@ -1230,11 +1235,7 @@ fn a_follower_syncs_an_observer_and_informs_it_of_commits() {
     assert!(!outs.iter().any(|o| matches!(o, Output::SyncDone { .. })));
 
     // A second observer beyond the cap is refused; the first stays.
-    let info = Message::FollowerInfo {
-        accepted_epoch: 0,
-        last_zxid: Zxid::ZERO,
-        observer: true,
-    };
+    let info = observer_info(0, Zxid::ZERO);
     let outs = msg(&mut f, 5, info, now);
     assert_eq!(outs, vec![Output::CloseLink { peer: 5 }]);
     assert_eq!(f.master_synced_observers(), Some(1));
@@ -1246,11 +1247,7 @@ fn a_follower_syncs_an_observer_and_informs_it_of_commits() {
 fn a_bad_packet_from_an_observer_closes_its_link_only() {
     let now = PROMISE_MS;
     let mut f = master_follower();
-    let info = Message::FollowerInfo {
-        accepted_epoch: 0,
-        last_zxid: Zxid::ZERO,
-        observer: true,
-    };
+    let info = observer_info(0, Zxid::ZERO);
     msg(&mut f, 4, info, now);
     let outs = msg(&mut f, 4, Message::Ack { zxid: z(2, 1) }, now);
     assert_eq!(outs, vec![Output::CloseLink { peer: 4 }]);
@@ -1271,11 +1268,7 @@ fn an_observer_ahead_of_its_learner_master_waits_for_its_commits() {
         payload: p(b"b"),
     };
     msg(&mut f, 3, txn, now);
-    let info = Message::FollowerInfo {
-        accepted_epoch: 2,
-        last_zxid: z(2, 2),
-        observer: true,
-    };
+    let info = observer_info(2, z(2, 2));
     msg(&mut f, 4, info, now);
     let ack = Message::AckEpoch {
         epoch: 2,
