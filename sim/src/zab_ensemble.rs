@@ -778,14 +778,19 @@ fn run_seed_with(seed: u64, trace: bool, observer_masters: bool) -> Summary {
     match result {
         Ok(summary) => summary,
         Err(panic) => {
-            let why = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("(no message)");
+            let why = panic_text(panic.as_ref());
             panic!("zab simulation failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1 for a trace)");
         }
     }
+}
+
+/// What a caught panic said.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)")
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -998,11 +1003,7 @@ fn failover_seeds(how: Silent, finalize_wait_ms: u64) {
         match result {
             Ok(ms) => times.push(ms),
             Err(panic) => {
-                let why = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("(no message)");
+                let why = panic_text(panic.as_ref());
                 panic!("failover {how:?} failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1)");
             }
         }
@@ -1045,4 +1046,79 @@ fn a_partitioned_leader_steps_down_and_is_replaced_within_the_bound() {
 #[test]
 fn with_no_finalize_wait_a_silent_leader_is_still_replaced_within_the_bound() {
     failover_seeds(Silent::Pause, 0);
+}
+
+// ---- a learner master dies while it syncs an observer ---------------------
+
+/// The observer syncing (not serving yet) from a member that follows, and
+/// that member, if there is one now; with `answered`, only once the
+/// observer has the follower's LEADERINFO (it accepted the follower's
+/// epoch), so the sync itself is under way.
+fn observer_mid_sync(sim: &Sim, answered: bool) -> Option<(ServerId, ServerId)> {
+    sim.members.values().find_map(|m| {
+        let p = m.peer.as_ref()?;
+        if p.state() != ServerState::Observing || p.status().serving {
+            return None;
+        }
+        let master = p.learning_from()?;
+        let f = sim.members[&master].peer.as_ref()?;
+        let follows = f.state() == ServerState::Following && f.status().serving;
+        let past_leader_info = p.status().accepted_epoch == f.status().accepted_epoch;
+        (follows && (!answered || past_leader_info)).then_some((m.id, master))
+    })
+}
+
+/// One seed: once an observer is syncing from a follower (odd seeds: as
+/// soon as it asked; even seeds: once the follower answered), that
+/// follower crashes; a second later it restarts. The run must converge with every
+/// check holding: the observer moved on and missed or repeated nothing.
+fn learner_master_dies_mid_sync(seed: u64, trace: bool) {
+    let mut sim = Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None, true);
+    sim.chaos = false;
+    let (observer, master) = loop {
+        assert!(sim.step(), "the simulation ran dry");
+        if let Some(found) = observer_mid_sync(&sim, seed.is_multiple_of(2)) {
+            break found;
+        }
+        assert!(
+            sim.now_ms < 30_000,
+            "no observer ever synced from a follower: {}",
+            sim.describe()
+        );
+    };
+    sim.log(format!(
+        "---- learner master {master} of observer {observer} crashes mid-sync ----"
+    ));
+    sim.crash(master);
+    let back_at = sim.now_ms + 1_000;
+    while sim.now_ms < back_at {
+        assert!(sim.step(), "the simulation ran dry");
+    }
+    sim.start_member(master);
+    let restarted_at = sim.now_ms;
+    sim.settle_after(restarted_at, || {
+        format!("after learner master {master} of observer {observer} died mid-sync")
+    });
+}
+
+// Administrator's Guide, "Cluster Options", observerMasterPort: a follower
+// that dies while it brings an observer up to date costs the observer
+// nothing but a new sync with another member. 40 seeds;
+// `WAZOO_ZAB_SIM_OM_SEED` replays one.
+#[test]
+fn an_observer_whose_learner_master_dies_mid_sync_moves_on() {
+    let trace = std::env::var("WAZOO_ZAB_SIM_TRACE").is_ok_and(|v| v == "1");
+    let seeds: Vec<u64> = match env_u64("WAZOO_ZAB_SIM_OM_SEED") {
+        Some(seed) => vec![seed],
+        None => (0..40).collect(),
+    };
+    for seed in seeds {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            learner_master_dies_mid_sync(seed, trace)
+        }));
+        if let Err(panic) = result {
+            let why = panic_text(panic.as_ref());
+            panic!("learner master mid-sync failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_OM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1)");
+        }
+    }
 }
