@@ -1064,6 +1064,16 @@ fn observer_master_port_is_read() {
         parse("observerMasterPort=-1").unwrap().observer_master_port,
         None
     );
+    // Several addresses per member: the session rides whichever address
+    // carries the members' link, so the two keys go together.
+    let multi = parse(
+        "multiAddress.enabled=true\nobserverMasterPort=2191\n\
+         server.1=127.0.0.1:2888:3888|127.0.0.2:2888:3888\n\
+         server.2=127.0.0.1:2889:3889|127.0.0.2:2889:3889\n\
+         server.3=127.0.0.1:2890:3890:observer",
+    )
+    .unwrap();
+    assert_eq!(multi.observer_master_port, Some(2191));
     for bad in ["observerMasterPort=70000", "observerMasterPort=two"] {
         let e = format!("{:#}", parse(bad).unwrap_err());
         assert!(e.contains("observerMasterPort"), "{bad}: {e}");
