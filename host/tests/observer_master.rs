@@ -41,6 +41,15 @@ fn observers(e: &dyn TestEnsemble, i: usize) -> Value {
         .expect("observers answers JSON")
 }
 
+/// The `zabstate` and `voting` the AdminServer's `zabstate` command gives
+/// on member `i`.
+fn zabstate(e: &dyn TestEnsemble, i: usize) -> String {
+    let admin = e.admin_addr(i).expect("an AdminServer");
+    let v: Value = serde_json::from_str(&common::http_get(admin.port(), "/commands/zabstate"))
+        .expect("zabstate answers JSON");
+    format!("{} voting={}", v["zabstate"], v["voting"])
+}
+
 /// The sids the `observers` command lists.
 fn observer_sids(v: &Value) -> Vec<u64> {
     v["observers"]
@@ -119,6 +128,10 @@ async fn scenario(flavor: Flavor) -> (Seen, Vec<(String, String)>) {
     figures.push((
         "follower observers synced_observers".to_string(),
         observers(e.as_ref(), master)["synced_observers"].to_string(),
+    ));
+    figures.push((
+        "observer zabstate".to_string(),
+        zabstate(e.as_ref(), OBSERVER),
     ));
 
     let acl = CreateMode::Persistent.with_acls(Acls::anyone_all());
