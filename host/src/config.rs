@@ -189,6 +189,12 @@ pub struct Config {
     /// "Several addresses per member"); without it such a line is refused,
     /// as ZooKeeper refuses it.
     pub multi_address_enabled: bool,
+    /// `observerMasterPort` (Administrator's Guide, "Cluster Options"),
+    /// when set to a port: followers serve observers as their learner
+    /// master and observers sync from a follower (docs/OPERATIONS.md,
+    /// "Observers behind followers"). wazoo carries that session on the
+    /// link the two members already share; nothing listens on the port.
+    pub observer_master_port: Option<u16>,
     /// The secure client port and TLS between members (`secureClientPort`,
     /// `ssl.*`, `sslQuorum`, `ssl.quorum.*`).
     pub tls: tls::TlsConfig,
@@ -911,6 +917,17 @@ impl Config {
             standalone_enabled: take_bool(&mut kv, "standaloneEnabled")?.unwrap_or(true),
             quorum_listen_on_all_ips: take_bool(&mut kv, "quorumListenOnAllIPs")?.unwrap_or(false),
             multi_address_enabled,
+            // ZooKeeper runs no learner master for 0 (or less).
+            observer_master_port: match kv.remove("observerMasterPort") {
+                None => None,
+                Some(v) => match v.trim().parse::<i64>() {
+                    Ok(n) if n <= 0 => None,
+                    Ok(n) => Some(u16::try_from(n).map_err(|_| {
+                        anyhow!("observerMasterPort={n} is not a port (1 to 65535)")
+                    })?),
+                    Err(_) => bail!("observerMasterPort={v:?} is not a number"),
+                },
+            },
             tls,
             sasl,
             unknown: kv
@@ -1164,7 +1181,6 @@ fn feature_refusal(key: &str, value: &str) -> Option<String> {
     let unless_num =
         |off: &str, what: &str| (v != off).then(|| format!("{what} (only `{off}` is accepted)"));
     match k {
-        "observermasterport" => Some("observers that sync from a follower".to_string()),
         "leaderserves" => (v != "yes")
             .then(|| "a leader that serves no clients (only `yes` is accepted)".to_string()),
         "electionalg" => (v != "3").then(|| {

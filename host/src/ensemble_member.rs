@@ -109,6 +109,7 @@ pub fn zab_config(cfg: &Config, my_id: u64) -> Result<zab::Config> {
     z.finalize_wait_ms = 50;
     z.notification_interval_ms_max = 2_000;
     z.outstanding_proposals_max = 1 << 20;
+    z.observer_master = cfg.observer_master_port.is_some();
     z.quorum = cfg
         .quorum_config()
         .quorum_rule()

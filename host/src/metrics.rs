@@ -60,6 +60,10 @@ struct Consensus {
     /// Times this member, leading, let its lease run out and stepped down.
     leases_expired: u64,
     leader: Option<LeaderReport>,
+    /// A follower with `observerMasterPort`: the observers it has synced.
+    master_synced_observers: Option<usize>,
+    /// An observer: the member it syncs from (its learner master).
+    observer_master_id: Option<u64>,
 }
 
 /// What `election_time` is measured with.
@@ -197,6 +201,11 @@ impl Metrics {
             syncs_snap: stats.syncs_snap,
             leases_expired: stats.leases_expired,
             leader: peer.leader_report(),
+            master_synced_observers: peer.master_synced_observers(),
+            observer_master_id: match status.state {
+                ServerState::Observing => peer.learning_from(),
+                _ => None,
+            },
         };
         // ZooKeeper's election_time: from starting to look for a leader to
         // knowing it (to following or leading). An election that began
@@ -442,6 +451,25 @@ impl Metrics {
                 "Voting members of the ensemble",
                 int(c.voters),
             );
+            // ZooKeeper 3.8's mntr: a follower with observerMasterPort
+            // reports the observers it has synced, an observer the member
+            // it syncs from.
+            if let Some(n) = c.master_synced_observers {
+                gauge(
+                    &mut f,
+                    "synced_observers",
+                    "Observers synced by this follower (observerMasterPort)",
+                    int(n),
+                );
+            }
+            // mntr only: ZooKeeper exports no such Prometheus metric.
+            if let Some(id) = c.observer_master_id {
+                f.push(Family {
+                    name: "observer_master_id".into(),
+                    help: "",
+                    value: Value::Text(id.to_string()),
+                });
+            }
         }
         if let Some(l) = src.leader {
             let size = |v: usize| {

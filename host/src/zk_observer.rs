@@ -190,6 +190,9 @@ fn check_supported(cfg: &Config, my_id: u64) -> Result<()> {
     if cfg.oracle_path.is_some() {
         bail!("wazoo.peers=zookeeper: oraclePath is for voters; this member observes");
     }
+    if cfg.observer_master_port.is_some() {
+        bail!("wazoo.peers=zookeeper: observerMasterPort (observers that sync from a ZooKeeper follower) is not supported yet beside ZooKeeper members; this member syncs from the leader");
+    }
     Ok(())
 }
 
@@ -618,4 +621,24 @@ fn convert_snapshot(snap: SyncSnapshot) -> Result<ZkInput> {
         tree: Box::new(tree),
         sessions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Administrator's Guide, "Cluster Options", observerMasterPort: a wazoo
+    // member that observes a ZooKeeper ensemble syncs from the leader; it
+    // refuses the key by name rather than ignore it.
+    #[test]
+    fn observer_master_port_is_refused_beside_zookeeper_members() {
+        let base = "dataDir=/d\nwazoo.peers=zookeeper\npeerType=observer\n\
+            server.1=127.0.0.1:2888:3888\nserver.2=127.0.0.1:2889:3889\n\
+            server.3=127.0.0.1:2890:3890\nserver.4=127.0.0.1:2891:3891:observer\n";
+        let cfg = Config::parse(base).unwrap();
+        check_supported(&cfg, 4).unwrap();
+        let cfg = Config::parse(&format!("{base}observerMasterPort=2191\n")).unwrap();
+        let e = format!("{:#}", check_supported(&cfg, 4).unwrap_err());
+        assert!(e.contains("observerMasterPort"), "{e}");
+    }
 }

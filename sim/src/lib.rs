@@ -70,7 +70,12 @@ use wazoo_zab::ServerId;
 /// The knobs one seed draws.
 #[derive(Clone, Debug)]
 pub struct Params {
+    /// The voters.
     pub members: Vec<ServerId>,
+    /// Observers (none unless the run is a [`Variant`] with some).
+    pub observers: Vec<ServerId>,
+    /// zoo.cfg `observerMasterPort`: observers sync from followers.
+    pub observer_master: bool,
     pub clients: usize,
     pub register_keys: u64,
     pub chaos_ms: u64,
@@ -99,6 +104,8 @@ impl Params {
         };
         Params {
             members,
+            observers: Vec::new(),
+            observer_master: false,
             clients: rng.range(2, 5) as usize,
             register_keys: rng.range(1, 3),
             chaos_ms: rng.range(2_000, 4_000),
@@ -147,6 +154,8 @@ pub struct Summary {
     pub pauses: u64,
     pub resets: u64,
     pub snaps: u64,
+    /// Observers that ended the run synced by a follower (learner master).
+    pub observers_behind_followers: u64,
     /// A digest of the committed sequence and of what clients were told
     /// (summed over seeds): two runs of a seed must agree on it.
     pub digest: u64,
@@ -180,16 +189,31 @@ impl Summary {
             partitions,
             pauses,
             resets,
-            snaps
+            snaps,
+            observers_behind_followers
         );
         self.digest = self.digest.wrapping_add(o.digest);
     }
 }
 
+/// What a run adds to the seed's draw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Variant {
+    /// Observers besides the seed's voters (ids after theirs).
+    pub observers: u64,
+    /// Observers sync from followers (`observerMasterPort`).
+    pub observer_master: bool,
+}
+
 /// Runs one seed; on a failure, panics with the seed and how to replay it.
 pub fn run_seed(seed: u64, trace: bool) -> Summary {
+    run_seed_with(seed, trace, Variant::default())
+}
+
+/// Runs one seed with a [`Variant`]; on a failure, panics with the seed.
+pub fn run_seed_with(seed: u64, trace: bool, variant: Variant) -> Summary {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut w = world::World::new(seed, trace);
+        let mut w = world::World::with_variant(seed, trace, variant);
         w.run();
         w.summary
     }));
@@ -202,7 +226,7 @@ pub fn run_seed(seed: u64, trace: bool) -> Summary {
                 .or_else(|| panic.downcast_ref::<&str>().copied())
                 .unwrap_or("(no message)");
             panic!(
-                "member simulation failed for seed {seed}: {why}\nreplay with WAZOO_SIM_SEED={seed} cargo test -p wazoo-sim --test sim (add WAZOO_SIM_TRACE=1 for a trace)"
+                "member simulation failed for seed {seed} ({variant:?}): {why}\nreplay with WAZOO_SIM_SEED={seed} cargo test -p wazoo-sim --test sim (add WAZOO_SIM_TRACE=1 for a trace)"
             );
         }
     }

@@ -130,8 +130,17 @@ pub struct World {
 
 impl World {
     pub fn new(seed: u64, trace: bool) -> World {
+        World::with_variant(seed, trace, crate::Variant::default())
+    }
+
+    /// The seed's world with what `variant` adds (observers, maybe behind
+    /// followers). Without one it is exactly the seed's.
+    pub fn with_variant(seed: u64, trace: bool, variant: crate::Variant) -> World {
         let mut rng = Rng::new(seed);
-        let params = Params::draw(&mut rng);
+        let mut params = Params::draw(&mut rng);
+        let n = params.members.len() as u64;
+        params.observers = (n + 1..=n + variant.observers).collect();
+        params.observer_master = variant.observer_master;
         let mut w = World {
             rng,
             offload: seed % 2 == 1,
@@ -160,8 +169,10 @@ impl World {
         };
         w.log(format!("params {:?}", w.params));
         let voters = w.params.members.clone();
-        for &id in &voters {
-            let mut z = zab::Config::new(id, voters.clone(), Vec::new());
+        let observers = w.params.observers.clone();
+        for &id in voters.iter().chain(&observers) {
+            let mut z = zab::Config::new(id, voters.clone(), observers.clone());
+            z.observer_master = w.params.observer_master;
             z.tick_ms = TICK_MS;
             z.init_limit_ticks = 10;
             z.sync_limit_ticks = 5;

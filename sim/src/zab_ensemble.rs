@@ -64,6 +64,8 @@ struct Params {
     fsync_ms: (u64, u64),
     client_gap_ms: (u64, u64),
     snapshot_every: (u64, u64),
+    /// zoo.cfg `observerMasterPort`: observers sync from followers.
+    observer_master: bool,
 }
 
 impl Params {
@@ -93,6 +95,7 @@ impl Params {
             fsync_ms: *rng.pick(&[(1, 2), (1, 8), (3, 30)]),
             client_gap_ms: *rng.pick(&[(10, 60), (20, 120)]),
             snapshot_every: *rng.pick(&[(3, 10), (10, 50), (1_000, 1_000)]),
+            observer_master: false,
         }
     }
 
@@ -217,6 +220,8 @@ struct Summary {
     steps: u64,
     /// Txns committed in seeds with hierarchical quorums.
     hierarchical_committed: u64,
+    /// Observers that ended the run synced by a follower (learner master).
+    observers_behind_followers: u64,
     /// A seed that saw an unexpected message, and what it was.
     unexpected_example: Option<(u64, String)>,
 }
@@ -241,6 +246,7 @@ impl Summary {
         self.sim_ms += o.sim_ms;
         self.steps += o.steps;
         self.hierarchical_committed += o.hierarchical_committed;
+        self.observers_behind_followers += o.observers_behind_followers;
         if self.unexpected_example.is_none() {
             self.unexpected_example.clone_from(&o.unexpected_example);
         }
@@ -277,7 +283,7 @@ const CLIENT_AFTER_HEAL_MS: u64 = 1_500;
 
 impl Sim {
     fn new(seed: u64, trace: bool) -> Sim {
-        Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None)
+        Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None, false)
     }
 
     /// A seed's ensemble with this tickTime, ticked every `tick_input_ms`,
@@ -292,11 +298,20 @@ impl Sim {
         tick_ms: u64,
         tick_input_ms: u64,
         finalize_wait_ms: Option<u64>,
+        observer_masters: bool,
     ) -> Sim {
         let mut rng = Rng::new(seed);
         let mut params = Params::draw(&mut rng);
         if let Some(ms) = finalize_wait_ms {
             params.finalize_wait_ms = ms;
+            params.quorum = QuorumRule::Majority;
+        }
+        if observer_masters {
+            // Two observers behind followers (`observerMasterPort`); the
+            // seed's hierarchy was drawn for other observers.
+            let n = params.voters.len() as u64;
+            params.observers = vec![n + 1, n + 2];
+            params.observer_master = true;
             params.quorum = QuorumRule::Majority;
         }
         let mut sim = Sim {
@@ -337,6 +352,7 @@ impl Sim {
             cfg.notification_interval_ms_max = if tick_ms == 2_000 { 2_000 } else { 800 };
             cfg.committed_log_max = sim.params.committed_log_max;
             cfg.outstanding_proposals_max = 500;
+            cfg.observer_master = sim.params.observer_master;
             let to_snapshot = sim.draw(sim.params.snapshot_every);
             sim.members.insert(
                 id,
@@ -728,6 +744,13 @@ impl Sim {
             !self.checker.acknowledged.is_empty(),
             "liveness: nothing was ever acknowledged"
         );
+        self.summary.observers_behind_followers = self
+            .members
+            .values()
+            .filter_map(|m| m.peer.as_ref())
+            .filter(|p| p.state() == ServerState::Observing)
+            .filter(|p| p.learning_from() != p.status().leader)
+            .count() as u64;
         let ids: Vec<ServerId> = self.members.keys().copied().collect();
         for id in ids {
             self.crash(id); // folds the member's stats into the summary
@@ -743,22 +766,31 @@ impl Sim {
 }
 
 fn run_seed(seed: u64, trace: bool) -> Summary {
+    run_seed_with(seed, trace, false)
+}
+
+fn run_seed_with(seed: u64, trace: bool, observer_masters: bool) -> Summary {
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut sim = Sim::new(seed, trace);
+        let mut sim = Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None, observer_masters);
         sim.run();
         sim.summary
     }));
     match result {
         Ok(summary) => summary,
         Err(panic) => {
-            let why = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("(no message)");
+            let why = panic_text(panic.as_ref());
             panic!("zab simulation failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1 for a trace)");
         }
     }
+}
+
+/// What a caught panic said.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)")
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -797,6 +829,38 @@ fn zab_simulation() {
 }
 
 const DEFAULT_SEEDS: u64 = 300;
+
+/// Observers behind followers (Administrator's Guide, "Cluster Options",
+/// `observerMasterPort`): two observers sync from followers through the
+/// same chaos (crashes of their learner master mid-sync among them,
+/// partitions, resets), with every check of the simulation; observers are
+/// members like the others for agreement and the client oracle.
+/// `WAZOO_ZAB_SIM_OM_SEEDS` runs more seeds, `WAZOO_ZAB_SIM_OM_SEED` one.
+#[test]
+fn observers_behind_followers() {
+    let trace = std::env::var("WAZOO_ZAB_SIM_TRACE").is_ok_and(|v| v == "1");
+    if let Some(seed) = env_u64("WAZOO_ZAB_SIM_OM_SEED") {
+        let s = run_seed_with(seed, trace, true);
+        eprintln!("seed {seed}: {s:?}");
+        return;
+    }
+    let count = env_u64("WAZOO_ZAB_SIM_OM_SEEDS").unwrap_or(OM_SEEDS);
+    let mut total = Summary::default();
+    for seed in 0..count {
+        total.add(&run_seed_with(seed, false, true));
+    }
+    eprintln!("zab simulation with observer masters, {count} seeds: {total:?}");
+    assert!(
+        total.observers_behind_followers > count,
+        "most observers end behind a follower: {total:?}"
+    );
+    assert!(
+        total.crashes > 0 && total.diffs > 0 && total.snaps > 0,
+        "coverage: {total:?}"
+    );
+}
+
+const OM_SEEDS: u64 = 100;
 
 /// Same seed, same run: what makes `WAZOO_ZAB_SIM_SEED` a replay.
 #[test]
@@ -862,7 +926,7 @@ enum Silent {
 /// back, and the run must converge with every check of the simulation
 /// (the lease check among them) holding throughout.
 fn failover_after(seed: u64, how: Silent, finalize_wait_ms: u64, trace: bool) -> u64 {
-    let mut sim = Sim::with_timing(seed, trace, 2_000, 100, Some(finalize_wait_ms));
+    let mut sim = Sim::with_timing(seed, trace, 2_000, 100, Some(finalize_wait_ms), false);
     sim.chaos = false;
 
     while sim.serving_leader().is_none() {
@@ -939,11 +1003,7 @@ fn failover_seeds(how: Silent, finalize_wait_ms: u64) {
         match result {
             Ok(ms) => times.push(ms),
             Err(panic) => {
-                let why = panic
-                    .downcast_ref::<String>()
-                    .map(String::as_str)
-                    .or_else(|| panic.downcast_ref::<&str>().copied())
-                    .unwrap_or("(no message)");
+                let why = panic_text(panic.as_ref());
                 panic!("failover {how:?} failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1)");
             }
         }
@@ -986,4 +1046,79 @@ fn a_partitioned_leader_steps_down_and_is_replaced_within_the_bound() {
 #[test]
 fn with_no_finalize_wait_a_silent_leader_is_still_replaced_within_the_bound() {
     failover_seeds(Silent::Pause, 0);
+}
+
+// ---- a learner master dies while it syncs an observer ---------------------
+
+/// The observer syncing (not serving yet) from a member that follows, and
+/// that member, if there is one now; with `answered`, only once the
+/// observer has the follower's LEADERINFO (it accepted the follower's
+/// epoch), so the sync itself is under way.
+fn observer_mid_sync(sim: &Sim, answered: bool) -> Option<(ServerId, ServerId)> {
+    sim.members.values().find_map(|m| {
+        let p = m.peer.as_ref()?;
+        if p.state() != ServerState::Observing || p.status().serving {
+            return None;
+        }
+        let master = p.learning_from()?;
+        let f = sim.members[&master].peer.as_ref()?;
+        let follows = f.state() == ServerState::Following && f.status().serving;
+        let past_leader_info = p.status().accepted_epoch == f.status().accepted_epoch;
+        (follows && (!answered || past_leader_info)).then_some((m.id, master))
+    })
+}
+
+/// One seed: once an observer is syncing from a follower (odd seeds: as
+/// soon as it asked; even seeds: once the follower answered), that
+/// follower crashes; a second later it restarts. The run must converge with every
+/// check holding: the observer moved on and missed or repeated nothing.
+fn learner_master_dies_mid_sync(seed: u64, trace: bool) {
+    let mut sim = Sim::with_timing(seed, trace, TICK_MS, TICK_MS / 2, None, true);
+    sim.chaos = false;
+    let (observer, master) = loop {
+        assert!(sim.step(), "the simulation ran dry");
+        if let Some(found) = observer_mid_sync(&sim, seed.is_multiple_of(2)) {
+            break found;
+        }
+        assert!(
+            sim.now_ms < 30_000,
+            "no observer ever synced from a follower: {}",
+            sim.describe()
+        );
+    };
+    sim.log(format!(
+        "---- learner master {master} of observer {observer} crashes mid-sync ----"
+    ));
+    sim.crash(master);
+    let back_at = sim.now_ms + 1_000;
+    while sim.now_ms < back_at {
+        assert!(sim.step(), "the simulation ran dry");
+    }
+    sim.start_member(master);
+    let restarted_at = sim.now_ms;
+    sim.settle_after(restarted_at, || {
+        format!("after learner master {master} of observer {observer} died mid-sync")
+    });
+}
+
+// Administrator's Guide, "Cluster Options", observerMasterPort: a follower
+// that dies while it brings an observer up to date costs the observer
+// nothing but a new sync with another member. 40 seeds;
+// `WAZOO_ZAB_SIM_OM_SEED` replays one.
+#[test]
+fn an_observer_whose_learner_master_dies_mid_sync_moves_on() {
+    let trace = std::env::var("WAZOO_ZAB_SIM_TRACE").is_ok_and(|v| v == "1");
+    let seeds: Vec<u64> = match env_u64("WAZOO_ZAB_SIM_OM_SEED") {
+        Some(seed) => vec![seed],
+        None => (0..40).collect(),
+    };
+    for seed in seeds {
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            learner_master_dies_mid_sync(seed, trace)
+        }));
+        if let Err(panic) = result {
+            let why = panic_text(panic.as_ref());
+            panic!("learner master mid-sync failed for seed {seed}: {why}\nreplay with WAZOO_ZAB_SIM_OM_SEED={seed} (add WAZOO_ZAB_SIM_TRACE=1)");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The whole-member simulation: seeds in the default suite, more on
 //! request (see the crate doc), and a replay check.
 
-use wazoo_sim::{env_u64, run_seed, Summary};
+use wazoo_sim::{env_u64, run_seed, run_seed_with, Summary, Variant};
 
 const DEFAULT_SEEDS: u64 = 300;
 
@@ -76,4 +76,39 @@ fn a_seed_replays_exactly() {
         let b = format!("{:?}", run_seed(seed, false));
         assert_eq!(a, b, "seed {seed} ran differently twice");
     }
+}
+
+/// Observers behind followers (Administrator's Guide, "Cluster Options",
+/// `observerMasterPort`): two observers sync from followers and serve
+/// clients (sessions, watches, writes forwarded to the leader) through
+/// the same faults, crashes of their learner master mid-sync among them,
+/// with every checker; every member's committed sequence, observers
+/// included, is checked against the one sequence. 40 seeds by default;
+/// `WAZOO_SIM_OM_SEEDS` for more, `WAZOO_SIM_OM_SEED` for one.
+#[test]
+fn observers_behind_followers() {
+    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
+    let variant = Variant {
+        observers: 2,
+        observer_master: true,
+    };
+    if let Some(seed) = env_u64("WAZOO_SIM_OM_SEED") {
+        let s = run_seed_with(seed, trace, variant);
+        eprintln!("seed {seed}: {s:?}");
+        return;
+    }
+    let count = env_u64("WAZOO_SIM_OM_SEEDS").unwrap_or(40);
+    let mut total = Summary::default();
+    for seed in 0..count {
+        total.add(&run_seed_with(seed, false, variant));
+    }
+    eprintln!("member simulation with observers behind followers, {count} seeds: {total:?}");
+    assert!(
+        total.observers_behind_followers > count,
+        "most observers end behind a follower: {total:?}"
+    );
+    assert!(
+        total.crashes > 0 && total.partitions > 0 && total.register_acked > 0,
+        "coverage: {total:?}"
+    );
 }

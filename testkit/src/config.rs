@@ -47,6 +47,12 @@ pub struct ServerOptions {
     /// property `zookeeper.multiAddress.enabled=true`, without which it
     /// refuses the lines whatever zoo.cfg says).
     pub multi_address: Option<MultiAddress>,
+    /// Ensembles only: member `i` (0-based) has its quorum and election
+    /// ports on 127.0.0.`i + 1` rather than all on 127.0.0.1, so every
+    /// member can listen on the same port number of its own address (as
+    /// ZooKeeper's followers do on `observerMasterPort`). Not with quorum
+    /// proxies or several addresses.
+    pub distinct_loopback: bool,
 }
 
 /// The two address pairs of each member with
@@ -78,6 +84,7 @@ impl Default for ServerOptions {
             member_dirs: Vec::new(),
             admin_server: false,
             multi_address: None,
+            distinct_loopback: false,
         }
     }
 }
@@ -139,6 +146,13 @@ impl ServerOptions {
     /// [`ServerOptions::multi_address`]).
     pub fn multi_address(mut self, how: MultiAddress) -> Self {
         self.multi_address = Some(how);
+        self
+    }
+
+    /// Ensembles only: each member on a loopback address of its own (see
+    /// [`ServerOptions::distinct_loopback`]).
+    pub fn distinct_loopback(mut self) -> Self {
+        self.distinct_loopback = true;
         self
     }
 

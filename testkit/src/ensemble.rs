@@ -136,6 +136,18 @@ pub(crate) fn layout(
         opts.multi_address.is_none() || (!opts.quorum_proxies && n <= 253),
         "multi_address: at most 253 members, and no quorum proxies"
     );
+    anyhow::ensure!(
+        !opts.distinct_loopback
+            || (!opts.quorum_proxies && opts.multi_address.is_none() && n <= 254),
+        "distinct_loopback: at most 254 members, no quorum proxies, one address each"
+    );
+    let host = |j: usize| {
+        if opts.distinct_loopback {
+            format!("127.0.0.{}", j + 1)
+        } else {
+            "127.0.0.1".to_string()
+        }
+    };
     // With multi_address: each member's second pair, on 127.0.0.(i + 2),
     // and ports nothing listens on for FirstUnreachable.
     let second: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
@@ -151,7 +163,7 @@ pub(crate) fn layout(
             String::new()
         };
         let pairs = match opts.multi_address {
-            None => format!("127.0.0.1:{quorum}:{election}"),
+            None => format!("{}:{quorum}:{election}", host(j)),
             Some(how) => {
                 let (q, e) = if how == MultiAddress::FirstUnreachable && seen_by != j {
                     dead[j]

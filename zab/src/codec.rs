@@ -24,6 +24,7 @@
 //! 15 PING
 //! 16 SYNC          token:u64
 //! 17 SYNCREPLY     token:u64
+//! 18 LEARNERMASTER leader:u64
 //! state   = 0 looking | 1 following | 2 leading | 3 observing
 //! ```
 //!
@@ -151,6 +152,10 @@ impl Message {
                 out.push(17);
                 put_u64(out, *token);
             }
+            Message::LearnerMaster { leader } => {
+                out.push(18);
+                put_u64(out, *leader);
+            }
         }
     }
 
@@ -221,6 +226,7 @@ impl Message {
             15 => Message::Ping,
             16 => Message::SyncRequest { token: r.u64()? },
             17 => Message::SyncReply { token: r.u64()? },
+            18 => Message::LearnerMaster { leader: r.u64()? },
             other => return Err(DecodeError::UnknownTag(other)),
         };
         if !r.rest.is_empty() {
@@ -362,6 +368,7 @@ mod tests {
             Message::Ping,
             Message::SyncRequest { token: 7 },
             Message::SyncReply { token: 7 },
+            Message::LearnerMaster { leader: 2 },
         ]
     }
 

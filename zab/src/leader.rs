@@ -33,7 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::history::SyncKind;
+use super::history::{SyncKind, SyncPlan};
 use super::message::Message;
 use super::peer::{Output, Peer, Role, RoleChange};
 use super::quorum::QuorumRule;
@@ -432,12 +432,10 @@ impl Peer {
         self.check_new_leader_quorum();
     }
 
-    /// DIFF, TRUNC or SNAP, the missing txns, the commit point, NEWLEADER.
-    fn sync_learner(&mut self, to: ServerId) {
-        let (observer, peer_last) = {
-            let s = &self.leading_ref().learners[&to];
-            (s.observer, s.last_zxid)
-        };
+    /// Sends `to`, whose last zxid is `peer_last`, the DIFF, TRUNC or SNAP
+    /// that starts its sync from our history (the leader's, or a learner
+    /// master's), and counts it; the txns after `plan.start` follow.
+    pub(super) fn start_sync(&mut self, to: ServerId, peer_last: Zxid) -> SyncPlan {
         let plan = self.history.plan_sync(peer_last);
         match plan.kind {
             SyncKind::Diff => {
@@ -456,6 +454,16 @@ impl Peer {
                 });
             }
         }
+        plan
+    }
+
+    /// DIFF, TRUNC or SNAP, the missing txns, the commit point, NEWLEADER.
+    fn sync_learner(&mut self, to: ServerId) {
+        let (observer, peer_last) = {
+            let s = &self.leading_ref().learners[&to];
+            (s.observer, s.last_zxid)
+        };
+        let plan = self.start_sync(to, peer_last);
         // Followers get the uncommitted tail too (it is part of the history
         // they must hold); observers only what is committed.
         let committed = self.history.committed();

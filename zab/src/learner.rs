@@ -21,6 +21,7 @@
 //! leader keeps its promise to it (`Peer::promise_until_ms`): its ACKEPOCH
 //! to any new leader waits until then.
 
+use super::learner_master::Master;
 use super::message::Message;
 use super::peer::{Output, Peer, ProposeError, Role, RoleChange};
 use super::types::{Payload, ServerId, Zxid};
@@ -45,7 +46,16 @@ pub(super) enum Phase {
 }
 
 pub(super) struct Learning {
+    /// The member this one talks ZAB with: its leader, or for an observer
+    /// with `observerMasterPort`, the follower that is its learner master.
     pub leader: ServerId,
+    /// The leader of the ensemble: whom the pipeline forwards writes to.
+    /// The election's word, until the member we sync from speaks: a
+    /// learner master names the leader it follows (LEARNERMASTER) before
+    /// its LEADERINFO; a LEADERINFO without it comes from the leader.
+    pub elected: ServerId,
+    /// LEARNERMASTER came in this session.
+    pub leader_named: bool,
     pub observer: bool,
     pub phase: Phase,
     /// The leader's epoch, from LEADERINFO.
@@ -62,6 +72,8 @@ pub(super) struct Learning {
     /// wazoo, during a rolling upgrade) gets three of its intervals.
     pub last_ping_ms: Option<u64>,
     pub fast_pings: u32,
+    /// A follower's observers, when it is their learner master.
+    pub master: Master,
 }
 
 /// PINGs in a row, less than a quarter tick apart, that show the leader
@@ -89,9 +101,13 @@ impl Peer {
         }
     }
 
-    pub(super) fn become_learner(&mut self, leader: ServerId, observer: bool) {
+    /// Starts learning from `leader` (the learner master of an observer
+    /// with `observerMasterPort`), in the epoch `elected` leads.
+    pub(super) fn become_learner(&mut self, leader: ServerId, elected: ServerId, observer: bool) {
         self.role = Role::Learning(Learning {
             leader,
+            elected,
+            leader_named: false,
             observer,
             phase: Phase::AwaitLeaderInfo,
             epoch: 0,
@@ -100,6 +116,7 @@ impl Peer {
             syncs_open: 0,
             last_ping_ms: None,
             fast_pings: 0,
+            master: Master::default(),
         });
         let msg = Message::FollowerInfo {
             accepted_epoch: self.accepted_epoch,
@@ -114,6 +131,7 @@ impl Peer {
         let l = self.learning();
         l.last_heard_ms = now_ms;
         let (phase, observer, epoch, leader) = (l.phase, l.observer, l.epoch, l.leader);
+        let elected = l.elected;
         let after_new_leader = matches!(
             phase,
             Phase::AwaitDurable(_) | Phase::AwaitUpToDate | Phase::Serving
@@ -132,7 +150,22 @@ impl Peer {
                 l.last_ping_ms = Some(now_ms);
                 self.send(leader, Message::Ping)
             }
+            Message::LearnerMaster { leader: chief }
+                if phase == Phase::AwaitLeaderInfo && observer && chief != leader =>
+            {
+                if !self.cfg.is_voter(chief) {
+                    self.violation(format!("LEARNERMASTER names {chief}, not a voter"));
+                    return;
+                }
+                let l = self.learning();
+                l.elected = chief;
+                l.leader_named = true;
+            }
             Message::LeaderInfo { epoch, confirmed } if phase == Phase::AwaitLeaderInfo => {
+                let l = self.learning();
+                if !l.leader_named {
+                    l.elected = l.leader;
+                }
                 self.on_leader_info(epoch, confirmed)
             }
             Message::Diff if phase == Phase::AwaitSync => self.learning().phase = Phase::Syncing,
@@ -168,7 +201,8 @@ impl Peer {
                     self.violation(format!("COMMIT {zxid:?} of a txn not logged"));
                     return;
                 }
-                self.deliver_to(zxid);
+                let newly = self.deliver_to(zxid);
+                self.master_inform(&newly);
             }
             Message::Inform { zxid, payload } if after_new_leader && observer => {
                 if self.log_txn(zxid, payload) {
@@ -188,20 +222,33 @@ impl Peer {
             }
             Message::UpToDate if phase == Phase::AwaitUpToDate => {
                 self.learning().phase = Phase::Serving;
-                self.vote_for_established(leader, epoch);
+                self.vote_for_established(elected, epoch);
                 let change = if observer {
-                    RoleChange::Observing { leader, epoch }
+                    self.master_misses = 0;
+                    RoleChange::Observing {
+                        leader: elected,
+                        epoch,
+                    }
                 } else {
-                    RoleChange::Following { leader, epoch }
+                    RoleChange::Following {
+                        leader: elected,
+                        epoch,
+                    }
                 };
                 self.outputs.push(Output::Role(change));
                 self.maybe_ack();
+                self.master_take_pending();
             }
-            Message::SyncReply { token }
-                if phase == Phase::Serving && self.learning_ref().syncs_open > 0 =>
-            {
-                self.learning().syncs_open -= 1;
-                self.outputs.push(Output::SyncDone { token });
+            Message::SyncReply { token } if phase == Phase::Serving => {
+                match self.master_on_sync_reply(token) {
+                    Some(true) => {
+                        let l = self.learning();
+                        l.syncs_open = l.syncs_open.saturating_sub(1);
+                        self.outputs.push(Output::SyncDone { token });
+                    }
+                    Some(false) => {}
+                    None => self.violation(format!("SYNC(reply) {token} answers no sync")),
+                }
             }
             other => self.violation(format!(
                 "{} from leader {leader} in phase {phase:?}",
@@ -314,6 +361,7 @@ impl Peer {
             return Err(ProposeError::Backpressure);
         }
         l.syncs_open += 1;
+        l.master.sync_origins.push_back(None);
         let leader = l.leader;
         self.send(leader, Message::SyncRequest { token });
         Ok(())
@@ -340,6 +388,7 @@ impl Peer {
                 self.on_leader_info(epoch, confirmed);
             }
         }
+        self.master_on_tick();
     }
 
     /// How long a serving learner waits for its leader: `suspect_ms` once

@@ -17,6 +17,7 @@
 //! | `election.rs` | fast leader election for one LOOKING member |
 //! | `peer.rs` | `Peer`: inputs, outputs, dispatch, role changes |
 //! | `leader.rs` (with `leader/broadcast.rs`), `learner.rs` | the two sides of discovery, sync and broadcast |
+//! | `learner_master.rs` | a follower serving observers (`observerMasterPort`), and an observer's choice of that follower |
 //! | `sim/` | (tests) the seeded whole-ensemble simulation |
 //! | `purity.rs` | (tests) fails if a source names an I/O, clock or randomness API |
 //!
@@ -57,6 +58,14 @@
 //! when a quorum connection breaks by itself (not after `CloseLink`), and
 //! before any message of a newer connection with that peer; messages in
 //! the order they arrived on each connection.
+//!
+//! Observers behind followers (`Config::observer_master`, zoo.cfg
+//! `observerMasterPort`): a synchronized follower serves observers the way
+//! the leader does (sync from its committed history, INFORM, PING, `sync`
+//! relayed to the leader), and an observer syncs from a follower it
+//! chooses; `Status::leader` stays the ensemble's leader (the pipeline's
+//! forwarding target) and [`Peer::learning_from`] names the follower. See
+//! `learner_master.rs`.
 //!
 //! Persistent state: acceptedEpoch and currentEpoch (ZooKeeper's two small
 //! files), the txn log and the state machine's snapshots. On restart the
@@ -122,6 +131,7 @@ mod election;
 mod history;
 mod leader;
 mod learner;
+mod learner_master;
 mod message;
 mod peer;
 mod quorum;
@@ -140,4 +150,7 @@ pub use peer::{
     Input, LeaderReport, Output, Peer, ProposalWindow, ProposeError, RoleChange, Stats, Status,
 };
 pub use quorum::{Hierarchy, QuorumRule};
-pub use types::{Config, Payload, Restored, ServerId, ServerState, Zxid, SUSPECT_MS_MAX_DEFAULT};
+pub use types::{
+    Config, Payload, Restored, ServerId, ServerState, Zxid, OBSERVER_MASTER_LINKS_MAX_DEFAULT,
+    SUSPECT_MS_MAX_DEFAULT,
+};

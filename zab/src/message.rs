@@ -94,6 +94,12 @@ pub enum Message {
     /// Leader -> learner: every txn proposed before the matching request
     /// is committed and its COMMIT/INFORM precedes this on the link.
     SyncReply { token: u64 },
+    /// Learner master (a follower) -> observer, before LEADERINFO: the
+    /// leader this follower follows, the one the observer forwards its
+    /// clients' writes to (ZooKeeper's observer learns it from the
+    /// follower's quorum address; wazoo's pipeline talks to the leader
+    /// directly).
+    LearnerMaster { leader: ServerId },
 }
 
 impl Message {
@@ -127,6 +133,7 @@ impl Message {
             Message::Ping => "PING",
             Message::SyncRequest { .. } => "SYNC",
             Message::SyncReply { .. } => "SYNC(reply)",
+            Message::LearnerMaster { .. } => "LEARNERMASTER",
         }
     }
 }

@@ -268,6 +268,11 @@ pub struct Peer {
     /// broken link, a violation), and on restart (what it promised before
     /// the restart is not known).
     pub(super) promise_until_ms: u64,
+    /// An observer with `observerMasterPort`: how many learner masters it
+    /// has chosen, and how many in a row failed to bring it up to date
+    /// (`learner_master.rs`).
+    pub(super) master_cursor: usize,
+    pub(super) master_misses: usize,
 }
 
 impl Peer {
@@ -299,6 +304,8 @@ impl Peer {
             role: Role::Looking(placeholder_election(&cfg, own)),
             current_vote: (own, 0),
             pending_infos: BTreeMap::new(),
+            master_cursor: 0,
+            master_misses: 0,
             outputs: Vec::new(),
             stats: Stats::default(),
             cfg,
@@ -342,7 +349,7 @@ impl Peer {
         match &self.role {
             Role::Leading(_) => self.leader_propose(payload),
             Role::Learning(l) => Err(ProposeError::NotLeader {
-                leader: Some(l.leader),
+                leader: Some(l.elected),
             }),
             Role::Looking(_) => Err(ProposeError::NotLeader { leader: None }),
         }
@@ -357,7 +364,7 @@ impl Peer {
         match &self.role {
             Role::Leading(_) => self.leader_window(),
             Role::Learning(l) => Err(ProposeError::NotLeader {
-                leader: Some(l.leader),
+                leader: Some(l.elected),
             }),
             Role::Looking(_) => Err(ProposeError::NotLeader { leader: None }),
         }
@@ -426,6 +433,32 @@ impl Peer {
         })
     }
 
+    /// The member this one syncs from while it learns: its leader, or an
+    /// observer's learner master (`observerMasterPort`). `None` unless
+    /// following or observing.
+    pub fn learning_from(&self) -> Option<ServerId> {
+        match &self.role {
+            Role::Learning(l) => Some(l.leader),
+            _ => None,
+        }
+    }
+
+    /// A follower serving observers as their learner master: how many it
+    /// has synced (ZooKeeper's `synced_observers` on a follower). `None`
+    /// unless following with `observerMasterPort` set.
+    pub fn master_synced_observers(&self) -> Option<usize> {
+        match &self.role {
+            Role::Learning(_)
+                if self.cfg.observer_master && !self.cfg.is_observer(self.cfg.my_id) =>
+            {
+                let mut ids = Vec::new();
+                self.master_synced_into(&mut ids);
+                Some(ids.len())
+            }
+            _ => None,
+        }
+    }
+
     pub fn state(&self) -> ServerState {
         match &self.role {
             Role::Looking(_) => ServerState::Looking,
@@ -443,7 +476,7 @@ impl Peer {
                 l.is_established(),
                 self.current_vote.1,
             ),
-            Role::Learning(l) => (Some(l.leader), l.is_serving(), self.current_vote.1),
+            Role::Learning(l) => (Some(l.elected), l.is_serving(), self.current_vote.1),
         };
         Status {
             state: self.state(),
@@ -512,6 +545,29 @@ impl Peer {
                     self.start_looking_after(None);
                 } else if from == l.leader {
                     self.learner_on_message(msg);
+                } else if l.master.observers.contains_key(&from) {
+                    self.master_on_message(from, msg);
+                } else if let Message::FollowerInfo {
+                    accepted_epoch,
+                    last_zxid,
+                    observer,
+                } = msg
+                {
+                    if self.master_serves() {
+                        self.master_accept(from, observer);
+                    } else if !l.observer && self.master_may_serve(from, observer) {
+                        // Served once this follower is synchronized.
+                        let info = PendingInfo {
+                            accepted_epoch,
+                            last_zxid,
+                            observer,
+                        };
+                        self.pending_infos.insert(from, info);
+                    } else {
+                        // Somebody takes us for its leader.
+                        self.stats.learners_refused += 1;
+                        self.outputs.push(Output::CloseLink { peer: from });
+                    }
                 } else if info {
                     // Somebody takes us for its leader.
                     self.stats.learners_refused += 1;
@@ -566,7 +622,7 @@ impl Peer {
         let Role::Learning(l) = &self.role else {
             return false;
         };
-        if from != l.leader || l.is_serving() {
+        if from != l.elected || l.is_serving() {
             return false;
         }
         // Older news may still be on its way (notifications can be
@@ -576,7 +632,7 @@ impl Peer {
             return false;
         }
         match n.state {
-            ServerState::Looking => n.leader != l.leader,
+            ServerState::Looking => n.leader != l.elected,
             ServerState::Following | ServerState::Observing => true,
             ServerState::Leading => false,
         }
@@ -603,6 +659,8 @@ impl Peer {
                 if l.leader == peer {
                     // The link is already gone: nothing to close.
                     self.start_looking_after(None);
+                } else {
+                    self.master_on_disconnected(peer);
                 }
             }
         }
@@ -744,6 +802,16 @@ impl Peer {
             Role::Learning(_) => {
                 if !is_member(&self.cfg, me) || was_observer != self.cfg.is_observer(me) {
                     self.start_looking_after(None);
+                    return;
+                }
+                let gone: Vec<ServerId> = self
+                    .master_links()
+                    .into_iter()
+                    .filter(|&id| !self.cfg.is_observer(id))
+                    .collect();
+                for peer in gone {
+                    self.master_on_disconnected(peer);
+                    self.outputs.push(Output::CloseLink { peer });
                 }
             }
         }
@@ -751,8 +819,11 @@ impl Peer {
 
     /// Leader: fills `out` with the learners in sync with it (their
     /// NEWLEADER acknowledged), in id order; empty when not leading.
+    /// A follower that is a learner master lists the observers it has
+    /// synced.
     pub fn synced_learners_into(&self, out: &mut Vec<ServerId>) {
         out.clear();
+        self.master_synced_into(out);
         if let Role::Leading(l) = &self.role {
             out.extend(
                 l.learners
@@ -792,7 +863,11 @@ impl Peer {
         let links: Vec<ServerId> = match &self.role {
             Role::Looking(_) => Vec::new(),
             Role::Leading(l) => l.learner_ids(),
-            Role::Learning(l) => vec![l.leader],
+            Role::Learning(l) => {
+                let mut links = self.master_links();
+                links.push(l.leader);
+                links
+            }
         };
         for peer in links.into_iter().filter(|p| Some(*p) != already_closed) {
             self.outputs.push(Output::CloseLink { peer });
@@ -827,14 +902,21 @@ impl Peer {
         if leader == self.cfg.my_id {
             self.become_leader();
         } else {
-            // FOLLOWERINFOs sent to us were for a leader we are not.
+            // FOLLOWERINFOs sent to us were for a leader we are not;
+            // observers that chose us as their learner master wait until
+            // we are synchronized.
             let pending = std::mem::take(&mut self.pending_infos);
-            for peer in pending.into_keys() {
-                self.stats.learners_refused += 1;
-                self.outputs.push(Output::CloseLink { peer });
+            for (peer, info) in pending {
+                if self.master_may_serve(peer, info.observer) {
+                    self.pending_infos.insert(peer, info);
+                } else {
+                    self.stats.learners_refused += 1;
+                    self.outputs.push(Output::CloseLink { peer });
+                }
             }
             let observer = self.cfg.is_observer(self.cfg.my_id);
-            self.become_learner(leader, observer);
+            let master = self.choose_learner_master(leader);
+            self.become_learner(master, leader, observer);
         }
     }
 

@@ -1096,3 +1096,253 @@ fn the_survivor_of_two_leads_only_while_its_oracle_says_1() {
     assert_eq!(m.state(), ServerState::Looking);
     m.validate();
 }
+
+// ---- observers behind followers (observerMasterPort) ----------------------
+
+/// An observer's OBSERVERINFO.
+fn observer_info(accepted_epoch: u32, last_zxid: Zxid) -> Message {
+    Message::FollowerInfo {
+        accepted_epoch,
+        last_zxid,
+        observer: true,
+    }
+}
+
+/// Member 1 of voters {1,2,3} and observers {4,5}, `observerMasterPort`
+/// set, synchronized with leader 3 in epoch 2 and holding 2:1 committed.
+fn master_follower() -> Peer {
+    let mut c = cfg(1, &[1, 2, 3]);
+    c.observers = vec![4, 5];
+    c.observer_master = true;
+    c.observer_master_links_max = 1;
+    let mut f = Peer::new(c, Restored::empty(), 0).unwrap();
+    f.handle(Input::Tick, PROMISE_MS);
+    f.take_outputs();
+    let vote = |state| {
+        Message::Notification(Notification {
+            leader: 3,
+            zxid: z(0, 0),
+            peer_epoch: 2,
+            election_epoch: 4,
+            state,
+        })
+    };
+    msg(&mut f, 2, vote(ServerState::Following), PROMISE_MS);
+    msg(&mut f, 3, vote(ServerState::Leading), PROMISE_MS);
+    let leader_info = Message::LeaderInfo {
+        epoch: 2,
+        confirmed: true,
+    };
+    msg(&mut f, 3, leader_info, PROMISE_MS);
+    msg(&mut f, 3, Message::Diff, PROMISE_MS);
+    let txn = Message::Proposal {
+        zxid: z(2, 1),
+        payload: p(b"a"),
+    };
+    msg(&mut f, 3, txn, PROMISE_MS);
+    let new_leader = Message::NewLeader {
+        epoch: 2,
+        zxid: z(2, 1),
+    };
+    msg(&mut f, 3, new_leader, PROMISE_MS);
+    f.handle(Input::Durable { zxid: z(2, 1) }, PROMISE_MS);
+    msg(&mut f, 3, Message::UpToDate, PROMISE_MS);
+    msg(&mut f, 3, Message::Commit { zxid: z(2, 1) }, PROMISE_MS);
+    assert!(f.status().serving);
+    assert_eq!(f.status().committed_zxid, z(2, 1));
+    f
+}
+
+// Administrator's Guide, "Cluster Options", observerMasterPort: a
+// follower syncs an observer from its committed history, names its
+// leader, INFORMs it of each commit in order, relays its `sync` to the
+// leader and back behind the INFORMs, and counts it as synced.
+#[test]
+fn a_follower_syncs_an_observer_and_informs_it_of_commits() {
+    let now = PROMISE_MS;
+    let mut f = master_follower();
+    let info = observer_info(0, Zxid::ZERO);
+    let outs = msg(&mut f, 4, info, now);
+    assert_eq!(
+        sends(&outs),
+        vec![
+            (4, Message::LearnerMaster { leader: 3 }),
+            (
+                4,
+                Message::LeaderInfo {
+                    epoch: 2,
+                    confirmed: true
+                }
+            ),
+        ]
+    );
+    let ack = Message::AckEpoch {
+        epoch: 2,
+        current_epoch: 0,
+        last_zxid: Zxid::ZERO,
+    };
+    let outs = msg(&mut f, 4, ack, now);
+    assert_eq!(
+        sends(&outs),
+        vec![
+            (4, Message::Diff),
+            (
+                4,
+                Message::Proposal {
+                    zxid: z(2, 1),
+                    payload: p(b"a")
+                }
+            ),
+            (4, Message::Commit { zxid: z(2, 1) }),
+            (
+                4,
+                Message::NewLeader {
+                    epoch: 2,
+                    zxid: z(2, 1)
+                }
+            ),
+        ]
+    );
+    let outs = msg(&mut f, 4, Message::AckNewLeader { epoch: 2 }, now);
+    assert_eq!(sends(&outs), vec![(4, Message::UpToDate)]);
+    assert_eq!(f.master_synced_observers(), Some(1));
+    let mut synced = Vec::new();
+    f.synced_learners_into(&mut synced);
+    assert_eq!(synced, vec![4]);
+
+    // A proposal is not the observer's business; its commit is.
+    let txn = Message::Proposal {
+        zxid: z(2, 2),
+        payload: p(b"b"),
+    };
+    let outs = msg(&mut f, 3, txn, now);
+    assert!(sends(&outs).iter().all(|(to, _)| *to != 4));
+    let outs = msg(&mut f, 4, Message::SyncRequest { token: 9 }, now);
+    assert_eq!(sends(&outs), vec![(3, Message::SyncRequest { token: 9 })]);
+    let outs = msg(&mut f, 3, Message::Commit { zxid: z(2, 2) }, now);
+    assert_eq!(
+        sends(&outs),
+        vec![(
+            4,
+            Message::Inform {
+                zxid: z(2, 2),
+                payload: p(b"b")
+            }
+        )]
+    );
+    let outs = msg(&mut f, 3, Message::SyncReply { token: 9 }, now);
+    assert_eq!(sends(&outs), vec![(4, Message::SyncReply { token: 9 })]);
+    assert!(!outs.iter().any(|o| matches!(o, Output::SyncDone { .. })));
+
+    // A second observer beyond the cap is refused; the first stays.
+    let info = observer_info(0, Zxid::ZERO);
+    let outs = msg(&mut f, 5, info, now);
+    assert_eq!(outs, vec![Output::CloseLink { peer: 5 }]);
+    assert_eq!(f.master_synced_observers(), Some(1));
+}
+
+// A packet an observer has no business sending (an ACK of a txn) closes
+// that observer's link only: the follower keeps following.
+#[test]
+fn a_bad_packet_from_an_observer_closes_its_link_only() {
+    let now = PROMISE_MS;
+    let mut f = master_follower();
+    let info = observer_info(0, Zxid::ZERO);
+    msg(&mut f, 4, info, now);
+    let outs = msg(&mut f, 4, Message::Ack { zxid: z(2, 1) }, now);
+    assert_eq!(outs, vec![Output::CloseLink { peer: 4 }]);
+    assert_eq!(f.state(), ServerState::Following);
+    assert!(f.status().serving);
+    assert_eq!(f.master_synced_observers(), Some(0));
+}
+
+// An observer that holds more than the follower has committed (it came
+// from a learner master further on) waits until the follower's commit
+// point reaches its last zxid: it never loses a committed txn.
+#[test]
+fn an_observer_ahead_of_its_learner_master_waits_for_its_commits() {
+    let now = PROMISE_MS;
+    let mut f = master_follower();
+    let txn = Message::Proposal {
+        zxid: z(2, 2),
+        payload: p(b"b"),
+    };
+    msg(&mut f, 3, txn, now);
+    let info = observer_info(2, z(2, 2));
+    msg(&mut f, 4, info, now);
+    let ack = Message::AckEpoch {
+        epoch: 2,
+        current_epoch: 2,
+        last_zxid: z(2, 2),
+    };
+    let outs = msg(&mut f, 4, ack, now);
+    assert!(sends(&outs).is_empty(), "{outs:?}");
+    let outs = msg(&mut f, 3, Message::Commit { zxid: z(2, 2) }, now);
+    assert_eq!(
+        sends(&outs),
+        vec![
+            (4, Message::Diff),
+            (4, Message::Commit { zxid: z(2, 2) }),
+            (
+                4,
+                Message::NewLeader {
+                    epoch: 2,
+                    zxid: z(2, 2)
+                }
+            ),
+        ]
+    );
+}
+
+// The observer's side: with observerMasterPort it syncs from a follower
+// (not the leader the election named), takes the leader the follower
+// names for its writes, and after every follower failed it once tries
+// the leader itself.
+#[test]
+fn an_observer_chooses_a_follower_then_the_leader() {
+    let mut c = cfg(4, &[1, 2, 3]);
+    c.observers = vec![4];
+    c.observer_master = true;
+    let mut o = Peer::new(c, Restored::empty(), 0).unwrap();
+    o.take_outputs();
+    let decided = Message::Notification(Notification {
+        leader: 3,
+        zxid: z(0, 0),
+        peer_epoch: 1,
+        election_epoch: 1,
+        state: ServerState::Leading,
+    });
+    let following = Message::Notification(Notification {
+        leader: 3,
+        zxid: z(0, 0),
+        peer_epoch: 1,
+        election_epoch: 1,
+        state: ServerState::Following,
+    });
+    let mut chosen = Vec::new();
+    for _ in 0..3 {
+        msg(&mut o, 1, following.clone(), 0);
+        let outs = msg(&mut o, 3, decided.clone(), 0);
+        let master = o.learning_from().expect("observing");
+        assert!(sends(&outs)
+            .iter()
+            .any(|(to, m)| *to == master && matches!(m, Message::FollowerInfo { .. })));
+        chosen.push(master);
+        assert_eq!(o.status().leader, Some(3));
+        // The learner master goes away before it syncs us.
+        o.handle(Input::Disconnected { peer: master }, 0);
+        o.take_outputs();
+    }
+    let mut followers = chosen[..2].to_vec();
+    followers.sort_unstable();
+    assert_eq!(followers, vec![1, 2], "{chosen:?}");
+    assert_eq!(chosen[2], 3, "the leader after every follower: {chosen:?}");
+
+    // A follower names the leader it follows.
+    msg(&mut o, 1, following.clone(), 0);
+    msg(&mut o, 3, decided, 0);
+    let master = o.learning_from().unwrap();
+    assert_ne!(master, 3);
+    msg(&mut o, master, Message::LearnerMaster { leader: 2 }, 0);
+    assert_eq!(o.status().leader, Some(2));
+}

@@ -50,6 +50,9 @@ pub const CLOCK_DRIFT_MAX_PPM: u64 = 50_000;
 
 /// Static configuration of one member. Times are in milliseconds, limits in
 /// ticks, as in zoo.cfg (`tickTime`, `initLimit`, `syncLimit`).
+/// Default of [`Config::observer_master_links_max`].
+pub const OBSERVER_MASTER_LINKS_MAX_DEFAULT: usize = 64;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     pub my_id: ServerId,
@@ -87,6 +90,15 @@ pub struct Config {
     /// Bound on proposals the leader has not committed yet; `propose` is
     /// refused beyond it (backpressure, not an error of the protocol).
     pub outstanding_proposals_max: usize,
+    /// zoo.cfg `observerMasterPort` is set (Administrator's Guide, "Cluster
+    /// Options"): a synchronized follower serves observers as their learner
+    /// master (sync from its committed history, INFORM of its commits,
+    /// PINGs, `sync`s relayed to the leader), and an observer syncs from a
+    /// follower instead of the leader.
+    pub observer_master: bool,
+    /// Bound on the observers one follower serves at once; more are
+    /// refused (their link closed) and try another follower.
+    pub observer_master_links_max: usize,
 }
 
 impl Config {
@@ -106,6 +118,8 @@ impl Config {
             notification_interval_ms_max: 60_000,
             committed_log_max: 500,
             outstanding_proposals_max: 10_000,
+            observer_master: false,
+            observer_master_links_max: OBSERVER_MASTER_LINKS_MAX_DEFAULT,
         }
     }
 
@@ -199,6 +213,9 @@ impl Config {
         }
         if self.committed_log_max == 0 || self.outstanding_proposals_max == 0 {
             return Err("committed_log_max and outstanding_proposals_max must be positive".into());
+        }
+        if self.observer_master && self.observer_master_links_max == 0 {
+            return Err("observer_master_links_max must be positive".into());
         }
         Ok(())
     }

@@ -148,7 +148,7 @@ fn refusal(line: &str) -> Option<String> {
         .map(|e| format!("{e:#}"))
 }
 
-// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions, observerMasterPort,
+// ZooKeeper Administrator's Guide, "Cluster Options" (local sessions,
 // leaderServes, electionAlg), "Experimental Options/Features" and "Audit
 // Logs" (audit.impl.class), "AdminServer configuration": a key that asks for a
 // feature wazoo does not implement yet stops the start, naming the key;
@@ -159,10 +159,6 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         (
             "audit.impl.class=com.example.MyAuditLogger",
             "an audit logger other than ZooKeeper's",
-        ),
-        (
-            "observerMasterPort=2191",
-            "observers that sync from a follower",
         ),
         ("leaderServes=no", "a leader that serves no clients"),
         ("electionAlg=0", "election algorithm"),
@@ -181,6 +177,8 @@ fn every_feature_key_wazoo_does_not_implement_is_refused_by_name() {
         "localSessionsEnabled=true\nlocalSessionsUpgradingEnabled=true",
         "multiAddress.enabled=false",
         "multiAddress.enabled=true",
+        "observerMasterPort=2191",
+        "observerMasterPort=0",
         "leaderServes=yes",
         "electionAlg=3",
         "admin.enableServer=false",
@@ -677,8 +675,7 @@ fn refused_sample(key: &str) -> String {
         "zookeeper.db.autocreate" => "false",
         "DigestAuthenticationProvider.digestAlg" => "SHA3-256",
         "snapshot.compression.method" => "gz",
-        "observerMasterPort"
-        | "connectionMaxTokens"
+        "connectionMaxTokens"
         | "requestThrottleLimit"
         | "throttledOpWaitTime"
         | "outstandingHandshake.limit" => "250",
@@ -1061,4 +1058,42 @@ fn snap_size_limit_is_read_in_kib_with_zookeepers_default() {
     assert_eq!(kb("snapSizeLimitInKb=0\n"), 0);
     assert_eq!(kb("snapSizeLimitInKb=-1\n"), 0);
     assert!(Config::parse("dataDir=/d\nsnapSizeLimitInKb=lots\n").is_err());
+}
+
+// ZooKeeper Administrator's Guide, "Cluster Options", observerMasterPort:
+// a port turns observers behind followers on; 0 or less leaves them off,
+// as ZooKeeper starts no learner master then; anything else is refused
+// at start, naming the key.
+#[test]
+fn observer_master_port_is_read() {
+    let parse = |line: &str| Config::parse(&format!("dataDir=/d\n{line}\n"));
+    assert_eq!(parse("").unwrap().observer_master_port, None);
+    assert_eq!(
+        parse("observerMasterPort=2191")
+            .unwrap()
+            .observer_master_port,
+        Some(2191)
+    );
+    assert_eq!(
+        parse("observerMasterPort=0").unwrap().observer_master_port,
+        None
+    );
+    assert_eq!(
+        parse("observerMasterPort=-1").unwrap().observer_master_port,
+        None
+    );
+    // Several addresses per member: the session rides whichever address
+    // carries the members' link, so the two keys go together.
+    let multi = parse(
+        "multiAddress.enabled=true\nobserverMasterPort=2191\n\
+         server.1=127.0.0.1:2888:3888|127.0.0.2:2888:3888\n\
+         server.2=127.0.0.1:2889:3889|127.0.0.2:2889:3889\n\
+         server.3=127.0.0.1:2890:3890:observer",
+    )
+    .unwrap();
+    assert_eq!(multi.observer_master_port, Some(2191));
+    for bad in ["observerMasterPort=70000", "observerMasterPort=two"] {
+        let e = format!("{:#}", parse(bad).unwrap_err());
+        assert!(e.contains("observerMasterPort"), "{bad}: {e}");
+    }
 }

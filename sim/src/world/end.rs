@@ -5,6 +5,14 @@ use crate::check::{converge, sessions};
 
 impl World {
     pub(super) fn final_checks(&mut self) {
+        self.summary.observers_behind_followers = self
+            .nodes
+            .values()
+            .filter_map(|n| n.member.as_ref())
+            .map(|m| m.peer())
+            .filter(|p| p.state() == wazoo_zab::ServerState::Observing)
+            .filter(|p| p.learning_from() != p.status().leader)
+            .count() as u64;
         let last = self.shadow.last_zxid();
         for n in self.nodes.values() {
             let m = n.member.as_ref().expect("everybody is up");
