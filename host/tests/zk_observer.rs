@@ -179,6 +179,9 @@ async fn a_wazoo_observer_serves_a_zookeeper_ensemble_live_and_forwards_its_writ
     // are ZooKeeper's.
     let (stat, _) = wc.create("/from-wazoo", b"w", &open()).await.unwrap();
     assert!(stat.czxid > 0);
+    // A ZooKeeper follower may not have applied the commit yet: sync
+    // first (Programmer's Guide, "Consistency Guarantees").
+    zc.sync("/").await.unwrap();
     assert_eq!(zc.get_data("/from-wazoo").await.unwrap().0, b"w");
     let err = wc
         .create("/from-wazoo", b"again", &open())
