@@ -755,6 +755,16 @@ impl Server {
         self.apply_txn(&rec.header, &rec.txn).map(|_| ())
     }
 
+    /// After recovery: the txns replayed from the log (and their logged
+    /// bytes) count towards the next snapshot, as if applied since the
+    /// last one. A member that restarts before reaching `snapCount` would
+    /// otherwise never take one, and its log and its replay at start would
+    /// grow with every restart.
+    pub fn count_replayed(&mut self, txns: u64, bytes: u64) {
+        self.txns_since_snapshot += txns;
+        self.bytes_since_snapshot += bytes;
+    }
+
     /// After recovery: sessions that own ephemerals but no longer exist in
     /// the table (their close was never logged) get a close of their own.
     /// No password re-attaches to such a session: it only expires.

@@ -998,3 +998,23 @@ fn a_snapshot_is_taken_by_the_logs_size_as_well_as_by_its_count() {
     }
     assert_eq!(h.snapshots.len(), 4, "every 5 txns: {:?}", h.snapshots);
 }
+
+// Administrator's Guide, "Advanced Configuration", snapCount: the count
+// is of txns logged since the last snapshot, the ones a restart replayed
+// included; a member restarted more often than every snapCount txns still
+// takes snapshots, and its log and replay stop growing.
+#[test]
+fn replayed_txns_count_towards_the_next_snapshot() {
+    let mut h = Harness::new(ServerConfig {
+        snap_count: 5,
+        snap_size_limit_bytes: 0,
+        ..ServerConfig::default()
+    });
+    h.server.count_replayed(4, 400);
+    h.connect(1);
+    assert_eq!(
+        h.snapshots.len(),
+        1,
+        "4 replayed and a session's txn make 5"
+    );
+}

@@ -348,9 +348,10 @@ pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
     {
         bail!("{gap}");
     }
-    let mut replayed = 0u64;
+    let (mut replayed, mut replayed_bytes) = (0u64, 0u64);
     for rec in log.read_from(snap_zxid)? {
         let rec = rec?;
+        replayed_bytes += rec.body.len() as u64;
         let txn = TxnRecord::decode(&rec.body)
             .map_err(|e| anyhow!("log record {} does not decode: {e}", rec.zxid))?;
         if Zxid::from_wire(txn.header.zxid) != rec.zxid {
@@ -359,6 +360,7 @@ pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
         server.replay(&txn).map_err(|e| anyhow!("{e}"))?;
         replayed += 1;
     }
+    server.count_replayed(replayed, replayed_bytes);
     server.finish_recovery();
     tracing::info!(
         zxid = %server.last_zxid(),
