@@ -198,9 +198,7 @@ pub(crate) fn write_epoch(dir: &Path, name: &str, epoch: u32) -> std::io::Result
 /// A member's machine and everything its outputs go to.
 pub(crate) struct Driver {
     pub member: CoreMember,
-    /// The log writer; taken while the log is truncated. None for an
-    /// observer of a ZooKeeper ensemble, which persists nothing (its
-    /// machine never asks to).
+    /// The log writer; taken while the log is truncated.
     pub log: Option<GroupCommitLog>,
     /// Quorum links; none when standalone.
     pub links: Option<Links>,
@@ -266,15 +264,15 @@ impl Restores {
 }
 
 impl Driver {
-    /// A driver for `member`, writing its log through `log` (none for an
-    /// observer of ZooKeeper); no quorum links and no ZooKeeper leader (an
-    /// ensemble member or an observer of ZooKeeper sets `links` or `zk`).
+    /// A driver for `member`, writing its log through `log`; no quorum
+    /// links and no ZooKeeper leader (an ensemble member or an observer of
+    /// ZooKeeper sets `links` or `zk`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         member: CoreMember,
         cfg: Config,
         clock: Clock,
-        log: Option<GroupCommitLog>,
+        log: GroupCommitLog,
         durable_tx: mpsc::UnboundedSender<Event>,
         group_commit: GroupCommitOptions,
         audit: Option<crate::audit::AuditLog>,
@@ -282,7 +280,7 @@ impl Driver {
     ) -> Driver {
         Driver {
             member,
-            log,
+            log: Some(log),
             links: None,
             zk: None,
             cfg,

@@ -270,7 +270,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         CoreMember::new(server, peer, Box::new(PayloadCodec), now),
         cfg.clone(),
         clock,
-        Some(group),
+        group,
         durable_tx,
         group_commit,
         audit,

@@ -625,7 +625,7 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         CoreMember::standalone(server),
         cfg,
         clock,
-        Some(group),
+        group,
         durable_tx,
         group_commit,
         audit,

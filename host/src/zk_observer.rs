@@ -289,7 +289,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         CoreMember::zookeeper_observer(server, start),
         cfg.clone(),
         clock,
-        Some(group),
+        group,
         durable_tx,
         group_commit,
         audit,
