@@ -139,6 +139,10 @@ pub struct LeanArgs {
     /// `taskset -c 1`), the generator on CPU 0. Needs 2 CPUs.
     #[arg(long)]
     pub pinned: bool,
+    /// A zoo.cfg line for wazoo (repeatable), e.g.
+    /// `--wazoo-cfg wazoo.client.ioThreads=1`.
+    #[arg(long)]
+    pub wazoo_cfg: Vec<String>,
     /// The wazoo server binary [default: $WAZOO_BIN, else target/release/wazoo].
     #[arg(long)]
     pub wazoo_bin: Option<PathBuf>,
@@ -168,6 +172,9 @@ pub struct LeanRun {
     pub ops_per_sec: f64,
     pub latency: Latency,
     pub server_cpu_us_per_op: f64,
+    /// wazoo: of that, its member thread's (the core loop); what the
+    /// member's one thread can serve at most is 1 / this.
+    pub member_thread_cpu_us_per_op: Option<f64>,
     pub gen_cpu_us_per_op: f64,
     /// CPU the rest of the machine burned per second of the window (other
     /// processes, softirq), in cores: tells a quiet run from a noisy one.
@@ -481,6 +488,8 @@ fn to_run(
         ops_per_sec: t.ops as f64 / t.secs,
         latency: Latency::of(&t.latency),
         server_cpu_us_per_op: t.server_cpu_secs * 1e6 / ops,
+        member_thread_cpu_us_per_op: (sys.flavor == Flavor::Wazoo)
+            .then(|| t.member_thread_cpu_secs * 1e6 / ops),
         gen_cpu_us_per_op: t.gen_cpu_secs * 1e6 / ops,
         other_cpu_cores: (t.machine_cpu_secs - t.server_cpu_secs - t.gen_cpu_secs).max(0.0)
             / t.secs,
@@ -537,7 +546,7 @@ fn run(args: LeanArgs) -> Result<()> {
             PathBuf::from("(not used)")
         },
         zk_heap: args.zk_heap.clone(),
-        wazoo_cfg: Vec::new(),
+        wazoo_cfg: args.wazoo_cfg.clone(),
         extra_cfg: Vec::new(),
         zk_jvm_args: Vec::new(),
         startup_timeout_secs: 90.0,
@@ -643,8 +652,12 @@ fn run(args: LeanArgs) -> Result<()> {
             let mut run = to_run(sys, w, &t, None, None);
             add_errors(&mut run.errors, &warm_errors);
             run.warmup_rates = rates;
+            let member = run
+                .member_thread_cpu_us_per_op
+                .map(|m| format!(" (member thread {m:.1})"))
+                .unwrap_or_default();
             eprintln!(
-                "lean:   {:.0}/s, server {:.1} µs/req, generator {:.2} µs/req",
+                "lean:   {:.0}/s, server {:.1}{member} µs/req, generator {:.2} µs/req",
                 run.ops_per_sec, run.server_cpu_us_per_op, run.gen_cpu_us_per_op
             );
             closed.push(run);
@@ -793,9 +806,10 @@ fn report(r: &LeanResults) -> String {
     let _ = writeln!(
         md,
         "| workload | zookeeper ops/s | wazoo ops/s | **wazoo/zookeeper** | zookeeper server µs/req | \
-         wazoo server µs/req | generator µs/req (zk / wazoo) | other CPU (cores, zk / wazoo) | errors |"
+         wazoo server µs/req | of which wazoo's member thread | generator µs/req (zk / wazoo) | \
+         other CPU (cores, zk / wazoo) | errors |"
     );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for &w in &a.workloads {
         let zk = find(&r.closed, Flavor::Zookeeper, w);
         let wz = find(&r.closed, Flavor::Wazoo, w);
@@ -810,7 +824,7 @@ fn report(r: &LeanResults) -> String {
             .collect();
         let _ = writeln!(
             md,
-            "| {} | {} | {} | **{}** | {} | {} | {} / {} | {} / {} | {} |",
+            "| {} | {} | {} | **{}** | {} | {} | {} | {} / {} | {} / {} | {} |",
             w.name(),
             cell(zk.map(|x| x.ops_per_sec), 0),
             cell(wz.map(|x| x.ops_per_sec), 0),
@@ -821,6 +835,7 @@ fn report(r: &LeanResults) -> String {
             ),
             cell(zk.map(|x| x.server_cpu_us_per_op), 1),
             cell(wz.map(|x| x.server_cpu_us_per_op), 1),
+            cell(wz.and_then(|x| x.member_thread_cpu_us_per_op), 1),
             cell(zk.map(|x| x.gen_cpu_us_per_op), 2),
             cell(wz.map(|x| x.gen_cpu_us_per_op), 2),
             cell(zk.map(|x| x.other_cpu_cores), 2),

@@ -413,7 +413,32 @@ pub fn cpu_secs(pid: Option<u32>) -> Result<f64> {
         Some(pid) => format!("/proc/{pid}/stat"),
         None => "/proc/self/stat".to_string(),
     };
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    stat_cpu_secs(&path)
+}
+
+/// CPU seconds (user + system) of the threads of process `pid` whose name
+/// starts with `prefix` (wazoo names its member threads `wazoo-member`).
+pub fn threads_cpu_secs(pid: u32, prefix: &str) -> Result<f64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut secs = 0.0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
+        let task = task?.path();
+        // A thread that ended between the listing and the read is skipped.
+        let Ok(comm) = std::fs::read_to_string(task.join("comm")) else {
+            continue;
+        };
+        if comm.trim_end().starts_with(prefix) {
+            if let Ok(s) = stat_cpu_secs(&task.join("stat").display().to_string()) {
+                secs += s;
+            }
+        }
+    }
+    Ok(secs)
+}
+
+/// utime + stime of a `/proc/.../stat` file, in seconds.
+fn stat_cpu_secs(path: &str) -> Result<f64> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     // The command name (field 2) may hold spaces and parentheses: fields are
     // counted after the last ')'. utime and stime are fields 14 and 15.
     let after = &text[text.rfind(')').context("malformed stat")? + 1..];

@@ -107,6 +107,11 @@ pub struct Config {
     /// connection's replies wait and its requests are no longer read.
     /// Default: 2 x jute.maxbuffer.
     pub max_unsent_reply_bytes: u64,
+    /// `wazoo.client.ioThreads`: threads that run the client connections'
+    /// sockets, TLS and frame decoding, beside the member's thread, which
+    /// then keeps the core loop alone. 0 (the default): the connections
+    /// run on the member's thread, as one thread per member always did.
+    pub client_io_threads: usize,
     /// `largeRequestMaxBytes` (ZooKeeper's key and default, 100 MiB): the
     /// bytes of client requests a member holds read and not yet answered,
     /// over all its connections; a request that would pass it closes its
@@ -772,6 +777,12 @@ impl Config {
                  largest reply between them"
             );
         }
+        let client_io_threads = take_num::<usize>(&mut kv, "wazoo.client.ioThreads")?.unwrap_or(0);
+        if client_io_threads > MAX_CLIENT_IO_THREADS {
+            bail!(
+                "wazoo.client.ioThreads ({client_io_threads}) is more than {MAX_CLIENT_IO_THREADS}"
+            );
+        }
         let suspect_ms = take_num::<u64>(&mut kv, "wazoo.quorum.suspectMs")?
             .unwrap_or(crate::core::zab::SUSPECT_MS_MAX_DEFAULT);
         if !(1..=3_600_000).contains(&suspect_ms) {
@@ -862,6 +873,7 @@ impl Config {
             max_buffer,
             max_outbound_bytes,
             max_unsent_reply_bytes,
+            client_io_threads,
             large_request_max_bytes,
             large_request_threshold,
             container_check_interval_ms: take_num(&mut kv, "znode.container.checkIntervalMs")?
@@ -1270,6 +1282,9 @@ fn check_feature_keys(kv: &BTreeMap<String, String>) -> Result<()> {
         "zoo.cfg asks for ZooKeeper features that wazoo does not implement yet (see docs/OPERATIONS.md, \"ZooKeeper features not implemented\")",
     )
 }
+
+/// The most client I/O threads a member starts (`wazoo.client.ioThreads`).
+pub const MAX_CLIENT_IO_THREADS: usize = 256;
 
 fn take_num<T: std::str::FromStr>(
     kv: &mut BTreeMap<String, String>,

@@ -738,7 +738,8 @@ pub(crate) fn spawn_shell_tasks(
     metrics: Arc<crate::metrics::Metrics>,
 ) -> Result<()> {
     let secure = crate::tls::bind_secure_client_port(cfg)?;
-    crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics);
+    crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics)
+        .context("cannot start the client I/O threads (wazoo.client.ioThreads)")?;
     if let Some(admin) = &cfg.admin {
         let tls = match admin.tls {
             crate::config::AdminTls::Off => None,

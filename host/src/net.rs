@@ -190,14 +190,20 @@ impl Bounds {
 }
 
 /// Serves the client port, and the secure client port if there is one.
+/// With `wazoo.client.ioThreads` > 0 the connections run on that many
+/// threads of their own ([`ClientIo`]); the accept loops stay here.
 pub fn spawn_accept_loops(
     plain: TcpListener,
     secure: Option<(TcpListener, Arc<ClientTls>)>,
     core: mpsc::Sender<Event>,
     cfg: Arc<Config>,
     metrics: Arc<Metrics>,
-) {
+) -> std::io::Result<()> {
     let request_bytes = Arc::new(RequestBytes::of(&cfg));
+    let io = match cfg.client_io_threads {
+        0 => None,
+        n => Some(Arc::new(ClientIo::start(n, cfg.my_id)?)),
+    };
     if let Some((listener, tls)) = secure {
         tokio::spawn(accept_loop(
             listener,
@@ -206,9 +212,73 @@ pub fn spawn_accept_loops(
             Arc::clone(&cfg),
             Arc::clone(&request_bytes),
             Arc::clone(&metrics),
+            io.clone(),
         ));
     }
-    tokio::spawn(accept_loop(plain, None, core, cfg, request_bytes, metrics));
+    tokio::spawn(accept_loop(
+        plain,
+        None,
+        core,
+        cfg,
+        request_bytes,
+        metrics,
+        io,
+    ));
+    Ok(())
+}
+
+/// The client I/O threads (`wazoo.client.ioThreads`): each runs a
+/// single-threaded runtime, and accepted connections are dealt to them in
+/// turn. A connection's reader, writer and TLS then cost the member's
+/// thread nothing: it receives decoded requests and hands back reply bytes,
+/// over the same channels as when everything runs on it, so the core's
+/// order (a session's replies in its requests' order, an event before the
+/// data that fired it) is unchanged. The threads end when the accept loops
+/// drop their handle, that is with the member's runtime.
+pub(crate) struct ClientIo {
+    handles: Vec<tokio::runtime::Handle>,
+    next: AtomicUsize,
+    /// Dropped with the last accept loop: each thread then stops.
+    _stop: Vec<oneshot::Sender<()>>,
+}
+
+impl ClientIo {
+    fn start(threads: usize, my_id: Option<u64>) -> std::io::Result<ClientIo> {
+        let mut handles = Vec::with_capacity(threads);
+        let mut stop = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            handles.push(rt.handle().clone());
+            let (stop_tx, stop_rx) = oneshot::channel::<()>();
+            stop.push(stop_tx);
+            let name = match my_id {
+                Some(id) => format!("wazoo-client-{id}-{i}"),
+                None => format!("wazoo-client-{i}"),
+            };
+            std::thread::Builder::new().name(name).spawn(move || {
+                rt.block_on(async move {
+                    let _ = stop_rx.await;
+                });
+                // Its connections' tasks are dropped with it (their
+                // sockets close); a blocking task (a backup being read)
+                // is not waited for long.
+                rt.shutdown_timeout(Duration::from_secs(1));
+            })?;
+        }
+        Ok(ClientIo {
+            handles,
+            next: AtomicUsize::new(0),
+            _stop: stop,
+        })
+    }
+
+    /// The runtime of the next connection, in turn.
+    fn next(&self) -> &tokio::runtime::Handle {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.handles.len();
+        &self.handles[i]
+    }
 }
 
 async fn accept_loop(
@@ -218,6 +288,7 @@ async fn accept_loop(
     cfg: Arc<Config>,
     request_bytes: Arc<RequestBytes>,
     metrics: Arc<Metrics>,
+    io: Option<Arc<ClientIo>>,
 ) {
     let per_ip = Arc::new(PerIp::default());
     loop {
@@ -251,27 +322,57 @@ async fn accept_loop(
                 tracing::warn!(%peer, "cannot turn TCP keepalive on: {e}");
             }
         }
+        let _ = stream.set_nodelay(true);
         let (core, cfg, tls) = (core.clone(), Arc::clone(&cfg), tls.clone());
         let requests = ConnRequests::new(Arc::clone(&request_bytes), Arc::clone(&metrics));
-        tokio::spawn(async move {
-            let _ = stream.set_nodelay(true);
-            match tls {
-                None => {
-                    let (rd, wr) = stream.into_split();
-                    handle(rd, wr, peer, core, cfg, requests, Vec::new()).await;
-                }
-                Some(tls) => match tls.accept(stream).await {
-                    Ok((stream, ids)) => {
-                        let (rd, wr) = tokio::io::split(stream);
-                        handle(rd, wr, peer, core, cfg, requests, ids).await;
-                    }
-                    Err(e) => {
-                        tracing::info!(%peer, "closing a secure client connection: TLS handshake failed: {e}");
-                    }
-                },
+        let Some(io) = &io else {
+            tokio::spawn(async move {
+                serve_conn(stream, peer, tls, core, cfg, requests).await;
+                drop(guard);
+            });
+            continue;
+        };
+        // To another thread's runtime: the socket leaves this one's reactor.
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(%peer, "cannot hand a client connection to an I/O thread: {e}");
+                continue;
+            }
+        };
+        io.next().spawn(async move {
+            match tokio::net::TcpStream::from_std(stream) {
+                Ok(stream) => serve_conn(stream, peer, tls, core, cfg, requests).await,
+                Err(e) => tracing::warn!(%peer, "cannot serve a client connection: {e}"),
             }
             drop(guard);
         });
+    }
+}
+
+/// One accepted connection, plain or inside TLS, until it ends.
+async fn serve_conn(
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<ClientTls>>,
+    core: mpsc::Sender<Event>,
+    cfg: Arc<Config>,
+    requests: ConnRequests,
+) {
+    match tls {
+        None => {
+            let (rd, wr) = stream.into_split();
+            handle(rd, wr, peer, core, cfg, requests, Vec::new()).await;
+        }
+        Some(tls) => match tls.accept(stream).await {
+            Ok((stream, ids)) => {
+                let (rd, wr) = tokio::io::split(stream);
+                handle(rd, wr, peer, core, cfg, requests, ids).await;
+            }
+            Err(e) => {
+                tracing::info!(%peer, "closing a secure client connection: TLS handshake failed: {e}");
+            }
+        },
     }
 }
 

@@ -82,12 +82,15 @@ struct Standalone {
 }
 
 fn standalone() -> Standalone {
+    standalone_with(options(Flavor::Wazoo))
+}
+
+/// One ZooKeeper and one wazoo server, the latter with `wazoo` options.
+fn standalone_with(wazoo: ServerOptions) -> Standalone {
     let zk = Flavor::Zookeeper
         .start_with(options(Flavor::Zookeeper))
         .expect("start ZooKeeper");
-    let wazoo = Flavor::Wazoo
-        .start_with(options(Flavor::Wazoo))
-        .expect("start wazoo");
+    let wazoo = Flavor::Wazoo.start_with(wazoo).expect("start wazoo");
     Standalone {
         zk: vec![zk.addr()],
         wazoo: vec![wazoo.addr()],
@@ -117,6 +120,17 @@ fn check_seed(zk: &[SocketAddr], wazoo: &[SocketAddr], seed: u64, ops: usize, ve
 fn standalone_servers_agree_on_seeded_sequences() {
     let s = standalone();
     for seed in [1u64, 2, 3, 4, 5, 6] {
+        check_seed(&s.zk, &s.wazoo, seed, 400, false);
+    }
+}
+
+/// The same with wazoo's client connections on two I/O threads of their
+/// own (`wazoo.client.ioThreads`, docs/OPERATIONS.md, "Clients"): moving
+/// the sockets off the member's thread changes no reply, event or node.
+#[test]
+fn standalone_servers_agree_with_client_io_threads() {
+    let s = standalone_with(options(Flavor::Wazoo).cfg("wazoo.client.ioThreads=2"));
+    for seed in [7u64, 8, 9] {
         check_seed(&s.zk, &s.wazoo, seed, 400, false);
     }
 }
@@ -176,6 +190,21 @@ fn ensembles_agree_on_seeded_sequences() {
     for seed in [101u64, 305] {
         check_seed(&members(&*zk), &members(&*wazoo), seed, 300, false);
     }
+}
+
+/// The same against a wazoo ensemble whose members run their client
+/// connections on an I/O thread each (`wazoo.client.ioThreads`).
+#[test]
+fn ensembles_agree_with_client_io_threads() {
+    let zk = start_ensemble(Flavor::Zookeeper, 3, options(Flavor::Zookeeper))
+        .expect("start a ZooKeeper ensemble");
+    let wazoo = start_ensemble(
+        Flavor::Wazoo,
+        3,
+        options(Flavor::Wazoo).cfg("wazoo.client.ioThreads=1"),
+    )
+    .expect("start a wazoo ensemble with client I/O threads");
+    check_seed(&members(&*zk), &members(&*wazoo), 411, 300, false);
 }
 
 fn env_num(key: &str, default: u64) -> u64 {

@@ -263,6 +263,10 @@ pub struct Tally {
     pub server_cpu_secs: f64,
     pub gen_cpu_secs: f64,
     pub machine_cpu_secs: f64,
+    /// Of the server's CPU, its threads named `wazoo-member` (the core
+    /// loop; with `wazoo.client.ioThreads` the client sockets are not
+    /// there). Zero for ZooKeeper.
+    pub member_thread_cpu_secs: f64,
 }
 
 /// CPU seconds (user + system) of the calling thread.
@@ -277,13 +281,15 @@ pub fn thread_cpu_secs() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-fn cpu_snapshot(server_pids: &[u32]) -> Result<(f64, f64, f64)> {
-    let mut server = 0.0;
+/// (server, generator, machine, the servers' `wazoo-member` threads).
+fn cpu_snapshot(server_pids: &[u32]) -> Result<(f64, f64, f64, f64)> {
+    let (mut server, mut member) = (0.0, 0.0);
     for &pid in server_pids {
         server += crate::servers::cpu_secs(Some(pid))?;
+        member += crate::servers::threads_cpu_secs(pid, "wazoo-member")?;
     }
     let (tasks, irq) = crate::servers::machine_busy_secs()?;
-    Ok((server, thread_cpu_secs(), tasks + irq))
+    Ok((server, thread_cpu_secs(), tasks + irq, member))
 }
 
 /// Drives `sessions` with `frames` (each session starts at its own offset
@@ -324,6 +330,7 @@ pub fn drive(
         server_cpu_secs: 0.0,
         gen_cpu_secs: 0.0,
         machine_cpu_secs: 0.0,
+        member_thread_cpu_secs: 0.0,
     };
     let mut cpu0 = None;
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(n);
@@ -335,11 +342,12 @@ pub fn drive(
             cpu0 = Some(cpu_snapshot(server_pids)?);
         }
         if !draining && now >= m1 {
-            let (s1, g1, a1) = cpu_snapshot(server_pids)?;
-            let (s0, g0, a0) = cpu0.unwrap_or((s1, g1, a1));
+            let (s1, g1, a1, t1) = cpu_snapshot(server_pids)?;
+            let (s0, g0, a0, t0) = cpu0.unwrap_or((s1, g1, a1, t1));
             tally.server_cpu_secs = s1 - s0;
             tally.gen_cpu_secs = g1 - g0;
             tally.machine_cpu_secs = a1 - a0;
+            tally.member_thread_cpu_secs = t1 - t0;
             draining = true;
         }
         if draining {

@@ -65,6 +65,7 @@ pub(super) const KEYS_READ: &[&str] = &[
     "tcpKeepAlive",
     "tickTime",
     "wazoo.audit.file",
+    "wazoo.client.ioThreads",
     "wazoo.client.maxOutboundBytes",
     "wazoo.client.maxUnsentReplyBytes",
     "wazoo.quorum.suspectMs",
