@@ -13,6 +13,7 @@
 pub mod acl;
 pub mod audit;
 pub(crate) mod id_hash;
+pub mod local_reads;
 pub mod member;
 pub mod quorum_config;
 pub mod recipe;

@@ -148,6 +148,11 @@ pub enum Output {
     },
     /// Close the client connection once what was sent before is flushed.
     Close { conn: ConnId },
+    /// The pipeline's [`server::Output::LocalReads`].
+    LocalReads {
+        conn: ConnId,
+        auth: std::sync::Arc<crate::acl::AuthInfo>,
+    },
     /// Append to the txn log; report `Input::Durable` once synced.
     Persist { zxid: Zxid, record: Vec<u8> },
     /// Durably drop every logged txn after `after`, before the next output.
@@ -448,6 +453,9 @@ impl Member {
                 replies,
             }),
             server::Output::Close { conn } => self.out.push(Output::Close { conn }),
+            server::Output::LocalReads { conn, auth } => {
+                self.out.push(Output::LocalReads { conn, auth })
+            }
             server::Output::Snapshot(job) => self.out.push(Output::WriteSnapshot(job)),
             server::Output::RecipeStep(job) => self.out.push(Output::RecipeStep(job)),
             server::Output::Audit(record) => self.out.push(Output::Audit(record)),

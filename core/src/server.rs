@@ -39,6 +39,7 @@ mod ensemble;
 pub mod peer_msg;
 mod prep;
 mod reads;
+pub use reads::{tree_read, tree_read_eligible};
 mod recipe_counters;
 mod recipes;
 pub(crate) mod reconfig;
@@ -295,6 +296,11 @@ pub enum Input {
     /// to its socket. It may report in chunks: until it does, the bytes
     /// count as unsent, so the core overestimates, never underestimates.
     Written { conn: ConnId, bytes: u64 },
+    /// The shell answered `reads` more of the connection's reads itself,
+    /// from a published copy of the tree ([`Output::LocalReads`]): they
+    /// touch its session and count as packets received and sent, as if
+    /// the pipeline had answered them. The shell reports them in batches.
+    LocalReads { conn: ConnId, reads: u64 },
     /// Time passed: expire sessions, reap containers and TTL nodes. The
     /// shell sends it every half tick; every input carries the time
     /// ([`Now`]), and timers compare its monotonic reading only.
@@ -334,6 +340,18 @@ pub enum Output {
     },
     /// Close the connection once what was sent before is flushed.
     Close { conn: ConnId },
+    /// The connection's reads that need the tree alone
+    /// ([`tree_read_eligible`]) may be answered by the shell from a
+    /// published copy of the tree, checked against these identities
+    /// (until its `Close`), once what was sent to the connection before
+    /// this output has been handed to it; the shell reports them with
+    /// [`Input::LocalReads`]. Sent when the session is established and
+    /// after every change of the connection's identities; never to a
+    /// connection that enforced authentication would still refuse.
+    LocalReads {
+        conn: ConnId,
+        auth: std::sync::Arc<AuthInfo>,
+    },
     /// Append a txn to the log; answer with `Input::Durable` once synced.
     Persist { zxid: Zxid, record: Vec<u8> },
     /// Write a snapshot of the state as of `zxid`.
@@ -578,6 +596,9 @@ pub struct Stats {
     /// Committed txns the tree refused (see `apply_txn`); 0 unless prep and
     /// apply disagree.
     pub txns_refused: u64,
+    /// Reads the shell answered from a published copy of the tree
+    /// ([`Input::LocalReads`]), as reported.
+    pub local_reads: u64,
     /// Audit records made (`ServerConfig::audit`); the shell writes each,
     /// or stops the member.
     pub audit_records: u64,
@@ -791,6 +812,21 @@ impl Server {
         &self.tree
     }
 
+    /// A copy of the tree for [`tree_read`]s off the member's thread, in
+    /// O(1) ([`DataTree::read_only_copy`]), and the zxid it is the state
+    /// of (the reply header's zxid of a read answered from it).
+    pub fn read_view(&self) -> (DataTree, i64) {
+        (self.tree.read_only_copy(), self.last_applied.to_wire())
+    }
+
+    /// Whether `view` of `zxid` (from [`Server::read_view`]) is still the
+    /// state: no node changed and no txn was applied since it was taken (a
+    /// txn that changes no node, a session's, still moves the zxid a read's
+    /// reply header carries).
+    pub fn read_view_current(&self, view: &DataTree, zxid: i64) -> bool {
+        self.tree.same_nodes(view) && self.last_applied.to_wire() == zxid
+    }
+
     /// The timeout negotiated by the connection `session` is attached to
     /// here, if it is.
     pub fn attached_timeout_ms(&self, session: i64) -> Option<i32> {
@@ -983,6 +1019,7 @@ impl Server {
                         std::sync::Arc::make_mut(&mut c.auth).add(id);
                     }
                 }
+                self.allow_local_reads(conn);
             }
             Input::Sasl { conn, xid, step } => self.on_sasl(conn, xid, step),
             Input::Request { conn, xid, req } => self.on_request(conn, xid, req),
@@ -1002,6 +1039,7 @@ impl Server {
             }
             Input::Closed { conn } => self.on_closed(conn),
             Input::Written { conn, bytes } => self.on_written(conn, bytes),
+            Input::LocalReads { conn, reads } => self.on_local_reads(conn, reads),
             Input::Tick => self.on_tick(),
             Input::Durable { zxid } => self.on_durable(zxid),
             Input::Committed { zxid, record } => self.on_committed(zxid, &record),

@@ -143,6 +143,8 @@ impl Harness {
                         }
                     }
                     Output::Close { conn } => self.closed.push(conn),
+                    // A shell with client I/O threads acts on it.
+                    Output::LocalReads { .. } => {}
                     Output::Snapshot(job) => self.snapshots.push(job.zxid),
                     Output::Audit(r) => self.audits.push(*r),
                     Output::RecipeStep(job) => self.steps.push(*job),

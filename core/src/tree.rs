@@ -302,6 +302,12 @@ impl DataTree {
         }
     }
 
+    /// Whether the two trees share their nodes (one is a copy of the
+    /// other, [`DataTree::read_only_copy`], and neither changed since).
+    pub fn same_nodes(&self, other: &DataTree) -> bool {
+        self.nodes.ptr_eq(&other.nodes)
+    }
+
     // ----- reads -----------------------------------------------------------
 
     fn get(&self, p: &str) -> Option<&Node> {

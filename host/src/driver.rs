@@ -23,7 +23,7 @@ use crate::core::member::{Input as MemberInput, Member as CoreMember, Output};
 use crate::core::server::{Input, SnapshotJob};
 use crate::core::time::Now;
 use crate::core::watch::ConnId;
-use crate::member::{snap_dir, write_snapshot_payload, AdminContext, Clock, ConnMsg, Event};
+use crate::member::{snap_dir, write_snapshot_payload, AdminContext, Clock, Event};
 use crate::quorum::{LinkCmd, LinkEvent, Links};
 use wazoo_proto::Zxid;
 use wazoo_storage::{GroupCommitLog, GroupCommitOptions, TryAppendError, TxnLog};
@@ -212,6 +212,9 @@ pub(crate) struct Driver {
     /// Records the log writer's queue had no room for yet.
     pub feed: LogFeed,
     pub conns: HashMap<ConnId, crate::net::ConnTx>,
+    /// With client I/O threads: publishes the tree their readers answer
+    /// plain reads from (net/local_reads.rs).
+    pub publisher: Option<crate::net::local_reads::Publisher>,
     /// Connections with replies gathered during this batch of outputs, to
     /// hand to their writers once the batch is carried out.
     pub gathered: Vec<ConnId>,
@@ -290,6 +293,7 @@ impl Driver {
             feed: LogFeed::default(),
             conns: HashMap::new(),
             gathered: Vec::new(),
+            publisher: None,
             snapshot_busy: Arc::default(),
             recipe_pool,
             audit,
@@ -306,6 +310,10 @@ impl Driver {
         mut durable_rx: mpsc::UnboundedReceiver<Event>,
         ctx: Arc<AdminContext>,
     ) -> Result<()> {
+        self.publisher = ctx
+            .local_reads
+            .clone()
+            .map(|shared| crate::net::local_reads::Publisher::start(shared, self.member.server()));
         let result = self.run_inner(&mut rx, &mut durable_rx, &ctx).await;
         if let Err(e) = &result {
             tracing::error!("stopping: {e:#}");
@@ -319,8 +327,8 @@ impl Driver {
                 tracing::error!("{e:#}");
             }
         }
-        for tx in self.conns.values() {
-            let _ = tx.send(ConnMsg::Close);
+        for tx in self.conns.values_mut() {
+            let _ = tx.close();
         }
         if let Some(log) = self.log.take() {
             if result.is_ok() {
@@ -473,7 +481,15 @@ impl Driver {
                 carried = audit.flush();
             }
             if !self.audit.as_ref().is_some_and(|a| a.failed()) {
-                self.flush_gathered();
+                // With reads on the I/O threads: the hand-overs are stamped
+                // with the tree they were made from, which is published
+                // after them (net/local_reads.rs, rule 2).
+                let server = self.member.server();
+                let seq = self.publisher.as_ref().map_or(0, |p| p.seq_of_now(server));
+                self.flush_gathered(seq);
+                if let Some(p) = &mut self.publisher {
+                    p.publish(self.member.server());
+                }
             }
             carried?;
             ctx.metrics
@@ -493,11 +509,12 @@ impl Driver {
         Ok(())
     }
 
-    /// Hands every connection's gathered replies to its writer.
-    fn flush_gathered(&mut self) {
+    /// Hands every connection's gathered replies to its writer, made from
+    /// the published tree `seq`.
+    fn flush_gathered(&mut self, seq: u64) {
         for conn in self.gathered.drain(..) {
             if let Some(tx) = self.conns.get_mut(&conn) {
-                let _ = tx.flush();
+                let _ = tx.flush(seq);
             }
         }
     }
@@ -568,8 +585,16 @@ impl Driver {
                     audit.flush()?;
                 }
                 if let Some(tx) = self.conns.get_mut(&conn) {
-                    let _ = tx.flush();
-                    let _ = tx.send(ConnMsg::Close);
+                    let _ = tx.close();
+                }
+            }
+            Output::LocalReads { conn, auth } => {
+                if self.publisher.is_some() {
+                    if let Some(tx) = self.conns.get_mut(&conn) {
+                        if tx.allow_local_reads(auth) {
+                            self.gathered.push(conn);
+                        }
+                    }
                 }
             }
             Output::Persist { zxid, record } => {

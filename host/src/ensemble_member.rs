@@ -261,6 +261,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
         log_stats,
         clock: clock.clone(),
         metrics: crate::member::start_metrics(&cfg).await?,
+        local_reads: crate::net::local_reads::LocalReads::of(&cfg),
         plugins,
     });
     let recipe_pool =
@@ -278,7 +279,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     );
     driver.links = Some(links);
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
-    crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
+    crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), &ctx)?;
     tracing::info!(%client_addr, my_id, "wazoo ensemble member started (electing)");
     Ok(crate::member::Started {
         client_addr,

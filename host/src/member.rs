@@ -38,7 +38,14 @@ use wazoo_storage::{GroupCommitLog, GroupCommitOptions, LogOptions, LogStats, Tx
 /// Bytes or a close for one connection's writer task.
 #[derive(Debug)]
 pub enum ConnMsg {
-    Bytes { bytes: Vec<u8>, replies: u32 },
+    /// Frames of which `replies` answer requests; `local`: answered by the
+    /// connection's reader from the published tree (net/local_reads.rs),
+    /// bytes the core does not count.
+    Bytes {
+        bytes: Vec<u8>,
+        replies: u32,
+        local: bool,
+    },
     Close,
 }
 
@@ -380,6 +387,9 @@ pub struct AdminContext {
     /// The member's clocks; uptime is its monotonic reading.
     pub clock: Clock,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// With client I/O threads (`wazoo.client.ioThreads`), the copy of the
+    /// tree their readers answer plain reads from.
+    pub local_reads: Option<Arc<crate::net::local_reads::LocalReads>>,
     /// The recipe runtime, when a plugins directory is configured.
     pub plugins: Option<Plugins>,
 }
@@ -614,9 +624,10 @@ async fn start_standalone(cfg: Config, opts: MemberOptions) -> Result<Started> {
         log_stats,
         clock: clock.clone(),
         metrics: start_metrics(&cfg).await?,
+        local_reads: crate::net::local_reads::LocalReads::of(&cfg),
         plugins,
     });
-    spawn_shell_tasks(false, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
+    spawn_shell_tasks(false, &cfg, listener, tx.clone(), &ctx)?;
     tracing::info!(%client_addr, mode = "standalone", "wazoo serving");
     let recipe_pool =
         crate::recipe_pool::RecipePool::for_member(&cfg, ctx.plugins.as_ref(), &durable_tx)?;
@@ -735,11 +746,20 @@ pub(crate) fn spawn_shell_tasks(
     cfg: &Config,
     listener: tokio::net::TcpListener,
     tx: mpsc::Sender<Event>,
-    metrics: Arc<crate::metrics::Metrics>,
+    ctx: &AdminContext,
 ) -> Result<()> {
     let secure = crate::tls::bind_secure_client_port(cfg)?;
-    crate::net::spawn_accept_loops(listener, secure, tx.clone(), Arc::new(cfg.clone()), metrics)
-        .context("cannot start the client I/O threads (wazoo.client.ioThreads)")?;
+    let metrics = Arc::clone(&ctx.metrics);
+    let local_reads = ctx.local_reads.clone();
+    crate::net::spawn_accept_loops(
+        listener,
+        secure,
+        tx.clone(),
+        Arc::new(cfg.clone()),
+        metrics,
+        local_reads,
+    )
+    .context("cannot start the client I/O threads (wazoo.client.ioThreads)")?;
     if let Some(admin) = &cfg.admin {
         let tls = match admin.tls {
             crate::config::AdminTls::Off => None,

@@ -86,6 +86,7 @@ struct Baselines {
     digest_mismatches: u64,
     txns_applied: u64,
     txns_refused: u64,
+    local_reads: u64,
     audit_records: u64,
     log_fsyncs: u64,
     leases_expired: u64,
@@ -247,6 +248,7 @@ impl Metrics {
             digest_mismatches: s.stats.digest_mismatches,
             txns_applied: s.stats.txns_applied,
             txns_refused: s.stats.txns_refused,
+            local_reads: s.stats.local_reads,
             audit_records: s.stats.audit_records,
             log_fsyncs: log.fsyncs(),
             leases_expired: c.map_or(0, |c| c.leases_expired),
@@ -668,6 +670,13 @@ impl Metrics {
             "Committed txns the tree refused (0 unless prep and apply disagree)",
             st.txns_refused,
             base.txns_refused,
+        );
+        counter(
+            &mut f,
+            "wazoo_reads_on_io_threads",
+            "Reads answered by the client I/O threads from the published tree (wazoo.client.ioThreads), as reported to the core (every 200 ms at most per connection)",
+            st.local_reads,
+            base.local_reads,
         );
         counter(
             &mut f,

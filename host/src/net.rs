@@ -49,8 +49,10 @@ use wazoo_proto::{ConnectRequest, OpCode};
 
 mod frame_reader;
 mod limits;
+pub mod local_reads;
 
 use limits::{ConnRequests, PerIp, Refused, RequestBytes};
+use local_reads::{ConnLocal, LocalReads};
 
 /// Requests one connection may have unanswered before we stop reading it.
 pub const MAX_IN_FLIGHT: usize = 1000;
@@ -63,6 +65,10 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a close the core asked for waits for the client to take what
 /// was queued before it; a client that does not read loses the rest.
 const CLOSE_FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long the writer may hold its count of the reads the reader
+/// answered before it reports them to the core (which touches the session).
+const LOCAL_REPORT_EVERY: Duration = Duration::from_millis(200);
 
 /// The writer reports what it wrote to the core once this much (or the
 /// unsent-reply bound, if smaller) has accumulated, not after every write.
@@ -99,6 +105,8 @@ struct ConnShared {
     written: Notify,
     /// The core asked to close the connection.
     close_requested: Notify,
+    /// Reads answered by the reader itself (with client I/O threads).
+    local: ConnLocal,
 }
 
 /// The core loop's handle on one connection: its writer's queue, counted
@@ -113,6 +121,10 @@ pub struct ConnTx {
     /// wake-up of the writer per connection and batch, not per reply.
     gathered: Vec<u8>,
     gathered_replies: u32,
+    /// The identities with which the core allowed the connection's reads
+    /// on its reader, handed over with what was gathered before
+    /// (`Output::LocalReads`).
+    gathered_allow: Option<Arc<crate::core::acl::AuthInfo>>,
 }
 
 impl ConnTx {
@@ -122,14 +134,28 @@ impl ConnTx {
             shared,
             gathered: Vec::new(),
             gathered_replies: 0,
+            gathered_allow: None,
         }
+    }
+
+    fn nothing_gathered(&self) -> bool {
+        self.gathered.is_empty() && self.gathered_replies == 0 && self.gathered_allow.is_none()
+    }
+
+    /// The core allowed the connection's reads on its reader with `auth`,
+    /// from the next [`ConnTx::flush`] on; true if nothing was gathered
+    /// before (the caller remembers to flush this connection).
+    pub fn allow_local_reads(&mut self, auth: Arc<crate::core::acl::AuthInfo>) -> bool {
+        let first = self.nothing_gathered();
+        self.gathered_allow = Some(auth);
+        first
     }
 
     /// Adds bytes holding `replies` replies to what goes to the writer at
     /// the next [`ConnTx::flush`]; true if nothing was gathered before
     /// (the caller remembers to flush this connection).
     pub fn gather(&mut self, bytes: Vec<u8>, replies: u32) -> bool {
-        let first = self.gathered.is_empty() && self.gathered_replies == 0;
+        let first = self.nothing_gathered();
         if self.gathered.is_empty() {
             self.gathered = bytes;
         } else {
@@ -139,29 +165,38 @@ impl ConnTx {
         first
     }
 
-    /// Hands what was gathered to the writer (nothing if nothing was);
+    /// Hands what was gathered to the writer (nothing if nothing was),
+    /// made from the published tree `seq` (net/local_reads.rs, rule 2);
     /// fails once the connection is gone.
-    pub fn flush(&mut self) -> Result<(), mpsc::error::SendError<ConnMsg>> {
-        if self.gathered.is_empty() && self.gathered_replies == 0 {
+    pub fn flush(&mut self, seq: u64) -> Result<(), mpsc::error::SendError<ConnMsg>> {
+        if self.nothing_gathered() {
             return Ok(());
         }
         let bytes = std::mem::take(&mut self.gathered);
         let replies = std::mem::take(&mut self.gathered_replies);
-        self.send(ConnMsg::Bytes { bytes, replies })
+        let allow = self.gathered_allow.take();
+        self.shared.local.hand_over(seq, replies, allow, || {
+            if bytes.is_empty() && replies == 0 {
+                return Ok(());
+            }
+            self.shared
+                .queued_bytes
+                .fetch_add(bytes.len(), Ordering::AcqRel);
+            self.tx.send(ConnMsg::Bytes {
+                bytes,
+                replies,
+                local: false,
+            })
+        })
     }
 
-    /// Queues bytes (or a close) for the connection's writer; fails once
-    /// the connection is gone.
-    pub fn send(&self, msg: ConnMsg) -> Result<(), mpsc::error::SendError<ConnMsg>> {
-        match &msg {
-            ConnMsg::Bytes { bytes, .. } => {
-                self.shared
-                    .queued_bytes
-                    .fetch_add(bytes.len(), Ordering::AcqRel);
-            }
-            ConnMsg::Close => self.shared.close_requested.notify_one(),
-        }
-        self.tx.send(msg)
+    /// Hands what was gathered to the writer, then closes the connection
+    /// once it is written; its reader answers no more reads itself.
+    pub fn close(&mut self) -> Result<(), mpsc::error::SendError<ConnMsg>> {
+        self.shared.local.stop();
+        let _ = self.flush(u64::MAX);
+        self.shared.close_requested.notify_one();
+        self.tx.send(ConnMsg::Close)
     }
 }
 
@@ -198,6 +233,7 @@ pub fn spawn_accept_loops(
     core: mpsc::Sender<Event>,
     cfg: Arc<Config>,
     metrics: Arc<Metrics>,
+    local_reads: Option<Arc<LocalReads>>,
 ) -> std::io::Result<()> {
     let request_bytes = Arc::new(RequestBytes::of(&cfg));
     let io = match cfg.client_io_threads {
@@ -213,6 +249,7 @@ pub fn spawn_accept_loops(
             Arc::clone(&request_bytes),
             Arc::clone(&metrics),
             io.clone(),
+            local_reads.clone(),
         ));
     }
     tokio::spawn(accept_loop(
@@ -223,6 +260,7 @@ pub fn spawn_accept_loops(
         request_bytes,
         metrics,
         io,
+        local_reads,
     ));
     Ok(())
 }
@@ -281,6 +319,7 @@ impl ClientIo {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<Arc<ClientTls>>,
@@ -289,6 +328,7 @@ async fn accept_loop(
     request_bytes: Arc<RequestBytes>,
     metrics: Arc<Metrics>,
     io: Option<Arc<ClientIo>>,
+    local_reads: Option<Arc<LocalReads>>,
 ) {
     let per_ip = Arc::new(PerIp::default());
     loop {
@@ -324,10 +364,11 @@ async fn accept_loop(
         }
         let _ = stream.set_nodelay(true);
         let (core, cfg, tls) = (core.clone(), Arc::clone(&cfg), tls.clone());
+        let local = local_reads.clone();
         let requests = ConnRequests::new(Arc::clone(&request_bytes), Arc::clone(&metrics));
         let Some(io) = &io else {
             tokio::spawn(async move {
-                serve_conn(stream, peer, tls, core, cfg, requests).await;
+                serve_conn(stream, peer, tls, core, cfg, requests, local).await;
                 drop(guard);
             });
             continue;
@@ -342,7 +383,7 @@ async fn accept_loop(
         };
         io.next().spawn(async move {
             match tokio::net::TcpStream::from_std(stream) {
-                Ok(stream) => serve_conn(stream, peer, tls, core, cfg, requests).await,
+                Ok(stream) => serve_conn(stream, peer, tls, core, cfg, requests, local).await,
                 Err(e) => tracing::warn!(%peer, "cannot serve a client connection: {e}"),
             }
             drop(guard);
@@ -358,16 +399,17 @@ async fn serve_conn(
     core: mpsc::Sender<Event>,
     cfg: Arc<Config>,
     requests: ConnRequests,
+    local: Option<Arc<LocalReads>>,
 ) {
     match tls {
         None => {
             let (rd, wr) = stream.into_split();
-            handle(rd, wr, peer, core, cfg, requests, Vec::new()).await;
+            handle(rd, wr, peer, core, cfg, requests, Vec::new(), local).await;
         }
         Some(tls) => match tls.accept(stream).await {
             Ok((stream, ids)) => {
                 let (rd, wr) = tokio::io::split(stream);
-                handle(rd, wr, peer, core, cfg, requests, ids).await;
+                handle(rd, wr, peer, core, cfg, requests, ids, local).await;
             }
             Err(e) => {
                 tracing::info!(%peer, "closing a secure client connection: TLS handshake failed: {e}");
@@ -436,6 +478,7 @@ async fn read_opening(
 
 /// Runs one connection (plain or TLS, split into its halves); `ids` are
 /// the identities its transport proved.
+#[allow(clippy::too_many_arguments)]
 async fn handle<R, W>(
     mut rd: R,
     wr: W,
@@ -444,6 +487,7 @@ async fn handle<R, W>(
     cfg: Arc<Config>,
     requests: ConnRequests,
     ids: Vec<wazoo_proto::Id>,
+    local_reads: Option<Arc<LocalReads>>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -493,6 +537,8 @@ async fn handle<R, W>(
     let conn = NEXT_CONN.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::unbounded_channel();
     let shared = Arc::new(ConnShared::default());
+    // The reader queues the replies of the reads it answers itself.
+    let local = local_reads.map(|reads| (reads, tx.clone()));
     let tx = ConnTx::new(tx, Arc::clone(&shared));
     if core.send(Event::Register { conn, tx }).await.is_err() {
         return;
@@ -527,7 +573,16 @@ async fn handle<R, W>(
         bounds,
     ));
     let mut sasl = SaslConn::of(&cfg);
-    let reader = read_loop(conn, rd, &core, bounds, &unanswered, &shared, &mut sasl);
+    let reader = read_loop(
+        conn,
+        rd,
+        &core,
+        bounds,
+        &unanswered,
+        &shared,
+        &mut sasl,
+        local.as_ref(),
+    );
     tokio::pin!(reader);
     let close_deadline = async {
         shared.close_requested.notified().await;
@@ -581,6 +636,11 @@ async fn room_for_replies(shared: &ConnShared, max: usize) {
     }
 }
 
+/// The connection's reads answered on its own thread (with client I/O
+/// threads): the published tree, and the writer's queue for their replies.
+type Local = (Arc<LocalReads>, mpsc::UnboundedSender<ConnMsg>);
+
+#[allow(clippy::too_many_arguments)]
 async fn read_loop(
     conn: u64,
     rd: impl AsyncRead + Unpin,
@@ -589,7 +649,24 @@ async fn read_loop(
     unanswered: &Unanswered,
     shared: &ConnShared,
     sasl: &mut SaslConn,
+    local: Option<&Local>,
 ) {
+    // A request the reader answers itself, or hands to the core (in order,
+    // behind what it gathered).
+    let take = |input: Input, batch: &mut Vec<Input>| {
+        if let (Some((reads, tx)), true, Input::Request { xid, req, .. }) =
+            (local, batch.is_empty(), &input)
+        {
+            if shared
+                .local
+                .try_answer(reads, *xid, req, tx, &shared.queued_bytes)
+            {
+                return;
+            }
+        }
+        shared.local.to_core();
+        batch.push(input);
+    };
     let max = bounds.max_frame;
     let mut rd = frame_reader::FrameReader::new(rd);
     let mut batch: Vec<Input> = Vec::new();
@@ -617,7 +694,7 @@ async fn read_loop(
         let Some(input) = decode_input(conn, &payload, sasl) else {
             return;
         };
-        batch.push(input);
+        take(input, &mut batch);
         // ...then take every whole frame already buffered, without waiting,
         // so a pipelining client costs one hand-off per read, not per request.
         loop {
@@ -646,17 +723,18 @@ async fn read_loop(
             let input = decode_input(conn, &buffered[4..n], sasl);
             rd.consume(n);
             match input {
-                Some(i) => batch.push(i),
+                Some(i) => take(i, &mut batch),
                 None => {
                     let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
                     return;
                 }
             }
         }
-        let ev = if batch.len() == 1 {
-            Event::Input(batch.pop().expect("one input"))
-        } else {
-            Event::Inputs(std::mem::take(&mut batch))
+        let ev = match batch.len() {
+            // Every request was answered here.
+            0 => continue,
+            1 => Event::Input(batch.pop().expect("one input")),
+            _ => Event::Inputs(std::mem::take(&mut batch)),
         };
         if core.send(ev).await.is_err() {
             return;
@@ -782,13 +860,48 @@ async fn write_loop(
 ) {
     // No buffer of its own while idle: the first message's bytes become it.
     let mut buf = Vec::new();
-    // Written but not yet reported to the core.
+    // Written but not yet reported to the core (its bytes; the reads
+    // answered by the reader, which the core never saw).
     let mut unreported = 0usize;
-    while let Some(msg) = rx.recv().await {
+    let mut local_unreported = 0u64;
+    let mut local_reported_at = Instant::now();
+    loop {
+        // Reads answered by the reader are reported within
+        // LOCAL_REPORT_EVERY, also when the connection goes quiet.
+        let msg = if local_unreported == 0 {
+            rx.recv().await
+        } else {
+            let wait = LOCAL_REPORT_EVERY.saturating_sub(local_reported_at.elapsed());
+            match tokio::time::timeout(wait, rx.recv()).await {
+                Ok(msg) => msg,
+                Err(_) => {
+                    let reads = std::mem::take(&mut local_unreported);
+                    local_reported_at = Instant::now();
+                    let ev = Event::Input(Input::LocalReads { conn, reads });
+                    if core.send(ev).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        };
+        let Some(msg) = msg else {
+            return;
+        };
         let mut close = false;
         let mut replies = 0usize;
+        let mut core_bytes = 0usize;
         let mut push = |m: ConnMsg, buf: &mut Vec<u8>| match m {
-            ConnMsg::Bytes { bytes, replies: r } => {
+            ConnMsg::Bytes {
+                bytes,
+                replies: r,
+                local,
+            } => {
+                if local {
+                    local_unreported += u64::from(r);
+                } else {
+                    core_bytes += bytes.len();
+                }
                 if buf.is_empty() {
                     *buf = bytes;
                 } else {
@@ -813,7 +926,7 @@ async fn write_loop(
             }
             shared.queued_bytes.fetch_sub(buf.len(), Ordering::AcqRel);
             shared.written.notify_one();
-            unreported += buf.len();
+            unreported += core_bytes;
             // A large reply's buffer is not kept for the small ones.
             if buf.capacity() > WRITTEN_REPORT_BYTES {
                 buf = Vec::new();

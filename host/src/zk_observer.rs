@@ -282,6 +282,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         log_stats,
         clock: clock.clone(),
         metrics: crate::member::start_metrics(&cfg).await?,
+        local_reads: crate::net::local_reads::LocalReads::of(&cfg),
         plugins: None,
     });
     let audit = crate::audit::AuditLog::start(&cfg, clock.now().wall_ms)?;
@@ -297,7 +298,7 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
     );
     driver.zk = Some(ZkLink { cmds: zk_tx, queue });
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
-    crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), Arc::clone(&ctx.metrics))?;
+    crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), &ctx)?;
     tracing::info!(%client_addr, my_id, "wazoo observer of a ZooKeeper ensemble started (looking for its leader)");
     Ok(Started {
         client_addr,

@@ -249,3 +249,97 @@ fn a_bad_io_thread_count_is_refused_by_name() {
         assert!(err.contains("wazoo.client.ioThreads"), "{bad}: {err}");
     }
 }
+
+/// The reads the I/O threads answer themselves (from the member's published
+/// tree) count as the session's activity, as every request does in
+/// ZooKeeper ("ZooKeeper Sessions": a session is kept alive by the
+/// client's requests, pings only when it is idle): a client that only
+/// reads, with no ping, for several session timeouts keeps its session.
+/// And they are counted (`wazoo_reads_on_io_threads_total`).
+#[test]
+fn reads_answered_on_io_threads_keep_the_session_alive_and_are_counted() {
+    let metrics_port = wazoo_testkit::free_port();
+    let opts = common::options(Flavor::Wazoo)
+        .cfg("wazoo.client.ioThreads=2")
+        .tick_time_ms(250)
+        .session_timeouts_ms(500, 60_000)
+        .cfg(format!("metricsProvider.httpPort={metrics_port}"));
+    let server = WazooServer::start(opts).expect("start wazoo");
+    let addr = server.addr();
+    common::raw_writes(addr, &[common::raw_create("/alive", Some(b"x"))]);
+    let (mut s, resp) = wazoo_testkit::raw::handshake(addr, 0, &[], 600, Duration::from_secs(10))
+        .expect("a session");
+    assert!(resp.timeout_ms <= 600, "negotiated {}", resp.timeout_ms);
+    // Four session timeouts of reads, 50 ms apart, and no ping.
+    let until = Instant::now() + Duration::from_millis(4 * resp.timeout_ms as u64);
+    let mut xid = 0;
+    while Instant::now() < until {
+        xid += 1;
+        send(&mut s, xid, &get("/alive", false));
+        let (h, body) = next(&mut s);
+        assert_eq!((h.xid, h.err), (xid, 0), "read {xid}: the session lives");
+        assert_eq!(data_of(&body), b"x");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = common::get_metrics(metrics_port);
+    let answered: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("wazoo_reads_on_io_threads_total "))
+        .expect("the counter is exported")
+        .trim()
+        .parse()
+        .expect("a number");
+    assert!(
+        answered >= (xid / 2) as f64,
+        "{answered} of {xid} reads answered on the I/O threads"
+    );
+}
+
+/// "ZooKeeper access control using ACLs": a read answered on an I/O
+/// thread checks the node's ACL against the connection's identities as
+/// they are when it is read: NoAuth before `addauth`, the data after.
+#[test]
+fn a_read_on_an_io_thread_checks_the_connection_s_current_identities() {
+    let server = start(&[]);
+    let addr = server.addr();
+    let auth = |xid| {
+        (
+            xid,
+            Request::Auth(wazoo_proto::AuthPacket {
+                auth_type: 0,
+                scheme: "digest".into(),
+                auth: b"reader:secret".to_vec(),
+            }),
+        )
+    };
+    let mut owner = common::raw_session(addr).expect("the owner");
+    let (xid, req) = auth(1);
+    assert_eq!(common::raw_call(&mut owner, xid, &req).0, 0);
+    let create = Request::Create(wazoo_proto::CreateRequest {
+        path: "/secret".into(),
+        data: Some(b"s3".to_vec()),
+        acl: vec![wazoo_proto::Acl {
+            perms: wazoo_proto::perms::ALL,
+            id: wazoo_proto::Id::new("auth", ""),
+        }],
+        flags: 0,
+        ttl: None,
+    });
+    assert_eq!(common::raw_call(&mut owner, 2, &create).0, 0);
+    let mut reader = common::raw_session(addr).expect("the reader");
+    let no_auth = wazoo_proto::ErrorCode::NoAuth.code();
+    for xid in 1..=20 {
+        let (err, _) = common::raw_call(&mut reader, xid, &get("/secret", false));
+        assert_eq!(err, no_auth, "read {xid} before addauth");
+    }
+    let (xid, req) = auth(21);
+    assert_eq!(common::raw_call(&mut reader, xid, &req).0, 0);
+    for xid in 22..=40 {
+        match common::raw_call(&mut reader, xid, &get("/secret", false)) {
+            (0, Some(Response::GetData { data, .. })) => {
+                assert_eq!(data.as_deref(), Some(&b"s3"[..]))
+            }
+            other => panic!("read {xid} after addauth: {other:?}"),
+        }
+    }
+}

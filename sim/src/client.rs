@@ -82,11 +82,13 @@ struct Conn {
 #[derive(Debug)]
 enum Kind {
     Reg(usize),
-    /// A read that sets a data watch (exists sets one on a missing
-    /// node too, getData does not).
+    /// A read, with or without a data watch (exists sets one on a
+    /// missing node too, getData does not). Without one it may be answered
+    /// outside the pipeline (`wazoo_core::local_reads`).
     Read {
         path: String,
         exists: bool,
+        watch: bool,
     },
     Children,
     Other,
@@ -303,7 +305,7 @@ impl Client {
                 self.retry_at_ms = ctx.now_ms + ctx.rng.range(1, 100);
                 Ok(())
             }
-            Down::Bytes(bytes) => {
+            Down::Bytes(bytes) | Down::Local(bytes) => {
                 let c = self.conn.as_mut().expect("connected");
                 c.buf.extend_from_slice(&bytes);
                 c.last_recv_ms = ctx.now_ms;
@@ -360,6 +362,7 @@ impl Client {
             return Ok(());
         }
         let h = ReplyHeader::read(&mut r).map_err(|e| format!("bad reply header: {e}"))?;
+        let seen_before = self.last_zxid;
         if h.xid != xid::NOTIFICATION && h.zxid > self.last_zxid {
             self.last_zxid = h.zxid;
         }
@@ -390,6 +393,27 @@ impl Client {
                 let Some((op, kind)) = self.pending.remove(&x) else {
                     return Ok(()); // a ping's answer
                 };
+                // ZooKeeper Programmer's Guide, "ZooKeeper Sessions": a
+                // session's requests are answered in the order sent (but
+                // pings, which wazoo answers at once: docs/COMPATIBILITY.md).
+                let earlier = self
+                    .pending
+                    .range(..x)
+                    .rfind(|(_, (o, _))| *o != OpCode::Ping)
+                    .filter(|_| op != OpCode::Ping);
+                if let Some((&earlier, (eop, _))) = earlier {
+                    return Err(format!(
+                        "client {}: the reply to xid {x} ({op:?}) came before the one to xid {earlier} ({eop:?})",
+                        self.id
+                    ));
+                }
+                // A read never shows an older state than the session saw.
+                if matches!(kind, Kind::Read { .. }) && h.zxid < seen_before {
+                    return Err(format!(
+                        "client {}: a read of xid {x} answered at zxid 0x{:x}, after 0x{seen_before:x} was seen",
+                        self.id, h.zxid
+                    ));
+                }
                 self.stats.replies += 1;
                 let body = if h.err == 0 {
                     Some(Response::read_body(op, &mut r).map_err(|e| format!("bad reply: {e}"))?)
@@ -455,11 +479,15 @@ impl Client {
                     ctx.history.respond(index, r, at);
                 }
             }
-            Kind::Read { path, exists } => match (code(err), body) {
+            Kind::Read {
+                path,
+                exists,
+                watch,
+            } => match (code(err), body) {
                 (_, Some(Response::GetData { stat, .. } | Response::Stat(stat))) => {
-                    c.watches.on_read(&path, stat.mzxid, true)?;
+                    c.watches.on_read(&path, stat.mzxid, watch)?;
                 }
-                (Some(ErrorCode::NoNode), _) => c.watches.on_read(&path, 0, exists)?,
+                (Some(ErrorCode::NoNode), _) => c.watches.on_read(&path, 0, exists && watch)?,
                 _ => {}
             },
             Kind::AddWatch { path, recursive } => {
@@ -515,18 +543,27 @@ impl Client {
             300..=449 => {
                 let path = self.key(ctx);
                 let exists = ctx.rng.chance(500);
+                let watch = roll < 400;
                 let req = if exists {
                     Request::Exists {
                         path: path.clone(),
-                        watch: true,
+                        watch,
                     }
                 } else {
                     Request::GetData {
                         path: path.clone(),
-                        watch: true,
+                        watch,
                     }
                 };
-                self.send(ctx, req, Kind::Read { path, exists });
+                self.send(
+                    ctx,
+                    req,
+                    Kind::Read {
+                        path,
+                        exists,
+                        watch,
+                    },
+                );
             }
             450..=499 => {
                 self.send(

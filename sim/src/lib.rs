@@ -14,10 +14,16 @@
 //! served by a plain-Rust recipe engine ([`recipes`]). Faults: message
 //! drops, duplicates, delays and reorders, partitions, paused members
 //! (SIGSTOP), connection resets,
-//! crashes that lose unsynced writes, restarts, clock skew and steps.
+//! crashes that lose unsynced writes, restarts, clock skew and steps. In a
+//! third of the seeds (and every seed of `local_reads_keep_every_guarantee`)
+//! members answer plain reads outside the pipeline, from a published copy
+//! of the tree, as a member with client I/O threads does
+//! (`wazoo_core::local_reads`), the copy now and then published late.
 //!
 //! The checkers ([`check`]): client-visible linearizability of writes,
-//! session and ephemeral invariants, watch delivery order, tree
+//! session and ephemeral invariants, watch delivery order, each session's
+//! replies in its requests' order and its reads never older than what it
+//! saw, tree
 //! convergence, and recipe waits called back exactly once; each has a
 //! test that feeds it a bad history or state and expects it to fail.
 //!
@@ -156,6 +162,8 @@ pub struct Summary {
     pub snaps: u64,
     /// Observers that ended the run synced by a follower (learner master).
     pub observers_behind_followers: u64,
+    /// Reads answered outside the pipeline (`Variant::local_reads`).
+    pub local_reads: u64,
     /// A digest of the committed sequence and of what clients were told
     /// (summed over seeds): two runs of a seed must agree on it.
     pub digest: u64,
@@ -190,7 +198,8 @@ impl Summary {
             pauses,
             resets,
             snaps,
-            observers_behind_followers
+            observers_behind_followers,
+            local_reads
         );
         self.digest = self.digest.wrapping_add(o.digest);
     }
@@ -203,6 +212,9 @@ pub struct Variant {
     pub observers: u64,
     /// Observers sync from followers (`observerMasterPort`).
     pub observer_master: bool,
+    /// Members answer plain reads outside the pipeline, as with client I/O
+    /// threads (`wazoo_core::local_reads`); a third of the seeds do anyway.
+    pub local_reads: bool,
 }
 
 /// Runs one seed; on a failure, panics with the seed and how to replay it.

@@ -54,6 +54,9 @@ pub enum Up {
 #[derive(Clone, Debug)]
 pub enum Down {
     Bytes(Vec<u8>),
+    /// A reply the member's reader answered itself (local reads): bytes
+    /// the pipeline does not count, so their reading is not reported.
+    Local(Vec<u8>),
     /// End of stream (the member closed, or the connection broke).
     Closed,
 }

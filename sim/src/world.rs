@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use wazoo_core::local_reads::{LocalReadGate, ReadViews};
 use wazoo_core::member::{Input as In, Output};
 use wazoo_core::server::{Input, ServerConfig};
 use wazoo_core::time::Now;
@@ -51,6 +52,11 @@ struct Node {
     rate_ppm: i64,
     /// Wall clock offset from true time (skew, steps).
     wall_offset_ms: i64,
+    /// With local reads: the published copy of the tree, and each client
+    /// connection's gate (`wazoo_core::local_reads`), as the shell keeps
+    /// them for its I/O threads.
+    views: Option<ReadViews>,
+    gates: BTreeMap<ConnId, LocalReadGate>,
 }
 
 impl Node {
@@ -77,6 +83,13 @@ enum Event {
         zxid: Zxid,
         data: Vec<u8>,
     },
+    /// Member `id` publishes its tree for local reads, late: the shell
+    /// publishes right after a batch's hand-overs, and an I/O thread may
+    /// answer from the older copy meanwhile.
+    Publish {
+        id: ServerId,
+        incarnation: u64,
+    },
     /// A simulated recipe worker finished a step of member `id`.
     StepDone {
         id: ServerId,
@@ -97,6 +110,9 @@ pub struct World {
     /// done after a delay drawn from `step_rng`, in any order), even seeds
     /// in prep. A generator of its own, so even seeds replay as before.
     offload: bool,
+    /// Plain reads are answered outside the pipeline, from the published
+    /// copy of the tree, as the shell's client I/O threads answer them.
+    local_reads: bool,
     step_rng: Rng,
     /// Draws each handshake's fresh session password (the shell's OS
     /// randomness); a generator of its own, so seeds replay as before.
@@ -144,6 +160,7 @@ impl World {
         let mut w = World {
             rng,
             offload: seed % 2 == 1,
+            local_reads: variant.local_reads || seed % 3 == 2,
             step_rng: Rng::new(seed ^ 0x5a00_5a00_5a00_5a00),
             password_rng: Rng::new(seed ^ 0x0a55_0a55_0a55_0a55),
             now_ms: 0,
@@ -206,6 +223,8 @@ impl World {
                     mono_base_ms: 0,
                     rate_ppm,
                     wall_offset_ms,
+                    views: None,
+                    gates: BTreeMap::new(),
                 },
             );
             let phase = w.rng.range(0, TICK_MS / 2 - 1);
@@ -289,6 +308,8 @@ impl World {
         self.net.resume_reading(id);
         let node = self.nodes.get_mut(&id).expect("node");
         let Some(m) = node.member.take() else { return };
+        node.views = None;
+        node.gates.clear();
         self.summary.elections += m.peer().stats().elections;
         let lost = node.disk.crash();
         node.fsync_in_flight = false;
@@ -371,13 +392,55 @@ impl World {
         let Some(m) = node.member.as_mut() else {
             return;
         };
+        if self.local_reads && node.views.is_none() {
+            node.views = Some(ReadViews::start(m.server()));
+        }
         let outputs = m.take_outputs();
         let applied = m.take_applied();
+        // What each connection is handed in this batch (local reads).
+        let mut handed: BTreeMap<ConnId, (u32, Option<std::sync::Arc<_>>)> = BTreeMap::new();
         for out in outputs {
             if self.trace {
                 eprintln!("[{:>6}ms] {id} -> {out:?}", self.now_ms);
             }
+            if self.local_reads {
+                match &out {
+                    Output::Send { conn, replies, .. } => {
+                        handed.entry(*conn).or_default().0 += replies
+                    }
+                    Output::LocalReads { conn, auth } => {
+                        handed.entry(*conn).or_default().1 = Some(auth.clone())
+                    }
+                    Output::Close { conn } => {
+                        if let Some(g) = self.nodes.get_mut(&id).expect("node").gates.get_mut(conn)
+                        {
+                            g.stop();
+                        }
+                    }
+                    _ => {}
+                }
+            }
             self.io(id, out, follow);
+        }
+        // The batch's hand-overs, stamped with the copy of the tree they
+        // were made from, then that copy published (rule 2): at once, or a
+        // few milliseconds later (the window an I/O thread may see).
+        let late = self.local_reads && self.rng.chance(300);
+        let node = self.nodes.get_mut(&id).expect("node");
+        if let (Some(m), Some(views)) = (&node.member, &mut node.views) {
+            let seq = views.seq_of_now(m.server());
+            for (conn, (replies, allow)) in handed {
+                if let Some(g) = node.gates.get_mut(&conn) {
+                    g.handed_over(seq, replies, allow);
+                }
+            }
+            if !late {
+                views.publish(m.server());
+            } else if seq > views.current().seq {
+                let incarnation = node.incarnation;
+                let after = self.rng.range(1, 10);
+                self.schedule(after, Event::Publish { id, incarnation });
+            }
         }
         for a in applied {
             let r = match a {
@@ -493,6 +556,8 @@ impl World {
                 let at = now_ms + self.draw(self.params.client_delay_ms);
                 self.net.to_client(conn, Down::Bytes(bytes), at);
             }
+            // Carried out in `carry_out`.
+            Output::LocalReads { .. } => {}
             Output::Close { conn } => {
                 let at = now_ms + self.draw(self.params.client_delay_ms);
                 self.net.to_client(conn, Down::Closed, at);
@@ -608,7 +673,57 @@ impl World {
         }
     }
 
+    /// A read answered outside the pipeline, as the shell's reader does
+    /// with client I/O threads, if the gate lets it; else the request is
+    /// counted as handed to the pipeline. A paused member answers nothing
+    /// (its I/O threads are stopped with it).
+    /// `req` None: a request that did not decode, for the pipeline.
+    fn answer_locally(
+        &mut self,
+        member: ServerId,
+        conn: ConnId,
+        xid: i32,
+        req: Option<&wazoo_proto::Request>,
+    ) -> bool {
+        if !self.local_reads {
+            return false;
+        }
+        let paused = self.paused.contains_key(&member);
+        let node = self.nodes.get_mut(&member).expect("node");
+        let (Some(views), Some(gate)) = (&node.views, node.gates.get_mut(&conn)) else {
+            return false;
+        };
+        let answered = req
+            .filter(|_| !paused)
+            .and_then(|req| gate.answer(views.current(), xid, req));
+        let Some(bytes) = answered else {
+            gate.to_pipeline();
+            return false;
+        };
+        self.summary.local_reads += 1;
+        let at = self.now_ms + self.draw(self.params.client_delay_ms);
+        self.net.to_client(conn, Down::Local(bytes), at);
+        // The shell reports them in batches; one at a time here.
+        self.input(member, In::Client(Input::LocalReads { conn, reads: 1 }));
+        true
+    }
+
     fn deliver_up(&mut self, member: ServerId, conn: ConnId, up: Up) {
+        if self.local_reads {
+            let node = self.nodes.get_mut(&member).expect("node");
+            if node.member.is_some() {
+                match &up {
+                    Up::Connect(_) => {
+                        node.gates.insert(conn, LocalReadGate::default());
+                    }
+                    // Counted in `answer_locally`.
+                    Up::Request { .. } => {}
+                    Up::Closed => {
+                        node.gates.remove(&conn);
+                    }
+                }
+            }
+        }
         let input = match up {
             Up::Connect(req) => {
                 let mut fresh_password = [0u8; wazoo_core::session::PASSWORD_LEN];
@@ -629,10 +744,19 @@ impl World {
                 frame::write_request(&mut bytes, xid, &req);
                 match frame::decode_client_frame(&bytes[4..]) {
                     Ok(frame::ClientFrame::Request { xid, req }) => {
+                        if self.answer_locally(member, conn, xid, Some(&req)) {
+                            return;
+                        }
                         Input::Request { conn, xid, req }
                     }
-                    Ok(frame::ClientFrame::Unknown { xid, op }) => Input::Unknown { conn, xid, op },
-                    Err(_) => Input::Malformed { conn, xid },
+                    Ok(frame::ClientFrame::Unknown { xid, op }) => {
+                        self.answer_locally(member, conn, xid, None);
+                        Input::Unknown { conn, xid, op }
+                    }
+                    Err(_) => {
+                        self.answer_locally(member, conn, xid, None);
+                        Input::Malformed { conn, xid }
+                    }
                 }
             }
             Up::Closed => Input::Closed { conn },
@@ -675,6 +799,16 @@ impl World {
                 }
             }
             Event::Resume(id) => self.resume(id),
+            Event::Publish { id, incarnation } => {
+                let node = self.nodes.get_mut(&id).expect("node");
+                if let (true, Some(m), Some(views)) = (
+                    node.incarnation == incarnation,
+                    &node.member,
+                    &mut node.views,
+                ) {
+                    views.publish(m.server());
+                }
+            }
             Event::StepDone {
                 id,
                 incarnation,
@@ -763,6 +897,10 @@ impl World {
                     _ => 0,
                 };
                 let member = self.net_member_of(conn);
+                let down = match down {
+                    Down::Local(bytes) => Down::Bytes(bytes),
+                    down => down,
+                };
                 self.with_client(client, |cl, ctx| cl.on_down(ctx, conn, down));
                 // The client read them: the member's socket has room again.
                 if let (Some(member), true) = (member, written > 0) {

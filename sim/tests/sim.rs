@@ -91,6 +91,7 @@ fn observers_behind_followers() {
     let variant = Variant {
         observers: 2,
         observer_master: true,
+        local_reads: false,
     };
     if let Some(seed) = env_u64("WAZOO_SIM_OM_SEED") {
         let s = run_seed_with(seed, trace, variant);
@@ -109,6 +110,43 @@ fn observers_behind_followers() {
     );
     assert!(
         total.crashes > 0 && total.partitions > 0 && total.register_acked > 0,
+        "coverage: {total:?}"
+    );
+}
+
+/// Every member answers plain reads outside the pipeline, from its
+/// published copy of the tree, as a member with client I/O threads does
+/// (`wazoo_core::local_reads`; a third of the default seeds do too), and
+/// publishes that copy now and then a few milliseconds late, the window
+/// an I/O thread can see. Every checker runs, and the clients check what
+/// the rules promise: a session's replies in its requests' order, a read
+/// never older than what the session saw, and a watch's event before the
+/// data that fired it. 60 seeds by default; `WAZOO_SIM_LR_SEEDS` for more,
+/// `WAZOO_SIM_LR_SEED` for one.
+#[test]
+fn local_reads_keep_every_guarantee() {
+    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
+    let variant = Variant {
+        local_reads: true,
+        ..Variant::default()
+    };
+    if let Some(seed) = env_u64("WAZOO_SIM_LR_SEED") {
+        let s = run_seed_with(seed, trace, variant);
+        eprintln!("seed {seed}: {s:?}");
+        return;
+    }
+    let count = env_u64("WAZOO_SIM_LR_SEEDS").unwrap_or(60);
+    let mut total = Summary::default();
+    for seed in 0..count {
+        total.add(&run_seed_with(seed, false, variant));
+    }
+    eprintln!("member simulation with local reads, {count} seeds: {total:?}");
+    assert!(
+        total.local_reads > 2 * count,
+        "reads were answered outside the pipeline: {total:?}"
+    );
+    assert!(
+        total.crashes > 0 && total.partitions > 0 && total.events > 0,
         "coverage: {total:?}"
     );
 }

@@ -443,6 +443,45 @@ impl Server {
             c.established = true;
             c.packets_sent += 1;
         }
+        if resp.session_id != 0 {
+            self.allow_local_reads(conn);
+        }
+    }
+
+    /// Tells the shell it may answer the connection's plain reads itself
+    /// ([`Output::LocalReads`]), with its identities as they are now: once
+    /// its session is established, if enforced authentication lets it be
+    /// served (a connection it would refuse is answered and closed here).
+    pub(super) fn allow_local_reads(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let schemes = &self.cfg.enforce_auth_schemes;
+        let enforced_ok =
+            schemes.is_empty() || c.auth.ids.iter().any(|id| schemes.contains(&id.scheme));
+        if c.established && c.session != 0 && !c.closing && enforced_ok {
+            let auth = c.auth.clone();
+            // After what was sent before it, in the list too.
+            self.flush_sends();
+            self.out.push(Output::LocalReads { conn, auth });
+        }
+    }
+
+    /// Reads the shell answered for the connection (see
+    /// [`Input::LocalReads`]): counted, and its session touched.
+    pub(super) fn on_local_reads(&mut self, conn: ConnId, reads: u64) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.packets_received += reads;
+        c.packets_sent += reads;
+        let (session, closing) = (c.session, c.closing);
+        self.stats.packets_received += reads;
+        self.stats.packets_sent += reads;
+        self.stats.local_reads += reads;
+        if session != 0 && !closing {
+            self.touch_session(session);
+        }
     }
 
     pub(super) fn on_closed(&mut self, conn: ConnId) {
@@ -615,6 +654,7 @@ impl Server {
                     }
                 }
                 self.send_reply_at(conn, xid, 0, 0, &Response::Sasl(Some(token)));
+                self.allow_local_reads(conn);
             }
             SaslStep::Failed => {
                 let code = if self.cfg.enforce_auth_schemes.iter().any(|s| s == "sasl") {
@@ -657,6 +697,7 @@ impl Server {
                 }
                 // ZooKeeper's auth reply carries zxid 0.
                 self.send_reply_at(conn, xid, 0, 0, &Response::Empty);
+                self.allow_local_reads(conn);
             }
             Err(code) => {
                 tracing::info!("authentication with scheme {:?} failed", pkt.scheme);

@@ -69,109 +69,34 @@ impl Server {
             .unwrap_or_default()
     }
 
-    pub(super) fn check_acl(&self, conn: ConnId, path: &str, perm: i32) -> Result<(), ErrorCode> {
-        // The ACL shared with the tree's cache, not a copy.
-        let acl = self.tree.acl_shared(path).ok_or(ErrorCode::NoNode)?;
-        let c = self.conns.get(&conn).ok_or(ErrorCode::ConnectionLoss)?;
-        acl::check(&acl, perm, &c.auth)
-    }
-
-    pub(super) fn get_children(
-        &mut self,
-        conn: ConnId,
-        path: &str,
-        watch: bool,
-    ) -> Result<Vec<String>, ErrorCode> {
-        check_read_path(path)?;
-        self.check_acl(conn, node_path(path), perms::READ)?;
-        let children = self
-            .tree
-            .children(node_path(path))
-            .ok_or(ErrorCode::NoNode)?;
-        if watch {
-            self.watches.add(conn, path, Kind::Child);
-        }
-        Ok(children)
-    }
-
     pub(super) fn try_read(&mut self, conn: ConnId, req: Request) -> Result<Response, ErrorCode> {
-        if let Some(r) = self.recipes_node_read(&self.auth_of(conn), &req) {
+        let auth = self.auth_of(conn);
+        if let Some(r) = self.recipes_node_read(&auth, &req) {
+            return r;
+        }
+        if let Some(r) = tree_read(&self.tree, &auth, &req) {
+            // The watch a read leaves: exists leaves one on a missing node
+            // too (to see it created), the others only on a node read.
+            let watch = match (&req, &r) {
+                (Request::Exists { path, watch: true }, Ok(_) | Err(ErrorCode::NoNode)) => {
+                    Some((path, Kind::Data))
+                }
+                (Request::GetData { path, watch: true }, Ok(_)) => Some((path, Kind::Data)),
+                (
+                    Request::GetChildren { path, watch: true }
+                    | Request::GetChildren2 { path, watch: true },
+                    Ok(_),
+                ) => Some((path, Kind::Child)),
+                _ => None,
+            };
+            if let Some((path, kind)) = watch {
+                self.watches.add(conn, path, kind);
+            }
             return r;
         }
         match req {
             Request::Ping => Ok(Response::Empty),
-            Request::Exists { path, watch } => {
-                // The one read ZooKeeper checks: a NUL is BadArguments.
-                if path.contains('\0') {
-                    return Err(ErrorCode::BadArguments);
-                }
-                match self.tree.stat(node_path(&path)) {
-                    Some(stat) => {
-                        if watch {
-                            self.watches.add(conn, &path, Kind::Data);
-                        }
-                        Ok(Response::Stat(stat))
-                    }
-                    None => {
-                        if watch {
-                            self.watches.add(conn, &path, Kind::Data);
-                        }
-                        Err(ErrorCode::NoNode)
-                    }
-                }
-            }
-            Request::GetData { path, watch } => {
-                check_read_path(&path)?;
-                // One lookup for the ACL check and the data; the errors
-                // come in check_acl's order (NoNode, then the rest).
-                let conns = &self.conns;
-                let (data, stat) = self
-                    .tree
-                    .get_data_checked(node_path(&path), |acl| {
-                        let c = conns.get(&conn).ok_or(ErrorCode::ConnectionLoss)?;
-                        acl::check(acl, perms::READ, &c.auth)
-                    })
-                    .ok_or(ErrorCode::NoNode)??;
-                if watch {
-                    self.watches.add(conn, &path, Kind::Data);
-                }
-                Ok(Response::GetData { data, stat })
-            }
-            Request::GetChildren { path, watch } => {
-                let children = self.get_children(conn, &path, watch)?;
-                Ok(Response::GetChildren { children })
-            }
-            Request::GetChildren2 { path, watch } => {
-                let children = self.get_children(conn, &path, watch)?;
-                Ok(Response::GetChildren2 {
-                    children,
-                    stat: self.stat_or_default(node_path(&path)),
-                })
-            }
-            Request::GetAcl { path } => {
-                check_read_path(&path)?;
-                let acl = self.tree.acl(node_path(&path)).ok_or(ErrorCode::NoNode)?;
-                let acl = acl_reply(&acl, &self.auth_of(conn))?;
-                let stat = self.stat_or_default(node_path(&path));
-                Ok(Response::GetAcl { acl, stat })
-            }
             Request::Sync { path } => Ok(Response::Sync { path }),
-            Request::GetAllChildrenNumber { path } => {
-                check_read_path(&path)?;
-                self.check_acl(conn, node_path(&path), perms::READ)?;
-                let n = self
-                    .tree
-                    .all_children_number(node_path(&path))
-                    .ok_or(ErrorCode::NoNode)?;
-                // ZooKeeper counts the keys that start with the path and a
-                // `/`: for "", every node, "/" among them.
-                let n = if path.is_empty() {
-                    n.saturating_add(1)
-                } else {
-                    n
-                };
-                Ok(Response::AllChildrenNumber(n))
-            }
             Request::GetEphemerals { prefix } => {
                 let session = self.conns.get(&conn).map(|c| c.session).unwrap_or(0);
                 // As ZooKeeper: a blank prefix, or one that trims (Java's
@@ -325,6 +250,93 @@ impl Server {
             self.stats.packets_sent += 1;
         }
     }
+}
+
+/// Whether `req` is a read [`tree_read`] answers in full: exists, getData,
+/// getChildren(2) without a watch, getACL and getAllChildrenNumber, of a
+/// path outside `/zookeeper` (where the recipes node, the call nodes and
+/// read calls are answered by the pipeline). The shell may answer these
+/// from a published copy of the tree, off the member's thread
+/// (docs/ARCHITECTURE.md, "Reads on I/O threads").
+pub fn tree_read_eligible(req: &Request) -> bool {
+    let (path, watch) = match req {
+        Request::Exists { path, watch }
+        | Request::GetData { path, watch }
+        | Request::GetChildren { path, watch }
+        | Request::GetChildren2 { path, watch } => (path, *watch),
+        Request::GetAcl { path } | Request::GetAllChildrenNumber { path } => (path, false),
+        _ => return false,
+    };
+    !watch && !path.starts_with("/zookeeper")
+}
+
+/// A read answered from `tree` and the connection's identities alone, as
+/// ZooKeeper's FinalRequestProcessor answers it (errors in its order:
+/// the path, the node, then its ACL), or None for a request that needs
+/// more. The watch flag is not looked at: the pipeline adds the watch
+/// ([`Server::try_read`]); a read with one is never answered elsewhere.
+pub fn tree_read(
+    tree: &DataTree,
+    auth: &AuthInfo,
+    req: &Request,
+) -> Option<Result<Response, ErrorCode>> {
+    let readable = |path: &str| -> Result<(), ErrorCode> {
+        check_read_path(path)?;
+        let acl = tree.acl_shared(node_path(path)).ok_or(ErrorCode::NoNode)?;
+        acl::check(&acl, perms::READ, auth)
+    };
+    Some(match req {
+        Request::Exists { path, .. } => {
+            // The one read ZooKeeper checks: a NUL is BadArguments.
+            if path.contains('\0') {
+                return Some(Err(ErrorCode::BadArguments));
+            }
+            tree.stat(node_path(path))
+                .map(Response::Stat)
+                .ok_or(ErrorCode::NoNode)
+        }
+        Request::GetData { path, .. } => {
+            if let Err(e) = check_read_path(path) {
+                return Some(Err(e));
+            }
+            // One lookup for the ACL check and the data.
+            match tree.get_data_checked(node_path(path), |acl| acl::check(acl, perms::READ, auth)) {
+                None => Err(ErrorCode::NoNode),
+                Some(Err(e)) => Err(e),
+                Some(Ok((data, stat))) => Ok(Response::GetData { data, stat }),
+            }
+        }
+        Request::GetChildren { path, .. } => readable(path).and_then(|()| {
+            let children = tree.children(node_path(path)).ok_or(ErrorCode::NoNode)?;
+            Ok(Response::GetChildren { children })
+        }),
+        Request::GetChildren2 { path, .. } => readable(path).and_then(|()| {
+            let (children, stat) = tree
+                .children_with_stat(node_path(path))
+                .ok_or(ErrorCode::NoNode)?;
+            Ok(Response::GetChildren2 { children, stat })
+        }),
+        Request::GetAcl { path } => (|| {
+            check_read_path(path)?;
+            let acl = tree.acl(node_path(path)).ok_or(ErrorCode::NoNode)?;
+            let acl = acl_reply(&acl, auth)?;
+            let stat = tree.stat(node_path(path)).unwrap_or_default();
+            Ok(Response::GetAcl { acl, stat })
+        })(),
+        Request::GetAllChildrenNumber { path } => readable(path).and_then(|()| {
+            let n = tree
+                .all_children_number(node_path(path))
+                .ok_or(ErrorCode::NoNode)?;
+            // ZooKeeper counts the keys that start with the path and a
+            // `/`: for "", every node, "/" among them.
+            Ok(Response::AllChildrenNumber(if path.is_empty() {
+                n.saturating_add(1)
+            } else {
+                n
+            }))
+        }),
+        _ => return None,
+    })
 }
 
 /// The node a read of `path` finds: ZooKeeper's DataTree files the root

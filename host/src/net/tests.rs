@@ -115,19 +115,16 @@ fn the_writer_report_never_exceeds_the_unsent_reply_bound() {
 async fn bytes_sent_to_a_connection_count_as_queued_until_written() {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let shared = Arc::new(ConnShared::default());
-    let conn = ConnTx::new(tx, Arc::clone(&shared));
-    conn.send(ConnMsg::Bytes {
-        bytes: vec![0; 300],
-        replies: 1,
-    })
-    .unwrap();
-    conn.send(ConnMsg::Close).unwrap();
+    let mut conn = ConnTx::new(tx, Arc::clone(&shared));
+    conn.gather(vec![0; 300], 1);
+    conn.close().unwrap();
     assert_eq!(shared.queued_bytes.load(Ordering::Acquire), 300);
     // The close request is remembered for the connection's task.
     shared.close_requested.notified().await;
     assert!(matches!(rx.recv().await, Some(ConnMsg::Bytes { .. })));
+    assert!(matches!(rx.recv().await, Some(ConnMsg::Close)));
     drop(rx);
-    assert!(conn.send(ConnMsg::Close).is_err(), "the connection is gone");
+    assert!(conn.close().is_err(), "the connection is gone");
 }
 
 #[tokio::test]
@@ -142,12 +139,16 @@ async fn replies_gathered_in_one_batch_reach_the_writer_as_one_message_in_order(
         0,
         "nothing is queued before the flush"
     );
-    conn.flush().unwrap();
-    conn.flush().unwrap();
+    conn.flush(1).unwrap();
+    conn.flush(1).unwrap();
     assert_eq!(shared.queued_bytes.load(Ordering::Acquire), 3);
     match rx.try_recv() {
-        Ok(ConnMsg::Bytes { bytes, replies }) => {
-            assert_eq!((bytes, replies), (vec![1, 2, 3], 3));
+        Ok(ConnMsg::Bytes {
+            bytes,
+            replies,
+            local,
+        }) => {
+            assert_eq!((bytes, replies, local), (vec![1, 2, 3], 3, false));
         }
         _ => panic!("one message with both replies"),
     }
