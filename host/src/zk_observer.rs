@@ -243,7 +243,6 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         my_id,
         accepted_epoch: read_epoch(&sdir, "acceptedEpoch")?,
         current_epoch: read_epoch(&sdir, "currentEpoch")?,
-        codec: Box::new(crate::member::PayloadCodec),
     };
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
