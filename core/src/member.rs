@@ -26,7 +26,9 @@
 //!
 //! 1. `StoreAcceptedEpoch`, `StoreCurrentEpoch`, `Truncate` and
 //!    `InstallSnapshot` are durable before the next output is carried out
-//!    (they are rare: once per election or sync).
+//!    (they are rare: once per election or sync). `StoreInstalled` (an
+//!    observer of ZooKeeper only) is written in the background, but every
+//!    `Persist` after it waits until it is durable.
 //! 2. `Persist` appends to the txn log and may complete later (group
 //!    commit); report `Input::Durable { zxid }` once every `Persist` up to
 //!    `zxid` is on disk. Acknowledging only what is durable is the core's
@@ -165,6 +167,17 @@ pub enum Output {
     /// as the snapshot at `zxid` and drop the whole txn log, before the
     /// next output.
     InstallSnapshot { zxid: Zxid, data: zab::Payload },
+    /// The state a sync installed (an observer of a ZooKeeper ensemble:
+    /// the leader's snapshot after SNAP, or the empty state it starts
+    /// afresh from), already the member's state: store it as the snapshot
+    /// at `job.zxid` in the background, in place of every snapshot named
+    /// by a later zxid and of the txn log. Outputs after it are carried
+    /// out at once (the ACK of NEWLEADER goes without waiting for it), but
+    /// no `Persist` after it may become durable before it does: on disk
+    /// there is never a txn after `job.zxid` without the snapshot at
+    /// `job.zxid` under it. The observer's ACK counts towards no quorum,
+    /// so a crash before the snapshot is durable only costs a sync.
+    StoreInstalled(Box<SnapshotJob>),
     /// Write a snapshot of the state as of `job.zxid` (in the background).
     WriteSnapshot(Box<SnapshotJob>),
     /// A ZAB message for another member.

@@ -8,11 +8,14 @@
 //! connection writers (the bytes gathered per connection and handed over
 //! after the batch's last output), records to the group-commit log, epochs, log
 //! truncation and the leader's snapshot to disk before the next output,
-//! messages to quorum links, snapshots to a writer thread.
+//! messages to quorum links, snapshots to a writer thread. The state an
+//! observer of ZooKeeper installs by a sync goes to that writer thread
+//! too, and the records logged after it wait until it is durable
+//! ([`LogFeed::hold_after`]).
 
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -87,14 +90,40 @@ pub(crate) const LOG_BACKLOG_MAX: usize = 65536;
 /// answering reads and pings, nor deadlock it against the writer. A record
 /// the queue has no room for waits here, in zxid order, and moves on when
 /// the writer reports progress ([`LogFeed::pump`]).
+///
+/// Records after a state a sync installed wait here too, held back from
+/// the writer, until that state's snapshot is durable
+/// ([`LogFeed::hold_after`], [`LogFeed::release`]).
 #[derive(Default)]
 pub(crate) struct LogFeed {
     backlog: VecDeque<(Zxid, Vec<u8>)>,
+    held: Option<Held>,
+}
+
+/// Records logged after an installed state whose snapshot is still being
+/// written: on disk, a txn after its zxid without that snapshot under it
+/// would follow a state that is not there (a restart would replay it onto
+/// the older snapshot and log).
+struct Held {
+    /// Which installed state (the snapshot writer's count).
+    seq: u64,
+    after: Zxid,
+    records: VecDeque<(Zxid, Vec<u8>)>,
 }
 
 impl LogFeed {
-    /// Hands a record to the writer, or keeps it while the writer is behind.
+    /// Hands a record to the writer, or keeps it while the writer is behind
+    /// or the snapshot it follows is not durable yet.
     pub(crate) fn append(&mut self, log: &GroupCommitLog, zxid: Zxid, body: Vec<u8>) -> Result<()> {
+        if let Some(held) = &mut self.held {
+            debug_assert!(
+                zxid > held.after,
+                "{zxid} logged after the state at {}",
+                held.after
+            );
+            held.records.push_back((zxid, body));
+            return Ok(());
+        }
         if self.backlog.is_empty() {
             match log.try_append(zxid, body) {
                 Ok(()) => return Ok(()),
@@ -125,8 +154,10 @@ impl LogFeed {
         Ok(())
     }
 
-    /// Hands every held record to the writer, waiting for room (before the
-    /// writer is stopped; it never waits for this thread, so this ends).
+    /// Hands every record waiting for room to the writer, waiting for
+    /// room (before the writer is stopped; it never waits for this thread,
+    /// so this ends). Records held behind an installed state's snapshot
+    /// stay held: at shutdown they are dropped, as a crash drops them.
     pub(crate) fn flush(&mut self, log: &GroupCommitLog) -> Result<()> {
         while let Some((zxid, body)) = self.backlog.pop_front() {
             log.append(zxid, body)?;
@@ -134,10 +165,47 @@ impl LogFeed {
         Ok(())
     }
 
+    /// From now on, holds every record back from the writer until
+    /// [`LogFeed::release`] of `seq`: they follow the state at `after`,
+    /// installed by a sync, whose snapshot is being written. Records held
+    /// after an earlier installed state are dropped: this one replaces it.
+    pub(crate) fn hold_after(&mut self, seq: u64, after: Zxid) {
+        if let Some(old) = self.held.take() {
+            tracing::info!(
+                dropped = old.records.len(),
+                "the state installed at {} is replaced by the one at {after} before its snapshot was durable",
+                old.after
+            );
+        }
+        self.held = Some(Held {
+            seq,
+            after,
+            records: VecDeque::new(),
+        });
+    }
+
+    /// Whether records are held behind the `seq`-th installed state.
+    pub(crate) fn holds_for(&self, seq: u64) -> bool {
+        self.held.as_ref().is_some_and(|h| h.seq == seq)
+    }
+
+    /// The `seq`-th installed state's snapshot is durable: its held records
+    /// go to the writer ([`LogFeed::pump`]), after those waiting for room.
+    /// False (nothing released) if a later installed state replaced it.
+    pub(crate) fn release(&mut self, seq: u64) -> bool {
+        if !self.holds_for(seq) {
+            return false;
+        }
+        let held = self.held.take().expect("checked");
+        self.backlog.extend(held.records);
+        true
+    }
+
     /// Whether the core loop should stop taking client work until the
-    /// writer catches up.
+    /// writer catches up (or the held records' snapshot is durable).
     pub(crate) fn over_limit(&self) -> bool {
-        self.backlog.len() >= LOG_BACKLOG_MAX
+        let held = self.held.as_ref().map_or(0, |h| h.records.len());
+        self.backlog.len() + held >= LOG_BACKLOG_MAX
     }
 }
 
@@ -218,8 +286,8 @@ pub(crate) struct Driver {
     /// Connections with replies gathered during this batch of outputs, to
     /// hand to their writers once the batch is carried out.
     pub gathered: Vec<ConnId>,
-    /// A snapshot is being written (one at a time).
-    pub snapshot_busy: Arc<AtomicBool>,
+    /// Writes snapshots on a thread of its own, one at a time.
+    pub snapshots: SnapshotWriter,
     /// Runs recipe steps off this thread; none when steps run in prep.
     pub recipe_pool: Option<crate::recipe_pool::RecipePool>,
     /// The audit log (`audit.enable`), its serverStart written.
@@ -281,6 +349,7 @@ impl Driver {
         audit: Option<crate::audit::AuditLog>,
         recipe_pool: Option<crate::recipe_pool::RecipePool>,
     ) -> Driver {
+        let snapshots = SnapshotWriter::new(snap_dir(&cfg), durable_tx.clone());
         Driver {
             member,
             log: Some(log),
@@ -294,7 +363,7 @@ impl Driver {
             conns: HashMap::new(),
             gathered: Vec::new(),
             publisher: None,
-            snapshot_busy: Arc::default(),
+            snapshots,
             recipe_pool,
             audit,
             restores: Restores::default(),
@@ -367,6 +436,7 @@ impl Driver {
                         }
                     }
                     Event::Durable(zxid) => self.member.handle(MemberInput::Durable { zxid }, now),
+                    Event::SnapshotInstalled { seq, result } => self.installed(seq, result)?,
                     Event::Link(LinkEvent::Zab { from, msg }) => {
                         self.member.handle(MemberInput::Zab { from, msg }, now)
                     }
@@ -550,6 +620,28 @@ impl Driver {
         Ok(())
     }
 
+    /// The `seq`-th installed state's snapshot is durable (and every later
+    /// one is gone): the log, which holds nothing after its zxid, is
+    /// emptied, and the records held behind it go to the writer. If a
+    /// later installed state replaced it meanwhile, its own report does
+    /// this. A snapshot that cannot be written stops the member, as a log
+    /// that cannot be.
+    fn installed(&mut self, seq: u64, result: std::result::Result<Zxid, String>) -> Result<()> {
+        let zxid = result.map_err(|e| anyhow!("cannot store the state the sync installed: {e}"))?;
+        if !self.feed.holds_for(seq) {
+            tracing::debug!(
+                "the snapshot at {zxid} is durable; a later installed state replaced it"
+            );
+            return Ok(());
+        }
+        self.with_log(|log| log.truncate_after(Zxid::ZERO))?;
+        self.feed.release(seq);
+        tracing::info!(
+            "the snapshot of the state installed at {zxid} is durable; logging what followed it"
+        );
+        Ok(())
+    }
+
     fn link(&self, to: u64, cmd: LinkCmd) {
         match &self.links {
             Some(links) => links.send(to, cmd),
@@ -619,21 +711,21 @@ impl Driver {
                 wazoo_storage::write_snapshot(&sdir, zxid, |w| {
                     std::io::Write::write_all(w, &data)
                 })?;
-                // The installed state replaces everything stored before
-                // it: a snapshot named by a later zxid (an observer of
-                // ZooKeeper dropping its state to be synced afresh) would
-                // otherwise be the one a restart loads.
-                for (z, path) in wazoo_storage::list_snapshots(&sdir)? {
-                    if z > zxid {
-                        std::fs::remove_file(&path)
-                            .with_context(|| format!("cannot remove {}", path.display()))?;
-                    }
-                }
+                remove_later_snapshots(&sdir, zxid)?;
                 self.with_log(|log| log.truncate_after(Zxid::ZERO))?;
             }
-            Output::WriteSnapshot(job) => {
-                start_snapshot(&self.cfg, *job, Arc::clone(&self.snapshot_busy))
+            Output::StoreInstalled(job) => {
+                // The txns logged after the installed state's zxid are of
+                // the state it replaces; dropped before its snapshot can
+                // be durable, so that a restart never replays them onto
+                // it. Until then the older snapshots and the log up to
+                // the zxid stay: a crash restarts from them.
+                let zxid = job.zxid;
+                self.with_log(|log| log.truncate_after(zxid))?;
+                let seq = self.snapshots.install(*job)?;
+                self.feed.hold_after(seq, zxid);
             }
+            Output::WriteSnapshot(job) => self.snapshots.write(*job),
             Output::SendPeer { to, msg } => self.link(to, LinkCmd::Zab(msg)),
             Output::CloseLink { peer } => self.link(peer, LinkCmd::Close),
             Output::SendApp { to, msg } => self.link(to, LinkCmd::App(msg.encode())),
@@ -677,31 +769,147 @@ impl Driver {
     }
 }
 
-/// Writes a snapshot on a background thread; skipped if one is running.
-fn start_snapshot(cfg: &Config, job: SnapshotJob, busy: Arc<AtomicBool>) {
-    if busy.swap(true, Ordering::AcqRel) {
-        tracing::warn!("a snapshot is still being written; skipping this one");
-        return;
+/// Removes every snapshot in `dir` named by a zxid after `zxid`: a state
+/// installed at `zxid` replaces everything stored before it, and a later
+/// snapshot (an observer of ZooKeeper dropping its state to be synced
+/// afresh, or one of the replaced state written meanwhile) would otherwise
+/// be the one a restart loads.
+fn remove_later_snapshots(dir: &Path, zxid: Zxid) -> Result<()> {
+    for (z, path) in wazoo_storage::list_snapshots(dir)? {
+        if z > zxid {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+        }
     }
-    let dir = snap_dir(cfg);
-    let spawned = std::thread::Builder::new()
-        .name("wazoo-snapshot".into())
-        .spawn(move || {
-            let started = std::time::Instant::now();
-            let r =
-                wazoo_storage::write_snapshot(&dir, job.zxid, |w| write_snapshot_payload(&job, w));
-            match r {
-                Ok(p) => tracing::info!(
-                    path = %p.display(),
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "snapshot written"
-                ),
-                Err(e) => tracing::error!("snapshot at {} failed: {e}", job.zxid),
+    Ok(())
+}
+
+/// What the snapshot writer thread is given.
+enum SnapshotWrite {
+    /// The pipeline's own snapshot (every snapCount txns).
+    Pipeline(SnapshotJob),
+    /// The state a sync installed, the `seq`-th: reported when durable.
+    Installed { seq: u64, job: SnapshotJob },
+}
+
+/// The member's snapshot writer: one thread, started with the first
+/// snapshot, writes them one at a time in the order they are given. The
+/// pipeline's own are skipped while another is queued or being written;
+/// an installed state's never is, and its report comes to the core loop
+/// as `Event::SnapshotInstalled` (on the log writer's report channel).
+pub(crate) struct SnapshotWriter {
+    dir: PathBuf,
+    reports: mpsc::UnboundedSender<Event>,
+    jobs: Option<std::sync::mpsc::Sender<SnapshotWrite>>,
+    /// Writes queued or running.
+    pending: Arc<AtomicUsize>,
+    /// Installed states handed over so far.
+    installs: u64,
+}
+
+impl SnapshotWriter {
+    pub(crate) fn new(dir: PathBuf, reports: mpsc::UnboundedSender<Event>) -> SnapshotWriter {
+        SnapshotWriter {
+            dir,
+            reports,
+            jobs: None,
+            pending: Arc::default(),
+            installs: 0,
+        }
+    }
+
+    /// Writes the pipeline's snapshot in the background; skipped if a
+    /// snapshot is queued or being written.
+    pub(crate) fn write(&mut self, job: SnapshotJob) {
+        if self.pending.load(Ordering::Acquire) > 0 {
+            tracing::warn!("a snapshot is still being written; skipping this one");
+            return;
+        }
+        if let Err(e) = self.send(SnapshotWrite::Pipeline(job)) {
+            tracing::error!("{e:#}");
+        }
+    }
+
+    /// Writes an installed state's snapshot after whatever is being
+    /// written, then removes every snapshot named by a later zxid, and
+    /// reports it; returns its number for the report.
+    pub(crate) fn install(&mut self, job: SnapshotJob) -> Result<u64> {
+        self.installs += 1;
+        let seq = self.installs;
+        self.send(SnapshotWrite::Installed { seq, job })?;
+        Ok(seq)
+    }
+
+    fn send(&mut self, write: SnapshotWrite) -> Result<()> {
+        if self.jobs.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (dir, pending) = (self.dir.clone(), Arc::clone(&self.pending));
+            let reports = self.reports.clone();
+            std::thread::Builder::new()
+                .name("wazoo-snapshot".into())
+                .spawn(move || write_snapshots(&dir, rx, &pending, &reports))
+                .context("cannot start the snapshot thread")?;
+            self.jobs = Some(tx);
+        }
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let sent = self.jobs.as_ref().expect("started").send(write);
+        if sent.is_err() {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
+            self.jobs = None;
+            bail!("the snapshot thread is gone");
+        }
+        Ok(())
+    }
+}
+
+/// The snapshot writer thread: until the member drops its side.
+fn write_snapshots(
+    dir: &Path,
+    jobs: std::sync::mpsc::Receiver<SnapshotWrite>,
+    pending: &AtomicUsize,
+    reports: &mpsc::UnboundedSender<Event>,
+) {
+    for write in jobs {
+        let started = std::time::Instant::now();
+        match write {
+            SnapshotWrite::Pipeline(job) => {
+                let r = wazoo_storage::write_snapshot(dir, job.zxid, |w| {
+                    write_snapshot_payload(&job, w)
+                });
+                match r {
+                    Ok(p) => tracing::info!(
+                        path = %p.display(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "snapshot written"
+                    ),
+                    Err(e) => tracing::error!("snapshot at {} failed: {e}", job.zxid),
+                }
             }
-            busy.store(false, Ordering::Release);
-        });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the snapshot thread: {e}");
+            SnapshotWrite::Installed { seq, job } => {
+                let zxid = job.zxid;
+                let r =
+                    wazoo_storage::write_snapshot(dir, zxid, |w| write_snapshot_payload(&job, w))
+                        .map_err(anyhow::Error::from)
+                        .and_then(|p| {
+                            remove_later_snapshots(dir, zxid)?;
+                            Ok(p)
+                        });
+                let result = match r {
+                    Ok(p) => {
+                        tracing::info!(
+                            path = %p.display(),
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "snapshot of the installed state written"
+                        );
+                        Ok(zxid)
+                    }
+                    Err(e) => Err(format!("{e:#}")),
+                };
+                // The core may be gone at shutdown; nothing to do then.
+                let _ = reports.send(Event::SnapshotInstalled { seq, result });
+            }
+        }
+        pending.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -710,7 +918,237 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::core::server::Server;
     use wazoo_storage::LogOptions;
+
+    fn z(epoch: u64, counter: u64) -> Zxid {
+        Zxid((epoch << 32) | counter)
+    }
+
+    /// A log writer on a fresh directory, reporting on `tx`.
+    fn group_log(dir: &Path, tx: mpsc::UnboundedSender<Event>) -> GroupCommitLog {
+        let (log, _) = TxnLog::open(dir, LogOptions::default()).unwrap();
+        GroupCommitLog::start(log, GroupCommitOptions::default(), durable_callback(tx)).unwrap()
+    }
+
+    fn wait_durable(log: &GroupCommitLog, zxid: Zxid) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while log.durable_zxid() < zxid {
+            assert!(Instant::now() < deadline, "{zxid} never became durable");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    // ZooKeeper Internals, "Atomic Broadcast": a learner's log after a
+    // snapshot continues that snapshot. Records after an installed state
+    // are held back from the writer until its snapshot is durable, in
+    // order; a later installed state drops the records of the one it
+    // replaces, whose own release then does nothing; a shutdown (or a
+    // crash) leaves held records unwritten; and they count towards the
+    // backlog that stops the member taking client work.
+    #[test]
+    fn records_after_an_installed_state_wait_for_its_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, _reports) = mpsc::unbounded_channel();
+        let group = group_log(dir.path(), tx);
+        let mut feed = LogFeed::default();
+        feed.append(&group, z(1, 1), vec![1]).unwrap();
+        feed.hold_after(1, z(1, 5));
+        feed.append(&group, z(1, 6), vec![6]).unwrap();
+        feed.hold_after(2, z(2, 9));
+        for c in 10..=12 {
+            feed.append(&group, z(2, c), vec![c as u8]).unwrap();
+        }
+        feed.flush(&group).unwrap();
+        wait_durable(&group, z(1, 1));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(group.durable_zxid(), z(1, 1), "held records reach no disk");
+        assert!(!feed.release(1), "the replaced state releases nothing");
+        assert!(feed.holds_for(2));
+        assert!(feed.release(2));
+        assert!(!feed.holds_for(2) && !feed.release(2));
+        feed.pump(&group).unwrap();
+        wait_durable(&group, z(2, 12));
+        let mut log = group.shutdown().unwrap();
+        let logged: Vec<Zxid> = log
+            .read_from(Zxid::ZERO)
+            .unwrap()
+            .map(|r| r.unwrap().zxid)
+            .collect();
+        assert_eq!(logged, vec![z(1, 1), z(2, 10), z(2, 11), z(2, 12)]);
+
+        let mut feed = LogFeed::default();
+        feed.hold_after(1, Zxid::ZERO);
+        let (log, _) =
+            TxnLog::open(tempfile::tempdir().unwrap().path(), LogOptions::default()).unwrap();
+        let (tx, _reports) = mpsc::unbounded_channel();
+        let group = GroupCommitLog::start(log, GroupCommitOptions::default(), durable_callback(tx))
+            .unwrap();
+        for c in 1..=LOG_BACKLOG_MAX as u64 {
+            assert!(!feed.over_limit());
+            feed.append(&group, z(1, c), Vec::new()).unwrap();
+        }
+        assert!(feed.over_limit(), "held records count towards the backlog");
+        group.shutdown().unwrap();
+    }
+
+    /// How far an observer of ZooKeeper got with a state a sync installed
+    /// when it crashed.
+    #[derive(Clone, Copy, Debug)]
+    enum CrashAt {
+        /// Its snapshot not yet durable (the writer thread writes it
+        /// elsewhere, so the data directory never gets it).
+        BeforeDurable,
+        /// Its snapshot durable, the writer's report not yet taken.
+        DurableNotReported,
+        /// The report taken and the held records logged.
+        Reported,
+    }
+
+    /// An observer whose data directory holds a snapshot at `old_snap` and
+    /// a log of txns 1 to 8 of epoch 1, installs the state at `installed`
+    /// (by SNAP, or 0 to start afresh), logs `after` behind it, and
+    /// crashes at `at`. Returns the snapshot a restart loads and the txns
+    /// it replays after it.
+    fn crash_after_install(
+        old_snap: Zxid,
+        installed: Zxid,
+        after: &[Zxid],
+        at: CrashAt,
+    ) -> (Zxid, Vec<Zxid>) {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config::parse(&format!(
+            "dataDir={}
+",
+            dir.path().display()
+        ))
+        .unwrap();
+        let (sdir, ldir) = crate::member::make_data_dirs(&cfg).unwrap();
+        let now = Now::default();
+        let job = |zxid| SnapshotJob {
+            zxid,
+            ..Server::new(Default::default(), now).snapshot_job()
+        };
+        wazoo_storage::write_snapshot(&sdir, old_snap, |w| {
+            write_snapshot_payload(&job(old_snap), w)
+        })
+        .unwrap();
+        let (tx, mut reports) = mpsc::unbounded_channel();
+        let group = group_log(&ldir, tx.clone());
+        for c in 1..=8 {
+            group.append(z(1, c), vec![c as u8]).unwrap();
+        }
+        wait_durable(&group, z(1, 8));
+        let member = CoreMember::standalone(Server::new(Default::default(), now));
+        let opts = GroupCommitOptions::default();
+        let mut d = Driver::new(
+            member,
+            cfg,
+            Clock::system(),
+            group,
+            tx.clone(),
+            opts,
+            None,
+            None,
+        );
+        let elsewhere = tempfile::tempdir().unwrap();
+        if let CrashAt::BeforeDurable = at {
+            d.snapshots = SnapshotWriter::new(elsewhere.path().to_path_buf(), tx);
+        }
+        d.carry_out(Output::StoreInstalled(Box::new(job(installed))))
+            .unwrap();
+        for &zxid in after {
+            d.carry_out(Output::Persist {
+                zxid,
+                record: vec![1],
+            })
+            .unwrap();
+        }
+        let (seq, result) = loop {
+            match reports.blocking_recv().expect("the writer reports") {
+                Event::SnapshotInstalled { seq, result } => break (seq, result),
+                Event::Durable(_) => {}
+                _ => panic!("an unexpected report"),
+            }
+        };
+        assert_eq!(result, Ok(installed));
+        if let CrashAt::Reported = at {
+            d.installed(seq, result).unwrap();
+        }
+        let group = d.log.take().unwrap();
+        d.feed.pump(&group).unwrap();
+        if let (CrashAt::Reported, Some(&last)) = (at, after.last()) {
+            wait_durable(&group, last);
+        }
+        // The crash: what the writer was handed is on disk (more than a
+        // crash keeps); what the feed holds is lost.
+        let mut log = group.shutdown().unwrap();
+        let (snap, _) = wazoo_storage::latest_valid_snapshot(&sdir)
+            .unwrap()
+            .expect("a snapshot");
+        let replayed: Vec<Zxid> = log
+            .read_from(snap)
+            .unwrap()
+            .map(|r| r.unwrap().zxid)
+            .collect();
+        assert_eq!(
+            crate::ensemble_member::log_gap_after_snapshot(snap, replayed.first().copied()),
+            None,
+            "{at:?}: the log continues the snapshot"
+        );
+        (snap, replayed)
+    }
+
+    // Administrator's Guide, "Cluster Options", initLimit; ZooKeeper
+    // Internals, "Atomic Broadcast". An observer of ZooKeeper writes the
+    // state SNAP brought in the background; wherever it crashes, a restart
+    // finds either the state stored before (and is synced again) or the
+    // installed one with exactly the txns logged after it: never a txn of
+    // one state replayed onto the other.
+    #[test]
+    fn a_crash_around_an_installed_snapshot_restarts_from_a_whole_state() {
+        let (old, installed) = (z(1, 3), z(2, 20));
+        let after = [z(2, 21), z(2, 22)];
+        let old_log: Vec<Zxid> = (4..=8).map(|c| z(1, c)).collect();
+        assert_eq!(
+            crash_after_install(old, installed, &after, CrashAt::BeforeDurable),
+            (old, old_log),
+            "the state stored before, whole"
+        );
+        assert_eq!(
+            crash_after_install(old, installed, &after, CrashAt::DurableNotReported),
+            (installed, vec![]),
+            "the installed state, nothing held logged"
+        );
+        assert_eq!(
+            crash_after_install(old, installed, &after, CrashAt::Reported),
+            (installed, after.to_vec()),
+            "the installed state and what followed it"
+        );
+    }
+
+    // The same when the observer drops its state to be synced afresh (the
+    // empty state at 0, below what it stored): the log after 0 goes at
+    // once, so the older snapshot comes back alone, and once the empty
+    // state is durable every later snapshot is gone.
+    #[test]
+    fn a_crash_around_starting_afresh_restarts_from_a_whole_state() {
+        let old = z(1, 6);
+        let after = [z(2, 1)];
+        assert_eq!(
+            crash_after_install(old, Zxid::ZERO, &after, CrashAt::BeforeDurable),
+            (old, vec![]),
+            "the older snapshot alone"
+        );
+        assert_eq!(
+            crash_after_install(old, Zxid::ZERO, &after, CrashAt::DurableNotReported),
+            (Zxid::ZERO, vec![]),
+        );
+        assert_eq!(
+            crash_after_install(old, Zxid::ZERO, &after, CrashAt::Reported),
+            (Zxid::ZERO, after.to_vec()),
+        );
+    }
 
     /// A slow disk: the member thread hands records over without ever
     /// waiting for the writer, and the writer commits them all while the

@@ -62,6 +62,13 @@ pub enum Event {
     Inputs(Vec<Input>),
     /// The log writer's report: every record up to this zxid is durable.
     Durable(Zxid),
+    /// The snapshot writer's report on the state a sync installed
+    /// (`Output::StoreInstalled`), the `seq`-th handed to it: durable at
+    /// its zxid, every snapshot named by a later zxid removed; or why not.
+    SnapshotInstalled {
+        seq: u64,
+        result: std::result::Result<Zxid, String>,
+    },
     /// A four-letter word to answer, asked from `peer`; `allowed`: it is
     /// in 4lw.commands.whitelist (if not, it is counted as received and
     /// answered as not executed, as ZooKeeper does).

@@ -243,7 +243,6 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         my_id,
         accepted_epoch: read_epoch(&sdir, "acceptedEpoch")?,
         current_epoch: read_epoch(&sdir, "currentEpoch")?,
-        codec: Box::new(crate::member::PayloadCodec),
     };
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
@@ -531,10 +530,8 @@ async fn follow(
     let limits = Limits::default();
     let (mut rd, mut wr) = stream.into_split();
     let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
-    // After SNAP: the size of `buf` at which to try to read the snapshot
-    // next (doubling, so a large one is parsed a few times, not once per
-    // read), or after a pause in the stream.
-    let mut snapshot_try: Option<usize> = None;
+    // After SNAP: when to try to read the snapshot from `buf` next.
+    let mut snapshot_try: Option<SnapshotTries> = None;
     let mut chunk = vec![0u8; 64 << 10];
     loop {
         if queue.overflowed.load(Ordering::Acquire) {
@@ -566,11 +563,12 @@ async fn follow(
                     Err(_) => true,
                 };
                 loop {
-                    if let Some(at) = snapshot_try {
+                    if let Some(tries) = &mut snapshot_try {
                         if buf.len() > MAX_SYNC_SNAPSHOT {
                             bail!("the snapshot after SNAP is larger than {MAX_SYNC_SNAPSHOT} bytes");
                         }
-                        if buf.len() < at && !paused {
+                        let now = std::time::Instant::now();
+                        if !tries.due(buf.len(), paused, now) {
                             break;
                         }
                         match parse_sync_snapshot(&buf) {
@@ -581,7 +579,7 @@ async fn follow(
                                 events.send(Event::Zk(input)).await.map_err(|_| anyhow!("stopping"))?;
                             }
                             Ok(None) => {
-                                snapshot_try = Some((buf.len() * 2).max(64 << 10));
+                                tries.tried(buf.len(), now, std::time::Instant::now());
                                 break;
                             }
                             Err(e) => bail!("the snapshot after SNAP does not read: {e}"),
@@ -592,7 +590,7 @@ async fn follow(
                         Ok(Some((p, used))) => {
                             buf.drain(..used);
                             if p.kind == wazoo_zkquorum::kind::SNAP {
-                                snapshot_try = Some(0);
+                                snapshot_try = Some(SnapshotTries::default());
                             }
                             events.send(Event::Zk(ZkInput::Packet(p))).await.map_err(|_| anyhow!("stopping"))?;
                         }
@@ -602,6 +600,49 @@ async fn follow(
                 }
             }
         }
+    }
+}
+
+/// When to try to read the snapshot that follows SNAP from the bytes
+/// received so far. Each try reads from the start, so not at every read:
+/// once the bytes have doubled since the last try (a large snapshot is
+/// read a few times, not once per read), once the stream pauses (the
+/// leader sent the snapshot and NEWLEADER and waits for the ACK), or once
+/// twice as long as the last try took has passed (at least 250 ms): a
+/// ZooKeeper leader sends the txns committed meanwhile right after
+/// NEWLEADER, before the ACK, so on a busy ensemble the stream never
+/// pauses and a snapshot that ends short of the doubled size would wait
+/// for bytes that come only after the ACK, until initLimit ran out.
+#[derive(Debug, Default)]
+struct SnapshotTries {
+    /// The size at the last try, if any.
+    tried_len: Option<usize>,
+    /// When the last try started and how long it took.
+    last: Option<(std::time::Instant, Duration)>,
+}
+
+impl SnapshotTries {
+    const MIN_INTERVAL: Duration = Duration::from_millis(250);
+
+    /// Whether to try with `len` bytes now; `paused`: nothing came for a
+    /// while.
+    fn due(&self, len: usize, paused: bool, now: std::time::Instant) -> bool {
+        let Some(tried) = self.tried_len else {
+            return true;
+        };
+        if len == tried {
+            return false;
+        }
+        let waited = self.last.is_some_and(|(at, took)| {
+            now.saturating_duration_since(at) >= (took * 2).max(Self::MIN_INTERVAL)
+        });
+        paused || waited || len >= (tried * 2).max(64 << 10)
+    }
+
+    /// A try that started at `started` with `len` bytes found them short.
+    fn tried(&mut self, len: usize, started: std::time::Instant, ended: std::time::Instant) {
+        self.tried_len = Some(len);
+        self.last = Some((started, ended.saturating_duration_since(started)));
     }
 }
 
@@ -627,6 +668,36 @@ fn convert_snapshot(snap: SyncSnapshot) -> Result<ZkInput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // ZooKeeper Internals, "Atomic Broadcast": after SNAP the leader sends
+    // the snapshot, NEWLEADER and, on a busy ensemble, the txns committed
+    // meanwhile, before it has the ACK. A snapshot is read when the bytes
+    // double, when the stream pauses, or, while bytes keep trickling in,
+    // at most twice as long after the last try as that try took: never
+    // stuck waiting for the doubled size.
+    #[test]
+    fn a_snapshot_is_read_even_while_txns_trickle_in_after_it() {
+        let t0 = std::time::Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut tries = SnapshotTries::default();
+        assert!(
+            tries.due(10, false, t0),
+            "the first bytes are tried at once"
+        );
+        tries.tried(1 << 20, t0, ms(400));
+        assert!(!tries.due(1 << 20, true, ms(900)), "nothing new: no try");
+        assert!(!tries.due((1 << 20) + 100, false, ms(500)), "too soon");
+        assert!(tries.due((1 << 20) + 100, true, ms(500)), "a pause");
+        assert!(tries.due(2 << 20, false, ms(500)), "doubled");
+        assert!(
+            tries.due((1 << 20) + 100, false, ms(800)),
+            "trickling: twice the last try's time has passed"
+        );
+        let mut quick = SnapshotTries::default();
+        quick.tried(1000, t0, ms(1));
+        assert!(!quick.due(1100, false, ms(100)), "at least 250 ms apart");
+        assert!(quick.due(1100, false, ms(250)));
+    }
 
     // Administrator's Guide, "Cluster Options", observerMasterPort: a wazoo
     // member that observes a ZooKeeper ensemble syncs from the leader; it

@@ -476,7 +476,10 @@ impl World {
             // Nor does it ask for restores (the AdminServer's).
             Output::Restored { .. } => {}
             // Its members are wazoo's: none observes a ZooKeeper ensemble.
-            Output::SendZk(_) | Output::CloseZk | Output::ZkMembership(_) => {
+            Output::SendZk(_)
+            | Output::CloseZk
+            | Output::ZkMembership(_)
+            | Output::StoreInstalled(_) => {
                 unreachable!("a simulated member observes no ZooKeeper ensemble")
             }
             Output::StoreAcceptedEpoch { epoch } => {

@@ -33,7 +33,7 @@ use wazoo_zkquorum::{
     Direction, ForwardedRequest, LearnerInfo, Payload, QuorumPacket, ZAB_PROTOCOL_VERSION,
 };
 
-use super::{Member, Output, SnapshotCodec};
+use super::{Member, Output};
 use crate::server::{self, PeerMsg, Role};
 use crate::tree::DataTree;
 use crate::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
@@ -77,8 +77,6 @@ enum Phase {
 /// The learner's state beside the pipeline.
 pub(super) struct ZkLearner {
     my_id: u64,
-    /// Encodes the state the leader's SNAP made, to store it.
-    codec: Box<dyn SnapshotCodec>,
     leader: Option<u64>,
     phase: Phase,
     accepted_epoch: i64,
@@ -116,14 +114,12 @@ pub struct ZkObserverStart {
     /// `acceptedEpoch` and `currentEpoch` as stored (0 when absent).
     pub accepted_epoch: u32,
     pub current_epoch: u32,
-    pub codec: Box<dyn SnapshotCodec>,
 }
 
 impl ZkLearner {
     fn new(start: ZkObserverStart) -> ZkLearner {
         ZkLearner {
             my_id: start.my_id,
-            codec: start.codec,
             leader: None,
             phase: Phase::Down,
             accepted_epoch: i64::from(start.accepted_epoch),
@@ -235,16 +231,19 @@ impl Member {
     }
 
     /// Makes `tree` and `sessions` the state at `zxid` (the leader's
-    /// snapshot, or nothing), and stores it durably in place of the
-    /// snapshots and log before it, as ZooKeeper's learner takes a
-    /// snapshot of what SNAP brought.
+    /// snapshot, or nothing), and has it stored in place of the snapshots
+    /// and log before it, as ZooKeeper's learner takes a snapshot of what
+    /// SNAP brought. Unlike ZooKeeper's learner, which writes that
+    /// snapshot before it acknowledges NEWLEADER, this one leaves the
+    /// writing to the background (`Output::StoreInstalled`): an observer's
+    /// ACK counts towards no quorum, and the shell holds the txns logged
+    /// after it until it is durable, so a crash in between restarts from
+    /// the state stored before and is synced again.
     fn install_zk_state(&mut self, tree: DataTree, sessions: Vec<SessionRecord>, zxid: Zxid) {
         self.server
             .install_snapshot(tree, sessions, crate::recipe::RecipeWaits::default(), zxid);
         let job = self.server.snapshot_job();
-        let zk = self.zk.as_ref().expect("an observer of ZooKeeper");
-        let data = wazoo_zab::Payload::from(zk.codec.encode(&job));
-        self.out.push(Output::InstallSnapshot { zxid, data });
+        self.out.push(Output::StoreInstalled(Box::new(job)));
         self.drain_server();
     }
 
@@ -934,12 +933,103 @@ mod tests {
         assert_eq!(ops.len(), 2);
     }
 
+    // ZooKeeper Internals, "Atomic Broadcast" (a learner synced by SNAP
+    // acknowledges NEWLEADER, then applies what the leader sends after
+    // UPTODATE); Administrator's Guide, "Cluster Options", initLimit. The
+    // state SNAP brought goes to the shell to store in the background
+    // (`StoreInstalled`, never the synchronous `InstallSnapshot`), the ACK
+    // of NEWLEADER right behind it, and the txns after it as `Persist`s,
+    // which the shell holds until that snapshot is durable.
+    #[test]
+    fn a_snap_sync_stores_its_state_in_the_background_and_acks_at_once() {
+        use wazoo_storage::zookeeper::TxnHeader as ZkHeader;
+        let now = crate::time::Now::default();
+        let server = crate::server::Server::new(Default::default(), now);
+        let mut m = Member::zookeeper_observer(server, test_start());
+        let zk = |input| crate::member::Input::Zk(input);
+        let packet = |pl: Payload, zxid: i64| zk(ZkInput::Packet(pl.to_packet(zxid)));
+        let snap_at = (1i64 << 32) | 7;
+        m.handle(zk(ZkInput::Connected { leader: 1 }), now);
+        let info = Payload::LeaderInfo {
+            protocol_version: ZAB_PROTOCOL_VERSION,
+        };
+        m.handle(packet(info, 1 << 32), now);
+        m.handle(packet(Payload::Snap, snap_at), now);
+        let _ = m.take_outputs();
+        let spec = |path: &str| crate::tree::NodeSpec {
+            path: path.into(),
+            kind: crate::tree::ZnodeType::Persistent,
+            czxid: snap_at,
+            mzxid: snap_at,
+            pzxid: snap_at,
+            ctime: 0,
+            mtime: 0,
+            version: 0,
+            stored_cversion: 0,
+            aversion: 0,
+            acl: Vec::new(),
+            data: Some(b"v".to_vec()),
+        };
+        let tree = DataTree::from_nodes(vec![spec("/"), spec("/s")]).unwrap();
+        m.handle(
+            zk(ZkInput::Snapshot {
+                tree: Box::new(tree),
+                sessions: Vec::new(),
+            }),
+            now,
+        );
+        m.handle(packet(Payload::NewLeader { config: None }, 1 << 32), now);
+        m.handle(packet(Payload::UpToDate, 0), now);
+        let inform = TxnEntry {
+            header: ZkHeader {
+                client_id: 1,
+                cxid: 1,
+                zxid: snap_at + 1,
+                time: 0,
+                op: 1,
+            },
+            txn: create(false, -1),
+            digest: None,
+        };
+        m.handle(packet(Payload::Inform(inform), snap_at + 1), now);
+        assert!(m.fatal().is_none(), "{:?}", m.fatal());
+        let outs = m.take_outputs();
+        let at = |f: &dyn Fn(&Output) -> bool| outs.iter().position(f);
+        assert!(
+            at(&|o| matches!(o, Output::InstallSnapshot { .. })).is_none(),
+            "nothing is stored before the next output: {outs:?}"
+        );
+        let stored =
+            at(&|o| matches!(o, Output::StoreInstalled(j) if j.zxid == Zxid::from_wire(snap_at)))
+                .expect("the installed state is stored");
+        let Output::StoreInstalled(job) = &outs[stored] else {
+            unreachable!()
+        };
+        assert_eq!(
+            job.tree.node_count(),
+            2,
+            "the leader's tree (/ and /s) is stored"
+        );
+        assert!(
+            m.server().tree().get_data("/a").is_some(),
+            "the INFORM applied"
+        );
+        let ack = at(&|o| {
+            matches!(o, Output::SendZk(p) if p.kind == wazoo_zkquorum::kind::ACK && p.zxid == 1 << 32)
+        })
+        .expect("NEWLEADER is acknowledged");
+        let persist = at(
+            &|o| matches!(o, Output::Persist { zxid, .. } if *zxid == Zxid::from_wire(snap_at + 1)),
+        )
+        .expect("the INFORM after the sync is logged");
+        assert!(stored < ack && ack < persist, "{outs:?}");
+    }
+
     fn test_start() -> super::ZkObserverStart {
         super::ZkObserverStart {
             my_id: 4,
             accepted_epoch: 0,
             current_epoch: 0,
-            codec: Box::new(crate::member_tests::TestCodec),
         }
     }
 

@@ -320,25 +320,24 @@ impl Node {
             prefix[plen] = byte | 0x80;
             plen += 1;
         }
-        // One allocation, zeroed, then filled by memcpy: much faster than
-        // collecting bytes one by one, and no intermediate buffer.
+        // Gathered by memcpy into a buffer of the exact size, then copied
+        // once into the Arc's allocation. Not collected into the Arc from
+        // an iterator: unoptimized (a debug build) that is a loop over
+        // every byte, which took 37 % of a debug observer's CPU while it
+        // converted a 150 MB snapshot from a ZooKeeper leader.
         let len = plen + key_len + f.len + data.len();
-        let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, len).collect();
-        if let Some(b) = Arc::get_mut(&mut buf) {
-            let mut at = 0;
-            for part in [
-                &prefix[..plen],
-                key[0],
-                key[1],
-                key[2],
-                &f.buf[..f.len],
-                data,
-            ] {
-                b[at..at + part.len()].copy_from_slice(part);
-                at += part.len();
-            }
+        let mut buf = Vec::with_capacity(len);
+        for part in [
+            &prefix[..plen],
+            key[0],
+            key[1],
+            key[2],
+            &f.buf[..f.len],
+            data,
+        ] {
+            buf.extend_from_slice(part);
         }
-        Node(buf)
+        Node(Arc::from(buf))
     }
 
     /// The same key and data with another header.
