@@ -653,13 +653,16 @@ async fn read_loop(
 ) {
     // A request the reader answers itself, or hands to the core (in order,
     // behind what it gathered).
-    let take = |input: Input, batch: &mut Vec<Input>| {
+    // The reader's copy of the published tree, dropped whenever it waits
+    // for its client: an idle connection must not keep an old tree alive.
+    let mut view_cache = None;
+    let take = |input: Input, batch: &mut Vec<Input>, view_cache: &mut Option<_>| {
         if let (Some((reads, tx)), true, Input::Request { xid, req, .. }) =
             (local, batch.is_empty(), &input)
         {
             if shared
                 .local
-                .try_answer(reads, *xid, req, tx, &shared.queued_bytes)
+                .try_answer(reads, view_cache, *xid, req, tx, &shared.queued_bytes)
             {
                 return;
             }
@@ -671,6 +674,10 @@ async fn read_loop(
     let mut rd = frame_reader::FrameReader::new(rd);
     let mut batch: Vec<Input> = Vec::new();
     loop {
+        if !matches!(frame::check(rd.buffer(), max), Ok(Some(_))) {
+            // About to wait for the client.
+            view_cache = None;
+        }
         // Read nothing while the client has not taken its replies...
         room_for_replies(shared, bounds.unsent_reply_bytes).await;
         // ...then wait for one whole frame...
@@ -694,7 +701,7 @@ async fn read_loop(
         let Some(input) = decode_input(conn, &payload, sasl) else {
             return;
         };
-        take(input, &mut batch);
+        take(input, &mut batch, &mut view_cache);
         // ...then take every whole frame already buffered, without waiting,
         // so a pipelining client costs one hand-off per read, not per request.
         loop {
@@ -723,7 +730,7 @@ async fn read_loop(
             let input = decode_input(conn, &buffered[4..n], sasl);
             rd.consume(n);
             match input {
-                Some(i) => take(i, &mut batch),
+                Some(i) => take(i, &mut batch, &mut view_cache),
                 None => {
                     let _ = core.send(Event::Inputs(std::mem::take(&mut batch))).await;
                     return;

@@ -6,7 +6,7 @@
 //! behind a mutex that the core loop's hand-over and the reader's answer
 //! both take (rule 3).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::mpsc;
@@ -22,6 +22,11 @@ use wazoo_proto::Request;
 #[derive(Default)]
 pub struct LocalReads {
     current: RwLock<Option<Arc<ReadView>>>,
+    /// The sequence number of `current`: a reader whose copy has it needs
+    /// no lock and no reference count (a plain load of a line that changes
+    /// once a batch, where the lock and the count are written by every
+    /// read on every core).
+    seq: AtomicU64,
 }
 
 impl LocalReads {
@@ -38,7 +43,19 @@ impl LocalReads {
     }
 
     fn set(&self, view: Arc<ReadView>) {
+        let seq = view.seq;
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Some(view);
+        self.seq.store(seq, Ordering::Release);
+    }
+
+    /// The published copy, through the reader's own `cache`: taken from
+    /// the shared slot only when a newer one was published.
+    fn current_cached<'a>(&self, cache: &'a mut Option<Arc<ReadView>>) -> Option<&'a ReadView> {
+        let published = self.seq.load(Ordering::Acquire);
+        if cache.as_ref().is_none_or(|v| v.seq < published) {
+            *cache = self.current();
+        }
+        cache.as_deref()
     }
 }
 
@@ -110,19 +127,21 @@ impl ConnLocal {
 
     /// Answers `req` here if the rules allow it, queueing its reply under
     /// the lock (true); false hands it to the core.
+    /// `cache`: the reader's copy of the published tree.
     pub(crate) fn try_answer(
         &self,
         reads: &LocalReads,
+        cache: &mut Option<Arc<ReadView>>,
         xid: i32,
         req: &Request,
         tx: &mpsc::UnboundedSender<ConnMsg>,
         queued_bytes: &AtomicUsize,
     ) -> bool {
         let gate = self.lock();
-        let Some(view) = reads.current() else {
+        let Some(view) = reads.current_cached(cache) else {
             return false;
         };
-        let Some(bytes) = gate.answer(&view, xid, req) else {
+        let Some(bytes) = gate.answer(view, xid, req) else {
             return false;
         };
         queued_bytes.fetch_add(bytes.len(), Ordering::AcqRel);

@@ -75,7 +75,15 @@ pub fn shared(t: impl Into<Target>) -> String {
             Flavor::Wazoo => &WAZOO_ENSEMBLE,
         };
         let m = cell.get_or_init(|| {
-            let opts = options(t.flavor);
+            let opts = match t.flavor {
+                // The shared wazoo ensemble serves its clients on client
+                // I/O threads, which answer plain reads themselves
+                // (docs/ARCHITECTURE.md, "Reads on I/O threads"): every
+                // client library's scenarios on it go through them, and
+                // the standalone server covers the default.
+                Flavor::Wazoo => options(t.flavor).cfg("wazoo.client.ioThreads=1"),
+                Flavor::Zookeeper => options(t.flavor),
+            };
             Mutex::new(
                 wazoo_testkit::start_ensemble(t.flavor, 3, opts)
                     .unwrap_or_else(|e| panic!("cannot start a {} ensemble: {e:#}", t.flavor)),
