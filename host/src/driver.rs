@@ -555,7 +555,7 @@ impl Driver {
                 // with the tree they were made from, which is published
                 // after them (net/local_reads.rs, rule 2).
                 let server = self.member.server();
-                let seq = self.publisher.as_ref().map_or(0, |p| p.seq_of_now(server));
+                let seq = self.publisher.as_ref().map(|p| p.seq_of_now(server));
                 self.flush_gathered(seq);
                 if let Some(p) = &mut self.publisher {
                     p.publish(self.member.server());
@@ -580,8 +580,8 @@ impl Driver {
     }
 
     /// Hands every connection's gathered replies to its writer, made from
-    /// the published tree `seq`.
-    fn flush_gathered(&mut self, seq: u64) {
+    /// the published tree `seq` (with reads on the I/O threads).
+    fn flush_gathered(&mut self, seq: Option<u64>) {
         for conn in self.gathered.drain(..) {
             if let Some(tx) = self.conns.get_mut(&conn) {
                 let _ = tx.flush(seq);

@@ -165,17 +165,18 @@ impl ConnTx {
         first
     }
 
-    /// Hands what was gathered to the writer (nothing if nothing was),
-    /// made from the published tree `seq` (net/local_reads.rs, rule 2);
-    /// fails once the connection is gone.
-    pub fn flush(&mut self, seq: u64) -> Result<(), mpsc::error::SendError<ConnMsg>> {
+    /// Hands what was gathered to the writer (nothing if nothing was);
+    /// fails once the connection is gone. `seq`: with reads on the I/O
+    /// threads, the published tree it was made from, passed through the
+    /// connection's gate (net/local_reads.rs, rule 2); None without them.
+    pub fn flush(&mut self, seq: Option<u64>) -> Result<(), mpsc::error::SendError<ConnMsg>> {
         if self.nothing_gathered() {
             return Ok(());
         }
         let bytes = std::mem::take(&mut self.gathered);
         let replies = std::mem::take(&mut self.gathered_replies);
         let allow = self.gathered_allow.take();
-        self.shared.local.hand_over(seq, replies, allow, || {
+        let send = || {
             if bytes.is_empty() && replies == 0 {
                 return Ok(());
             }
@@ -187,14 +188,18 @@ impl ConnTx {
                 replies,
                 local: false,
             })
-        })
+        };
+        match seq {
+            Some(seq) => self.shared.local.hand_over(seq, replies, allow, send),
+            None => send(),
+        }
     }
 
     /// Hands what was gathered to the writer, then closes the connection
     /// once it is written; its reader answers no more reads itself.
     pub fn close(&mut self) -> Result<(), mpsc::error::SendError<ConnMsg>> {
         self.shared.local.stop();
-        let _ = self.flush(u64::MAX);
+        let _ = self.flush(Some(u64::MAX));
         self.shared.close_requested.notify_one();
         self.tx.send(ConnMsg::Close)
     }
@@ -651,23 +656,23 @@ async fn read_loop(
     sasl: &mut SaslConn,
     local: Option<&Local>,
 ) {
-    // A request the reader answers itself, or hands to the core (in order,
-    // behind what it gathered).
     // The reader's copy of the published tree, dropped whenever it waits
     // for its client: an idle connection must not keep an old tree alive.
     let mut view_cache = None;
+    // A request the reader answers itself, or hands to the core (in order,
+    // behind what it gathered).
     let take = |input: Input, batch: &mut Vec<Input>, view_cache: &mut Option<_>| {
-        if let (Some((reads, tx)), true, Input::Request { xid, req, .. }) =
-            (local, batch.is_empty(), &input)
-        {
-            if shared
-                .local
-                .try_answer(reads, view_cache, *xid, req, tx, &shared.queued_bytes)
-            {
-                return;
+        if let Some((reads, tx)) = local {
+            if let (true, Input::Request { xid, req, .. }) = (batch.is_empty(), &input) {
+                if shared
+                    .local
+                    .try_answer(reads, view_cache, *xid, req, tx, &shared.queued_bytes)
+                {
+                    return;
+                }
             }
+            shared.local.to_core();
         }
-        shared.local.to_core();
         batch.push(input);
     };
     let max = bounds.max_frame;
@@ -874,22 +879,24 @@ async fn write_loop(
     let mut local_reported_at = Instant::now();
     loop {
         // Reads answered by the reader are reported within
-        // LOCAL_REPORT_EVERY, also when the connection goes quiet.
+        // LOCAL_REPORT_EVERY: when due, whether the queue is busy or not,
+        // and also when the connection goes quiet (the wait below ends).
+        if local_unreported > 0 && local_reported_at.elapsed() >= LOCAL_REPORT_EVERY {
+            let reads = std::mem::take(&mut local_unreported);
+            local_reported_at = Instant::now();
+            let ev = Event::Input(Input::LocalReads { conn, reads });
+            if core.send(ev).await.is_err() {
+                return;
+            }
+        }
         let msg = if local_unreported == 0 {
             rx.recv().await
         } else {
             let wait = LOCAL_REPORT_EVERY.saturating_sub(local_reported_at.elapsed());
             match tokio::time::timeout(wait, rx.recv()).await {
                 Ok(msg) => msg,
-                Err(_) => {
-                    let reads = std::mem::take(&mut local_unreported);
-                    local_reported_at = Instant::now();
-                    let ev = Event::Input(Input::LocalReads { conn, reads });
-                    if core.send(ev).await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
+                // Due now: reported above.
+                Err(_) => continue,
             }
         };
         let Some(msg) = msg else {

@@ -139,8 +139,8 @@ async fn replies_gathered_in_one_batch_reach_the_writer_as_one_message_in_order(
         0,
         "nothing is queued before the flush"
     );
-    conn.flush(1).unwrap();
-    conn.flush(1).unwrap();
+    conn.flush(None).unwrap();
+    conn.flush(None).unwrap();
     assert_eq!(shared.queued_bytes.load(Ordering::Acquire), 3);
     match rx.try_recv() {
         Ok(ConnMsg::Bytes {
