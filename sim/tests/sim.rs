@@ -87,22 +87,14 @@ fn a_seed_replays_exactly() {
 /// `WAZOO_SIM_OM_SEEDS` for more, `WAZOO_SIM_OM_SEED` for one.
 #[test]
 fn observers_behind_followers() {
-    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
     let variant = Variant {
         observers: 2,
         observer_master: true,
         local_reads: false,
     };
-    if let Some(seed) = env_u64("WAZOO_SIM_OM_SEED") {
-        let s = run_seed_with(seed, trace, variant);
-        eprintln!("seed {seed}: {s:?}");
+    let Some((count, total)) = run_variant(variant, "OM", 40) else {
         return;
-    }
-    let count = env_u64("WAZOO_SIM_OM_SEEDS").unwrap_or(40);
-    let mut total = Summary::default();
-    for seed in 0..count {
-        total.add(&run_seed_with(seed, false, variant));
-    }
+    };
     eprintln!("member simulation with observers behind followers, {count} seeds: {total:?}");
     assert!(
         total.observers_behind_followers > count,
@@ -125,21 +117,13 @@ fn observers_behind_followers() {
 /// `WAZOO_SIM_LR_SEED` for one.
 #[test]
 fn local_reads_keep_every_guarantee() {
-    let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
     let variant = Variant {
         local_reads: true,
         ..Variant::default()
     };
-    if let Some(seed) = env_u64("WAZOO_SIM_LR_SEED") {
-        let s = run_seed_with(seed, trace, variant);
-        eprintln!("seed {seed}: {s:?}");
+    let Some((count, total)) = run_variant(variant, "LR", 60) else {
         return;
-    }
-    let count = env_u64("WAZOO_SIM_LR_SEEDS").unwrap_or(60);
-    let mut total = Summary::default();
-    for seed in 0..count {
-        total.add(&run_seed_with(seed, false, variant));
-    }
+    };
     eprintln!("member simulation with local reads, {count} seeds: {total:?}");
     assert!(
         total.local_reads > 2 * count,
@@ -149,4 +133,23 @@ fn local_reads_keep_every_guarantee() {
         total.crashes > 0 && total.partitions > 0 && total.events > 0,
         "coverage: {total:?}"
     );
+}
+
+/// Runs `variant` over seeds 0..`WAZOO_SIM_<tag>_SEEDS` (`default_count`
+/// without it) and gives the count and the summed summary; with
+/// `WAZOO_SIM_<tag>_SEED` runs that seed alone (traced with
+/// `WAZOO_SIM_TRACE=1`) and gives None.
+fn run_variant(variant: Variant, tag: &str, default_count: u64) -> Option<(u64, Summary)> {
+    if let Some(seed) = env_u64(&format!("WAZOO_SIM_{tag}_SEED")) {
+        let trace = std::env::var("WAZOO_SIM_TRACE").is_ok_and(|v| v == "1");
+        let s = run_seed_with(seed, trace, variant);
+        eprintln!("seed {seed}: {s:?}");
+        return None;
+    }
+    let count = env_u64(&format!("WAZOO_SIM_{tag}_SEEDS")).unwrap_or(default_count);
+    let mut total = Summary::default();
+    for seed in 0..count {
+        total.add(&run_seed_with(seed, false, variant));
+    }
+    Some((count, total))
 }
