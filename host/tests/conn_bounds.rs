@@ -414,9 +414,22 @@ async fn clients_that_do_not_read_their_watch_events_are_closed_and_memory_stays
 // flight; a client that then reads gets every reply, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_large_reads_that_are_not_read_hold_bounded_memory() {
+    large_reads_not_read(ServerOptions::default()).await;
+}
+
+/// The same when the reads are answered by the client I/O threads
+/// themselves (`wazoo.client.ioThreads`, docs/ARCHITECTURE.md, "Reads on
+/// I/O threads"): their replies count against the same bound, and the
+/// session lives on while its queue stays full.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_large_reads_answered_on_io_threads_that_are_not_read_hold_bounded_memory() {
+    large_reads_not_read(ServerOptions::default().cfg("wazoo.client.ioThreads=2")).await;
+}
+
+async fn large_reads_not_read(opts: ServerOptions) {
     const CONNS: usize = 3;
     const READS: i32 = 1_000;
-    let server = start(ServerOptions::default());
+    let server = start(opts);
     let addr = server.addr();
     let mut setup = session(addr, 20_000).await;
     call(&mut setup, 1, &create("/big", vec![9u8; 1_000_000])).await;
