@@ -201,6 +201,17 @@ pub enum Output {
     /// and find the leader again (report `ZkInput::Down` once closed or
     /// not at all; the member already counts it down).
     CloseZk,
+    /// A participant of a ZooKeeper ensemble: a notification for member
+    /// `to`'s election port (the shell keeps a connection to each voter,
+    /// by ZooKeeper's rule, and sends the last one again on a new one).
+    SendVote {
+        to: u64,
+        n: wazoo_zkquorum::Notification,
+    },
+    /// A participant of a ZooKeeper ensemble elected `leader`: connect to
+    /// its quorum port (report `ZkInput::Connected`, or `ZkInput::Down`
+    /// when that fails, which starts the next election round).
+    ZkFollow { leader: u64 },
     /// An observer of a ZooKeeper ensemble: the ensemble's membership as
     /// ZooKeeper's leader sent it (NEWLEADER) or committed it (a reconfig),
     /// `/zookeeper/config`'s text: where to look for the leader next time.
@@ -219,6 +230,7 @@ pub enum Output {
 }
 
 mod zk;
+pub mod zk_election;
 pub use zk::{zk_acl, zk_leader_of, zk_txn, ZkInput, ZkObserverStart};
 
 /// Consensus and what the join keeps beside it.
@@ -310,6 +322,9 @@ impl Member {
                     // A role change the tick made reaches the pipeline first.
                     self.settle();
                 }
+                if self.zk.is_some() {
+                    self.tick_zk_election();
+                }
                 self.feed_server(server::Input::Tick);
             }
             Input::Client(server::Input::Durable { zxid }) => self.on_durable(zxid),
@@ -395,6 +410,9 @@ impl Member {
     }
 
     fn on_durable(&mut self, zxid: Zxid) {
+        if self.zk.is_some() {
+            self.on_zk_durable(zxid);
+        }
         if self.ens.is_some() {
             self.feed_peer(zab::Input::Durable { zxid });
         } else {

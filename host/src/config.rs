@@ -155,7 +155,7 @@ pub struct Config {
     pub builtin_recipes: bool,
     /// `wazoo.peers=zookeeper`: the other members are Apache ZooKeeper
     /// 3.8 servers, whose quorum protocol this member speaks (as an
-    /// observer; docs/MIGRATION.md). `wazoo` (the default): wazoo members.
+    /// observer or a follower; docs/MIGRATION.md). `wazoo` (the default): wazoo members.
     pub peers_zookeeper: bool,
     /// `peerType` (`observer` or `participant`), if set. As in ZooKeeper,
     /// the member's own `server.N` line decides; a differing peerType is

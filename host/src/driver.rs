@@ -636,6 +636,15 @@ impl Driver {
         }
         self.with_log(|log| log.truncate_after(Zxid::ZERO))?;
         self.feed.release(seq);
+        if self.zk.is_some() {
+            // A participant of a ZooKeeper ensemble acknowledges NEWLEADER
+            // only once the state it installed is stored.
+            let now = self.clock.now();
+            self.member.handle(
+                MemberInput::Zk(crate::core::member::ZkInput::Stored { zxid }),
+                now,
+            );
+        }
         tracing::info!(
             "the snapshot of the state installed at {zxid} is durable; logging what followed it"
         );
@@ -737,6 +746,16 @@ impl Driver {
             Output::ZkMembership(text) => {
                 if let Some(zk) = &self.zk {
                     zk.send(crate::zk_observer::ZkCmd::Membership(text));
+                }
+            }
+            Output::SendVote { to, n } => {
+                if let Some(zk) = &self.zk {
+                    zk.send(crate::zk_observer::ZkCmd::Vote { to, n });
+                }
+            }
+            Output::ZkFollow { leader } => {
+                if let Some(zk) = &self.zk {
+                    zk.send(crate::zk_observer::ZkCmd::Follow { leader });
                 }
             }
             Output::CloseZk => {

@@ -25,6 +25,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+mod participant;
+
+use participant::{participant_loop, VoteHub};
+
 use crate::config::Config;
 use crate::core::member::{Member as CoreMember, ZkInput, ZkObserverStart};
 use crate::driver::{durable_callback, read_epoch, Driver};
@@ -43,6 +47,15 @@ pub(crate) enum ZkCmd {
     Close,
     /// The ensemble's membership changed (`/zookeeper/config`'s text).
     Membership(Vec<u8>),
+    /// A participant: a notification for member `to`'s election port.
+    Vote {
+        to: u64,
+        n: Notification,
+    },
+    /// A participant: connect to the elected leader's quorum port.
+    Follow {
+        leader: u64,
+    },
 }
 
 /// Bytes of packets for the leader queued at most: a leader that stops
@@ -166,15 +179,8 @@ fn addresses(a: &crate::core::quorum_config::MemberAddr) -> Result<(SocketAddr, 
 /// Refuses, by name, what this member cannot do beside ZooKeeper yet.
 fn check_supported(cfg: &Config, my_id: u64) -> Result<()> {
     cfg.warn_peer_type_mismatch(my_id);
-    let me = cfg
-        .servers
-        .iter()
-        .find(|s| s.id == my_id)
-        .ok_or_else(|| anyhow!("myid is {my_id} but zoo.cfg has no server.{my_id} line"))?;
-    if !me.observer {
-        bail!(
-            "wazoo.peers=zookeeper: server.{my_id} is a participant; a wazoo member joins a ZooKeeper ensemble as an observer only (peerType=observer and `:observer` on its server line), the follower phase is not supported yet (docs/MIGRATION.md)"
-        );
+    if !cfg.servers.iter().any(|s| s.id == my_id) {
+        bail!("myid is {my_id} but zoo.cfg has no server.{my_id} line");
     }
     if cfg.tls.ssl_quorum {
         bail!(
@@ -188,7 +194,7 @@ fn check_supported(cfg: &Config, my_id: u64) -> Result<()> {
         bail!("wazoo.peers=zookeeper: several addresses per member (multiAddress) are not supported yet beside ZooKeeper members");
     }
     if cfg.oracle_path.is_some() {
-        bail!("wazoo.peers=zookeeper: oraclePath is for voters; this member observes");
+        bail!("wazoo.peers=zookeeper: oraclePath (the oracle of a two-voter ensemble) is not supported yet beside ZooKeeper members");
     }
     if cfg.observer_master_port.is_some() {
         bail!("wazoo.peers=zookeeper: observerMasterPort (observers that sync from a ZooKeeper follower) is not supported yet beside ZooKeeper members; this member syncs from the leader");
@@ -239,10 +245,12 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
     // ZooKeeper's passwords, `peers_zookeeper`), and the epochs.
     let (server, log) = crate::member::recover(&cfg, clock.now())?;
     let sdir = crate::member::snap_dir(&cfg);
+    let participant = layout.voters.contains_key(&my_id);
     let start = ZkObserverStart {
         my_id,
         accepted_epoch: read_epoch(&sdir, "acceptedEpoch")?,
         current_epoch: read_epoch(&sdir, "currentEpoch")?,
+        voters: participant.then(|| (layout.voters.keys().copied().collect(), layout.rule.clone())),
     };
     let log_stats = log.stats();
     let (tx, rx) = mpsc::channel::<Event>(65536);
@@ -262,13 +270,23 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
         })?;
     let (zk_tx, zk_rx) = mpsc::unbounded_channel::<ZkCmd>();
     let queue = Arc::new(Queued::default());
-    tokio::spawn(link_loop(
-        layout,
-        election,
-        zk_rx,
-        Arc::clone(&queue),
-        tx.clone(),
-    ));
+    if participant {
+        tokio::spawn(participant_loop(
+            layout,
+            election,
+            zk_rx,
+            Arc::clone(&queue),
+            tx.clone(),
+        ));
+    } else {
+        tokio::spawn(link_loop(
+            layout,
+            election,
+            zk_rx,
+            Arc::clone(&queue),
+            tx.clone(),
+        ));
+    }
 
     let me = cfg
         .servers
@@ -298,7 +316,12 @@ pub(crate) async fn start(cfg: Config, opts: MemberOptions) -> Result<Started> {
     driver.zk = Some(ZkLink { cmds: zk_tx, queue });
     let core = driver.run(rx, durable_rx, Arc::clone(&ctx));
     crate::member::spawn_shell_tasks(true, &cfg, listener, tx.clone(), &ctx)?;
-    tracing::info!(%client_addr, my_id, "wazoo observer of a ZooKeeper ensemble started (looking for its leader)");
+    let role = if participant {
+        "participant"
+    } else {
+        "observer"
+    };
+    tracing::info!(%client_addr, my_id, "wazoo {role} of a ZooKeeper ensemble started (looking for its leader)");
     Ok(Started {
         client_addr,
         events: tx,
@@ -335,34 +358,74 @@ async fn link_loop(
                 ZkCmd::Send(b) => {
                     queue.bytes.fetch_sub(b.len(), Ordering::AcqRel);
                 }
-                ZkCmd::Close => {}
+                ZkCmd::Close | ZkCmd::Vote { .. } | ZkCmd::Follow { .. } => {}
             }
         }
         queue.overflowed.store(false, Ordering::Release);
-        match tokio::time::timeout(VOTE_ROUND, TcpStream::connect(quorum_addr)).await {
-            Ok(Ok(stream)) => {
-                let _ = stream.set_nodelay(true);
-                tracing::info!(leader, %quorum_addr, "connected to the ZooKeeper leader");
-                if events
-                    .send(Event::Zk(ZkInput::Connected { leader }))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                if let Err(e) = follow(stream, &mut cmds, &queue, &events, &mut layout).await {
-                    tracing::warn!(leader, "the link to the ZooKeeper leader ended: {e:#}");
-                }
+        let link = Link {
+            cmds: &mut cmds,
+            queue: &queue,
+            events: &events,
+            layout: &mut layout,
+            hub: None,
+        };
+        match link.run(leader, quorum_addr, VOTE_ROUND).await {
+            Err(Stopping) => return,
+            Ok(true) => {
                 if events.send(Event::Zk(ZkInput::Down)).await.is_err() {
                     return;
                 }
             }
-            Ok(Err(e)) => {
-                tracing::info!(leader, %quorum_addr, "cannot reach the ZooKeeper leader: {e}")
-            }
-            Err(_) => tracing::info!(leader, %quorum_addr, "the ZooKeeper leader does not answer"),
+            Ok(false) => {}
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The member is stopping.
+struct Stopping;
+
+/// What following a leader uses of its loop's state.
+struct Link<'a> {
+    cmds: &'a mut mpsc::UnboundedReceiver<ZkCmd>,
+    queue: &'a Queued,
+    events: &'a mpsc::Sender<Event>,
+    layout: &'a mut Layout,
+    hub: Option<&'a VoteHub>,
+}
+
+impl Link<'_> {
+    /// Connects to `leader`'s quorum port (within `wait`), tells the core,
+    /// and follows it until the link ends. `Ok(false)`: it could not be
+    /// reached.
+    async fn run(
+        self,
+        leader: u64,
+        quorum_addr: SocketAddr,
+        wait: Duration,
+    ) -> std::result::Result<bool, Stopping> {
+        match tokio::time::timeout(wait, TcpStream::connect(quorum_addr)).await {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                tracing::info!(leader, %quorum_addr, "connected to the ZooKeeper leader");
+                let connected = Event::Zk(ZkInput::Connected { leader });
+                self.events.send(connected).await.map_err(|_| Stopping)?;
+                let (cmds, queue, events, layout) =
+                    (self.cmds, self.queue, self.events, self.layout);
+                if let Err(e) = follow(stream, cmds, queue, events, layout, self.hub).await {
+                    tracing::warn!(leader, "the link to the ZooKeeper leader ended: {e:#}");
+                }
+                Ok(true)
+            }
+            Ok(Err(e)) => {
+                tracing::info!(leader, %quorum_addr, "cannot reach the ZooKeeper leader: {e}");
+                Ok(false)
+            }
+            Err(_) => {
+                tracing::info!(leader, %quorum_addr, "the ZooKeeper leader does not answer");
+                Ok(false)
+            }
+        }
     }
 }
 
@@ -381,35 +444,31 @@ fn my_notification() -> Notification {
     }
 }
 
-/// Sends this member's notification on an election connection and reads
-/// the votes that come back until `until`.
-async fn exchange(
-    mut s: TcpStream,
+/// Reads framed notifications from `rd` (after `buf`, bytes already read)
+/// and hands each to `on` until the connection ends, a frame is bad, `on`
+/// says stop, or `until` passes.
+async fn read_votes<R, F, Fut>(
+    mut rd: R,
+    mut buf: Vec<u8>,
     sid: u64,
-    votes: mpsc::Sender<(u64, Notification)>,
-    until: tokio::time::Instant,
-) {
+    until: Option<tokio::time::Instant>,
+    mut on: F,
+) where
+    R: tokio::io::AsyncRead + Unpin,
+    F: FnMut(Notification) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
     let limits = Limits::default();
-    if s.write_all(&encode_frame(&my_notification().encode()))
-        .await
-        .is_err()
-    {
-        return;
-    }
-    let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
-        let n = match tokio::time::timeout_at(until, s.read(&mut chunk)).await {
-            Ok(Ok(n)) if n > 0 => n,
-            _ => return,
-        };
-        buf.extend_from_slice(&chunk[..n]);
         loop {
             match decode_frame(&buf, &limits) {
                 Ok(Some((payload, used))) => {
                     match Notification::decode(payload) {
                         Ok(v) => {
-                            let _ = votes.try_send((sid, v));
+                            if !on(v).await {
+                                return;
+                            }
                         }
                         Err(e) => tracing::debug!(sid, "an undecodable notification: {e}"),
                     }
@@ -422,15 +481,60 @@ async fn exchange(
                 }
             }
         }
+        let read = match until {
+            Some(t) => match tokio::time::timeout_at(t, rd.read(&mut chunk)).await {
+                Ok(r) => r,
+                Err(_) => return,
+            },
+            None => rd.read(&mut chunk).await,
+        };
+        match read {
+            Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+            _ => return,
+        }
     }
 }
 
-/// Voters that connect back to this member (their id is higher).
-async fn accept_voters(listener: TcpListener, votes: mpsc::Sender<(u64, Notification)>) {
-    // Connections served at once: a voter needs one; more are dropped.
+/// Sends this member's notification on an election connection and reads
+/// the votes that come back until `until`.
+async fn exchange(
+    mut s: TcpStream,
+    sid: u64,
+    votes: mpsc::Sender<(u64, Notification)>,
+    read_ahead: Vec<u8>,
+    until: tokio::time::Instant,
+) {
+    if s.write_all(&encode_frame(&my_notification().encode()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    read_votes(s, read_ahead, sid, Some(until), |v| {
+        let _ = votes.try_send((sid, v));
+        std::future::ready(true)
+    })
+    .await;
+}
+
+/// Accepts connections on this member's election address, at most
+/// [`VOTER_CONNECTIONS_MAX`] served at once (more are dropped), and hands
+/// each, once its handshake came within `handshake`, to `serve` with the
+/// sender's id and the bytes read after the handshake. Stops once
+/// `stopped` says so.
+async fn accept_election<F, Fut>(
+    listener: TcpListener,
+    handshake: Duration,
+    stopped: impl Fn() -> bool,
+    serve: F,
+) where
+    F: Fn(TcpStream, u64, Vec<u8>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let serve = Arc::new(serve);
     let slots = Arc::new(tokio::sync::Semaphore::new(VOTER_CONNECTIONS_MAX));
     loop {
-        let (mut s, _) = match listener.accept().await {
+        let (s, _) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
                 // Out of descriptors, say: wait rather than spin.
@@ -439,41 +543,68 @@ async fn accept_voters(listener: TcpListener, votes: mpsc::Sender<(u64, Notifica
                 continue;
             }
         };
-        if votes.is_closed() {
+        if stopped() {
             return;
         }
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             continue;
         };
-        let votes = votes.clone();
+        let deadline = tokio::time::Instant::now() + handshake;
+        let serve = Arc::clone(&serve);
+        // The handshake is read on a task of its own, then served there.
         tokio::spawn(async move {
             let _slot = slot;
-            let limits = Limits::default();
-            let mut buf = Vec::new();
-            let mut chunk = [0u8; 512];
-            let deadline = tokio::time::Instant::now() + VOTE_ROUND;
-            let hello = loop {
-                let n = match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
-                    Ok(Ok(n)) if n > 0 => n,
-                    _ => return,
-                };
-                buf.extend_from_slice(&chunk[..n]);
-                match InitialMessage::decode(&buf, &limits) {
-                    Ok(Some((m, _))) => break m,
-                    Ok(None) if buf.len() < 4096 => continue,
-                    _ => return,
-                }
-            };
-            // Any id: only the voters of the membership current when the
-            // votes are counted count (`zk_leader_of`).
-            let Ok(sid) = u64::try_from(hello.sid) else {
-                return;
-            };
-            // A voter's connection stays for as long as it sends; one
-            // round's worth is read at a time.
-            exchange(s, sid, votes, deadline + VOTE_ROUND * 4).await;
+            if let Some((s, sid, rest)) = read_hello(s, deadline).await {
+                serve(s, sid, rest).await;
+            }
         });
     }
+}
+
+/// The connection handshake of an accepted election connection, bounded
+/// in time and size: the sender's id and the bytes read after it. `None`:
+/// the connection is dropped.
+async fn read_hello(
+    mut s: TcpStream,
+    deadline: tokio::time::Instant,
+) -> Option<(TcpStream, u64, Vec<u8>)> {
+    let limits = Limits::default();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return None,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        match InitialMessage::decode(&buf, &limits) {
+            Ok(Some((m, used))) => {
+                let sid = u64::try_from(m.sid).ok()?;
+                return Some((s, sid, buf.split_off(used)));
+            }
+            Ok(None) if buf.len() < 4096 => continue,
+            _ => return None,
+        }
+    }
+}
+
+/// Voters that connect back to this member (their id is higher).
+async fn accept_voters(listener: TcpListener, votes: mpsc::Sender<(u64, Notification)>) {
+    let closed = votes.clone();
+    accept_election(
+        listener,
+        VOTE_ROUND,
+        move || closed.is_closed(),
+        move |s, sid, rest| {
+            // Any id: only the voters of the membership current when the
+            // votes are counted count (`zk_leader_of`). A voter's
+            // connection stays for as long as it sends; one round's worth
+            // is read at a time.
+            let until = tokio::time::Instant::now() + VOTE_ROUND * 5;
+            exchange(s, sid, votes.clone(), rest, until)
+        },
+    )
+    .await
 }
 
 /// One round of asking every voter; the leader once known.
@@ -496,7 +627,7 @@ async fn find_leader(
             if s.write_all(&hello.encode()).await.is_err() {
                 return;
             }
-            exchange(s, sid, tx, until).await;
+            exchange(s, sid, tx, Vec::new(), until).await;
         });
     }
     let voters: Vec<u64> = layout.voters.keys().copied().collect();
@@ -526,6 +657,7 @@ async fn follow(
     queue: &Queued,
     events: &mpsc::Sender<Event>,
     layout: &mut Layout,
+    hub: Option<&VoteHub>,
 ) -> Result<()> {
     let limits = Limits::default();
     let (mut rd, mut wr) = stream.into_split();
@@ -552,7 +684,19 @@ async fn follow(
                         Err(_) => bail!("the leader took nothing for {LEADER_WRITE_WAIT:?}"),
                     }
                 }
-                Some(ZkCmd::Membership(text)) => layout.adopt(&text),
+                Some(ZkCmd::Membership(text)) => {
+                    layout.adopt(&text);
+                    if let Some(h) = hub {
+                        h.set_layout(layout);
+                    }
+                }
+                Some(ZkCmd::Vote { to, n }) => {
+                    if let Some(h) = hub {
+                        h.send(to, &n);
+                    }
+                }
+                // Already following.
+                Some(ZkCmd::Follow { .. }) => {}
                 Some(ZkCmd::Close) | None => return Ok(()),
             },
             read = tokio::time::timeout(wait, rd.read(&mut chunk)) => {

@@ -57,9 +57,16 @@ impl Observer {
             cfg.push('\n');
         }
         cfg.push_str(&format!(
-            "dataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\npeerType=observer\nwazoo.peers=zookeeper\nadmin.enableServer=false\nminSessionTimeout=1000\n4lw.commands.whitelist=*\n",
+            "dataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\nwazoo.peers=zookeeper\nadmin.enableServer=false\nminSessionTimeout=1000\n4lw.commands.whitelist=*\n",
             data.display()
         ));
+        let mine = format!("server.{my_id}=");
+        if lines
+            .iter()
+            .any(|l| l.starts_with(&mine) && l.contains(":observer"))
+        {
+            cfg.push_str("peerType=observer\n");
+        }
         for l in extra {
             cfg.push_str(l);
             cfg.push('\n');
@@ -102,17 +109,23 @@ impl Observer {
 
     /// Waits until `srvr` on `addr` says it observes.
     fn wait_observing(&mut self, addr: std::net::SocketAddr) {
+        self.wait_mode(addr, "observer")
+    }
+
+    /// Waits until `srvr` on `addr` says `Mode: {mode}`.
+    fn wait_mode(&mut self, addr: std::net::SocketAddr, mode: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
+        let want = format!("Mode: {mode}");
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the observer exited ({status}):\n{}", self.log_tail());
+                panic!("the wazoo member exited ({status}):\n{}", self.log_tail());
             }
-            if four_letter_word(addr, "srvr").is_ok_and(|s| s.contains("Mode: observer")) {
+            if four_letter_word(addr, "srvr").is_ok_and(|s| s.contains(&want)) {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "the observer did not sync within 60 s:\n{}",
+                "the wazoo member did not reach {want} within 60 s:\n{}",
                 self.log_tail()
             );
             std::thread::sleep(Duration::from_millis(200));
@@ -308,29 +321,90 @@ fn a_session_made_on_a_zookeeper_member_moves_to_the_observer() {
     assert_eq!(err, 0, "the write of a moved session:\n{}", obs.log_tail());
 }
 
-#[test]
-fn a_participant_line_is_refused_by_name() {
-    let (q4, e4, c4) = (free_port(), free_port(), free_port());
-    let line = format!("server.4=127.0.0.1:{q4}:{e4}:participant");
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = dir.path().join("zk.cfg");
-    std::fs::write(
-        &cfg,
-        format!(
-            "tickTime=500\n{line}\nserver.1=127.0.0.1:{}:{}\n",
-            free_port(),
-            free_port()
-        ),
+/// Waits (bounded) until ZooKeeper member `i` says `Mode: {mode}`.
+fn wait_zk_mode(zk: &ZkEnsemble, i: usize, mode: &str, w: &Observer) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while zk.mode(i).as_deref() != Some(mode) {
+        assert!(
+            Instant::now() < deadline,
+            "ZooKeeper member {i} is not {mode} after 60 s (it is {:?}); wazoo's log:\n{}",
+            zk.mode(i),
+            w.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+// docs/MIGRATION.md, phase 2; ZooKeeper Internals, "Leader Activation"
+// and "Atomic Broadcast": a wazoo participant of a ZooKeeper ensemble
+// (two ZooKeeper members and wazoo as server.3) is elected a follower,
+// and its votes and acknowledgements count. With one ZooKeeper member
+// down, the other commits writes only with wazoo's ACKs; the member that
+// comes back joins the leader wazoo follows; and with the ZooKeeper
+// leader killed, the other ZooKeeper member and wazoo elect a leader
+// (never wazoo, which does not lead yet) and go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wazoo_follower_votes_and_acknowledges_in_a_zookeeper_ensemble() {
+    let (q3, e3, c3) = (free_port(), free_port(), free_port());
+    let line = format!("server.3=127.0.0.1:{q3}:{e3}");
+    let mut zk = ZkEnsemble::start_with(2, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
+    let mut w = Observer::start(&zk.config_path(0), 3, c3, &[]);
+    w.wait_mode(loopback(c3), "follower");
+    let wc = connect(&format!("127.0.0.1:{c3}")).await;
+    wc.create("/p", b"through wazoo", &open()).await.unwrap();
+
+    // Only the leader and wazoo are up: a write commits with wazoo's ACK.
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    let other = 1 - leader;
+    zk.kill(other);
+    let lc = connect(&zk.addr(leader).to_string()).await;
+    within(
+        "a write the ZooKeeper leader commits with wazoo's ACK",
+        lc.create("/q", b"acked by wazoo", &open()),
     )
-    .unwrap();
-    let mut obs = Observer::start(&cfg, 4, c4, &[]);
-    let status = obs.child.wait().unwrap();
-    assert!(!status.success());
-    let log = std::fs::read_to_string(&obs.log).unwrap();
-    assert!(
-        log.contains("wazoo.peers=zookeeper") && log.contains("observer"),
-        "names the key and what is supported: {log}"
-    );
+    .await
+    .unwrap_or_else(|e| panic!("the write: {e}\n{}", w.log_tail()));
+    wc.sync("/q").await.unwrap();
+    assert_eq!(wc.get_data("/q").await.unwrap().0, b"acked by wazoo");
+    // The leader counts wazoo as its one synced follower (once it has
+    // dropped the killed member's link).
+    let synced = wazoo_testkit::wait_for("one synced follower", Duration::from_secs(10), || {
+        four_letter_word(zk.addr(leader), "mntr")
+            .ok()
+            .filter(|stat| stat.contains("zk_synced_followers\t1\n"))
+    });
+    assert!(synced.is_ok(), "{synced:?}");
+
+    // The member that comes back learns the leader from the votes of the
+    // members that follow and lead.
+    zk.restart(other).unwrap();
+    assert_eq!(zk.mode(other).as_deref(), Some("follower"));
+
+    // The leader dies: the other ZooKeeper member and wazoo elect it.
+    zk.kill(leader);
+    wait_zk_mode(&zk, other, "leader", &w);
+    w.wait_mode(loopback(c3), "follower");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match wc.create("/r", b"after", &open()).await {
+            // A retry after a create whose answer was lost.
+            Ok(_) | Err(zookeeper_client::Error::NodeExists) => break,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "a write through wazoo to the next leader: {e}\n{}",
+                w.log_tail()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let oc = connect(&zk.addr(other).to_string()).await;
+    oc.sync("/r").await.unwrap();
+    for path in ["/p", "/q", "/r"] {
+        assert!(
+            oc.check_stat(path).await.unwrap().is_some(),
+            "{path} on the next leader"
+        );
+    }
 }
 
 /// A ZooKeeper ensemble whose members keep only a few committed txns in

@@ -479,6 +479,8 @@ impl World {
             Output::SendZk(_)
             | Output::CloseZk
             | Output::ZkMembership(_)
+            | Output::SendVote { .. }
+            | Output::ZkFollow { .. }
             | Output::StoreInstalled(_) => {
                 unreachable!("a simulated member observes no ZooKeeper ensemble")
             }

@@ -1,8 +1,8 @@
 //! Apache ZooKeeper 3.8's quorum protocol, as a codec a wazoo member can
 //! speak to a running ZooKeeper ensemble (issue 27, live migration). It
 //! is sans-io: bytes in, records out, and records to bytes; no sockets,
-//! threads or clocks here. Nothing in wazoo uses it yet: it is the first
-//! foundation of a wazoo observer of a ZooKeeper ensemble.
+//! threads or clocks here. A wazoo member that observes a ZooKeeper
+//! ensemble, or follows in one, speaks it (`core::member::zk`).
 //!
 //! A ZooKeeper server listens on two quorum ports ("Administrator's
 //! Guide, Configuration Parameters", `server.x=host:port1:port2`):

@@ -60,6 +60,14 @@ pub enum ZkInput {
     },
     /// The connection ended, or could not be made.
     Down,
+    /// A participant: a notification from member `from` on the election
+    /// port.
+    Vote {
+        from: u64,
+        n: wazoo_zkquorum::Notification,
+    },
+    /// The state a sync installed (`Output::StoreInstalled`) is durable.
+    Stored { zxid: Zxid },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +101,33 @@ pub(super) struct ZkLearner {
     /// Re-attaches of sessions this member does not know, waiting for the
     /// leader's REVALIDATE.
     revalidating: BTreeSet<i64>,
+    /// A participant (phase 2): its part in ZooKeeper's elections. `None`
+    /// for an observer, which the shell finds the leader for.
+    election: Option<super::zk_election::ZkElection>,
+    /// A participant: proposals logged and not yet committed (or known to
+    /// be), oldest first. They are part of this member's history: a
+    /// restart replays them, and they count in its votes.
+    logged: VecDeque<Logged>,
+    /// A participant: logged proposals of this leader's not yet
+    /// acknowledged, waiting to be durable.
+    unacked: VecDeque<i64>,
+    /// The last zxid reported durable.
+    durable: i64,
+    /// NEWLEADER came (a participant logs proposals from then on).
+    after_newleader: bool,
+    /// A participant's ACK of NEWLEADER, waiting for what it acknowledges
+    /// to be durable: (NEWLEADER's zxid, the last zxid logged before it).
+    newleader_ack: Option<(i64, i64)>,
+    /// A participant: the state a SNAP installed is still being stored.
+    storing: Option<Zxid>,
+}
+
+/// A proposal a participant logged: the txn as wazoo's record.
+#[derive(Debug)]
+struct Logged {
+    zxid: i64,
+    record: Vec<u8>,
+    digest: Option<wazoo_storage::zookeeper::TxnDigest>,
 }
 
 impl std::fmt::Debug for ZkLearner {
@@ -114,6 +149,9 @@ pub struct ZkObserverStart {
     /// `acceptedEpoch` and `currentEpoch` as stored (0 when absent).
     pub accepted_epoch: u32,
     pub current_epoch: u32,
+    /// A participant: the voters (itself among them) and their quorum
+    /// rule, as its zoo.cfg gives them; `None` for an observer.
+    pub voters: Option<(Vec<u64>, wazoo_zab::QuorumRule)>,
 }
 
 impl ZkLearner {
@@ -130,6 +168,15 @@ impl ZkLearner {
             touched: BTreeSet::new(),
             syncs: VecDeque::new(),
             revalidating: BTreeSet::new(),
+            election: start
+                .voters
+                .map(|(v, rule)| super::zk_election::ZkElection::new(start.my_id, v, rule)),
+            logged: VecDeque::new(),
+            unacked: VecDeque::new(),
+            durable: 0,
+            after_newleader: false,
+            newleader_ack: None,
+            storing: None,
         }
     }
 
@@ -141,6 +188,15 @@ impl ZkLearner {
         self.touched.clear();
         self.syncs.clear();
         self.revalidating.clear();
+        // What was logged stays (it is this member's history); only this
+        // leader's acknowledgements are moot.
+        self.unacked.clear();
+        self.after_newleader = false;
+        self.newleader_ack = None;
+    }
+
+    fn participant(&self) -> bool {
+        self.election.is_some()
     }
 }
 
@@ -151,8 +207,12 @@ impl Member {
     /// UPTODATE.
     pub fn zookeeper_observer(mut server: crate::server::Server, start: ZkObserverStart) -> Member {
         server.set_ensemble();
+        // What the member recovered is durable.
+        let recovered = server.last_zxid().to_wire();
         let mut m = Member::standalone(server);
         m.zk = Some(ZkLearner::new(start));
+        m.zk.as_mut().expect("just set").durable = recovered;
+        m.start_zk_election();
         m
     }
 
@@ -174,7 +234,12 @@ impl Member {
                     config_version,
                 };
                 let zxid = zk.accepted_epoch << 32;
-                self.send_zk(Payload::ObserverInfo(info).to_packet(zxid));
+                let info = if zk.participant() {
+                    Payload::FollowerInfo(info)
+                } else {
+                    Payload::ObserverInfo(info)
+                };
+                self.send_zk(info.to_packet(zxid));
             }
             ZkInput::Packet(p) => self.on_zk_packet(p),
             ZkInput::Snapshot { tree, sessions } => {
@@ -191,7 +256,184 @@ impl Member {
                 if was != Phase::Down {
                     self.feed_server(server::Input::Role(Role::Looking));
                 }
+                self.start_zk_election();
             }
+            ZkInput::Vote { from, n } => {
+                let now = self.now.mono_ms;
+                if let Some(e) = &mut self.zk.as_mut().expect("checked").election {
+                    e.on_notification(now, from, &n);
+                    self.drive_zk_election();
+                }
+            }
+            ZkInput::Stored { zxid } => {
+                let zk = self.zk.as_mut().expect("checked");
+                if zk.storing == Some(zxid) {
+                    zk.storing = None;
+                    // The stored state is durable up to its zxid.
+                    zk.durable = zk.durable.max(zxid.to_wire());
+                    self.ack_durable_zk();
+                }
+            }
+        }
+    }
+
+    /// A participant looks for a leader: a new election round, from its
+    /// current epoch and the last zxid it logged.
+    fn start_zk_election(&mut self) {
+        let last = self.last_logged_zk();
+        let now = self.now.mono_ms;
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        let epoch = zk.current_epoch;
+        if let Some(e) = &mut zk.election {
+            e.start(now, epoch, last);
+            self.drive_zk_election();
+        }
+    }
+
+    /// Time passes for a participant's election.
+    pub(super) fn tick_zk_election(&mut self) {
+        let now = self.now.mono_ms;
+        if let Some(e) = self.zk.as_mut().and_then(|zk| zk.election.as_mut()) {
+            e.on_tick(now);
+            self.drive_zk_election();
+        }
+    }
+
+    /// Carries out what the election asks, and follows the leader it
+    /// decided on.
+    fn drive_zk_election(&mut self) {
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        let Some(e) = &mut zk.election else {
+            return;
+        };
+        for super::zk_election::ElectionOut::Send { to, n } in e.take_outputs() {
+            self.out.push(Output::SendVote { to, n });
+        }
+        if let super::zk_election::Standing::Following { leader } = e.standing() {
+            if zk.phase == Phase::Down && zk.leader.is_none() {
+                tracing::info!(
+                    leader,
+                    round = e.round(),
+                    "elected: following ZooKeeper member {leader}"
+                );
+                zk.leader = Some(leader);
+                self.out.push(Output::ZkFollow { leader });
+            }
+        }
+    }
+
+    /// The last zxid this member holds in its log: the last applied, or a
+    /// proposal logged after it.
+    fn last_logged_zk(&self) -> i64 {
+        let applied = self.server.last_zxid().to_wire();
+        let zk = self.zk.as_ref().expect("a ZooKeeper member");
+        zk.logged.back().map_or(applied, |l| l.zxid.max(applied))
+    }
+
+    /// Every `Persist` up to `zxid` is durable.
+    pub(super) fn on_zk_durable(&mut self, zxid: Zxid) {
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        zk.durable = zk.durable.max(zxid.to_wire());
+        self.ack_durable_zk();
+    }
+
+    /// A participant acknowledges what is durable: NEWLEADER first (once
+    /// the state it synced is stored and every txn logged before it is
+    /// durable, as ZooKeeper's follower logs them before that ACK), then
+    /// each proposal logged since, in order.
+    fn ack_durable_zk(&mut self) {
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        if !zk.participant() {
+            return;
+        }
+        if let Some((newleader, needs)) = zk.newleader_ack {
+            if zk.storing.is_some() || zk.durable < needs {
+                return;
+            }
+            zk.newleader_ack = None;
+            self.send_zk(Payload::Ack.to_packet(newleader));
+        }
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        let mut acks = Vec::new();
+        while let Some(&z) = zk.unacked.front() {
+            if z > zk.durable {
+                break;
+            }
+            zk.unacked.pop_front();
+            acks.push(z);
+        }
+        for z in acks {
+            self.send_zk(Payload::Ack.to_packet(z));
+        }
+    }
+
+    /// A participant logs a proposal (to be acknowledged once durable,
+    /// when NEWLEADER came) and keeps it until its COMMIT.
+    fn log_proposal_zk(&mut self, t: &TxnEntry) {
+        let last = self.last_logged_zk();
+        if t.header.zxid <= last {
+            return self.drop_zk(&format!(
+                "a proposal of {:#x}, not after {last:#x} already logged",
+                t.header.zxid
+            ));
+        }
+        let record = match self.zk_record(t) {
+            Ok(r) => r,
+            Err(why) => {
+                return self.start_afresh(&format!(
+                    "its txn {:#x} cannot be applied here: {why}",
+                    t.header.zxid
+                ))
+            }
+        };
+        let zxid = t.header.zxid;
+        self.out.push(Output::Persist {
+            zxid: Zxid::from_wire(zxid),
+            record: record.clone(),
+        });
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        if zk.after_newleader {
+            zk.unacked.push_back(zxid);
+        }
+        zk.logged.push_back(Logged {
+            zxid,
+            record,
+            digest: t.digest,
+        });
+    }
+
+    /// A participant applies the logged proposal `zxid` the leader
+    /// committed: the oldest one logged.
+    fn commit_logged_zk(&mut self, zxid: i64) {
+        if Zxid::from_wire(zxid) <= self.server.last_zxid() {
+            return;
+        }
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        match zk.logged.pop_front() {
+            Some(l) if l.zxid == zxid => self.commit_record_zk(zxid, l.record, l.digest),
+            Some(l) => {
+                let next = l.zxid;
+                self.drop_zk(&format!(
+                    "COMMIT of {zxid:#x} while the oldest proposal is {next:#x}"
+                ))
+            }
+            None => self.drop_zk(&format!("COMMIT of {zxid:#x} with no proposal")),
+        }
+    }
+
+    /// The leader's sync says every proposal logged up to `upto` is in
+    /// its history (DIFF, or TRUNC to a zxid at or after it): they are
+    /// committed; those after `upto` are dropped, from the log too.
+    fn settle_logged_zk(&mut self, upto: i64) {
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        let logged: Vec<Logged> = zk.logged.drain(..).collect();
+        if logged.iter().any(|l| l.zxid > upto) {
+            self.out.push(Output::Truncate {
+                after: Zxid::from_wire(upto),
+            });
+        }
+        for l in logged.into_iter().filter(|l| l.zxid <= upto) {
+            self.commit_record_zk(l.zxid, l.record, l.digest);
         }
     }
 
@@ -244,6 +486,15 @@ impl Member {
             .install_snapshot(tree, sessions, crate::recipe::RecipeWaits::default(), zxid);
         let job = self.server.snapshot_job();
         self.out.push(Output::StoreInstalled(Box::new(job)));
+        let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        // The installed state replaces whatever was logged (the shell
+        // drops the log after `zxid`); a participant acknowledges
+        // NEWLEADER only once it is stored.
+        zk.logged.clear();
+        zk.durable = zk.durable.min(zxid.to_wire());
+        if zk.participant() {
+            zk.storing = Some(zxid);
+        }
         self.drain_server();
     }
 
@@ -283,7 +534,7 @@ impl Member {
                 };
                 zk.new_epoch = new_epoch;
                 zk.phase = Phase::Sync;
-                let last = self.server.last_zxid().to_wire();
+                let last = self.last_logged_zk();
                 self.send_zk(
                     Payload::AckEpoch {
                         current_epoch: current,
@@ -295,7 +546,11 @@ impl Member {
                 tracing::info!(
                     "the ZooKeeper leader syncs this member by DIFF to {:#x}",
                     p.zxid
-                )
+                );
+                // The leader has this member's last logged zxid in its
+                // history: what it logged is committed.
+                let last = self.last_logged_zk();
+                self.settle_logged_zk(last);
             }
             (Phase::Sync, Payload::Snap) => {
                 tracing::info!(
@@ -315,9 +570,17 @@ impl Member {
                         "the leader asks to truncate to {:#x}, below {last:#x} already applied here",
                         p.zxid
                     ));
+                } else {
+                    self.settle_logged_zk(p.zxid);
                 }
             }
+            (Phase::Sync, Payload::Proposal(t)) if zk.after_newleader => self.log_proposal_zk(&t),
             (Phase::Sync, Payload::Proposal(t)) => zk.proposals.push_back(t),
+            (Phase::Sync, Payload::Commit | Payload::CommitAndActivate { .. })
+                if zk.after_newleader =>
+            {
+                self.commit_logged_zk(p.zxid)
+            }
             (Phase::Sync, Payload::Commit) => match zk.proposals.pop_front() {
                 Some(t) if t.header.zxid == p.zxid => self.apply_zk(&t),
                 Some(t) => {
@@ -338,9 +601,25 @@ impl Member {
                         epoch: zk.new_epoch as u32,
                     });
                 }
-                self.send_zk(Payload::Ack.to_packet(p.zxid));
+                if zk.participant() {
+                    // As ZooKeeper's follower: the proposals of the sync
+                    // not committed yet are logged now, and NEWLEADER is
+                    // acknowledged once they (and a state SNAP brought)
+                    // are durable; each of them is acknowledged after.
+                    zk.after_newleader = true;
+                    let held: Vec<TxnEntry> = zk.proposals.drain(..).collect();
+                    for t in &held {
+                        self.log_proposal_zk(t);
+                    }
+                    let needs = self.last_logged_zk();
+                    let zk = self.zk.as_mut().expect("checked by on_zk");
+                    zk.newleader_ack = Some((p.zxid, needs));
+                    self.ack_durable_zk();
+                } else {
+                    self.send_zk(Payload::Ack.to_packet(p.zxid));
+                }
                 if let Some(c) = config.filter(|c| !c.is_empty()) {
-                    self.out.push(Output::ZkMembership(c));
+                    self.zk_membership(c);
                 }
             }
             (Phase::Sync, Payload::UpToDate) => {
@@ -356,13 +635,20 @@ impl Member {
                 }
                 let leader = zk.leader.expect("a connected learner has a leader");
                 let epoch = zk.new_epoch;
+                let participant = zk.participant();
                 self.send_zk(Payload::Ack.to_packet(epoch << 32));
                 tracing::info!(
                     leader,
                     zxid = %self.server.last_zxid(),
-                    "observing the ZooKeeper ensemble"
+                    "{} the ZooKeeper ensemble",
+                    if participant { "following in" } else { "observing" }
                 );
-                self.feed_server(server::Input::Role(Role::Observer { leader }));
+                let role = if participant {
+                    Role::Follower { leader }
+                } else {
+                    Role::Observer { leader }
+                };
+                self.feed_server(server::Input::Role(role));
             }
             (Phase::Sync | Phase::Serving, Payload::Inform(t))
             | (Phase::Sync | Phase::Serving, Payload::InformAndActivate { txn: t, .. }) => {
@@ -407,6 +693,12 @@ impl Member {
                 }),
                 None => tracing::warn!("a SYNC from the ZooKeeper leader with no sync pending"),
             },
+            (Phase::Serving, Payload::Proposal(t)) if zk.participant() => self.log_proposal_zk(&t),
+            (Phase::Serving, Payload::Commit | Payload::CommitAndActivate { .. })
+                if zk.participant() =>
+            {
+                self.commit_logged_zk(p.zxid)
+            }
             // ZooKeeper's observer ignores these (Observer.processPacket).
             (Phase::Serving, Payload::Proposal(_) | Payload::Commit | Payload::UpToDate) => {}
             (Phase::Sync, Payload::Ping(_)) => {}
@@ -419,20 +711,9 @@ impl Member {
         }
     }
 
-    /// Applies a committed ZooKeeper txn through the pipeline.
-    fn apply_zk(&mut self, t: &TxnEntry) {
-        if Zxid::from_wire(t.header.zxid) <= self.server.last_zxid() {
-            return;
-        }
-        let txn = match zk_txn(&t.txn, t.header.client_id, self.server.tree()) {
-            Ok(txn) => txn,
-            Err(why) => {
-                return self.start_afresh(&format!(
-                    "its txn {:#x} cannot be applied here: {why}",
-                    t.header.zxid
-                ))
-            }
-        };
+    /// A ZooKeeper txn as wazoo's log record.
+    fn zk_record(&self, t: &TxnEntry) -> Result<Vec<u8>, String> {
+        let txn = zk_txn(&t.txn, t.header.client_id, self.server.tree())?;
         let record = TxnRecord {
             header: TxnHeader {
                 session_id: t.header.client_id,
@@ -442,24 +723,42 @@ impl Member {
             },
             txn,
         };
-        let zxid = Zxid::from_wire(t.header.zxid);
-        // A reconfig (or a plain write of the node): the voters to look
-        // for a leader among next time.
-        let membership = match &record.txn {
-            Txn::SetData {
-                path,
-                data: Some(d),
-                ..
-            } if path == crate::server::reconfig::CONFIG_NODE => Some(d.clone()),
-            _ => None,
-        };
-        let bytes = record.encode();
-        if let Some(j) = &mut self.applied {
-            j.push(super::Applied::Txn {
-                zxid,
-                record: wazoo_zab::Payload::from(bytes.clone()),
-            });
+        Ok(record.encode())
+    }
+
+    /// The ensemble's membership changed (NEWLEADER's, or a reconfig's):
+    /// the shell and a participant's election take it.
+    fn zk_membership(&mut self, text: Vec<u8>) {
+        if let Some(e) = self.zk.as_mut().and_then(|zk| zk.election.as_mut()) {
+            let parsed = std::str::from_utf8(&text)
+                .map_err(|e| e.to_string())
+                .and_then(crate::quorum_config::QuorumConfig::parse);
+            match parsed.and_then(|c| Ok((c.voters(), c.quorum_rule()?))) {
+                Ok((voters, rule)) if !voters.is_empty() => e.set_voters(voters, rule),
+                Ok(_) => tracing::warn!("a ZooKeeper membership without voters: not taken"),
+                Err(err) => {
+                    tracing::warn!("the ZooKeeper ensemble's membership does not read: {err}")
+                }
+            }
         }
+        self.out.push(Output::ZkMembership(text));
+    }
+
+    /// Applies a committed ZooKeeper txn through the pipeline.
+    fn apply_zk(&mut self, t: &TxnEntry) {
+        if Zxid::from_wire(t.header.zxid) <= self.server.last_zxid() {
+            return;
+        }
+        let bytes = match self.zk_record(t) {
+            Ok(r) => r,
+            Err(why) => {
+                return self.start_afresh(&format!(
+                    "its txn {:#x} cannot be applied here: {why}",
+                    t.header.zxid
+                ))
+            }
+        };
+        let zxid = Zxid::from_wire(t.header.zxid);
         // Logged after it is applied, as ZooKeeper's observer logs what it
         // commits (`ObserverZooKeeperServer.commitRequest`): it
         // acknowledges nothing, so nothing waits for the log.
@@ -467,17 +766,44 @@ impl Member {
             zxid,
             record: bytes.clone(),
         });
+        self.commit_record_zk(t.header.zxid, bytes, t.digest);
+    }
+
+    /// Applies a committed txn's record (already logged).
+    fn commit_record_zk(
+        &mut self,
+        wire_zxid: i64,
+        bytes: Vec<u8>,
+        digest: Option<wazoo_storage::zookeeper::TxnDigest>,
+    ) {
+        let zxid = Zxid::from_wire(wire_zxid);
+        // A reconfig (or a plain write of the node): the voters to look
+        // for a leader among next time.
+        let membership = match TxnRecord::decode(&bytes).map(|r| r.txn) {
+            Ok(Txn::SetData {
+                path,
+                data: Some(d),
+                ..
+            }) if path == crate::server::reconfig::CONFIG_NODE => Some(d),
+            _ => None,
+        };
+        if let Some(j) = &mut self.applied {
+            j.push(super::Applied::Txn {
+                zxid,
+                record: wazoo_zab::Payload::from(bytes.clone()),
+            });
+        }
         self.feed_server(server::Input::Committed {
             zxid,
             record: bytes,
         });
         if let Some(m) = membership {
-            self.out.push(Output::ZkMembership(m));
+            self.zk_membership(m);
         }
         // ZooKeeper's learners compare the leader's digest of the tree
         // after each txn with their own (`DataTree.compareDigest`): a
         // difference means the trees differ, which is logged and counted.
-        if let Some(d) = t.digest.filter(|d| d.version == ZK_DIGEST_VERSION) {
+        if let Some(d) = digest.filter(|d| d.version == ZK_DIGEST_VERSION) {
             let ours = self.server.tree().digest();
             if self.server.last_zxid() == zxid && ours != d.tree_digest {
                 tracing::error!(
@@ -1025,11 +1351,120 @@ mod tests {
         assert!(stored < ack && ack < persist, "{outs:?}");
     }
 
+    fn participant() -> Member {
+        let now = crate::time::Now::default();
+        let server = crate::server::Server::new(Default::default(), now);
+        let mut start = test_start();
+        start.voters = Some((vec![1, 2, 4], wazoo_zab::QuorumRule::Majority));
+        let mut m = Member::zookeeper_observer(server, start);
+        let _ = m.take_outputs();
+        m
+    }
+
+    /// The zxids of the ACKs among `out`.
+    fn acks(out: &[Output]) -> Vec<i64> {
+        out.iter()
+            .filter_map(|o| match o {
+                Output::SendZk(p) if p.kind == wazoo_zkquorum::kind::ACK => Some(p.zxid),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn entry(zxid: i64) -> TxnEntry {
+        use wazoo_storage::zookeeper::TxnHeader as ZkHeader;
+        TxnEntry {
+            header: ZkHeader {
+                client_id: 1,
+                cxid: 1,
+                zxid,
+                time: 0,
+                op: 1,
+            },
+            txn: ZkTxn::Create {
+                op: 1,
+                create: Create {
+                    path: format!("/n{}", zxid & 0xff),
+                    data: None,
+                    acl: None,
+                    parent_cversion: -1,
+                    kind: CreateKind::Plain { ephemeral: false },
+                },
+            },
+            digest: None,
+        }
+    }
+
+    // ZooKeeper Internals, "Atomic Broadcast" (a follower acknowledges a
+    // proposal once it is on its disk, and NEWLEADER once the history
+    // the leader synced it with is): a participant sends FOLLOWERINFO,
+    // holds the ACK of NEWLEADER until what it logged is durable, logs
+    // each proposal at once, acknowledges it only when it is durable, and
+    // applies it at its COMMIT.
+    #[test]
+    fn a_participant_acknowledges_what_is_durable_and_applies_what_is_committed() {
+        let now = crate::time::Now::default();
+        let zk = |input| crate::member::Input::Zk(input);
+        let packet = |pl: Payload, zxid: i64| zk(ZkInput::Packet(pl.to_packet(zxid)));
+        let durable = |z: i64| crate::member::Input::Durable {
+            zxid: Zxid::from_wire(z),
+        };
+        let e = 1i64 << 32;
+        let mut m = participant();
+        m.handle(zk(ZkInput::Connected { leader: 1 }), now);
+        let out = m.take_outputs();
+        assert!(
+            out.iter().any(
+                |o| matches!(o, Output::SendZk(p) if p.kind == wazoo_zkquorum::kind::FOLLOWERINFO)
+            ),
+            "{out:?}"
+        );
+        let info = Payload::LeaderInfo {
+            protocol_version: ZAB_PROTOCOL_VERSION,
+        };
+        m.handle(packet(info, e), now);
+        m.handle(packet(Payload::Diff, 0), now);
+        m.handle(packet(Payload::Proposal(entry(e | 1)), e | 1), now);
+        m.handle(packet(Payload::Commit, e | 1), now);
+        m.handle(packet(Payload::Proposal(entry(e | 2)), e | 2), now);
+        m.handle(packet(Payload::NewLeader { config: None }, e), now);
+        let out = m.take_outputs();
+        assert!(acks(&out).is_empty(), "nothing durable yet: {out:?}");
+        let logged: Vec<Zxid> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Persist { zxid, .. } => Some(*zxid),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(logged, vec![Zxid::from_wire(e | 1), Zxid::from_wire(e | 2)]);
+        m.handle(durable(e | 1), now);
+        assert!(acks(&m.take_outputs()).is_empty(), "e|2 is not durable yet");
+        m.handle(durable(e | 2), now);
+        assert_eq!(
+            acks(&m.take_outputs()),
+            vec![e, e | 2],
+            "NEWLEADER, then the proposal"
+        );
+        m.handle(packet(Payload::UpToDate, 0), now);
+        assert_eq!(acks(&m.take_outputs()), vec![e]);
+        assert!(m.server().tree().get_data("/n1").is_some());
+        assert!(m.server().tree().get_data("/n2").is_none(), "not committed");
+        m.handle(packet(Payload::Commit, e | 2), now);
+        assert!(m.server().tree().get_data("/n2").is_some());
+        m.handle(packet(Payload::Proposal(entry(e | 3)), e | 3), now);
+        assert!(acks(&m.take_outputs()).is_empty());
+        m.handle(durable(e | 3), now);
+        assert_eq!(acks(&m.take_outputs()), vec![e | 3]);
+        assert!(m.fatal().is_none());
+    }
+
     fn test_start() -> super::ZkObserverStart {
         super::ZkObserverStart {
             my_id: 4,
             accepted_epoch: 0,
             current_epoch: 0,
+            voters: None,
         }
     }
 
@@ -1129,21 +1564,31 @@ mod tests {
     // cannot take a txn syncs again from nothing, and never stops).
     proptest::proptest! {
         #[test]
-        fn any_well_formed_packets_from_a_leader_leave_the_observer_standing(
+        fn any_well_formed_packets_from_a_leader_leave_the_learner_standing(
             steps in proptest::collection::vec(
                 (arb_payload(), proptest::prelude::any::<u8>()),
                 0..60,
-            )
+            ),
+            as_participant in proptest::prelude::any::<bool>(),
         ) {
             let now = crate::time::Now::default();
-            let server = crate::server::Server::new(Default::default(), now);
-            let mut m = Member::zookeeper_observer(server, test_start());
+            let mut m = if as_participant {
+                participant()
+            } else {
+                let server = crate::server::Server::new(Default::default(), now);
+                Member::zookeeper_observer(server, test_start())
+            };
             m.handle(crate::member::Input::Zk(ZkInput::Connected { leader: 1 }), now);
             for ((payload, zxid), roll) in steps {
                 let input = match roll % 16 {
                     0 => ZkInput::Down,
                     1 => ZkInput::Connected { leader: 1 },
                     2 => ZkInput::Snapshot { tree: Box::new(DataTree::new()), sessions: Vec::new() },
+                    3 => ZkInput::Stored { zxid: Zxid::from_wire(zxid) },
+                    4 => {
+                        m.handle(crate::member::Input::Durable { zxid: Zxid::from_wire(zxid) }, now);
+                        continue;
+                    }
                     _ => ZkInput::Packet(payload.to_packet(zxid)),
                 };
                 m.handle(crate::member::Input::Zk(input), now);
