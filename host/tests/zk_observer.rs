@@ -405,6 +405,26 @@ async fn a_wazoo_follower_votes_and_acknowledges_in_a_zookeeper_ensemble() {
             "{path} on the next leader"
         );
     }
+
+    // Killed and restarted, the wazoo member loads what it stored, is
+    // synced by DIFF and follows again.
+    w.restart();
+    w.wait_mode(loopback(c3), "follower");
+    assert!(
+        std::fs::read_to_string(&w.log)
+            .unwrap_or_default()
+            .contains("by DIFF"),
+        "a restarted follower holds its history:\n{}",
+        w.log_tail()
+    );
+    let rc = connect(&format!("127.0.0.1:{c3}")).await;
+    rc.sync("/").await.unwrap();
+    for path in ["/p", "/q", "/r"] {
+        assert!(
+            rc.check_stat(path).await.unwrap().is_some(),
+            "{path} on the restarted wazoo member"
+        );
+    }
 }
 
 /// A ZooKeeper ensemble whose members keep only a few committed txns in
@@ -628,6 +648,37 @@ fn server_lines(config: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// Starts wazoo member 4, as `role`, for a running ensemble whose
+/// `/zookeeper/config` is `config`: its `server.4` entry (to add by
+/// reconfig), its client port, and the process.
+fn start_joiner(config: &[u8], role: &str) -> (String, u16, Observer) {
+    let (q4, e4, c4) = (free_port(), free_port(), free_port());
+    let entry = format!("server.4=127.0.0.1:{q4}:{e4}:{role};127.0.0.1:{c4}");
+    let mut lines = server_lines(config);
+    lines.push(entry.clone());
+    lines.extend([
+        "tickTime=500".to_string(),
+        "initLimit=10".into(),
+        "syncLimit=5".into(),
+    ]);
+    let w = Observer::start_with(&lines, 4, c4, &["reconfigEnabled=true".to_string()]);
+    (entry, c4, w)
+}
+
+/// `reconfig -add` of `joining` or `-remove` of `leaving`: the new
+/// configuration.
+async fn reconfig(
+    zc: &zookeeper_client::Client,
+    joining: Option<&str>,
+    leaving: Option<&str>,
+) -> Result<Vec<u8>, zookeeper_client::Error> {
+    let update = zookeeper_client::EnsembleUpdate::Incremental {
+        joinings: joining.iter().copied(),
+        leavings: leaving.iter().copied(),
+    };
+    Ok(zc.update_ensemble(update, None).await?.0)
+}
+
 // ZooKeeper Dynamic Reconfiguration, "Incremental mode" ("Adding
 // servers"), the first step of a live migration: a wazoo observer is added
 // to a running ZooKeeper ensemble with `reconfig -add`; it serves the new
@@ -645,25 +696,8 @@ async fn a_wazoo_observer_is_added_by_reconfig_and_follows_a_removal() {
     let zc = connect(&zk.addr(leader).to_string()).await;
     zc.auth("digest", b"super:test").await.unwrap();
     let (before, _) = zc.get_config().await.unwrap();
-    let current = server_lines(&before);
-    let (q4, e4, c4) = (free_port(), free_port(), free_port());
-    let entry = format!("server.4=127.0.0.1:{q4}:{e4}:observer;127.0.0.1:{c4}");
-    let mut lines = current.clone();
-    lines.push(entry.clone());
-    lines.extend([
-        "tickTime=500".to_string(),
-        "initLimit=10".into(),
-        "syncLimit=5".into(),
-    ]);
-    let mut obs = Observer::start_with(&lines, 4, c4, &["reconfigEnabled=true".to_string()]);
-    let (added, _) = zc
-        .update_ensemble(
-            zookeeper_client::EnsembleUpdate::Incremental {
-                joinings: [entry.as_str()].iter().copied(),
-                leavings: [].iter().copied(),
-            },
-            None,
-        )
+    let (entry, c4, mut obs) = start_joiner(&before, "observer");
+    let added = reconfig(&zc, Some(&entry), None)
         .await
         .unwrap_or_else(|e| panic!("reconfig -add: {e:?}\n{}", obs.log_tail()));
     assert_eq!(server_lines(&added).len(), 4);
@@ -680,16 +714,7 @@ async fn a_wazoo_observer_is_added_by_reconfig_and_follows_a_removal() {
     // and still forwards writes.
     let follower = (0..3).find(|&i| i != leader).unwrap();
     let id = (follower + 1).to_string();
-    let (removed, _) = zc
-        .update_ensemble(
-            zookeeper_client::EnsembleUpdate::Incremental {
-                joinings: [].iter().copied(),
-                leavings: [id.as_str()].iter().copied(),
-            },
-            None,
-        )
-        .await
-        .unwrap();
+    let removed = reconfig(&zc, None, Some(&id)).await.unwrap();
     assert_eq!(server_lines(&removed).len(), 3);
     wc.sync("/").await.unwrap();
     let (seen, stat) = wc.get_config().await.unwrap();
@@ -717,6 +742,62 @@ async fn a_wazoo_observer_is_added_by_reconfig_and_follows_a_removal() {
     wc.create("/after-removal", b"", &open()).await.unwrap();
     zc.sync("/").await.unwrap();
     assert!(zc.check_stat("/after-removal").await.unwrap().is_some());
+}
+
+// Issue 27's procedure, its first two steps, with ZooKeeper's Dynamic
+// Reconfiguration ("Incremental mode": adding and removing servers):
+// `reconfig -add` makes a wazoo member a voter of a running 3-member
+// ZooKeeper ensemble, and `reconfig -remove` takes a ZooKeeper member
+// out, which is then stopped. The voters are then two ZooKeeper members
+// and wazoo: with one more ZooKeeper follower down, the leader commits
+// writes with wazoo's ACK alone, so wazoo's vote counts in the new
+// configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wazoo_voter_is_added_by_reconfig_and_a_zookeeper_member_removed() {
+    let opts = ensemble_options(Flavor::Zookeeper)
+        .cfg("reconfigEnabled=true")
+        .arg(format!(
+            "-Dzookeeper.DigestAuthenticationProvider.superDigest={SUPER_DIGEST}"
+        ));
+    let mut zk = ZkEnsemble::start_with(3, opts).unwrap();
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    let zc = connect(&zk.addr(leader).to_string()).await;
+    zc.auth("digest", b"super:test").await.unwrap();
+    zc.create("/before", b"zookeeper's", &open()).await.unwrap();
+    let (before, _) = zc.get_config().await.unwrap();
+    let (entry, c4, mut w) = start_joiner(&before, "participant");
+    w.wait_mode(loopback(c4), "follower");
+    let added = reconfig(&zc, Some(&entry), None)
+        .await
+        .unwrap_or_else(|e| panic!("reconfig -add: {e:?}\n{}", w.log_tail()));
+    assert_eq!(server_lines(&added).len(), 4);
+    assert!(
+        server_lines(&added).contains(&entry),
+        "a participant: {added:?}"
+    );
+
+    // A ZooKeeper follower leaves the ensemble and is stopped.
+    let gone = (0..3).find(|&i| i != leader).unwrap();
+    let id = (gone + 1).to_string();
+    reconfig(&zc, None, Some(&id))
+        .await
+        .unwrap_or_else(|e| panic!("reconfig -remove: {e:?}\n{}", w.log_tail()));
+    zk.kill(gone);
+
+    // The last ZooKeeper follower down too: the leader and wazoo are a
+    // quorum of the voters {leader, the other, wazoo}.
+    let last = (0..3).find(|&i| i != leader && i != gone).unwrap();
+    zk.kill(last);
+    within(
+        "a write the leader commits with wazoo's ACK",
+        zc.create("/after", b"acked by wazoo", &open()),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the write: {e}\n{}", w.log_tail()));
+    let wc = connect(&format!("127.0.0.1:{c4}")).await;
+    wc.sync("/after").await.unwrap();
+    assert_eq!(wc.get_data("/after").await.unwrap().0, b"acked by wazoo");
+    assert_eq!(wc.get_data("/before").await.unwrap().0, b"zookeeper's");
 }
 
 /// Reads from `s` until `f` finds something in what was read, within 10 s.
@@ -861,11 +942,11 @@ fn an_observer_drops_a_leader_that_does_not_read() {
     drop(s);
 }
 
-/// The observer's zoo.cfg lines for a ZooKeeper ensemble, with each
-/// voter's quorum and election ports reached through a proxy of the
-/// observer's own (so that a test can cut the observer off), and the
-/// proxies.
-fn proxied_lines(zk_cfg: &Path) -> (Vec<String>, Vec<wazoo_testkit::Proxy>) {
+/// The zoo.cfg lines of wazoo member `my_id` for a ZooKeeper ensemble,
+/// with each other voter's quorum and election ports reached through a
+/// proxy of the wazoo member's own (so that a test can cut it off), and
+/// the proxies.
+fn proxied_lines(zk_cfg: &Path, my_id: u64) -> (Vec<String>, Vec<wazoo_testkit::Proxy>) {
     let mut proxies = Vec::new();
     let mut lines = Vec::new();
     for l in std::fs::read_to_string(zk_cfg).unwrap().lines() {
@@ -882,7 +963,8 @@ fn proxied_lines(zk_cfg: &Path) -> (Vec<String>, Vec<wazoo_testkit::Proxy>) {
         }
         let (addr, client) = value.split_once(';').unwrap_or((value, ""));
         let parts: Vec<&str> = addr.split(':').collect();
-        if parts.get(3) == Some(&"observer") {
+        if key == format!("server.{my_id}") {
+            // Its own line: where it listens.
             lines.push(l.to_string());
             continue;
         }
@@ -950,6 +1032,30 @@ async fn monotonic_reader(
 // WAZOO_MIXED_FAULT_SECS runs longer, WAZOO_MIXED_FAULT_SEED replays one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wazoo_observer_stays_consistent_under_faults_in_a_zookeeper_ensemble() {
+    mixed_ensemble_under_faults(Joins::AsObserver).await
+}
+
+// The same for phase 2's first part (docs/MIGRATION.md, "Phase 2, first
+// part"): the wazoo member is a fourth voter (a follower that does not
+// lead), so its votes and ACKs count towards the quorum of three while
+// members are killed, paused and cut off one at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wazoo_follower_stays_consistent_under_faults_in_a_zookeeper_ensemble() {
+    mixed_ensemble_under_faults(Joins::AsFollower).await
+}
+
+/// How the wazoo member joins the ZooKeeper ensemble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Joins {
+    AsObserver,
+    AsFollower,
+}
+
+async fn mixed_ensemble_under_faults(joins: Joins) {
+    let (role, mode) = match joins {
+        Joins::AsObserver => ("observer", "observer"),
+        Joins::AsFollower => ("participant", "follower"),
+    };
     let secs: u64 = std::env::var("WAZOO_MIXED_FAULT_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -964,15 +1070,17 @@ async fn a_wazoo_observer_stays_consistent_under_faults_in_a_zookeeper_ensemble(
                 .as_nanos() as u64
                 % 1_000_000
         });
-    eprintln!("mixed-ensemble faults: seed {seed} (WAZOO_MIXED_FAULT_SEED), {secs} s");
+    eprintln!(
+        "mixed-ensemble faults, wazoo as {role}: seed {seed} (WAZOO_MIXED_FAULT_SEED), {secs} s"
+    );
     let mut rng = Rng::new(seed);
 
     let (q4, e4, c4) = (free_port(), free_port(), free_port());
-    let line = format!("server.4=127.0.0.1:{q4}:{e4}:observer");
+    let line = format!("server.4=127.0.0.1:{q4}:{e4}:{role}");
     let mut zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
-    let (lines, proxies) = proxied_lines(&zk.config_path(0));
+    let (lines, proxies) = proxied_lines(&zk.config_path(0), 4);
     let mut obs = Observer::start_with(&lines, 4, c4, &[]);
-    obs.wait_observing(loopback(c4));
+    obs.wait_mode(loopback(c4), mode);
     let obs_addr = format!("127.0.0.1:{c4}");
     let zc = connect(&zk.connect_string()).await;
     zc.create("/mixed", b"", &open()).await.unwrap();
@@ -1003,13 +1111,13 @@ async fn a_wazoo_observer_stays_consistent_under_faults_in_a_zookeeper_ensemble(
                 Command::new("kill").args(["-CONT", &pid]).status().unwrap();
             }
             2 => {
-                faults.push(format!("kill the observer for {hold:?}"));
+                faults.push(format!("kill the wazoo {role} for {hold:?}"));
                 obs.kill();
                 tokio::time::sleep(hold).await;
                 obs.start_again();
             }
             _ => {
-                faults.push(format!("cut the observer off for {hold:?}"));
+                faults.push(format!("cut the wazoo {role} off for {hold:?}"));
                 proxies.iter().for_each(|p| p.blackhole());
                 tokio::time::sleep(hold).await;
                 proxies.iter().for_each(|p| p.restore());
@@ -1024,7 +1132,7 @@ async fn a_wazoo_observer_stays_consistent_under_faults_in_a_zookeeper_ensemble(
     }
 
     // Healed: the observer catches up, the writers stop.
-    tokio::task::block_in_place(|| obs.wait_observing(loopback(c4)));
+    tokio::task::block_in_place(|| obs.wait_mode(loopback(c4), mode));
     let (z, o) = (zk_writers.count(), obs_writers.count());
     let resumed = Instant::now() + Duration::from_secs(60);
     while zk_writers.count() <= z || obs_writers.count() <= o {
@@ -1044,7 +1152,7 @@ async fn a_wazoo_observer_stays_consistent_under_faults_in_a_zookeeper_ensemble(
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (reads, backwards) = reader.await.unwrap();
     eprintln!(
-        "faults: {faults:?}; acknowledged {} through ZooKeeper, {} through the observer; {reads} reads",
+        "faults: {faults:?}; acknowledged {} through ZooKeeper, {} through the wazoo {role}; {reads} reads",
         zk_acked.len(),
         obs_acked.len()
     );

@@ -1459,6 +1459,87 @@ mod tests {
         assert!(m.fatal().is_none());
     }
 
+    /// A participant synced by DIFF in epoch 1 that logged the
+    /// proposals `e|1` and `e|2` (none committed) before its leader went.
+    fn participant_with_logged_proposals() -> Member {
+        let now = crate::time::Now::default();
+        let zk = |input| crate::member::Input::Zk(input);
+        let packet = |pl: Payload, zxid: i64| zk(ZkInput::Packet(pl.to_packet(zxid)));
+        let e = 1i64 << 32;
+        let mut m = participant();
+        m.handle(zk(ZkInput::Connected { leader: 1 }), now);
+        let info = Payload::LeaderInfo {
+            protocol_version: ZAB_PROTOCOL_VERSION,
+        };
+        m.handle(packet(info, e), now);
+        m.handle(packet(Payload::Diff, 0), now);
+        m.handle(packet(Payload::NewLeader { config: None }, e), now);
+        m.handle(packet(Payload::UpToDate, 0), now);
+        m.handle(packet(Payload::Proposal(entry(e | 1)), e | 1), now);
+        m.handle(packet(Payload::Proposal(entry(e | 2)), e | 2), now);
+        m.handle(zk(ZkInput::Down), now);
+        let _ = m.take_outputs();
+        m
+    }
+
+    /// Reconnects `m` to a leader of epoch 2 and returns the zxid its
+    /// ACKEPOCH reports.
+    fn reconnect(m: &mut Member) -> i64 {
+        let now = crate::time::Now::default();
+        m.handle(
+            crate::member::Input::Zk(ZkInput::Connected { leader: 2 }),
+            now,
+        );
+        let info = Payload::LeaderInfo {
+            protocol_version: ZAB_PROTOCOL_VERSION,
+        };
+        m.handle(
+            crate::member::Input::Zk(ZkInput::Packet(info.to_packet(2 << 32))),
+            now,
+        );
+        m.take_outputs()
+            .into_iter()
+            .find_map(|o| match o {
+                Output::SendZk(p) if p.kind == wazoo_zkquorum::kind::ACKEPOCH => Some(p.zxid),
+                _ => None,
+            })
+            .expect("ACKEPOCH")
+    }
+
+    // ZooKeeper Internals, "Atomic Broadcast" (a follower's history is
+    // its log, committed or not; the next leader's sync decides what of
+    // it stays): proposals a participant logged stay its history when
+    // the leader goes. It reports the last of them to the next leader, a
+    // DIFF commits them, and a TRUNC drops those after its zxid, from
+    // the log too, and commits the rest.
+    #[test]
+    fn logged_proposals_outlive_a_leader_until_the_next_one_syncs_them() {
+        let now = crate::time::Now::default();
+        let e = 1i64 << 32;
+        let mut m = participant_with_logged_proposals();
+        assert!(m.server().tree().get_data("/n1").is_none());
+        assert_eq!(reconnect(&mut m), e | 2, "the last zxid logged");
+        let diff = Payload::Diff.to_packet(e | 2);
+        m.handle(crate::member::Input::Zk(ZkInput::Packet(diff)), now);
+        assert!(m.server().tree().get_data("/n1").is_some());
+        assert!(m.server().tree().get_data("/n2").is_some());
+
+        let mut m = participant_with_logged_proposals();
+        assert_eq!(reconnect(&mut m), e | 2);
+        let trunc = Payload::Trunc.to_packet(e | 1);
+        m.handle(crate::member::Input::Zk(ZkInput::Packet(trunc)), now);
+        let out = m.take_outputs();
+        assert!(
+            out.iter().any(
+                |o| matches!(o, Output::Truncate { after } if *after == Zxid::from_wire(e | 1))
+            ),
+            "{out:?}"
+        );
+        assert!(m.server().tree().get_data("/n1").is_some());
+        assert!(m.server().tree().get_data("/n2").is_none(), "truncated");
+        assert!(m.fatal().is_none());
+    }
+
     fn test_start() -> super::ZkObserverStart {
         super::ZkObserverStart {
             my_id: 4,
