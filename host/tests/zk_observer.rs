@@ -101,6 +101,39 @@ impl Observer {
         self.child = spawn(&self.cfg, &self.log);
     }
 
+    /// Every run's log lines about elections, links and syncs.
+    fn sync_history(&self) -> String {
+        let mut out = String::new();
+        for run in 1..=self.runs {
+            let name = if run == 1 {
+                "wazoo.log".to_string()
+            } else {
+                format!("wazoo-{run}.log")
+            };
+            out.push_str(&format!("--- run {run}\n"));
+            let text = std::fs::read_to_string(self.log.with_file_name(name)).unwrap_or_default();
+            for l in text.lines().filter(|l| {
+                [
+                    "elected",
+                    "syncs this member",
+                    "link to the ZooKeeper",
+                    "connected to",
+                    "dropping",
+                    "leaving",
+                    "recovered",
+                    "following in",
+                    "truncat",
+                ]
+                .iter()
+                .any(|k| l.contains(k))
+            }) {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
@@ -1165,10 +1198,29 @@ async fn mixed_ensemble_under_faults(joins: Joins) {
     let mut on_obs = oc.list_children("/mixed").await.unwrap();
     on_zk.sort();
     on_obs.sort();
-    assert_eq!(
-        on_obs, on_zk,
-        "the observer's /mixed is ZooKeeper's (seed {seed})"
-    );
+    if on_obs != on_zk {
+        let zk_set: std::collections::BTreeSet<&String> = on_zk.iter().collect();
+        let obs_set: std::collections::BTreeSet<&String> = on_obs.iter().collect();
+        let only_obs: Vec<&&String> = obs_set.difference(&zk_set).collect();
+        let only_zk: Vec<&&String> = zk_set.difference(&obs_set).collect();
+        let mut stats = Vec::new();
+        for c in only_obs.iter().take(3).chain(only_obs.iter().rev().take(1)) {
+            let stat = oc.check_stat(&format!("/mixed/{c}")).await.ok().flatten();
+            stats.push(format!("{c}: czxid {:#x}", stat.map_or(0, |s| s.czxid)));
+        }
+        let acked: std::collections::BTreeSet<&String> = obs_acked.iter().collect();
+        let acked_only_obs = only_obs
+            .iter()
+            .filter(|c| acked.contains(&format!("/mixed/{c}")))
+            .count();
+        panic!(
+            "the wazoo {role}'s /mixed differs from ZooKeeper's (seed {seed}): {} only on wazoo ({acked_only_obs} of them acknowledged to its client; {stats:?}), {} only on ZooKeeper ({:?}); faults {faults:?}; its sync history:\n{}",
+            only_obs.len(),
+            only_zk.len(),
+            only_zk.iter().take(5).collect::<Vec<_>>(),
+            obs.sync_history()
+        );
+    }
     let present: std::collections::BTreeSet<String> =
         on_zk.iter().map(|c| format!("/mixed/{c}")).collect();
     let lost: Vec<&String> = zk_acked

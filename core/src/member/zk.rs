@@ -111,8 +111,11 @@ pub(super) struct ZkLearner {
     /// A participant: logged proposals of this leader's not yet
     /// acknowledged, waiting to be durable.
     unacked: VecDeque<i64>,
-    /// The last zxid reported durable.
+    /// The last zxid reported durable (never past `persisted`).
     durable: i64,
+    /// The last zxid given to the log since it was last cut back: a
+    /// durability report past it is of a record since truncated.
+    persisted: i64,
     /// NEWLEADER came (a participant logs proposals from then on).
     after_newleader: bool,
     /// A participant's ACK of NEWLEADER, waiting for what it acknowledges
@@ -174,6 +177,7 @@ impl ZkLearner {
             logged: VecDeque::new(),
             unacked: VecDeque::new(),
             durable: 0,
+            persisted: 0,
             after_newleader: false,
             newleader_ack: None,
             storing: None,
@@ -211,7 +215,9 @@ impl Member {
         let recovered = server.last_zxid().to_wire();
         let mut m = Member::standalone(server);
         m.zk = Some(ZkLearner::new(start));
-        m.zk.as_mut().expect("just set").durable = recovered;
+        let zk = m.zk.as_mut().expect("just set");
+        zk.durable = recovered;
+        zk.persisted = recovered;
         m.start_zk_election();
         m
     }
@@ -333,7 +339,9 @@ impl Member {
     /// Every `Persist` up to `zxid` is durable.
     pub(super) fn on_zk_durable(&mut self, zxid: Zxid) {
         let zk = self.zk.as_mut().expect("a ZooKeeper member");
-        zk.durable = zk.durable.max(zxid.to_wire());
+        // A report that was on its way when the log was cut back may name
+        // a record that is gone (and may be proposed again).
+        zk.durable = zk.durable.max(zxid.to_wire().min(zk.persisted));
         self.ack_durable_zk();
     }
 
@@ -392,6 +400,7 @@ impl Member {
             record: record.clone(),
         });
         let zk = self.zk.as_mut().expect("a ZooKeeper member");
+        zk.persisted = zxid;
         if zk.after_newleader {
             zk.unacked.push_back(zxid);
         }
@@ -431,6 +440,11 @@ impl Member {
             self.out.push(Output::Truncate {
                 after: Zxid::from_wire(upto),
             });
+            // What was durable after `upto` is gone: a leader that proposes
+            // those zxids again gets its ACKs only once they are durable
+            // again.
+            zk.durable = zk.durable.min(upto);
+            zk.persisted = upto;
         }
         for l in logged.into_iter().filter(|l| l.zxid <= upto) {
             self.commit_record_zk(l.zxid, l.record, l.digest);
@@ -492,6 +506,7 @@ impl Member {
         // NEWLEADER only once it is stored.
         zk.logged.clear();
         zk.durable = zk.durable.min(zxid.to_wire());
+        zk.persisted = zxid.to_wire();
         if zk.participant() {
             zk.storing = Some(zxid);
         }
@@ -766,6 +781,7 @@ impl Member {
             zxid,
             record: bytes.clone(),
         });
+        self.zk.as_mut().expect("a ZooKeeper member").persisted = t.header.zxid;
         self.commit_record_zk(t.header.zxid, bytes, t.digest);
     }
 
@@ -1537,6 +1553,31 @@ mod tests {
         );
         assert!(m.server().tree().get_data("/n1").is_some());
         assert!(m.server().tree().get_data("/n2").is_none(), "truncated");
+        // The leader proposes e|2 again (it was outstanding there): its
+        // ACK waits until it is durable again, though it was before.
+        let zk = |input| crate::member::Input::Zk(input);
+        let packet = |pl: Payload, zxid: i64| zk(ZkInput::Packet(pl.to_packet(zxid)));
+        m.handle(
+            crate::member::Input::Durable {
+                zxid: Zxid::from_wire(e | 2),
+            },
+            now,
+        );
+        m.handle(packet(Payload::NewLeader { config: None }, 2 << 32), now);
+        m.handle(packet(Payload::UpToDate, 0), now);
+        let _ = m.take_outputs();
+        m.handle(packet(Payload::Proposal(entry(e | 2)), e | 2), now);
+        assert!(
+            acks(&m.take_outputs()).is_empty(),
+            "logged again, not yet durable"
+        );
+        m.handle(
+            crate::member::Input::Durable {
+                zxid: Zxid::from_wire(e | 2),
+            },
+            now,
+        );
+        assert_eq!(acks(&m.take_outputs()), vec![e | 2]);
         assert!(m.fatal().is_none());
     }
 
