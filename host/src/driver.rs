@@ -184,6 +184,18 @@ impl LogFeed {
         });
     }
 
+    /// Drops the records not yet given to the writer that come after
+    /// `after` (a truncation of the log: they must not reach it later).
+    /// Held ones count too: a record held behind an installed state and
+    /// released after the log was cut back would come back on disk, and a
+    /// restart would replay it.
+    pub(crate) fn truncate_after(&mut self, after: Zxid) {
+        self.backlog.retain(|(z, _)| *z <= after);
+        if let Some(held) = &mut self.held {
+            held.records.retain(|(z, _)| *z <= after);
+        }
+    }
+
     /// Whether records are held behind the `seq`-th installed state.
     pub(crate) fn holds_for(&self, seq: u64) -> bool {
         self.held.as_ref().is_some_and(|h| h.seq == seq)
@@ -704,7 +716,10 @@ impl Driver {
                     .append(log, zxid, record)
                     .context("cannot append to the transaction log")?
             }
-            Output::Truncate { after } => self.with_log(|log| log.truncate_after(after))?,
+            Output::Truncate { after } => {
+                self.feed.truncate_after(after);
+                self.with_log(|log| log.truncate_after(after))?
+            }
             Output::StoreAcceptedEpoch { epoch } => {
                 let sdir = snap_dir(&self.cfg);
                 write_epoch(&sdir, "acceptedEpoch", epoch)
@@ -1009,6 +1024,34 @@ mod tests {
         }
         assert!(feed.over_limit(), "held records count towards the backlog");
         group.shutdown().unwrap();
+    }
+
+    // ZooKeeper Internals, "Atomic Broadcast" (a leader's TRUNC cuts a
+    // learner's log back): a truncation drops the records held behind an
+    // installed state's snapshot as well, so that its release does not
+    // put a truncated proposal back on disk for a restart to replay.
+    #[test]
+    fn a_truncation_drops_the_held_records_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, _reports) = mpsc::unbounded_channel();
+        let group = group_log(dir.path(), tx);
+        let mut feed = LogFeed::default();
+        feed.hold_after(1, z(1, 5));
+        for c in 6..=9 {
+            feed.append(&group, z(1, c), vec![c as u8]).unwrap();
+        }
+        feed.truncate_after(z(1, 7));
+        feed.append(&group, z(2, 1), vec![21]).unwrap();
+        assert!(feed.release(1));
+        feed.pump(&group).unwrap();
+        wait_durable(&group, z(2, 1));
+        let mut log = group.shutdown().unwrap();
+        let logged: Vec<Zxid> = log
+            .read_from(Zxid::ZERO)
+            .unwrap()
+            .map(|r| r.unwrap().zxid)
+            .collect();
+        assert_eq!(logged, vec![z(1, 6), z(1, 7), z(2, 1)]);
     }
 
     /// How far an observer of ZooKeeper got with a state a sync installed
