@@ -208,6 +208,13 @@ pub enum Output {
         to: u64,
         n: wazoo_zkquorum::Notification,
     },
+    /// A participant of a ZooKeeper ensemble told to truncate txns it
+    /// already applied (ZooKeeper's TRUNC after a restart replayed
+    /// proposals never committed): durably drop every logged txn after
+    /// `upto` and every snapshot past it, load the state as of `upto`
+    /// from what is left on disk, and report it with `ZkInput::Reloaded`,
+    /// as ZooKeeper's learner truncates its log and reloads its database.
+    ZkReload { upto: Zxid },
     /// A participant of a ZooKeeper ensemble elected `leader`: connect to
     /// its quorum port (report `ZkInput::Connected`, or `ZkInput::Down`
     /// when that fails, which starts the next election round).

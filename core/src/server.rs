@@ -898,6 +898,14 @@ impl Server {
 
     /// Ensemble: replaces the state with a snapshot the leader sent (SNAP).
     /// Only happens while syncing, when no client is served.
+    /// The state this pipeline holds, taken whole: its tree, its
+    /// sessions and the zxid they are at (a state recovered from disk, to
+    /// be installed in a running member).
+    pub fn into_state(self) -> (DataTree, Vec<SessionRecord>, Zxid) {
+        let sessions = self.sessions.records();
+        (self.tree, sessions, self.last_applied)
+    }
+
     pub fn install_snapshot(
         &mut self,
         tree: DataTree,

@@ -632,6 +632,58 @@ impl Driver {
         Ok(())
     }
 
+    /// A participant of a ZooKeeper ensemble reloads its state as of
+    /// `upto` (`Output::ZkReload`): the log is cut back (records not yet
+    /// written too), snapshots past `upto` are removed, and the state the
+    /// newest snapshot and the log give, as at a start, is reported to the
+    /// member ahead of other events.
+    fn reload(&mut self, upto: Zxid) -> Result<()> {
+        self.feed.truncate_after(upto);
+        let group = self.log.take().expect("the log is running");
+        self.feed.flush(&group)?;
+        let mut log = group.shutdown()?;
+        log.truncate_after(upto)?;
+        drop(log);
+        remove_later_snapshots(&snap_dir(&self.cfg), upto)?;
+        let (tree, sessions, zxid, log) = match crate::member::recover(&self.cfg, self.clock.now())
+        {
+            Ok((server, log)) => {
+                let (tree, sessions, zxid) = server.into_state();
+                (tree, sessions, zxid, log)
+            }
+            Err(e) => {
+                // The member syncs from nothing instead (the core
+                // sees a state that is not at `upto`).
+                tracing::warn!("cannot reload the state as of {upto} from disk: {e:#}");
+                let (_, ldir) = crate::member::make_data_dirs(&self.cfg)?;
+                let (log, _) = TxnLog::open(&ldir, crate::member::log_options(&self.cfg))
+                    .with_context(|| {
+                        format!("cannot open the transaction log in {}", ldir.display())
+                    })?;
+                (
+                    crate::core::tree::DataTree::new(),
+                    Vec::new(),
+                    Zxid::ZERO,
+                    log,
+                )
+            }
+        };
+        self.log = Some(GroupCommitLog::start(
+            log,
+            self.group_commit.clone(),
+            durable_callback(self.durable_tx.clone()),
+        )?);
+        let reloaded = Event::Zk(crate::core::member::ZkInput::Reloaded {
+            tree: Box::new(tree),
+            sessions,
+            zxid,
+        });
+        // The writer's reports go first: this one comes before anything
+        // else the member handles next.
+        let _ = self.durable_tx.send(reloaded);
+        Ok(())
+    }
+
     /// The `seq`-th installed state's snapshot is durable (and every later
     /// one is gone): the log, which holds nothing after its zxid, is
     /// emptied, and the records held behind it go to the writer. If a
@@ -763,6 +815,7 @@ impl Driver {
                     zk.send(crate::zk_observer::ZkCmd::Membership(text));
                 }
             }
+            Output::ZkReload { upto } => self.reload(upto)?,
             Output::SendVote { to, n } => {
                 if let Some(zk) = &self.zk {
                     zk.send(crate::zk_observer::ZkCmd::Vote { to, n });

@@ -123,6 +123,7 @@ impl Observer {
                     "recovered",
                     "following in",
                     "truncat",
+                    "reload",
                 ]
                 .iter()
                 .any(|k| l.contains(k))

@@ -480,6 +480,7 @@ impl World {
             | Output::CloseZk
             | Output::ZkMembership(_)
             | Output::SendVote { .. }
+            | Output::ZkReload { .. }
             | Output::ZkFollow { .. }
             | Output::StoreInstalled(_) => {
                 unreachable!("a simulated member observes no ZooKeeper ensemble")

@@ -68,7 +68,17 @@ pub enum ZkInput {
     },
     /// The state a sync installed (`Output::StoreInstalled`) is durable.
     Stored { zxid: Zxid },
+    /// The state as of the zxid `Output::ZkReload` named, loaded from disk.
+    Reloaded {
+        tree: Box<DataTree>,
+        sessions: Vec<SessionRecord>,
+        zxid: Zxid,
+    },
 }
+
+/// Packets from the leader held at most while a participant reloads its
+/// state; a leader that sends more loses the link.
+const HELD_WHILE_RELOADING_MAX: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -123,6 +133,11 @@ pub(super) struct ZkLearner {
     newleader_ack: Option<(i64, i64)>,
     /// A participant: the state a SNAP installed is still being stored.
     storing: Option<Zxid>,
+    /// A participant reloading its state from disk (`Output::ZkReload`):
+    /// the leader's packets wait here, in order, until it is back.
+    reloading: Option<VecDeque<QuorumPacket>>,
+    /// The zxid that reload is to.
+    reload_to: Option<Zxid>,
 }
 
 /// A proposal a participant logged: the txn as wazoo's record.
@@ -181,6 +196,8 @@ impl ZkLearner {
             after_newleader: false,
             newleader_ack: None,
             storing: None,
+            reloading: None,
+            reload_to: None,
         }
     }
 
@@ -197,6 +214,11 @@ impl ZkLearner {
         self.unacked.clear();
         self.after_newleader = false;
         self.newleader_ack = None;
+        // A reload under way still ends (the log is cut back already);
+        // the old link's packets are moot.
+        if let Some(held) = &mut self.reloading {
+            held.clear();
+        }
     }
 
     fn participant(&self) -> bool {
@@ -247,7 +269,40 @@ impl Member {
                 };
                 self.send_zk(info.to_packet(zxid));
             }
-            ZkInput::Packet(p) => self.on_zk_packet(p),
+            ZkInput::Packet(p) => {
+                let zk = self.zk.as_mut().expect("checked");
+                match &mut zk.reloading {
+                    Some(held) if held.len() >= HELD_WHILE_RELOADING_MAX => {
+                        self.drop_zk("the leader sent too much while this member reloaded")
+                    }
+                    Some(held) => held.push_back(p),
+                    None => self.on_zk_packet(p),
+                }
+            }
+            ZkInput::Reloaded {
+                tree,
+                sessions,
+                zxid,
+            } => {
+                let zk = self.zk.as_mut().expect("checked");
+                let (Some(held), Some(upto)) = (zk.reloading.take(), zk.reload_to.take()) else {
+                    tracing::warn!("a reloaded state nobody asked for");
+                    return;
+                };
+                if zxid != upto {
+                    // The disk did not give the state at the TRUNC's zxid:
+                    // sync from nothing (SNAP) rather than from a state
+                    // the leader's next txns do not follow.
+                    return self.start_afresh(&format!(
+                        "reloading to {upto} after the leader's TRUNC gave the state at {zxid}"
+                    ));
+                }
+                tracing::info!(%zxid, "reloaded the state as of the leader's TRUNC");
+                self.install_zk_state(*tree, sessions, zxid);
+                for p in held {
+                    self.on_zk_packet(p);
+                }
+            }
             ZkInput::Snapshot { tree, sessions } => {
                 let zk = self.zk.as_mut().expect("checked");
                 let Some(zxid) = zk.snap_zxid.take().filter(|_| zk.phase == Phase::Sync) else {
@@ -580,7 +635,24 @@ impl Member {
                     p.zxid
                 );
                 let last = self.server.last_zxid().to_wire();
-                if p.zxid < last {
+                if p.zxid < last && zk.participant() {
+                    // As ZooKeeper's follower: cut the log back and reload
+                    // the state from disk; what the leader sends next
+                    // waits for it. Nothing logged and not applied is
+                    // below `last`.
+                    tracing::info!(
+                        "the leader asks to truncate to {:#x}, below {last:#x} applied here: reloading",
+                        p.zxid
+                    );
+                    zk.logged.clear();
+                    zk.reloading = Some(VecDeque::new());
+                    zk.reload_to = Some(Zxid::from_wire(p.zxid));
+                    zk.durable = zk.durable.min(p.zxid);
+                    zk.persisted = p.zxid;
+                    self.out.push(Output::ZkReload {
+                        upto: Zxid::from_wire(p.zxid),
+                    });
+                } else if p.zxid < last {
                     self.start_afresh(&format!(
                         "the leader asks to truncate to {:#x}, below {last:#x} already applied here",
                         p.zxid
@@ -1475,6 +1547,27 @@ mod tests {
         assert!(m.fatal().is_none());
     }
 
+    /// A participant connected to leader 1, in its epoch 1, being synced
+    /// by DIFF.
+    fn diff_synced_participant() -> Member {
+        let now = crate::time::Now::default();
+        let mut m = participant();
+        m.handle(
+            crate::member::Input::Zk(ZkInput::Connected { leader: 1 }),
+            now,
+        );
+        for p in [
+            Payload::LeaderInfo {
+                protocol_version: ZAB_PROTOCOL_VERSION,
+            }
+            .to_packet(1 << 32),
+            Payload::Diff.to_packet(0),
+        ] {
+            m.handle(crate::member::Input::Zk(ZkInput::Packet(p)), now);
+        }
+        m
+    }
+
     /// A participant synced by DIFF in epoch 1 that logged the
     /// proposals `e|1` and `e|2` (none committed) before its leader went.
     fn participant_with_logged_proposals() -> Member {
@@ -1482,13 +1575,7 @@ mod tests {
         let zk = |input| crate::member::Input::Zk(input);
         let packet = |pl: Payload, zxid: i64| zk(ZkInput::Packet(pl.to_packet(zxid)));
         let e = 1i64 << 32;
-        let mut m = participant();
-        m.handle(zk(ZkInput::Connected { leader: 1 }), now);
-        let info = Payload::LeaderInfo {
-            protocol_version: ZAB_PROTOCOL_VERSION,
-        };
-        m.handle(packet(info, e), now);
-        m.handle(packet(Payload::Diff, 0), now);
+        let mut m = diff_synced_participant();
         m.handle(packet(Payload::NewLeader { config: None }, e), now);
         m.handle(packet(Payload::UpToDate, 0), now);
         m.handle(packet(Payload::Proposal(entry(e | 1)), e | 1), now);
@@ -1579,6 +1666,86 @@ mod tests {
         );
         assert_eq!(acks(&m.take_outputs()), vec![e | 2]);
         assert!(m.fatal().is_none());
+    }
+
+    // ZooKeeper Internals, "Atomic Broadcast", as ZooKeeper's learner
+    // takes a TRUNC below what it applied (after a restart replayed
+    // proposals never committed): a participant cuts its log back and
+    // reloads its state from disk (`ZkReload`), holding what the leader
+    // sends meanwhile, which it applies on the reloaded state; a reload
+    // that does not reach the TRUNC's zxid makes it sync from nothing.
+    #[test]
+    fn a_truncation_below_what_was_applied_reloads_the_state_from_disk() {
+        let now = crate::time::Now::default();
+        let zk = |input| crate::member::Input::Zk(input);
+        let packet = |pl: Payload, zxid: i64| zk(ZkInput::Packet(pl.to_packet(zxid)));
+        let e = 1i64 << 32;
+        let synced_to = |last: i64| {
+            let mut m = diff_synced_participant();
+            for n in 1..=last {
+                m.handle(packet(Payload::Proposal(entry(e | n)), e | n), now);
+                m.handle(packet(Payload::Commit, e | n), now);
+            }
+            m.handle(zk(ZkInput::Down), now);
+            let _ = m.take_outputs();
+            m
+        };
+        let synced_to_two = || {
+            let mut m = synced_to(2);
+            assert_eq!(reconnect(&mut m), e | 2);
+            m
+        };
+        // The state as of e|1, as the disk gives it.
+        let tree = Box::new(synced_to(1).server().tree().read_only_copy());
+
+        let mut m = synced_to_two();
+        m.handle(packet(Payload::Trunc, e | 1), now);
+        let out = m.take_outputs();
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::ZkReload { upto } if *upto == Zxid::from_wire(e | 1))),
+            "{out:?}"
+        );
+        let e2 = 2i64 << 32;
+        m.handle(packet(Payload::Proposal(entry(e2 | 1)), e2 | 1), now);
+        m.handle(packet(Payload::Commit, e2 | 1), now);
+        assert_eq!(
+            m.server().last_zxid(),
+            Zxid::from_wire(e | 2),
+            "nothing applied while reloading"
+        );
+        m.handle(
+            zk(ZkInput::Reloaded {
+                tree,
+                sessions: Vec::new(),
+                zxid: Zxid::from_wire(e | 1),
+            }),
+            now,
+        );
+        assert!(m.server().tree().get_data("/n2").is_none(), "truncated");
+        assert_eq!(
+            m.server().last_zxid(),
+            Zxid::from_wire(e2 | 1),
+            "the held packets applied"
+        );
+        assert!(m.fatal().is_none());
+
+        let mut m = synced_to_two();
+        m.handle(packet(Payload::Trunc, e | 1), now);
+        let _ = m.take_outputs();
+        m.handle(
+            zk(ZkInput::Reloaded {
+                tree: Box::new(DataTree::new()),
+                sessions: Vec::new(),
+                zxid: Zxid::ZERO,
+            }),
+            now,
+        );
+        let out = m.take_outputs();
+        assert!(
+            out.iter().any(|o| matches!(o, Output::CloseZk)),
+            "a reload short of the TRUNC syncs afresh: {out:?}"
+        );
     }
 
     fn test_start() -> super::ZkObserverStart {
