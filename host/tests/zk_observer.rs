@@ -1191,6 +1191,16 @@ async fn mixed_ensemble_under_faults(joins: Joins) {
         obs_acked.len()
     );
 
+    let history = obs.sync_history();
+    let count = |what: &str| history.lines().filter(|l| l.contains(what)).count();
+    eprintln!(
+        "the wazoo {role} was synced {} times by DIFF, {} by TRUNC, {} by SNAP; {} reloads after a TRUNC; {} runs",
+        count("by DIFF"),
+        count("by TRUNC"),
+        count("by SNAP"),
+        count("reloaded the state"),
+        obs.runs
+    );
     let zc = connect(&zk.connect_string()).await;
     let oc = connect(&obs_addr).await;
     zc.sync("/mixed").await.unwrap();
