@@ -76,9 +76,15 @@ pub enum ZkInput {
     },
 }
 
-/// Packets from the leader held at most while a participant reloads its
-/// state; a leader that sends more loses the link.
-const HELD_WHILE_RELOADING_MAX: usize = 1 << 20;
+/// Packets from the leader held at most (the proposals of a sync waiting
+/// for their COMMIT, or what comes while a participant reloads its
+/// state); a leader that sends more loses the link.
+const PACKETS_HELD_MAX: usize = 1 << 20;
+
+/// Bytes of proposals a participant keeps, logged and not yet committed,
+/// at most: a leader that proposes more without committing loses the link
+/// (the next sync settles what was logged).
+const LOGGED_BYTES_MAX: usize = 1 << 30;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -133,6 +139,8 @@ pub(super) struct ZkLearner {
     newleader_ack: Option<(i64, i64)>,
     /// A participant: the state a SNAP installed is still being stored.
     storing: Option<Zxid>,
+    /// The bytes of the records in `logged`.
+    logged_bytes: usize,
     /// A participant reloading its state from disk (`Output::ZkReload`):
     /// the leader's packets wait here, in order, until it is back.
     reloading: Option<VecDeque<QuorumPacket>>,
@@ -198,6 +206,7 @@ impl ZkLearner {
             storing: None,
             reloading: None,
             reload_to: None,
+            logged_bytes: 0,
         }
     }
 
@@ -272,7 +281,7 @@ impl Member {
             ZkInput::Packet(p) => {
                 let zk = self.zk.as_mut().expect("checked");
                 match &mut zk.reloading {
-                    Some(held) if held.len() >= HELD_WHILE_RELOADING_MAX => {
+                    Some(held) if held.len() >= PACKETS_HELD_MAX => {
                         self.drop_zk("the leader sent too much while this member reloaded")
                     }
                     Some(held) => held.push_back(p),
@@ -433,6 +442,11 @@ impl Member {
     /// A participant logs a proposal (to be acknowledged once durable,
     /// when NEWLEADER came) and keeps it until its COMMIT.
     fn log_proposal_zk(&mut self, t: &TxnEntry) {
+        if self.zk.as_ref().expect("a ZooKeeper member").logged_bytes > LOGGED_BYTES_MAX {
+            return self.drop_zk(&format!(
+                "over {LOGGED_BYTES_MAX} bytes of proposals logged and not committed"
+            ));
+        }
         let last = self.last_logged_zk();
         if t.header.zxid <= last {
             return self.drop_zk(&format!(
@@ -459,6 +473,7 @@ impl Member {
         if zk.after_newleader {
             zk.unacked.push_back(zxid);
         }
+        zk.logged_bytes += record.len();
         zk.logged.push_back(Logged {
             zxid,
             record,
@@ -473,7 +488,11 @@ impl Member {
             return;
         }
         let zk = self.zk.as_mut().expect("a ZooKeeper member");
-        match zk.logged.pop_front() {
+        let front = zk.logged.pop_front();
+        if let Some(l) = &front {
+            zk.logged_bytes -= l.record.len();
+        }
+        match front {
             Some(l) if l.zxid == zxid => self.commit_record_zk(zxid, l.record, l.digest),
             Some(l) => {
                 let next = l.zxid;
@@ -491,6 +510,7 @@ impl Member {
     fn settle_logged_zk(&mut self, upto: i64) {
         let zk = self.zk.as_mut().expect("a ZooKeeper member");
         let logged: Vec<Logged> = zk.logged.drain(..).collect();
+        zk.logged_bytes = 0;
         if logged.iter().any(|l| l.zxid > upto) {
             self.out.push(Output::Truncate {
                 after: Zxid::from_wire(upto),
@@ -560,6 +580,7 @@ impl Member {
         // drops the log after `zxid`); a participant acknowledges
         // NEWLEADER only once it is stored.
         zk.logged.clear();
+        zk.logged_bytes = 0;
         zk.durable = zk.durable.min(zxid.to_wire());
         zk.persisted = zxid.to_wire();
         if zk.participant() {
@@ -645,6 +666,7 @@ impl Member {
                         p.zxid
                     );
                     zk.logged.clear();
+                    zk.logged_bytes = 0;
                     zk.reloading = Some(VecDeque::new());
                     zk.reload_to = Some(Zxid::from_wire(p.zxid));
                     zk.durable = zk.durable.min(p.zxid);
@@ -662,6 +684,9 @@ impl Member {
                 }
             }
             (Phase::Sync, Payload::Proposal(t)) if zk.after_newleader => self.log_proposal_zk(&t),
+            (Phase::Sync, Payload::Proposal(_)) if zk.proposals.len() >= PACKETS_HELD_MAX => {
+                self.drop_zk("too many proposals of the sync without their COMMIT")
+            }
             (Phase::Sync, Payload::Proposal(t)) => zk.proposals.push_back(t),
             (Phase::Sync, Payload::Commit | Payload::CommitAndActivate { .. })
                 if zk.after_newleader =>
