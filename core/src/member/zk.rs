@@ -79,12 +79,12 @@ pub enum ZkInput {
 /// Packets from the leader held at most (the proposals of a sync waiting
 /// for their COMMIT, or what comes while a participant reloads its
 /// state); a leader that sends more loses the link.
-const PACKETS_HELD_MAX: usize = 1 << 20;
+const PACKETS_HELD_MAX: usize = if cfg!(test) { 64 } else { 1 << 20 };
 
 /// Bytes of proposals a participant keeps, logged and not yet committed,
 /// at most: a leader that proposes more without committing loses the link
 /// (the next sync settles what was logged).
-const LOGGED_BYTES_MAX: usize = 1 << 30;
+const LOGGED_BYTES_MAX: usize = if cfg!(test) { 16 << 10 } else { 1 << 30 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -1771,6 +1771,44 @@ mod tests {
             out.iter().any(|o| matches!(o, Output::CloseZk)),
             "a reload short of the TRUNC syncs afresh: {out:?}"
         );
+    }
+
+    // Nothing a leader sends may grow a member's memory without bound: a
+    // leader that proposes without committing loses its link once the
+    // proposals held pass their bound (smaller under test), in a sync and
+    // after it.
+    #[test]
+    fn a_leader_that_proposes_without_committing_loses_its_link() {
+        let now = crate::time::Now::default();
+        let packet =
+            |pl: Payload, zxid: i64| crate::member::Input::Zk(ZkInput::Packet(pl.to_packet(zxid)));
+        let e = 1i64 << 32;
+        let closed = |m: &mut Member| {
+            m.take_outputs()
+                .iter()
+                .any(|o| matches!(o, Output::CloseZk))
+        };
+        let mut m = diff_synced_participant();
+        let _ = m.take_outputs();
+        for n in 1..=PACKETS_HELD_MAX as i64 {
+            m.handle(packet(Payload::Proposal(entry(e | n)), e | n), now);
+        }
+        assert!(!closed(&mut m), "within the bound");
+        let n = PACKETS_HELD_MAX as i64 + 1;
+        m.handle(packet(Payload::Proposal(entry(e | n)), e | n), now);
+        assert!(closed(&mut m), "past the bound of a sync's proposals");
+
+        let mut m = diff_synced_participant();
+        m.handle(packet(Payload::NewLeader { config: None }, e), now);
+        let _ = m.take_outputs();
+        let mut n = 0;
+        while !closed(&mut m) {
+            n += 1;
+            assert!(n < 100_000, "the logged proposals are never bounded");
+            m.handle(packet(Payload::Proposal(entry(e | n)), e | n), now);
+        }
+        assert!(n > 10, "{n} proposals");
+        assert!(m.fatal().is_none());
     }
 
     fn test_start() -> super::ZkObserverStart {
