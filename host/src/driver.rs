@@ -1107,6 +1107,78 @@ mod tests {
         assert_eq!(logged, vec![z(1, 6), z(1, 7), z(2, 1)]);
     }
 
+    // ZooKeeper Internals, "Atomic Broadcast", as ZooKeeper's learner
+    // takes a TRUNC below what it applied: the shell cuts the log back
+    // to the TRUNC's zxid, recovers the state as of it from disk, and
+    // reports it to the member ahead of other events.
+    #[test]
+    fn a_reload_cuts_the_log_back_and_reports_the_state_as_of_the_truncation() {
+        use crate::core::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config::parse(&format!("dataDir={}\n", dir.path().display())).unwrap();
+        let (_, ldir) = crate::member::make_data_dirs(&cfg).unwrap();
+        let (tx, mut reports) = mpsc::unbounded_channel();
+        let group = group_log(&ldir, tx.clone());
+        for c in 1..=5u64 {
+            let record = TxnRecord {
+                header: TxnHeader {
+                    session_id: 0,
+                    cxid: 0,
+                    zxid: z(1, c).to_wire(),
+                    time_ms: 0,
+                },
+                txn: Txn::Create(CreateTxn {
+                    path: format!("/n{c}"),
+                    data: None,
+                    acl: wazoo_proto::Acl::open_unsafe(),
+                    ephemeral_owner: 0,
+                    parent_cversion: c as i32,
+                    kind: NodeKind::Regular,
+                }),
+            };
+            group.append(z(1, c), record.encode()).unwrap();
+        }
+        wait_durable(&group, z(1, 5));
+        let now = Now::default();
+        let member = CoreMember::standalone(Server::new(Default::default(), now));
+        let mut d = Driver::new(
+            member,
+            cfg,
+            Clock::system(),
+            group,
+            tx,
+            GroupCommitOptions::default(),
+            None,
+            None,
+        );
+        d.carry_out(Output::ZkReload { upto: z(1, 3) }).unwrap();
+        let (tree, zxid) = loop {
+            match reports.blocking_recv().expect("the reload reports") {
+                Event::Zk(crate::core::member::ZkInput::Reloaded { tree, zxid, .. }) => {
+                    break (tree, zxid)
+                }
+                Event::Durable(_) => {}
+                _ => panic!("an unexpected report"),
+            }
+        };
+        assert_eq!(zxid, z(1, 3));
+        assert!(
+            tree.exists("/n3") && !tree.exists("/n4"),
+            "the state as of 1:3"
+        );
+        let mut log = d.log.take().unwrap().shutdown().unwrap();
+        let logged: Vec<Zxid> = log
+            .read_from(Zxid::ZERO)
+            .unwrap()
+            .map(|r| r.unwrap().zxid)
+            .collect();
+        assert_eq!(
+            logged,
+            vec![z(1, 1), z(1, 2), z(1, 3)],
+            "the log is cut back"
+        );
+    }
+
     /// How far an observer of ZooKeeper got with a state a sync installed
     /// when it crashed.
     #[derive(Clone, Copy, Debug)]
