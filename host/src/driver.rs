@@ -620,10 +620,21 @@ impl Driver {
     /// Stops the log writer (after handing it every held record, which
     /// come before what `f` does), runs `f` on the log, and starts it again.
     fn with_log(&mut self, f: impl FnOnce(&mut TxnLog) -> wazoo_storage::Result<()>) -> Result<()> {
+        let mut log = self.stop_log()?;
+        f(&mut log)?;
+        self.start_log(log)
+    }
+
+    /// Stops the log writer, after handing it every record waiting for
+    /// room (held ones stay held), and returns the log.
+    fn stop_log(&mut self) -> Result<TxnLog> {
         let group = self.log.take().expect("the log is running");
         self.feed.flush(&group)?;
-        let mut log = group.shutdown()?;
-        f(&mut log)?;
+        Ok(group.shutdown()?)
+    }
+
+    /// Starts the log writer on `log`, reporting durability to the core.
+    fn start_log(&mut self, log: TxnLog) -> Result<()> {
         self.log = Some(GroupCommitLog::start(
             log,
             self.group_commit.clone(),
@@ -639,10 +650,9 @@ impl Driver {
     /// member ahead of other events.
     fn reload(&mut self, upto: Zxid) -> Result<()> {
         self.feed.truncate_after(upto);
-        let group = self.log.take().expect("the log is running");
-        self.feed.flush(&group)?;
-        let mut log = group.shutdown()?;
+        let mut log = self.stop_log()?;
         log.truncate_after(upto)?;
+        // Closed: the recovery below opens it again, as a start does.
         drop(log);
         remove_later_snapshots(&snap_dir(&self.cfg), upto)?;
         let (tree, sessions, zxid, log) = match crate::member::recover(&self.cfg, self.clock.now())
@@ -655,11 +665,7 @@ impl Driver {
                 // The member syncs from nothing instead (the core
                 // sees a state that is not at `upto`).
                 tracing::warn!("cannot reload the state as of {upto} from disk: {e:#}");
-                let (_, ldir) = crate::member::make_data_dirs(&self.cfg)?;
-                let (log, _) = TxnLog::open(&ldir, crate::member::log_options(&self.cfg))
-                    .with_context(|| {
-                        format!("cannot open the transaction log in {}", ldir.display())
-                    })?;
+                let (log, _) = crate::member::open_log(&self.cfg)?;
                 (
                     crate::core::tree::DataTree::new(),
                     Vec::new(),
@@ -668,11 +674,7 @@ impl Driver {
                 )
             }
         };
-        self.log = Some(GroupCommitLog::start(
-            log,
-            self.group_commit.clone(),
-            durable_callback(self.durable_tx.clone()),
-        )?);
+        self.start_log(log)?;
         let reloaded = Event::Zk(crate::core::member::ZkInput::Reloaded {
             tree: Box::new(tree),
             sessions,
@@ -1018,6 +1020,14 @@ mod tests {
         GroupCommitLog::start(log, GroupCommitOptions::default(), durable_callback(tx)).unwrap()
     }
 
+    /// The zxids `log` holds, in order.
+    fn logged_zxids(mut log: TxnLog) -> Vec<Zxid> {
+        log.read_from(Zxid::ZERO)
+            .unwrap()
+            .map(|r| r.unwrap().zxid)
+            .collect()
+    }
+
     fn wait_durable(log: &GroupCommitLog, zxid: Zxid) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while log.durable_zxid() < zxid {
@@ -1056,12 +1066,7 @@ mod tests {
         assert!(!feed.holds_for(2) && !feed.release(2));
         feed.pump(&group).unwrap();
         wait_durable(&group, z(2, 12));
-        let mut log = group.shutdown().unwrap();
-        let logged: Vec<Zxid> = log
-            .read_from(Zxid::ZERO)
-            .unwrap()
-            .map(|r| r.unwrap().zxid)
-            .collect();
+        let logged = logged_zxids(group.shutdown().unwrap());
         assert_eq!(logged, vec![z(1, 1), z(2, 10), z(2, 11), z(2, 12)]);
 
         let mut feed = LogFeed::default();
@@ -1098,12 +1103,7 @@ mod tests {
         assert!(feed.release(1));
         feed.pump(&group).unwrap();
         wait_durable(&group, z(2, 1));
-        let mut log = group.shutdown().unwrap();
-        let logged: Vec<Zxid> = log
-            .read_from(Zxid::ZERO)
-            .unwrap()
-            .map(|r| r.unwrap().zxid)
-            .collect();
+        let logged = logged_zxids(group.shutdown().unwrap());
         assert_eq!(logged, vec![z(1, 6), z(1, 7), z(2, 1)]);
     }
 
@@ -1166,12 +1166,7 @@ mod tests {
             tree.exists("/n3") && !tree.exists("/n4"),
             "the state as of 1:3"
         );
-        let mut log = d.log.take().unwrap().shutdown().unwrap();
-        let logged: Vec<Zxid> = log
-            .read_from(Zxid::ZERO)
-            .unwrap()
-            .map(|r| r.unwrap().zxid)
-            .collect();
+        let logged = logged_zxids(d.log.take().unwrap().shutdown().unwrap());
         assert_eq!(
             logged,
             vec![z(1, 1), z(1, 2), z(1, 3)],

@@ -25,7 +25,7 @@ use crate::member::{
     load_newest_snapshot, snap_dir, AdminContext, Event, MemberOptions, PayloadCodec,
 };
 use crate::quorum::{self, LinkEvent};
-use wazoo_storage::{GroupCommitLog, TxnLog};
+use wazoo_storage::GroupCommitLog;
 
 pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
     (host, port)
@@ -174,11 +174,7 @@ pub(crate) async fn start(mut cfg: Config, opts: MemberOptions) -> Result<crate:
     let (mut server, snap_zxid) = load_newest_snapshot(&cfg, now)?;
     server.set_quorum_config(cfg.quorum_config());
     let plugins = crate::member::start_plugins(&cfg, &mut server)?;
-    let (mut log, repaired) = TxnLog::open(&ldir, crate::member::log_options(&cfg))
-        .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
-    for r in &repaired.repairs {
-        tracing::warn!("log repaired at startup: {r:?}");
-    }
+    let (mut log, _) = crate::member::open_log(&cfg)?;
     let mut restored_log = Vec::new();
     for rec in log.read_from(snap_zxid)? {
         let rec = rec?;

@@ -348,15 +348,23 @@ pub fn make_data_dirs(cfg: &Config) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// Rebuilds the state from the newest valid snapshot plus the log after it.
-pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
+/// Opens the member's transaction log (repairing a torn tail, which is
+/// logged), as a start does.
+pub fn open_log(cfg: &Config) -> Result<(TxnLog, wazoo_storage::Recovered)> {
     let (_, ldir) = make_data_dirs(cfg)?;
-    let started = std::time::Instant::now();
-    let (mut server, snap_zxid) = load_newest_snapshot(cfg, now)?;
-    let (mut log, recovered) = TxnLog::open(&ldir, log_options(cfg))
+    let (log, recovered) = TxnLog::open(&ldir, log_options(cfg))
         .with_context(|| format!("cannot open the transaction log in {}", ldir.display()))?;
     for r in &recovered.repairs {
         tracing::warn!("log repaired at startup: {r:?}");
     }
+    Ok((log, recovered))
+}
+
+pub fn recover(cfg: &Config, now: Now) -> Result<(Server, TxnLog)> {
+    make_data_dirs(cfg)?;
+    let started = std::time::Instant::now();
+    let (mut server, snap_zxid) = load_newest_snapshot(cfg, now)?;
+    let (mut log, recovered) = open_log(cfg)?;
     if let Some(gap) =
         crate::ensemble_member::log_gap_after_snapshot(snap_zxid, recovered.first_zxid)
     {

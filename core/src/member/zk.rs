@@ -454,14 +454,8 @@ impl Member {
                 t.header.zxid
             ));
         }
-        let record = match self.zk_record(t) {
-            Ok(r) => r,
-            Err(why) => {
-                return self.start_afresh(&format!(
-                    "its txn {:#x} cannot be applied here: {why}",
-                    t.header.zxid
-                ))
-            }
+        let Some(record) = self.zk_record(t) else {
+            return;
         };
         let zxid = t.header.zxid;
         self.out.push(Output::Persist {
@@ -823,9 +817,19 @@ impl Member {
         }
     }
 
-    /// A ZooKeeper txn as wazoo's log record.
-    fn zk_record(&self, t: &TxnEntry) -> Result<Vec<u8>, String> {
-        let txn = zk_txn(&t.txn, t.header.client_id, self.server.tree())?;
+    /// A ZooKeeper txn as wazoo's log record; `None` for a txn this
+    /// member cannot take, which makes it sync afresh.
+    fn zk_record(&mut self, t: &TxnEntry) -> Option<Vec<u8>> {
+        let txn = match zk_txn(&t.txn, t.header.client_id, self.server.tree()) {
+            Ok(txn) => txn,
+            Err(why) => {
+                self.start_afresh(&format!(
+                    "its txn {:#x} cannot be applied here: {why}",
+                    t.header.zxid
+                ));
+                return None;
+            }
+        };
         let record = TxnRecord {
             header: TxnHeader {
                 session_id: t.header.client_id,
@@ -835,7 +839,7 @@ impl Member {
             },
             txn,
         };
-        Ok(record.encode())
+        Some(record.encode())
     }
 
     /// The ensemble's membership changed (NEWLEADER's, or a reconfig's):
@@ -861,14 +865,8 @@ impl Member {
         if Zxid::from_wire(t.header.zxid) <= self.server.last_zxid() {
             return;
         }
-        let bytes = match self.zk_record(t) {
-            Ok(r) => r,
-            Err(why) => {
-                return self.start_afresh(&format!(
-                    "its txn {:#x} cannot be applied here: {why}",
-                    t.header.zxid
-                ))
-            }
+        let Some(bytes) = self.zk_record(t) else {
+            return;
         };
         let zxid = Zxid::from_wire(t.header.zxid);
         // Logged after it is applied, as ZooKeeper's observer logs what it
