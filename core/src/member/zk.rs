@@ -142,18 +142,20 @@ pub(super) struct ZkLearner {
     /// The bytes of the records in `logged`.
     logged_bytes: usize,
     /// A participant reloading its state from disk (`Output::ZkReload`):
-    /// the leader's packets wait here, in order, until it is back.
-    reloading: Option<VecDeque<QuorumPacket>>,
-    /// The zxid that reload is to.
-    reload_to: Option<Zxid>,
+    /// the zxid it reloads to, and the leader's packets, waiting in order
+    /// until the state is back.
+    reloading: Option<(Zxid, VecDeque<QuorumPacket>)>,
 }
 
-/// A proposal a participant logged: the txn as wazoo's record.
+/// A ZooKeeper txn as wazoo's record, with what applying it needs: a
+/// proposal a participant logged, or a txn to apply now.
 #[derive(Debug)]
 struct Logged {
     zxid: i64,
     record: Vec<u8>,
     digest: Option<wazoo_storage::zookeeper::TxnDigest>,
+    /// A write of `/zookeeper/config` (a reconfig): the new membership.
+    membership: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ZkLearner {
@@ -205,7 +207,6 @@ impl ZkLearner {
             newleader_ack: None,
             storing: None,
             reloading: None,
-            reload_to: None,
             logged_bytes: 0,
         }
     }
@@ -225,7 +226,7 @@ impl ZkLearner {
         self.newleader_ack = None;
         // A reload under way still ends (the log is cut back already);
         // the old link's packets are moot.
-        if let Some(held) = &mut self.reloading {
+        if let Some((_, held)) = &mut self.reloading {
             held.clear();
         }
     }
@@ -281,10 +282,10 @@ impl Member {
             ZkInput::Packet(p) => {
                 let zk = self.zk.as_mut().expect("checked");
                 match &mut zk.reloading {
-                    Some(held) if held.len() >= PACKETS_HELD_MAX => {
+                    Some((_, held)) if held.len() >= PACKETS_HELD_MAX => {
                         self.drop_zk("the leader sent too much while this member reloaded")
                     }
-                    Some(held) => held.push_back(p),
+                    Some((_, held)) => held.push_back(p),
                     None => self.on_zk_packet(p),
                 }
             }
@@ -294,7 +295,7 @@ impl Member {
                 zxid,
             } => {
                 let zk = self.zk.as_mut().expect("checked");
-                let (Some(held), Some(upto)) = (zk.reloading.take(), zk.reload_to.take()) else {
+                let Some((upto, held)) = zk.reloading.take() else {
                     tracing::warn!("a reloaded state nobody asked for");
                     return;
                 };
@@ -454,25 +455,20 @@ impl Member {
                 t.header.zxid
             ));
         }
-        let Some(record) = self.zk_record(t) else {
+        let Some(l) = self.zk_record(t) else {
             return;
         };
-        let zxid = t.header.zxid;
         self.out.push(Output::Persist {
-            zxid: Zxid::from_wire(zxid),
-            record: record.clone(),
+            zxid: Zxid::from_wire(l.zxid),
+            record: l.record.clone(),
         });
         let zk = self.zk.as_mut().expect("a ZooKeeper member");
-        zk.persisted = zxid;
+        zk.persisted = l.zxid;
         if zk.after_newleader {
-            zk.unacked.push_back(zxid);
+            zk.unacked.push_back(l.zxid);
         }
-        zk.logged_bytes += record.len();
-        zk.logged.push_back(Logged {
-            zxid,
-            record,
-            digest: t.digest,
-        });
+        zk.logged_bytes += l.record.len();
+        zk.logged.push_back(l);
     }
 
     /// A participant applies the logged proposal `zxid` the leader
@@ -487,7 +483,7 @@ impl Member {
             zk.logged_bytes -= l.record.len();
         }
         match front {
-            Some(l) if l.zxid == zxid => self.commit_record_zk(zxid, l.record, l.digest),
+            Some(l) if l.zxid == zxid => self.commit_record_zk(l),
             Some(l) => {
                 let next = l.zxid;
                 self.drop_zk(&format!(
@@ -516,7 +512,7 @@ impl Member {
             zk.persisted = upto;
         }
         for l in logged.into_iter().filter(|l| l.zxid <= upto) {
-            self.commit_record_zk(l.zxid, l.record, l.digest);
+            self.commit_record_zk(l);
         }
     }
 
@@ -661,8 +657,7 @@ impl Member {
                     );
                     zk.logged.clear();
                     zk.logged_bytes = 0;
-                    zk.reloading = Some(VecDeque::new());
-                    zk.reload_to = Some(Zxid::from_wire(p.zxid));
+                    zk.reloading = Some((Zxid::from_wire(p.zxid), VecDeque::new()));
                     zk.durable = zk.durable.min(p.zxid);
                     zk.persisted = p.zxid;
                     self.out.push(Output::ZkReload {
@@ -819,7 +814,7 @@ impl Member {
 
     /// A ZooKeeper txn as wazoo's log record; `None` for a txn this
     /// member cannot take, which makes it sync afresh.
-    fn zk_record(&mut self, t: &TxnEntry) -> Option<Vec<u8>> {
+    fn zk_record(&mut self, t: &TxnEntry) -> Option<Logged> {
         let txn = match zk_txn(&t.txn, t.header.client_id, self.server.tree()) {
             Ok(txn) => txn,
             Err(why) => {
@@ -830,6 +825,16 @@ impl Member {
                 return None;
             }
         };
+        // A reconfig (or a plain write of the node): the voters to look
+        // for a leader among next time.
+        let membership = match &txn {
+            Txn::SetData {
+                path,
+                data: Some(d),
+                ..
+            } if path == crate::server::reconfig::CONFIG_NODE => Some(d.clone()),
+            _ => None,
+        };
         let record = TxnRecord {
             header: TxnHeader {
                 session_id: t.header.client_id,
@@ -839,7 +844,12 @@ impl Member {
             },
             txn,
         };
-        Some(record.encode())
+        Some(Logged {
+            zxid: t.header.zxid,
+            record: record.encode(),
+            digest: t.digest,
+            membership,
+        })
     }
 
     /// The ensemble's membership changed (NEWLEADER's, or a reconfig's):
@@ -865,39 +875,29 @@ impl Member {
         if Zxid::from_wire(t.header.zxid) <= self.server.last_zxid() {
             return;
         }
-        let Some(bytes) = self.zk_record(t) else {
+        let Some(l) = self.zk_record(t) else {
             return;
         };
-        let zxid = Zxid::from_wire(t.header.zxid);
         // Logged after it is applied, as ZooKeeper's observer logs what it
         // commits (`ObserverZooKeeperServer.commitRequest`): it
         // acknowledges nothing, so nothing waits for the log.
         self.out.push(Output::Persist {
-            zxid,
-            record: bytes.clone(),
+            zxid: Zxid::from_wire(l.zxid),
+            record: l.record.clone(),
         });
-        self.zk.as_mut().expect("a ZooKeeper member").persisted = t.header.zxid;
-        self.commit_record_zk(t.header.zxid, bytes, t.digest);
+        self.zk.as_mut().expect("a ZooKeeper member").persisted = l.zxid;
+        self.commit_record_zk(l);
     }
 
     /// Applies a committed txn's record (already logged).
-    fn commit_record_zk(
-        &mut self,
-        wire_zxid: i64,
-        bytes: Vec<u8>,
-        digest: Option<wazoo_storage::zookeeper::TxnDigest>,
-    ) {
-        let zxid = Zxid::from_wire(wire_zxid);
-        // A reconfig (or a plain write of the node): the voters to look
-        // for a leader among next time.
-        let membership = match TxnRecord::decode(&bytes).map(|r| r.txn) {
-            Ok(Txn::SetData {
-                path,
-                data: Some(d),
-                ..
-            }) if path == crate::server::reconfig::CONFIG_NODE => Some(d),
-            _ => None,
-        };
+    fn commit_record_zk(&mut self, l: Logged) {
+        let Logged {
+            zxid,
+            record: bytes,
+            digest,
+            membership,
+        } = l;
+        let zxid = Zxid::from_wire(zxid);
         if let Some(j) = &mut self.applied {
             j.push(super::Applied::Txn {
                 zxid,
