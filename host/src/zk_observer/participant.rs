@@ -154,7 +154,11 @@ impl VoteHub {
         };
         let (rd, mut wr) = s.into_split();
         let events = self.events.clone();
-        let reader = read_votes(rd, read_ahead, sid, None, move |n| {
+        let reader = read_votes(rd, read_ahead, sid, None, move |mut n| {
+            // The election reads no config (a vote may carry up to 512 KiB
+            // of it): votes queued for the core stay small, however fast a
+            // member sends them.
+            n.config = None;
             let events = events.clone();
             async move {
                 events
