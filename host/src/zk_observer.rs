@@ -112,6 +112,10 @@ const VOTES_HELD_MAX: usize = 1024;
 /// How long one round of asking the voters for their votes waits.
 const VOTE_ROUND: Duration = Duration::from_secs(2);
 
+/// How long a learner waits before dialing again an elected leader that
+/// refused it (ZooKeeper's `leaderConnectDelayDuringRetryMs`).
+const LEADER_REDIAL: Duration = Duration::from_millis(100);
+
 /// What the shell needs of the ZooKeeper ensemble's layout.
 #[derive(Clone)]
 struct Layout {
@@ -398,13 +402,14 @@ impl Link<'_> {
     /// Connects to `leader`'s quorum port (within `wait`), tells the core,
     /// and follows it until the link ends. `Ok(false)`: it could not be
     /// reached.
+    ///
     async fn run(
         self,
         leader: u64,
         quorum_addr: SocketAddr,
         wait: Duration,
     ) -> std::result::Result<bool, Stopping> {
-        match tokio::time::timeout(wait, TcpStream::connect(quorum_addr)).await {
+        match dial_leader(quorum_addr, wait).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 tracing::info!(leader, %quorum_addr, "connected to the ZooKeeper leader");
@@ -422,11 +427,34 @@ impl Link<'_> {
                 Ok(false)
             }
             Err(_) => {
-                tracing::info!(leader, %quorum_addr, "the ZooKeeper leader does not answer");
+                tracing::info!(leader, %quorum_addr, "the ZooKeeper leader did not take a connection within {wait:?}");
                 Ok(false)
             }
         }
     }
+}
+
+/// Dials an elected leader's quorum port, within `wait`. A refused dial
+/// is tried again every `LEADER_REDIAL`, as ZooKeeper's learner does
+/// (`connectToLeader`): the elected member opens its quorum port only
+/// once its own election has settled, which may be a little after this
+/// member's. Without that, this member would go back to electing, and
+/// the leader, short of followers, would give up too.
+async fn dial_leader(
+    addr: SocketAddr,
+    wait: Duration,
+) -> std::result::Result<std::io::Result<TcpStream>, tokio::time::error::Elapsed> {
+    let dial = async {
+        loop {
+            match TcpStream::connect(addr).await {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    tokio::time::sleep(LEADER_REDIAL).await;
+                }
+                done => return done,
+            }
+        }
+    };
+    tokio::time::timeout(wait, dial).await
 }
 
 /// This member's notification: an observer's, which proposes no one
@@ -812,6 +840,41 @@ fn convert_snapshot(snap: SyncSnapshot) -> Result<ZkInput> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // ZooKeeper Internals, "Leader Activation": a learner connects to the
+    // leader it elected, which opens its quorum port only once its own
+    // election has settled. A refused dial is tried again until the port
+    // opens; a port that never opens is given up within the wait.
+    #[tokio::test]
+    async fn a_learner_dials_again_a_leader_that_opens_its_port_late() {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let t0 = tokio::time::Instant::now();
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(350)).await;
+            let l = tokio::net::TcpListener::bind(addr).await.unwrap();
+            l.accept().await.map(|_| ())
+        });
+        let dialed = dial_leader(addr, Duration::from_secs(10)).await;
+        assert!(
+            matches!(dialed, Ok(Ok(_))),
+            "a leader that opens its port after 350 ms is reached: {dialed:?}"
+        );
+        assert!(
+            t0.elapsed() >= Duration::from_millis(300),
+            "not before it opened"
+        );
+        late.await.unwrap().unwrap();
+
+        let t0 = tokio::time::Instant::now();
+        let never = dial_leader(addr, Duration::from_millis(500)).await;
+        assert!(never.is_err(), "a port that stays closed: {never:?}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "given up within the wait"
+        );
+    }
 
     // ZooKeeper Internals, "Atomic Broadcast": after SNAP the leader sends
     // the snapshot, NEWLEADER and, on a busy ensemble, the txns committed

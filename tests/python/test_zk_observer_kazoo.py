@@ -1,17 +1,19 @@
-"""kazoo against a wazoo observer of a running Apache ZooKeeper 3.8
+"""kazoo against a wazoo member of a running Apache ZooKeeper 3.8
 ensemble (zoo.cfg `wazoo.peers=zookeeper`; docs/MIGRATION.md, "Live
-migration", phase 1): kazoo clients of the observer and of the ZooKeeper
-members see one tree, watches set on the observer fire for writes made on
-ZooKeeper, writes through the observer reach ZooKeeper, and kazoo's Lock
-recipe hands the lock between a client of the observer and a client of a
-ZooKeeper member, in order.
+migration"), as an observer (phase 1) and as a follower that votes
+(phase 2): kazoo clients of the wazoo member and of the ZooKeeper members
+see one tree, watches set on wazoo fire for writes made on ZooKeeper,
+writes through wazoo reach ZooKeeper, and kazoo's Lock recipe hands the
+lock between a client of wazoo and a client of a ZooKeeper member, in
+order.
 
-The ZooKeeper ensemble is the test's own: every member has the observer's
-`server.4=...:observer` line, as ZooKeeper's Observers guide asks.
+The ZooKeeper ensemble is the test's own: every member has wazoo's
+`server.N` line (`...:observer` for an observer), as ZooKeeper's
+Observers guide and Administrator's Guide ask.
 
 Doc references: ZooKeeper Observers Guide ("How to use Observers"),
-ZooKeeper Programmer's Guide, "ZooKeeper Watches", ZooKeeper Recipes and
-Solutions, "Locks".
+ZooKeeper Internals, "Atomic Broadcast", ZooKeeper Programmer's Guide,
+"ZooKeeper Watches", ZooKeeper Recipes and Solutions, "Locks".
 """
 
 from __future__ import annotations
@@ -30,15 +32,16 @@ from servers import find_wazoo_bin, free_port, server_mode, start_ensemble
 STARTUP_TIMEOUT = 60.0
 
 
-class Observer:
-    """`wazoo serve` with the ZooKeeper members' server lines, myid 4 and
-    wazoo.peers=zookeeper."""
+class WazooMember:
+    """`wazoo serve` with the ZooKeeper members' server lines, `myid` and
+    wazoo.peers=zookeeper: an observer, or a participant that follows."""
 
-    def __init__(self, zk_cfg: Path, client_port: int):
-        self.dir = Path(tempfile.mkdtemp(prefix="wazoo-py-zk-observer-"))
+    def __init__(self, zk_cfg: Path, client_port: int, myid: int, observer: bool):
+        self.mode = "observer" if observer else "follower"
+        self.dir = Path(tempfile.mkdtemp(prefix="wazoo-py-zk-member-"))
         data = self.dir / "data"
         data.mkdir()
-        (data / "myid").write_text("4\n")
+        (data / "myid").write_text(f"{myid}\n")
         lines = [
             line
             for line in zk_cfg.read_text().splitlines()
@@ -48,7 +51,7 @@ class Observer:
             f"dataDir={data}",
             f"clientPort={client_port}",
             "clientPortAddress=127.0.0.1",
-            "peerType=observer",
+            *(["peerType=observer"] if observer else []),
             "wazoo.peers=zookeeper",
             "admin.enableServer=false",
             "4lw.commands.whitelist=*",
@@ -65,12 +68,12 @@ class Observer:
                 env={"RUST_LOG": "info", "PATH": "/usr/bin:/bin"},
             )
 
-    def wait_observing(self) -> None:
+    def wait_serving(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT
-        while server_mode("127.0.0.1", self.port) != "observer":
+        while server_mode("127.0.0.1", self.port) != self.mode:
             code = self.proc.poll()
-            assert code is None, f"the observer exited ({code}):\n{self.log.read_text()}"
-            assert time.monotonic() < deadline, f"not observing:\n{self.log.read_text()}"
+            assert code is None, f"wazoo exited ({code}):\n{self.log.read_text()}"
+            assert time.monotonic() < deadline, f"not {self.mode}:\n{self.log.read_text()}"
             time.sleep(0.1)
 
     def close(self) -> None:
@@ -79,18 +82,51 @@ class Observer:
 
 
 def test_kazoo_clients_of_a_wazoo_observer_and_of_zookeeper_share_one_tree():
+    """Three ZooKeeper members and wazoo as server.4, an observer."""
+
+    def scenario(zk, wazoo_hosts: str) -> None:
+        kazoo_clients_share_one_tree(zk.hosts, wazoo_hosts)
+
+    with_wazoo_member(3, observer=True, scenario=scenario)
+
+
+def test_kazoo_clients_of_a_wazoo_follower_and_of_zookeeper_share_one_tree():
+    """Two ZooKeeper members and wazoo as server.3. With the ZooKeeper
+    member that does not lead killed, every write, kazoo's lock included,
+    commits only with wazoo's ACK."""
+
+    def scenario(zk, wazoo_hosts: str) -> None:
+        leader = zk.leader()
+        assert leader is not None, zk.modes()
+        zk.kill(1 - leader)
+        kazoo_clients_share_one_tree(f"127.0.0.1:{zk.members[leader].port}", wazoo_hosts)
+
+    with_wazoo_member(2, observer=False, scenario=scenario)
+
+
+def with_wazoo_member(zk_members: int, observer: bool, scenario) -> None:
+    """Runs `scenario(zk, wazoo_hosts)` with a ZooKeeper ensemble of
+    `zk_members` and wazoo as the next member, serving."""
     q, e, c = free_port(), free_port(), free_port()
-    zk = start_ensemble(
-        "zookeeper",
-        3,
-        tick_time_ms=500,
-        extra_cfg=[f"server.4=127.0.0.1:{q}:{e}:observer"],
-    )
-    observer = None
+    myid = zk_members + 1
+    line = f"server.{myid}=127.0.0.1:{q}:{e}" + (":observer" if observer else "")
+    zk = start_ensemble("zookeeper", zk_members, tick_time_ms=500, extra_cfg=[line])
+    try:
+        member = WazooMember(zk.members[0].dir / "zoo.cfg", c, myid, observer)
+        try:
+            member.wait_serving()
+            scenario(zk, f"127.0.0.1:{c}")
+        finally:
+            member.close()
+    finally:
+        zk.close()
+
+
+def kazoo_clients_share_one_tree(zk_hosts: str, wazoo_hosts: str) -> None:
+    """A kazoo client of ZooKeeper (`zk_hosts`) and one of the wazoo member
+    (`wazoo_hosts`): watches, writes both ways, and kazoo's Lock."""
     clients = []
     try:
-        observer = Observer(zk.members[0].dir / "zoo.cfg", c)
-        observer.wait_observing()
 
         def client(hosts: str) -> KazooClient:
             k = KazooClient(hosts=hosts, timeout=10)
@@ -98,10 +134,10 @@ def test_kazoo_clients_of_a_wazoo_observer_and_of_zookeeper_share_one_tree():
             clients.append(k)
             return k
 
-        on_zk = client(zk.hosts)
-        on_obs = client(f"127.0.0.1:{c}")
+        on_zk = client(zk_hosts)
+        on_wazoo = client(wazoo_hosts)
 
-        # A write on ZooKeeper fires a watch set through the observer.
+        # A write on ZooKeeper fires a watch set through wazoo.
         on_zk.create("/shared", b"zk")
         fired = threading.Event()
         events = []
@@ -110,29 +146,29 @@ def test_kazoo_clients_of_a_wazoo_observer_and_of_zookeeper_share_one_tree():
             events.append(event)
             fired.set()
 
-        data, _ = on_obs.get("/shared", watch=watch)
+        data, _ = on_wazoo.get("/shared", watch=watch)
         assert data == b"zk"
         on_zk.set("/shared", b"zk2")
-        assert fired.wait(10), "the observer's watch did not fire"
+        assert fired.wait(10), "the watch set through wazoo did not fire"
         assert events[0].type == EventType.CHANGED
-        on_obs.sync("/shared")
-        assert on_obs.get("/shared")[0] == b"zk2"
+        on_wazoo.sync("/shared")
+        assert on_wazoo.get("/shared")[0] == b"zk2"
 
-        # Writes through the observer are ZooKeeper's.
-        on_obs.create("/shared/from-observer", b"w")
+        # Writes through wazoo are ZooKeeper's.
+        on_wazoo.create("/shared/from-wazoo", b"w")
         on_zk.sync("/")
-        assert on_zk.get("/shared/from-observer")[0] == b"w"
-        on_obs.delete("/shared/from-observer")
+        assert on_zk.get("/shared/from-wazoo")[0] == b"w"
+        on_wazoo.delete("/shared/from-wazoo")
         on_zk.sync("/")
-        assert on_zk.exists("/shared/from-observer") is None
+        assert on_zk.exists("/shared/from-wazoo") is None
 
         # kazoo's Lock, contended by a client of each side: the one that
         # asked second gets it once the first lets go.
-        obs_lock = on_obs.Lock("/lock", "observer")
+        wazoo_lock = on_wazoo.Lock("/lock", "wazoo")
         zk_lock = on_zk.Lock("/lock", "zookeeper")
         order = []
-        assert obs_lock.acquire(timeout=10)
-        order.append("observer")
+        assert wazoo_lock.acquire(timeout=10)
+        order.append("wazoo")
 
         def take():
             assert zk_lock.acquire(timeout=20)
@@ -142,15 +178,12 @@ def test_kazoo_clients_of_a_wazoo_observer_and_of_zookeeper_share_one_tree():
         t = threading.Thread(target=take)
         t.start()
         time.sleep(1.0)
-        assert order == ["observer"], "the lock was held by two clients at once"
+        assert order == ["wazoo"], "the lock was held by two clients at once"
         assert len(zk_lock.contenders()) == 2
-        obs_lock.release()
+        wazoo_lock.release()
         t.join(30)
-        assert order == ["observer", "zookeeper"]
+        assert order == ["wazoo", "zookeeper"]
     finally:
         for k in clients:
             k.stop()
             k.close()
-        if observer is not None:
-            observer.close()
-        zk.close()
