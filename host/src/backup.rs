@@ -307,3 +307,91 @@ pub fn run_restore(from: &Path, config: &Path) -> Result<()> {
     );
     Ok(())
 }
+
+/// `wazoo restore --zookeeper-data DIR`: writes Apache ZooKeeper's data
+/// directory from a backup, the way back from wazoo (docs/MIGRATION.md,
+/// "Back to ZooKeeper"): `DIR/version-2/snapshot.<zxid>` in ZooKeeper's
+/// own format (with the tree's digest) and the epoch files, which
+/// ZooKeeper 3.5 to 3.9 load as their own. `DIR` must hold no snapshot,
+/// log or epoch file: nothing of ZooKeeper's is ever overwritten. The
+/// file is written whole under a temporary name, synced, then renamed.
+pub fn run_restore_to_zookeeper(from: &Path, zk_data: &Path) -> Result<()> {
+    let v2 = zk_data.join("version-2");
+    ensure_no_zookeeper_data(&v2)?;
+    let bytes = wazoo_storage::read_snapshot(from)
+        .map_err(|e| anyhow!("{} is not a usable backup: {e}", from.display()))?;
+    let loaded = read_snapshot_payload(&bytes)
+        .with_context(|| format!("{} does not load", from.display()))?;
+    drop(bytes);
+    let zxid = loaded.zxid;
+    let snap = crate::import::to_zookeeper(&loaded.tree, &loaded.sessions, zxid)?;
+    let file = wazoo_storage::zookeeper::encode_snapshot(&snap);
+    std::fs::create_dir_all(&v2).with_context(|| format!("cannot create {}", v2.display()))?;
+    // Checked again: a directory filled meanwhile is not written into.
+    ensure_no_zookeeper_data(&v2)?;
+    let name = format!("snapshot.{:x}", zxid.to_wire());
+    let tmp = v2.join(format!("{name}.wazoo-tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&file)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, v2.join(&name))?;
+        std::fs::File::open(&v2)?.sync_all()
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("cannot write {}", v2.join(&name).display()));
+    }
+    for epoch_file in ["acceptedEpoch", "currentEpoch"] {
+        crate::driver::write_epoch(&v2, epoch_file, zxid.epoch())
+            .with_context(|| format!("cannot write {}/{epoch_file}", v2.display()))?;
+    }
+    // Read back as an import reads ZooKeeper's directory.
+    let back = wazoo_storage::zookeeper::load_data_dir(zk_data, None).with_context(|| {
+        format!(
+            "the ZooKeeper data directory just written ({}) does not load",
+            zk_data.display()
+        )
+    })?;
+    if back.tree.zxid != zxid.to_wire() || back.tree.digest() != loaded.tree.digest() {
+        bail!(
+            "the ZooKeeper snapshot just written ({}) reads back differently",
+            v2.join(&name).display()
+        );
+    }
+    println!(
+        "restored {} (zxid 0x{:x}) for Apache ZooKeeper: {} znodes, {} session(s) into {}; start ZooKeeper with dataDir={}",
+        from.display(),
+        zxid.to_wire(),
+        snap.nodes.len(),
+        snap.sessions.len(),
+        v2.join(&name).display(),
+        zk_data.display()
+    );
+    Ok(())
+}
+
+/// Refuses a ZooKeeper `version-2` directory that holds a snapshot, a log
+/// or an epoch file.
+fn ensure_no_zookeeper_data(v2: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(v2) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", v2.display())),
+    };
+    for e in entries {
+        let e = e.with_context(|| format!("cannot read {}", v2.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("snapshot.")
+            || name.starts_with("log.")
+            || name == "acceptedEpoch"
+            || name == "currentEpoch"
+        {
+            bail!(
+                "{} holds ZooKeeper data ({name}): refusing to overwrite it (move it aside first)",
+                v2.display()
+            );
+        }
+    }
+    Ok(())
+}

@@ -111,14 +111,19 @@ enum Cmd {
         auth: Option<String>,
     },
     /// Write a member's data directory from a backup (for an ensemble,
-    /// restore every member from the same file).
+    /// restore every member from the same file), or, with
+    /// --zookeeper-data, an Apache ZooKeeper data directory.
     Restore {
         /// The backup file.
         #[arg(long)]
         from: PathBuf,
         /// zoo.cfg of the member to write (its dataDir must be empty).
-        #[arg(long)]
-        config: PathBuf,
+        #[arg(long, required_unless_present = "zookeeper_data")]
+        config: Option<PathBuf>,
+        /// Write ZooKeeper's dataDir instead (a snapshot in ZooKeeper's
+        /// format under version-2, which must hold none).
+        #[arg(long, conflicts_with = "config")]
+        zookeeper_data: Option<PathBuf>,
     },
     /// Recipe authors' tools (docs/RECIPES.md).
     Recipe {
@@ -389,7 +394,15 @@ fn main() -> std::process::ExitCode {
             Cmd::Backup { server, out, auth } => {
                 wazoo::backup::run_backup(&server, &out, auth).map(|_| 0)
             }
-            Cmd::Restore { from, config } => wazoo::backup::run_restore(&from, &config).map(|_| 0),
+            Cmd::Restore {
+                from,
+                config,
+                zookeeper_data,
+            } => match (config, zookeeper_data) {
+                (_, Some(dir)) => wazoo::backup::run_restore_to_zookeeper(&from, &dir).map(|_| 0),
+                (Some(config), None) => wazoo::backup::run_restore(&from, &config).map(|_| 0),
+                (None, None) => unreachable!("clap requires --config or --zookeeper-data"),
+            },
             Cmd::Recipe {
                 cmd:
                     RecipeCmd::Run {

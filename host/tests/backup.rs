@@ -9,16 +9,15 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wazoo::core::tree::DataTree;
-use wazoo_client::{Acl, Client, ClientOptions, CreateMode, Id, Stat};
+use wazoo_client::{Acl, Client, ClientOptions, CreateMode, Id};
 use wazoo_testkit::{Flavor, ServerOptions, TestEnsemble, WazooEnsemble, WazooServer};
 
-type Seen = (Vec<u8>, Vec<Acl>, Stat);
+use common::Seen;
 
 fn open() -> Vec<Acl> {
     vec![Acl {
@@ -80,33 +79,6 @@ fn nodes_of(tree: &DataTree) -> BTreeMap<String, Seen> {
     out
 }
 
-fn assert_serves(what: &str, served: &BTreeMap<String, Seen>, backup: &BTreeMap<String, Seen>) {
-    assert_eq!(
-        served.keys().collect::<Vec<_>>(),
-        backup.keys().collect::<Vec<_>>(),
-        "{what}: the paths of the backup"
-    );
-    for (p, (data, acl, stat)) in backup {
-        let (d, a, s) = &served[p];
-        assert!(d == data, "{what}: {p}: data differs");
-        assert_eq!(a, acl, "{what}: {p}: ACL");
-        assert_eq!(s, stat, "{what}: {p}: Stat");
-    }
-}
-
-fn wazoo(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wazoo"))
-        .args(args)
-        .env_remove("WAZOO_BACKUP_AUTH")
-        .output()
-        .expect("cannot run wazoo");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn restore(backup: &Path, data_dir: &Path) -> String {
     let cfg = data_dir.with_extension("cfg");
     std::fs::write(
@@ -117,7 +89,7 @@ fn restore(backup: &Path, data_dir: &Path) -> String {
         ),
     )
     .unwrap();
-    let (ok, stdout, stderr) = wazoo(&[
+    let (ok, stdout, stderr) = common::run_wazoo(&[
         "restore",
         "--from",
         &backup.display().to_string(),
@@ -140,16 +112,17 @@ async fn only_the_super_user_may_take_a_backup() {
         ("alice:test", "not the super user"),
         ("nocolon", "malformed credentials"),
     ] {
-        let (ok, _, stderr) = wazoo(&["backup", "--server", &addr, "--out", &o, "--auth", auth]);
+        let (ok, _, stderr) =
+            common::run_wazoo(&["backup", "--server", &addr, "--out", &o, "--auth", auth]);
         assert!(!ok && stderr.contains(why), "{auth}: {stderr}");
         assert!(!out.exists() && !out.with_extension("partial").exists());
     }
-    let (ok, _, stderr) = wazoo(&["backup", "--server", &addr, "--out", &o]);
+    let (ok, _, stderr) = common::run_wazoo(&["backup", "--server", &addr, "--out", &o]);
     assert!(!ok && stderr.contains("credentials"), "{stderr}");
     // A member without a super user refuses everyone.
     let open_server =
         WazooServer::start(ServerOptions::default().binary(env!("CARGO_BIN_EXE_wazoo"))).unwrap();
-    let (ok, _, stderr) = wazoo(&[
+    let (ok, _, stderr) = common::run_wazoo(&[
         "backup",
         "--server",
         &open_server.addr().to_string(),
@@ -161,7 +134,7 @@ async fn only_the_super_user_may_take_a_backup() {
     assert!(!ok && stderr.contains("no super user"), "{stderr}");
     assert!(!out.exists());
     // The member goes on serving, and the super user gets a backup.
-    let (ok, stdout, stderr) = wazoo(&[
+    let (ok, stdout, stderr) = common::run_wazoo(&[
         "backup",
         "--server",
         &addr,
@@ -266,7 +239,7 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
     let out: PathBuf = work.path().join("backup.snap");
     let (addr, o) = (server.addr().to_string(), out.display().to_string());
     let taken = tokio::task::spawn_blocking(move || {
-        wazoo(&[
+        common::run_wazoo(&[
             "backup",
             "--server",
             &addr,
@@ -322,7 +295,7 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
             .session_timeouts_ms(4000, 60_000),
     )
     .unwrap();
-    assert_serves(
+    common::assert_same_tree(
         "standalone",
         &walk(&restored.connect_string()).await,
         &backup,
@@ -330,7 +303,7 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
     assert_eq!(common::raw_data(restored.addr(), &["/null"]), [None]);
     // Restoring over it is refused.
     let cfg = data.with_extension("cfg");
-    let (ok, _, stderr) = wazoo(&[
+    let (ok, _, stderr) = common::run_wazoo(&[
         "restore",
         "--from",
         &out.display().to_string(),
@@ -365,7 +338,7 @@ async fn a_backup_under_writes_restores_into_a_member_and_an_ensemble() {
             "member {}: {config}",
             i + 1
         );
-        assert_serves(
+        common::assert_same_tree(
             &format!("ensemble member {}", i + 1),
             &served,
             &backup_but_config,

@@ -9,14 +9,13 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
-use wazoo_client::{Acl, Client, ClientOptions, CreateMode, Id, Op, Stat};
+use wazoo_client::{Acl, Client, ClientOptions, CreateMode, Id, Op};
 use wazoo_testkit::{Flavor, TestEnsemble, WazooEnsemble, WazooServer, ZkServer};
 
 /// Data, ACL and Stat of one node.
-type Seen = (Vec<u8>, Vec<Acl>, Stat);
+use common::Seen;
 
 fn acl(perms: i32, scheme: &str, id: &str) -> Acl {
     Acl {
@@ -212,6 +211,31 @@ async fn build_tree(hosts: &str) -> Client {
 /// wazoo_client) would not tell from empty data.
 const NULL_DATA: [&str; 3] = ["/data/null", "/data/null-late", "/data/empty"];
 
+/// The `count=` of a quota's zookeeper_stats node.
+fn quota_count(stats: &[u8]) -> i64 {
+    String::from_utf8_lossy(stats)
+        .split(',')
+        .find_map(|kv| kv.strip_prefix("count=")?.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {}", String::from_utf8_lossy(stats)))
+}
+
+/// After a move of [`build_tree`]'s tree (`before`, as the old server
+/// served it): sequence numbers go on from the old counter, the parent's
+/// stored cversion, (cversion + numChildren) / 2 from its Stat, and the
+/// quota on /app keeps counting.
+async fn counters_go_on(c: &Client, before: &BTreeMap<String, Seen>) {
+    let parent = &before["/app"].2;
+    let next = (parent.cversion + parent.num_children) / 2;
+    let created = c
+        .create("/app/seq-", b"", &open(), CreateMode::PersistentSequential)
+        .await
+        .unwrap();
+    assert_eq!(created, format!("/app/seq-{next:010}"));
+    let stats = "/zookeeper/quota/app/zookeeper_stats";
+    let (now, _) = c.get_data(stats).await.unwrap();
+    assert_eq!(quota_count(&now), quota_count(&before[stats].0) + 1);
+}
+
 fn zookeeper() -> ZkServer {
     let opts = common::options(Flavor::Zookeeper)
         .arg("-Dzookeeper.snapCount=10")
@@ -236,18 +260,8 @@ fn member_cfg(dir: &Path, data_dir: &Path) -> PathBuf {
 
 /// Runs `wazoo import`; returns (success, stdout, stderr).
 fn import(zk_data: &Path, cfg: &Path) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_wazoo"))
-        .args(["import", "--zookeeper-data"])
-        .arg(zk_data)
-        .arg("--config")
-        .arg(cfg)
-        .output()
-        .expect("cannot run wazoo import");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (zk_data, cfg) = (zk_data.to_str().unwrap(), cfg.to_str().unwrap());
+    common::run_wazoo(&["import", "--zookeeper-data", zk_data, "--config", cfg])
 }
 
 /// A copy of ZooKeeper's data directory (its files stay untouched).
@@ -310,17 +324,7 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
 
     let wazoo = start_wazoo(&data_dir);
     let after = walk(&wazoo.connect_string()).await;
-    assert_eq!(
-        before.keys().collect::<Vec<_>>(),
-        after.keys().collect::<Vec<_>>(),
-        "the same paths"
-    );
-    for (path, (data, acl, stat)) in &before {
-        let (d, a, s) = &after[path];
-        assert!(d == data, "{path}: data differs");
-        assert_eq!(a, acl, "{path}: ACL");
-        assert_eq!(s, stat, "{path}: Stat");
-    }
+    common::assert_same_tree("served", &after, &before);
     assert_eq!(after["/app/eph"].2.ephemeral_owner, session);
     assert_eq!(
         common::raw_data(wazoo.addr(), &NULL_DATA),
@@ -341,30 +345,7 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
     .expect("the imported session re-attaches");
     assert_eq!(back.session_id(), session);
     assert!(back.exists("/app/eph").await.unwrap().is_some());
-    // Sequence numbers go on from ZooKeeper's counter: the parent's stored
-    // cversion, (cversion + numChildren) / 2 from its Stat.
-    let parent = &before["/app"].2;
-    let next = (parent.cversion + parent.num_children) / 2;
-    let created = back
-        .create("/app/seq-", b"", &open(), CreateMode::PersistentSequential)
-        .await
-        .unwrap();
-    assert_eq!(created, format!("/app/seq-{next:010}"));
-    // The quota kept counting.
-    let (stats, _) = back
-        .get_data("/zookeeper/quota/app/zookeeper_stats")
-        .await
-        .unwrap();
-    let count_before: i64 =
-        String::from_utf8_lossy(&before["/zookeeper/quota/app/zookeeper_stats"].0)
-            .split(',')
-            .find_map(|kv| kv.strip_prefix("count=")?.parse().ok())
-            .unwrap();
-    assert!(
-        String::from_utf8_lossy(&stats).starts_with(&format!("count={},", count_before + 1)),
-        "{}",
-        String::from_utf8_lossy(&stats)
-    );
+    counters_go_on(&back, &before).await;
     // An import refuses a member that already has data.
     let (ok, _, stderr) = import(&zk_copy, &cfg);
     assert!(!ok && stderr.contains("not empty"), "{stderr}");
@@ -387,12 +368,6 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
     ensemble.restart_all().unwrap();
     for i in 0..3 {
         let served = walk(&ensemble.addr(i).to_string()).await;
-        assert_eq!(
-            served.keys().collect::<Vec<_>>(),
-            before.keys().collect::<Vec<_>>(),
-            "member {}: the same paths",
-            i + 1
-        );
         // /zookeeper/config is the serving ensemble's membership (ZooKeeper
         // Dynamic Reconfiguration), not the imported server's.
         let config = String::from_utf8_lossy(&served["/zookeeper/config"].0).into_owned();
@@ -402,12 +377,12 @@ async fn wazoo_serves_the_tree_zookeeper_served_after_import() {
             "member {}: {config}",
             i + 1
         );
-        for (path, (data, acl, stat)) in before.iter().filter(|(p, _)| *p != "/zookeeper/config") {
-            let (d, a, s) = &served[path];
-            assert!(d == data, "member {}: {path}: data differs", i + 1);
-            assert_eq!(a, acl, "member {}: {path}: ACL", i + 1);
-            assert_eq!(s, stat, "member {}: {path}: Stat", i + 1);
-        }
+        let mut served_but_config = served.clone();
+        served_but_config.insert(
+            "/zookeeper/config".into(),
+            before["/zookeeper/config"].clone(),
+        );
+        common::assert_same_tree(&format!("member {}", i + 1), &served_but_config, &before);
         assert_eq!(
             common::raw_data(ensemble.addr(i), &NULL_DATA),
             [None, None, None],
@@ -565,4 +540,74 @@ async fn compressed_zookeeper_snapshots_are_imported() {
             assert_eq!(s, stat, "{method}: {path}: Stat");
         }
     }
+}
+
+// docs/MIGRATION.md, "Back to ZooKeeper"; ZooKeeper Administrator's
+// Guide, "The Data Directory": a backup of a wazoo member restored as
+// ZooKeeper's data directory is served by Apache ZooKeeper 3.8 as wazoo
+// served it: the same paths, data (null apart from empty), ACLs and
+// Stats, ephemerals of the sessions the backup holds, sequence numbers
+// going on, the quota counting. A second restore into that directory is
+// refused, and ZooKeeper's files are never overwritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_serves_the_tree_wazoo_served_after_a_restore() {
+    let wazoo =
+        WazooServer::start(common::options(Flavor::Wazoo).session_timeouts_ms(4000, 60_000))
+            .expect("cannot start wazoo");
+    let owner = build_tree(&wazoo.connect_string()).await;
+    let session = owner.session_id();
+    let before = walk(&wazoo.connect_string()).await;
+    assert_eq!(
+        common::raw_data(wazoo.addr(), &NULL_DATA),
+        [None, None, None]
+    );
+    let work = tempfile::tempdir().unwrap();
+    let backup = work.path().join("wazoo.backup");
+    let b = backup.to_str().unwrap();
+    let (ok, _, stderr) = common::run_wazoo(&[
+        "backup",
+        "--server",
+        &wazoo.addr().to_string(),
+        "--out",
+        b,
+        "--auth",
+        "super:test",
+    ]);
+    assert!(ok, "backup: {stderr}");
+    let zk_data = work.path().join("zk-data");
+    let z = zk_data.to_str().unwrap();
+    let (ok, stdout, stderr) = common::run_wazoo(&["restore", "--from", b, "--zookeeper-data", z]);
+    assert!(ok, "restore: {stderr}");
+    assert!(
+        stdout.contains(&format!("{} znodes", before.len())),
+        "{stdout}"
+    );
+
+    let zk = ZkServer::start_with(
+        common::options(Flavor::Zookeeper)
+            .cfg(format!("dataDir={}", zk_data.display()))
+            .session_timeouts_ms(4000, 60_000),
+    )
+    .expect("ZooKeeper does not start on the restored data");
+    let after = walk(&zk.connect_string()).await;
+    common::assert_same_tree("served", &after, &before);
+    assert_eq!(after["/app/eph"].2.ephemeral_owner, session);
+    assert_eq!(common::raw_data(zk.addr(), &NULL_DATA), [None, None, None]);
+    assert!(after["/data/big"].0.len() == 1_000_000);
+    // ZooKeeper checks the snapshot's digest against the tree it loaded.
+    let mntr = wazoo_testkit::four_letter_word(zk.addr(), "mntr").unwrap();
+    assert!(
+        mntr.contains("zk_digest_mismatches_count\t0\n"),
+        "ZooKeeper found the snapshot's digest wrong:\n{mntr}\n{}",
+        zk.log_tail(40)
+    );
+
+    let c = connect(&zk.connect_string(), Duration::from_secs(10), None).await;
+    counters_go_on(&c, &before).await;
+    drop(c);
+    drop(owner);
+
+    // ZooKeeper's directory now holds its data: never written into again.
+    let (ok, _, stderr) = common::run_wazoo(&["restore", "--from", b, "--zookeeper-data", z]);
+    assert!(!ok && stderr.contains("refusing to overwrite"), "{stderr}");
 }

@@ -696,3 +696,41 @@ pub fn assert_lines<S: AsRef<str> + std::fmt::Debug>(
     }
     assert_eq!(got.len(), expected.len(), "{target}: {got:#?}");
 }
+
+/// A node as a client reads it: data, ACL and Stat.
+pub type Seen = (Vec<u8>, Vec<wazoo_client::Acl>, wazoo_client::Stat);
+
+/// Asserts that `served` holds exactly the paths of `expected`, each with
+/// the same data, ACL and Stat; `what` names the server in messages.
+pub fn assert_same_tree(
+    what: &str,
+    served: &std::collections::BTreeMap<String, Seen>,
+    expected: &std::collections::BTreeMap<String, Seen>,
+) {
+    assert_eq!(
+        served.keys().collect::<Vec<_>>(),
+        expected.keys().collect::<Vec<_>>(),
+        "{what}: the same paths"
+    );
+    for (p, (data, acl, stat)) in expected {
+        let (d, a, s) = &served[p];
+        assert!(d == data, "{what}: {p}: data differs");
+        assert_eq!(a, acl, "{what}: {p}: ACL");
+        assert_eq!(s, stat, "{what}: {p}: Stat");
+    }
+}
+
+/// Runs the `wazoo` binary with `args` (without `WAZOO_BACKUP_AUTH` from
+/// the test's environment); (success, stdout, stderr).
+pub fn run_wazoo(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wazoo"))
+        .args(args)
+        .env_remove("WAZOO_BACKUP_AUTH")
+        .output()
+        .expect("cannot run wazoo");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

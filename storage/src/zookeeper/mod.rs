@@ -43,8 +43,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 pub use snap::{
-    encode_sync_snapshot, parse_snapshot, parse_sync_snapshot, SnapNode, SyncSnapshot, ZkSnapshot,
-    ZxidDigest, SNAP_MAGIC, SYNC_SNAPSHOT_SIGNATURE,
+    encode_snapshot, encode_sync_snapshot, parse_snapshot, parse_sync_snapshot, SnapNode,
+    SyncSnapshot, ZkSnapshot, ZxidDigest, SNAP_MAGIC, SYNC_SNAPSHOT_SIGNATURE,
 };
 pub use tree::{node_digest_of, owner_kind, OwnerKind, ZkNode, ZkTree, CONTAINER_OWNER};
 pub use txn::{

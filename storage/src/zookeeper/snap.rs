@@ -233,17 +233,64 @@ pub fn parse_sync_snapshot(bytes: &[u8]) -> Result<Option<(SyncSnapshot, usize)>
 
 /// Writes `snap` as a leader sends it after SNAP (see [`parse_sync_snapshot`]).
 pub fn encode_sync_snapshot(snap: &SyncSnapshot, out: &mut Vec<u8>) {
-    put_int(out, snap.sessions.len() as i32);
-    for (id, timeout) in &snap.sessions {
+    put_tree(&snap.sessions, &snap.acls, &snap.nodes, out);
+    put_string(out, SYNC_SNAPSHOT_SIGNATURE);
+}
+
+/// Writes a whole snapshot file as ZooKeeper 3.8 does (see
+/// [`parse_snapshot`]), uncompressed: the header, the tree, its seal, then
+/// the digest and the last processed zxid, each with its seal, when `snap`
+/// has them. A digest of version 2 or more is a long, an older one hex.
+pub fn encode_snapshot(snap: &ZkSnapshot) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_int(&mut out, SNAP_MAGIC);
+    put_int(&mut out, SNAP_VERSION);
+    put_long(&mut out, snap.dbid);
+    put_tree(&snap.sessions, &snap.acls, &snap.nodes, &mut out);
+    put_seal(&mut out);
+    if let Some(d) = &snap.digest {
+        put_long(&mut out, d.zxid);
+        put_int(&mut out, d.version);
+        if d.version < 2 {
+            put_string(&mut out, &format!("{:x}", d.digest as u64));
+        } else {
+            put_long(&mut out, d.digest);
+        }
+        put_seal(&mut out);
+    }
+    if let Some(zxid) = snap.last_processed_zxid {
+        put_long(&mut out, zxid);
+        put_seal(&mut out);
+    }
+    out
+}
+
+/// A seal: the Adler-32 of every byte of `out` so far, then "/".
+fn put_seal(out: &mut Vec<u8>) {
+    let sum = Adler32::of(out);
+    put_long(out, i64::from(sum));
+    put_string(out, "/");
+}
+
+/// The sessions, the ACL map and the nodes, then the "/" that ends them
+/// (what [`read_tree`] reads).
+fn put_tree(
+    sessions: &[(i64, i32)],
+    acls: &BTreeMap<i64, Vec<ZkAcl>>,
+    nodes: &[SnapNode],
+    out: &mut Vec<u8>,
+) {
+    put_int(out, sessions.len() as i32);
+    for (id, timeout) in sessions {
         put_long(out, *id);
         put_int(out, *timeout);
     }
-    put_int(out, snap.acls.len() as i32);
-    for (id, list) in &snap.acls {
+    put_int(out, acls.len() as i32);
+    for (id, list) in acls {
         put_long(out, *id);
         put_acl_list(out, Some(list));
     }
-    for n in &snap.nodes {
+    for n in nodes {
         put_string(out, &n.path);
         put_buffer(out, n.data.as_deref());
         put_long(out, n.acl);
@@ -258,7 +305,6 @@ pub fn encode_sync_snapshot(snap: &SyncSnapshot, out: &mut Vec<u8>) {
         put_long(out, s.pzxid);
     }
     put_string(out, "/");
-    put_string(out, SYNC_SNAPSHOT_SIGNATURE);
 }
 
 /// Parses a whole snapshot file, checking every seal.
