@@ -238,7 +238,9 @@ pub enum Output {
 
 mod zk;
 pub mod zk_election;
-pub use zk::{zk_acl, zk_leader_of, zk_txn, ZkInput, ZkObserverStart};
+mod zk_txn;
+pub use zk::{zk_leader_of, ZkInput, ZkObserverStart};
+pub use zk_txn::{to_zk_acl, to_zk_txn, zk_acl, zk_txn, NoZkForm};
 
 /// Consensus and what the join keeps beside it.
 struct Ensemble {

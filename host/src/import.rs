@@ -174,15 +174,8 @@ pub fn to_zookeeper(
         let n = tree
             .node(&path)
             .ok_or_else(|| anyhow!("{path} is listed as a child but is not in the tree"))?;
-        let list: Vec<zookeeper::ZkAcl> = n
-            .acl
-            .iter()
-            .map(|a| zookeeper::ZkAcl {
-                perms: a.perms,
-                scheme: a.id.scheme.clone(),
-                id: a.id.id.clone(),
-            })
-            .collect();
+        let list: Vec<zookeeper::ZkAcl> =
+            n.acl.iter().map(crate::core::member::to_zk_acl).collect();
         let next = acl_ids.len() as i64 + 1;
         let acl = *acl_ids.entry(list.clone()).or_insert_with(|| {
             acls.insert(next, list);

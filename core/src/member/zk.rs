@@ -27,16 +27,17 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use wazoo_proto::{Acl, ErrorCode, Id, SessionRecord, Zxid};
-use wazoo_storage::zookeeper::{CreateKind, TxnEntry, ZkAcl, ZkTxn};
+use wazoo_proto::{ErrorCode, SessionRecord, Zxid};
+use wazoo_storage::zookeeper::TxnEntry;
 use wazoo_zkquorum::{
     Direction, ForwardedRequest, LearnerInfo, Payload, QuorumPacket, ZAB_PROTOCOL_VERSION,
 };
 
+use super::zk_txn::zk_txn;
 use super::{Member, Output};
 use crate::server::{self, PeerMsg, Role};
 use crate::tree::DataTree;
-use crate::txn::{CreateTxn, NodeKind, Txn, TxnHeader, TxnRecord};
+use crate::txn::{Txn, TxnHeader, TxnRecord};
 
 /// `DigestCalculator.DIGEST_VERSION`: the digest this tree keeps.
 const ZK_DIGEST_VERSION: i32 = 2;
@@ -1055,111 +1056,11 @@ pub fn zk_leader_of(
         })
 }
 
-/// One of ZooKeeper's stored ACL entries as wazoo's.
-pub fn zk_acl(a: &ZkAcl) -> Acl {
-    Acl {
-        perms: a.perms,
-        id: Id {
-            scheme: a.scheme.clone(),
-            id: a.id.clone(),
-        },
-    }
-}
-
-fn acl_of(list: &Option<Vec<ZkAcl>>) -> Vec<Acl> {
-    match list {
-        // ZooKeeper reads a null ACL vector as OPEN_ACL_UNSAFE.
-        None => Acl::open_unsafe(),
-        Some(l) => l.iter().map(zk_acl).collect(),
-    }
-}
-
-/// ZooKeeper's txn (made for `session`) as wazoo's; the
-/// tree is read only for a create without a parent cversion (ZooKeeper's
-/// V0 create). Applying the result changes the tree as ZooKeeper's
-/// `DataTree.processTxn` changes it.
-pub fn zk_txn(txn: &ZkTxn, session: i64, tree: &DataTree) -> Result<Txn, String> {
-    Ok(match txn {
-        ZkTxn::CreateSession { timeout_ms } => Txn::CreateSession {
-            timeout_ms: *timeout_ms,
-            // ZooKeeper's password, derived from the id.
-            verifier: None,
-        },
-        ZkTxn::CloseSession { .. } => Txn::CloseSession,
-        ZkTxn::Create { create: c, .. } => {
-            let (kind, ephemeral_owner) = match c.kind {
-                CreateKind::Plain { ephemeral } => {
-                    (NodeKind::Regular, if ephemeral { session } else { 0 })
-                }
-                CreateKind::Container => (NodeKind::Container, 0),
-                CreateKind::Ttl { ttl_ms } => (NodeKind::Ttl { ttl_ms }, 0),
-            };
-            let parent_cversion = if c.parent_cversion == -1 {
-                let parent = match c.path.rfind('/') {
-                    Some(0) => "/",
-                    Some(i) => &c.path[..i],
-                    None => return Err(format!("create of {:?}: not a path", c.path)),
-                };
-                tree.stored_cversion(parent).unwrap_or(0) + 1
-            } else {
-                c.parent_cversion
-            };
-            Txn::Create(CreateTxn {
-                path: c.path.clone(),
-                data: c.data.clone(),
-                acl: acl_of(&c.acl),
-                ephemeral_owner,
-                parent_cversion,
-                kind,
-            })
-        }
-        ZkTxn::Delete { path } => Txn::Delete { path: path.clone() },
-        ZkTxn::SetData {
-            path,
-            data,
-            version,
-        } => {
-            // A reconfig's record is a setData of the config node too
-            // (version -1, which the node then shows, as in ZooKeeper's).
-            Txn::SetData {
-                path: path.clone(),
-                data: data.clone(),
-                version: *version,
-            }
-        }
-        ZkTxn::SetAcl { path, acl, version } => Txn::SetAcl {
-            path: path.clone(),
-            acl: acl_of(acl),
-            aversion: *version,
-        },
-        ZkTxn::Check { path, .. } => Txn::Check { path: path.clone() },
-        ZkTxn::Error { err } => Txn::Error { errs: vec![*err] },
-        ZkTxn::Multi(ops) if ops.iter().any(|t| matches!(t, ZkTxn::Error { .. })) => {
-            // A multi that failed: every op is an error txn, the code of
-            // each the result the client gets for it.
-            Txn::Error {
-                errs: ops
-                    .iter()
-                    .map(|t| match t {
-                        ZkTxn::Error { err } => *err,
-                        _ => 0,
-                    })
-                    .collect(),
-            }
-        }
-        ZkTxn::Multi(ops) => Txn::Multi(
-            ops.iter()
-                .map(|t| zk_txn(t, session, tree))
-                .collect::<Result<_, _>>()?,
-        ),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use wazoo_storage::zookeeper::Create;
+    use wazoo_storage::zookeeper::{Create, CreateKind, ZkTxn};
     use wazoo_zkquorum::{Notification, PeerState};
 
     fn vote(state: PeerState, leader: i64) -> Notification {
