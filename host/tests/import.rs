@@ -520,8 +520,13 @@ async fn compressed_zookeeper_snapshots_are_imported() {
         let cfg = member_cfg(work.path(), &data_dir);
         let (ok, stdout, stderr) = import(&zk_copy, &cfg);
         assert!(ok, "{method}: import failed: {stderr}");
+        // ZooKeeper writes a snapshot on a thread of its own, and the kill
+        // may catch it writing the newest: then the import skips that one,
+        // torn, by name, and takes the one before (compressed too).
+        let torn = format!("skipped snapshot {}", newest.display());
         assert!(
-            stdout.contains(&*newest.file_name().unwrap().to_string_lossy()),
+            stdout.contains(&*newest.file_name().unwrap().to_string_lossy())
+                || stderr.contains(&torn),
             "{method}: not imported from the newest snapshot: {stdout}{stderr}"
         );
         let wazoo = start_wazoo(&data_dir);
