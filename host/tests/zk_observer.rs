@@ -1058,8 +1058,8 @@ async fn monotonic_reader(
 // migration"; Administrator's Guide, "Observers"): a wazoo observer in a
 // ZooKeeper 3.8 ensemble, with clients writing through ZooKeeper members
 // and through the observer, while a seeded schedule kills and restarts
-// ZooKeeper members, pauses them (SIGSTOP), kills and restarts the
-// observer, and cuts it off from the voters silently. At the end every
+// ZooKeeper members, pauses them (SIGSTOP), kills, restarts and pauses
+// the observer, and cuts it off from the voters silently. At the end every
 // acknowledged write is on both sides, the observer's tree is
 // ZooKeeper's (same children, no digest mismatch), and a session reading
 // through the observer never saw the tree go back. Default 40 s;
@@ -1130,7 +1130,7 @@ async fn mixed_ensemble_under_faults(joins: Joins) {
         tokio::time::sleep(Duration::from_millis(rng.range(300, 1500))).await;
         let hold = Duration::from_millis(rng.range(500, 4000));
         let i = rng.below(3);
-        match rng.below(4) {
+        match rng.below(5) {
             0 => {
                 faults.push(format!("kill ZooKeeper member {i} for {hold:?}"));
                 tokio::task::block_in_place(|| zk.kill(i));
@@ -1149,6 +1149,13 @@ async fn mixed_ensemble_under_faults(joins: Joins) {
                 obs.kill();
                 tokio::time::sleep(hold).await;
                 obs.start_again();
+            }
+            3 => {
+                faults.push(format!("pause the wazoo {role} for {hold:?}"));
+                let pid = obs.child.id().to_string();
+                Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+                tokio::time::sleep(hold).await;
+                Command::new("kill").args(["-CONT", &pid]).status().unwrap();
             }
             _ => {
                 faults.push(format!("cut the wazoo {role} off for {hold:?}"));
