@@ -461,6 +461,35 @@ async fn a_wazoo_follower_votes_and_acknowledges_in_a_zookeeper_ensemble() {
     }
 }
 
+// docs/MIGRATION.md, phase 2; ZooKeeper Recipes and Solutions, "Locks"
+// and "Leader Election"; Programmer's Guide, "ZooKeeper Watches": Apache
+// Curator connected to the wazoo follower alone, in an ensemble of two
+// ZooKeeper members and wazoo where the ZooKeeper member that does not
+// lead is down (every write commits with wazoo's ACK), behaves as on
+// ZooKeeper: the framework's operations, InterProcessMutex, LeaderLatch,
+// PathChildrenCache and CuratorCache print ZooKeeper 3.8's lines.
+#[test]
+fn curator_on_a_wazoo_follower_behaves_as_on_zookeeper() {
+    let (q3, e3, c3) = (free_port(), free_port(), free_port());
+    let line = format!("server.3=127.0.0.1:{q3}:{e3}");
+    let mut zk = ZkEnsemble::start_with(2, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
+    let mut w = Observer::start(&zk.config_path(0), 3, c3, &[]);
+    w.wait_mode(loopback(c3), "follower");
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    zk.kill(1 - leader);
+    let classes = tempfile::tempdir().unwrap();
+    let lines = run_java(
+        classes.path(),
+        "CuratorPins",
+        CURATOR_CLASSPATH,
+        &[&format!("127.0.0.1:{c3}"), "/curator-pins"],
+    );
+    if lines.len() != CURATOR_PINS.len() {
+        eprintln!("the wazoo follower's log:\n{}", w.log_tail());
+    }
+    assert_lines("Curator on a wazoo follower", &lines, CURATOR_PINS);
+}
+
 /// A ZooKeeper ensemble whose members keep only a few committed txns in
 /// memory and never sync a learner from their log files, so that a
 /// learner behind by more than that is synced with SNAP (ZooKeeper's
