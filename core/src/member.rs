@@ -238,6 +238,7 @@ pub enum Output {
 
 mod zk;
 pub mod zk_election;
+pub mod zk_sync;
 mod zk_txn;
 pub use zk::{zk_leader_of, ZkInput, ZkObserverStart};
 pub use zk_txn::{to_zk_acl, to_zk_txn, zk_acl, zk_txn, NoZkForm};
