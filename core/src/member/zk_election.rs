@@ -27,12 +27,19 @@
 //! hears of a ZooKeeper candidate at least as up to date as itself (epoch
 //! and zxid; a tie goes to the candidate), and until then sends a vote
 //! with zxid -1, which a looking ZooKeeper member ignores (its
-//! `lookForLeader` skips such votes) and a settled one answers. This
+//! `lookForLeader` skips such votes) and a settled one answers. Such a
+//! vote cannot draw members of an earlier round into this member's, as a
+//! ZooKeeper member's vote does, so a member that has proposed no one
+//! joins the earlier round of a vote it may take instead. This
 //! keeps ZooKeeper's guarantee that the elected leader holds every
 //! committed txn: this member never votes for a candidate that lacks a
 //! txn it holds, so where it alone holds the newest txns of a quorum the
 //! ensemble waits (for a ZooKeeper member that holds them to come back)
 //! rather than elect a leader without them.
+//!
+//! [`ZkElection::may_lead`] makes a member a candidate as every ZooKeeper
+//! member is; the tests use such members as the model of ZooKeeper's, in
+//! a simulated mixed ensemble (`a_mixed_ensemble_elects_one_leader_...`).
 //!
 //! Sans-io and deterministic: votes and time in, votes to send out.
 
@@ -107,6 +114,9 @@ pub enum Standing {
     Following {
         leader: u64,
     },
+    /// Decided: this member leads (only one that may lead, see
+    /// [`ZkElection::may_lead`]).
+    Leading,
 }
 
 /// One member's part in ZooKeeper's elections, round after round.
@@ -133,6 +143,8 @@ pub struct ZkElection {
     /// The vote decided on, to answer looking members with.
     end: Option<Notification>,
     out: Vec<ElectionOut>,
+    /// This member is a candidate itself, as every ZooKeeper member is.
+    may_lead: bool,
 }
 
 impl ZkElection {
@@ -152,7 +164,26 @@ impl ZkElection {
             standing: Standing::Looking,
             end: None,
             out: Vec::new(),
+            may_lead: false,
         }
+    }
+
+    /// Makes this member a candidate, as a ZooKeeper member is: it
+    /// proposes itself at the start of a round and may be elected
+    /// (`Standing::Leading`). Only for a member that can lead ZooKeeper
+    /// followers; the tests use it as the model of a ZooKeeper member.
+    pub fn may_lead(mut self) -> ZkElection {
+        self.may_lead = true;
+        self
+    }
+
+    /// This member as a candidate with its own (epoch, last zxid).
+    fn itself(&self) -> Option<Candidate> {
+        (self.may_lead && self.rule.weight(self.my_id) > 0).then_some(Candidate {
+            leader: self.my_id as i64,
+            zxid: self.mine.1,
+            epoch: self.mine.0,
+        })
     }
 
     /// The voters and how they make a quorum (a new membership).
@@ -179,7 +210,7 @@ impl ZkElection {
     pub fn start(&mut self, now_ms: i64, epoch: i64, last_zxid: i64) {
         self.mine = (epoch, last_zxid);
         self.round += 1;
-        self.proposal = None;
+        self.proposal = self.itself();
         self.counted.clear();
         self.settled.clear();
         self.finalize_at = None;
@@ -242,7 +273,7 @@ impl ZkElection {
         let Ok(id) = u64::try_from(c.leader) else {
             return false;
         };
-        id != self.my_id
+        (id != self.my_id || self.may_lead)
             && self.voters.contains(&id)
             && self.rule.weight(id) > 0
             && (c.epoch, c.zxid) >= self.mine
@@ -270,7 +301,13 @@ impl ZkElection {
     /// `checkLeader`: the named leader says itself that it leads.
     fn leader_says_so(&self, votes: &BTreeMap<u64, Counted>, leader: i64) -> bool {
         u64::try_from(leader).is_ok_and(|l| {
-            l != self.my_id && votes.get(&l).is_some_and(|v| v.state == PeerState::Leading)
+            if l == self.my_id {
+                // This member named as leader, by votes of its own round
+                // (`checkLeader`'s other case).
+                self.may_lead && votes.values().any(|v| v.round == self.round)
+            } else {
+                votes.get(&l).is_some_and(|v| v.state == PeerState::Leading)
+            }
         })
     }
 
@@ -287,7 +324,7 @@ impl ZkElection {
             self.out.push(ElectionOut::Send { to, n });
             return;
         }
-        if let Standing::Following { .. } = self.standing {
+        if self.standing != Standing::Looking {
             if n.state == PeerState::Looking {
                 let n = self.current_vote();
                 self.out.push(ElectionOut::Send { to: from, n });
@@ -329,10 +366,27 @@ impl ZkElection {
         if v.round > self.round {
             self.round = v.round;
             self.counted.clear();
-            self.proposal = self.acceptable(&v.candidate).then_some(v.candidate);
+            // The better of the vote's candidate and this member.
+            self.proposal = self.itself();
+            if self.better(&v.candidate) {
+                self.proposal = Some(v.candidate);
+            }
             self.send_all();
         } else if v.round < self.round {
-            return;
+            if self.proposal.is_some() || !self.acceptable(&v.candidate) {
+                return;
+            }
+            // This member has proposed no one in its round, so none of its
+            // votes in it counted anywhere (looking members ignore zxid
+            // -1), and its round cannot draw the lagging members up, as a
+            // ZooKeeper member's vote would: it joins their round instead,
+            // as if it had never left it. Without this, members that
+            // could elect a leader wait in the earlier round for a vote
+            // that never comes.
+            self.round = v.round;
+            self.counted.clear();
+            self.proposal = Some(v.candidate);
+            self.send_all();
         } else if self.better(&v.candidate) {
             self.proposal = Some(v.candidate);
             self.send_all();
@@ -371,9 +425,16 @@ impl ZkElection {
 
     fn decide(&mut self, c: Candidate, round: i64) {
         let leader = u64::try_from(c.leader).expect("a voter's id");
-        self.standing = Standing::Following { leader };
+        let state = if leader == self.my_id {
+            assert!(self.may_lead, "a member that may not lead decided to lead");
+            self.standing = Standing::Leading;
+            PeerState::Leading
+        } else {
+            self.standing = Standing::Following { leader };
+            PeerState::Following
+        };
         self.finalize_at = None;
-        self.end = Some(vote(PeerState::Following, c, round));
+        self.end = Some(vote(state, c, round));
     }
 
     /// Time passes: a quorum's proposal is decided once `finalizeWait`
@@ -625,6 +686,172 @@ mod tests {
                 if let Standing::Following { leader } = e.standing() {
                     proptest::prop_assert!(leader == 1 || leader == 2);
                 }
+            }
+        }
+    }
+
+    /// A run of one election among `members` (id, may it lead, epoch,
+    /// last zxid, start time in ms): notifications delivered after a
+    /// delay the seed draws (1 to 300 ms), members ticked every 10 ms, for
+    /// at most `for_ms`. Members that may lead stand for ZooKeeper's (the
+    /// same rules: `ZkElection` is written from `FastLeaderElection`). A
+    /// member that decided to follow one that does not lead 2 s later
+    /// starts a new round, as one whose dial the elected member refuses
+    /// does (a vote that came late can make a member decide on a
+    /// candidate the others left), and so does a member that leads
+    /// without a quorum following it 2 s later, as a ZooKeeper leader
+    /// gives up after initLimit. Returns each member's standing and its
+    /// (epoch, zxid).
+    fn elect(
+        members: &[(u64, bool, i64, i64, i64)],
+        seed: u64,
+        for_ms: i64,
+    ) -> BTreeMap<u64, (Standing, (i64, i64))> {
+        let voters: Vec<u64> = members.iter().map(|m| m.0).collect();
+        let mut rng = seed | 1;
+        let mut draw = |n: i64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % n as u64) as i64
+        };
+        let mut es: BTreeMap<u64, ZkElection> = members
+            .iter()
+            .map(|&(id, lead, ..)| {
+                let e = ZkElection::new(id, voters.clone(), QuorumRule::Majority);
+                (id, if lead { e.may_lead() } else { e })
+            })
+            .collect();
+        let mut queue: Vec<(i64, u64, u64, Notification)> = Vec::new();
+        let mut decided: BTreeMap<u64, i64> = BTreeMap::new();
+        let mut now = 0;
+        while now <= for_ms {
+            let leading: Vec<u64> = es
+                .iter()
+                .filter(|(_, e)| e.standing() == Standing::Leading)
+                .map(|(id, _)| *id)
+                .collect();
+            let followers = |l: u64, es: &BTreeMap<u64, ZkElection>| {
+                es.values()
+                    .filter(|e| e.standing() == Standing::Following { leader: l })
+                    .count()
+            };
+            let alone: Vec<u64> = leading
+                .iter()
+                .copied()
+                // With itself, no quorum.
+                .filter(|&l| followers(l, &es) < members.len() / 2)
+                .collect();
+            for &(id, _, epoch, zxid, _) in members {
+                let e = es.get_mut(&id).unwrap();
+                match e.standing() {
+                    Standing::Leading if alone.contains(&id) => {
+                        let since = *decided.entry(id).or_insert(now);
+                        if now - since >= 2_000 {
+                            decided.remove(&id);
+                            e.start(now, epoch, zxid);
+                        }
+                    }
+                    Standing::Following { leader } if !leading.contains(&leader) => {
+                        let since = *decided.entry(id).or_insert(now);
+                        if now - since >= 2_000 {
+                            decided.remove(&id);
+                            e.start(now, epoch, zxid);
+                        }
+                    }
+                    _ => {
+                        decided.remove(&id);
+                    }
+                }
+            }
+            for &(id, _, epoch, zxid, at) in members {
+                if at == now {
+                    es.get_mut(&id).unwrap().start(now, epoch, zxid);
+                }
+            }
+            let (due, later): (Vec<_>, Vec<_>) = queue.into_iter().partition(|m| m.0 <= now);
+            queue = later;
+            for (_, from, to, n) in due {
+                // A member not started yet has no election port open.
+                if members.iter().any(|m| m.0 == to && m.4 <= now) {
+                    es.get_mut(&to).unwrap().on_notification(now, from, &n);
+                }
+            }
+            for (&id, e) in es.iter_mut() {
+                e.on_tick(now);
+                for ElectionOut::Send { to, n } in e.take_outputs() {
+                    queue.push((now + 1 + draw(300), id, to, n));
+                }
+            }
+            now += 10;
+        }
+        members
+            .iter()
+            .map(|&(id, _, epoch, zxid, _)| (id, (es[&id].standing(), (epoch, zxid))))
+            .collect()
+    }
+
+    fn arb_members() -> impl proptest::strategy::Strategy<Value = Vec<(u64, bool, i64, i64, i64)>> {
+        use proptest::prelude::*;
+        (3usize..=5)
+            .prop_flat_map(|n| {
+                prop::collection::vec((any::<bool>(), 1i64..3, 0i64..4, 0i64..50), n)
+            })
+            .prop_map(|v| {
+                v.into_iter()
+                    .enumerate()
+                    .map(|(i, (lead, epoch, zxid, start))| {
+                        (i as u64 + 1, lead, epoch, (epoch << 32) | zxid, start * 20)
+                    })
+                    .collect()
+            })
+    }
+
+    // ZooKeeper Internals, "Leader Activation", with a model of ZooKeeper
+    // members (`may_lead`) beside wazoo members that do not lead, votes
+    // delayed and reordered, members starting at different times: at most
+    // one leader is established (followed by a quorum), a member that may
+    // lead; it holds every txn a quorum holds (its (epoch, zxid) is at
+    // least that of a quorum), so none it lacks was committed. (A member
+    // ahead of it may join it through the votes of those that settled,
+    // as a ZooKeeper member does, and is cut back by TRUNC.) When a
+    // member that may lead is the most up to date, every member decides.
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn a_mixed_ensemble_elects_one_leader_that_holds_a_quorums_txns(
+            members in arb_members(),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let n = members.len();
+            let out = elect(&members, seed, 30_000);
+            // A leader is established once a quorum follows it.
+            let leaders: Vec<u64> = out
+                .iter()
+                .filter(|(id, (st, _))| {
+                    *st == Standing::Leading
+                        && out.values().filter(|(f, _)| *f == Standing::Following { leader: **id }).count() + 1 > n / 2
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            proptest::prop_assert!(leaders.len() <= 1, "two established leaders: {:?}", out);
+            if let Some(&l) = leaders.first() {
+                let lz = out[&l].1;
+                let lead = members.iter().any(|m| m.0 == l && m.1);
+                proptest::prop_assert!(lead, "elected a member that may not lead: {:?}", out);
+                let behind = out.values().filter(|(_, z)| *z <= lz).count();
+                proptest::prop_assert!(behind > n / 2, "the leader lacks a quorum's txns: {:?}", out);
+            }
+            let best = members.iter().map(|m| (m.2, m.3)).max().unwrap();
+            let best_may_lead = members.iter().any(|m| m.1 && (m.2, m.3) == best);
+            if best_may_lead {
+                let l = leaders.first().copied();
+                proptest::prop_assert!(l.is_some(), "no leader after 30 s: {:?}", out);
+                proptest::prop_assert!(
+                    out.iter().all(|(id, (st, _))| Some(*id) == l
+                        || *st == Standing::Following { leader: l.unwrap() }),
+                    "not everyone follows the leader after 30 s: {:?}", out
+                );
             }
         }
     }
