@@ -2,14 +2,18 @@
 //! command words, dates in the local time zone as zkCli prints them,
 //! Ctrl-C during a command, history written after every command, tab
 //! completion on a terminal, and a refused port. Against Apache ZooKeeper
-//! and wazoo alike.
+//! and wazoo alike. zkCli's transcripts are also taken through a wazoo
+//! follower of a ZooKeeper ensemble (docs/MIGRATION.md, phase 2).
 
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wazoo_testkit::{start_server, Flavor, TestServer};
+mod common;
+
+use common::zk_joiner::ZkJoiner;
+use wazoo_testkit::{free_port, loopback, start_server, Flavor, TestServer};
 
 /// Every wait here is bounded by this.
 const WAIT: Duration = Duration::from_secs(30);
@@ -641,12 +645,19 @@ fn transcripts_agree(scripts: &[(&[&str], Check)], ensemble: bool) {
         check(transcript, &format!("ZooKeeper, {kind}"));
     }
     let got = run(Flavor::Wazoo);
-    for (expected, got) in expected.iter().zip(&got) {
+    assert_transcripts_match(&expected, &got, kind);
+}
+
+/// wazoo's transcripts (`got`) are ZooKeeper's (`expected`), block by
+/// block.
+fn assert_transcripts_match(expected: &[Vec<String>], got: &[Vec<String>], kind: &str) {
+    for (expected, got) in expected.iter().zip(got) {
         for (z, w) in expected.iter().zip(got) {
             assert_eq!(w, z, "wazoo's transcript ({kind}) differs from ZooKeeper's");
         }
         assert_eq!(got.len(), expected.len());
     }
+    assert_eq!(got.len(), expected.len());
 }
 
 // ZooKeeper Programmer's Guide, "ZooKeeper Watches", "Persistent,
@@ -681,4 +692,41 @@ fn zkcli_transcripts_on_three_members_are_zookeepers() {
         ],
         true,
     );
+}
+
+// docs/MIGRATION.md, phase 2, and the ZooKeeper CLI: zkCli connected to
+// a wazoo follower alone, in an ensemble of two ZooKeeper members and
+// wazoo where the ZooKeeper member that does not lead is down (every write
+// commits with wazoo's ACK), prints the transcripts zkCli prints against
+// a 3-member ZooKeeper ensemble.
+#[test]
+fn zkcli_transcripts_through_a_wazoo_follower_are_zookeepers() {
+    let scripts: [(&[&str], Check); 2] = [
+        (WATCH_MODES_SCRIPT, check_watch_modes),
+        (SESSION_SCRIPT, check_session),
+    ];
+    let zk3 = wazoo_testkit::start_ensemble(Flavor::Zookeeper, 3, Default::default())
+        .unwrap_or_else(|err| panic!("cannot start a ZooKeeper ensemble: {err:#}"));
+    let expected: Vec<Vec<String>> = scripts
+        .iter()
+        .map(|(s, _)| zkcli_transcript(&zk3.connect_string(), s))
+        .collect();
+    drop(zk3);
+    for ((_, check), transcript) in scripts.iter().zip(&expected) {
+        check(transcript, "ZooKeeper, 3 members");
+    }
+
+    let (q3, e3, c3) = (free_port(), free_port(), free_port());
+    let line = format!("server.3=127.0.0.1:{q3}:{e3}");
+    let opts = common::ensemble_options(Flavor::Zookeeper).cfg(line);
+    let mut zk = wazoo_testkit::ZkEnsemble::start_with(2, opts).unwrap();
+    let mut w = ZkJoiner::start(&zk.config_path(0), 3, c3, &[]);
+    w.wait_mode(loopback(c3), "follower");
+    let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
+    zk.kill(1 - leader);
+    let got: Vec<Vec<String>> = scripts
+        .iter()
+        .map(|(s, _)| zkcli_transcript(&format!("127.0.0.1:{c3}"), s))
+        .collect();
+    assert_transcripts_match(&expected, &got, "a wazoo follower of ZooKeeper");
 }

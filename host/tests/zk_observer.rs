@@ -10,183 +10,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::zk_joiner::ZkJoiner;
 use common::*;
 use wazoo_testkit::{four_letter_word, free_port, loopback, Flavor, ZkEnsemble};
 use zookeeper_client::{Acls, CreateMode, EventType};
-
-/// A wazoo process started with a hand-written zoo.cfg and myid.
-struct Observer {
-    child: Child,
-    log: std::path::PathBuf,
-    cfg: std::path::PathBuf,
-    runs: u32,
-    _dir: tempfile::TempDir,
-}
-
-impl Observer {
-    /// An observer whose zoo.cfg takes the ZooKeeper members' settings
-    /// and server lines from `zk_cfg`, as an operator copies them.
-    fn start(zk_cfg: &Path, my_id: u64, client_port: u16, extra: &[String]) -> Observer {
-        let zk_text = std::fs::read_to_string(zk_cfg).unwrap();
-        let lines: Vec<String> = zk_text
-            .lines()
-            .filter(|l| {
-                let key = l.split('=').next().unwrap_or_default().trim();
-                key.starts_with("server.")
-                    || ["tickTime", "initLimit", "syncLimit", "maxSessionTimeout"].contains(&key)
-            })
-            .map(str::to_string)
-            .collect();
-        Observer::start_with(&lines, my_id, client_port, extra)
-    }
-
-    fn start_with(lines: &[String], my_id: u64, client_port: u16, extra: &[String]) -> Observer {
-        let dir = tempfile::Builder::new()
-            .prefix("wazoo-zk-observer-")
-            .tempdir()
-            .unwrap();
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).unwrap();
-        std::fs::write(data.join("myid"), my_id.to_string()).unwrap();
-        let mut cfg = String::new();
-        for l in lines {
-            cfg.push_str(l);
-            cfg.push('\n');
-        }
-        cfg.push_str(&format!(
-            "dataDir={}\nclientPort={client_port}\nclientPortAddress=127.0.0.1\nwazoo.peers=zookeeper\nadmin.enableServer=false\nminSessionTimeout=1000\n4lw.commands.whitelist=*\n",
-            data.display()
-        ));
-        let mine = format!("server.{my_id}=");
-        if lines
-            .iter()
-            .any(|l| l.starts_with(&mine) && l.contains(":observer"))
-        {
-            cfg.push_str("peerType=observer\n");
-        }
-        for l in extra {
-            cfg.push_str(l);
-            cfg.push('\n');
-        }
-        let cfg_path = dir.path().join("zoo.cfg");
-        std::fs::write(&cfg_path, cfg).unwrap();
-        let log = dir.path().join("wazoo.log");
-        Observer {
-            child: spawn(&cfg_path, &log),
-            log,
-            cfg: cfg_path,
-            runs: 1,
-            _dir: dir,
-        }
-    }
-
-    /// Kills the process (no clean shutdown) and starts it again on the
-    /// same data directory, logging to a file of its own.
-    fn restart(&mut self) {
-        self.kill();
-        self.start_again();
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn start_again(&mut self) {
-        self.runs += 1;
-        self.log = self.log.with_file_name(format!("wazoo-{}.log", self.runs));
-        self.child = spawn(&self.cfg, &self.log);
-    }
-
-    /// Every run's log lines about elections, links and syncs.
-    fn sync_history(&self) -> String {
-        let mut out = String::new();
-        for run in 1..=self.runs {
-            let name = if run == 1 {
-                "wazoo.log".to_string()
-            } else {
-                format!("wazoo-{run}.log")
-            };
-            out.push_str(&format!("--- run {run}\n"));
-            let text = std::fs::read_to_string(self.log.with_file_name(name)).unwrap_or_default();
-            for l in text.lines().filter(|l| {
-                [
-                    "elected",
-                    "syncs this member",
-                    "link to the ZooKeeper",
-                    "connected to",
-                    "dropping",
-                    "leaving",
-                    "recovered",
-                    "following in",
-                    "truncat",
-                    "reload",
-                ]
-                .iter()
-                .any(|k| l.contains(k))
-            }) {
-                out.push_str(l);
-                out.push('\n');
-            }
-        }
-        out
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-
-    /// Waits until `srvr` on `addr` says it observes.
-    fn wait_observing(&mut self, addr: std::net::SocketAddr) {
-        self.wait_mode(addr, "observer")
-    }
-
-    /// Waits until `srvr` on `addr` says `Mode: {mode}`.
-    fn wait_mode(&mut self, addr: std::net::SocketAddr, mode: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let want = format!("Mode: {mode}");
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("the wazoo member exited ({status}):\n{}", self.log_tail());
-            }
-            if four_letter_word(addr, "srvr").is_ok_and(|s| s.contains(&want)) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the wazoo member did not reach {want} within 60 s:\n{}",
-                self.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-fn spawn(cfg: &Path, log: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_wazoo"))
-        .args(["serve", "--config"])
-        .arg(cfg)
-        .env(
-            "RUST_LOG",
-            std::env::var("OBS_LOG").unwrap_or("info".into()),
-        )
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
-}
-
-impl Drop for Observer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn open() -> zookeeper_client::CreateOptions<'static> {
     CreateMode::Persistent.with_acls(Acls::anyone_all())
@@ -201,7 +31,7 @@ async fn a_wazoo_observer_serves_a_zookeeper_ensemble_live_and_forwards_its_writ
     // Written before the observer exists: it arrives by the sync.
     zc.create("/before", b"one", &open()).await.unwrap();
 
-    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    let mut obs = ZkJoiner::start(&zk.config_path(0), 4, c4, &[]);
     obs.wait_observing(loopback(c4));
     let wc = connect(&format!("127.0.0.1:{c4}")).await;
     // ZooKeeper's leader counts it as a synced observer.
@@ -332,7 +162,7 @@ fn a_session_made_on_a_zookeeper_member_moves_to_the_observer() {
     let (q4, e4, c4) = (free_port(), free_port(), free_port());
     let line = format!("server.4=127.0.0.1:{q4}:{e4}:observer");
     let zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
-    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    let mut obs = ZkJoiner::start(&zk.config_path(0), 4, c4, &[]);
     obs.wait_observing(loopback(c4));
     let (_, first) = raw_handshake(zk.addr(0), 0, &[]).expect("a session on ZooKeeper");
     assert!(first.session_id != 0);
@@ -356,7 +186,7 @@ fn a_session_made_on_a_zookeeper_member_moves_to_the_observer() {
 }
 
 /// Waits (bounded) until ZooKeeper member `i` says `Mode: {mode}`.
-fn wait_zk_mode(zk: &ZkEnsemble, i: usize, mode: &str, w: &Observer) {
+fn wait_zk_mode(zk: &ZkEnsemble, i: usize, mode: &str, w: &ZkJoiner) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while zk.mode(i).as_deref() != Some(mode) {
         assert!(
@@ -382,7 +212,7 @@ async fn a_wazoo_follower_votes_and_acknowledges_in_a_zookeeper_ensemble() {
     let (q3, e3, c3) = (free_port(), free_port(), free_port());
     let line = format!("server.3=127.0.0.1:{q3}:{e3}");
     let mut zk = ZkEnsemble::start_with(2, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
-    let mut w = Observer::start(&zk.config_path(0), 3, c3, &[]);
+    let mut w = ZkJoiner::start(&zk.config_path(0), 3, c3, &[]);
     w.wait_mode(loopback(c3), "follower");
     let wc = connect(&format!("127.0.0.1:{c3}")).await;
     wc.create("/p", b"through wazoo", &open()).await.unwrap();
@@ -473,7 +303,7 @@ fn curator_on_a_wazoo_follower_behaves_as_on_zookeeper() {
     let (q3, e3, c3) = (free_port(), free_port(), free_port());
     let line = format!("server.3=127.0.0.1:{q3}:{e3}");
     let mut zk = ZkEnsemble::start_with(2, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
-    let mut w = Observer::start(&zk.config_path(0), 3, c3, &[]);
+    let mut w = ZkJoiner::start(&zk.config_path(0), 3, c3, &[]);
     w.wait_mode(loopback(c3), "follower");
     let leader = zk.wait_for_leader(Duration::from_secs(10)).unwrap();
     zk.kill(1 - leader);
@@ -531,7 +361,7 @@ async fn an_observer_synced_by_snapshot_keeps_its_clients_sessions_alive() {
     .await
     .unwrap();
 
-    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    let mut obs = ZkJoiner::start(&zk.config_path(0), 4, c4, &[]);
     obs.wait_observing(loopback(c4));
     let log = std::fs::read_to_string(&obs.log).unwrap_or_default();
     assert!(log.contains("by SNAP"), "synced by SNAP:\n{log}");
@@ -584,7 +414,7 @@ async fn a_restarted_observer_loads_its_state_and_is_synced_by_diff() {
             .unwrap();
     }
     // snapCount=8: snapshots of its own are taken while it observes.
-    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &["snapCount=8".into()]);
+    let mut obs = ZkJoiner::start(&zk.config_path(0), 4, c4, &["snapCount=8".into()]);
     obs.wait_observing(loopback(c4));
     let first = std::fs::read_to_string(&obs.log).unwrap_or_default();
     assert!(first.contains("by SNAP"), "first synced by SNAP:\n{first}");
@@ -651,7 +481,7 @@ async fn an_observer_follows_the_next_leader_when_the_leader_dies() {
     let (q4, e4, c4) = (free_port(), free_port(), free_port());
     let line = format!("server.4=127.0.0.1:{q4}:{e4}:observer");
     let mut zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
-    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    let mut obs = ZkJoiner::start(&zk.config_path(0), 4, c4, &[]);
     obs.wait_observing(loopback(c4));
     let wc = connect(&format!("127.0.0.1:{c4}")).await;
     wc.create("/failover", b"a", &open()).await.unwrap();
@@ -714,7 +544,7 @@ fn server_lines(config: &[u8]) -> Vec<String> {
 /// Starts wazoo member 4, as `role`, for a running ensemble whose
 /// `/zookeeper/config` is `config`: its `server.4` entry (to add by
 /// reconfig), its client port, and the process.
-fn start_joiner(config: &[u8], role: &str) -> (String, u16, Observer) {
+fn start_joiner(config: &[u8], role: &str) -> (String, u16, ZkJoiner) {
     let (q4, e4, c4) = (free_port(), free_port(), free_port());
     let entry = format!("server.4=127.0.0.1:{q4}:{e4}:{role};127.0.0.1:{c4}");
     let mut lines = server_lines(config);
@@ -724,7 +554,7 @@ fn start_joiner(config: &[u8], role: &str) -> (String, u16, Observer) {
         "initLimit=10".into(),
         "syncLimit=5".into(),
     ]);
-    let w = Observer::start_with(&lines, 4, c4, &["reconfigEnabled=true".to_string()]);
+    let w = ZkJoiner::start_with(&lines, 4, c4, &["reconfigEnabled=true".to_string()]);
     (entry, c4, w)
 }
 
@@ -920,7 +750,7 @@ fn an_observer_drops_a_leader_that_does_not_read() {
         format!("server.1=127.0.0.1:{q1}:{e1}:participant"),
         format!("server.4=127.0.0.1:{q4}:{e4}:observer"),
     ];
-    let mut obs = Observer::start_with(&lines, 4, c4, &[]);
+    let mut obs = ZkJoiner::start_with(&lines, 4, c4, &[]);
 
     // The election port: every connection is answered with "1 leads".
     std::thread::spawn(move || {
@@ -1142,7 +972,7 @@ async fn mixed_ensemble_under_faults(joins: Joins) {
     let line = format!("server.4=127.0.0.1:{q4}:{e4}:{role}");
     let mut zk = ZkEnsemble::start_with(3, ensemble_options(Flavor::Zookeeper).cfg(line)).unwrap();
     let (lines, proxies) = proxied_lines(&zk.config_path(0), 4);
-    let mut obs = Observer::start_with(&lines, 4, c4, &[]);
+    let mut obs = ZkJoiner::start_with(&lines, 4, c4, &[]);
     obs.wait_mode(loopback(c4), mode);
     let obs_addr = format!("127.0.0.1:{c4}");
     let zc = connect(&zk.connect_string()).await;
@@ -1318,7 +1148,7 @@ const BIG_NODE_BYTES: usize = 256 << 10;
 
 /// The files of the observer's snapshot directory and their modification
 /// times.
-fn stored_files(obs: &Observer) -> Vec<(String, std::time::SystemTime)> {
+fn stored_files(obs: &ZkJoiner) -> Vec<(String, std::time::SystemTime)> {
     let dir = obs.cfg.with_file_name("data").join("wazoo-v1");
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -1347,7 +1177,7 @@ async fn an_observer_acknowledges_a_large_snapshot_before_storing_it() {
     let zc = connect(&zk.connect_string()).await;
     populate(&zc, BIG_NODES, BIG_NODE_BYTES).await;
 
-    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    let mut obs = ZkJoiner::start(&zk.config_path(0), 4, c4, &[]);
     tokio::task::block_in_place(|| obs.wait_observing(loopback(c4)));
     let log = std::fs::read_to_string(&obs.log).unwrap_or_default();
     assert!(log.contains("by SNAP"), "synced by SNAP:\n{log}");
@@ -1414,7 +1244,7 @@ async fn an_observer_killed_while_storing_a_snapshot_restarts_consistent() {
             }
         })
     };
-    let mut obs = Observer::start(&zk.config_path(0), 4, c4, &[]);
+    let mut obs = ZkJoiner::start(&zk.config_path(0), 4, c4, &[]);
     // Killed as soon as the snapshot is being written.
     let deadline = Instant::now() + Duration::from_secs(60);
     let dir = obs.cfg.with_file_name("data").join("wazoo-v1");

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod zk_joiner;
+
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
