@@ -285,16 +285,19 @@ pub fn run_backup(server: &str, out: &Path, auth: Option<String>) -> Result<()> 
     Ok(())
 }
 
+/// A backup file, checked and loaded.
+fn load_backup(from: &Path) -> Result<crate::core::member::LoadedSnapshot> {
+    let bytes = wazoo_storage::read_snapshot(from)
+        .map_err(|e| anyhow!("{} is not a usable backup: {e}", from.display()))?;
+    read_snapshot_payload(&bytes).with_context(|| format!("{} does not load", from.display()))
+}
+
 /// `wazoo restore`: writes the member `config` configures from a backup.
 pub fn run_restore(from: &Path, config: &Path) -> Result<()> {
     let cfg = Config::load(config)?;
     crate::import::ensure_empty(&cfg)?;
-    let bytes = wazoo_storage::read_snapshot(from)
-        .map_err(|e| anyhow!("{} is not a usable backup: {e}", from.display()))?;
-    let loaded = read_snapshot_payload(&bytes)
-        .with_context(|| format!("{} does not load", from.display()))?;
+    let loaded = load_backup(from)?;
     let zxid = loaded.zxid;
-    drop(bytes);
     let installed =
         crate::import::install(&cfg, zxid, loaded.tree, loaded.sessions, loaded.waits, 0)?;
     println!(
@@ -318,11 +321,7 @@ pub fn run_restore(from: &Path, config: &Path) -> Result<()> {
 pub fn run_restore_to_zookeeper(from: &Path, zk_data: &Path) -> Result<()> {
     let v2 = zk_data.join("version-2");
     ensure_no_zookeeper_data(&v2)?;
-    let bytes = wazoo_storage::read_snapshot(from)
-        .map_err(|e| anyhow!("{} is not a usable backup: {e}", from.display()))?;
-    let loaded = read_snapshot_payload(&bytes)
-        .with_context(|| format!("{} does not load", from.display()))?;
-    drop(bytes);
+    let loaded = load_backup(from)?;
     let zxid = loaded.zxid;
     let snap = crate::import::to_zookeeper(&loaded.tree, &loaded.sessions, zxid)?;
     let file = wazoo_storage::zookeeper::encode_snapshot(&snap);
@@ -330,16 +329,10 @@ pub fn run_restore_to_zookeeper(from: &Path, zk_data: &Path) -> Result<()> {
     // Checked again: a directory filled meanwhile is not written into.
     ensure_no_zookeeper_data(&v2)?;
     let name = format!("snapshot.{:x}", zxid.to_wire());
-    let tmp = v2.join(format!("{name}.wazoo-tmp"));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&file)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, v2.join(&name))?;
-        std::fs::File::open(&v2)?.sync_all()
-    };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = crate::driver::write_durably(&v2, &name, &file) {
+        // ZooKeeper would take a leftover `snapshot.<zxid>.tmp` for a
+        // snapshot of an unknown compression.
+        let _ = std::fs::remove_file(v2.join(format!("{name}.tmp")));
         return Err(e).with_context(|| format!("cannot write {}", v2.join(&name).display()));
     }
     for epoch_file in ["acceptedEpoch", "currentEpoch"] {

@@ -264,12 +264,18 @@ pub(crate) fn read_epoch(dir: &Path, name: &str) -> Result<u32> {
     }
 }
 
-/// Writes an epoch file durably (temp file, fsync, rename, fsync dir).
+/// Writes an epoch file durably (see [`write_durably`]).
 pub(crate) fn write_epoch(dir: &Path, name: &str, epoch: u32) -> std::io::Result<()> {
+    write_durably(dir, name, epoch.to_string().as_bytes())
+}
+
+/// Writes `dir/name` whole or not at all: a temp file `name.tmp`, fsync,
+/// rename, fsync of the directory.
+pub(crate) fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = dir.join(format!("{name}.tmp"));
     let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(epoch.to_string().as_bytes())?;
+    f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, dir.join(name))?;
     std::fs::File::open(dir)?.sync_all()
